@@ -1,0 +1,2 @@
+//! Ready-made child actors that a process hub hosts, their kind registrations, and the pieces of
+//! the `process-hub` binary.

@@ -1,0 +1,13 @@
+//! The row model: what a child is, what the registry stores about it, and how two copies of a
+//! row written on different nodes are reconciled.
+//!
+//! Everything here is pure (no actors, no IO) so that the merge rules can be property-tested and
+//! every node can run them and reach the same answer.
+
+mod child;
+mod merge;
+mod row;
+
+pub use child::{ChildArgs, ChildId, ChildSpec, InvalidChildId, Restart, Shutdown};
+pub use merge::{apply_observation, merge_authored, merge_rows, AuthoredOrder};
+pub use row::{HubMeta, Metadata, NodeName, Pid, ReservedMetadataKey, Row, RESERVED_METADATA_KEY};

@@ -1,0 +1,173 @@
+//! Registry storage: where a node keeps its copy of the registry.
+//!
+//! One trait, several backends (seed `persistence-and-recovery.md`, "Backends"):
+//! - [`MemoryStorage`] (default): concurrent reads that never wait on writers, like ETS;
+//!   nothing survives a restart.
+//! - any type implementing [`Storage`], whose mutations may fail.
+//!
+//! Every mutation returns a [`Commit`] that resolves once the write is as durable as the backend
+//! promises: for disk backends an `Ok` means fsync'd. Submitting is ordered (two submissions from
+//! one caller apply in submission order), waiting is separate, so a single-writer actor can keep
+//! many writes in flight and let the backend batch them into one fsync.
+
+mod commit;
+mod memory;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{ChildId, Row};
+
+pub use commit::{Commit, CommitSender};
+pub use memory::MemoryStorage;
+
+/// Why a storage operation failed. Cloneable because one failed group commit answers many
+/// waiters.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StorageError {
+    /// The store was written by a newer release; opening it could lose data it understands and
+    /// we do not.
+    #[error("store {path} has format version {found}, newer than the {supported} this release supports")]
+    NewerFormat {
+        /// The store's path.
+        path: std::path::PathBuf,
+        /// The version found in the store's marker.
+        found: u32,
+        /// The newest version this release reads.
+        supported: u32,
+    },
+    /// The store could not be opened or created (and could not be rotated aside).
+    #[error("cannot open store {path}: {message}")]
+    Open {
+        /// The store's path.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        message: String,
+    },
+    /// A write did not reach the disk (disk full, permissions, I/O error). Nothing of the
+    /// failed mutation is visible afterwards.
+    #[error("write to store {path} failed: {message}")]
+    Write {
+        /// The store's path.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        message: String,
+    },
+    /// A row could not be encoded or decoded.
+    #[error("cannot encode or decode row {id}: {message}")]
+    Codec {
+        /// The row's child id.
+        id: String,
+        /// The codec's error.
+        message: String,
+    },
+    /// The backend has shut down (its writer is gone).
+    #[error("store is closed")]
+    Closed,
+    /// An error from a user-supplied backend.
+    #[error("storage backend error: {0}")]
+    Backend(String),
+}
+
+/// A row as stored, with its optional expiry (wall-clock ms since the Unix epoch).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredRow {
+    /// The row.
+    pub row: Row,
+    /// When the row stops being visible; `None` for never.
+    pub expires_at_ms: Option<u64>,
+}
+
+impl StoredRow {
+    /// Whether the row is still visible at `now_ms`.
+    pub fn is_live(&self, now_ms: u64) -> bool {
+        self.expires_at_ms.is_none_or(|at| at > now_ms)
+    }
+}
+
+/// One change to the registry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mutation {
+    /// Insert or replace the row with the row's id; with a TTL it disappears from reads after it.
+    Put {
+        /// The row.
+        row: Row,
+        /// How long the row stays visible; `None` for always.
+        ttl: Option<Duration>,
+    },
+    /// Remove the row with this id (a no-op when absent).
+    Remove(ChildId),
+    /// Remove every row.
+    Clear,
+}
+
+impl Mutation {
+    /// A put without TTL.
+    pub fn put(row: Row) -> Self {
+        Mutation::Put { row, ttl: None }
+    }
+}
+
+/// Wall-clock milliseconds since the Unix epoch (TTL expiry and diagnostics only).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Where a node keeps its registry copy.
+///
+/// Implementations must make reads safe to call from any thread at any time, and must apply the
+/// batches of successive `submit` calls in call order.
+pub trait Storage: Send + Sync + 'static {
+    /// A short name for logs and benchmarks (`memory`, `lmdb`, `durable`, ...).
+    fn name(&self) -> &'static str;
+
+    /// Applies `batch` atomically, in order after every earlier submission. The returned
+    /// [`Commit`] resolves to `Ok` once the batch is as durable as the backend promises, or to
+    /// the error that kept it from being applied (then none of it is visible).
+    fn submit(&self, batch: Vec<Mutation>) -> Commit;
+
+    /// The live row with this id.
+    fn get(&self, id: &ChildId) -> Option<Row>;
+
+    /// Every live row (order unspecified).
+    fn export_all(&self) -> Vec<Row>;
+
+    /// The number of live rows.
+    fn len(&self) -> usize {
+        self.export_all().len()
+    }
+
+    /// Whether there are no live rows.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether a live row with this id exists.
+    fn contains(&self, id: &ChildId) -> bool {
+        self.get(id).is_some()
+    }
+
+    /// Applies a batch and blocks until it is durable.
+    fn apply(&self, batch: Vec<Mutation>) -> Result<(), StorageError> {
+        self.submit(batch).wait()
+    }
+
+    /// Inserts or replaces one row and blocks until it is durable.
+    fn insert(&self, row: Row) -> Result<(), StorageError> {
+        self.apply(vec![Mutation::put(row)])
+    }
+
+    /// Removes one row and blocks until the removal is durable.
+    fn remove(&self, id: &ChildId) -> Result<(), StorageError> {
+        self.apply(vec![Mutation::Remove(id.clone())])
+    }
+
+    /// Removes every row and blocks until that is durable.
+    fn clear_all(&self) -> Result<(), StorageError> {
+        self.apply(vec![Mutation::Clear])
+    }
+}
