@@ -13,6 +13,8 @@
 mod commit;
 mod memory;
 
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -169,5 +171,57 @@ pub trait Storage: Send + Sync + 'static {
     /// Removes every row and blocks until that is durable.
     fn clear_all(&self) -> Result<(), StorageError> {
         self.apply(vec![Mutation::Clear])
+    }
+}
+
+/// Which backend a hub keeps its registry copy in (the config's `registry_backend`).
+///
+/// The disk backends default their path to `<data_dir>/process_hub/<hub_id>/`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum BackendConfig {
+    /// In memory only (default); rebuilt from peers after a restart.
+    #[default]
+    Memory,
+    /// LMDB on disk: reads and writes go to disk; every `Ok` is fsync'd.
+    Lmdb {
+        /// Directory of the store; `None` for the default under the data dir.
+        #[serde(default)]
+        path: Option<PathBuf>,
+    },
+    /// Memory for reads, mirrored synchronously to LMDB; every `Ok` is fsync'd.
+    Durable {
+        /// Directory of the store; `None` for the default under the data dir.
+        #[serde(default)]
+        path: Option<PathBuf>,
+    },
+}
+
+impl BackendConfig {
+    /// The directory a disk backend uses: its configured path, or
+    /// `<data_dir>/process_hub/<hub_id>/`. `None` for the memory backend.
+    pub fn disk_path(&self, data_dir: &Path, hub_id: &str) -> Option<PathBuf> {
+        let default = || data_dir.join("process_hub").join(hub_id);
+        match self {
+            BackendConfig::Memory => None,
+            BackendConfig::Lmdb { path } | BackendConfig::Durable { path } => {
+                Some(path.clone().unwrap_or_else(default))
+            }
+        }
+    }
+}
+
+/// Opens the configured backend for `hub_id`.
+pub fn open_backend(
+    config: &BackendConfig,
+    data_dir: &Path,
+    hub_id: &str,
+) -> Result<Arc<dyn Storage>, StorageError> {
+    match config {
+        BackendConfig::Memory => Ok(Arc::new(MemoryStorage::new())),
+        BackendConfig::Lmdb { .. } | BackendConfig::Durable { .. } => Err(StorageError::Open {
+            path: config.disk_path(data_dir, hub_id).unwrap_or_default(),
+            message: "disk backends are not built yet".into(),
+        }),
     }
 }
