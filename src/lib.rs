@@ -9,5 +9,7 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "admin")]
+pub mod admin;
 pub mod model;
 pub mod storage;

@@ -1,0 +1,133 @@
+//! The JSON shapes of the admin API. Field names are a public contract: add, never rename.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{ChildArgs, ChildId, ChildSpec, Metadata, Restart};
+
+use super::AdminError;
+
+/// `GET /v1/health`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    /// This node's name (`name@host`).
+    pub node: String,
+    /// The hub id.
+    pub hub: String,
+    /// The hub's members as this node sees them, sorted.
+    pub members: Vec<String>,
+    /// `"recovering"` until the first reconcile round completes, then `"normal"`.
+    pub recovery_state: String,
+}
+
+/// Where one instance of a child runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodePid {
+    /// The node hosting it.
+    pub node: String,
+    /// Its node-local actor id.
+    pub pid: u64,
+}
+
+/// One child as this node's registry copy knows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChildView {
+    /// The child's id.
+    pub id: String,
+    /// Its kind.
+    pub kind: String,
+    /// Where it runs.
+    pub nodes: Vec<NodePid>,
+    /// The caller's metadata.
+    pub metadata: Metadata,
+}
+
+/// One child to start, as posted to `POST /v1/children`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StartSpec {
+    /// The child's id.
+    pub id: String,
+    /// A kind registered on every node.
+    pub kind: String,
+    /// Arguments for the kind (any JSON).
+    #[serde(default)]
+    pub args: Option<serde_json::Value>,
+    /// `permanent` (default), `transient` or `temporary`.
+    #[serde(default)]
+    pub restart: Option<Restart>,
+    /// String metadata; `tag` drives tag queries.
+    #[serde(default)]
+    pub metadata: Option<Metadata>,
+    /// Add the child to the declared list (needs auto-recovery and a permanent child).
+    #[serde(default)]
+    pub durable: bool,
+}
+
+impl StartSpec {
+    /// Validates the posted spec into the hub's types.
+    pub fn into_spec(self) -> Result<(ChildSpec, Metadata, bool), AdminError> {
+        let id = ChildId::parse(self.id).map_err(|e| AdminError::InvalidInput(e.to_string()))?;
+        if self.kind.trim().is_empty() {
+            return Err(AdminError::InvalidInput(format!(
+                "child {id}: `kind` must not be empty"
+            )));
+        }
+        let mut spec = ChildSpec::new(id, self.kind);
+        if let Some(args) = &self.args {
+            spec.args = ChildArgs::from_json(args);
+        }
+        if let Some(restart) = self.restart {
+            spec.restart = restart;
+        }
+        Ok((spec, self.metadata.unwrap_or_default(), self.durable))
+    }
+}
+
+/// A child that started, and where.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartedChild {
+    /// The child's id.
+    pub id: String,
+    /// Where it runs.
+    pub nodes: Vec<NodePid>,
+}
+
+/// A child that did not start on a node, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartError {
+    /// The child's id.
+    pub id: String,
+    /// The node that reported the error (or the local node for validation errors).
+    pub node: String,
+    /// Why, as text.
+    pub reason: String,
+    /// The error as a stable snake_case code (`already_started`, `unknown_kind`, ...).
+    #[serde(default)]
+    pub code: String,
+}
+
+/// `POST /v1/children`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartResponse {
+    /// The children that run now.
+    pub started: Vec<StartedChild>,
+    /// The children that did not start.
+    pub errors: Vec<StartError>,
+}
+
+/// A child that stopped, and where it ran.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoppedChild {
+    /// The child's id.
+    pub id: String,
+    /// The nodes it was stopped on.
+    pub nodes: Vec<String>,
+}
+
+/// `DELETE /v1/children/{id}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopResponse {
+    /// The children that stopped.
+    pub stopped: Vec<StoppedChild>,
+    /// The children that could not be stopped.
+    pub errors: Vec<StartError>,
+}

@@ -1,0 +1,220 @@
+//! The admin API's HTTP contract (paths, JSON fields, status codes), driven against an
+//! in-memory stand-in for the hub so that only the HTTP layer is under test here.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use process_hub::admin::{
+    router, AdminError, AdminOps, ChildView, Health, NodePid, StartError, StartResponse, StartSpec,
+    StartedChild, StopResponse, StoppedChild,
+};
+use process_hub::model::ChildId;
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+/// A hub stand-in: a map of children on one node; `ready` false answers 503.
+#[derive(Clone, Default)]
+struct FakeHub {
+    children: Arc<Mutex<BTreeMap<String, ChildView>>>,
+    not_ready: bool,
+}
+
+impl AdminOps for FakeHub {
+    async fn health(&self) -> Result<Health, AdminError> {
+        if self.not_ready {
+            return Err(AdminError::NotReady("hub is starting".into()));
+        }
+        Ok(Health {
+            node: "a@127.0.0.1".into(),
+            hub: "h".into(),
+            members: vec!["a@127.0.0.1".into(), "b@127.0.0.1".into()],
+            recovery_state: "normal".into(),
+        })
+    }
+
+    async fn list_children(&self) -> Result<Vec<ChildView>, AdminError> {
+        Ok(self.children.lock().unwrap().values().cloned().collect())
+    }
+
+    async fn get_child(&self, id: ChildId) -> Result<Option<ChildView>, AdminError> {
+        Ok(self.children.lock().unwrap().get(id.as_str()).cloned())
+    }
+
+    async fn start_children(&self, specs: Vec<StartSpec>) -> Result<StartResponse, AdminError> {
+        let mut out = StartResponse::default();
+        let mut children = self.children.lock().unwrap();
+        for spec in specs {
+            if children.contains_key(&spec.id) {
+                out.errors.push(StartError {
+                    id: spec.id.clone(),
+                    node: "a@127.0.0.1".into(),
+                    reason: "already started".into(),
+                    code: "already_started".into(),
+                });
+                continue;
+            }
+            let nodes = vec![NodePid {
+                node: "a@127.0.0.1".into(),
+                pid: children.len() as u64 + 1,
+            }];
+            children.insert(
+                spec.id.clone(),
+                ChildView {
+                    id: spec.id.clone(),
+                    kind: spec.kind.clone(),
+                    nodes: nodes.clone(),
+                    metadata: spec.metadata.clone().unwrap_or_default(),
+                },
+            );
+            out.started.push(StartedChild { id: spec.id, nodes });
+        }
+        Ok(out)
+    }
+
+    async fn stop_child(&self, id: ChildId) -> Result<Option<StopResponse>, AdminError> {
+        Ok(self
+            .children
+            .lock()
+            .unwrap()
+            .remove(id.as_str())
+            .map(|c| StopResponse {
+                stopped: vec![StoppedChild {
+                    id: c.id,
+                    nodes: c.nodes.into_iter().map(|n| n.node).collect(),
+                }],
+                errors: vec![],
+            }))
+    }
+}
+
+async fn call(hub: &FakeHub, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(match body {
+            Some(v) => Body::from(v.to_string()),
+            None => Body::empty(),
+        })
+        .unwrap();
+    let response = router(hub.clone()).oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let value = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes)
+            .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()))
+    };
+    (status, value)
+}
+
+#[tokio::test]
+async fn health_reports_node_hub_sorted_members_and_recovery_state() {
+    let hub = FakeHub::default();
+    let (status, body) = call(&hub, "GET", "/v1/health", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["node"], "a@127.0.0.1");
+    assert_eq!(body["hub"], "h");
+    assert_eq!(body["members"], json!(["a@127.0.0.1", "b@127.0.0.1"]));
+    assert_eq!(body["recovery_state"], "normal");
+}
+
+#[tokio::test]
+async fn not_ready_is_503_with_error_code() {
+    let hub = FakeHub {
+        not_ready: true,
+        ..Default::default()
+    };
+    let (status, body) = call(&hub, "GET", "/v1/health", None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body["error"], "not_ready");
+    assert!(body["message"].as_str().unwrap().contains("starting"));
+}
+
+#[tokio::test]
+async fn start_one_then_list_get_and_delete() {
+    let hub = FakeHub::default();
+    let (status, body) = call(
+        &hub,
+        "POST",
+        "/v1/children",
+        Some(json!({"id": "c1", "kind": "counter", "metadata": {"tag": "t"}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["started"][0]["id"], "c1");
+    assert_eq!(body["started"][0]["nodes"][0]["node"], "a@127.0.0.1");
+    assert_eq!(body["errors"], json!([]));
+
+    let (status, body) = call(&hub, "GET", "/v1/children", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body[0]["id"], "c1");
+    assert_eq!(body[0]["kind"], "counter");
+    assert_eq!(body[0]["metadata"]["tag"], "t");
+
+    let (status, body) = call(&hub, "GET", "/v1/children/c1", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["nodes"][0]["pid"], 1);
+
+    let (status, body) = call(&hub, "DELETE", "/v1/children/c1", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["stopped"][0]["id"], "c1");
+
+    let (status, body) = call(&hub, "GET", "/v1/children/c1", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"], "not_found");
+    let (status, _) = call(&hub, "DELETE", "/v1/children/c1", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn starting_a_running_child_alone_is_409_and_in_a_batch_is_an_error_entry() {
+    let hub = FakeHub::default();
+    let spec = json!({"id": "dup", "kind": "counter"});
+    assert_eq!(
+        call(&hub, "POST", "/v1/children", Some(spec.clone()))
+            .await
+            .0,
+        StatusCode::OK
+    );
+    let (status, body) = call(&hub, "POST", "/v1/children", Some(spec.clone())).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(body["error"], "already_started");
+
+    let (status, body) = call(
+        &hub,
+        "POST",
+        "/v1/children",
+        Some(json!([spec, {"id": "fresh", "kind": "counter"}])),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["started"][0]["id"], "fresh");
+    assert_eq!(body["errors"][0]["id"], "dup");
+    assert_eq!(body["errors"][0]["node"], "a@127.0.0.1");
+    assert!(body["errors"][0]["reason"].is_string());
+}
+
+#[tokio::test]
+async fn invalid_bodies_are_400_and_start_nothing() {
+    let hub = FakeHub::default();
+    for bad in [
+        json!({"kind": "counter"}),
+        json!({"id": "", "kind": "counter"}),
+        json!({"id": "x", "kind": ""}),
+        json!({"id": "x", "kind": "counter", "restart": "sometimes"}),
+        json!({"id": "x", "kind": "counter", "metadata": {"n": 1}}),
+        json!([]),
+        json!([{"id": "ok", "kind": "counter"}, {"id": "", "kind": "counter"}]),
+        json!(42),
+    ] {
+        let (status, body) = call(&hub, "POST", "/v1/children", Some(bad.clone())).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad} -> {body}");
+        assert_eq!(body["error"], "invalid_input", "{bad}");
+    }
+    assert!(hub.children.lock().unwrap().is_empty());
+}
