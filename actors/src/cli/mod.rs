@@ -1,0 +1,3 @@
+//! The pieces of the `process-hub` command line that are worth testing on their own.
+
+pub mod node_settings;

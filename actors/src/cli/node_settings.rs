@@ -1,0 +1,303 @@
+//! The settings of one `process-hub node`: from flags, from a TOML file, or both (flags win).
+//!
+//! Kept apart from the code that runs the node so that every rule about what a valid node
+//! configuration is can be tested without starting anything.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, ValueEnum};
+use serde::Deserialize;
+
+/// Which registry backend the node uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendChoice {
+    /// In memory; rebuilt from peers after a restart.
+    #[default]
+    Memory,
+    /// LMDB on disk.
+    Lmdb,
+    /// Memory reads, synchronous LMDB mirror.
+    Durable,
+}
+
+/// `process-hub node` flags. Every flag may also come from `--config FILE.toml` (same names,
+/// with underscores); a flag given on the command line wins over the file.
+#[derive(Args, Debug, Clone, Default)]
+pub struct NodeFlags {
+    /// The hub id: nodes with the same hub id form one hub.
+    #[arg(long)]
+    pub hub: Option<String>,
+    /// This node's name; the node's identity is NAME@HOST, HOST taken from --listen.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Where the cluster listener binds (HOST:PORT).
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// Where the admin HTTP API binds (HOST:PORT; loopback by default).
+    #[arg(long)]
+    pub admin: Option<String>,
+    /// Seed nodes to join (HOST:PORT,...).
+    #[arg(long, value_delimiter = ',')]
+    pub join: Vec<String>,
+    /// Directory for the disk backends and the declared list.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// The shared secret every node of the cluster must present.
+    #[arg(long)]
+    pub cookie: Option<String>,
+    /// Registry backend.
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendChoice>,
+    /// A TOML file with any of these settings.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
+
+/// The same settings as read from a TOML file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSettings {
+    hub: Option<String>,
+    name: Option<String>,
+    listen: Option<String>,
+    admin: Option<String>,
+    #[serde(default)]
+    join: Vec<String>,
+    data_dir: Option<PathBuf>,
+    cookie: Option<String>,
+    backend: Option<BackendChoice>,
+}
+
+/// A node configuration that passed validation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSettings {
+    /// The hub id.
+    pub hub: String,
+    /// `NAME@HOST`.
+    pub node_name: String,
+    /// Cluster listener address.
+    pub listen: SocketAddr,
+    /// Admin API address.
+    pub admin: SocketAddr,
+    /// Seeds to join.
+    pub join: Vec<SocketAddr>,
+    /// Data directory.
+    pub data_dir: PathBuf,
+    /// Cluster cookie.
+    pub cookie: String,
+    /// Registry backend.
+    pub backend: BackendChoice,
+}
+
+/// Why a node configuration was refused. Each variant names the setting at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeSettingsError {
+    /// A required setting is missing from both the flags and the file.
+    #[error("missing --{0} (give it as a flag or in the --config file)")]
+    Missing(&'static str),
+    /// An address does not parse as HOST:PORT with an IP host.
+    #[error("--{setting}: {value:?} is not HOST:PORT with an IP address host ({reason})")]
+    BadAddress {
+        /// The setting.
+        setting: &'static str,
+        /// The rejected value.
+        value: String,
+        /// The parser's reason.
+        reason: String,
+    },
+    /// A name or hub id contains characters that cannot appear in a node identity.
+    #[error("--{setting}: {value:?} must be 1-64 characters of [A-Za-z0-9_.-]")]
+    BadName {
+        /// The setting.
+        setting: &'static str,
+        /// The rejected value.
+        value: String,
+    },
+    /// The config file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    ReadConfig {
+        /// The file.
+        path: PathBuf,
+        /// The IO error.
+        source: std::io::Error,
+    },
+    /// The config file is not valid TOML for these settings.
+    #[error("config file {path} is invalid: {source}")]
+    ParseConfig {
+        /// The file.
+        path: PathBuf,
+        /// The TOML error.
+        source: toml::de::Error,
+    },
+}
+
+fn check_name(setting: &'static str, value: String) -> Result<String, NodeSettingsError> {
+    let ok = !value.is_empty()
+        && value.len() <= 64
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    if ok {
+        Ok(value)
+    } else {
+        Err(NodeSettingsError::BadName { setting, value })
+    }
+}
+
+fn parse_addr(setting: &'static str, value: &str) -> Result<SocketAddr, NodeSettingsError> {
+    value
+        .parse::<SocketAddr>()
+        .map_err(|e| NodeSettingsError::BadAddress {
+            setting,
+            value: value.to_owned(),
+            reason: e.to_string(),
+        })
+}
+
+fn read_file(path: &Path) -> Result<FileSettings, NodeSettingsError> {
+    let text = std::fs::read_to_string(path).map_err(|source| NodeSettingsError::ReadConfig {
+        path: path.to_owned(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|source| NodeSettingsError::ParseConfig {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+impl NodeFlags {
+    /// Merges the flags over the config file (if any) and validates the result.
+    pub fn resolve(self) -> Result<NodeSettings, NodeSettingsError> {
+        let file = match &self.config {
+            Some(path) => read_file(path)?,
+            None => FileSettings::default(),
+        };
+        let hub = check_name(
+            "hub",
+            self.hub
+                .or(file.hub)
+                .ok_or(NodeSettingsError::Missing("hub"))?,
+        )?;
+        let name = check_name(
+            "name",
+            self.name
+                .or(file.name)
+                .ok_or(NodeSettingsError::Missing("name"))?,
+        )?;
+        let listen_raw = self
+            .listen
+            .or(file.listen)
+            .ok_or(NodeSettingsError::Missing("listen"))?;
+        let listen = parse_addr("listen", &listen_raw)?;
+        let admin = match self.admin.or(file.admin) {
+            Some(raw) => parse_addr("admin", &raw)?,
+            None => SocketAddr::from(([127, 0, 0, 1], 0)),
+        };
+        let join_raw = if self.join.is_empty() {
+            file.join
+        } else {
+            self.join
+        };
+        let join = join_raw
+            .iter()
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| parse_addr("join", s.trim()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let data_dir = self
+            .data_dir
+            .or(file.data_dir)
+            .unwrap_or_else(|| PathBuf::from("./data").join(&name));
+        let cookie = self
+            .cookie
+            .or(file.cookie)
+            .unwrap_or_else(|| "process-hub".to_owned());
+        Ok(NodeSettings {
+            node_name: format!("{name}@{}", listen.ip()),
+            hub,
+            listen,
+            admin,
+            join,
+            data_dir,
+            cookie,
+            backend: self.backend.or(file.backend).unwrap_or_default(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags() -> NodeFlags {
+        NodeFlags {
+            hub: Some("h".into()),
+            name: Some("a".into()),
+            listen: Some("127.0.0.1:4000".into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn node_name_is_name_at_listen_host() {
+        let s = flags().resolve().unwrap();
+        assert_eq!(s.node_name, "a@127.0.0.1");
+        assert_eq!(s.admin.ip().to_string(), "127.0.0.1");
+        assert_eq!(s.backend, BackendChoice::Memory);
+    }
+
+    #[test]
+    fn missing_and_bad_values_name_the_flag() {
+        let mut f = flags();
+        f.hub = None;
+        assert!(matches!(
+            f.resolve(),
+            Err(NodeSettingsError::Missing("hub"))
+        ));
+        let mut f = flags();
+        f.listen = Some("localhost".into());
+        let err = f.resolve().unwrap_err().to_string();
+        assert!(err.contains("--listen"), "{err}");
+        let mut f = flags();
+        f.name = Some("a b".into());
+        assert!(f.resolve().unwrap_err().to_string().contains("--name"));
+        let mut f = flags();
+        f.join = vec!["127.0.0.1:1".into(), "nope".into()];
+        assert!(f.resolve().unwrap_err().to_string().contains("--join"));
+    }
+
+    #[test]
+    fn flags_override_the_config_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        std::fs::write(
+            &path,
+            "hub = \"filehub\"\nname = \"b\"\nlisten = \"127.0.0.1:5000\"\njoin = [\"127.0.0.1:4000\"]\nbackend = \"lmdb\"\n",
+        )
+        .unwrap();
+        let s = NodeFlags {
+            name: Some("c".into()),
+            config: Some(path.clone()),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(s.hub, "filehub");
+        assert_eq!(s.node_name, "c@127.0.0.1");
+        assert_eq!(s.join.len(), 1);
+        assert_eq!(s.backend, BackendChoice::Lmdb);
+
+        std::fs::write(&path, "hub = \"h\"\nunknown_key = 1\n").unwrap();
+        let err = NodeFlags {
+            config: Some(path),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap_err();
+        assert!(
+            matches!(err, NodeSettingsError::ParseConfig { .. }),
+            "{err}"
+        );
+    }
+}
