@@ -1,3 +1,4 @@
 //! Ready-made child actors that a process hub hosts, their kind registrations, and the pieces of
 //! the `process-hub` binary.
 pub mod cli;
+pub mod harness;

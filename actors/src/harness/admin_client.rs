@@ -1,0 +1,141 @@
+//! A blocking client of one node's admin API, for the demo, the benchmarks and the
+//! multi-process tests: everything outside a node drives it the way an operator would.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use process_hub::admin::{ChildView, Health, StartResponse, StartSpec, StopResponse};
+use serde::de::DeserializeOwned;
+
+/// Why an admin call did not give the expected answer.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminClientError {
+    /// The node could not be reached (not up yet, or dead).
+    #[error("admin API at {addr} unreachable: {message}")]
+    Unreachable {
+        /// The node's admin address.
+        addr: SocketAddr,
+        /// The transport error.
+        message: String,
+    },
+    /// The node answered with an error status.
+    #[error("admin API at {addr} answered {status}: {body}")]
+    Status {
+        /// The node's admin address.
+        addr: SocketAddr,
+        /// The HTTP status.
+        status: u16,
+        /// The error body (`{"error", "message"}`).
+        body: String,
+    },
+    /// The body did not decode as the expected JSON.
+    #[error("admin API at {addr} sent an unexpected body: {message}")]
+    Decode {
+        /// The node's admin address.
+        addr: SocketAddr,
+        /// The decoder's error.
+        message: String,
+    },
+}
+
+impl AdminClientError {
+    /// The HTTP status, if the node answered.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            AdminClientError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// A client of one node's admin API.
+#[derive(Clone)]
+pub struct AdminClient {
+    addr: SocketAddr,
+    agent: ureq::Agent,
+}
+
+impl AdminClient {
+    /// A client for the node whose admin API listens on `addr`.
+    pub fn new(addr: SocketAddr) -> Self {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(120)))
+            .http_status_as_error(false)
+            .build()
+            .into();
+        Self { addr, agent }
+    }
+
+    /// The node's admin address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    fn finish<T: DeserializeOwned>(
+        &self,
+        response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> Result<T, AdminClientError> {
+        let mut response = response.map_err(|e| AdminClientError::Unreachable {
+            addr: self.addr,
+            message: e.to_string(),
+        })?;
+        let status = response.status().as_u16();
+        let body = response
+            .body_mut()
+            .with_config()
+            .limit(1 << 30)
+            .read_to_string()
+            .map_err(|e| AdminClientError::Unreachable {
+                addr: self.addr,
+                message: e.to_string(),
+            })?;
+        if !(200..300).contains(&status) {
+            return Err(AdminClientError::Status {
+                addr: self.addr,
+                status,
+                body,
+            });
+        }
+        serde_json::from_str(&body).map_err(|e| AdminClientError::Decode {
+            addr: self.addr,
+            message: e.to_string(),
+        })
+    }
+
+    /// `GET /v1/health`.
+    pub fn health(&self) -> Result<Health, AdminClientError> {
+        self.finish(self.agent.get(&self.url("/v1/health")).call())
+    }
+
+    /// `GET /v1/children`.
+    pub fn children(&self) -> Result<Vec<ChildView>, AdminClientError> {
+        self.finish(self.agent.get(&self.url("/v1/children")).call())
+    }
+
+    /// `GET /v1/children/{id}`.
+    pub fn child(&self, id: &str) -> Result<ChildView, AdminClientError> {
+        self.finish(
+            self.agent
+                .get(&self.url(&format!("/v1/children/{id}")))
+                .call(),
+        )
+    }
+
+    /// `POST /v1/children` with an array of specs, awaited.
+    pub fn start(&self, specs: &[StartSpec]) -> Result<StartResponse, AdminClientError> {
+        self.finish(self.agent.post(&self.url("/v1/children")).send_json(specs))
+    }
+
+    /// `DELETE /v1/children/{id}`, awaited.
+    pub fn stop(&self, id: &str) -> Result<StopResponse, AdminClientError> {
+        self.finish(
+            self.agent
+                .delete(&self.url(&format!("/v1/children/{id}")))
+                .call(),
+        )
+    }
+}

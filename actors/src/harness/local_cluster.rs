@@ -1,0 +1,334 @@
+//! A cluster of real `process-hub node` processes on loopback ports, for the demo, the cluster
+//! benchmarks and the multi-process tests.
+//!
+//! Each node is a separate OS process (ractor's registries are process-global, so that is the only
+//! honest way to run several real nodes on one machine). Nodes log to files in the cluster's work
+//! directory so that a failing run can show what each node said.
+
+use std::fs::File;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use super::admin_client::AdminClient;
+use crate::cli::node_settings::BackendChoice;
+
+/// What went wrong while running a local cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    /// A node process could not be started.
+    #[error("cannot start node {name}: {source}")]
+    Spawn {
+        /// The node's short name.
+        name: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A free port or work directory could not be had.
+    #[error("local setup failed: {0}")]
+    Setup(#[from] std::io::Error),
+    /// A condition did not hold before its deadline.
+    #[error("timed out after {waited:?} waiting for {what}")]
+    Timeout {
+        /// What was awaited.
+        what: String,
+        /// How long.
+        waited: Duration,
+    },
+}
+
+/// How to start the nodes of a local cluster.
+#[derive(Clone, Debug)]
+pub struct ClusterOptions {
+    /// The hub id every node runs.
+    pub hub: String,
+    /// The cookie every node presents.
+    pub cookie: String,
+    /// The registry backend of every node.
+    pub backend: BackendChoice,
+    /// Extra flags passed to every `node` (e.g. recovery settings).
+    pub extra_args: Vec<String>,
+    /// Value of `RUST_LOG` for the nodes.
+    pub log_filter: String,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        Self {
+            hub: "demo".into(),
+            cookie: "process-hub-demo".into(),
+            backend: BackendChoice::Memory,
+            extra_args: Vec::new(),
+            log_filter: "info".into(),
+        }
+    }
+}
+
+/// A port on loopback that was free a moment ago.
+pub fn free_port() -> Result<u16, std::io::Error> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Polls `probe` until it returns `Some`, or fails after `timeout`.
+pub fn wait_for<T>(
+    what: &str,
+    timeout: Duration,
+    mut probe: impl FnMut() -> Option<T>,
+) -> Result<T, HarnessError> {
+    let start = Instant::now();
+    loop {
+        if let Some(value) = probe() {
+            return Ok(value);
+        }
+        if start.elapsed() > timeout {
+            return Err(HarnessError::Timeout {
+                what: what.to_owned(),
+                waited: start.elapsed(),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One `process-hub node` process.
+pub struct NodeProcess {
+    /// Short name (`n1`).
+    pub name: String,
+    /// Cluster identity (`n1@127.0.0.1`).
+    pub node_name: String,
+    /// Cluster listener.
+    pub listen: SocketAddr,
+    /// Admin API.
+    pub admin: SocketAddr,
+    /// Data directory (kept across restarts).
+    pub data_dir: PathBuf,
+    log_path: PathBuf,
+    binary: PathBuf,
+    args: Vec<String>,
+    log_filter: String,
+    child: Option<Child>,
+}
+
+impl NodeProcess {
+    fn spawn(&mut self) -> Result<(), HarnessError> {
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&self.log_path)?;
+        let child = Command::new(&self.binary)
+            .args(&self.args)
+            .env("RUST_LOG", &self.log_filter)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .map_err(|source| HarnessError::Spawn {
+                name: self.name.clone(),
+                source,
+            })?;
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// A client of this node's admin API.
+    pub fn client(&self) -> AdminClient {
+        AdminClient::new(self.admin)
+    }
+
+    /// The OS process id, while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(child) => matches!(child.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// SIGKILL: the node dies at once, with no goodbye to its peers.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM, then wait up to `grace` for a clean exit (SIGKILL after that).
+    /// Returns whether the node exited by itself.
+    pub fn terminate(&mut self, grace: Duration) -> bool {
+        let Some(mut child) = self.child.take() else {
+            return true;
+        };
+        let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+        let start = Instant::now();
+        while start.elapsed() < grace {
+            if let Ok(Some(_)) = child.try_wait() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        false
+    }
+
+    /// Starts the node again with the same flags, ports and data directory.
+    pub fn restart(&mut self) -> Result<(), HarnessError> {
+        self.kill();
+        self.spawn()
+    }
+
+    /// The last `lines` lines of the node's log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log_path).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+}
+
+impl Drop for NodeProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Several nodes of one hub on loopback.
+pub struct LocalCluster {
+    /// The nodes, in start order; node 0 is everyone's seed.
+    pub nodes: Vec<NodeProcess>,
+    workdir: PathBuf,
+    _tempdir: Option<tempfile::TempDir>,
+}
+
+impl LocalCluster {
+    /// Starts `n` nodes of `binary` (`process-hub`); node 0 first, the others joining it. Returns
+    /// once every process is spawned; use [`LocalCluster::wait_formed`] to wait for the cluster.
+    pub fn start(
+        binary: &Path,
+        n: usize,
+        options: &ClusterOptions,
+        workdir: Option<PathBuf>,
+    ) -> Result<Self, HarnessError> {
+        let (workdir, tempdir) = match workdir {
+            Some(dir) => {
+                std::fs::create_dir_all(&dir)?;
+                (dir, None)
+            }
+            None => {
+                let tmp = tempfile::Builder::new().prefix("process-hub-").tempdir()?;
+                (tmp.path().to_owned(), Some(tmp))
+            }
+        };
+        let mut ports = Vec::with_capacity(n);
+        for _ in 0..n {
+            ports.push((free_port()?, free_port()?));
+        }
+        let seed = SocketAddr::from(([127, 0, 0, 1], ports[0].0));
+        let mut nodes = Vec::with_capacity(n);
+        for (i, (port, admin_port)) in ports.into_iter().enumerate() {
+            let name = format!("n{}", i + 1);
+            let listen = SocketAddr::from(([127, 0, 0, 1], port));
+            let admin = SocketAddr::from(([127, 0, 0, 1], admin_port));
+            let data_dir = workdir.join(&name);
+            let mut args = vec![
+                "node".to_owned(),
+                "--hub".into(),
+                options.hub.clone(),
+                "--name".into(),
+                name.clone(),
+                "--listen".into(),
+                listen.to_string(),
+                "--admin".into(),
+                admin.to_string(),
+                "--data-dir".into(),
+                data_dir.display().to_string(),
+                "--cookie".into(),
+                options.cookie.clone(),
+                "--backend".into(),
+                match options.backend {
+                    BackendChoice::Memory => "memory",
+                    BackendChoice::Lmdb => "lmdb",
+                    BackendChoice::Durable => "durable",
+                }
+                .into(),
+            ];
+            if i > 0 {
+                args.push("--join".into());
+                args.push(seed.to_string());
+            }
+            args.extend(options.extra_args.iter().cloned());
+            let mut node = NodeProcess {
+                node_name: format!("{name}@127.0.0.1"),
+                log_path: workdir.join(format!("{name}.log")),
+                name,
+                listen,
+                admin,
+                data_dir,
+                binary: binary.to_owned(),
+                args,
+                log_filter: options.log_filter.clone(),
+                child: None,
+            };
+            node.spawn()?;
+            nodes.push(node);
+        }
+        Ok(Self {
+            nodes,
+            workdir,
+            _tempdir: tempdir,
+        })
+    }
+
+    /// Where the nodes' data directories and logs are.
+    pub fn workdir(&self) -> &Path {
+        &self.workdir
+    }
+
+    /// Waits until every running node's health lists exactly the running nodes as members.
+    pub fn wait_formed(&mut self, timeout: Duration) -> Result<(), HarnessError> {
+        let mut expected: Vec<String> = self
+            .nodes
+            .iter_mut()
+            .filter_map(|n| n.is_running().then(|| n.node_name.clone()))
+            .collect();
+        expected.sort();
+        let clients: Vec<AdminClient> = self
+            .nodes
+            .iter_mut()
+            .filter(|n| n.child.is_some())
+            .map(|n| n.client())
+            .collect();
+        wait_for(
+            &format!("every node to see members {expected:?}"),
+            timeout,
+            || {
+                clients
+                    .iter()
+                    .all(|c| c.health().is_ok_and(|h| h.members == expected))
+                    .then_some(())
+            },
+        )
+    }
+
+    /// The admin clients of the running nodes.
+    pub fn live_clients(&mut self) -> Vec<AdminClient> {
+        self.nodes
+            .iter_mut()
+            .filter_map(|n| n.is_running().then(|| n.client()))
+            .collect()
+    }
+
+    /// SIGTERM every node and wait for them.
+    pub fn shutdown(&mut self, grace: Duration) {
+        for node in &mut self.nodes {
+            node.terminate(grace);
+        }
+    }
+}
