@@ -1,4 +1,5 @@
 //! Ready-made child actors that a process hub hosts, their kind registrations, and the pieces of
 //! the `process-hub` binary.
 pub mod cli;
+pub mod demo;
 pub mod harness;

@@ -1,0 +1,223 @@
+//! `process-hub demo`: the main job. A 3-node cluster of real processes on loopback, 10,000
+//! children, one node killed with SIGKILL, and the time until every child runs again.
+//!
+//! It drives the nodes only through their admin APIs, exactly as an operator would, so what it
+//! shows is what a user gets.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use process_hub::admin::StartSpec;
+use serde::Serialize;
+
+use crate::harness::{wait_for, AdminClient, ClusterOptions, HarnessError, LocalCluster};
+
+/// `process-hub demo` flags.
+#[derive(Args, Debug, Clone)]
+pub struct DemoArgs {
+    /// Number of nodes (at least 2: one is killed).
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// Number of children to start.
+    #[arg(long, default_value_t = 10_000)]
+    pub children: usize,
+    /// Children per admin request.
+    #[arg(long, default_value_t = 1_000)]
+    pub batch: usize,
+    /// Print the figures as one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Keep the nodes' data and logs here instead of a temporary directory.
+    #[arg(long)]
+    pub workdir: Option<PathBuf>,
+}
+
+/// Why the demo could not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// The arguments do not make a demo.
+    #[error("invalid demo arguments: {0}")]
+    Invalid(String),
+    /// Running the cluster failed.
+    #[error(transparent)]
+    Harness(#[from] HarnessError),
+    /// A node refused a request.
+    #[error(transparent)]
+    Admin(#[from] crate::harness::AdminClientError),
+}
+
+/// What the demo measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct DemoReport {
+    /// Nodes in the cluster.
+    pub nodes: usize,
+    /// Children started.
+    pub children: usize,
+    /// Awaited starts per second through the admin API.
+    pub start_per_s: f64,
+    /// From the first start request until every node's registry lists every child.
+    pub converge_ms: u64,
+    /// From the SIGKILL until the survivors host every child.
+    pub failover_ms: u64,
+    /// The node that was killed.
+    pub killed: String,
+    /// Children per node before the kill.
+    pub before: BTreeMap<String, usize>,
+    /// Children per node after failover.
+    pub after: BTreeMap<String, usize>,
+}
+
+fn progress(msg: &str) {
+    eprintln!("[demo] {msg}");
+}
+
+/// Children per hosting node, as `client`'s registry copy says; `None` while some child has no
+/// host in `live`.
+fn placement(
+    client: &AdminClient,
+    expected: usize,
+    live: &BTreeSet<String>,
+) -> Option<BTreeMap<String, usize>> {
+    let children = client.children().ok()?;
+    if children.len() != expected {
+        return None;
+    }
+    let mut per_node = BTreeMap::new();
+    for child in &children {
+        let host = child.nodes.iter().find(|n| live.contains(&n.node))?;
+        *per_node.entry(host.node.clone()).or_insert(0) += 1;
+    }
+    Some(per_node)
+}
+
+/// Runs the demo and returns its figures.
+pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
+    if args.nodes < 2 {
+        return Err(DemoError::Invalid("--nodes must be at least 2".into()));
+    }
+    if args.children == 0 || args.batch == 0 {
+        return Err(DemoError::Invalid(
+            "--children and --batch must be positive".into(),
+        ));
+    }
+    let binary = std::env::current_exe().map_err(HarnessError::Setup)?;
+    progress(&format!("starting {} nodes on loopback", args.nodes));
+    let mut cluster = LocalCluster::start(
+        &binary,
+        args.nodes,
+        &ClusterOptions::default(),
+        args.workdir.clone(),
+    )?;
+    cluster.wait_formed(Duration::from_secs(60))?;
+    let entry = cluster.nodes[0].client();
+    let all: BTreeSet<String> = cluster.nodes.iter().map(|n| n.node_name.clone()).collect();
+
+    progress(&format!("starting {} children", args.children));
+    let started_at = Instant::now();
+    let specs: Vec<StartSpec> = (0..args.children)
+        .map(|i| StartSpec {
+            id: format!("child-{i:06}"),
+            kind: "counter".into(),
+            args: None,
+            restart: None,
+            metadata: None,
+            durable: false,
+        })
+        .collect();
+    let mut errors = 0;
+    for (n, chunk) in specs.chunks(args.batch).enumerate() {
+        errors += entry.start(chunk)?.errors.len();
+        if (n + 1) % 5 == 0 {
+            progress(&format!(
+                "  {} started",
+                ((n + 1) * args.batch).min(args.children)
+            ));
+        }
+    }
+    let start_elapsed = started_at.elapsed();
+    if errors > 0 {
+        progress(&format!("  {errors} start errors reported"));
+    }
+    let clients = cluster.live_clients();
+    wait_for(
+        "every registry to hold every child",
+        Duration::from_secs(120),
+        || {
+            clients
+                .iter()
+                .all(|c| placement(c, args.children, &all).is_some())
+                .then_some(())
+        },
+    )?;
+    let converge = started_at.elapsed();
+    let before = placement(&entry, args.children, &all).unwrap_or_default();
+
+    let victim = cluster.nodes.len() - 1;
+    let killed = cluster.nodes[victim].node_name.clone();
+    progress(&format!("killing {killed} with SIGKILL"));
+    let killed_at = Instant::now();
+    cluster.nodes[victim].kill();
+    let live: BTreeSet<String> = all.iter().filter(|n| **n != killed).cloned().collect();
+    let survivors = cluster.live_clients();
+    let after = wait_for(
+        "the survivors to host every child",
+        Duration::from_secs(120),
+        || {
+            let views: Option<Vec<_>> = survivors
+                .iter()
+                .map(|c| placement(c, args.children, &live))
+                .collect();
+            views.and_then(|v| v.into_iter().next())
+        },
+    )?;
+    let failover = killed_at.elapsed();
+
+    progress("shutting down");
+    cluster.shutdown(Duration::from_secs(10));
+    Ok(DemoReport {
+        nodes: args.nodes,
+        children: args.children,
+        start_per_s: args.children as f64 / start_elapsed.as_secs_f64(),
+        converge_ms: converge.as_millis() as u64,
+        failover_ms: failover.as_millis() as u64,
+        killed,
+        before,
+        after,
+    })
+}
+
+/// The report as the table the README shows.
+pub fn render_table(report: &DemoReport) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "process-hub demo: {} nodes, {} children\n\n",
+        report.nodes, report.children
+    ));
+    out.push_str(&format!(
+        "{:<28}{:>14}\n",
+        "start rate (children/s)",
+        format!("{:.0}", report.start_per_s)
+    ));
+    out.push_str(&format!(
+        "{:<28}{:>14}\n",
+        "convergence (ms)", report.converge_ms
+    ));
+    out.push_str(&format!(
+        "{:<28}{:>14}\n",
+        "failover (ms)", report.failover_ms
+    ));
+    out.push_str(&format!("\nkilled with SIGKILL: {}\n\n", report.killed));
+    out.push_str(&format!("{:<20}{:>10}{:>10}\n", "node", "before", "after"));
+    let nodes: BTreeSet<&String> = report.before.keys().chain(report.after.keys()).collect();
+    for node in nodes {
+        out.push_str(&format!(
+            "{:<20}{:>10}{:>10}\n",
+            node,
+            report.before.get(node).copied().unwrap_or(0),
+            report.after.get(node).copied().unwrap_or(0)
+        ));
+    }
+    out
+}
