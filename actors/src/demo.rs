@@ -61,6 +61,9 @@ pub struct DemoReport {
     pub converge_ms: u64,
     /// From the SIGKILL until the survivors host every child.
     pub failover_ms: u64,
+    /// Resident memory added per child, summed over all nodes (after convergence, before the
+    /// kill, against the formed but empty cluster).
+    pub rss_bytes_per_child: f64,
     /// The node that was killed.
     pub killed: String,
     /// Children per node before the kill.
@@ -92,6 +95,16 @@ fn placement(
     Some(per_node)
 }
 
+/// The summed resident memory of the cluster's node processes.
+fn cluster_rss(cluster: &LocalCluster) -> u64 {
+    cluster
+        .nodes
+        .iter()
+        .filter_map(|n| n.pid())
+        .map(crate::baseline::rss_bytes)
+        .sum()
+}
+
 /// Runs the demo and returns its figures.
 pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
     if args.nodes < 2 {
@@ -112,6 +125,7 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
     )?;
     cluster.wait_formed(Duration::from_secs(60))?;
     let entry = cluster.nodes[0].client();
+    let rss_empty = cluster_rss(&cluster);
     let all: BTreeSet<String> = cluster.nodes.iter().map(|n| n.node_name.clone()).collect();
 
     progress(&format!("starting {} children", args.children));
@@ -153,6 +167,7 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
     )?;
     let converge = started_at.elapsed();
     let before = placement(&entry, args.children, &all).unwrap_or_default();
+    let rss_full = cluster_rss(&cluster);
 
     let victim = cluster.nodes.len() - 1;
     let killed = cluster.nodes[victim].node_name.clone();
@@ -182,6 +197,7 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
         start_per_s: args.children as f64 / start_elapsed.as_secs_f64(),
         converge_ms: converge.as_millis() as u64,
         failover_ms: failover.as_millis() as u64,
+        rss_bytes_per_child: rss_full.saturating_sub(rss_empty) as f64 / args.children as f64,
         killed,
         before,
         after,
