@@ -88,3 +88,73 @@ pub(crate) fn encode_batch(batch: &[Mutation]) -> Result<Vec<KvOp>, StorageError
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ChildSpec, Metadata};
+    use crate::storage::{LmdbStorage, Storage};
+
+    fn row(id: &str) -> Row {
+        Row::authored(ChildSpec::new(id, "k"), Metadata::new(), "n@h", 0, false).unwrap()
+    }
+
+    #[test]
+    fn a_registry_with_an_undecodable_row_is_rotated() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut accept = |_: &[u8], _: &[u8]| Ok(());
+            let engine =
+                Engine::open(dir.path(), REGISTRY, &DiskOptions::default(), &mut accept).unwrap();
+            let good = encode_put(&row("good"), None).unwrap();
+            let bad = KvOp::Put {
+                key: b"bad".to_vec(),
+                value: vec![0xff; 3],
+            };
+            engine.submit(vec![good, bad]).wait().unwrap();
+        }
+        let store = LmdbStorage::open(dir.path(), &DiskOptions::default()).unwrap();
+        assert!(store.is_empty());
+        let rotated = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                name.to_string_lossy().starts_with("registry.lmdb.corrupt-")
+            })
+            .count();
+        assert_eq!(rotated, 1);
+        store.insert(row("after")).unwrap();
+        assert!(store.contains(&"after".into()));
+    }
+
+    #[test]
+    fn a_row_under_the_wrong_key_is_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut accept = |_: &[u8], _: &[u8]| Ok(());
+            let engine =
+                Engine::open(dir.path(), REGISTRY, &DiskOptions::default(), &mut accept).unwrap();
+            let KvOp::Put { value, .. } = encode_put(&row("a"), None).unwrap() else {
+                unreachable!("encode_put returns a put")
+            };
+            let misplaced = KvOp::Put {
+                key: b"b".to_vec(),
+                value,
+            };
+            engine.submit(vec![misplaced]).wait().unwrap();
+        }
+        let store = LmdbStorage::open(dir.path(), &DiskOptions::default()).unwrap();
+        assert!(store.is_empty());
+    }
+
+    #[test]
+    fn the_stored_form_is_a_stored_row() {
+        let KvOp::Put { key, value } = encode_put(&row("x"), Some(5)).unwrap() else {
+            unreachable!("encode_put returns a put")
+        };
+        assert_eq!(key, b"x");
+        let stored = decode(&value).unwrap();
+        assert_eq!(stored.row, row("x"));
+        assert_eq!(stored.expires_at_ms, Some(5));
+    }
+}
