@@ -3,6 +3,9 @@
 //! One trait, several backends (seed `persistence-and-recovery.md`, "Backends"):
 //! - [`MemoryStorage`] (default): concurrent reads that never wait on writers, like ETS;
 //!   nothing survives a restart.
+//! - [`LmdbStorage`] (`lmdb`, the seed's `{:dets, _}`): on disk only; reads are LMDB lookups.
+//! - [`DurableStorage`] (`durable`, the seed's `{:durable_ets, _}`): reads from memory, every
+//!   write mirrored to the same LMDB file before it is acknowledged.
 //! - any type implementing [`Storage`], whose mutations may fail.
 //!
 //! Every mutation returns a [`Commit`] that resolves once the write is as durable as the backend
@@ -11,7 +14,11 @@
 //! many writes in flight and let the backend batch them into one fsync.
 
 mod commit;
+mod durable;
+mod engine;
+mod lmdb;
 mod memory;
+mod registry_file;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,7 +29,11 @@ use serde::{Deserialize, Serialize};
 use crate::model::{ChildId, Row};
 
 pub use commit::{Commit, CommitSender};
+pub use durable::DurableStorage;
+pub use engine::{CommitMode, CommitStats, DiskOptions};
+pub use lmdb::LmdbStorage;
 pub use memory::MemoryStorage;
+pub use registry_file::{REGISTRY_FILE, REGISTRY_FORMAT_VERSION};
 
 /// Why a storage operation failed. Cloneable because one failed group commit answers many
 /// waiters.
@@ -213,17 +224,33 @@ impl BackendConfig {
     }
 }
 
-/// Opens the configured backend for `hub_id`.
+/// Opens the configured backend for `hub_id`, with default [`DiskOptions`] for disk backends.
+///
+/// Disk backends keep their registry in `<store dir>/registry.lmdb` (see
+/// [`BackendConfig::disk_path`]); `lmdb` and `durable` share that file, so switching between
+/// them keeps the data.
 pub fn open_backend(
     config: &BackendConfig,
     data_dir: &Path,
     hub_id: &str,
 ) -> Result<Arc<dyn Storage>, StorageError> {
-    match config {
-        BackendConfig::Memory => Ok(Arc::new(MemoryStorage::new())),
-        BackendConfig::Lmdb { .. } | BackendConfig::Durable { .. } => Err(StorageError::Open {
-            path: config.disk_path(data_dir, hub_id).unwrap_or_default(),
-            message: "disk backends are not built yet".into(),
-        }),
+    open_backend_with(config, data_dir, hub_id, &DiskOptions::default())
+}
+
+/// Opens the configured backend for `hub_id` with explicit disk options (map size, commit
+/// mode); the memory backend ignores them.
+pub fn open_backend_with(
+    config: &BackendConfig,
+    data_dir: &Path,
+    hub_id: &str,
+    options: &DiskOptions,
+) -> Result<Arc<dyn Storage>, StorageError> {
+    let dir = config.disk_path(data_dir, hub_id);
+    match (config, dir) {
+        (BackendConfig::Lmdb { .. }, Some(dir)) => Ok(Arc::new(LmdbStorage::open(&dir, options)?)),
+        (BackendConfig::Durable { .. }, Some(dir)) => {
+            Ok(Arc::new(DurableStorage::open(&dir, options)?))
+        }
+        _ => Ok(Arc::new(MemoryStorage::new())),
     }
 }
