@@ -11,5 +11,6 @@
 
 #[cfg(feature = "admin")]
 pub mod admin;
+pub mod core;
 pub mod model;
 pub mod storage;

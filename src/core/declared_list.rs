@@ -1,0 +1,360 @@
+//! The declared list: the versioned, whole-list record of the children that SHALL exist
+//! (seed `persistence-and-recovery.md`, "The declared list").
+//!
+//! A durable start adds a child's spec to the list; a deliberate stop removes it; nothing else
+//! writes it. Only the hub's leader mutates the list, and every mutation moves the version up by
+//! exactly one, so "which copy is newer" is one integer comparison and a node adopts a newer copy
+//! whole, never entry by entry. A child's absence from the list is its stop record: it never
+//! expires, so a node may come back after any absence without resurrecting a stopped child.
+//!
+//! Two copies can carry the same version with different content after a partition in which
+//! both sides mutated (the default divergence strategy lets them). Such a tie resolves to the copy
+//! last mutated by the lexicographically lowest node, and the resolution is reported so the hub
+//! can fire `declared_tiebreak`. [`precedence`] is a total order, so every node reaches the same
+//! winner whatever order it hears the copies in.
+//!
+//! Pure: no IO, no clock. The store that persists a copy is `crate::recovery::declared_store`.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{ChildId, ChildSpec, Metadata, NodeName, Restart, Row, RESERVED_METADATA_KEY};
+
+/// Why a child cannot enter the declared list.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeclaredError {
+    /// Only a permanent child may be durable: a transient or temporary child may finish on its
+    /// own node, and no other node could tell "finished" from "lost".
+    #[error("child {id} cannot be durable: durable requires restart permanent, not {restart:?}")]
+    DurableRequiresPermanent {
+        /// The child.
+        id: ChildId,
+        /// The restart type it asked for.
+        restart: Restart,
+    },
+    /// The caller's metadata used the key reserved for the hub's bookkeeping.
+    #[error("child {id}: metadata key {RESERVED_METADATA_KEY:?} is reserved for the hub")]
+    ReservedMetadataKey {
+        /// The child.
+        id: ChildId,
+    },
+}
+
+/// One declared child: what to start when it is found missing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeclaredChild {
+    /// The spec the child is (re)started with.
+    pub spec: ChildSpec,
+    /// The caller's metadata, restored on the started row.
+    #[serde(default)]
+    pub metadata: Metadata,
+}
+
+/// What one mutation did, so the store can persist just that change (one entry and the header)
+/// instead of rewriting the whole list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeclaredChange {
+    /// The child was added, or its spec or metadata replaced; the version moved up by one.
+    Put(ChildId),
+    /// The child was removed; the version moved up by one.
+    Removed(ChildId),
+    /// Every child was removed; the version moved up by one.
+    Cleared,
+    /// Nothing changed (the same entry was already declared, or the child was not declared);
+    /// the version did not move.
+    Unchanged,
+}
+
+/// A version tie between two copies with different content, and how it was resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tiebreak {
+    /// The tied version.
+    pub version: u64,
+    /// The node that last mutated the winning copy.
+    pub winner: Option<NodeName>,
+    /// The node that last mutated the losing copy.
+    pub loser: Option<NodeName>,
+}
+
+/// The outcome of offering a copy to [`DeclaredList::adopt`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Adoption {
+    /// The local copy stays; the offered copy was older (or the same).
+    Kept {
+        /// Set when the versions tied with different content and the local copy won.
+        tiebreak: Option<Tiebreak>,
+    },
+    /// The offered copy replaced the local one whole.
+    Replaced {
+        /// The local version before the replacement.
+        previous_version: u64,
+        /// Set when the versions tied with different content and the offered copy won.
+        tiebreak: Option<Tiebreak>,
+    },
+}
+
+impl Adoption {
+    /// Whether the local copy changed (and must be persisted).
+    pub fn replaced(&self) -> bool {
+        matches!(self, Adoption::Replaced { .. })
+    }
+
+    /// The tie-break, if the adoption resolved one (the hub fires `declared_tiebreak`).
+    pub fn tiebreak(&self) -> Option<&Tiebreak> {
+        match self {
+            Adoption::Kept { tiebreak } | Adoption::Replaced { tiebreak, .. } => tiebreak.as_ref(),
+        }
+    }
+}
+
+/// A node's copy of the declared list.
+///
+/// Version 0 is the empty list nobody ever mutated (a fresh node); every mutation by the leader
+/// moves the version up by one.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeclaredList {
+    version: u64,
+    children: BTreeMap<ChildId, DeclaredChild>,
+    last_mutated_by: Option<NodeName>,
+}
+
+impl DeclaredList {
+    /// The empty list at version 0.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Rebuilds a list from its parts (a store's or a manifest's decoded contents).
+    pub fn from_parts(
+        version: u64,
+        children: BTreeMap<ChildId, DeclaredChild>,
+        last_mutated_by: Option<NodeName>,
+    ) -> Self {
+        Self {
+            version,
+            children,
+            last_mutated_by,
+        }
+    }
+
+    /// The version: the number of mutations behind this copy.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The node that authored the latest mutation (`None` for version 0).
+    pub fn last_mutated_by(&self) -> Option<&str> {
+        self.last_mutated_by.as_deref()
+    }
+
+    /// The declared children by id.
+    pub fn children(&self) -> &BTreeMap<ChildId, DeclaredChild> {
+        &self.children
+    }
+
+    /// The declared child with this id.
+    pub fn get(&self, id: &ChildId) -> Option<&DeclaredChild> {
+        self.children.get(id)
+    }
+
+    /// Whether the child is declared.
+    pub fn contains(&self, id: &ChildId) -> bool {
+        self.children.contains_key(id)
+    }
+
+    /// The number of declared children.
+    pub fn len(&self) -> usize {
+        self.children.len()
+    }
+
+    /// Whether nothing is declared.
+    pub fn is_empty(&self) -> bool {
+        self.children.is_empty()
+    }
+
+    /// Declares a child (the leader's half of a durable start, committed before the start).
+    ///
+    /// Rejects a child that is not [`Restart::Permanent`] and metadata using the reserved key.
+    /// Declaring an identical entry again changes nothing and keeps the version; a different
+    /// spec or metadata for a declared id replaces the entry.
+    pub fn add(
+        &mut self,
+        spec: ChildSpec,
+        metadata: Metadata,
+        by: &str,
+    ) -> Result<DeclaredChange, DeclaredError> {
+        check_durable(&spec, &metadata)?;
+        let id = spec.id.clone();
+        let entry = DeclaredChild { spec, metadata };
+        if self.children.get(&id) == Some(&entry) {
+            return Ok(DeclaredChange::Unchanged);
+        }
+        self.children.insert(id.clone(), entry);
+        self.bump(by);
+        Ok(DeclaredChange::Put(id))
+    }
+
+    /// Undeclares a child (the leader's half of a deliberate stop, committed before the
+    /// terminate). Undeclaring a child that is not declared changes nothing.
+    pub fn remove(&mut self, id: &ChildId, by: &str) -> DeclaredChange {
+        if self.children.remove(id).is_none() {
+            return DeclaredChange::Unchanged;
+        }
+        self.bump(by);
+        DeclaredChange::Removed(id.clone())
+    }
+
+    /// Undeclares every child in one mutation: the operator's `clear`, which also ends a parked
+    /// hub's wait. The version still moves up, so the cleared list wins over the copy it
+    /// replaces everywhere it is adopted.
+    pub fn clear(&mut self, by: &str) -> DeclaredChange {
+        self.children.clear();
+        self.bump(by);
+        DeclaredChange::Cleared
+    }
+
+    fn bump(&mut self, by: &str) {
+        self.version = self.version.saturating_add(1);
+        self.last_mutated_by = Some(by.to_owned());
+    }
+
+    /// Offers another node's (or the manifest's) copy: the higher version replaces this copy
+    /// whole; a tie with different content goes to the copy last mutated by the lowest node (see
+    /// [`precedence`]), reported as a [`Tiebreak`].
+    pub fn adopt(&mut self, offered: &DeclaredList) -> Adoption {
+        let tiebreak = tiebreak_between(self, offered);
+        if precedence(offered, self) == Ordering::Greater {
+            let previous_version = self.version;
+            *self = offered.clone();
+            Adoption::Replaced {
+                previous_version,
+                tiebreak,
+            }
+        } else {
+            Adoption::Kept { tiebreak }
+        }
+    }
+
+    /// The first-boot seed (seed, "A missing list is never empty truth"): version 1 holding
+    /// every durable registry row, so an existing deployment's children carry over. Durable rows
+    /// whose restart type is not permanent cannot be declared and are returned apart. With no
+    /// declarable row the result is the empty list at version 0, so that any real list a peer
+    /// holds wins without a tie.
+    pub fn seed_from_rows<'a>(
+        rows: impl IntoIterator<Item = &'a Row>,
+        by: &str,
+    ) -> (DeclaredList, Vec<ChildId>) {
+        let mut children = BTreeMap::new();
+        let mut rejected = Vec::new();
+        for row in rows.into_iter().filter(|r| r.hub.durable) {
+            match check_durable(&row.spec, &row.metadata) {
+                Ok(()) => {
+                    children.insert(
+                        row.spec.id.clone(),
+                        DeclaredChild {
+                            spec: row.spec.clone(),
+                            metadata: row.metadata.clone(),
+                        },
+                    );
+                }
+                Err(_) => rejected.push(row.spec.id.clone()),
+            }
+        }
+        if children.is_empty() {
+            return (DeclaredList::new(), rejected);
+        }
+        let list = DeclaredList {
+            version: 1,
+            children,
+            last_mutated_by: Some(by.to_owned()),
+        };
+        (list, rejected)
+    }
+}
+
+/// Checks that a child may be durable: permanent, and no reserved metadata key.
+pub fn check_durable(spec: &ChildSpec, metadata: &Metadata) -> Result<(), DeclaredError> {
+    if spec.restart != Restart::Permanent {
+        return Err(DeclaredError::DurableRequiresPermanent {
+            id: spec.id.clone(),
+            restart: spec.restart,
+        });
+    }
+    if metadata.contains_key(RESERVED_METADATA_KEY) {
+        return Err(DeclaredError::ReservedMetadataKey {
+            id: spec.id.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// The total order of copies: `Greater` when `a` wins over `b`.
+///
+/// Higher version first; on a tie, the copy last mutated by the lexicographically lower node
+/// (a copy with no mutator, version 0 or a seed of unknown origin, ranks below a named one);
+/// then, for the rarest case of one node having authored two different copies of one version
+/// (it lost its disk), the lower encoded content, so the order stays total and deterministic.
+pub fn precedence(a: &DeclaredList, b: &DeclaredList) -> Ordering {
+    a.version
+        .cmp(&b.version)
+        .then_with(|| match (&a.last_mutated_by, &b.last_mutated_by) {
+            (Some(x), Some(y)) => y.cmp(x),
+            (Some(_), None) => Ordering::Greater,
+            (None, Some(_)) => Ordering::Less,
+            (None, None) => Ordering::Equal,
+        })
+        .then_with(|| content_key(b).cmp(&content_key(a)))
+}
+
+fn content_key(list: &DeclaredList) -> Vec<u8> {
+    bincode::serialize(&list.children).unwrap_or_default()
+}
+
+/// The tie-break two copies would resolve, if they tie on version with different content.
+pub fn tiebreak_between(a: &DeclaredList, b: &DeclaredList) -> Option<Tiebreak> {
+    if a.version != b.version || a.children == b.children {
+        return None;
+    }
+    let (winner, loser) = if precedence(a, b) == Ordering::Greater {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    Some(Tiebreak {
+        version: a.version,
+        winner: winner.last_mutated_by.clone(),
+        loser: loser.last_mutated_by.clone(),
+    })
+}
+
+/// The copy to adopt among several (boot adoption: the local copy, the peers' copies, the
+/// remote manifest), with every tie-break met on the way. `None` when there is no copy at all.
+pub fn highest<'a>(
+    copies: impl IntoIterator<Item = &'a DeclaredList>,
+) -> Option<(&'a DeclaredList, Vec<Tiebreak>)> {
+    let mut best: Option<&DeclaredList> = None;
+    let mut tiebreaks = Vec::new();
+    for copy in copies {
+        best = Some(match best {
+            None => copy,
+            Some(current) => {
+                match tiebreak_between(current, copy) {
+                    Some(t) if !tiebreaks.contains(&t) => tiebreaks.push(t),
+                    _ => {}
+                }
+                if precedence(copy, current) == Ordering::Greater {
+                    copy
+                } else {
+                    current
+                }
+            }
+        });
+    }
+    best.map(|b| (b, tiebreaks))
+}
+
+#[cfg(test)]
+#[path = "declared_list_tests.rs"]
+mod tests;

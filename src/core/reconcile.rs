@@ -1,0 +1,251 @@
+//! Reconcile planning: one round's decisions from the declared list, the registry as observed,
+//! and the ring (seed `persistence-and-recovery.md`, "Rounds and states").
+//!
+//! ```text
+//! orphans = declared children − children observed running anywhere
+//! ```
+//!
+//! The same difference covers every outage: after a whole-cluster outage the registry is empty
+//! and every declared child is an orphan; after a single-node rejoin the peers hold the children
+//! and the difference is empty; a child stopped during an absence is absent from the list and
+//! stays dead, because list absence is the stop record.
+//!
+//! Besides orphans a round handles:
+//! - **a stop that crashed halfway**: a row marked durable, no longer declared, still bound
+//!   somewhere: its instances are stopped;
+//! - **duplicates**: a declared child bound on several nodes is reduced to one instance, its ring
+//!   owner's (or, when the owner holds none, the instance on the lowest-named node, which the
+//!   placement moves later);
+//! - **stale rows**: a row marked durable, undeclared and bound nowhere (a stale rejoining peer's
+//!   leftovers) is removed;
+//! - **mid-migration**: a declared child whose row is registered but unbound may be between two
+//!   nodes; it is started only if it is an orphan in two consecutive rounds. The first time it is
+//!   `skipped_pending` and carried to the next round in [`ReconcilePlan::pending`].
+//!
+//! ## Who acts
+//!
+//! Every node plans from its own adopted copy and the same rules, so the rounds of different
+//! nodes agree without talking to each other:
+//! - **starts**: every node submits every orphan through the normal start path with
+//!   `check_existing`; the ring routes concurrent submissions of one child to the same owner,
+//!   whose supervisor accepts the first and rejects the rest. (A node cannot know that another
+//!   node's round ran, so the redundancy is what makes a round survive a crashed peer.)
+//! - **stops** (undeclared and duplicate instances): each node stops only instances bound on
+//!   itself. Every node computes the same keeper for a duplicate, so the union of all nodes'
+//!   stops leaves exactly the keeper's instance, and no stop ever crosses the network.
+//! - **stale row removal**: only the child's ring owner removes the row, so the removal is
+//!   authored once.
+//!
+//! A parked round (the list is lost, see [`crate::core::recovery::decide_boot`]) starts and stops
+//! nothing. A caller that knows of a declared version newer than its copy (it is catching up)
+//! should plan parked too: an outdated copy could restart a child stopped in the newer version.
+//!
+//! Pure: the Reconciler actor gathers the inputs, calls [`plan_round`] and carries out the plan.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::core::declared_list::{DeclaredChild, DeclaredList};
+use crate::model::{ChildId, NodeName, Pid, Row};
+
+/// An orphan to submit through the normal start path (with `check_existing`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OrphanStart {
+    /// What to start, with the caller's metadata.
+    pub child: DeclaredChild,
+    /// The ring owner the start routes to.
+    pub owner: NodeName,
+}
+
+/// Why a local instance is stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StopReason {
+    /// The row is marked durable but the child is no longer declared (a stop that crashed
+    /// between the list removal and the terminate).
+    Undeclared,
+    /// The child runs on several nodes and this instance is not the keeper.
+    Duplicate,
+}
+
+/// A local instance to stop. Always bound on the planning node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalStop {
+    /// The child.
+    pub id: ChildId,
+    /// The local instance (as recorded in the row).
+    pub pid: Pid,
+    /// Why.
+    pub reason: StopReason,
+}
+
+/// A declared child bound on several nodes, as every node sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Duplicate {
+    /// The child.
+    pub id: ChildId,
+    /// The node whose instance survives.
+    pub keep: NodeName,
+    /// Every node holding an instance, the keeper included.
+    pub bound_on: Vec<NodeName>,
+}
+
+/// The counters of a round, as the `reconcile_round` hook reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RoundStats {
+    /// Declared children examined.
+    pub candidates: usize,
+    /// Declared children observed running nowhere (started or skipped).
+    pub orphans: usize,
+    /// Orphans submitted for a start. The plan counts what it asks for; the Reconciler
+    /// overwrites it with what it actually submitted (admission control may spread starts).
+    pub started: usize,
+    /// Orphans with a registered but unbound row seen for the first time (mid-migration).
+    pub skipped_pending: usize,
+    /// Declared children bound on more than one node.
+    pub duplicates: usize,
+    /// Local instances of undeclared durable children stopped.
+    pub stopped_undeclared: usize,
+    /// Stale durable rows removed (by this node, their ring owner).
+    pub removed_stale: usize,
+    /// Wall-clock duration of the round, filled in by the Reconciler.
+    pub elapsed_ms: u64,
+}
+
+/// What one node does in one round.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReconcilePlan {
+    /// Orphans to submit, in id order.
+    pub starts: Vec<OrphanStart>,
+    /// Instances bound on this node to stop, in id order.
+    pub stops: Vec<LocalStop>,
+    /// Every duplicate seen (the same on every node); this node's share is in `stops`. The node
+    /// stopping its own duplicate instance fires `reconcile_duplicate`.
+    pub duplicates: Vec<Duplicate>,
+    /// Stale durable rows this node (their ring owner) removes from the registry.
+    pub remove_rows: Vec<ChildId>,
+    /// Orphans skipped this round because their row is registered but unbound; pass it as
+    /// `previous_pending` to the next round.
+    pub pending: BTreeSet<ChildId>,
+    /// The round's counters.
+    pub stats: RoundStats,
+    /// The round was parked: it did nothing.
+    pub parked: bool,
+}
+
+/// Plans one round on node `local`.
+///
+/// - `declared`: this node's adopted copy of the list.
+/// - `observed`: the registry rows as this node sees them (every node's bindings).
+/// - `owner_of`: the ring owner of a child, from the current member set.
+/// - `previous_pending`: the previous round's [`ReconcilePlan::pending`].
+/// - `parked`: the list is lost (or known to be outdated): the plan is empty, and the pending
+///   set is carried unchanged.
+///
+/// Promises (property-tested): never starts a child absent from `declared`; never stops a
+/// declared child's keeper instance; a parked plan has no starts, stops or removals; over all
+/// nodes, the duplicate stops leave exactly the keeper's instance of each child.
+pub fn plan_round<'a>(
+    declared: &DeclaredList,
+    observed: impl IntoIterator<Item = &'a Row>,
+    owner_of: impl Fn(&ChildId) -> NodeName,
+    local: &str,
+    previous_pending: &BTreeSet<ChildId>,
+    parked: bool,
+) -> ReconcilePlan {
+    if parked {
+        return ReconcilePlan {
+            pending: previous_pending.clone(),
+            parked: true,
+            ..ReconcilePlan::default()
+        };
+    }
+    let rows: BTreeMap<&ChildId, &Row> = observed.into_iter().map(|r| (r.id(), r)).collect();
+    let mut plan = ReconcilePlan::default();
+    plan.stats.candidates = declared.len();
+
+    for (id, child) in declared.children() {
+        match rows.get(id) {
+            Some(row) if !row.node_pids.is_empty() => {
+                if row.node_pids.len() > 1 {
+                    plan_duplicate(&mut plan, id, row, &owner_of, local);
+                }
+            }
+            Some(_) if !previous_pending.contains(id) => {
+                // Registered but unbound: maybe mid-migration. Give it one round.
+                plan.stats.orphans += 1;
+                plan.stats.skipped_pending += 1;
+                plan.pending.insert(id.clone());
+            }
+            _ => {
+                plan.stats.orphans += 1;
+                plan.starts.push(OrphanStart {
+                    child: child.clone(),
+                    owner: owner_of(id),
+                });
+            }
+        }
+    }
+    plan.stats.started = plan.starts.len();
+    plan.stats.duplicates = plan.duplicates.len();
+
+    for (id, row) in &rows {
+        if !row.hub.durable || declared.contains(id) {
+            continue;
+        }
+        if row.node_pids.is_empty() {
+            if owner_of(id) == local {
+                plan.remove_rows.push((*id).clone());
+            }
+        } else if let Some(pid) = row.node_pids.get(local) {
+            plan.stops.push(LocalStop {
+                id: (*id).clone(),
+                pid: *pid,
+                reason: StopReason::Undeclared,
+            });
+            plan.stats.stopped_undeclared += 1;
+        }
+    }
+    plan.stats.removed_stale = plan.remove_rows.len();
+    plan.stops.sort_by(|a, b| a.id.cmp(&b.id));
+    plan
+}
+
+/// The node whose instance of a duplicated child survives: the ring owner if it holds one,
+/// otherwise the lowest-named node holding one (any fixed choice works, as long as every node
+/// makes the same one).
+pub fn duplicate_keeper(row: &Row, owner: &str) -> Option<NodeName> {
+    if row.node_pids.contains_key(owner) {
+        return Some(owner.to_owned());
+    }
+    row.node_pids.keys().next().cloned()
+}
+
+fn plan_duplicate(
+    plan: &mut ReconcilePlan,
+    id: &ChildId,
+    row: &Row,
+    owner_of: &impl Fn(&ChildId) -> NodeName,
+    local: &str,
+) {
+    let owner = owner_of(id);
+    let Some(keep) = duplicate_keeper(row, &owner) else {
+        return;
+    };
+    if keep != local {
+        if let Some(pid) = row.node_pids.get(local) {
+            plan.stops.push(LocalStop {
+                id: id.clone(),
+                pid: *pid,
+                reason: StopReason::Duplicate,
+            });
+        }
+    }
+    plan.duplicates.push(Duplicate {
+        id: id.clone(),
+        keep,
+        bound_on: row.node_pids.keys().cloned().collect(),
+    });
+}
+
+#[cfg(test)]
+#[path = "reconcile_tests.rs"]
+mod tests;

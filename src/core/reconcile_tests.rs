@@ -1,0 +1,283 @@
+//! Rounds as scenarios from the seed, and the invariants every plan keeps.
+
+use std::collections::BTreeSet;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::model::{ChildSpec, Metadata};
+
+const NODES: [&str; 3] = ["n1", "n2", "n3"];
+
+fn declared(ids: &[&str]) -> DeclaredList {
+    let mut list = DeclaredList::new();
+    for id in ids {
+        list.add(ChildSpec::new(*id, "counter"), Metadata::new(), "n1")
+            .unwrap();
+    }
+    list
+}
+
+fn row(id: &str, durable: bool, bound: &[(&str, Pid)]) -> Row {
+    let mut row = Row::authored(
+        ChildSpec::new(id, "counter"),
+        Metadata::new(),
+        "n1",
+        0,
+        durable,
+    )
+    .unwrap();
+    for (node, pid) in bound {
+        row.node_pids.insert((*node).to_owned(), *pid);
+    }
+    row
+}
+
+/// A toy ring: the owner is picked by the id's first byte.
+fn owner(id: &ChildId) -> NodeName {
+    let b = id.as_str().as_bytes()[0] as usize;
+    NODES[b % NODES.len()].to_owned()
+}
+
+fn plan(list: &DeclaredList, rows: &[Row], local: &str) -> ReconcilePlan {
+    plan_round(list, rows, owner, local, &BTreeSet::new(), false)
+}
+
+#[test]
+fn after_a_whole_cluster_outage_every_declared_child_returns() {
+    let list = declared(&["a", "b", "c"]);
+    let p = plan(&list, &[], "n2");
+    let ids: Vec<&str> = p.starts.iter().map(|s| s.child.spec.id.as_str()).collect();
+    assert_eq!(ids, vec!["a", "b", "c"]);
+    assert_eq!(p.starts[0].owner, owner(&"a".into()));
+    assert_eq!(p.stats.candidates, 3);
+    assert_eq!(p.stats.orphans, 3);
+    assert_eq!(p.stats.started, 3);
+    assert!(p.stops.is_empty() && p.remove_rows.is_empty());
+}
+
+#[test]
+fn a_single_node_rejoin_is_an_empty_diff() {
+    let list = declared(&["a", "b"]);
+    let rows = [row("a", true, &[("n1", 1)]), row("b", true, &[("n3", 2)])];
+    let p = plan(&list, &rows, "n2");
+    assert!(p.starts.is_empty() && p.stops.is_empty() && p.duplicates.is_empty());
+    assert_eq!(
+        p.stats,
+        RoundStats {
+            candidates: 2,
+            ..RoundStats::default()
+        }
+    );
+}
+
+#[test]
+fn a_child_stopped_during_an_absence_stays_dead() {
+    // "b" was stopped while this node was away: it is gone from the list, and its row is gone.
+    let list = declared(&["a"]);
+    let p = plan(&list, &[], "n2");
+    assert_eq!(p.starts.len(), 1);
+    assert_eq!(p.starts[0].child.spec.id.as_str(), "a");
+}
+
+#[test]
+fn a_stop_that_crashed_halfway_is_finished_by_the_node_running_it() {
+    let list = declared(&[]);
+    let rows = [row("x", true, &[("n2", 7)])];
+    let on_n2 = plan(&list, &rows, "n2");
+    assert_eq!(
+        on_n2.stops,
+        vec![LocalStop {
+            id: "x".into(),
+            pid: 7,
+            reason: StopReason::Undeclared
+        }]
+    );
+    assert_eq!(on_n2.stats.stopped_undeclared, 1);
+    assert!(
+        plan(&list, &rows, "n1").stops.is_empty(),
+        "n1 stops only its own"
+    );
+}
+
+#[test]
+fn a_child_that_was_never_durable_is_not_touched() {
+    let list = declared(&[]);
+    let rows = [row("plain", false, &[("n2", 7)]), row("idle", false, &[])];
+    for node in NODES {
+        let p = plan(&list, &rows, node);
+        assert!(p.stops.is_empty() && p.remove_rows.is_empty() && p.starts.is_empty());
+    }
+}
+
+#[test]
+fn a_stale_durable_row_is_removed_by_its_owner_only() {
+    let list = declared(&[]);
+    let rows = [row("s", true, &[])];
+    let removers: Vec<&str> = NODES
+        .iter()
+        .copied()
+        .filter(|n| plan(&list, &rows, n).remove_rows == vec![ChildId::from("s")])
+        .collect();
+    assert_eq!(removers, vec![owner(&"s".into()).as_str()]);
+}
+
+#[test]
+fn a_duplicate_is_reduced_to_the_owner_instance() {
+    let list = declared(&["a"]);
+    let keep = owner(&"a".into());
+    let rows = [row("a", true, &[("n1", 1), ("n2", 2), ("n3", 3)])];
+    let mut stopped = Vec::new();
+    for node in NODES {
+        let p = plan(&list, &rows, node);
+        assert_eq!(p.duplicates.len(), 1);
+        assert_eq!(p.duplicates[0].keep, keep);
+        assert!(p.starts.is_empty());
+        stopped.extend(p.stops.iter().map(|s| (node, s.pid, s.reason)));
+    }
+    assert_eq!(stopped.len(), 2);
+    assert!(stopped
+        .iter()
+        .all(|(n, _, r)| *n != keep && *r == StopReason::Duplicate));
+}
+
+#[test]
+fn a_duplicate_off_its_owner_keeps_the_lowest_node() {
+    let list = declared(&["a"]);
+    let o = owner(&"a".into());
+    let others: Vec<&str> = NODES.iter().copied().filter(|n| *n != o).collect();
+    let rows = [row("a", true, &[(others[0], 1), (others[1], 2)])];
+    assert_eq!(plan(&list, &rows, others[0]).stops, vec![]);
+    assert_eq!(plan(&list, &rows, others[1]).stops.len(), 1);
+}
+
+#[test]
+fn a_mid_migration_child_starts_only_after_two_orphan_rounds() {
+    let list = declared(&["m"]);
+    let rows = [row("m", true, &[])];
+    let first = plan_round(&list, &rows, owner, "n1", &BTreeSet::new(), false);
+    assert!(first.starts.is_empty());
+    assert_eq!(first.stats.skipped_pending, 1);
+    assert_eq!(first.stats.orphans, 1);
+    let second = plan_round(&list, &rows, owner, "n1", &first.pending, false);
+    assert_eq!(second.starts.len(), 1);
+    assert_eq!(second.stats.skipped_pending, 0);
+    assert!(second.pending.is_empty());
+
+    // If the migration finishes in between, nothing is started and nothing stays pending.
+    let landed = [row("m", true, &[("n2", 4)])];
+    let done = plan_round(&list, &landed, owner, "n1", &first.pending, false);
+    assert!(done.starts.is_empty() && done.pending.is_empty());
+}
+
+#[test]
+fn a_parked_round_does_nothing() {
+    let list = declared(&["a"]);
+    let rows = [row("x", true, &[("n1", 1)]), row("s", true, &[])];
+    let pending: BTreeSet<ChildId> = [ChildId::from("a")].into();
+    let p = plan_round(&list, &rows, owner, "n1", &pending, true);
+    assert!(p.parked);
+    assert!(p.starts.is_empty() && p.stops.is_empty() && p.remove_rows.is_empty());
+    assert_eq!(p.pending, pending);
+}
+
+const IDS: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
+
+/// A random world: a declared subset, and rows with a durable flag and bindings on any nodes.
+fn arb_world() -> impl Strategy<Value = (DeclaredList, Vec<Row>, BTreeSet<ChildId>)> {
+    let ids = prop::collection::btree_set(prop::sample::select(IDS.to_vec()), 0..6);
+    let rows = prop::collection::btree_map(
+        prop::sample::select(IDS.to_vec()),
+        (any::<bool>(), prop::collection::btree_set(0usize..3, 0..4)),
+        0..6,
+    );
+    let pending = prop::collection::btree_set(prop::sample::select(IDS.to_vec()), 0..3);
+    (ids, rows, pending).prop_map(|(ids, rows, pending)| {
+        let ids: Vec<&str> = ids.into_iter().collect();
+        let rows = rows
+            .into_iter()
+            .map(|(id, (durable, nodes))| {
+                let bound: Vec<(&str, Pid)> = nodes
+                    .into_iter()
+                    .map(|i| (NODES[i], i as Pid + 10))
+                    .collect();
+                row(id, durable, &bound)
+            })
+            .collect();
+        (
+            declared(&ids),
+            rows,
+            pending.into_iter().map(ChildId::from).collect(),
+        )
+    })
+}
+
+proptest! {
+    /// A plan never starts a child absent from the declared list (a stopped child stays dead).
+    #[test]
+    fn never_starts_an_undeclared_child((list, rows, pending) in arb_world(), local in 0usize..3) {
+        let p = plan_round(&list, &rows, owner, NODES[local], &pending, false);
+        for s in &p.starts {
+            prop_assert!(list.contains(&s.child.spec.id));
+        }
+    }
+
+    /// A plan never stops the keeper instance of a declared child, and only stops local
+    /// instances.
+    #[test]
+    fn never_stops_a_declared_keeper((list, rows, pending) in arb_world(), local in 0usize..3) {
+        let node = NODES[local];
+        let p = plan_round(&list, &rows, owner, node, &pending, false);
+        for stop in &p.stops {
+            let row = rows.iter().find(|r| r.id() == &stop.id).unwrap();
+            prop_assert_eq!(row.node_pids.get(node), Some(&stop.pid));
+            if list.contains(&stop.id) {
+                prop_assert_eq!(stop.reason, StopReason::Duplicate);
+                let keep = duplicate_keeper(row, &owner(&stop.id)).unwrap();
+                prop_assert_ne!(keep.as_str(), node);
+            }
+        }
+    }
+
+    /// Parked plans are empty.
+    #[test]
+    fn parked_plans_are_empty((list, rows, pending) in arb_world(), local in 0usize..3) {
+        let p = plan_round(&list, &rows, owner, NODES[local], &pending, true);
+        prop_assert!(p.starts.is_empty() && p.stops.is_empty() && p.remove_rows.is_empty());
+        prop_assert_eq!(p.stats, RoundStats::default());
+    }
+
+    /// The union over all nodes of the duplicate stops leaves exactly one instance of each
+    /// declared child: its keeper's, the ring owner's whenever the owner holds one.
+    #[test]
+    fn duplicate_stops_leave_exactly_the_keeper((list, rows, pending) in arb_world()) {
+        let mut alive: Vec<(ChildId, NodeName)> = rows
+            .iter()
+            .flat_map(|r| r.node_pids.keys().map(move |n| (r.id().clone(), n.clone())))
+            .collect();
+        for node in NODES {
+            let p = plan_round(&list, &rows, owner, node, &pending, false);
+            for s in p.stops.iter().filter(|s| s.reason == StopReason::Duplicate) {
+                alive.retain(|(id, n)| !(id == &s.id && n == node));
+            }
+        }
+        for r in rows.iter().filter(|r| list.contains(r.id()) && !r.node_pids.is_empty()) {
+            let left: Vec<&NodeName> =
+                alive.iter().filter(|(id, _)| id == r.id()).map(|(_, n)| n).collect();
+            prop_assert_eq!(left.len(), 1);
+            let o = owner(r.id());
+            if r.node_pids.contains_key(&o) {
+                prop_assert_eq!(left[0], &o);
+            }
+        }
+    }
+
+    /// Every declared child is accounted for exactly once per round.
+    #[test]
+    fn orphan_accounting_adds_up((list, rows, pending) in arb_world(), local in 0usize..3) {
+        let p = plan_round(&list, &rows, owner, NODES[local], &pending, false);
+        prop_assert_eq!(p.stats.orphans, p.stats.started + p.stats.skipped_pending);
+        prop_assert!(p.stats.orphans <= p.stats.candidates);
+        prop_assert_eq!(p.pending.len(), p.stats.skipped_pending);
+    }
+}
