@@ -13,4 +13,5 @@
 pub mod admin;
 pub mod core;
 pub mod model;
+pub mod recovery;
 pub mod storage;

@@ -15,7 +15,7 @@
 
 mod commit;
 mod durable;
-mod engine;
+pub(crate) mod engine;
 mod lmdb;
 mod memory;
 mod registry_file;

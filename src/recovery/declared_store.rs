@@ -1,0 +1,401 @@
+//! The node's own store of its adopted declared list (seed `persistence-and-recovery.md`, "The
+//! declared list": "every node persists its adopted copy in its own store beside the registry
+//! file, whatever the registry backend").
+//!
+//! Layout, in the hub's directory `<data_dir>/process_hub/<hub_id>/`:
+//! - `declared.lmdb`: an LMDB store on the shared engine (`crate::storage::engine`: group
+//!   commit, durable when `Ok`, format marker `declared` v[`DECLARED_FORMAT_VERSION`], a newer
+//!   marker refuses to open, an unreadable file is rotated to `declared.lmdb.corrupt-<stamp>`).
+//!   One header entry (version, last mutator, child count) and one entry per declared child, so
+//!   a mutation writes two small entries in one transaction instead of the whole list, and many
+//!   concurrent durable starts share one fsync.
+//! - `declared.seeded`: the seeded marker, written (and fsync'd) once the first list is
+//!   durable. It lives in its own file so that it survives the list file's corruption or loss:
+//!   it is the durable evidence that says "a list existed here; its absence is a loss, not an
+//!   empty list".
+//!
+//! Opening reports what was found as a [`StoredList`]: `Readable`, `Missing`, or `Corrupt` (the
+//! file was rotated aside). A corrupt list is never returned as an empty one; the boot decision
+//! (`crate::core::boot::decide_boot`) weighs it against the evidence.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::boot::LocalList;
+use crate::core::declared_list::{DeclaredChange, DeclaredChild, DeclaredList};
+use crate::model::{ChildId, NodeName};
+use crate::storage::engine::{format, CommitStats, DiskOptions, Engine, KvOp, StoreSpec};
+use crate::storage::{Commit, StorageError};
+
+/// The declared list's file name in the hub's directory.
+pub const DECLARED_FILE: &str = "declared.lmdb";
+/// The seeded marker's file name, beside the list file.
+pub const SEEDED_MARKER_FILE: &str = "declared.seeded";
+/// The newest declared-store format this release reads and writes.
+pub const DECLARED_FORMAT_VERSION: u32 = 1;
+
+pub(crate) const DECLARED: StoreSpec = StoreSpec {
+    file_name: DECLARED_FILE,
+    kind: "declared",
+    format_version: DECLARED_FORMAT_VERSION,
+};
+
+const HEADER_KEY: &[u8] = b"h";
+const CHILD_PREFIX: u8 = b'c';
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    version: u64,
+    last_mutated_by: Option<NodeName>,
+    count: u64,
+}
+
+/// What the store held when it was opened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoredList {
+    /// A list that decoded and is consistent.
+    Readable(DeclaredList),
+    /// Nothing was ever stored (or the file is gone).
+    Missing,
+    /// The stored list was unreadable and has been moved aside; the store is now empty.
+    Corrupt {
+        /// Where the unreadable file went, when known.
+        rotated_to: Option<PathBuf>,
+    },
+}
+
+impl StoredList {
+    /// The boot decision's view of it.
+    pub fn to_local(&self) -> LocalList {
+        match self {
+            StoredList::Readable(list) => LocalList::Readable(list.clone()),
+            StoredList::Missing => LocalList::Missing,
+            StoredList::Corrupt { .. } => LocalList::Corrupt,
+        }
+    }
+}
+
+/// A node's declared-list store. Saves are submitted in order and resolve once durable.
+pub struct DeclaredStore {
+    engine: Engine,
+    marker: Arc<SeededMarker>,
+}
+
+impl DeclaredStore {
+    /// The hub's directory, `<data_dir>/process_hub/<hub_id>/` (the registry's default one).
+    pub fn dir_for(data_dir: &Path, hub_id: &str) -> PathBuf {
+        data_dir.join("process_hub").join(hub_id)
+    }
+
+    /// Opens (or creates) the store in `dir` and reports what it held.
+    ///
+    /// Fails with [`StorageError::NewerFormat`] when a newer release wrote the store (the file
+    /// is left untouched). A corrupt store is rotated aside and reported as
+    /// [`StoredList::Corrupt`]; the returned store is then empty and writable.
+    pub fn open(dir: &Path, options: &DiskOptions) -> Result<(Self, StoredList), StorageError> {
+        let path = dir.join(DECLARED_FILE);
+        let before = rotated_files(dir);
+        let mut validate = |key: &[u8], value: &[u8]| validate_entry(key, value);
+        let mut engine = Engine::open(dir, DECLARED, options, &mut validate)?;
+        let rotated = newest_new(&before, &rotated_files(dir));
+        let mut found = match rotated {
+            Some(rotated_to) => StoredList::Corrupt {
+                rotated_to: Some(rotated_to),
+            },
+            None => match load(&engine) {
+                Ok(Some(list)) => StoredList::Readable(list),
+                Ok(None) => StoredList::Missing,
+                Err(reason) => {
+                    // Consistent entries but an inconsistent list: treat it like any corrupt
+                    // store, aside and empty.
+                    drop(engine);
+                    let rotated_to =
+                        format::rotate_aside(&path).map_err(|e| StorageError::Open {
+                            path: path.clone(),
+                            message: format!("declared list is corrupt ({reason}): {e}"),
+                        })?;
+                    tracing::error!(
+                        path = %path.display(),
+                        rotated_to = %rotated_to.display(),
+                        %reason,
+                        "corrupt declared list moved aside"
+                    );
+                    engine = Engine::open(dir, DECLARED, options, &mut validate)?;
+                    StoredList::Corrupt {
+                        rotated_to: Some(rotated_to),
+                    }
+                }
+            },
+        };
+        let marker = Arc::new(SeededMarker::new(dir.join(SEEDED_MARKER_FILE)));
+        if let StoredList::Readable(list) = &found {
+            // A list stored before the marker existed (or whose marker was lost) still counts.
+            marker.ensure(list.version());
+        }
+        if let StoredList::Corrupt { rotated_to } = &mut found {
+            tracing::error!(
+                path = %path.display(),
+                rotated_to = ?rotated_to,
+                seeded_marker = marker.present(),
+                "the declared list was unreadable; it is reported as lost, not as empty"
+            );
+        }
+        Ok((Self { engine, marker }, found))
+    }
+
+    /// The list file.
+    pub fn path(&self) -> &Path {
+        self.engine.path()
+    }
+
+    /// Whether the seeded marker exists beside the list (durable evidence).
+    pub fn seeded_marker_present(&self) -> bool {
+        self.marker.present()
+    }
+
+    /// Persists one mutation's change (`list` is the list after it). Durable when the commit
+    /// resolves `Ok`. An `Unchanged` change writes nothing.
+    pub fn save_change(&self, list: &DeclaredList, change: &DeclaredChange) -> Commit {
+        let mut ops = Vec::with_capacity(2);
+        match change {
+            DeclaredChange::Unchanged => return Commit::ready(Ok(())),
+            DeclaredChange::Put(id) => match list.get(id) {
+                Some(child) => match encode_child(id, child) {
+                    Ok(op) => ops.push(op),
+                    Err(e) => return Commit::ready(Err(e)),
+                },
+                None => return self.save_whole(list),
+            },
+            DeclaredChange::Removed(id) => ops.push(KvOp::Delete(child_key(id))),
+            DeclaredChange::Cleared => ops.push(KvOp::Clear),
+        }
+        ops.push(encode_header(list));
+        self.submit(ops, list.version())
+    }
+
+    /// Persists a whole list, replacing what is stored (an adopted copy, a seed). Durable when
+    /// the commit resolves `Ok`.
+    pub fn save_whole(&self, list: &DeclaredList) -> Commit {
+        let mut ops = Vec::with_capacity(list.len() + 2);
+        ops.push(KvOp::Clear);
+        for (id, child) in list.children() {
+            match encode_child(id, child) {
+                Ok(op) => ops.push(op),
+                Err(e) => return Commit::ready(Err(e)),
+            }
+        }
+        ops.push(encode_header(list));
+        self.submit(ops, list.version())
+    }
+
+    /// Reads the stored list back (for diagnostics and tests; the hub keeps its copy in memory).
+    pub fn load(&self) -> Result<Option<DeclaredList>, StorageError> {
+        load(&self.engine).map_err(StorageError::Backend)
+    }
+
+    /// What the writer has committed so far.
+    pub fn stats(&self) -> CommitStats {
+        self.engine.stats()
+    }
+
+    fn submit(&self, ops: Vec<KvOp>, version: u64) -> Commit {
+        let (sender, commit) = Commit::pending();
+        let marker = self.marker.clone();
+        let done = Box::new(move |outcome: Result<(), StorageError>| {
+            if outcome.is_ok() {
+                marker.ensure(version);
+            }
+            sender.resolve(outcome);
+        });
+        if let Err(done) = self.engine.submit_with(ops, done) {
+            done(Err(StorageError::Closed));
+        }
+        commit
+    }
+}
+
+/// The seeded marker file, written once.
+struct SeededMarker {
+    path: PathBuf,
+    written: AtomicBool,
+}
+
+impl SeededMarker {
+    fn new(path: PathBuf) -> Self {
+        let written = AtomicBool::new(path.is_file());
+        Self { path, written }
+    }
+
+    fn present(&self) -> bool {
+        self.written.load(Ordering::Acquire) || self.path.is_file()
+    }
+
+    /// Writes the marker if it is not there yet. A failure is logged and retried on the next
+    /// save: the list itself is durable, only the evidence is missing.
+    fn ensure(&self, version: u64) {
+        if self.written.load(Ordering::Acquire) {
+            return;
+        }
+        match write_marker(&self.path, version) {
+            Ok(()) => self.written.store(true, Ordering::Release),
+            Err(e) => tracing::error!(
+                path = %self.path.display(),
+                error = %e,
+                "cannot write the seeded marker; a later loss of the list could not be told \
+                 from an empty list"
+            ),
+        }
+    }
+}
+
+fn write_marker(path: &Path, version: u64) -> std::io::Result<()> {
+    let mut file = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(path)?;
+    writeln!(
+        file,
+        "process_hub declared list seeded; first durable version {version}"
+    )?;
+    file.sync_all()?;
+    if let Some(dir) = path.parent() {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+fn child_key(id: &ChildId) -> Vec<u8> {
+    let mut key = Vec::with_capacity(id.as_str().len() + 1);
+    key.push(CHILD_PREFIX);
+    key.extend_from_slice(id.as_str().as_bytes());
+    key
+}
+
+fn encode_child(id: &ChildId, child: &DeclaredChild) -> Result<KvOp, StorageError> {
+    let value = bincode::serialize(child).map_err(|e| StorageError::Codec {
+        id: id.to_string(),
+        message: e.to_string(),
+    })?;
+    Ok(KvOp::Put {
+        key: child_key(id),
+        value,
+    })
+}
+
+fn encode_header(list: &DeclaredList) -> KvOp {
+    let header = Header {
+        version: list.version(),
+        last_mutated_by: list.last_mutated_by().map(str::to_owned),
+        count: list.len() as u64,
+    };
+    // A header of an integer, an optional string and an integer always encodes.
+    let value = bincode::serialize(&header).unwrap_or_default();
+    KvOp::Put {
+        key: HEADER_KEY.to_vec(),
+        value,
+    }
+}
+
+/// Checks one entry on open; a rejected entry marks the store corrupt.
+fn validate_entry(key: &[u8], value: &[u8]) -> Result<(), String> {
+    if key == HEADER_KEY {
+        return bincode::deserialize::<Header>(value)
+            .map(|_| ())
+            .map_err(|e| format!("undecodable header: {e}"));
+    }
+    match key.split_first() {
+        Some((&CHILD_PREFIX, id)) => {
+            let child: DeclaredChild = bincode::deserialize(value)
+                .map_err(|e| format!("undecodable entry {:?}: {e}", String::from_utf8_lossy(id)))?;
+            if child.spec.id.as_str().as_bytes() == id {
+                Ok(())
+            } else {
+                Err(format!(
+                    "entry {:?} holds child {}",
+                    String::from_utf8_lossy(id),
+                    child.spec.id
+                ))
+            }
+        }
+        _ => Err(format!("unknown key {:?}", String::from_utf8_lossy(key))),
+    }
+}
+
+/// Reads the list; `Ok(None)` for an empty store, `Err` for an inconsistent one.
+fn load(engine: &Engine) -> Result<Option<DeclaredList>, String> {
+    let mut header: Option<Header> = None;
+    let mut children = BTreeMap::new();
+    let mut failure: Option<String> = None;
+    engine
+        .for_each(|key, value| {
+            if failure.is_some() {
+                return;
+            }
+            if key == HEADER_KEY {
+                match bincode::deserialize::<Header>(value) {
+                    Ok(h) => header = Some(h),
+                    Err(e) => failure = Some(format!("undecodable header: {e}")),
+                }
+            } else {
+                match bincode::deserialize::<DeclaredChild>(value) {
+                    Ok(child) => {
+                        children.insert(child.spec.id.clone(), child);
+                    }
+                    Err(e) => failure = Some(format!("undecodable entry: {e}")),
+                }
+            }
+        })
+        .map_err(|e| e.to_string())?;
+    if let Some(reason) = failure {
+        return Err(reason);
+    }
+    match header {
+        None if children.is_empty() => Ok(None),
+        None => Err(format!("{} children but no header", children.len())),
+        Some(h) if h.count != children.len() as u64 => Err(format!(
+            "header counts {} children, the store holds {}",
+            h.count,
+            children.len()
+        )),
+        Some(h) => Ok(Some(DeclaredList::from_parts(
+            h.version,
+            children,
+            h.last_mutated_by,
+        ))),
+    }
+}
+
+/// The rotated copies of the list file in `dir`.
+fn rotated_files(dir: &Path) -> Vec<PathBuf> {
+    let prefix = format!("{DECLARED_FILE}.corrupt-");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
+/// The newest rotated file that appeared during the open, if any.
+fn newest_new(before: &[PathBuf], after: &[PathBuf]) -> Option<PathBuf> {
+    after.iter().rev().find(|p| !before.contains(p)).cloned()
+}
+
+#[cfg(test)]
+#[path = "declared_store_tests.rs"]
+mod tests;

@@ -1,0 +1,132 @@
+//! The local-path manifest: a JSON file in a directory that lives outside the cluster (a mount,
+//! a NAS). Dependency-free.
+//!
+//! A ship writes a temporary file beside the manifest, fsyncs it, renames it over the manifest
+//! and fsyncs the directory: a reader sees the old document or the new one, never a torn one,
+//! and an `Ok` survives a power cut. The read-compare-write is serialized within the process
+//! (one lock per adapter); across processes it relies on there being one leader at a time, and
+//! a partition's second leader can at worst replace a copy of the same version (the higher
+//! version still wins at every boot adoption). Use the S3 adapter where two writers are
+//! expected.
+//!
+//! File IO runs on tokio's blocking pool, so a slow mount never stalls the runtime.
+
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+
+use super::{
+    beats_stored, decode, encode, ManifestError, RemoteManifest, ShipOutcome, MANIFEST_NAME,
+};
+use crate::core::declared_list::DeclaredList;
+use crate::storage::engine::format::unique_stamp;
+
+/// A manifest kept as `<dir>/declared-manifest.json`.
+#[derive(Clone, Debug)]
+pub struct LocalPathManifest {
+    dir: PathBuf,
+    lock: Arc<Mutex<()>>,
+}
+
+impl LocalPathManifest {
+    /// A manifest in `dir` (created on the first ship).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            lock: Arc::new(Mutex::new(())),
+        }
+    }
+
+    /// The manifest file.
+    pub fn file(&self) -> PathBuf {
+        self.dir.join(MANIFEST_NAME)
+    }
+
+    fn io_error(&self, what: &str, e: std::io::Error) -> ManifestError {
+        ManifestError::Io {
+            location: self.location(),
+            message: format!("{what}: {e}"),
+        }
+    }
+
+    fn read(&self) -> Result<Option<DeclaredList>, ManifestError> {
+        match std::fs::read(self.file()) {
+            Ok(bytes) => decode(&self.location(), &bytes).map(Some),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(self.io_error("read", e)),
+        }
+    }
+
+    fn ship_blocking(&self, list: &DeclaredList) -> Result<ShipOutcome, ManifestError> {
+        let _guard = self
+            .lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let stored = self.read()?;
+        if !beats_stored(list, stored.as_ref()) {
+            return Ok(ShipOutcome::KeptNewer {
+                stored_version: stored.map_or(0, |s| s.version()),
+            });
+        }
+        std::fs::create_dir_all(&self.dir).map_err(|e| self.io_error("create directory", e))?;
+        write_atomically(&self.file(), &encode(list)).map_err(|e| self.io_error("write", e))?;
+        Ok(ShipOutcome::Stored)
+    }
+}
+
+/// Temp file, fsync, rename over, fsync the directory.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let mut tmp_name = path.as_os_str().to_owned();
+    tmp_name.push(format!(".tmp-{}-{}", std::process::id(), unique_stamp()));
+    let tmp = PathBuf::from(tmp_name);
+    let written = (|| {
+        let mut file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        File::open(dir)?.sync_all()
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+impl RemoteManifest for LocalPathManifest {
+    fn location(&self) -> String {
+        self.file().display().to_string()
+    }
+
+    fn fetch(&self) -> BoxFuture<'_, Result<Option<DeclaredList>, ManifestError>> {
+        let this = self.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || this.read())
+                .await
+                .unwrap_or_else(|e| Err(join_error(&self.location(), e)))
+        })
+    }
+
+    fn ship<'a>(
+        &'a self,
+        list: &'a DeclaredList,
+    ) -> BoxFuture<'a, Result<ShipOutcome, ManifestError>> {
+        let this = self.clone();
+        let list = list.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || this.ship_blocking(&list))
+                .await
+                .unwrap_or_else(|e| Err(join_error(&self.location(), e)))
+        })
+    }
+}
+
+fn join_error(location: &str, e: tokio::task::JoinError) -> ManifestError {
+    ManifestError::Io {
+        location: location.to_owned(),
+        message: format!("the blocking task failed: {e}"),
+    }
+}
