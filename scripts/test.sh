@@ -8,5 +8,37 @@ cd "$(dirname "$0")/.."
 echo "==> building the workspace (tests and binaries)" >&2
 cargo build --workspace --all-targets
 
+# The S3 remote-manifest test (tests/manifest_s3.rs) runs against a real S3-compatible server:
+# moto, from PyPI. Install it if missing, start it on a free loopback port, export its endpoint,
+# and stop it when this script exits, however it exits.
+python=$(command -v python3 || command -v python || true)
+if [ -z "$python" ]; then
+  echo "error: python3 is needed to run the S3-compatible test server (moto)" >&2
+  exit 1
+fi
+if ! "$python" -c 'import moto.server' >/dev/null 2>&1; then
+  echo "==> installing moto[server] (S3-compatible test server) from PyPI" >&2
+  "$python" -m pip install --quiet 'moto[server]' \
+    || "$python" -m pip install --quiet --break-system-packages 'moto[server]'
+fi
+moto_port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+moto_log="$(mktemp -t process_hub_moto.XXXXXX.log)"
+echo "==> starting moto on 127.0.0.1:$moto_port (log: $moto_log)" >&2
+"$python" -m moto.server -H 127.0.0.1 -p "$moto_port" >"$moto_log" 2>&1 &
+moto_pid=$!
+trap 'kill "$moto_pid" 2>/dev/null || true; wait "$moto_pid" 2>/dev/null || true' EXIT
+export PROCESS_HUB_TEST_S3_ENDPOINT="http://127.0.0.1:$moto_port"
+for _ in $(seq 1 150); do
+  if "$python" -c "import socket; socket.create_connection(('127.0.0.1', $moto_port), 1)" 2>/dev/null; then
+    break
+  fi
+  if ! kill -0 "$moto_pid" 2>/dev/null; then
+    echo "error: moto exited at startup; its log:" >&2
+    cat "$moto_log" >&2
+    exit 1
+  fi
+  sleep 0.2
+done
+
 echo "==> running the test suite" >&2
 cargo test --workspace --all-targets
