@@ -361,7 +361,8 @@ mod tests {
         let local = list(&["a"], "n1");
         let peer = list(&["a", "b", "c"], "n2");
         let manifest = list(&["a", "b"], "n1");
-        let got = boot_adoption(Some(&local), &[peer.clone()], Some(&manifest)).unwrap();
+        let got =
+            boot_adoption(Some(&local), std::slice::from_ref(&peer), Some(&manifest)).unwrap();
         assert_eq!(got.list, peer);
         assert_eq!(got.source, CopySource::Peer);
         let got = boot_adoption(None, &[], Some(&manifest)).unwrap();

@@ -104,7 +104,7 @@ impl DeclaredStore {
         let mut validate = |key: &[u8], value: &[u8]| validate_entry(key, value);
         let mut engine = Engine::open(dir, DECLARED, options, &mut validate)?;
         let rotated = newest_new(&before, &rotated_files(dir));
-        let mut found = match rotated {
+        let found = match rotated {
             Some(rotated_to) => StoredList::Corrupt {
                 rotated_to: Some(rotated_to),
             },
@@ -138,7 +138,7 @@ impl DeclaredStore {
             // A list stored before the marker existed (or whose marker was lost) still counts.
             marker.ensure(list.version());
         }
-        if let StoredList::Corrupt { rotated_to } = &mut found {
+        if let StoredList::Corrupt { rotated_to } = &found {
             tracing::error!(
                 path = %path.display(),
                 rotated_to = ?rotated_to,
