@@ -40,6 +40,10 @@ pub enum DeclaredError {
         /// The child.
         id: ChildId,
     },
+    /// This node's list is lost and its reconcile parked: it cannot mutate a list it does not
+    /// have. An operator restores it (peer, manifest) or clears it.
+    #[error("the declared list is lost on this node and parked; restore or clear it first")]
+    Parked,
 }
 
 /// One declared child: what to start when it is found missing.

@@ -6,6 +6,7 @@
 
 pub mod boot;
 pub mod declared_list;
+pub mod declared_state;
 pub mod manifest_ship;
 pub mod reconcile;
 pub mod recovery;
