@@ -134,7 +134,9 @@ pub struct ReconcilePlan {
 /// Plans one round on node `local`.
 ///
 /// - `declared`: this node's adopted copy of the list.
-/// - `observed`: the registry rows as this node sees them (every node's bindings).
+/// - `observed`: the registry rows as this node sees them (every node's bindings). Bindings on
+///   nodes that are no longer members must already be purged (the Coordinator does that on
+///   nodedown and on a changed boot token), or their children would not count as orphans.
 /// - `owner_of`: the ring owner of a child, from the current member set.
 /// - `previous_pending`: the previous round's [`ReconcilePlan::pending`].
 /// - `parked`: the list is lost (or known to be outdated): the plan is empty, and the pending
