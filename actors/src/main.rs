@@ -11,9 +11,19 @@ struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
-enum Command {}
+enum Command {
+    /// Benchmarks (JSON on stdout, progress on stderr).
+    #[command(subcommand)]
+    Bench(process_hub_actors::bench::BenchCommand),
+}
 
 fn main() {
     let cli = Cli::parse();
-    match cli.command {}
+    let outcome = match cli.command {
+        Command::Bench(cmd) => process_hub_actors::bench::run(cmd),
+    };
+    if let Err(e) = outcome {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
 }
