@@ -1,9 +1,9 @@
 //! `HubMsg`: the hub's API as messages, for actor-style use.
 //!
 //! Every operation of [`crate::Hub`] is also a variant here, sent to the hub's root actor
-//! (`hub.actor()`) with a reply port: `call_t!(hub_ref, HubMsg::StartChildren, 5000, specs,
-//! opts)` or `hub_ref.call(|reply| HubMsg::StartChild { .. }, None)`. Lookups answered here
-//! read the same registry view the handle reads directly.
+//! (`hub.actor()`) with a reply port, e.g.
+//! `hub_ref.call(|reply| HubMsg::StartChild { spec, opts, reply }, None).await`. Lookups
+//! answered here read the same registry view the handle reads directly.
 
 use std::collections::BTreeMap;
 

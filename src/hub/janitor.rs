@@ -57,3 +57,51 @@ impl Actor for Janitor {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::ProcessHub;
+    use crate::hooks::Hooks;
+    use crate::hub::registry::{Registry, RegistryArgs, RegistryOp};
+    use crate::kinds::ChildKinds;
+    use crate::model::{ChildSpec, Metadata, Row};
+    use crate::storage::{MemoryStorage, Storage};
+
+    #[tokio::test]
+    async fn expired_ttl_rows_are_swept_and_live_ones_kept() {
+        let memory = Arc::new(MemoryStorage::new());
+        let config = ProcessHub::builder("janitor")
+            .storage_purge_interval(Duration::from_millis(10))
+            .build()
+            .unwrap();
+        let storage: Arc<dyn Storage> = memory.clone();
+        let shared = Arc::new(HubShared::new(config, storage, ChildKinds::new(), Hooks::new()));
+        let args = RegistryArgs { shared: shared.clone(), strip_local: true };
+        let (registry, _) = Actor::spawn(None, Registry, args).await.unwrap();
+        shared.set_refs(|r| r.registry = Some(registry.clone()));
+        let (janitor, _) = Actor::spawn(None, Janitor, shared.clone()).await.unwrap();
+        let row = |id: &str| Row::authored(ChildSpec::new(id, "k"), Metadata::new(), "n@h", 0, false).unwrap();
+        let ops = vec![
+            RegistryOp::PutWithTtl { row: row("short"), ttl: Duration::from_millis(1) },
+            RegistryOp::PutWithTtl { row: row("long"), ttl: Duration::from_secs(3600) },
+            RegistryOp::Insert(row("plain")),
+        ];
+        registry.cast(RegistryMsg::Write { ops, done: None }).unwrap();
+        let start = std::time::Instant::now();
+        while memory.get_stored(&"plain".into()).is_none() {
+            assert!(start.elapsed() < Duration::from_secs(20), "write never applied");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        while memory.get_stored(&"short".into()).is_some() {
+            assert!(start.elapsed() < Duration::from_secs(20), "expired row never swept");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(memory.get_stored(&"long".into()).is_some());
+        assert!(memory.get_stored(&"plain".into()).is_some());
+        janitor.stop(None);
+        registry.stop(None);
+    }
+}
