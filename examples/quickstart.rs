@@ -31,12 +31,21 @@ impl Actor for App {
     type State = AppState;
     type Arguments = ();
 
-    async fn pre_start(&self, myself: ActorRef<AppMsg>, _: ()) -> Result<AppState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        myself: ActorRef<AppMsg>,
+        _: (),
+    ) -> Result<AppState, ActorProcessingErr> {
         // 1. The kinds this node can run, and a hub supervised by this actor.
         let mut kinds = process_hub::ChildKinds::new();
         process_hub_actors::register_all(&mut kinds);
-        let config = ProcessHub::builder("quickstart").node_name("app@localhost").build()?;
-        let (hub, _join) = Hub::builder(config, kinds).supervisor(myself.get_cell()).spawn().await?;
+        let config = ProcessHub::builder("quickstart")
+            .node_name("app@localhost")
+            .build()?;
+        let (hub, _join) = Hub::builder(config, kinds)
+            .supervisor(myself.get_cell())
+            .spawn()
+            .await?;
 
         // 2. Watch what happens: hub events come to this actor as `AppMsg::Hub`.
         hub.subscribe_mapped(myself.clone(), AppMsg::Hub);
@@ -50,12 +59,20 @@ impl Actor for App {
         let hub_ref = hub.actor();
         let result = hub_ref
             .call(
-                |reply| HubMsg::StartChildren { specs, opts: StartOptions::new().tag("demo"), reply },
+                |reply| HubMsg::StartChildren {
+                    specs,
+                    opts: StartOptions::new().tag("demo"),
+                    reply,
+                },
                 Some(Duration::from_secs(10)),
             )
             .await?
             .unwrap()?;
-        println!("started {} children: {:?}", result.started.len(), result.started_ids());
+        println!(
+            "started {} children: {:?}",
+            result.started.len(),
+            result.started_ids()
+        );
 
         // 4. Talk to a child, then crash one.
         let counter = hub
@@ -63,19 +80,39 @@ impl Actor for App {
             .ok_or("counter-1 is not running")?;
         counter.cast(CounterMsg::Increment(5))?;
         println!("counter-1 = {}", call_t!(counter, CounterMsg::Get, 5_000)?);
-        let fragile = hub.local_child_ref::<CrasherMsg>(&"fragile".into()).ok_or("fragile is not running")?;
-        println!("crashing 'fragile' (pid {:?})", hub.get_pid(&"fragile".into()));
+        let fragile = hub
+            .local_child_ref::<CrasherMsg>(&"fragile".into())
+            .ok_or("fragile is not running")?;
+        println!(
+            "crashing 'fragile' (pid {:?})",
+            hub.get_pid(&"fragile".into())
+        );
         fragile.cast(CrasherMsg::Panic)?;
         Ok(AppState { hub })
     }
 
-    async fn handle(&self, myself: ActorRef<AppMsg>, msg: AppMsg, state: &mut AppState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        myself: ActorRef<AppMsg>,
+        msg: AppMsg,
+        state: &mut AppState,
+    ) -> Result<(), ActorProcessingErr> {
         let AppMsg::Hub(event) = msg;
         match &event {
-            HubEvent::ChildExited { id, reason, will_restart, .. } => {
+            HubEvent::ChildExited {
+                id,
+                reason,
+                will_restart,
+                ..
+            } => {
                 println!("event: {id} exited ({reason}); restart: {will_restart}");
             }
-            HubEvent::ChildRestarted { id, old_pid, new_pid, .. } => {
+            HubEvent::ChildRestarted {
+                id,
+                old_pid,
+                new_pid,
+                ..
+            } => {
                 println!("event: {id} restarted, pid {old_pid} -> {new_pid}");
                 println!("tagged 'demo': {:?}", state.hub.tag_query("demo").len());
                 state.hub.shutdown().await?;
@@ -105,7 +142,9 @@ impl Actor for App {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The crash below is on purpose; print one line instead of a backtrace.
-    std::panic::set_hook(Box::new(|info| eprintln!("(a child panicked, as asked: {info})")));
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("(a child panicked, as asked: {info})")
+    }));
     let (_app, join) = Actor::spawn(None, App, ()).await?;
     tokio::time::timeout(Duration::from_secs(30), join).await??;
     println!("done");

@@ -159,10 +159,9 @@ impl ProcessHub {
                 reason: "must be 1..=128 bytes without '/'",
             });
         }
-        let valid_node = self
-            .node_name
-            .split_once('@')
-            .is_some_and(|(name, host)| !name.is_empty() && !host.is_empty() && !host.contains('@'));
+        let valid_node = self.node_name.split_once('@').is_some_and(|(name, host)| {
+            !name.is_empty() && !host.is_empty() && !host.contains('@')
+        });
         if !valid_node {
             return Err(ConfigError::Invalid {
                 option: "node_name",
@@ -170,9 +169,21 @@ impl ProcessHub {
                 reason: "must be `name@host` with both parts non-empty",
             });
         }
-        range("max_restarts", self.max_restarts, 0, 1_000_000, "0..=1000000")?;
+        range(
+            "max_restarts",
+            self.max_restarts,
+            0,
+            1_000_000,
+            "0..=1000000",
+        )?;
         range("max_seconds", self.max_seconds, 1, 3600, "1..=3600")?;
-        range("hub_max_restarts", self.hub_max_restarts, 0, 1000, "0..=1000")?;
+        range(
+            "hub_max_restarts",
+            self.hub_max_restarts,
+            0,
+            1000,
+            "0..=1000",
+        )?;
         range(
             "shutdown_timeout_ms",
             self.shutdown_timeout_ms,
@@ -309,7 +320,10 @@ mod tests {
         assert!(ProcessHub::new("h").validate().is_ok());
         assert!(matches!(
             ProcessHub::default().validate(),
-            Err(ConfigError::Invalid { option: "hub_id", .. })
+            Err(ConfigError::Invalid {
+                option: "hub_id",
+                ..
+            })
         ));
     }
 
@@ -319,9 +333,27 @@ mod tests {
             .restart_intensity(5, 0)
             .build()
             .unwrap_err();
-        assert!(matches!(err, ConfigError::OutOfRange { option: "max_seconds", .. }), "{err}");
-        let err = ProcessHub::builder("h").node_name("nohost").build().unwrap_err();
-        assert!(matches!(err, ConfigError::Invalid { option: "node_name", .. }));
+        assert!(
+            matches!(
+                err,
+                ConfigError::OutOfRange {
+                    option: "max_seconds",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let err = ProcessHub::builder("h")
+            .node_name("nohost")
+            .build()
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            ConfigError::Invalid {
+                option: "node_name",
+                ..
+            }
+        ));
         let err = ProcessHub::builder("h")
             .storage_purge_interval(Duration::from_millis(1))
             .build()
@@ -357,7 +389,10 @@ mod tests {
         assert_eq!(cfg.max_restarts, 10);
         assert_eq!(cfg.max_seconds, 4);
         assert_eq!(cfg.child_specs.len(), 1);
-        assert!(matches!(cfg.registry_backend, BackendConfig::Durable { .. }));
+        assert!(matches!(
+            cfg.registry_backend,
+            BackendConfig::Durable { .. }
+        ));
         let json = serde_json::to_string(&cfg).unwrap();
         assert_eq!(ProcessHub::from_json_str(&json).unwrap(), cfg);
         assert!(matches!(

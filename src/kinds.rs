@@ -121,7 +121,11 @@ impl ChildKinds {
     }
 
     /// Starts `spec` linked under `supervisor`; resolves once the actor's `pre_start` is done.
-    pub async fn start(&self, spec: &ChildSpec, supervisor: ActorCell) -> Result<ActorCell, KindError> {
+    pub async fn start(
+        &self,
+        spec: &ChildSpec,
+        supervisor: ActorCell,
+    ) -> Result<ActorCell, KindError> {
         let start = self
             .kinds
             .get(&spec.kind)

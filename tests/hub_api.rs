@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use common::{spawn_hub, spawn_with, wait_until};
 use process_hub::{
-    ChildId, ChildSpec, ChildStartError, ChildStopError, Hub, HubMsg, OnFailure, ProcessHub, ProcessScope, Restart,
-    SpawnError, StartError, StartOptions, StopError, StopOptions,
+    ChildId, ChildSpec, ChildStartError, ChildStopError, Hub, HubMsg, OnFailure, ProcessHub,
+    ProcessScope, Restart, SpawnError, StartError, StartOptions, StopError, StopOptions,
 };
 use process_hub_actors::counter::{CounterArgs, CounterMsg};
 use process_hub_actors::crasher::CrasherArgs;
@@ -26,8 +26,14 @@ fn ids(n: usize, prefix: &str) -> Vec<ChildSpec> {
 #[tokio::test]
 async fn empty_start_is_no_children() {
     let hub = spawn_hub("api-empty").await;
-    assert_eq!(hub.start_children(vec![], StartOptions::new()).await, Err(StartError::NoChildren));
-    assert_eq!(hub.stop_children(vec![], StopOptions::new()).await, Err(StopError::NoChildren));
+    assert_eq!(
+        hub.start_children(vec![], StartOptions::new()).await,
+        Err(StartError::NoChildren)
+    );
+    assert_eq!(
+        hub.stop_children(vec![], StopOptions::new()).await,
+        Err(StopError::NoChildren)
+    );
     hub.shutdown().await.unwrap();
 }
 
@@ -78,10 +84,16 @@ async fn async_start_returns_once_initiated_and_children_appear() {
 #[tokio::test]
 async fn duplicates_are_refused_with_already_started() {
     let hub = spawn_hub("api-dup").await;
-    let first = hub.start_child(counter("d"), StartOptions::new()).await.unwrap();
+    let first = hub
+        .start_child(counter("d"), StartOptions::new())
+        .await
+        .unwrap();
     assert!(first.is_ok());
     let pid = first.pid_of(&"d".into()).unwrap();
-    let again = hub.start_child(counter("d"), StartOptions::new()).await.unwrap();
+    let again = hub
+        .start_child(counter("d"), StartOptions::new())
+        .await
+        .unwrap();
     assert!(again.started.is_empty());
     assert_eq!(again.errors[0].reason, ChildStartError::AlreadyStarted);
     // Without check_existing, a child already running on its node counts as started (OTP's
@@ -99,7 +111,10 @@ async fn duplicates_are_refused_with_already_started() {
 async fn same_spec_twice_in_one_call_is_one_start_and_one_error() {
     let hub = spawn_hub("api-twice").await;
     let result = hub
-        .start_children(vec![counter("x"), counter("x"), counter("y")], StartOptions::new())
+        .start_children(
+            vec![counter("x"), counter("x"), counter("y")],
+            StartOptions::new(),
+        )
         .await
         .unwrap();
     assert_eq!(result.started.len(), 2);
@@ -118,9 +133,15 @@ async fn timeout_zero_reports_node_receive_timeout() {
         .unwrap();
     assert!(result.started.is_empty());
     assert_eq!(result.errors.len(), 5);
-    assert!(result.errors.iter().all(|e| e.reason == ChildStartError::NodeReceiveTimeout));
+    assert!(result
+        .errors
+        .iter()
+        .all(|e| e.reason == ChildStartError::NodeReceiveTimeout));
     // As in the original, the children were delivered and still start.
-    wait_until("timed-out children still start", || hub.registry_dump().len() == 5).await;
+    wait_until("timed-out children still start", || {
+        hub.registry_dump().len() == 5
+    })
+    .await;
     hub.shutdown().await.unwrap();
 }
 
@@ -132,23 +153,56 @@ async fn failing_child_starts_are_typed_errors_not_crashes() {
         ChildSpec::new("nokind", "no_such_kind"),
         counter("badargs").with_args(&"not an object").unwrap(),
         ChildSpec::new("prefail", "crasher")
-            .with_args(&CrasherArgs { fail_in_pre_start: true, ..Default::default() })
+            .with_args(&CrasherArgs {
+                fail_in_pre_start: true,
+                ..Default::default()
+            })
             .unwrap(),
         ChildSpec::new("prepanic", "crasher")
-            .with_args(&CrasherArgs { panic_in_pre_start: true, ..Default::default() })
+            .with_args(&CrasherArgs {
+                panic_in_pre_start: true,
+                ..Default::default()
+            })
             .unwrap(),
     ];
-    let result = hub.start_children(specs, StartOptions::new()).await.unwrap();
+    let result = hub
+        .start_children(specs, StartOptions::new())
+        .await
+        .unwrap();
     assert_eq!(result.started_ids(), vec![ChildId::from("ok")]);
-    let reason = |id: &str| result.errors.iter().find(|e| e.id.as_str() == id).unwrap().reason.clone();
-    assert!(matches!(reason("nokind"), ChildStartError::UnknownKind { .. }));
-    assert!(matches!(reason("badargs"), ChildStartError::InvalidArgs { .. }));
-    assert!(matches!(reason("prefail"), ChildStartError::StartupFailed { .. }));
-    assert!(matches!(reason("prepanic"), ChildStartError::StartupFailed { .. }));
+    let reason = |id: &str| {
+        result
+            .errors
+            .iter()
+            .find(|e| e.id.as_str() == id)
+            .unwrap()
+            .reason
+            .clone()
+    };
+    assert!(matches!(
+        reason("nokind"),
+        ChildStartError::UnknownKind { .. }
+    ));
+    assert!(matches!(
+        reason("badargs"),
+        ChildStartError::InvalidArgs { .. }
+    ));
+    assert!(matches!(
+        reason("prefail"),
+        ChildStartError::StartupFailed { .. }
+    ));
+    assert!(matches!(
+        reason("prepanic"),
+        ChildStartError::StartupFailed { .. }
+    ));
     assert!(hub.is_alive());
     assert_eq!(hub.registry_dump().len(), 1);
     // The hub keeps working after the failures.
-    assert!(hub.start_child(counter("after"), StartOptions::new()).await.unwrap().is_ok());
+    assert!(hub
+        .start_child(counter("after"), StartOptions::new())
+        .await
+        .unwrap()
+        .is_ok());
     hub.shutdown().await.unwrap();
 }
 
@@ -173,7 +227,10 @@ async fn rollback_leaves_nothing_behind() {
     // Continue (the default) keeps what started.
     let mut specs = ids(3, "keep");
     specs.push(ChildSpec::new("keep-bad", "no_such_kind"));
-    let result = hub.start_children(specs, StartOptions::new()).await.unwrap();
+    let result = hub
+        .start_children(specs, StartOptions::new())
+        .await
+        .unwrap();
     assert!(!result.rollback);
     assert_eq!(result.started.len(), 3);
     assert_eq!(hub.registry_dump().len(), 3);
@@ -188,10 +245,16 @@ async fn stop_unknown_and_known_children() {
     assert_eq!(unknown.errors[0].reason, ChildStopError::NotFound);
     assert_eq!(unknown.errors[0].node, None);
 
-    let started = hub.start_children(ids(3, "s"), StartOptions::new()).await.unwrap();
+    let started = hub
+        .start_children(ids(3, "s"), StartOptions::new())
+        .await
+        .unwrap();
     let cell = hub.local_child(&"s0".into()).unwrap();
     let result = hub
-        .stop_children(vec!["s0".into(), "s1".into(), "nope".into()], StopOptions::new())
+        .stop_children(
+            vec!["s0".into(), "s1".into(), "nope".into()],
+            StopOptions::new(),
+        )
         .await
         .unwrap();
     let stopped: Vec<_> = result.stopped.iter().map(|s| s.id.as_str()).collect();
@@ -203,7 +266,10 @@ async fn stop_unknown_and_known_children() {
     assert!(hub.child_lookup(&"s2".into()).is_some());
     assert_eq!(started.started.len(), 3);
     // Non-awaitable stop.
-    let r = hub.stop_child("s2", StopOptions::new().awaitable(false)).await.unwrap();
+    let r = hub
+        .stop_child("s2", StopOptions::new().awaitable(false))
+        .await
+        .unwrap();
     assert!(!r.awaited);
     wait_until("s2 leaves the registry", || hub.registry_dump().is_empty()).await;
     hub.shutdown().await.unwrap();
@@ -217,27 +283,47 @@ async fn invalid_options_are_rejected_with_the_right_error() {
         hub.start_child(counter("r"), reserved).await,
         Err(StartError::ReservedMetadataKey(_))
     ));
-    let rollback_async = StartOptions::new().awaitable(false).on_failure(OnFailure::Rollback);
+    let rollback_async = StartOptions::new()
+        .awaitable(false)
+        .on_failure(OnFailure::Rollback);
     assert!(matches!(
         hub.start_child(counter("r"), rollback_async).await,
-        Err(StartError::InvalidOption { option: "on_failure", .. })
+        Err(StartError::InvalidOption {
+            option: "on_failure",
+            ..
+        })
     ));
     let huge = StartOptions::new().timeout(Duration::from_secs(10_000));
     assert!(matches!(
         hub.start_child(counter("r"), huge).await,
-        Err(StartError::InvalidOption { option: "timeout", .. })
+        Err(StartError::InvalidOption {
+            option: "timeout",
+            ..
+        })
     ));
     assert!(matches!(
-        hub.stop_child("r", StopOptions::new().timeout(Duration::from_secs(10_000))).await,
-        Err(StopError::InvalidOption { option: "timeout", .. })
+        hub.stop_child("r", StopOptions::new().timeout(Duration::from_secs(10_000)))
+            .await,
+        Err(StopError::InvalidOption {
+            option: "timeout",
+            ..
+        })
     ));
-    let bad_id = hub.start_child(ChildSpec::new("", "counter"), StartOptions::new()).await.unwrap();
-    assert!(matches!(bad_id.errors[0].reason, ChildStartError::InvalidId { .. }));
+    let bad_id = hub
+        .start_child(ChildSpec::new("", "counter"), StartOptions::new())
+        .await
+        .unwrap();
+    assert!(matches!(
+        bad_id.errors[0].reason,
+        ChildStartError::InvalidId { .. }
+    ));
     assert!(hub.registry_dump().is_empty());
     hub.shutdown().await.unwrap();
 
     // Config options are checked at spawn and name the option.
-    let bad = ProcessHub::builder("api-opts-cfg").restart_intensity(10, 0).build_unchecked();
+    let bad = ProcessHub::builder("api-opts-cfg")
+        .restart_intensity(10, 0)
+        .build_unchecked();
     match Hub::spawn(bad, process_hub_actors::default_kinds()).await {
         Err(SpawnError::Config(process_hub::ConfigError::OutOfRange { option, .. })) => {
             assert_eq!(option, "max_seconds")
@@ -253,14 +339,28 @@ async fn the_api_works_as_hub_messages() {
     let spec = counter("m").with_args(&CounterArgs { start: 41 }).unwrap();
     let t = Some(Duration::from_secs(10));
     let result = actor
-        .call(|reply| HubMsg::StartChild { spec, opts: StartOptions::new(), reply }, t)
+        .call(
+            |reply| HubMsg::StartChild {
+                spec,
+                opts: StartOptions::new(),
+                reply,
+            },
+            t,
+        )
         .await
         .unwrap()
         .unwrap()
         .unwrap();
     assert!(result.is_ok());
     let info = actor
-        .call(|reply| HubMsg::ChildLookup { id: "m".into(), with_metadata: true, reply }, t)
+        .call(
+            |reply| HubMsg::ChildLookup {
+                id: "m".into(),
+                with_metadata: true,
+                reply,
+            },
+            t,
+        )
         .await
         .unwrap()
         .unwrap()
@@ -272,19 +372,36 @@ async fn the_api_works_as_hub_messages() {
     child.cast(CounterMsg::Increment(1)).unwrap();
     assert_eq!(call_t!(child, CounterMsg::Get, 10_000).unwrap(), 42);
     let list = actor
-        .call(|reply| HubMsg::ProcessList { scope: ProcessScope::Global, reply }, t)
+        .call(
+            |reply| HubMsg::ProcessList {
+                scope: ProcessScope::Global,
+                reply,
+            },
+            t,
+        )
         .await
         .unwrap()
         .unwrap();
     assert_eq!(list.len(), 1);
     let stopped = actor
-        .call(|reply| HubMsg::StopChild { id: "m".into(), opts: StopOptions::new(), reply }, t)
+        .call(
+            |reply| HubMsg::StopChild {
+                id: "m".into(),
+                opts: StopOptions::new(),
+                reply,
+            },
+            t,
+        )
         .await
         .unwrap()
         .unwrap()
         .unwrap();
     assert!(stopped.is_ok());
-    let dump = actor.call(|reply| HubMsg::RegistryDump { reply }, t).await.unwrap().unwrap();
+    let dump = actor
+        .call(|reply| HubMsg::RegistryDump { reply }, t)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(dump.is_empty());
     hub.shutdown().await.unwrap();
 }

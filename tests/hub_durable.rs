@@ -12,23 +12,38 @@ use process_hub::{ChildSpec, Hub, ProcessHub, ProcessScope, StartOptions, StopOp
 async fn a_durable_backend_keeps_its_rows_across_a_hub_restart() {
     let dir = tempfile::tempdir().unwrap();
     let config = ProcessHub::builder("durable-restart")
-        .registry_backend(BackendConfig::Durable { path: Some(dir.path().join("registry")) })
+        .registry_backend(BackendConfig::Durable {
+            path: Some(dir.path().join("registry")),
+        })
         .data_dir(dir.path())
         .build()
         .unwrap();
 
-    let (hub, _) = Hub::spawn(config.clone(), process_hub_actors::default_kinds()).await.expect("durable hub spawns");
-    let specs: Vec<_> = (0..20).map(|i| ChildSpec::new(format!("d{i}"), "counter")).collect();
-    let result = hub.start_children(specs, StartOptions::new().tag("kept")).await.unwrap();
+    let (hub, _) = Hub::spawn(config.clone(), process_hub_actors::default_kinds())
+        .await
+        .expect("durable hub spawns");
+    let specs: Vec<_> = (0..20)
+        .map(|i| ChildSpec::new(format!("d{i}"), "counter"))
+        .collect();
+    let result = hub
+        .start_children(specs, StartOptions::new().tag("kept"))
+        .await
+        .unwrap();
     assert_eq!(result.started.len(), 20);
     hub.stop_child("d19", StopOptions::new()).await.unwrap();
     let before = hub.registry_dump();
     assert_eq!(before.len(), 19);
     hub.shutdown().await.unwrap();
 
-    let (hub, _) = Hub::spawn(config, process_hub_actors::default_kinds()).await.expect("durable hub restarts");
+    let (hub, _) = Hub::spawn(config, process_hub_actors::default_kinds())
+        .await
+        .expect("durable hub restarts");
     let after = hub.registry_dump();
-    assert_eq!(after.len(), 19, "every acknowledged row survives, the stopped one stays gone");
+    assert_eq!(
+        after.len(),
+        19,
+        "every acknowledged row survives, the stopped one stays gone"
+    );
     for (id, row) in &before {
         let kept = &after[id];
         assert_eq!(kept.spec, row.spec);
@@ -40,7 +55,10 @@ async fn a_durable_backend_keeps_its_rows_across_a_hub_restart() {
     assert!(hub.process_list(ProcessScope::Local).is_empty());
     // A kept row can be started again, and then runs here.
     let again = hub
-        .start_child(ChildSpec::new("d0", "counter"), StartOptions::new().check_existing(false))
+        .start_child(
+            ChildSpec::new("d0", "counter"),
+            StartOptions::new().check_existing(false),
+        )
         .await
         .unwrap();
     assert!(again.is_ok());

@@ -35,11 +35,20 @@ impl Actor for Counter {
     type State = i64;
     type Arguments = Option<CounterArgs>;
 
-    async fn pre_start(&self, _myself: ActorRef<Self::Msg>, args: Self::Arguments) -> Result<i64, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: Self::Arguments,
+    ) -> Result<i64, ActorProcessingErr> {
         Ok(args.unwrap_or_default().start)
     }
 
-    async fn handle(&self, _myself: ActorRef<Self::Msg>, msg: Self::Msg, value: &mut i64) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        value: &mut i64,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             CounterMsg::Increment(by) => *value += by,
             CounterMsg::Get(reply) => {

@@ -47,7 +47,11 @@ impl Actor for Crasher {
     type State = CrasherArgs;
     type Arguments = Option<CrasherArgs>;
 
-    async fn pre_start(&self, _myself: ActorRef<Self::Msg>, args: Self::Arguments) -> Result<Self::State, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: Self::Arguments,
+    ) -> Result<Self::State, ActorProcessingErr> {
         let args = args.unwrap_or_default();
         if args.panic_in_pre_start {
             panic!("crasher told to panic in pre_start");
@@ -58,14 +62,23 @@ impl Actor for Crasher {
         Ok(args)
     }
 
-    async fn post_stop(&self, _myself: ActorRef<Self::Msg>, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
         if state.slow_stop_ms > 0 {
             tokio::time::sleep(Duration::from_millis(state.slow_stop_ms)).await;
         }
         Ok(())
     }
 
-    async fn handle(&self, myself: ActorRef<Self::Msg>, msg: Self::Msg, _state: &mut Self::State) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        _state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             CrasherMsg::Panic => panic!("crasher told to panic"),
             CrasherMsg::Fail => return Err("crasher told to fail".into()),

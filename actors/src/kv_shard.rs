@@ -53,11 +53,20 @@ impl Actor for KvShard {
     type State = BTreeMap<String, String>;
     type Arguments = Option<KvArgs>;
 
-    async fn pre_start(&self, _myself: ActorRef<Self::Msg>, args: Self::Arguments) -> Result<Self::State, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: Self::Arguments,
+    ) -> Result<Self::State, ActorProcessingErr> {
         Ok(args.unwrap_or_default().entries)
     }
 
-    async fn handle(&self, _myself: ActorRef<Self::Msg>, msg: Self::Msg, map: &mut Self::State) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        map: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             KvMsg::Put { key, value } => {
                 map.insert(key, value);

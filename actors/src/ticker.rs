@@ -50,27 +50,48 @@ impl Actor for Ticker {
     type State = TickerState;
     type Arguments = Option<TickerArgs>;
 
-    async fn pre_start(&self, _myself: ActorRef<Self::Msg>, args: Self::Arguments) -> Result<Self::State, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: Self::Arguments,
+    ) -> Result<Self::State, ActorProcessingErr> {
         let args = args.unwrap_or_default();
         if args.interval_ms == 0 {
             return Err("interval_ms must be at least 1".into());
         }
-        Ok(TickerState { ticks: 0, timer: None, interval: Duration::from_millis(args.interval_ms) })
+        Ok(TickerState {
+            ticks: 0,
+            timer: None,
+            interval: Duration::from_millis(args.interval_ms),
+        })
     }
 
-    async fn post_start(&self, myself: ActorRef<Self::Msg>, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
+    async fn post_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
         state.timer = Some(myself.send_interval(state.interval, || TickerMsg::Tick));
         Ok(())
     }
 
-    async fn post_stop(&self, _myself: ActorRef<Self::Msg>, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
         if let Some(t) = state.timer.take() {
             t.abort();
         }
         Ok(())
     }
 
-    async fn handle(&self, _myself: ActorRef<Self::Msg>, msg: Self::Msg, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             TickerMsg::Tick => state.ticks += 1,
             TickerMsg::Count(reply) => {

@@ -60,7 +60,9 @@ impl From<KindError> for ChildStartError {
     fn from(e: KindError) -> Self {
         match e {
             KindError::UnknownKind { kind } => ChildStartError::UnknownKind { kind },
-            KindError::InvalidArgs { kind, message } => ChildStartError::InvalidArgs { kind, message },
+            KindError::InvalidArgs { kind, message } => {
+                ChildStartError::InvalidArgs { kind, message }
+            }
             KindError::StartupFailed { message } => ChildStartError::StartupFailed { message },
         }
     }

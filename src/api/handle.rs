@@ -79,7 +79,11 @@ impl HubBuilder {
     /// static children (awaited). Fails, leaving nothing running, if any step fails.
     pub async fn spawn(self) -> Result<(Hub, JoinHandle<()>), SpawnError> {
         self.config.validate()?;
-        let storage = open_backend(&self.config.registry_backend, &self.config.data_dir, &self.config.hub_id)?;
+        let storage = open_backend(
+            &self.config.registry_backend,
+            &self.config.data_dir,
+            &self.config.hub_id,
+        )?;
         let hooks = Hooks::new();
         for (key, handler) in self.hooks {
             hooks.register(key, handler)?;
@@ -107,7 +111,9 @@ impl HubBuilder {
                 Err(e) => vec![crate::ChildFailure {
                     id: ChildId::from("*"),
                     node: hub.shared.node.clone(),
-                    reason: crate::ChildStartError::NodeUnavailable { reason: e.to_string() },
+                    reason: crate::ChildStartError::NodeUnavailable {
+                        reason: e.to_string(),
+                    },
                 }],
             };
             if !errors.is_empty() {
@@ -122,7 +128,13 @@ impl HubBuilder {
 impl Hub {
     /// A builder, to attach hooks, subscribers or a supervisor before the hub boots.
     pub fn builder(config: ProcessHub, kinds: ChildKinds) -> HubBuilder {
-        HubBuilder { config, kinds, hooks: Vec::new(), sinks: Vec::new(), supervisor: None }
+        HubBuilder {
+            config,
+            kinds,
+            hooks: Vec::new(),
+            sinks: Vec::new(),
+            supervisor: None,
+        }
     }
 
     /// Spawns a hub (unsupervised) and returns its handle and the root actor's join handle.
@@ -134,7 +146,10 @@ impl Hub {
     /// hub.shutdown().await?;
     /// # Ok(()) }
     /// ```
-    pub async fn spawn(config: ProcessHub, kinds: ChildKinds) -> Result<(Hub, JoinHandle<()>), SpawnError> {
+    pub async fn spawn(
+        config: ProcessHub,
+        kinds: ChildKinds,
+    ) -> Result<(Hub, JoinHandle<()>), SpawnError> {
         Self::builder(config, kinds).spawn().await
     }
 
@@ -170,7 +185,11 @@ impl Hub {
     }
 
     /// Starts one child. See [`Hub::start_children`].
-    pub async fn start_child(&self, spec: ChildSpec, opts: StartOptions) -> Result<StartResult, StartError> {
+    pub async fn start_child(
+        &self,
+        spec: ChildSpec,
+        opts: StartOptions,
+    ) -> Result<StartResult, StartError> {
         self.call(|reply| HubMsg::StartChild { spec, opts, reply })
             .await
             .map_err(StartError::HubUnavailable)?
@@ -181,14 +200,22 @@ impl Hub {
     /// answers once every child is running and recorded, failed, or timed out; with
     /// `on_failure: Rollback` a partial failure stops what did start. A child's failure is an
     /// entry in `errors`, never a hub crash.
-    pub async fn start_children(&self, specs: Vec<ChildSpec>, opts: StartOptions) -> Result<StartResult, StartError> {
+    pub async fn start_children(
+        &self,
+        specs: Vec<ChildSpec>,
+        opts: StartOptions,
+    ) -> Result<StartResult, StartError> {
         self.call(|reply| HubMsg::StartChildren { specs, opts, reply })
             .await
             .map_err(StartError::HubUnavailable)?
     }
 
     /// Stops one child. See [`Hub::stop_children`].
-    pub async fn stop_child(&self, id: impl Into<ChildId>, opts: StopOptions) -> Result<StopResult, StopError> {
+    pub async fn stop_child(
+        &self,
+        id: impl Into<ChildId>,
+        opts: StopOptions,
+    ) -> Result<StopResult, StopError> {
         let id = id.into();
         self.call(|reply| HubMsg::StopChild { id, opts, reply })
             .await
@@ -197,7 +224,11 @@ impl Hub {
 
     /// Stops children on the nodes that run them (each gets its shutdown grace, then is
     /// killed) and removes their rows. Unknown ids are `not_found` errors.
-    pub async fn stop_children(&self, ids: Vec<ChildId>, opts: StopOptions) -> Result<StopResult, StopError> {
+    pub async fn stop_children(
+        &self,
+        ids: Vec<ChildId>,
+        opts: StopOptions,
+    ) -> Result<StopResult, StopError> {
         self.call(|reply| HubMsg::StopChildren { ids, opts, reply })
             .await
             .map_err(StopError::HubUnavailable)?
@@ -250,7 +281,10 @@ impl Hub {
 
     /// The actor of a child running on this node.
     pub fn local_child(&self, id: &ChildId) -> Option<ActorCell> {
-        self.shared.local_children.get(id).map(|c| c.value().clone())
+        self.shared
+            .local_children
+            .get(id)
+            .map(|c| c.value().clone())
     }
 
     /// A typed ref to a child running on this node; `None` if it is not running here or its
@@ -271,7 +305,9 @@ impl Hub {
         actor: ActorRef<M>,
         map: impl Fn(HubEvent) -> M + Send + Sync + 'static,
     ) -> SubscriptionId {
-        self.shared.events.subscribe(EventSink::actor_mapped(actor, map))
+        self.shared
+            .events
+            .subscribe(EventSink::actor_mapped(actor, map))
     }
 
     /// Events go to a new unbounded channel.
@@ -305,7 +341,11 @@ impl Hub {
     /// Rows stay in the registry backend, so a durable hub finds them at its next boot.
     pub async fn shutdown(&self) -> Result<(), ShutdownTimedOut> {
         let budget = self.shared.config.shutdown_timeout() + Duration::from_secs(5);
-        match self.root.stop_and_wait(Some("shutdown".into()), Some(budget)).await {
+        match self
+            .root
+            .stop_and_wait(Some("shutdown".into()), Some(budget))
+            .await
+        {
             Err(ractor::RactorErr::Timeout) => {
                 self.root.kill();
                 Err(ShutdownTimedOut(budget))

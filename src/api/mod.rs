@@ -12,6 +12,6 @@ pub use handle::{Hub, HubBuilder, ShutdownTimedOut};
 pub use msg::HubMsg;
 pub use options::{OnFailure, StartOptions, StopOptions};
 pub use results::{
-    ChildFailure, ChildInfo, ProcessEntry, ProcessScope, StartResult, StartedChild, StopFailure, StopResult,
-    StoppedChild,
+    ChildFailure, ChildInfo, ProcessEntry, ProcessScope, StartResult, StartedChild, StopFailure,
+    StopResult, StoppedChild,
 };

@@ -10,7 +10,11 @@ fn nodes_of(row: &Row) -> Vec<(NodeName, Pid)> {
     row.node_pids.iter().map(|(n, p)| (n.clone(), *p)).collect()
 }
 
-pub(crate) fn child_lookup(hub: &HubShared, id: &ChildId, with_metadata: bool) -> Option<ChildInfo> {
+pub(crate) fn child_lookup(
+    hub: &HubShared,
+    id: &ChildId,
+    with_metadata: bool,
+) -> Option<ChildInfo> {
     hub.storage.get(id).map(|row| ChildInfo {
         nodes: nodes_of(&row),
         metadata: with_metadata.then(|| row.metadata.clone()),
@@ -19,7 +23,10 @@ pub(crate) fn child_lookup(hub: &HubShared, id: &ChildId, with_metadata: bool) -
 }
 
 pub(crate) fn get_pids(hub: &HubShared, id: &ChildId) -> Vec<(NodeName, Pid)> {
-    hub.storage.get(id).map(|row| nodes_of(&row)).unwrap_or_default()
+    hub.storage
+        .get(id)
+        .map(|row| nodes_of(&row))
+        .unwrap_or_default()
 }
 
 fn sorted(mut entries: Vec<ProcessEntry>) -> Vec<ProcessEntry> {
@@ -32,7 +39,10 @@ pub(crate) fn process_list(hub: &HubShared, scope: ProcessScope) -> Vec<ProcessE
     let entries = match scope {
         ProcessScope::Global => rows
             .iter()
-            .map(|row| ProcessEntry { id: row.spec.id.clone(), nodes: nodes_of(row) })
+            .map(|row| ProcessEntry {
+                id: row.spec.id.clone(),
+                nodes: nodes_of(row),
+            })
             .collect(),
         ProcessScope::Local => rows
             .iter()
@@ -48,7 +58,11 @@ pub(crate) fn process_list(hub: &HubShared, scope: ProcessScope) -> Vec<ProcessE
 }
 
 pub(crate) fn registry_dump(hub: &HubShared) -> BTreeMap<ChildId, Row> {
-    hub.storage.export_all().into_iter().map(|row| (row.spec.id.clone(), row)).collect()
+    hub.storage
+        .export_all()
+        .into_iter()
+        .map(|row| (row.spec.id.clone(), row))
+        .collect()
 }
 
 pub(crate) fn tag_query(hub: &HubShared, tag: &str) -> Vec<ProcessEntry> {
@@ -57,7 +71,10 @@ pub(crate) fn tag_query(hub: &HubShared, tag: &str) -> Vec<ProcessEntry> {
             .export_all()
             .iter()
             .filter(|row| row.tag() == Some(tag))
-            .map(|row| ProcessEntry { id: row.spec.id.clone(), nodes: nodes_of(row) })
+            .map(|row| ProcessEntry {
+                id: row.spec.id.clone(),
+                nodes: nodes_of(row),
+            })
             .collect(),
     )
 }

@@ -62,7 +62,8 @@ pub fn plan_start(
             continue;
         }
         if !seen.insert(spec.id.clone()) || (check_existing && exists(&spec.id)) {
-            plan.rejected.push((spec.id.clone(), Rejection::AlreadyStarted));
+            plan.rejected
+                .push((spec.id.clone(), Rejection::AlreadyStarted));
             continue;
         }
         let node = owner(&spec.id);
@@ -119,7 +120,10 @@ mod tests {
         ];
         let owner = |id: &ChildId| format!("{}@h", &id.as_str()[..1]);
         let plan = plan_start(specs, true, |_| false, owner);
-        let a: Vec<_> = plan.by_node["a@h"].iter().map(|c| c.spec.id.as_str()).collect();
+        let a: Vec<_> = plan.by_node["a@h"]
+            .iter()
+            .map(|c| c.spec.id.as_str())
+            .collect();
         assert_eq!(a, ["a1", "a2"]);
         assert_eq!(plan.by_node["b@h"].len(), 1);
     }

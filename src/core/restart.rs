@@ -47,12 +47,24 @@ mod tests {
     fn erlang_restart_table() {
         let (again, gone) = (RestartDecision::Restart, RestartDecision::Remove);
         let f = ExitKind::Failed("boom".into());
-        assert_eq!(restart_decision(Restart::Permanent, &ExitKind::Normal), again);
+        assert_eq!(
+            restart_decision(Restart::Permanent, &ExitKind::Normal),
+            again
+        );
         assert_eq!(restart_decision(Restart::Permanent, &f), again);
-        assert_eq!(restart_decision(Restart::Transient, &ExitKind::Normal), gone);
+        assert_eq!(
+            restart_decision(Restart::Transient, &ExitKind::Normal),
+            gone
+        );
         assert_eq!(restart_decision(Restart::Transient, &f), again);
-        assert_eq!(restart_decision(Restart::Transient, &ExitKind::Killed), again);
+        assert_eq!(
+            restart_decision(Restart::Transient, &ExitKind::Killed),
+            again
+        );
         assert_eq!(restart_decision(Restart::Temporary, &f), gone);
-        assert_eq!(restart_decision(Restart::Temporary, &ExitKind::Normal), gone);
+        assert_eq!(
+            restart_decision(Restart::Temporary, &ExitKind::Normal),
+            gone
+        );
     }
 }

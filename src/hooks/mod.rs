@@ -270,7 +270,7 @@ impl Hooks {
         }
         handlers.push(handler);
         // Stable: equal priorities keep registration order.
-        handlers.sort_by(|a, b| b.priority.cmp(&a.priority));
+        handlers.sort_by_key(|h| std::cmp::Reverse(h.priority));
         Ok(())
     }
 
@@ -377,7 +377,10 @@ mod tests {
         });
         assert_eq!(*log.lock().unwrap(), ["high", "mid", "mid2", "low"]);
         hooks.cancel(HookKey::ProcessStartups, "mid").unwrap();
-        assert_eq!(hooks.handler_ids(HookKey::ProcessStartups), ["high", "mid2", "low"]);
+        assert_eq!(
+            hooks.handler_ids(HookKey::ProcessStartups),
+            ["high", "mid2", "low"]
+        );
         assert!(matches!(
             hooks.cancel(HookKey::ProcessStartups, "mid"),
             Err(HookError::UnknownHandler { .. })
@@ -388,7 +391,10 @@ mod tests {
     fn alter_handlers_modify_specs_but_not_ids() {
         let hooks = Hooks::new();
         assert!(matches!(
-            hooks.register(HookKey::ChildDataAlter, HookHandler::observe("x", 0, |_| {})),
+            hooks.register(
+                HookKey::ChildDataAlter,
+                HookHandler::observe("x", 0, |_| {})
+            ),
             Err(HookError::WrongHandlerKind { .. })
         ));
         hooks
@@ -411,7 +417,10 @@ mod tests {
         let hooks = Hooks::new();
         let ran = Arc::new(Mutex::new(false));
         hooks
-            .register(HookKey::CoordinatorShutdown, HookHandler::observe("boom", 9, |_| panic!("x")))
+            .register(
+                HookKey::CoordinatorShutdown,
+                HookHandler::observe("boom", 9, |_| panic!("x")),
+            )
             .unwrap();
         let r = ran.clone();
         hooks
@@ -420,9 +429,11 @@ mod tests {
                 HookHandler::observe("ok", 1, move |_| *r.lock().unwrap() = true),
             )
             .unwrap();
-        hooks.fire(HookKey::CoordinatorShutdown, || HookEvent::CoordinatorShutdown {
-            hub_id: "h".into(),
-            node: "n@h".into(),
+        hooks.fire(HookKey::CoordinatorShutdown, || {
+            HookEvent::CoordinatorShutdown {
+                hub_id: "h".into(),
+                node: "n@h".into(),
+            }
         });
         assert!(*ran.lock().unwrap());
     }

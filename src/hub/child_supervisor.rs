@@ -27,7 +27,9 @@ use tokio::task::JoinHandle;
 use super::registry::{RegistryMsg, RegistryOp, WriteDone};
 use super::HubShared;
 use crate::api::errors::{ChildStartError, ChildStopError};
-use crate::core::{restart_decision, ExitKind, IntensityVerdict, RestartDecision, RestartIntensity};
+use crate::core::{
+    restart_decision, ExitKind, IntensityVerdict, RestartDecision, RestartIntensity,
+};
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName, Pid, Row, Shutdown};
@@ -72,11 +74,18 @@ pub(crate) enum ChildSupMsg {
     Start(StartBatch),
     Stop(StopBatch),
     /// Try again to restart a child whose restart failed.
-    RetryRestart { id: ChildId },
+    RetryRestart {
+        id: ChildId,
+    },
     /// The grace of the children of stop group `group` with grace <= `grace_ms` is over.
-    StopDeadline { group: u64, grace_ms: u64 },
+    StopDeadline {
+        group: u64,
+        grace_ms: u64,
+    },
     /// Rows of these children could not be written: stop them again.
-    Discard { ids: Vec<ChildId> },
+    Discard {
+        ids: Vec<ChildId>,
+    },
 }
 
 impl ractor::Message for ChildSupMsg {}
@@ -136,8 +145,10 @@ impl ChildSupState {
     fn write(&self, ops: Vec<RegistryOp>, done: Option<WriteDone>) {
         match self.shared.registry() {
             Some(registry) => {
-                if let Err(ractor::MessagingErr::SendErr(RegistryMsg::Write { done: Some(done), .. })) =
-                    registry.cast(RegistryMsg::Write { ops, done })
+                if let Err(ractor::MessagingErr::SendErr(RegistryMsg::Write {
+                    done: Some(done),
+                    ..
+                })) = registry.cast(RegistryMsg::Write { ops, done })
                 {
                     done(Err(StorageError::Closed));
                 }
@@ -153,18 +164,23 @@ impl ChildSupState {
     fn track(&mut self, spec: ChildSpec, cell: ActorCell) -> Pid {
         let pid = cell.get_id().pid();
         self.by_actor.insert(cell.get_id(), spec.id.clone());
-        self.shared.local_children.insert(spec.id.clone(), cell.clone());
-        self.children.insert(spec.id.clone(), RunningChild { spec, cell });
+        self.shared
+            .local_children
+            .insert(spec.id.clone(), cell.clone());
+        self.children
+            .insert(spec.id.clone(), RunningChild { spec, cell });
         pid
     }
 
     async fn start_batch(&mut self, myself: &ActorRef<ChildSupMsg>, batch: StartBatch) {
         let shared = self.shared.clone();
         let node = self.node().clone();
-        shared.hooks.fire(HookKey::PreChildrenStart, || HookEvent::PreChildrenStart {
-            node: node.clone(),
-            specs: batch.children.iter().map(|(s, _)| s.clone()).collect(),
-        });
+        shared
+            .hooks
+            .fire(HookKey::PreChildrenStart, || HookEvent::PreChildrenStart {
+                node: node.clone(),
+                specs: batch.children.iter().map(|(s, _)| s.clone()).collect(),
+            });
         let alter = shared.hooks.has(HookKey::ChildDataAlter);
         let mut report = NodeStartReport {
             node: node.clone(),
@@ -177,12 +193,16 @@ impl ChildSupState {
                 if batch.existing_ok {
                     report.started.push((spec.id, running.cell.get_id().pid()));
                 } else {
-                    report.errors.push((spec.id, ChildStartError::AlreadyStarted));
+                    report
+                        .errors
+                        .push((spec.id, ChildStartError::AlreadyStarted));
                 }
                 continue;
             }
             if self.awaiting_retry.contains_key(&spec.id) {
-                report.errors.push((spec.id, ChildStartError::AlreadyStarted));
+                report
+                    .errors
+                    .push((spec.id, ChildStartError::AlreadyStarted));
                 continue;
             }
             if alter {
@@ -191,7 +211,12 @@ impl ChildSupState {
             let row = match Row::authored(spec.clone(), metadata, &node, now, false) {
                 Ok(row) => row,
                 Err(e) => {
-                    report.errors.push((spec.id, ChildStartError::StartupFailed { message: e.to_string() }));
+                    report.errors.push((
+                        spec.id,
+                        ChildStartError::StartupFailed {
+                            message: e.to_string(),
+                        },
+                    ));
                     continue;
                 }
             };
@@ -220,14 +245,22 @@ impl ChildSupState {
                 }
             }
         }
-        shared.hooks.fire(HookKey::ProcessStartups, || HookEvent::ProcessStartups {
-            node: node.clone(),
-            processes: report.started.clone(),
-        });
-        shared.hooks.fire(HookKey::PostChildrenStart, || HookEvent::PostChildrenStart {
-            node: node.clone(),
-            started: report.started.clone(),
-            failed: report.errors.iter().map(|(id, e)| (id.clone(), e.to_string())).collect(),
+        shared
+            .hooks
+            .fire(HookKey::ProcessStartups, || HookEvent::ProcessStartups {
+                node: node.clone(),
+                processes: report.started.clone(),
+            });
+        shared.hooks.fire(HookKey::PostChildrenStart, || {
+            HookEvent::PostChildrenStart {
+                node: node.clone(),
+                started: report.started.clone(),
+                failed: report
+                    .errors
+                    .iter()
+                    .map(|(id, e)| (id.clone(), e.to_string()))
+                    .collect(),
+            }
         });
         let reply = batch.reply;
         let sup = myself.clone();
@@ -236,11 +269,17 @@ impl ChildSupState {
             Some(Box::new(move |outcome: Result<(), StorageError>| {
                 if let Err(e) = outcome {
                     // Started but not recorded: a child nobody can find must not keep running.
-                    let ids: Vec<ChildId> = report.started.iter().map(|(id, _)| id.clone()).collect();
+                    let ids: Vec<ChildId> =
+                        report.started.iter().map(|(id, _)| id.clone()).collect();
                     let _ = sup.cast(ChildSupMsg::Discard { ids });
                     let message = e.to_string();
                     for (id, _) in report.started.drain(..) {
-                        report.errors.push((id, ChildStartError::Storage { message: message.clone() }));
+                        report.errors.push((
+                            id,
+                            ChildStartError::Storage {
+                                message: message.clone(),
+                            },
+                        ));
                     }
                 }
                 reply(report);
@@ -275,7 +314,14 @@ impl ChildSupState {
                         ms
                     }
                 };
-                group.waiting.insert(aid, StoppingChild { id, cell: running.cell, grace_ms });
+                group.waiting.insert(
+                    aid,
+                    StoppingChild {
+                        id,
+                        cell: running.cell,
+                        grace_ms,
+                    },
+                );
             } else {
                 // Not running here (never was, or waiting for a restart): stopping it only
                 // means forgetting it. Idempotent, like stopping a stopped child.
@@ -284,9 +330,14 @@ impl ChildSupState {
             }
         }
         for grace_ms in graces.into_keys() {
-            group.timers.push(myself.send_after(Duration::from_millis(grace_ms), move || {
-                ChildSupMsg::StopDeadline { group: group_id, grace_ms }
-            }));
+            group
+                .timers
+                .push(myself.send_after(Duration::from_millis(grace_ms), move || {
+                    ChildSupMsg::StopDeadline {
+                        group: group_id,
+                        grace_ms,
+                    }
+                }));
         }
         self.stop_groups.insert(group_id, group);
         self.maybe_finish(group_id);
@@ -310,21 +361,34 @@ impl ChildSupState {
         let ops = group
             .stopped
             .iter()
-            .map(|id| RegistryOp::Unbind { id: id.clone(), node: node.clone() })
+            .map(|id| RegistryOp::Unbind {
+                id: id.clone(),
+                node: node.clone(),
+            })
             .collect();
         let stopped = std::mem::take(&mut group.stopped);
         let reply = group.reply.take();
         self.write(
             ops,
             Some(Box::new(move |outcome: Result<(), StorageError>| {
-                let mut report = NodeStopReport { node, ..NodeStopReport::default() };
+                let mut report = NodeStopReport {
+                    node,
+                    ..NodeStopReport::default()
+                };
                 match outcome {
                     Ok(()) => report.stopped = stopped,
                     Err(e) => {
                         let message = e.to_string();
                         report.errors = stopped
                             .into_iter()
-                            .map(|id| (id, ChildStopError::Storage { message: message.clone() }))
+                            .map(|id| {
+                                (
+                                    id,
+                                    ChildStopError::Storage {
+                                        message: message.clone(),
+                                    },
+                                )
+                            })
                             .collect();
                     }
                 }
@@ -346,7 +410,9 @@ impl ChildSupState {
         if self.intensity.record(now) == IntensityVerdict::Exceeded {
             let node = self.node().clone();
             tracing::error!(node = %node, "child restart intensity exceeded; escalating to the hub supervisor");
-            self.shared.events.publish(|| HubEvent::RestartIntensityExceeded { node });
+            self.shared
+                .events
+                .publish(|| HubEvent::RestartIntensityExceeded { node });
             return Err(Box::new(IntensityExceeded {
                 max_restarts: self.shared.config.max_restarts,
                 max_seconds: self.shared.config.max_seconds,
@@ -357,7 +423,14 @@ impl ChildSupState {
                 let id = spec.id.clone();
                 let node = self.node().clone();
                 let pid = self.track(spec, cell);
-                self.write(vec![RegistryOp::SetPid { id: id.clone(), node: node.clone(), pid }], None);
+                self.write(
+                    vec![RegistryOp::SetPid {
+                        id: id.clone(),
+                        node: node.clone(),
+                        pid,
+                    }],
+                    None,
+                );
                 self.shared.events.publish(|| HubEvent::ChildRestarted {
                     id,
                     node,
@@ -387,7 +460,10 @@ impl ChildSupState {
             if let Some(group) = self.stop_groups.get_mut(&group_id) {
                 if let Some(child) = group.waiting.remove(&aid) {
                     let node = self.shared.node.clone();
-                    self.shared.events.publish(|| HubEvent::ChildStopped { id: child.id.clone(), node });
+                    self.shared.events.publish(|| HubEvent::ChildStopped {
+                        id: child.id.clone(),
+                        node,
+                    });
                     group.stopped.push(child.id);
                 }
             }
@@ -435,7 +511,10 @@ impl ChildSupState {
             .into_iter()
             .filter(|r| r.node_pids.contains_key(&node))
             .collect();
-        tracing::info!(children = rows.len(), "restoring this node's children after an escalation");
+        tracing::info!(
+            children = rows.len(),
+            "restoring this node's children after an escalation"
+        );
         let mut ops = Vec::new();
         for row in rows {
             let old_pid = row.node_pids[&node];
@@ -443,7 +522,11 @@ impl ChildSupState {
                 Ok(cell) => {
                     let id = row.spec.id.clone();
                     let pid = self.track(row.spec, cell);
-                    ops.push(RegistryOp::SetPid { id: id.clone(), node: node.clone(), pid });
+                    ops.push(RegistryOp::SetPid {
+                        id: id.clone(),
+                        node: node.clone(),
+                        pid,
+                    });
                     self.shared.events.publish(|| HubEvent::ChildRestarted {
                         id,
                         node: node.clone(),
@@ -458,7 +541,10 @@ impl ChildSupState {
                         node: node.clone(),
                         reason: e.to_string(),
                     });
-                    ops.push(RegistryOp::Unbind { id: row.spec.id, node: node.clone() });
+                    ops.push(RegistryOp::Unbind {
+                        id: row.spec.id,
+                        node: node.clone(),
+                    });
                 }
             }
         }
@@ -476,6 +562,10 @@ impl Actor for ChildSupervisor {
         _myself: ActorRef<Self::Msg>,
         args: ChildSupArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
+        if args.restore {
+            // The previous instance's children died with it; the restore re-fills the map.
+            args.shared.local_children.clear();
+        }
         let cfg = &args.shared.config;
         Ok(ChildSupState {
             intensity: RestartIntensity::new(cfg.max_restarts, cfg.max_seconds),
@@ -490,7 +580,11 @@ impl Actor for ChildSupervisor {
         })
     }
 
-    async fn post_start(&self, myself: ActorRef<Self::Msg>, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
+    async fn post_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
         // Children are linked only once this actor runs, so the restore happens here.
         if state.restore {
             state.restore(&myself).await;
@@ -498,7 +592,11 @@ impl Actor for ChildSupervisor {
         Ok(())
     }
 
-    async fn post_stop(&self, _myself: ActorRef<Self::Msg>, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
         // A graceful stop: every child gets its own shutdown grace, all in parallel. Without
         // this, ractor would kill them when this actor exits, skipping their `post_stop`.
         let children: Vec<RunningChild> = state.children.drain().map(|(_, c)| c).collect();
@@ -591,7 +689,9 @@ impl Actor for ChildSupervisor {
                 state.on_exit(&myself, cell, exit).await
             }
             SupervisionEvent::ActorFailed(cell, err) => {
-                state.on_exit(&myself, cell, ExitKind::Failed(err.to_string())).await
+                state
+                    .on_exit(&myself, cell, ExitKind::Failed(err.to_string()))
+                    .await
             }
             _ => Ok(()),
         }

@@ -21,11 +21,15 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr, RpcReplyPort};
 use tokio::task::JoinHandle;
 
-use super::child_supervisor::{ChildSupMsg, NodeStartReport, NodeStopReport, StartBatch, StopBatch};
+use super::child_supervisor::{
+    ChildSupMsg, NodeStartReport, NodeStopReport, StartBatch, StopBatch,
+};
 use super::HubShared;
 use crate::api::errors::{ChildStartError, ChildStopError, StartError, StopError};
 use crate::api::options::{OnFailure, StartOptions, StopOptions};
-use crate::api::results::{ChildFailure, StartResult, StartedChild, StopFailure, StopResult, StoppedChild};
+use crate::api::results::{
+    ChildFailure, StartResult, StartedChild, StopFailure, StopResult, StoppedChild,
+};
 use crate::core::{plan_start, Rejection};
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName, RESERVED_METADATA_KEY};
 
@@ -136,13 +140,22 @@ impl CoordinatorState {
                 }
             })
         };
-        let unavailable = |children: Vec<(ChildSpec, Metadata)>, reply: Box<dyn FnOnce(NodeStartReport) + Send>, reason: &str| {
+        let unavailable = |children: Vec<(ChildSpec, Metadata)>,
+                           reply: Box<dyn FnOnce(NodeStartReport) + Send>,
+                           reason: &str| {
             reply(NodeStartReport {
                 node: node.clone(),
                 started: Vec::new(),
                 errors: children
                     .into_iter()
-                    .map(|(s, _)| (s.id, ChildStartError::NodeUnavailable { reason: reason.to_owned() }))
+                    .map(|(s, _)| {
+                        (
+                            s.id,
+                            ChildStartError::NodeUnavailable {
+                                reason: reason.to_owned(),
+                            },
+                        )
+                    })
                     .collect(),
             })
         };
@@ -152,14 +165,31 @@ impl CoordinatorState {
         let Some(supervisor) = self.hub.child_supervisor() else {
             return unavailable(children, reply, "child supervisor is restarting");
         };
-        let batch = StartBatch { children, existing_ok, reply };
-        if let Err(MessagingErr::SendErr(ChildSupMsg::Start(batch))) = supervisor.cast(ChildSupMsg::Start(batch)) {
-            unavailable(batch.children, batch.reply, "child supervisor is restarting");
+        let batch = StartBatch {
+            children,
+            existing_ok,
+            reply,
+        };
+        if let Err(MessagingErr::SendErr(ChildSupMsg::Start(batch))) =
+            supervisor.cast(ChildSupMsg::Start(batch))
+        {
+            unavailable(
+                batch.children,
+                batch.reply,
+                "child supervisor is restarting",
+            );
         }
     }
 
     /// Sends a stop batch to `node`; its answer comes back as `NodeStopped`.
-    fn deliver_stop(&self, myself: &ActorRef<CoordinatorMsg>, node: &NodeName, request_id: u64, ids: Vec<ChildId>, awaited: bool) {
+    fn deliver_stop(
+        &self,
+        myself: &ActorRef<CoordinatorMsg>,
+        node: &NodeName,
+        request_id: u64,
+        ids: Vec<ChildId>,
+        awaited: bool,
+    ) {
         let coordinator = myself.clone();
         let reply: Box<dyn FnOnce(NodeStopReport) + Send> = if awaited {
             Box::new(move |report| {
@@ -168,32 +198,54 @@ impl CoordinatorState {
         } else {
             Box::new(|_| {})
         };
-        let unavailable = |ids: Vec<ChildId>, reply: Box<dyn FnOnce(NodeStopReport) + Send>, reason: &str| {
-            reply(NodeStopReport {
-                node: node.clone(),
-                stopped: Vec::new(),
-                errors: ids
-                    .into_iter()
-                    .map(|id| (id, ChildStopError::NodeUnavailable { reason: reason.to_owned() }))
-                    .collect(),
-            })
-        };
+        let unavailable =
+            |ids: Vec<ChildId>, reply: Box<dyn FnOnce(NodeStopReport) + Send>, reason: &str| {
+                reply(NodeStopReport {
+                    node: node.clone(),
+                    stopped: Vec::new(),
+                    errors: ids
+                        .into_iter()
+                        .map(|id| {
+                            (
+                                id,
+                                ChildStopError::NodeUnavailable {
+                                    reason: reason.to_owned(),
+                                },
+                            )
+                        })
+                        .collect(),
+                })
+            };
         if node != &self.hub.node {
             return unavailable(ids, reply, "not a member of this hub");
         }
         let Some(supervisor) = self.hub.child_supervisor() else {
             return unavailable(ids, reply, "child supervisor is restarting");
         };
-        if let Err(MessagingErr::SendErr(ChildSupMsg::Stop(batch))) = supervisor.cast(ChildSupMsg::Stop(StopBatch { ids, reply })) {
+        if let Err(MessagingErr::SendErr(ChildSupMsg::Stop(batch))) =
+            supervisor.cast(ChildSupMsg::Stop(StopBatch { ids, reply }))
+        {
             unavailable(batch.ids, batch.reply, "child supervisor is restarting");
         }
     }
 
-    fn arm_timer(&self, myself: &ActorRef<CoordinatorMsg>, request_id: u64, timeout: Duration) -> Option<Timer> {
-        (!timeout.is_zero()).then(|| myself.send_after(timeout, move || CoordinatorMsg::Timeout { request_id }))
+    fn arm_timer(
+        &self,
+        myself: &ActorRef<CoordinatorMsg>,
+        request_id: u64,
+        timeout: Duration,
+    ) -> Option<Timer> {
+        (!timeout.is_zero())
+            .then(|| myself.send_after(timeout, move || CoordinatorMsg::Timeout { request_id }))
     }
 
-    fn start(&mut self, myself: &ActorRef<CoordinatorMsg>, specs: Vec<ChildSpec>, opts: StartOptions, reply: StartReplyPort) {
+    fn start(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        specs: Vec<ChildSpec>,
+        opts: StartOptions,
+        reply: StartReplyPort,
+    ) {
         if specs.is_empty() {
             let _ = reply.send(Err(StartError::NoChildren));
             return;
@@ -202,9 +254,14 @@ impl CoordinatorState {
             let _ = reply.send(Err(crate::model::ReservedMetadataKey.into()));
             return;
         }
-        let timeout = opts.timeout.unwrap_or_else(|| self.hub.config.default_timeout());
+        let timeout = opts
+            .timeout
+            .unwrap_or_else(|| self.hub.config.default_timeout());
         if timeout > MAX_TIMEOUT {
-            let _ = reply.send(Err(StartError::InvalidOption { option: "timeout", reason: "at most one hour" }));
+            let _ = reply.send(Err(StartError::InvalidOption {
+                option: "timeout",
+                reason: "at most one hour",
+            }));
             return;
         }
         if opts.on_failure == OnFailure::Rollback && !opts.awaitable {
@@ -215,7 +272,12 @@ impl CoordinatorState {
             return;
         }
         let storage = self.hub.storage.clone();
-        let plan = plan_start(specs, opts.check_existing, |id| storage.contains(id), |id| self.owner_of(id));
+        let plan = plan_start(
+            specs,
+            opts.check_existing,
+            |id| storage.contains(id),
+            |id| self.owner_of(id),
+        );
         let node = self.hub.node.clone();
         let mut result = StartResult {
             awaited: opts.awaitable,
@@ -226,7 +288,11 @@ impl CoordinatorState {
                 Rejection::AlreadyStarted => ChildStartError::AlreadyStarted,
                 Rejection::InvalidId(reason) => ChildStartError::InvalidId { reason },
             };
-            result.errors.push(ChildFailure { id, node: node.clone(), reason });
+            result.errors.push(ChildFailure {
+                id,
+                node: node.clone(),
+                reason,
+            });
         }
         if plan.by_node.is_empty() {
             let _ = reply.send(Ok(result));
@@ -236,7 +302,10 @@ impl CoordinatorState {
         let existing_ok = !opts.check_existing;
         if !opts.awaitable {
             for (node, children) in plan.by_node {
-                let children = children.into_iter().map(|c| (c.spec, opts.metadata.clone())).collect();
+                let children = children
+                    .into_iter()
+                    .map(|c| (c.spec, opts.metadata.clone()))
+                    .collect();
                 self.deliver_start(myself, &node, request_id, children, existing_ok, false);
             }
             let _ = reply.send(Ok(result));
@@ -245,7 +314,12 @@ impl CoordinatorState {
         let awaiting = plan
             .by_node
             .iter()
-            .map(|(node, children)| (node.clone(), children.iter().map(|c| c.spec.id.clone()).collect()))
+            .map(|(node, children)| {
+                (
+                    node.clone(),
+                    children.iter().map(|c| c.spec.id.clone()).collect(),
+                )
+            })
             .collect();
         self.pending_operations.insert(
             request_id,
@@ -259,7 +333,10 @@ impl CoordinatorState {
             }),
         );
         for (node, children) in plan.by_node {
-            let children = children.into_iter().map(|c| (c.spec, opts.metadata.clone())).collect();
+            let children = children
+                .into_iter()
+                .map(|c| (c.spec, opts.metadata.clone()))
+                .collect();
             self.deliver_start(myself, &node, request_id, children, existing_ok, true);
         }
         if timeout.is_zero() {
@@ -267,14 +344,25 @@ impl CoordinatorState {
         }
     }
 
-    fn stop(&mut self, myself: &ActorRef<CoordinatorMsg>, ids: Vec<ChildId>, opts: StopOptions, reply: StopReplyPort) {
+    fn stop(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        ids: Vec<ChildId>,
+        opts: StopOptions,
+        reply: StopReplyPort,
+    ) {
         if ids.is_empty() {
             let _ = reply.send(Err(StopError::NoChildren));
             return;
         }
-        let timeout = opts.timeout.unwrap_or_else(|| self.hub.config.default_timeout());
+        let timeout = opts
+            .timeout
+            .unwrap_or_else(|| self.hub.config.default_timeout());
         if timeout > MAX_TIMEOUT {
-            let _ = reply.send(Err(StopError::InvalidOption { option: "timeout", reason: "at most one hour" }));
+            let _ = reply.send(Err(StopError::InvalidOption {
+                option: "timeout",
+                reason: "at most one hour",
+            }));
             return;
         }
         let mut errors = Vec::new();
@@ -285,7 +373,11 @@ impl CoordinatorState {
                 continue;
             }
             match self.hub.storage.get(&id) {
-                None => errors.push(StopFailure { id, node: None, reason: ChildStopError::NotFound }),
+                None => errors.push(StopFailure {
+                    id,
+                    node: None,
+                    reason: ChildStopError::NotFound,
+                }),
                 Some(row) if row.node_pids.is_empty() => {
                     // A row nothing runs (left by a previous run): its owner forgets it.
                     by_node.entry(self.owner_of(&id)).or_default().push(id);
@@ -302,10 +394,21 @@ impl CoordinatorState {
             for (node, ids) in by_node {
                 self.deliver_stop(myself, &node, request_id, ids, false);
             }
-            let _ = reply.send(Ok(StopResult { awaited: opts.awaitable, stopped: Vec::new(), errors }));
+            let _ = reply.send(Ok(StopResult {
+                awaited: opts.awaitable,
+                stopped: Vec::new(),
+                errors,
+            }));
             return;
         }
-        self.begin_stop(myself, request_id, by_node, errors, StopPurpose::Request(reply), timeout);
+        self.begin_stop(
+            myself,
+            request_id,
+            by_node,
+            errors,
+            StopPurpose::Request(reply),
+            timeout,
+        );
     }
 
     fn begin_stop(
@@ -321,7 +424,10 @@ impl CoordinatorState {
             request_id,
             PendingOperation::Stop(PendingStop {
                 purpose,
-                awaiting: by_node.iter().map(|(n, ids)| (n.clone(), ids.clone())).collect(),
+                awaiting: by_node
+                    .iter()
+                    .map(|(n, ids)| (n.clone(), ids.clone()))
+                    .collect(),
                 stopped: BTreeMap::new(),
                 errors,
                 timer: self.arm_timer(myself, request_id, timeout),
@@ -335,7 +441,12 @@ impl CoordinatorState {
         }
     }
 
-    fn on_node_started(&mut self, myself: &ActorRef<CoordinatorMsg>, request_id: u64, report: NodeStartReport) {
+    fn on_node_started(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        request_id: u64,
+        report: NodeStartReport,
+    ) {
         let Some(PendingOperation::Start(op)) = self.pending_operations.get_mut(&request_id) else {
             return; // timed out already
         };
@@ -343,10 +454,17 @@ impl CoordinatorState {
             return;
         }
         for (id, pid) in report.started {
-            op.result.started.push(StartedChild { id, nodes: vec![(report.node.clone(), pid)] });
+            op.result.started.push(StartedChild {
+                id,
+                nodes: vec![(report.node.clone(), pid)],
+            });
         }
         for (id, reason) in report.errors {
-            op.result.errors.push(ChildFailure { id, node: report.node.clone(), reason });
+            op.result.errors.push(ChildFailure {
+                id,
+                node: report.node.clone(),
+                reason,
+            });
         }
         if op.awaiting.is_empty() {
             self.finish_start(myself, request_id);
@@ -364,7 +482,11 @@ impl CoordinatorState {
             op.stopped.entry(id).or_default().push(report.node.clone());
         }
         for (id, reason) in report.errors {
-            op.errors.push(StopFailure { id, node: Some(report.node.clone()), reason });
+            op.errors.push(StopFailure {
+                id,
+                node: Some(report.node.clone()),
+                reason,
+            });
         }
         if op.awaiting.is_empty() {
             self.finish_stop(request_id);
@@ -408,7 +530,9 @@ impl CoordinatorState {
         if let Some(t) = &op.timer {
             t.abort();
         }
-        let rollback = op.on_failure == OnFailure::Rollback && !op.result.errors.is_empty() && !op.result.started.is_empty();
+        let rollback = op.on_failure == OnFailure::Rollback
+            && !op.result.errors.is_empty()
+            && !op.result.started.is_empty();
         if !rollback {
             let _ = op.reply.send(Ok(op.result));
             return;
@@ -416,18 +540,32 @@ impl CoordinatorState {
         let mut by_node: BTreeMap<NodeName, Vec<ChildId>> = BTreeMap::new();
         for started in &op.result.started {
             for (node, _) in &started.nodes {
-                by_node.entry(node.clone()).or_default().push(started.id.clone());
+                by_node
+                    .entry(node.clone())
+                    .or_default()
+                    .push(started.id.clone());
             }
         }
-        tracing::info!(request_id, children = op.result.started.len(), "rolling back a failed start");
+        tracing::info!(
+            request_id,
+            children = op.result.started.len(),
+            "rolling back a failed start"
+        );
         let request_id = self.next_id();
-        let timeout = if op.timeout.is_zero() { self.hub.config.default_timeout() } else { op.timeout };
+        let timeout = if op.timeout.is_zero() {
+            self.hub.config.default_timeout()
+        } else {
+            op.timeout
+        };
         self.begin_stop(
             myself,
             request_id,
             by_node,
             Vec::new(),
-            StopPurpose::Rollback { result: op.result, reply: op.reply },
+            StopPurpose::Rollback {
+                result: op.result,
+                reply: op.reply,
+            },
             timeout,
         );
     }
@@ -441,8 +579,16 @@ impl CoordinatorState {
         }
         match op.purpose {
             StopPurpose::Request(reply) => {
-                let stopped = op.stopped.into_iter().map(|(id, nodes)| StoppedChild { id, nodes }).collect();
-                let _ = reply.send(Ok(StopResult { awaited: true, stopped, errors: op.errors }));
+                let stopped = op
+                    .stopped
+                    .into_iter()
+                    .map(|(id, nodes)| StoppedChild { id, nodes })
+                    .collect();
+                let _ = reply.send(Ok(StopResult {
+                    awaited: true,
+                    stopped,
+                    errors: op.errors,
+                }));
             }
             StopPurpose::Rollback { mut result, reply } => {
                 for e in &op.errors {
@@ -462,22 +608,40 @@ impl Actor for Coordinator {
     type State = CoordinatorState;
     type Arguments = Arc<HubShared>;
 
-    async fn pre_start(&self, _myself: ActorRef<Self::Msg>, hub: Arc<HubShared>) -> Result<Self::State, ActorProcessingErr> {
-        Ok(CoordinatorState { hub, pending_operations: HashMap::new(), next_request_id: 0 })
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        hub: Arc<HubShared>,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(CoordinatorState {
+            hub,
+            pending_operations: HashMap::new(),
+            next_request_id: 0,
+        })
     }
 
-    async fn post_stop(&self, _myself: ActorRef<Self::Msg>, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
         for (_, op) in state.pending_operations.drain() {
             match op {
                 PendingOperation::Start(op) => {
-                    let _ = op.reply.send(Err(StartError::HubUnavailable("hub is shutting down".into())));
+                    let _ = op.reply.send(Err(StartError::HubUnavailable(
+                        "hub is shutting down".into(),
+                    )));
                 }
                 PendingOperation::Stop(op) => match op.purpose {
                     StopPurpose::Request(reply) => {
-                        let _ = reply.send(Err(StopError::HubUnavailable("hub is shutting down".into())));
+                        let _ = reply.send(Err(StopError::HubUnavailable(
+                            "hub is shutting down".into(),
+                        )));
                     }
                     StopPurpose::Rollback { reply, .. } => {
-                        let _ = reply.send(Err(StartError::HubUnavailable("hub is shutting down".into())));
+                        let _ = reply.send(Err(StartError::HubUnavailable(
+                            "hub is shutting down".into(),
+                        )));
                     }
                 },
             }
@@ -485,12 +649,23 @@ impl Actor for Coordinator {
         Ok(())
     }
 
-    async fn handle(&self, myself: ActorRef<Self::Msg>, msg: Self::Msg, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
-            CoordinatorMsg::Start { specs, opts, reply } => state.start(&myself, specs, opts, reply),
+            CoordinatorMsg::Start { specs, opts, reply } => {
+                state.start(&myself, specs, opts, reply)
+            }
             CoordinatorMsg::Stop { ids, opts, reply } => state.stop(&myself, ids, opts, reply),
-            CoordinatorMsg::NodeStarted { request_id, report } => state.on_node_started(&myself, request_id, report),
-            CoordinatorMsg::NodeStopped { request_id, report } => state.on_node_stopped(request_id, report),
+            CoordinatorMsg::NodeStarted { request_id, report } => {
+                state.on_node_started(&myself, request_id, report)
+            }
+            CoordinatorMsg::NodeStopped { request_id, report } => {
+                state.on_node_stopped(request_id, report)
+            }
             CoordinatorMsg::Timeout { request_id } => state.on_timeout(&myself, request_id),
         }
         Ok(())

@@ -63,7 +63,12 @@ pub(crate) struct HubShared {
 }
 
 impl HubShared {
-    pub fn new(config: ProcessHub, storage: Arc<dyn Storage>, kinds: ChildKinds, hooks: Hooks) -> Self {
+    pub fn new(
+        config: ProcessHub,
+        storage: Arc<dyn Storage>,
+        kinds: ChildKinds,
+        hooks: Hooks,
+    ) -> Self {
         let node = config.node_name.clone();
         Self {
             members: RwLock::new(vec![node.clone()]),
@@ -85,7 +90,11 @@ impl HubShared {
     }
 
     pub fn registry(&self) -> Option<ActorRef<RegistryMsg>> {
-        self.refs.read().unwrap_or_else(|e| e.into_inner()).registry.clone()
+        self.refs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .registry
+            .clone()
     }
 
     pub fn child_supervisor(&self) -> Option<ActorRef<ChildSupMsg>> {

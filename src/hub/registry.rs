@@ -39,7 +39,8 @@ pub(crate) enum RegistryOp {
     /// `node` no longer runs the child; the row goes when no node runs it.
     Unbind { id: ChildId, node: NodeName },
     /// Insert a row that disappears after `ttl` (swept by the janitor).
-    #[allow(dead_code)] // the cluster's handover and stubs write these; the janitor sweeps them
+    #[allow(dead_code)]
+    // the cluster's handover and stubs write these; the janitor sweeps them
     PutWithTtl { row: Row, ttl: Duration },
 }
 
@@ -62,10 +63,25 @@ impl ractor::Message for RegistryMsg {}
 
 /// What happened to a row, reported after the commit.
 enum Effect {
-    Bound { id: ChildId, node: NodeName, pid: Pid, new_row: bool },
-    PidUpdated { id: ChildId, node: NodeName, old: Pid, new: Pid },
-    Unbound { id: ChildId, node: NodeName },
-    Removed { id: ChildId },
+    Bound {
+        id: ChildId,
+        node: NodeName,
+        pid: Pid,
+        new_row: bool,
+    },
+    PidUpdated {
+        id: ChildId,
+        node: NodeName,
+        old: Pid,
+        new: Pid,
+    },
+    Unbound {
+        id: ChildId,
+        node: NodeName,
+    },
+    Removed {
+        id: ChildId,
+    },
 }
 
 struct PumpItem {
@@ -139,8 +155,18 @@ impl RegistryState {
                     let old = row.node_pids.get(&node).copied();
                     apply_observation(&mut row, &node, Some(pid));
                     match old {
-                        Some(old) => effects.push(Effect::PidUpdated { id: id.clone(), node, old, new: pid }),
-                        None => effects.push(Effect::Bound { id: id.clone(), node, pid, new_row: false }),
+                        Some(old) => effects.push(Effect::PidUpdated {
+                            id: id.clone(),
+                            node,
+                            old,
+                            new: pid,
+                        }),
+                        None => effects.push(Effect::Bound {
+                            id: id.clone(),
+                            node,
+                            pid,
+                            new_row: false,
+                        }),
                     }
                     self.stage(&id, Some(row.clone()), seq);
                     mutations.push(Mutation::put(row));
@@ -150,7 +176,10 @@ impl RegistryState {
                         continue;
                     };
                     if row.node_pids.contains_key(&node) {
-                        effects.push(Effect::Unbound { id: id.clone(), node: node.clone() });
+                        effects.push(Effect::Unbound {
+                            id: id.clone(),
+                            node: node.clone(),
+                        });
                     }
                     apply_observation(&mut row, &node, None);
                     if row.node_pids.is_empty() {
@@ -166,16 +195,30 @@ impl RegistryState {
                     let id = row.spec.id.clone();
                     self.stage(&id, Some(row.clone()), seq);
                     self.expiries.insert(id, now_ms() + ttl.as_millis() as u64);
-                    mutations.push(Mutation::Put { row, ttl: Some(ttl) });
+                    mutations.push(Mutation::Put {
+                        row,
+                        ttl: Some(ttl),
+                    });
                 }
             }
         }
         (mutations, effects)
     }
 
-    fn submit(&mut self, mutations: Vec<Mutation>, effects: Vec<Effect>, done: Option<WriteDone>, seq: u64) {
+    fn submit(
+        &mut self,
+        mutations: Vec<Mutation>,
+        effects: Vec<Effect>,
+        done: Option<WriteDone>,
+        seq: u64,
+    ) {
         let commit = (!mutations.is_empty()).then(|| self.shared.storage.submit(mutations));
-        let item = PumpItem { seq, commit, effects, done };
+        let item = PumpItem {
+            seq,
+            commit,
+            effects,
+            done,
+        };
         if let Err(mpsc::error::SendError(item)) = self.pump.send(item) {
             if let Some(done) = item.done {
                 done(Err(StorageError::Closed));
@@ -189,27 +232,40 @@ fn fire_effects(shared: &HubShared, effects: Vec<Effect>) {
     let events = &shared.events;
     for effect in effects {
         match effect {
-            Effect::Bound { id, node, pid, new_row } => {
-                hooks.fire(HookKey::RegistryPidInsert, || HookEvent::RegistryPidInsert {
-                    id: id.clone(),
-                    node: node.clone(),
-                    pid,
+            Effect::Bound {
+                id,
+                node,
+                pid,
+                new_row,
+            } => {
+                hooks.fire(HookKey::RegistryPidInsert, || {
+                    HookEvent::RegistryPidInsert {
+                        id: id.clone(),
+                        node: node.clone(),
+                        pid,
+                    }
                 });
                 if new_row {
                     events.publish(|| HubEvent::RegistryInserted { id });
                 }
             }
             Effect::PidUpdated { id, node, old, new } => {
-                hooks.fire(HookKey::ChildProcessPidUpdate, || HookEvent::ChildProcessPidUpdate {
-                    id: id.clone(),
-                    node: node.clone(),
-                    old_pid: old,
-                    new_pid: new,
+                hooks.fire(HookKey::ChildProcessPidUpdate, || {
+                    HookEvent::ChildProcessPidUpdate {
+                        id: id.clone(),
+                        node: node.clone(),
+                        old_pid: old,
+                        new_pid: new,
+                    }
                 });
-                hooks.fire(HookKey::RegistryPidInsert, || HookEvent::RegistryPidInsert { id, node, pid: new });
+                hooks.fire(HookKey::RegistryPidInsert, || {
+                    HookEvent::RegistryPidInsert { id, node, pid: new }
+                });
             }
             Effect::Unbound { id, node } => {
-                hooks.fire(HookKey::RegistryPidRemove, || HookEvent::RegistryPidRemove { id, node });
+                hooks.fire(HookKey::RegistryPidRemove, || {
+                    HookEvent::RegistryPidRemove { id, node }
+                });
             }
             Effect::Removed { id } => events.publish(|| HubEvent::RegistryRemoved { id }),
         }
@@ -217,7 +273,11 @@ fn fire_effects(shared: &HubShared, effects: Vec<Effect>) {
 }
 
 /// Awaits commits in submission order, then reports them.
-async fn pump(shared: Arc<HubShared>, registry: ActorRef<RegistryMsg>, mut rx: mpsc::UnboundedReceiver<PumpItem>) {
+async fn pump(
+    shared: Arc<HubShared>,
+    registry: ActorRef<RegistryMsg>,
+    mut rx: mpsc::UnboundedReceiver<PumpItem>,
+) {
     while let Some(item) = rx.recv().await {
         let outcome = match item.commit {
             Some(commit) => commit.wait_async().await,
@@ -258,7 +318,10 @@ impl Actor for Registry {
                 })
                 .collect();
             if !stale.is_empty() {
-                tracing::info!(rows = stale.len(), "dropping this node's bindings from a previous run");
+                tracing::info!(
+                    rows = stale.len(),
+                    "dropping this node's bindings from a previous run"
+                );
                 shared.storage.submit(stale).wait_async().await?;
             }
         }
@@ -274,7 +337,11 @@ impl Actor for Registry {
         })
     }
 
-    async fn post_stop(&self, _myself: ActorRef<Self::Msg>, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
         // Let in-flight commits finish and answer their writers before the task goes away.
         let (tx, _) = mpsc::unbounded_channel();
         drop(std::mem::replace(&mut state.pump, tx));

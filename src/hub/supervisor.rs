@@ -58,7 +58,9 @@ pub(crate) struct HubSupState {
 
 /// The hub gave up restarting its own actors.
 #[derive(Debug, thiserror::Error)]
-#[error("hub {hub_id}: actor {actor} failed more than {max} times within {seconds} s; stopping the hub")]
+#[error(
+    "hub {hub_id}: actor {actor} failed more than {max} times within {seconds} s; stopping the hub"
+)]
 struct HubIntensityExceeded {
     hub_id: String,
     actor: &'static str,
@@ -74,13 +76,19 @@ async fn spawn_role(
 ) -> Result<ActorCell, ActorProcessingErr> {
     let cell = match role {
         Role::Registry => {
-            let args = RegistryArgs { shared: shared.clone(), strip_local: first_boot };
+            let args = RegistryArgs {
+                shared: shared.clone(),
+                strip_local: first_boot,
+            };
             let (r, _) = Actor::spawn_linked(None, Registry, args, myself).await?;
             shared.set_refs(|refs| refs.registry = Some(r.clone()));
             r.get_cell()
         }
         Role::ChildSupervisor => {
-            let args = ChildSupArgs { shared: shared.clone(), restore: !first_boot };
+            let args = ChildSupArgs {
+                shared: shared.clone(),
+                restore: !first_boot,
+            };
             let (r, _) = Actor::spawn_linked(None, ChildSupervisor, args, myself).await?;
             shared.set_refs(|refs| refs.child_supervisor = Some(r.clone()));
             r.get_cell()
@@ -100,30 +108,45 @@ async fn spawn_role(
 
 impl HubSupState {
     fn cell_of(&self, role: Role) -> Option<ActorCell> {
-        self.roles.values().find(|(r, _)| *r == role).map(|(_, c)| c.clone())
+        self.roles
+            .values()
+            .find(|(r, _)| *r == role)
+            .map(|(_, c)| c.clone())
     }
 
     fn forward_start(&self, msg: CoordinatorMsg) {
         let Some(coordinator) = self.shared.coordinator() else {
             if let CoordinatorMsg::Start { reply, .. } = msg {
-                let _ = reply.send(Err(StartError::HubUnavailable("coordinator is restarting".into())));
+                let _ = reply.send(Err(StartError::HubUnavailable(
+                    "coordinator is restarting".into(),
+                )));
             }
             return;
         };
-        if let Err(ractor::MessagingErr::SendErr(CoordinatorMsg::Start { reply, .. })) = coordinator.cast(msg) {
-            let _ = reply.send(Err(StartError::HubUnavailable("coordinator is restarting".into())));
+        if let Err(ractor::MessagingErr::SendErr(CoordinatorMsg::Start { reply, .. })) =
+            coordinator.cast(msg)
+        {
+            let _ = reply.send(Err(StartError::HubUnavailable(
+                "coordinator is restarting".into(),
+            )));
         }
     }
 
     fn forward_stop(&self, msg: CoordinatorMsg) {
         let Some(coordinator) = self.shared.coordinator() else {
             if let CoordinatorMsg::Stop { reply, .. } = msg {
-                let _ = reply.send(Err(StopError::HubUnavailable("coordinator is restarting".into())));
+                let _ = reply.send(Err(StopError::HubUnavailable(
+                    "coordinator is restarting".into(),
+                )));
             }
             return;
         };
-        if let Err(ractor::MessagingErr::SendErr(CoordinatorMsg::Stop { reply, .. })) = coordinator.cast(msg) {
-            let _ = reply.send(Err(StopError::HubUnavailable("coordinator is restarting".into())));
+        if let Err(ractor::MessagingErr::SendErr(CoordinatorMsg::Stop { reply, .. })) =
+            coordinator.cast(msg)
+        {
+            let _ = reply.send(Err(StopError::HubUnavailable(
+                "coordinator is restarting".into(),
+            )));
         }
     }
 }
@@ -133,10 +156,19 @@ impl Actor for HubSupervisor {
     type State = HubSupState;
     type Arguments = Arc<HubShared>;
 
-    async fn pre_start(&self, myself: ActorRef<Self::Msg>, shared: Arc<HubShared>) -> Result<Self::State, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        shared: Arc<HubShared>,
+    ) -> Result<Self::State, ActorProcessingErr> {
         let mut roles = HashMap::new();
         // Registry first (the others write to it), coordinator last (it accepts requests).
-        for role in [Role::Registry, Role::ChildSupervisor, Role::Janitor, Role::Coordinator] {
+        for role in [
+            Role::Registry,
+            Role::ChildSupervisor,
+            Role::Janitor,
+            Role::Coordinator,
+        ] {
             let cell = spawn_role(role, &shared, myself.get_cell(), true).await?;
             roles.insert(cell.get_id(), (role, cell));
         }
@@ -148,13 +180,21 @@ impl Actor for HubSupervisor {
         })
     }
 
-    async fn post_stop(&self, _myself: ActorRef<Self::Msg>, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
         let shared = &state.shared;
         tracing::info!(hub = %shared.config.hub_id, "hub shutting down");
-        shared.events.publish(|| HubEvent::HubStopping { reason: "shutdown".into() });
-        shared.hooks.fire(HookKey::CoordinatorShutdown, || HookEvent::CoordinatorShutdown {
-            hub_id: shared.config.hub_id.clone(),
-            node: shared.node.clone(),
+        shared.events.publish(|| HubEvent::HubStopping {
+            reason: "shutdown".into(),
+        });
+        shared.hooks.fire(HookKey::CoordinatorShutdown, || {
+            HookEvent::CoordinatorShutdown {
+                hub_id: shared.config.hub_id.clone(),
+                node: shared.node.clone(),
+            }
         });
         let budget = shared.config.shutdown_timeout();
         let short = Duration::from_secs(5).min(budget);
@@ -165,7 +205,11 @@ impl Actor for HubSupervisor {
             (Role::Registry, budget),
         ] {
             if let Some(cell) = state.cell_of(role) {
-                if cell.stop_and_wait(Some("hub shutdown".into()), Some(wait)).await.is_err() {
+                if cell
+                    .stop_and_wait(Some("hub shutdown".into()), Some(wait))
+                    .await
+                    .is_err()
+                {
                     tracing::warn!(actor = role.name(), "did not stop in time; killing it");
                     cell.kill();
                 }
@@ -175,20 +219,37 @@ impl Actor for HubSupervisor {
         Ok(())
     }
 
-    async fn handle(&self, _myself: ActorRef<Self::Msg>, msg: Self::Msg, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
         let hub = &state.shared;
         match msg {
             HubMsg::StartChild { spec, opts, reply } => {
-                state.forward_start(CoordinatorMsg::Start { specs: vec![spec], opts, reply })
+                state.forward_start(CoordinatorMsg::Start {
+                    specs: vec![spec],
+                    opts,
+                    reply,
+                })
             }
             HubMsg::StartChildren { specs, opts, reply } => {
                 state.forward_start(CoordinatorMsg::Start { specs, opts, reply })
             }
-            HubMsg::StopChild { id, opts, reply } => {
-                state.forward_stop(CoordinatorMsg::Stop { ids: vec![id], opts, reply })
+            HubMsg::StopChild { id, opts, reply } => state.forward_stop(CoordinatorMsg::Stop {
+                ids: vec![id],
+                opts,
+                reply,
+            }),
+            HubMsg::StopChildren { ids, opts, reply } => {
+                state.forward_stop(CoordinatorMsg::Stop { ids, opts, reply })
             }
-            HubMsg::StopChildren { ids, opts, reply } => state.forward_stop(CoordinatorMsg::Stop { ids, opts, reply }),
-            HubMsg::ChildLookup { id, with_metadata, reply } => {
+            HubMsg::ChildLookup {
+                id,
+                with_metadata,
+                reply,
+            } => {
                 let _ = reply.send(reads::child_lookup(hub, &id, with_metadata));
             }
             HubMsg::GetPids { id, reply } => {
@@ -203,7 +264,10 @@ impl Actor for HubSupervisor {
             HubMsg::TagQuery { tag, reply } => {
                 let _ = reply.send(reads::tag_query(hub, &tag));
             }
-            HubMsg::Nodes { include_local, reply } => {
+            HubMsg::Nodes {
+                include_local,
+                reply,
+            } => {
                 let _ = reply.send(reads::nodes(hub, include_local));
             }
             HubMsg::Subscribe { sink, reply } => {
@@ -215,10 +279,18 @@ impl Actor for HubSupervisor {
             HubMsg::Unsubscribe { id } => {
                 hub.events.unsubscribe(id);
             }
-            HubMsg::RegisterHook { key, handler, reply } => {
+            HubMsg::RegisterHook {
+                key,
+                handler,
+                reply,
+            } => {
                 let _ = reply.send(hub.hooks.register(key, handler));
             }
-            HubMsg::CancelHook { key, handler_id, reply } => {
+            HubMsg::CancelHook {
+                key,
+                handler_id,
+                reply,
+            } => {
                 let _ = reply.send(hub.hooks.cancel(key, &handler_id));
             }
         }
@@ -233,7 +305,9 @@ impl Actor for HubSupervisor {
     ) -> Result<(), ActorProcessingErr> {
         // Never the default (which would stop the hub when any of its actors ends).
         let (cell, why) = match event {
-            SupervisionEvent::ActorTerminated(cell, _, reason) => (cell, reason.unwrap_or_else(|| "stopped".into())),
+            SupervisionEvent::ActorTerminated(cell, _, reason) => {
+                (cell, reason.unwrap_or_else(|| "stopped".into()))
+            }
             SupervisionEvent::ActorFailed(cell, err) => (cell, err.to_string()),
             _ => return Ok(()),
         };
@@ -255,12 +329,16 @@ impl Actor for HubSupervisor {
                 max: shared.config.hub_max_restarts,
                 seconds: shared.config.max_seconds,
             };
-            shared.events.publish(|| HubEvent::HubStopping { reason: err.to_string() });
+            shared.events.publish(|| HubEvent::HubStopping {
+                reason: err.to_string(),
+            });
             return Err(Box::new(err));
         }
         let cell = spawn_role(role, &shared, myself.get_cell(), false).await?;
         state.roles.insert(cell.get_id(), (role, cell));
-        shared.events.publish(|| HubEvent::HubActorRestarted { actor: role.name().to_owned() });
+        shared.events.publish(|| HubEvent::HubActorRestarted {
+            actor: role.name().to_owned(),
+        });
         Ok(())
     }
 }

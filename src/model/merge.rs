@@ -146,7 +146,12 @@ mod tests {
     fn payloads() -> impl Strategy<Value = Vec<Payload>> {
         // Each node sends one payload (its latest view); authored parts vary freely.
         proptest::collection::vec(
-            (0u64..5, 0usize..4, 0usize..3, proptest::option::of(1u64..100)),
+            (
+                0u64..5,
+                0usize..4,
+                0usize..3,
+                proptest::option::of(1u64..100),
+            ),
             1..6,
         )
         .prop_map(|items| {

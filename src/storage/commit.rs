@@ -42,7 +42,9 @@ impl Commit {
     pub fn wait(self) -> Result<(), StorageError> {
         match self.0 {
             Inner::Ready(outcome) => outcome,
-            Inner::Pending(rx) => futures::executor::block_on(rx).unwrap_or(Err(StorageError::Closed)),
+            Inner::Pending(rx) => {
+                futures::executor::block_on(rx).unwrap_or(Err(StorageError::Closed))
+            }
         }
     }
 

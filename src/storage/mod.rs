@@ -30,7 +30,9 @@ pub use memory::MemoryStorage;
 pub enum StorageError {
     /// The store was written by a newer release; opening it could lose data it understands and
     /// we do not.
-    #[error("store {path} has format version {found}, newer than the {supported} this release supports")]
+    #[error(
+        "store {path} has format version {found}, newer than the {supported} this release supports"
+    )]
     NewerFormat {
         /// The store's path.
         path: std::path::PathBuf,

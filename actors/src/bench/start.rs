@@ -40,7 +40,9 @@ async fn plain_round(n: usize) -> Result<Phase, String> {
     let t0 = Instant::now();
     let mut actors = Vec::with_capacity(n);
     for _ in 0..n {
-        let (actor, join) = Actor::spawn(None, Counter, None).await.map_err(|e| e.to_string())?;
+        let (actor, join) = Actor::spawn(None, Counter, None)
+            .await
+            .map_err(|e| e.to_string())?;
         actors.push((actor, join));
     }
     let t1 = Instant::now();
@@ -51,15 +53,23 @@ async fn plain_round(n: usize) -> Result<Phase, String> {
         join.await.map_err(|e| e.to_string())?;
     }
     let t2 = Instant::now();
-    Ok(Phase { start: t1 - t0, stop: t2 - t1 })
+    Ok(Phase {
+        start: t1 - t0,
+        stop: t2 - t1,
+    })
 }
 
 async fn hub_round(hub: &Hub, n: usize, round: usize) -> Result<Phase, String> {
-    let specs: Vec<ChildSpec> = (0..n).map(|i| ChildSpec::new(format!("r{round}-c{i}"), counter::KIND)).collect();
+    let specs: Vec<ChildSpec> = (0..n)
+        .map(|i| ChildSpec::new(format!("r{round}-c{i}"), counter::KIND))
+        .collect();
     let ids: Vec<ChildId> = specs.iter().map(|s| s.id.clone()).collect();
     let opts = StartOptions::new().timeout(Duration::from_secs(600));
     let t0 = Instant::now();
-    let started = hub.start_children(specs, opts).await.map_err(|e| e.to_string())?;
+    let started = hub
+        .start_children(specs, opts)
+        .await
+        .map_err(|e| e.to_string())?;
     let t1 = Instant::now();
     if !started.is_ok() || started.started.len() != n {
         return Err(format!("hub start failed: {} errors", started.errors.len()));
@@ -75,7 +85,10 @@ async fn hub_round(hub: &Hub, n: usize, round: usize) -> Result<Phase, String> {
     if !hub.registry_dump().is_empty() {
         return Err("registry not empty after stop".into());
     }
-    Ok(Phase { start: t1 - t0, stop: t2 - t1 })
+    Ok(Phase {
+        start: t1 - t0,
+        stop: t2 - t1,
+    })
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -101,7 +114,10 @@ pub fn run(args: StartBenchArgs) -> Result<(), String> {
         let (hub, _join) = Hub::spawn(ProcessHub::new("bench-start"), crate::default_kinds())
             .await
             .map_err(|e| e.to_string())?;
-        eprintln!("bench start: {n} children, 1 warm-up + {} rounds", args.rounds);
+        eprintln!(
+            "bench start: {n} children, 1 warm-up + {} rounds",
+            args.rounds
+        );
         let (mut hub_phases, mut plain_phases) = (Vec::new(), Vec::new());
         for round in 0..=args.rounds {
             let (h, p) = if round % 2 == 0 {
