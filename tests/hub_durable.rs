@@ -19,7 +19,7 @@ async fn a_durable_backend_keeps_its_rows_across_a_hub_restart() {
         .build()
         .unwrap();
 
-    let (hub, _) = Hub::spawn(config.clone(), process_hub_actors::default_kinds())
+    let (hub, join) = Hub::spawn(config.clone(), process_hub_actors::default_kinds())
         .await
         .expect("durable hub spawns");
     let specs: Vec<_> = (0..20)
@@ -34,6 +34,10 @@ async fn a_durable_backend_keeps_its_rows_across_a_hub_restart() {
     let before = hub.registry_dump();
     assert_eq!(before.len(), 19);
     hub.shutdown().await.unwrap();
+    // The store closes when the hub's actors are gone and the last handle is dropped (a
+    // handle keeps the read view open); only then can this process open it again.
+    drop(hub);
+    join.await.unwrap();
 
     let (hub, _) = Hub::spawn(config, process_hub_actors::default_kinds())
         .await
