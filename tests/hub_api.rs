@@ -431,3 +431,52 @@ async fn static_children_start_at_boot_or_boot_fails() {
         other => panic!("expected StaticChildren, got {:?}", other.map(|_| ())),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_starts_of_one_id_yield_one_child() {
+    let hub = spawn_hub("api-concurrent").await;
+    let attempts = (0..16).map(|_| {
+        let hub = hub.clone();
+        tokio::spawn(async move {
+            hub.start_child(counter("contended"), StartOptions::new())
+                .await
+        })
+    });
+    let mut started = 0;
+    let mut refused = 0;
+    for attempt in futures::future::join_all(attempts).await {
+        let result = attempt.unwrap().unwrap();
+        started += result.started.len();
+        refused += result
+            .errors
+            .iter()
+            .filter(|e| e.reason == ChildStartError::AlreadyStarted)
+            .count();
+    }
+    assert_eq!((started, refused), (1, 15));
+    assert_eq!(hub.registry_dump().len(), 1);
+    hub.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn hubs_in_one_process_are_independent() {
+    let a = spawn_hub("api-indep-a").await;
+    let b = spawn_hub("api-indep-b").await;
+    assert!(a
+        .start_child(counter("same"), StartOptions::new())
+        .await
+        .unwrap()
+        .is_ok());
+    assert!(b
+        .start_child(counter("same"), StartOptions::new())
+        .await
+        .unwrap()
+        .is_ok());
+    assert_ne!(a.get_pid(&"same".into()), b.get_pid(&"same".into()));
+    a.stop_child("same", StopOptions::new()).await.unwrap();
+    assert!(a.child_lookup(&"same".into()).is_none());
+    assert!(b.child_lookup(&"same".into()).is_some());
+    a.shutdown().await.unwrap();
+    assert!(b.is_alive());
+    b.shutdown().await.unwrap();
+}

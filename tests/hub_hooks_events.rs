@@ -231,7 +231,7 @@ impl Actor for Counting {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_event_of_a_burst_of_10000_starts_reaches_every_subscriber() {
     let hub = spawn_hub("events-burst").await;
     let (counter, _) = Actor::spawn(None, Counting, ()).await.unwrap();

@@ -153,7 +153,7 @@ async fn temporary_children_are_never_restarted_and_leave_the_registry() {
     hub.shutdown().await.unwrap();
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exceeding_restart_intensity_escalates_and_the_node_restores_its_children() {
     let config = ProcessHub::builder("sup-intensity")
         .restart_intensity(2, 3600)
