@@ -104,17 +104,12 @@ impl HubBuilder {
             // A static child may have a row from a previous run (durable backends): starting
             // it again is the point, so existing rows are not a refusal here.
             let opts = StartOptions::new().check_existing(false);
-            let outcome = hub.start_children(statics, opts).await;
-            let errors = match outcome {
-                Ok(result) if result.is_ok() => Vec::new(),
+            let errors = match hub.start_children(statics, opts).await {
                 Ok(result) => result.errors,
-                Err(e) => vec![crate::ChildFailure {
-                    id: ChildId::from("*"),
-                    node: hub.shared.node.clone(),
-                    reason: crate::ChildStartError::NodeUnavailable {
-                        reason: e.to_string(),
-                    },
-                }],
+                Err(e) => {
+                    let _ = hub.shutdown().await;
+                    return Err(SpawnError::Actor(format!("static children: {e}")));
+                }
             };
             if !errors.is_empty() {
                 let _ = hub.shutdown().await;

@@ -67,7 +67,7 @@ impl StartResult {
 pub struct StoppedChild {
     /// The child.
     pub id: ChildId,
-    /// The nodes it was stopped on (empty for a row that had no running process).
+    /// The nodes that stopped it (for a row no process backed, the node that dropped the row).
     pub nodes: Vec<NodeName>,
 }
 

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 
@@ -196,15 +196,13 @@ impl Actor for HubSupervisor {
                 node: shared.node.clone(),
             }
         });
-        let budget = shared.config.shutdown_timeout();
-        let short = Duration::from_secs(5).min(budget);
-        for (role, wait) in [
-            (Role::Coordinator, short),
-            (Role::Janitor, short),
-            (Role::ChildSupervisor, budget),
-            (Role::Registry, budget),
-        ] {
+        // One budget for the whole shutdown, shared by the steps in order.
+        let deadline = Instant::now() + shared.config.shutdown_timeout();
+        for role in [Role::Coordinator, Role::Janitor, Role::ChildSupervisor, Role::Registry] {
             if let Some(cell) = state.cell_of(role) {
+                let wait = deadline
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(10));
                 if cell
                     .stop_and_wait(Some("hub shutdown".into()), Some(wait))
                     .await
