@@ -6,6 +6,7 @@
 //! message type usable from user code; [`register_all`] adds them all to a kind table.
 
 pub mod bench;
+pub mod command;
 pub mod counter;
 pub mod crasher;
 pub mod kv_shard;
