@@ -4,7 +4,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::Metadata;
+use super::errors::{StartError, StopError};
+use crate::model::{Metadata, ReservedMetadataKey, RESERVED_METADATA_KEY};
+
+/// The longest timeout a request may ask for.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// What to do with the children that did start when others of the same request failed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,6 +96,31 @@ impl StartOptions {
     pub fn tag(self, tag: impl Into<String>) -> Self {
         self.metadata("tag", tag)
     }
+
+    /// Checks the options of a request for `children` children; returns the effective timeout
+    /// (`default` when none is set).
+    pub fn validate(&self, children: usize, default: Duration) -> Result<Duration, StartError> {
+        if children == 0 {
+            return Err(StartError::NoChildren);
+        }
+        if self.metadata.contains_key(RESERVED_METADATA_KEY) {
+            return Err(ReservedMetadataKey.into());
+        }
+        let timeout = self.timeout.unwrap_or(default);
+        if timeout > MAX_TIMEOUT {
+            return Err(StartError::InvalidOption {
+                option: "timeout",
+                reason: "at most one hour",
+            });
+        }
+        if self.on_failure == OnFailure::Rollback && !self.awaitable {
+            return Err(StartError::InvalidOption {
+                option: "on_failure",
+                reason: "rollback needs the results: set awaitable",
+            });
+        }
+        Ok(timeout)
+    }
 }
 
 /// Options of `stop_child` / `stop_children`.
@@ -129,5 +158,90 @@ impl StopOptions {
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
+    }
+
+    /// Checks the options of a request for `children` children; returns the effective timeout.
+    pub fn validate(&self, children: usize, default: Duration) -> Result<Duration, StopError> {
+        if children == 0 {
+            return Err(StopError::NoChildren);
+        }
+        let timeout = self.timeout.unwrap_or(default);
+        if timeout > MAX_TIMEOUT {
+            return Err(StopError::InvalidOption {
+                option: "timeout",
+                reason: "at most one hour",
+            });
+        }
+        Ok(timeout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEFAULT: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn start_options_are_checked_with_the_right_error() {
+        assert_eq!(
+            StartOptions::new().validate(0, DEFAULT),
+            Err(StartError::NoChildren)
+        );
+        assert_eq!(StartOptions::new().validate(3, DEFAULT), Ok(DEFAULT));
+        let t = Duration::from_millis(5);
+        assert_eq!(StartOptions::new().timeout(t).validate(1, DEFAULT), Ok(t));
+        assert!(matches!(
+            StartOptions::new()
+                .metadata(RESERVED_METADATA_KEY, "x")
+                .validate(1, DEFAULT),
+            Err(StartError::ReservedMetadataKey(_))
+        ));
+        assert!(matches!(
+            StartOptions::new()
+                .timeout(MAX_TIMEOUT + Duration::from_millis(1))
+                .validate(1, DEFAULT),
+            Err(StartError::InvalidOption {
+                option: "timeout",
+                ..
+            })
+        ));
+        assert!(matches!(
+            StartOptions::new()
+                .awaitable(false)
+                .on_failure(OnFailure::Rollback)
+                .validate(1, DEFAULT),
+            Err(StartError::InvalidOption {
+                option: "on_failure",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn stop_options_are_checked_with_the_right_error() {
+        assert_eq!(
+            StopOptions::new().validate(0, DEFAULT),
+            Err(StopError::NoChildren)
+        );
+        assert_eq!(StopOptions::new().validate(1, DEFAULT), Ok(DEFAULT));
+        assert!(matches!(
+            StopOptions::new()
+                .timeout(MAX_TIMEOUT * 2)
+                .validate(1, DEFAULT),
+            Err(StopError::InvalidOption {
+                option: "timeout",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn options_load_from_json_with_defaults() {
+        let opts: StartOptions =
+            serde_json::from_str(r#"{"on_failure":"rollback","metadata":{"tag":"a"}}"#).unwrap();
+        assert!(opts.awaitable && opts.check_existing);
+        assert_eq!(opts.on_failure, OnFailure::Rollback);
+        assert_eq!(opts.metadata["tag"], "a");
     }
 }

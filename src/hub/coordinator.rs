@@ -7,9 +7,10 @@
 //! messages, so the coordinator never waits on a node and keeps serving other requests.
 //!
 //! On one node the owner is always this node and delivery is a message to the local child
-//! supervisor. Routing is isolated in [`CoordinatorState::owner_of`] and the `deliver_*`
-//! functions: the cluster adds placement over its members and a remote branch there, and the
-//! rest of the pipeline (pending table, timeouts, rollback) stays as it is.
+//! supervisor. Routing is isolated in [`CoordinatorState::owner_of`] (placement) and
+//! [`super::delivery`] (how a batch reaches a node and its answer comes back): the cluster adds
+//! placement over its members and a remote branch there, and the rest of the pipeline (pending
+//! table, timeouts, rollback) stays as it is.
 //!
 //! The state is the seed's `Coordinator.State` cut to what one node needs: the hub's fixed parts
 //! (`hub`), `pending_operations`, and the request id counter.
@@ -21,8 +22,8 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr, RpcReplyPort};
 use tokio::task::JoinHandle;
 
-use super::child_supervisor::{
-    ChildSupMsg, NodeStartReport, NodeStopReport, StartBatch, StopBatch,
+use super::delivery::{
+    self, NodeStartReport, NodeStopReport, StartBatch, StartReply, StopBatch, StopReply,
 };
 use super::HubShared;
 use crate::api::errors::{ChildStartError, ChildStopError, StartError, StopError};
@@ -31,10 +32,7 @@ use crate::api::results::{
     ChildFailure, StartResult, StartedChild, StopFailure, StopResult, StoppedChild,
 };
 use crate::core::{plan_start, Rejection};
-use crate::model::{ChildId, ChildSpec, Metadata, NodeName, RESERVED_METADATA_KEY};
-
-/// The longest timeout a request may ask for.
-const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+use crate::model::{ChildId, ChildSpec, Metadata, NodeName};
 
 pub(crate) type StartReplyPort = RpcReplyPort<Result<StartResult, StartError>>;
 pub(crate) type StopReplyPort = RpcReplyPort<Result<StopResult, StopError>>;
@@ -118,7 +116,7 @@ impl CoordinatorState {
         self.next_request_id
     }
 
-    /// Sends a start batch to `node`; its answer comes back as `NodeStarted`.
+    /// Sends a start batch to `node`; when awaited its answer comes back as `NodeStarted`.
     fn deliver_start(
         &self,
         myself: &ActorRef<CoordinatorMsg>,
@@ -129,7 +127,7 @@ impl CoordinatorState {
         awaited: bool,
     ) {
         let coordinator = myself.clone();
-        let reply: Box<dyn FnOnce(NodeStartReport) + Send> = if awaited {
+        let reply: StartReply = if awaited {
             Box::new(move |report| {
                 let _ = coordinator.cast(CoordinatorMsg::NodeStarted { request_id, report });
             })
@@ -140,48 +138,18 @@ impl CoordinatorState {
                 }
             })
         };
-        let unavailable = |children: Vec<(ChildSpec, Metadata)>,
-                           reply: Box<dyn FnOnce(NodeStartReport) + Send>,
-                           reason: &str| {
-            reply(NodeStartReport {
-                node: node.clone(),
-                started: Vec::new(),
-                errors: children
-                    .into_iter()
-                    .map(|(s, _)| {
-                        (
-                            s.id,
-                            ChildStartError::NodeUnavailable {
-                                reason: reason.to_owned(),
-                            },
-                        )
-                    })
-                    .collect(),
-            })
-        };
-        if node != &self.hub.node {
-            return unavailable(children, reply, "not a member of this hub");
-        }
-        let Some(supervisor) = self.hub.child_supervisor() else {
-            return unavailable(children, reply, "child supervisor is restarting");
-        };
-        let batch = StartBatch {
-            children,
-            existing_ok,
-            reply,
-        };
-        if let Err(MessagingErr::SendErr(ChildSupMsg::Start(batch))) =
-            supervisor.cast(ChildSupMsg::Start(batch))
-        {
-            unavailable(
-                batch.children,
-                batch.reply,
-                "child supervisor is restarting",
-            );
-        }
+        delivery::deliver_start(
+            &self.hub,
+            node,
+            StartBatch {
+                children,
+                existing_ok,
+                reply,
+            },
+        );
     }
 
-    /// Sends a stop batch to `node`; its answer comes back as `NodeStopped`.
+    /// Sends a stop batch to `node`; when awaited its answer comes back as `NodeStopped`.
     fn deliver_stop(
         &self,
         myself: &ActorRef<CoordinatorMsg>,
@@ -191,42 +159,14 @@ impl CoordinatorState {
         awaited: bool,
     ) {
         let coordinator = myself.clone();
-        let reply: Box<dyn FnOnce(NodeStopReport) + Send> = if awaited {
+        let reply: StopReply = if awaited {
             Box::new(move |report| {
                 let _ = coordinator.cast(CoordinatorMsg::NodeStopped { request_id, report });
             })
         } else {
             Box::new(|_| {})
         };
-        let unavailable =
-            |ids: Vec<ChildId>, reply: Box<dyn FnOnce(NodeStopReport) + Send>, reason: &str| {
-                reply(NodeStopReport {
-                    node: node.clone(),
-                    stopped: Vec::new(),
-                    errors: ids
-                        .into_iter()
-                        .map(|id| {
-                            (
-                                id,
-                                ChildStopError::NodeUnavailable {
-                                    reason: reason.to_owned(),
-                                },
-                            )
-                        })
-                        .collect(),
-                })
-            };
-        if node != &self.hub.node {
-            return unavailable(ids, reply, "not a member of this hub");
-        }
-        let Some(supervisor) = self.hub.child_supervisor() else {
-            return unavailable(ids, reply, "child supervisor is restarting");
-        };
-        if let Err(MessagingErr::SendErr(ChildSupMsg::Stop(batch))) =
-            supervisor.cast(ChildSupMsg::Stop(StopBatch { ids, reply }))
-        {
-            unavailable(batch.ids, batch.reply, "child supervisor is restarting");
-        }
+        delivery::deliver_stop(&self.hub, node, StopBatch { ids, reply });
     }
 
     fn arm_timer(
@@ -246,31 +186,13 @@ impl CoordinatorState {
         opts: StartOptions,
         reply: StartReplyPort,
     ) {
-        if specs.is_empty() {
-            let _ = reply.send(Err(StartError::NoChildren));
-            return;
-        }
-        if opts.metadata.contains_key(RESERVED_METADATA_KEY) {
-            let _ = reply.send(Err(crate::model::ReservedMetadataKey.into()));
-            return;
-        }
-        let timeout = opts
-            .timeout
-            .unwrap_or_else(|| self.hub.config.default_timeout());
-        if timeout > MAX_TIMEOUT {
-            let _ = reply.send(Err(StartError::InvalidOption {
-                option: "timeout",
-                reason: "at most one hour",
-            }));
-            return;
-        }
-        if opts.on_failure == OnFailure::Rollback && !opts.awaitable {
-            let _ = reply.send(Err(StartError::InvalidOption {
-                option: "on_failure",
-                reason: "rollback needs the results: set awaitable",
-            }));
-            return;
-        }
+        let timeout = match opts.validate(specs.len(), self.hub.config.default_timeout()) {
+            Ok(timeout) => timeout,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
         let storage = self.hub.storage.clone();
         let plan = plan_start(
             specs,
@@ -351,20 +273,13 @@ impl CoordinatorState {
         opts: StopOptions,
         reply: StopReplyPort,
     ) {
-        if ids.is_empty() {
-            let _ = reply.send(Err(StopError::NoChildren));
-            return;
-        }
-        let timeout = opts
-            .timeout
-            .unwrap_or_else(|| self.hub.config.default_timeout());
-        if timeout > MAX_TIMEOUT {
-            let _ = reply.send(Err(StopError::InvalidOption {
-                option: "timeout",
-                reason: "at most one hour",
-            }));
-            return;
-        }
+        let timeout = match opts.validate(ids.len(), self.hub.config.default_timeout()) {
+            Ok(timeout) => timeout,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
         let mut errors = Vec::new();
         let mut by_node: BTreeMap<NodeName, Vec<ChildId>> = BTreeMap::new();
         let mut seen = std::collections::HashSet::new();

@@ -17,6 +17,7 @@
 
 pub(crate) mod child_supervisor;
 pub(crate) mod coordinator;
+pub(crate) mod delivery;
 pub(crate) mod janitor;
 pub(crate) mod registry;
 pub(crate) mod supervisor;

@@ -198,7 +198,12 @@ impl Actor for HubSupervisor {
         });
         // One budget for the whole shutdown, shared by the steps in order.
         let deadline = Instant::now() + shared.config.shutdown_timeout();
-        for role in [Role::Coordinator, Role::Janitor, Role::ChildSupervisor, Role::Registry] {
+        for role in [
+            Role::Coordinator,
+            Role::Janitor,
+            Role::ChildSupervisor,
+            Role::Registry,
+        ] {
             if let Some(cell) = state.cell_of(role) {
                 let wait = deadline
                     .saturating_duration_since(Instant::now())

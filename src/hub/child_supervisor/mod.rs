@@ -16,59 +16,28 @@
 //! one id cannot both start it. Starting is sequential, like OTP's `start_child`: a child's
 //! `pre_start` holds the supervisor, so it should be quick.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
-use tokio::task::JoinHandle;
 
+use super::delivery::{NodeStartReport, StartBatch, StopBatch};
 use super::registry::{RegistryMsg, RegistryOp, WriteDone};
 use super::HubShared;
-use crate::api::errors::{ChildStartError, ChildStopError};
+use crate::api::errors::ChildStartError;
 use crate::core::{
     restart_decision, ExitKind, IntensityVerdict, RestartDecision, RestartIntensity,
 };
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
-use crate::model::{ChildId, ChildSpec, Metadata, NodeName, Pid, Row, Shutdown};
+use crate::model::{ChildId, ChildSpec, NodeName, Pid, Row, Shutdown};
 use crate::storage::{now_ms, StorageError};
 
-/// What a node answers to a start batch.
-#[derive(Debug, Default)]
-pub(crate) struct NodeStartReport {
-    pub node: NodeName,
-    pub started: Vec<(ChildId, Pid)>,
-    pub errors: Vec<(ChildId, ChildStartError)>,
-}
+mod stopping;
 
-/// What a node answers to a stop batch.
-#[derive(Debug, Default)]
-pub(crate) struct NodeStopReport {
-    pub node: NodeName,
-    pub stopped: Vec<ChildId>,
-    pub errors: Vec<(ChildId, ChildStopError)>,
-}
-
-/// Where a node's answer goes; a closure so that the cluster can ship it back over the wire.
-pub(crate) type StartReply = Box<dyn FnOnce(NodeStartReport) + Send>;
-/// Where a node's stop answer goes.
-pub(crate) type StopReply = Box<dyn FnOnce(NodeStopReport) + Send>;
-
-/// Children to start on this node.
-pub(crate) struct StartBatch {
-    pub children: Vec<(ChildSpec, Metadata)>,
-    /// A child already running here counts as started (`check_existing: false`).
-    pub existing_ok: bool,
-    pub reply: StartReply,
-}
-
-/// Children to stop on this node.
-pub(crate) struct StopBatch {
-    pub ids: Vec<ChildId>,
-    pub reply: StopReply,
-}
+use stopping::StopGroup;
 
 pub(crate) enum ChildSupMsg {
     Start(StartBatch),
@@ -93,19 +62,6 @@ impl ractor::Message for ChildSupMsg {}
 struct RunningChild {
     spec: ChildSpec,
     cell: ActorCell,
-}
-
-struct StoppingChild {
-    id: ChildId,
-    cell: ActorCell,
-    grace_ms: u64,
-}
-
-struct StopGroup {
-    reply: Option<StopReply>,
-    waiting: HashMap<ActorId, StoppingChild>,
-    stopped: Vec<ChildId>,
-    timers: Vec<JoinHandle<Result<(), ractor::MessagingErr<ChildSupMsg>>>>,
 }
 
 pub(crate) struct ChildSupervisor;
@@ -283,118 +239,6 @@ impl ChildSupState {
                     }
                 }
                 reply(report);
-            })),
-        );
-    }
-
-    fn stop_batch(&mut self, myself: &ActorRef<ChildSupMsg>, batch: StopBatch) {
-        self.next_group += 1;
-        let group_id = self.next_group;
-        let mut group = StopGroup {
-            reply: Some(batch.reply),
-            waiting: HashMap::new(),
-            stopped: Vec::new(),
-            timers: Vec::new(),
-        };
-        let mut graces: BTreeMap<u64, ()> = BTreeMap::new();
-        for id in batch.ids {
-            if let Some(running) = self.children.remove(&id) {
-                let aid = running.cell.get_id();
-                self.by_actor.remove(&aid);
-                self.shared.local_children.remove(&id);
-                self.stopping.insert(aid, group_id);
-                let grace_ms = match running.spec.shutdown {
-                    Shutdown::Kill => {
-                        running.cell.kill();
-                        0
-                    }
-                    Shutdown::TimeoutMs(ms) => {
-                        running.cell.stop(Some("stopped by the hub".into()));
-                        graces.insert(ms, ());
-                        ms
-                    }
-                };
-                group.waiting.insert(
-                    aid,
-                    StoppingChild {
-                        id,
-                        cell: running.cell,
-                        grace_ms,
-                    },
-                );
-            } else {
-                // Not running here (never was, or waiting for a restart): stopping it only
-                // means forgetting it. Idempotent, like stopping a stopped child.
-                self.awaiting_retry.remove(&id);
-                group.stopped.push(id);
-            }
-        }
-        for grace_ms in graces.into_keys() {
-            group
-                .timers
-                .push(myself.send_after(Duration::from_millis(grace_ms), move || {
-                    ChildSupMsg::StopDeadline {
-                        group: group_id,
-                        grace_ms,
-                    }
-                }));
-        }
-        self.stop_groups.insert(group_id, group);
-        self.maybe_finish(group_id);
-    }
-
-    fn maybe_finish(&mut self, group_id: u64) {
-        let done = self
-            .stop_groups
-            .get(&group_id)
-            .is_some_and(|g| g.waiting.is_empty());
-        if !done {
-            return;
-        }
-        let Some(mut group) = self.stop_groups.remove(&group_id) else {
-            return;
-        };
-        for t in &group.timers {
-            t.abort();
-        }
-        let node = self.node().clone();
-        let ops = group
-            .stopped
-            .iter()
-            .map(|id| RegistryOp::Unbind {
-                id: id.clone(),
-                node: node.clone(),
-            })
-            .collect();
-        let stopped = std::mem::take(&mut group.stopped);
-        let reply = group.reply.take();
-        self.write(
-            ops,
-            Some(Box::new(move |outcome: Result<(), StorageError>| {
-                let mut report = NodeStopReport {
-                    node,
-                    ..NodeStopReport::default()
-                };
-                match outcome {
-                    Ok(()) => report.stopped = stopped,
-                    Err(e) => {
-                        let message = e.to_string();
-                        report.errors = stopped
-                            .into_iter()
-                            .map(|id| {
-                                (
-                                    id,
-                                    ChildStopError::Storage {
-                                        message: message.clone(),
-                                    },
-                                )
-                            })
-                            .collect();
-                    }
-                }
-                if let Some(reply) = reply {
-                    reply(report);
-                }
             })),
         );
     }
