@@ -480,3 +480,40 @@ async fn hubs_in_one_process_are_independent() {
     assert!(b.is_alive());
     b.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_stop_followed_at_once_by_a_start_keeps_the_new_child_recorded() {
+    let hub = spawn_hub("api-stop-start").await;
+    let slow = ChildSpec::new("phoenix", "crasher")
+        .with_args(&CrasherArgs {
+            slow_stop_ms: 200,
+            ..Default::default()
+        })
+        .unwrap();
+    hub.start_child(slow.clone(), StartOptions::new())
+        .await
+        .unwrap();
+    let old = hub.local_child(&"phoenix".into()).unwrap();
+    let (_, mut rx) = hub.subscribe_channel();
+    hub.stop_child("phoenix", StopOptions::new().awaitable(false))
+        .await
+        .unwrap();
+    let again = hub
+        .start_child(slow, StartOptions::new().check_existing(false))
+        .await
+        .unwrap();
+    let new_pid = again.pid_of(&"phoenix".into()).expect("started again");
+    assert_ne!(new_pid, old.get_id().pid());
+    common::wait_event(&mut rx, "old instance stopped", |e| {
+        matches!(e, process_hub::HubEvent::ChildStopped { .. })
+    })
+    .await;
+    // Registry writes apply in order: once this awaited start is answered, a late unbind of
+    // the stopped instance (if any) would already be visible.
+    hub.start_child(counter("barrier"), StartOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(hub.get_pid(&"phoenix".into()), Some(new_pid));
+    assert!(hub.local_child(&"phoenix".into()).is_some());
+    hub.shutdown().await.unwrap();
+}

@@ -100,9 +100,12 @@ impl ChildSupState {
             t.abort();
         }
         let node = self.node().clone();
+        // A child started again under the same id while this group waited (a stop followed
+        // by a start) owns the row now: its binding must not be removed by this late write.
         let ops = group
             .stopped
             .iter()
+            .filter(|id| !self.children.contains_key(*id))
             .map(|id| RegistryOp::Unbind {
                 id: id.clone(),
                 node: node.clone(),
