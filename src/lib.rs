@@ -5,7 +5,20 @@
 //! there, moves it when nodes come and go, and keeps a copy of the registry on every node.
 //!
 //! The crate is laid out by architecture: [`model`] is the pure row model and its merge rules,
-//! [`storage`] holds the registry backends.
+//! [`storage`] holds the registry backends, [`core`] the pure decisions of the hub, `hub` its
+//! actors, and the API ([`Hub`], [`HubMsg`], options, results, errors) sits on top, with
+//! [`config`], [`kinds`], [`hooks`] and [`events`].
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use process_hub::{ChildKinds, ChildSpec, Hub, ProcessHub, StartOptions};
+//! let kinds = ChildKinds::new(); // register your actor types here
+//! let (hub, _join) = Hub::spawn(ProcessHub::new("orders"), kinds).await?;
+//! let result = hub.start_child(ChildSpec::new("order-1", "counter"), StartOptions::new()).await?;
+//! println!("started: {:?}, errors: {:?}", result.started, result.errors);
+//! hub.shutdown().await?;
+//! # Ok(()) }
+//! ```
 
 #![warn(missing_docs)]
 
@@ -15,3 +28,22 @@ pub mod core;
 pub mod model;
 pub mod recovery;
 pub mod storage;
+
+pub mod config;
+pub mod events;
+pub mod hooks;
+pub mod kinds;
+
+mod api;
+mod hub;
+
+pub use api::{
+    ChildFailure, ChildInfo, ChildStartError, ChildStopError, Hub, HubBuilder, HubMsg, OnFailure,
+    ProcessEntry, ProcessScope, ShutdownTimedOut, SpawnError, StartError, StartOptions,
+    StartResult, StartedChild, StopError, StopFailure, StopOptions, StopResult, StoppedChild,
+};
+pub use config::{ConfigError, ProcessHub, ProcessHubBuilder};
+pub use events::{EventSink, HubEvent, SubscriptionId};
+pub use hooks::{HookAction, HookError, HookEvent, HookHandler, HookKey, Hooks};
+pub use kinds::{ChildKinds, KindError};
+pub use model::{ChildArgs, ChildId, ChildSpec, Metadata, NodeName, Pid, Restart, Row, Shutdown};

@@ -1,6 +1,35 @@
 //! Ready-made child actors that a process hub hosts, their kind registrations, and the pieces of
 //! the `process-hub` binary.
+//!
+//! Kinds: [`counter::Counter`] (`"counter"`), [`kv_shard::KvShard`] (`"kv_shard"`),
+//! [`ticker::Ticker`] (`"ticker"`) and [`crasher::Crasher`] (`"crasher"`, for tests). Each has a
+//! message type usable from user code; [`register_all`] adds them all to a kind table.
+
 pub mod baseline;
+pub mod bench;
 pub mod cli;
+pub mod command;
+pub mod counter;
+pub mod crasher;
 pub mod demo;
 pub mod harness;
+pub mod kv_shard;
+pub mod ticker;
+
+use process_hub::ChildKinds;
+
+/// Registers every kind of this crate under its name.
+pub fn register_all(kinds: &mut ChildKinds) {
+    kinds
+        .register(counter::KIND, counter::Counter)
+        .register(kv_shard::KIND, kv_shard::KvShard)
+        .register(ticker::KIND, ticker::Ticker)
+        .register(crasher::KIND, crasher::Crasher);
+}
+
+/// A kind table with every kind of this crate.
+pub fn default_kinds() -> ChildKinds {
+    let mut kinds = ChildKinds::new();
+    register_all(&mut kinds);
+    kinds
+}

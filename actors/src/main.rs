@@ -13,6 +13,9 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Benchmarks (JSON on stdout, progress on stderr).
+    #[command(subcommand)]
+    Bench(process_hub_actors::bench::BenchCommand),
     /// One process of the plain-ractor baseline of `bench cluster` (internal).
     #[command(hide = true)]
     BaselineNode(baseline::BaselineArgs),
@@ -44,6 +47,7 @@ fn main() {
     init_tracing();
     let cli = Cli::parse();
     let outcome: Result<(), String> = match cli.command {
+        Command::Bench(cmd) => process_hub_actors::bench::run(cmd),
         Command::BaselineNode(args) => runtime()
             .block_on(baseline::run(args))
             .map_err(|e| e.to_string()),

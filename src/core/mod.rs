@@ -1,8 +1,9 @@
 //! The pure core: decisions without actors, IO or clocks.
 //!
 //! Everything here takes time and observations as inputs and returns what to do, so every corner
-//! is a unit or property test and every node reaches the same answer from the same inputs. The
-//! actors own the timers, the files and the sockets, and call into it.
+//! (a restart storm, a batch naming one id twice, a recovery round) is a unit or property test and
+//! every node reaches the same answer from the same inputs. The actors own the timers, the files
+//! and the sockets, call into it, and carry out what it returns.
 
 pub mod boot;
 pub mod declared_list;
@@ -11,3 +12,11 @@ pub mod manifest_ship;
 pub mod reconcile;
 pub mod recovery;
 pub mod recovery_config;
+
+mod intensity;
+mod plan;
+mod restart;
+
+pub use intensity::{IntensityVerdict, RestartIntensity};
+pub use plan::{plan_start, PlannedChild, Rejection, StartPlan};
+pub use restart::{restart_decision, ExitKind, RestartDecision};

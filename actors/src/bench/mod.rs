@@ -1,0 +1,20 @@
+//! Benchmarks of the `process-hub bench` command. Each prints one JSON object on stdout and
+//! measures against a baseline in the same run; progress goes to stderr.
+
+pub mod start;
+
+use clap::Subcommand;
+
+/// `process-hub bench <which>`.
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Start and stop N children through a hub, against plain ractor spawn/stop.
+    Start(start::StartBenchArgs),
+}
+
+/// Runs a bench command; the error is printed by the caller.
+pub fn run(cmd: BenchCommand) -> Result<(), String> {
+    match cmd {
+        BenchCommand::Start(args) => start::run(args),
+    }
+}

@@ -1,0 +1,169 @@
+//! `process-hub bench start --nodes 1 --children N --json`.
+//!
+//! Starts N `counter` children through a hub (one awaited `start_children`, registry writes
+//! included, memory backend) and stops them (one awaited `stop_children`), and as the baseline
+//! spawns and stops the same N actors with plain ractor. Rounds alternate hub and baseline; the
+//! median of each phase is reported. `overhead_ratio` = hub (start + stop) / plain (spawn + stop).
+
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use process_hub::{ChildId, ChildSpec, Hub, ProcessHub, StartOptions, StopOptions};
+use ractor::Actor;
+use serde_json::json;
+
+use crate::counter::{self, Counter};
+
+/// Flags of `bench start`.
+#[derive(Args, Debug)]
+pub struct StartBenchArgs {
+    /// Nodes in the hub (only 1 until the cluster exists).
+    #[arg(long, default_value_t = 1)]
+    pub nodes: usize,
+    /// Children started and stopped per round.
+    #[arg(long, default_value_t = 10_000)]
+    pub children: usize,
+    /// Measured rounds (after one warm-up round).
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
+    /// Print the result as JSON (the only format; kept for the documented command line).
+    #[arg(long)]
+    pub json: bool,
+}
+
+struct Phase {
+    start: Duration,
+    stop: Duration,
+}
+
+async fn plain_round(n: usize) -> Result<Phase, String> {
+    let t0 = Instant::now();
+    let mut actors = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (actor, join) = Actor::spawn(None, Counter, None)
+            .await
+            .map_err(|e| e.to_string())?;
+        actors.push((actor, join));
+    }
+    let t1 = Instant::now();
+    for (actor, _) in &actors {
+        actor.stop(None);
+    }
+    for (_, join) in actors {
+        join.await.map_err(|e| e.to_string())?;
+    }
+    let t2 = Instant::now();
+    Ok(Phase {
+        start: t1 - t0,
+        stop: t2 - t1,
+    })
+}
+
+async fn hub_round(hub: &Hub, n: usize, round: usize) -> Result<Phase, String> {
+    let specs: Vec<ChildSpec> = (0..n)
+        .map(|i| ChildSpec::new(format!("r{round}-c{i}"), counter::KIND))
+        .collect();
+    let ids: Vec<ChildId> = specs.iter().map(|s| s.id.clone()).collect();
+    let opts = StartOptions::new().timeout(Duration::from_secs(600));
+    let t0 = Instant::now();
+    let started = hub
+        .start_children(specs, opts)
+        .await
+        .map_err(|e| e.to_string())?;
+    let t1 = Instant::now();
+    if !started.is_ok() || started.started.len() != n {
+        return Err(format!("hub start failed: {} errors", started.errors.len()));
+    }
+    let stopped = hub
+        .stop_children(ids, StopOptions::new().timeout(Duration::from_secs(600)))
+        .await
+        .map_err(|e| e.to_string())?;
+    let t2 = Instant::now();
+    if !stopped.is_ok() || stopped.stopped.len() != n {
+        return Err(format!("hub stop failed: {} errors", stopped.errors.len()));
+    }
+    if !hub.registry_dump().is_empty() {
+        return Err("registry not empty after stop".into());
+    }
+    Ok(Phase {
+        start: t1 - t0,
+        stop: t2 - t1,
+    })
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn per_s(n: usize, d: Duration) -> f64 {
+    n as f64 / d.as_secs_f64().max(1e-9)
+}
+
+/// Runs the benchmark and prints its JSON line.
+pub fn run(args: StartBenchArgs) -> Result<(), String> {
+    if args.nodes != 1 {
+        return Err("bench start supports --nodes 1 until the cluster exists".into());
+    }
+    if args.children == 0 || args.rounds == 0 {
+        return Err("--children and --rounds must be at least 1".into());
+    }
+    let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
+    rt.block_on(async move {
+        let n = args.children;
+        let (hub, _join) = Hub::spawn(ProcessHub::new("bench-start"), crate::default_kinds())
+            .await
+            .map_err(|e| e.to_string())?;
+        eprintln!(
+            "bench start: {n} children, 1 warm-up + {} rounds",
+            args.rounds
+        );
+        let (mut hub_phases, mut plain_phases) = (Vec::new(), Vec::new());
+        for round in 0..=args.rounds {
+            let (h, p) = if round % 2 == 0 {
+                let h = hub_round(&hub, n, round).await?;
+                (h, plain_round(n).await?)
+            } else {
+                let p = plain_round(n).await?;
+                (hub_round(&hub, n, round).await?, p)
+            };
+            eprintln!(
+                "round {round}{}: hub start {:?} stop {:?} | ractor spawn {:?} stop {:?}",
+                if round == 0 { " (warm-up)" } else { "" },
+                h.start,
+                h.stop,
+                p.start,
+                p.stop
+            );
+            if round > 0 {
+                hub_phases.push(h);
+                plain_phases.push(p);
+            }
+        }
+        hub.shutdown().await.map_err(|e| e.to_string())?;
+        let hub_start = median(hub_phases.iter().map(|p| p.start).collect());
+        let hub_stop = median(hub_phases.iter().map(|p| p.stop).collect());
+        let hub_total = median(hub_phases.iter().map(|p| p.start + p.stop).collect());
+        let plain_start = median(plain_phases.iter().map(|p| p.start).collect());
+        let plain_stop = median(plain_phases.iter().map(|p| p.stop).collect());
+        let plain_total = median(plain_phases.iter().map(|p| p.start + p.stop).collect());
+        let out = json!({
+            "bench": "start",
+            "nodes": 1,
+            "children": n,
+            "rounds": args.rounds,
+            "backend": "memory",
+            "start_per_s": per_s(n, hub_start),
+            "stop_per_s": per_s(n, hub_stop),
+            "hub_start_ms": hub_start.as_secs_f64() * 1e3,
+            "hub_stop_ms": hub_stop.as_secs_f64() * 1e3,
+            "ractor_spawn_per_s": per_s(n, plain_start),
+            "ractor_stop_per_s": per_s(n, plain_stop),
+            "ractor_spawn_ms": plain_start.as_secs_f64() * 1e3,
+            "ractor_stop_ms": plain_stop.as_secs_f64() * 1e3,
+            "overhead_ratio": hub_total.as_secs_f64() / plain_total.as_secs_f64().max(1e-9),
+        });
+        println!("{out}");
+        Ok(())
+    })
+}

@@ -1,0 +1,60 @@
+//! `counter`: an integer that can be incremented and read. Needs no arguments; accepts an
+//! optional start value (`{"start": 5}`).
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use serde::{Deserialize, Serialize};
+
+/// The kind name.
+pub const KIND: &str = "counter";
+
+/// Optional arguments.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CounterArgs {
+    /// The initial value (default 0).
+    pub start: i64,
+}
+
+/// Messages of a counter.
+#[derive(Debug)]
+pub enum CounterMsg {
+    /// Adds to the value.
+    Increment(i64),
+    /// Answers the value.
+    Get(RpcReplyPort<i64>),
+}
+
+impl ractor::Message for CounterMsg {}
+
+/// The counter actor.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Counter;
+
+impl Actor for Counter {
+    type Msg = CounterMsg;
+    type State = i64;
+    type Arguments = Option<CounterArgs>;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: Self::Arguments,
+    ) -> Result<i64, ActorProcessingErr> {
+        Ok(args.unwrap_or_default().start)
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        value: &mut i64,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            CounterMsg::Increment(by) => *value += by,
+            CounterMsg::Get(reply) => {
+                let _ = reply.send(*value);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,351 @@
+//! The `Hub` handle: a cloneable, async front of one running hub.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorCell, ActorRef, ActorStatus};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::errors::{SpawnError, StartError, StopError};
+use super::msg::HubMsg;
+use super::options::{StartOptions, StopOptions};
+use super::reads;
+use super::results::{ChildInfo, ProcessEntry, ProcessScope, StartResult, StopResult};
+use crate::config::ProcessHub;
+use crate::events::{EventSink, HubEvent, SubscriptionId};
+use crate::hooks::{HookError, HookHandler, HookKey, Hooks};
+use crate::hub::supervisor::HubSupervisor;
+use crate::hub::HubShared;
+use crate::kinds::ChildKinds;
+use crate::model::{ChildId, ChildSpec, NodeName, Pid, Row};
+use crate::storage::open_backend;
+
+/// A graceful shutdown did not finish within the hub's `shutdown_timeout_ms`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("hub did not shut down within {0:?}; its remaining actors were killed")]
+pub struct ShutdownTimedOut(pub Duration);
+
+/// A running hub. Clone it freely: every clone talks to the same hub.
+///
+/// Writes (`start_*`, `stop_*`) go through the hub's actors; reads (`child_lookup`,
+/// `process_list`, ...) read the registry view directly and never wait on an actor.
+#[derive(Clone)]
+pub struct Hub {
+    shared: Arc<HubShared>,
+    root: ActorRef<HubMsg>,
+}
+
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hub")
+            .field("hub_id", &self.shared.config.hub_id)
+            .field("node", &self.shared.node)
+            .finish()
+    }
+}
+
+/// Spawns a hub with hooks, subscribers or a supervisor attached before it boots.
+pub struct HubBuilder {
+    config: ProcessHub,
+    kinds: ChildKinds,
+    hooks: Vec<(HookKey, HookHandler)>,
+    sinks: Vec<EventSink>,
+    supervisor: Option<ActorCell>,
+}
+
+impl HubBuilder {
+    /// Registers a hook handler before boot (so it also sees the static children).
+    pub fn hook(mut self, key: HookKey, handler: HookHandler) -> Self {
+        self.hooks.push((key, handler));
+        self
+    }
+
+    /// Subscribes to events before boot.
+    pub fn subscriber(mut self, sink: EventSink) -> Self {
+        self.sinks.push(sink);
+        self
+    }
+
+    /// Links the hub's root actor under `supervisor`: when the hub gives up (its own restart
+    /// intensity is exceeded) the supervisor sees `ActorFailed`.
+    pub fn supervisor(mut self, supervisor: ActorCell) -> Self {
+        self.supervisor = Some(supervisor);
+        self
+    }
+
+    /// Validates the config, opens the registry backend, boots the actor tree and starts the
+    /// static children (awaited). Fails, leaving nothing running, if any step fails.
+    pub async fn spawn(self) -> Result<(Hub, JoinHandle<()>), SpawnError> {
+        self.config.validate()?;
+        let storage = open_backend(
+            &self.config.registry_backend,
+            &self.config.data_dir,
+            &self.config.hub_id,
+        )?;
+        let hooks = Hooks::new();
+        for (key, handler) in self.hooks {
+            hooks.register(key, handler)?;
+        }
+        let statics = self.config.child_specs.clone();
+        let shared = Arc::new(HubShared::new(self.config, storage, self.kinds, hooks));
+        for sink in self.sinks {
+            shared.events.subscribe(sink);
+        }
+        // No name: ractor's name registry is process-global and many hubs share a process.
+        let spawned = match self.supervisor {
+            Some(sup) => Actor::spawn_linked(None, HubSupervisor, shared.clone(), sup).await,
+            None => Actor::spawn(None, HubSupervisor, shared.clone()).await,
+        };
+        let (root, join) = spawned.map_err(|e| SpawnError::Actor(e.to_string()))?;
+        let hub = Hub { shared, root };
+        if !statics.is_empty() {
+            // A static child may have a row from a previous run (durable backends): starting
+            // it again is the point, so existing rows are not a refusal here.
+            let opts = StartOptions::new().check_existing(false);
+            let errors = match hub.start_children(statics, opts).await {
+                Ok(result) => result.errors,
+                Err(e) => {
+                    let _ = hub.shutdown().await;
+                    return Err(SpawnError::Actor(format!("static children: {e}")));
+                }
+            };
+            if !errors.is_empty() {
+                let _ = hub.shutdown().await;
+                return Err(SpawnError::StaticChildren { errors });
+            }
+        }
+        Ok((hub, join))
+    }
+}
+
+impl Hub {
+    /// A builder, to attach hooks, subscribers or a supervisor before the hub boots.
+    pub fn builder(config: ProcessHub, kinds: ChildKinds) -> HubBuilder {
+        HubBuilder {
+            config,
+            kinds,
+            hooks: Vec::new(),
+            sinks: Vec::new(),
+            supervisor: None,
+        }
+    }
+
+    /// Spawns a hub (unsupervised) and returns its handle and the root actor's join handle.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use process_hub::{ChildKinds, Hub, ProcessHub};
+    /// let (hub, _join) = Hub::spawn(ProcessHub::new("orders"), ChildKinds::new()).await?;
+    /// hub.shutdown().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn spawn(
+        config: ProcessHub,
+        kinds: ChildKinds,
+    ) -> Result<(Hub, JoinHandle<()>), SpawnError> {
+        Self::builder(config, kinds).spawn().await
+    }
+
+    /// The hub's root actor, for the `HubMsg` API.
+    pub fn actor(&self) -> ActorRef<HubMsg> {
+        self.root.clone()
+    }
+
+    /// The hub id.
+    pub fn hub_id(&self) -> &str {
+        &self.shared.config.hub_id
+    }
+
+    /// This node's name.
+    pub fn node(&self) -> &NodeName {
+        &self.shared.node
+    }
+
+    /// The config the hub runs with.
+    pub fn config(&self) -> &ProcessHub {
+        &self.shared.config
+    }
+
+    async fn call<T: Send + 'static>(
+        &self,
+        build: impl FnOnce(ractor::RpcReplyPort<T>) -> HubMsg,
+    ) -> Result<T, String> {
+        match self.root.call(build, None).await {
+            Ok(ractor::rpc::CallResult::Success(v)) => Ok(v),
+            Ok(_) => Err("the hub dropped the request".into()),
+            Err(e) => Err(format!("the hub is not running: {e}")),
+        }
+    }
+
+    /// Starts one child. See [`Hub::start_children`].
+    pub async fn start_child(
+        &self,
+        spec: ChildSpec,
+        opts: StartOptions,
+    ) -> Result<StartResult, StartError> {
+        self.call(|reply| HubMsg::StartChild { spec, opts, reply })
+            .await
+            .map_err(StartError::HubUnavailable)?
+    }
+
+    /// Starts children: validated, deduplicated, checked against the registry
+    /// (`check_existing`), delivered in one batch per owner node. Awaited (the default), it
+    /// answers once every child is running and recorded, failed, or timed out; with
+    /// `on_failure: Rollback` a partial failure stops what did start. A child's failure is an
+    /// entry in `errors`, never a hub crash.
+    pub async fn start_children(
+        &self,
+        specs: Vec<ChildSpec>,
+        opts: StartOptions,
+    ) -> Result<StartResult, StartError> {
+        self.call(|reply| HubMsg::StartChildren { specs, opts, reply })
+            .await
+            .map_err(StartError::HubUnavailable)?
+    }
+
+    /// Stops one child. See [`Hub::stop_children`].
+    pub async fn stop_child(
+        &self,
+        id: impl Into<ChildId>,
+        opts: StopOptions,
+    ) -> Result<StopResult, StopError> {
+        let id = id.into();
+        self.call(|reply| HubMsg::StopChild { id, opts, reply })
+            .await
+            .map_err(StopError::HubUnavailable)?
+    }
+
+    /// Stops children on the nodes that run them (each gets its shutdown grace, then is
+    /// killed) and removes their rows. Unknown ids are `not_found` errors.
+    pub async fn stop_children(
+        &self,
+        ids: Vec<ChildId>,
+        opts: StopOptions,
+    ) -> Result<StopResult, StopError> {
+        self.call(|reply| HubMsg::StopChildren { ids, opts, reply })
+            .await
+            .map_err(StopError::HubUnavailable)?
+    }
+
+    /// The child's spec and where it runs, or `None`.
+    pub fn child_lookup(&self, id: &ChildId) -> Option<ChildInfo> {
+        reads::child_lookup(&self.shared, id, false)
+    }
+
+    /// Like [`Hub::child_lookup`], with the child's metadata.
+    pub fn child_lookup_with_metadata(&self, id: &ChildId) -> Option<ChildInfo> {
+        reads::child_lookup(&self.shared, id, true)
+    }
+
+    /// Every node's pid of the child (empty if unknown).
+    pub fn get_pids(&self, id: &ChildId) -> Vec<(NodeName, Pid)> {
+        reads::get_pids(&self.shared, id)
+    }
+
+    /// The child's first pid, or `None`.
+    pub fn get_pid(&self, id: &ChildId) -> Option<Pid> {
+        self.get_pids(id).first().map(|(_, p)| *p)
+    }
+
+    /// The children (sorted by id), globally or on this node.
+    pub fn process_list(&self, scope: ProcessScope) -> Vec<ProcessEntry> {
+        reads::process_list(&self.shared, scope)
+    }
+
+    /// The whole registry copy of this node.
+    pub fn registry_dump(&self) -> BTreeMap<ChildId, Row> {
+        reads::registry_dump(&self.shared)
+    }
+
+    /// Children whose metadata `tag` is `tag`.
+    pub fn tag_query(&self, tag: &str) -> Vec<ProcessEntry> {
+        reads::tag_query(&self.shared, tag)
+    }
+
+    /// The hub's members, sorted; with `include_local` this node too.
+    pub fn nodes(&self, include_local: bool) -> Vec<NodeName> {
+        reads::nodes(&self.shared, include_local)
+    }
+
+    /// Whether the hub's root actor is running.
+    pub fn is_alive(&self) -> bool {
+        self.root.get_status() == ActorStatus::Running
+    }
+
+    /// The actor of a child running on this node.
+    pub fn local_child(&self, id: &ChildId) -> Option<ActorCell> {
+        self.shared
+            .local_children
+            .get(id)
+            .map(|c| c.value().clone())
+    }
+
+    /// A typed ref to a child running on this node; `None` if it is not running here or its
+    /// message type is not `M`.
+    pub fn local_child_ref<M: ractor::Message>(&self, id: &ChildId) -> Option<ActorRef<M>> {
+        let cell = self.local_child(id)?;
+        (cell.is_message_type_of::<M>() == Some(true)).then(|| cell.into())
+    }
+
+    /// Events go to `actor` (never dropped, never blocking the hub).
+    pub fn subscribe(&self, actor: ActorRef<HubEvent>) -> SubscriptionId {
+        self.shared.events.subscribe(EventSink::actor(actor))
+    }
+
+    /// Events go to `actor`, converted into its message type by `map`.
+    pub fn subscribe_mapped<M: ractor::Message>(
+        &self,
+        actor: ActorRef<M>,
+        map: impl Fn(HubEvent) -> M + Send + Sync + 'static,
+    ) -> SubscriptionId {
+        self.shared
+            .events
+            .subscribe(EventSink::actor_mapped(actor, map))
+    }
+
+    /// Events go to a new unbounded channel.
+    pub fn subscribe_channel(&self) -> (SubscriptionId, mpsc::UnboundedReceiver<HubEvent>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (self.shared.events.subscribe(EventSink::channel(tx)), rx)
+    }
+
+    /// Cancels a subscription; `false` if it did not exist.
+    pub fn unsubscribe(&self, id: SubscriptionId) -> bool {
+        self.shared.events.unsubscribe(id)
+    }
+
+    /// Registers a hook handler (`DuplicateHandlerId` if the id is taken for the key).
+    pub fn register_hook(&self, key: HookKey, handler: HookHandler) -> Result<(), HookError> {
+        self.shared.hooks.register(key, handler)
+    }
+
+    /// Cancels a hook handler.
+    pub fn cancel_hook(&self, key: HookKey, handler_id: &str) -> Result<(), HookError> {
+        self.shared.hooks.cancel(key, handler_id)
+    }
+
+    /// The ids of the handlers of `key`, in the order they run.
+    pub fn hook_handlers(&self, key: HookKey) -> Vec<String> {
+        self.shared.hooks.handler_ids(key)
+    }
+
+    /// Stops the hub gracefully: `coordinator_shutdown` hooks, then the coordinator, the children
+    /// (each with its shutdown grace) and the registry (every acknowledged write committed).
+    /// Rows stay in the registry backend, so a durable hub finds them at its next boot.
+    pub async fn shutdown(&self) -> Result<(), ShutdownTimedOut> {
+        let budget = self.shared.config.shutdown_timeout() + Duration::from_secs(5);
+        match self
+            .root
+            .stop_and_wait(Some("shutdown".into()), Some(budget))
+            .await
+        {
+            Err(ractor::RactorErr::Timeout) => {
+                self.root.kill();
+                Err(ShutdownTimedOut(budget))
+            }
+            _ => Ok(()),
+        }
+    }
+}

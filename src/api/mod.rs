@@ -1,0 +1,17 @@
+//! The public API: the [`Hub`] handle, the [`HubMsg`] messages, options, results and errors.
+
+pub(crate) mod errors;
+mod handle;
+pub(crate) mod msg;
+pub(crate) mod options;
+pub(crate) mod reads;
+pub(crate) mod results;
+
+pub use errors::{ChildStartError, ChildStopError, SpawnError, StartError, StopError};
+pub use handle::{Hub, HubBuilder, ShutdownTimedOut};
+pub use msg::HubMsg;
+pub use options::{OnFailure, StartOptions, StopOptions};
+pub use results::{
+    ChildFailure, ChildInfo, ProcessEntry, ProcessScope, StartResult, StartedChild, StopFailure,
+    StopResult, StoppedChild,
+};

@@ -1,0 +1,131 @@
+//! `HubMsg`: the hub's API as messages, for actor-style use.
+//!
+//! Every operation of [`crate::Hub`] is also a variant here, sent to the hub's root actor
+//! (`hub.actor()`) with a reply port, e.g.
+//! `hub_ref.call(|reply| HubMsg::StartChild { spec, opts, reply }, None).await`. Lookups
+//! answered here read the same registry view the handle reads directly.
+
+use std::collections::BTreeMap;
+
+use ractor::RpcReplyPort;
+
+use super::errors::{StartError, StopError};
+use super::options::{StartOptions, StopOptions};
+use super::results::{ChildInfo, ProcessEntry, ProcessScope, StartResult, StopResult};
+use crate::events::{EventSink, SubscriptionId};
+use crate::hooks::{HookError, HookHandler, HookKey};
+use crate::model::{ChildId, ChildSpec, NodeName, Pid, Row};
+
+/// The messages a hub's root actor understands.
+pub enum HubMsg {
+    /// Start one child.
+    StartChild {
+        /// The child.
+        spec: ChildSpec,
+        /// Options.
+        opts: StartOptions,
+        /// The answer.
+        reply: RpcReplyPort<Result<StartResult, StartError>>,
+    },
+    /// Start several children in one request (one batch per node: the fast path).
+    StartChildren {
+        /// The children.
+        specs: Vec<ChildSpec>,
+        /// Options.
+        opts: StartOptions,
+        /// The answer.
+        reply: RpcReplyPort<Result<StartResult, StartError>>,
+    },
+    /// Stop one child.
+    StopChild {
+        /// The child.
+        id: ChildId,
+        /// Options.
+        opts: StopOptions,
+        /// The answer.
+        reply: RpcReplyPort<Result<StopResult, StopError>>,
+    },
+    /// Stop several children.
+    StopChildren {
+        /// The children.
+        ids: Vec<ChildId>,
+        /// Options.
+        opts: StopOptions,
+        /// The answer.
+        reply: RpcReplyPort<Result<StopResult, StopError>>,
+    },
+    /// Look a child up.
+    ChildLookup {
+        /// The child.
+        id: ChildId,
+        /// Include its metadata.
+        with_metadata: bool,
+        /// The answer.
+        reply: RpcReplyPort<Option<ChildInfo>>,
+    },
+    /// Every node's pid of a child.
+    GetPids {
+        /// The child.
+        id: ChildId,
+        /// The answer.
+        reply: RpcReplyPort<Vec<(NodeName, Pid)>>,
+    },
+    /// The children, globally or on this node.
+    ProcessList {
+        /// Which.
+        scope: ProcessScope,
+        /// The answer.
+        reply: RpcReplyPort<Vec<ProcessEntry>>,
+    },
+    /// The whole registry copy.
+    RegistryDump {
+        /// The answer.
+        reply: RpcReplyPort<BTreeMap<ChildId, Row>>,
+    },
+    /// Children whose metadata `tag` equals `tag`.
+    TagQuery {
+        /// The tag.
+        tag: String,
+        /// The answer.
+        reply: RpcReplyPort<Vec<ProcessEntry>>,
+    },
+    /// The hub's members.
+    Nodes {
+        /// Include this node.
+        include_local: bool,
+        /// The answer.
+        reply: RpcReplyPort<Vec<NodeName>>,
+    },
+    /// Subscribe to the hub's events.
+    Subscribe {
+        /// Where events go.
+        sink: EventSink,
+        /// The subscription id, if wanted.
+        reply: Option<RpcReplyPort<SubscriptionId>>,
+    },
+    /// Cancel a subscription.
+    Unsubscribe {
+        /// The subscription.
+        id: SubscriptionId,
+    },
+    /// Register a hook handler.
+    RegisterHook {
+        /// The hook.
+        key: HookKey,
+        /// The handler.
+        handler: HookHandler,
+        /// The answer.
+        reply: RpcReplyPort<Result<(), HookError>>,
+    },
+    /// Cancel a hook handler.
+    CancelHook {
+        /// The hook.
+        key: HookKey,
+        /// The handler's id.
+        handler_id: String,
+        /// The answer.
+        reply: RpcReplyPort<Result<(), HookError>>,
+    },
+}
+
+impl ractor::Message for HubMsg {}

@@ -1,0 +1,93 @@
+//! The read side of the API: answered from the registry view, without an actor round trip.
+
+use std::collections::BTreeMap;
+
+use super::results::{ChildInfo, ProcessEntry, ProcessScope};
+use crate::hub::HubShared;
+use crate::model::{ChildId, NodeName, Pid, Row};
+
+fn nodes_of(row: &Row) -> Vec<(NodeName, Pid)> {
+    row.node_pids.iter().map(|(n, p)| (n.clone(), *p)).collect()
+}
+
+pub(crate) fn child_lookup(
+    hub: &HubShared,
+    id: &ChildId,
+    with_metadata: bool,
+) -> Option<ChildInfo> {
+    hub.storage.get(id).map(|row| ChildInfo {
+        nodes: nodes_of(&row),
+        metadata: with_metadata.then(|| row.metadata.clone()),
+        spec: row.spec,
+    })
+}
+
+pub(crate) fn get_pids(hub: &HubShared, id: &ChildId) -> Vec<(NodeName, Pid)> {
+    hub.storage
+        .get(id)
+        .map(|row| nodes_of(&row))
+        .unwrap_or_default()
+}
+
+fn sorted(mut entries: Vec<ProcessEntry>) -> Vec<ProcessEntry> {
+    entries.sort_by(|a, b| a.id.cmp(&b.id));
+    entries
+}
+
+pub(crate) fn process_list(hub: &HubShared, scope: ProcessScope) -> Vec<ProcessEntry> {
+    let rows = hub.storage.export_all();
+    let entries = match scope {
+        ProcessScope::Global => rows
+            .iter()
+            .map(|row| ProcessEntry {
+                id: row.spec.id.clone(),
+                nodes: nodes_of(row),
+            })
+            .collect(),
+        ProcessScope::Local => rows
+            .iter()
+            .filter_map(|row| {
+                row.node_pids.get(&hub.node).map(|pid| ProcessEntry {
+                    id: row.spec.id.clone(),
+                    nodes: vec![(hub.node.clone(), *pid)],
+                })
+            })
+            .collect(),
+    };
+    sorted(entries)
+}
+
+pub(crate) fn registry_dump(hub: &HubShared) -> BTreeMap<ChildId, Row> {
+    hub.storage
+        .export_all()
+        .into_iter()
+        .map(|row| (row.spec.id.clone(), row))
+        .collect()
+}
+
+pub(crate) fn tag_query(hub: &HubShared, tag: &str) -> Vec<ProcessEntry> {
+    sorted(
+        hub.storage
+            .export_all()
+            .iter()
+            .filter(|row| row.tag() == Some(tag))
+            .map(|row| ProcessEntry {
+                id: row.spec.id.clone(),
+                nodes: nodes_of(row),
+            })
+            .collect(),
+    )
+}
+
+pub(crate) fn nodes(hub: &HubShared, include_local: bool) -> Vec<NodeName> {
+    let mut members: Vec<NodeName> = hub
+        .members
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter(|n| include_local || **n != hub.node)
+        .cloned()
+        .collect();
+    members.sort();
+    members
+}

@@ -1,0 +1,403 @@
+//! The hub's configuration: the `ProcessHub` struct, its builder, and its validation.
+//!
+//! Everything a hub needs to know before it boots lives here, as plain data that loads from TOML
+//! or JSON (`serde`) or is built in code ([`ProcessHub::builder`]). Hooks are not part of it:
+//! closures do not serialize, so they are registered on the builder of [`crate::Hub`] or on a
+//! running hub's handle.
+//!
+//! Validation happens once, when the hub is spawned ([`ProcessHub::validate`]): a bad value is a
+//! [`ConfigError`] naming the option and the range it must lie in, never a panic or a silent clamp.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{ChildId, ChildSpec, NodeName};
+use crate::storage::BackendConfig;
+
+/// A configuration value outside its allowed range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A numeric or duration option is out of range.
+    #[error("option `{option}` is {value}, allowed range is {allowed}")]
+    OutOfRange {
+        /// The option's name as written in the config file.
+        option: &'static str,
+        /// The rejected value, as text.
+        value: String,
+        /// The allowed range, as text (`1..=10000`, `> 0 ms`, ...).
+        allowed: &'static str,
+    },
+    /// A text option is malformed (an empty hub id, a node name without `@`, ...).
+    #[error("option `{option}` is invalid ({value:?}): {reason}")]
+    Invalid {
+        /// The option's name.
+        option: &'static str,
+        /// The rejected value.
+        value: String,
+        /// What is expected.
+        reason: &'static str,
+    },
+    /// Two static child specs share an id.
+    #[error("option `child_specs` names child {id} twice")]
+    DuplicateChildSpec {
+        /// The repeated id.
+        id: ChildId,
+    },
+    /// The config file could not be parsed.
+    #[error("cannot parse the hub configuration: {0}")]
+    Parse(String),
+}
+
+/// The configuration of one hub on one node (the original's `%ProcessHub{}`).
+///
+/// Only `hub_id` has no sensible default. Durations are written in milliseconds in files
+/// (`*_ms` fields) so that TOML and JSON stay readable.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProcessHub {
+    /// The hub's name. Hubs with the same id on connected nodes form one cluster, and a node may
+    /// run several hubs with different ids. Non-empty, at most 128 bytes, no `/`.
+    pub hub_id: String,
+    /// The local node's identity `name@host`, the key of this node's entries in a row's
+    /// `node_pids`. Default `local@localhost`.
+    pub node_name: NodeName,
+    /// Children started (awaited) when the hub boots; boot fails if any cannot start.
+    pub child_specs: Vec<ChildSpec>,
+    /// Where the registry copy lives. Default: memory.
+    pub registry_backend: BackendConfig,
+    /// Base directory of the disk backends' default path (`<data_dir>/process_hub/<hub_id>/`).
+    /// Default `./data`.
+    pub data_dir: PathBuf,
+    /// Restart intensity: at most this many restarts of local children ... Range `0..=1_000_000`,
+    /// default 100.
+    pub max_restarts: u32,
+    /// ... within this many seconds; more escalates to the hub supervisor. Range `1..=3600`,
+    /// default 4.
+    pub max_seconds: u32,
+    /// How many times the hub supervisor restarts a failed hub actor within `max_seconds`
+    /// before it gives up and stops the hub. Range `0..=1000`, default 3.
+    pub hub_max_restarts: u32,
+    /// Time allowed for a graceful shutdown of the whole hub (children included), in ms.
+    /// Range `1..=3_600_000`, default 60 000 (the original's `dsup_shutdown_timeout`).
+    pub shutdown_timeout_ms: u64,
+    /// Default `timeout` of start and stop requests, in ms. Range `0..=3_600_000`,
+    /// default 10 000.
+    pub default_timeout_ms: u64,
+    /// Period of the janitor's sweep of expired TTL rows, in ms. Range `10..=86_400_000`,
+    /// default 15 000 (the original's `storage_purge_interval`).
+    pub storage_purge_interval_ms: u64,
+}
+
+impl Default for ProcessHub {
+    fn default() -> Self {
+        Self {
+            hub_id: String::new(),
+            node_name: "local@localhost".to_owned(),
+            child_specs: Vec::new(),
+            registry_backend: BackendConfig::Memory,
+            data_dir: PathBuf::from("./data"),
+            max_restarts: 100,
+            max_seconds: 4,
+            hub_max_restarts: 3,
+            shutdown_timeout_ms: 60_000,
+            default_timeout_ms: 10_000,
+            storage_purge_interval_ms: 15_000,
+        }
+    }
+}
+
+fn range<T: PartialOrd + ToString>(
+    option: &'static str,
+    value: T,
+    lo: T,
+    hi: T,
+    allowed: &'static str,
+) -> Result<(), ConfigError> {
+    if value < lo || value > hi {
+        return Err(ConfigError::OutOfRange {
+            option,
+            value: value.to_string(),
+            allowed,
+        });
+    }
+    Ok(())
+}
+
+impl ProcessHub {
+    /// A config with defaults for everything but the hub id.
+    pub fn new(hub_id: impl Into<String>) -> Self {
+        Self {
+            hub_id: hub_id.into(),
+            ..Self::default()
+        }
+    }
+
+    /// A builder starting from [`ProcessHub::new`].
+    pub fn builder(hub_id: impl Into<String>) -> ProcessHubBuilder {
+        ProcessHubBuilder(Self::new(hub_id))
+    }
+
+    /// Parses a TOML document (unknown keys are rejected so that typos do not pass silently).
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))
+    }
+
+    /// Parses a JSON document.
+    pub fn from_json_str(text: &str) -> Result<Self, ConfigError> {
+        serde_json::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))
+    }
+
+    /// Checks every option against its range. Called by `Hub::spawn`; callable earlier to
+    /// report a bad file before doing anything else.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.hub_id.is_empty() || self.hub_id.len() > 128 || self.hub_id.contains('/') {
+            return Err(ConfigError::Invalid {
+                option: "hub_id",
+                value: self.hub_id.clone(),
+                reason: "must be 1..=128 bytes without '/'",
+            });
+        }
+        let valid_node = self.node_name.split_once('@').is_some_and(|(name, host)| {
+            !name.is_empty() && !host.is_empty() && !host.contains('@')
+        });
+        if !valid_node {
+            return Err(ConfigError::Invalid {
+                option: "node_name",
+                value: self.node_name.clone(),
+                reason: "must be `name@host` with both parts non-empty",
+            });
+        }
+        range(
+            "max_restarts",
+            self.max_restarts,
+            0,
+            1_000_000,
+            "0..=1000000",
+        )?;
+        range("max_seconds", self.max_seconds, 1, 3600, "1..=3600")?;
+        range(
+            "hub_max_restarts",
+            self.hub_max_restarts,
+            0,
+            1000,
+            "0..=1000",
+        )?;
+        range(
+            "shutdown_timeout_ms",
+            self.shutdown_timeout_ms,
+            1,
+            3_600_000,
+            "1..=3600000",
+        )?;
+        range(
+            "default_timeout_ms",
+            self.default_timeout_ms,
+            0,
+            3_600_000,
+            "0..=3600000",
+        )?;
+        range(
+            "storage_purge_interval_ms",
+            self.storage_purge_interval_ms,
+            10,
+            86_400_000,
+            "10..=86400000",
+        )?;
+        let mut seen = std::collections::HashSet::new();
+        for spec in &self.child_specs {
+            if ChildId::parse(spec.id.as_str()).is_err() {
+                return Err(ConfigError::Invalid {
+                    option: "child_specs",
+                    value: spec.id.to_string(),
+                    reason: "child ids must be 1..=480 bytes",
+                });
+            }
+            if !seen.insert(&spec.id) {
+                return Err(ConfigError::DuplicateChildSpec {
+                    id: spec.id.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The shutdown budget as a duration.
+    pub fn shutdown_timeout(&self) -> Duration {
+        Duration::from_millis(self.shutdown_timeout_ms)
+    }
+
+    /// The default request timeout as a duration.
+    pub fn default_timeout(&self) -> Duration {
+        Duration::from_millis(self.default_timeout_ms)
+    }
+
+    /// The janitor's period as a duration.
+    pub fn storage_purge_interval(&self) -> Duration {
+        Duration::from_millis(self.storage_purge_interval_ms)
+    }
+}
+
+/// Builds a [`ProcessHub`] in code; `build` validates.
+#[derive(Clone, Debug)]
+pub struct ProcessHubBuilder(ProcessHub);
+
+impl ProcessHubBuilder {
+    /// Sets the local node's `name@host`.
+    pub fn node_name(mut self, name: impl Into<NodeName>) -> Self {
+        self.0.node_name = name.into();
+        self
+    }
+
+    /// Adds a static child started at boot.
+    pub fn child_spec(mut self, spec: ChildSpec) -> Self {
+        self.0.child_specs.push(spec);
+        self
+    }
+
+    /// Sets the registry backend.
+    pub fn registry_backend(mut self, backend: BackendConfig) -> Self {
+        self.0.registry_backend = backend;
+        self
+    }
+
+    /// Sets the data directory.
+    pub fn data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.0.data_dir = dir.into();
+        self
+    }
+
+    /// Sets the restart intensity of local children.
+    pub fn restart_intensity(mut self, max_restarts: u32, max_seconds: u32) -> Self {
+        self.0.max_restarts = max_restarts;
+        self.0.max_seconds = max_seconds;
+        self
+    }
+
+    /// Sets how often the hub supervisor restarts a failed hub actor before giving up.
+    pub fn hub_max_restarts(mut self, n: u32) -> Self {
+        self.0.hub_max_restarts = n;
+        self
+    }
+
+    /// Sets the graceful shutdown budget.
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.0.shutdown_timeout_ms = timeout.as_millis() as u64;
+        self
+    }
+
+    /// Sets the default request timeout.
+    pub fn default_timeout(mut self, timeout: Duration) -> Self {
+        self.0.default_timeout_ms = timeout.as_millis() as u64;
+        self
+    }
+
+    /// Sets the janitor's sweep period.
+    pub fn storage_purge_interval(mut self, period: Duration) -> Self {
+        self.0.storage_purge_interval_ms = period.as_millis() as u64;
+        self
+    }
+
+    /// Validates and returns the config.
+    pub fn build(self) -> Result<ProcessHub, ConfigError> {
+        self.0.validate()?;
+        Ok(self.0)
+    }
+
+    /// Returns the config without validating (`Hub::spawn` validates anyway).
+    pub fn build_unchecked(self) -> ProcessHub {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_once_an_id_is_given() {
+        assert!(ProcessHub::new("h").validate().is_ok());
+        assert!(matches!(
+            ProcessHub::default().validate(),
+            Err(ConfigError::Invalid {
+                option: "hub_id",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn out_of_range_options_name_the_option() {
+        let err = ProcessHub::builder("h")
+            .restart_intensity(5, 0)
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::OutOfRange {
+                    option: "max_seconds",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let err = ProcessHub::builder("h")
+            .node_name("nohost")
+            .build()
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            ConfigError::Invalid {
+                option: "node_name",
+                ..
+            }
+        ));
+        let err = ProcessHub::builder("h")
+            .storage_purge_interval(Duration::from_millis(1))
+            .build()
+            .unwrap_err();
+        assert!(err.to_string().contains("storage_purge_interval_ms"));
+    }
+
+    #[test]
+    fn duplicate_static_children_are_rejected() {
+        let err = ProcessHub::builder("h")
+            .child_spec(ChildSpec::new("a", "counter"))
+            .child_spec(ChildSpec::new("a", "counter"))
+            .build()
+            .unwrap_err();
+        assert_eq!(err, ConfigError::DuplicateChildSpec { id: "a".into() });
+    }
+
+    #[test]
+    fn loads_from_toml_and_json() {
+        let cfg = ProcessHub::from_toml_str(
+            r#"
+            hub_id = "orders"
+            node_name = "a@127.0.0.1"
+            max_restarts = 10
+            registry_backend = { type = "durable", path = "/tmp/x" }
+            [[child_specs]]
+            id = "c1"
+            kind = "counter"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(cfg.hub_id, "orders");
+        assert_eq!(cfg.max_restarts, 10);
+        assert_eq!(cfg.max_seconds, 4);
+        assert_eq!(cfg.child_specs.len(), 1);
+        assert!(matches!(
+            cfg.registry_backend,
+            BackendConfig::Durable { .. }
+        ));
+        let json = serde_json::to_string(&cfg).unwrap();
+        assert_eq!(ProcessHub::from_json_str(&json).unwrap(), cfg);
+        assert!(matches!(
+            ProcessHub::from_toml_str("hub_id = \"x\"\nmax_restart = 3"),
+            Err(ConfigError::Parse(_))
+        ));
+    }
+}

@@ -1,0 +1,227 @@
+//! Hub events: what an application observes about its hub, the ractor way of "watching
+//! supervisor events".
+//!
+//! Subscribers are actors (any `ActorRef<M>` with a mapping from [`HubEvent`] to `M`) or tokio
+//! channels. Delivery is **unbounded per subscriber**: the hub never waits on a subscriber and
+//! never drops an event for a live one, so a slow subscriber costs memory, not correctness. (A
+//! bounded queue would need either back-pressure on the hub or lost events; both are worse for a
+//! supervisor. ractor's own mailboxes are unbounded for the same reason.) A subscriber whose
+//! actor or receiver is gone is dropped from the list at the next event.
+//!
+//! Ordering: events from one hub actor arrive in the order that actor emitted them. Child
+//! lifecycle events come from the child supervisor, registry events from the registry after the
+//! write is committed, so a `RegistryInserted` may arrive before or after the matching
+//! `ChildStarted`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::RwLock;
+
+use ractor::ActorRef;
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+use crate::model::{ChildId, NodeName, Pid};
+
+/// Something that happened in a hub.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum HubEvent {
+    /// A child's actor started (first start of this id on `node`).
+    ChildStarted {
+        /// The child.
+        id: ChildId,
+        /// Where.
+        node: NodeName,
+        /// Its pid.
+        pid: Pid,
+    },
+    /// A child could not be started (unknown kind, bad arguments, `pre_start` failed).
+    ChildStartFailed {
+        /// The child.
+        id: ChildId,
+        /// Where.
+        node: NodeName,
+        /// Why.
+        reason: String,
+    },
+    /// A child's actor ended on its own (crash, kill or normal exit).
+    ChildExited {
+        /// The child.
+        id: ChildId,
+        /// Where.
+        node: NodeName,
+        /// Its pid.
+        pid: Pid,
+        /// `normal`, `killed` or the failure message.
+        reason: String,
+        /// Whether the supervisor will restart it.
+        will_restart: bool,
+    },
+    /// A child was restarted under a new pid.
+    ChildRestarted {
+        /// The child.
+        id: ChildId,
+        /// Where.
+        node: NodeName,
+        /// The pid before.
+        old_pid: Pid,
+        /// The pid now.
+        new_pid: Pid,
+    },
+    /// A child was stopped on request.
+    ChildStopped {
+        /// The child.
+        id: ChildId,
+        /// Where.
+        node: NodeName,
+    },
+    /// A row was inserted into the registry (committed).
+    RegistryInserted {
+        /// The child.
+        id: ChildId,
+    },
+    /// A row left the registry (committed).
+    RegistryRemoved {
+        /// The child.
+        id: ChildId,
+    },
+    /// The child supervisor exceeded its restart intensity and escalated to the hub supervisor,
+    /// which restarts it (and it restores the node's children from the registry).
+    RestartIntensityExceeded {
+        /// The node.
+        node: NodeName,
+    },
+    /// A hub actor (registry, coordinator, child supervisor, janitor) failed and was restarted.
+    HubActorRestarted {
+        /// Which one.
+        actor: String,
+    },
+    /// The hub is stopping (shutdown, or its own restart intensity was exceeded).
+    HubStopping {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl ractor::Message for HubEvent {}
+
+/// Identifies a subscription, to cancel it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SubscriptionId(pub u64);
+
+/// Where a subscriber's events go. Built from an actor or a channel.
+pub struct EventSink(Box<dyn Fn(HubEvent) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for EventSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EventSink")
+    }
+}
+
+impl EventSink {
+    /// Events go to an actor whose message type is `HubEvent`.
+    pub fn actor(actor: ActorRef<HubEvent>) -> Self {
+        Self(Box::new(move |e| actor.send_message(e).is_ok()))
+    }
+
+    /// Events go to an actor of any message type, converted by `map`.
+    pub fn actor_mapped<M: ractor::Message>(
+        actor: ActorRef<M>,
+        map: impl Fn(HubEvent) -> M + Send + Sync + 'static,
+    ) -> Self {
+        Self(Box::new(move |e| actor.send_message(map(e)).is_ok()))
+    }
+
+    /// Events go to an unbounded tokio channel.
+    pub fn channel(tx: mpsc::UnboundedSender<HubEvent>) -> Self {
+        Self(Box::new(move |e| tx.send(e).is_ok()))
+    }
+}
+
+/// The subscribers of one hub. Shared by its actors, which publish directly (no extra hop).
+#[derive(Default)]
+pub struct EventBus {
+    subs: RwLock<Vec<(SubscriptionId, EventSink)>>,
+    next: AtomicU64,
+}
+
+impl EventBus {
+    /// An empty bus.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a subscriber.
+    pub fn subscribe(&self, sink: EventSink) -> SubscriptionId {
+        let id = SubscriptionId(self.next.fetch_add(1, Ordering::Relaxed));
+        self.subs
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((id, sink));
+        id
+    }
+
+    /// Removes a subscriber; `false` if it was not subscribed.
+    pub fn unsubscribe(&self, id: SubscriptionId) -> bool {
+        let mut subs = self.subs.write().unwrap_or_else(|e| e.into_inner());
+        let before = subs.len();
+        subs.retain(|(s, _)| *s != id);
+        subs.len() != before
+    }
+
+    /// The number of subscribers.
+    pub fn len(&self) -> usize {
+        self.subs.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Whether nobody listens.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Delivers an event to every subscriber; the event is only built when someone listens.
+    pub fn publish(&self, event: impl FnOnce() -> HubEvent) {
+        let mut dead = Vec::new();
+        {
+            let subs = self.subs.read().unwrap_or_else(|e| e.into_inner());
+            if subs.is_empty() {
+                return;
+            }
+            let event = event();
+            for (id, sink) in subs.iter() {
+                if !(sink.0)(event.clone()) {
+                    dead.push(*id);
+                }
+            }
+        }
+        for id in dead {
+            self.unsubscribe(id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn channel_subscribers_get_every_event_and_dead_ones_are_dropped() {
+        let bus = EventBus::new();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (tx2, rx2) = mpsc::unbounded_channel();
+        bus.subscribe(EventSink::channel(tx));
+        bus.subscribe(EventSink::channel(tx2));
+        drop(rx2);
+        for i in 0..1000 {
+            bus.publish(|| HubEvent::RegistryInserted {
+                id: format!("c{i}").into(),
+            });
+        }
+        assert_eq!(bus.len(), 1);
+        let mut n = 0;
+        while rx.try_recv().is_ok() {
+            n += 1;
+        }
+        assert_eq!(n, 1000);
+    }
+}

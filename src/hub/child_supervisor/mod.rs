@@ -1,0 +1,543 @@
+//! The ChildSupervisor actor: spawns this node's children and implements what ractor leaves to
+//! the implementor (Erlang's supervisor semantics).
+//!
+//! - Restart types: `permanent` always restarts, `transient` only after an abnormal exit,
+//!   `temporary` never ([`crate::core::restart_decision`]). A child that ends for good is
+//!   unbound, and its row leaves the registry when no node runs it.
+//! - Restart intensity: more than `max_restarts` restarts within `max_seconds`
+//!   ([`crate::core::RestartIntensity`]) makes this actor fail on purpose: ractor kills its
+//!   children, the HubSupervisor restarts it, and the new instance restores the node's children
+//!   from the registry (OTP's escalation, with the registry as the child list).
+//! - A restart that cannot start the child again (its `pre_start` fails) is retried through the
+//!   mailbox and counts against the intensity, so a child that can never start escalates.
+//! - Stops honour each child's shutdown: ask it to stop, kill it when its grace runs out.
+//!
+//! It is the single place on the node that accepts a child id, so two concurrent requests for
+//! one id cannot both start it. Starting is sequential, like OTP's `start_child`: a child's
+//! `pre_start` holds the supervisor, so it should be quick.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::join_all;
+use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+
+use super::delivery::{NodeStartReport, StartBatch, StopBatch};
+use super::registry::{RegistryMsg, RegistryOp, WriteDone};
+use super::HubShared;
+use crate::api::errors::ChildStartError;
+use crate::core::{
+    restart_decision, ExitKind, IntensityVerdict, RestartDecision, RestartIntensity,
+};
+use crate::events::HubEvent;
+use crate::hooks::{HookEvent, HookKey};
+use crate::model::{ChildId, ChildSpec, NodeName, Pid, Row, Shutdown};
+use crate::storage::{now_ms, StorageError};
+
+mod stopping;
+
+use stopping::StopGroup;
+
+pub(crate) enum ChildSupMsg {
+    Start(StartBatch),
+    Stop(StopBatch),
+    /// Try again to restart a child whose restart failed.
+    RetryRestart {
+        id: ChildId,
+    },
+    /// The grace of the children of stop group `group` with grace <= `grace_ms` is over.
+    StopDeadline {
+        group: u64,
+        grace_ms: u64,
+    },
+    /// Rows of these children could not be written: stop them again.
+    Discard {
+        ids: Vec<ChildId>,
+    },
+}
+
+impl ractor::Message for ChildSupMsg {}
+
+struct RunningChild {
+    spec: ChildSpec,
+    cell: ActorCell,
+}
+
+pub(crate) struct ChildSupervisor;
+
+pub(crate) struct ChildSupArgs {
+    pub shared: Arc<HubShared>,
+    /// Restart this node's children recorded in the registry (after an escalation).
+    pub restore: bool,
+}
+
+pub(crate) struct ChildSupState {
+    shared: Arc<HubShared>,
+    restore: bool,
+    children: HashMap<ChildId, RunningChild>,
+    by_actor: HashMap<ActorId, ChildId>,
+    /// Children whose restart failed, waiting for a retry: spec and last pid.
+    awaiting_retry: HashMap<ChildId, (ChildSpec, Pid)>,
+    stopping: HashMap<ActorId, u64>,
+    stop_groups: HashMap<u64, StopGroup>,
+    next_group: u64,
+    intensity: RestartIntensity,
+}
+
+/// The supervisor gave up: its restart intensity was exceeded.
+#[derive(Debug, thiserror::Error)]
+#[error("restart intensity exceeded ({max_restarts} restarts in {max_seconds} s); escalating")]
+struct IntensityExceeded {
+    max_restarts: u32,
+    max_seconds: u32,
+}
+
+impl ChildSupState {
+    fn node(&self) -> &NodeName {
+        &self.shared.node
+    }
+
+    fn write(&self, ops: Vec<RegistryOp>, done: Option<WriteDone>) {
+        match self.shared.registry() {
+            Some(registry) => {
+                if let Err(ractor::MessagingErr::SendErr(RegistryMsg::Write {
+                    done: Some(done),
+                    ..
+                })) = registry.cast(RegistryMsg::Write { ops, done })
+                {
+                    done(Err(StorageError::Closed));
+                }
+            }
+            None => {
+                if let Some(done) = done {
+                    done(Err(StorageError::Closed));
+                }
+            }
+        }
+    }
+
+    fn track(&mut self, spec: ChildSpec, cell: ActorCell) -> Pid {
+        let pid = cell.get_id().pid();
+        self.by_actor.insert(cell.get_id(), spec.id.clone());
+        self.shared
+            .local_children
+            .insert(spec.id.clone(), cell.clone());
+        self.children
+            .insert(spec.id.clone(), RunningChild { spec, cell });
+        pid
+    }
+
+    async fn start_batch(&mut self, myself: &ActorRef<ChildSupMsg>, batch: StartBatch) {
+        let shared = self.shared.clone();
+        let node = self.node().clone();
+        shared
+            .hooks
+            .fire(HookKey::PreChildrenStart, || HookEvent::PreChildrenStart {
+                node: node.clone(),
+                specs: batch.children.iter().map(|(s, _)| s.clone()).collect(),
+            });
+        let alter = shared.hooks.has(HookKey::ChildDataAlter);
+        let mut report = NodeStartReport {
+            node: node.clone(),
+            ..NodeStartReport::default()
+        };
+        let mut ops = Vec::with_capacity(batch.children.len());
+        let now = now_ms();
+        for (mut spec, metadata) in batch.children {
+            if let Some(running) = self.children.get(&spec.id) {
+                if batch.existing_ok {
+                    report.started.push((spec.id, running.cell.get_id().pid()));
+                } else {
+                    report
+                        .errors
+                        .push((spec.id, ChildStartError::AlreadyStarted));
+                }
+                continue;
+            }
+            if self.awaiting_retry.contains_key(&spec.id) {
+                report
+                    .errors
+                    .push((spec.id, ChildStartError::AlreadyStarted));
+                continue;
+            }
+            if alter {
+                shared.hooks.alter(&mut spec, &metadata);
+            }
+            let row = match Row::authored(spec.clone(), metadata, &node, now, false) {
+                Ok(row) => row,
+                Err(e) => {
+                    report.errors.push((
+                        spec.id,
+                        ChildStartError::StartupFailed {
+                            message: e.to_string(),
+                        },
+                    ));
+                    continue;
+                }
+            };
+            match shared.kinds.start(&spec, myself.get_cell()).await {
+                Ok(cell) => {
+                    let id = spec.id.clone();
+                    let pid = self.track(spec, cell);
+                    let mut row = row;
+                    row.node_pids.insert(node.clone(), pid);
+                    ops.push(RegistryOp::Insert(row));
+                    shared.events.publish(|| HubEvent::ChildStarted {
+                        id: id.clone(),
+                        node: node.clone(),
+                        pid,
+                    });
+                    report.started.push((id, pid));
+                }
+                Err(e) => {
+                    tracing::warn!(child = %spec.id, error = %e, "child failed to start");
+                    shared.events.publish(|| HubEvent::ChildStartFailed {
+                        id: spec.id.clone(),
+                        node: node.clone(),
+                        reason: e.to_string(),
+                    });
+                    report.errors.push((spec.id, e.into()));
+                }
+            }
+        }
+        shared
+            .hooks
+            .fire(HookKey::ProcessStartups, || HookEvent::ProcessStartups {
+                node: node.clone(),
+                processes: report.started.clone(),
+            });
+        shared.hooks.fire(HookKey::PostChildrenStart, || {
+            HookEvent::PostChildrenStart {
+                node: node.clone(),
+                started: report.started.clone(),
+                failed: report
+                    .errors
+                    .iter()
+                    .map(|(id, e)| (id.clone(), e.to_string()))
+                    .collect(),
+            }
+        });
+        let reply = batch.reply;
+        let sup = myself.clone();
+        self.write(
+            ops,
+            Some(Box::new(move |outcome: Result<(), StorageError>| {
+                if let Err(e) = outcome {
+                    // Started but not recorded: a child nobody can find must not keep running.
+                    let ids: Vec<ChildId> =
+                        report.started.iter().map(|(id, _)| id.clone()).collect();
+                    let _ = sup.cast(ChildSupMsg::Discard { ids });
+                    let message = e.to_string();
+                    for (id, _) in report.started.drain(..) {
+                        report.errors.push((
+                            id,
+                            ChildStartError::Storage {
+                                message: message.clone(),
+                            },
+                        ));
+                    }
+                }
+                reply(report);
+            })),
+        );
+    }
+
+    /// Restarts a child, or escalates when the intensity is exceeded.
+    async fn restart(
+        &mut self,
+        myself: &ActorRef<ChildSupMsg>,
+        spec: ChildSpec,
+        old_pid: Pid,
+    ) -> Result<(), ActorProcessingErr> {
+        let now = self.shared.mono_ms();
+        if self.intensity.record(now) == IntensityVerdict::Exceeded {
+            let node = self.node().clone();
+            tracing::error!(node = %node, "child restart intensity exceeded; escalating to the hub supervisor");
+            self.shared
+                .events
+                .publish(|| HubEvent::RestartIntensityExceeded { node });
+            return Err(Box::new(IntensityExceeded {
+                max_restarts: self.shared.config.max_restarts,
+                max_seconds: self.shared.config.max_seconds,
+            }));
+        }
+        match self.shared.kinds.start(&spec, myself.get_cell()).await {
+            Ok(cell) => {
+                let id = spec.id.clone();
+                let node = self.node().clone();
+                let pid = self.track(spec, cell);
+                self.write(
+                    vec![RegistryOp::SetPid {
+                        id: id.clone(),
+                        node: node.clone(),
+                        pid,
+                    }],
+                    None,
+                );
+                self.shared.events.publish(|| HubEvent::ChildRestarted {
+                    id,
+                    node,
+                    old_pid,
+                    new_pid: pid,
+                });
+            }
+            Err(e) => {
+                tracing::warn!(child = %spec.id, error = %e, "restart failed; retrying");
+                let id = spec.id.clone();
+                self.awaiting_retry.insert(id.clone(), (spec, old_pid));
+                let _ = myself.cast(ChildSupMsg::RetryRestart { id });
+            }
+        }
+        Ok(())
+    }
+
+    /// A supervised actor ended.
+    async fn on_exit(
+        &mut self,
+        myself: &ActorRef<ChildSupMsg>,
+        cell: ActorCell,
+        exit: ExitKind,
+    ) -> Result<(), ActorProcessingErr> {
+        let aid = cell.get_id();
+        if let Some(group_id) = self.stopping.remove(&aid) {
+            if let Some(group) = self.stop_groups.get_mut(&group_id) {
+                if let Some(child) = group.waiting.remove(&aid) {
+                    let node = self.shared.node.clone();
+                    self.shared.events.publish(|| HubEvent::ChildStopped {
+                        id: child.id.clone(),
+                        node,
+                    });
+                    group.stopped.push(child.id);
+                }
+            }
+            self.maybe_finish(group_id);
+            return Ok(());
+        }
+        let Some(id) = self.by_actor.remove(&aid) else {
+            return Ok(());
+        };
+        let Some(running) = self.children.remove(&id) else {
+            return Ok(());
+        };
+        self.shared.local_children.remove(&id);
+        let decision = restart_decision(running.spec.restart, &exit);
+        let node = self.node().clone();
+        let reason = match &exit {
+            ExitKind::Normal => "normal".to_owned(),
+            ExitKind::Killed => "killed".to_owned(),
+            ExitKind::Failed(m) => m.clone(),
+        };
+        let will_restart = decision == RestartDecision::Restart;
+        self.shared.events.publish(|| HubEvent::ChildExited {
+            id: id.clone(),
+            node: node.clone(),
+            pid: aid.pid(),
+            reason,
+            will_restart,
+        });
+        match decision {
+            RestartDecision::Remove => {
+                self.write(vec![RegistryOp::Unbind { id, node }], None);
+                Ok(())
+            }
+            RestartDecision::Restart => self.restart(myself, running.spec, aid.pid()).await,
+        }
+    }
+
+    /// Restarts this node's children recorded in the registry (after an escalation).
+    async fn restore(&mut self, myself: &ActorRef<ChildSupMsg>) {
+        let node = self.node().clone();
+        let rows: Vec<Row> = self
+            .shared
+            .storage
+            .export_all()
+            .into_iter()
+            .filter(|r| r.node_pids.contains_key(&node))
+            .collect();
+        tracing::info!(
+            children = rows.len(),
+            "restoring this node's children after an escalation"
+        );
+        let mut ops = Vec::new();
+        for row in rows {
+            let old_pid = row.node_pids[&node];
+            match self.shared.kinds.start(&row.spec, myself.get_cell()).await {
+                Ok(cell) => {
+                    let id = row.spec.id.clone();
+                    let pid = self.track(row.spec, cell);
+                    ops.push(RegistryOp::SetPid {
+                        id: id.clone(),
+                        node: node.clone(),
+                        pid,
+                    });
+                    self.shared.events.publish(|| HubEvent::ChildRestarted {
+                        id,
+                        node: node.clone(),
+                        old_pid,
+                        new_pid: pid,
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(child = %row.spec.id, error = %e, "child could not be restored");
+                    self.shared.events.publish(|| HubEvent::ChildStartFailed {
+                        id: row.spec.id.clone(),
+                        node: node.clone(),
+                        reason: e.to_string(),
+                    });
+                    ops.push(RegistryOp::Unbind {
+                        id: row.spec.id,
+                        node: node.clone(),
+                    });
+                }
+            }
+        }
+        self.write(ops, None);
+    }
+}
+
+impl Actor for ChildSupervisor {
+    type Msg = ChildSupMsg;
+    type State = ChildSupState;
+    type Arguments = ChildSupArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: ChildSupArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        if args.restore {
+            // The previous instance's children died with it; the restore re-fills the map.
+            args.shared.local_children.clear();
+        }
+        let cfg = &args.shared.config;
+        Ok(ChildSupState {
+            intensity: RestartIntensity::new(cfg.max_restarts, cfg.max_seconds),
+            shared: args.shared,
+            restore: args.restore,
+            children: HashMap::new(),
+            by_actor: HashMap::new(),
+            awaiting_retry: HashMap::new(),
+            stopping: HashMap::new(),
+            stop_groups: HashMap::new(),
+            next_group: 0,
+        })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        // Children are linked only once this actor runs, so the restore happens here.
+        if state.restore {
+            state.restore(&myself).await;
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        // A graceful stop: every child gets its own shutdown grace, all in parallel. Without
+        // this, ractor would kill them when this actor exits, skipping their `post_stop`.
+        let children: Vec<RunningChild> = state.children.drain().map(|(_, c)| c).collect();
+        let stopping = state
+            .stop_groups
+            .drain()
+            .flat_map(|(_, g)| g.waiting.into_values().map(|c| (c.cell, c.grace_ms)));
+        let all = children
+            .into_iter()
+            .map(|c| {
+                let grace = match c.spec.shutdown {
+                    Shutdown::Kill => None,
+                    Shutdown::TimeoutMs(ms) => Some(ms),
+                };
+                (c.cell, grace)
+            })
+            .chain(stopping.map(|(cell, ms)| (cell, Some(ms))));
+        join_all(all.map(|(cell, grace)| async move {
+            match grace {
+                Some(ms) => {
+                    if cell
+                        .stop_and_wait(Some("hub shutdown".into()), Some(Duration::from_millis(ms)))
+                        .await
+                        .is_err()
+                    {
+                        let _ = cell.kill_and_wait(Some(Duration::from_secs(1))).await;
+                    }
+                }
+                None => {
+                    let _ = cell.kill_and_wait(Some(Duration::from_secs(1))).await;
+                }
+            }
+        }))
+        .await;
+        for id in state.by_actor.values() {
+            state.shared.local_children.remove(id);
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            ChildSupMsg::Start(batch) => state.start_batch(&myself, batch).await,
+            ChildSupMsg::Stop(batch) => state.stop_batch(&myself, batch),
+            ChildSupMsg::RetryRestart { id } => {
+                if let Some((spec, old_pid)) = state.awaiting_retry.remove(&id) {
+                    state.restart(&myself, spec, old_pid).await?;
+                }
+            }
+            ChildSupMsg::StopDeadline { group, grace_ms } => {
+                if let Some(group) = state.stop_groups.get(&group) {
+                    for child in group.waiting.values().filter(|c| c.grace_ms <= grace_ms) {
+                        tracing::warn!(child = %child.id, "child did not stop within its shutdown timeout; killing it");
+                        child.cell.kill();
+                    }
+                }
+            }
+            ChildSupMsg::Discard { ids } => {
+                for id in ids {
+                    if let Some(running) = state.children.remove(&id) {
+                        state.by_actor.remove(&running.cell.get_id());
+                        state.shared.local_children.remove(&id);
+                        running.cell.kill();
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        // Never the default (which stops this supervisor when any child ends).
+        match event {
+            SupervisionEvent::ActorTerminated(cell, _, reason) => {
+                let exit = if reason.as_deref() == Some("killed") {
+                    ExitKind::Killed
+                } else {
+                    ExitKind::Normal
+                };
+                state.on_exit(&myself, cell, exit).await
+            }
+            SupervisionEvent::ActorFailed(cell, err) => {
+                state
+                    .on_exit(&myself, cell, ExitKind::Failed(err.to_string()))
+                    .await
+            }
+            _ => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! The per-hub actor tree on one node (DESIGN §2):
+//!
+//! ```text
+//! HubSupervisor(hub_id)      the hub's root and its `ActorRef<HubMsg>`; restarts the others,
+//! │                          gives up (and fails to its own supervisor) past hub_max_restarts
+//! ├── Registry               single writer of the registry copy; commits in order, then fires
+//! │                          registry hooks and events
+//! ├── ChildSupervisor        spawns this node's children; permanent/transient/temporary;
+//! │                          restart intensity -> escalates to the HubSupervisor
+//! ├── Coordinator            start/stop pipeline and the pending-operation table
+//! └── Janitor                periodic sweep of expired TTL rows
+//! ```
+//!
+//! The actors share one [`HubShared`]: the config, the storage read view (reads never go
+//! through an actor), hooks, the event bus, the kind table and the current refs of the sibling
+//! actors (a restarted actor has a new ref, so siblings look it up at send time).
+
+pub(crate) mod child_supervisor;
+pub(crate) mod coordinator;
+pub(crate) mod delivery;
+pub(crate) mod janitor;
+pub(crate) mod registry;
+pub(crate) mod supervisor;
+
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use dashmap::DashMap;
+use ractor::{ActorCell, ActorRef};
+
+use crate::config::ProcessHub;
+use crate::events::EventBus;
+use crate::hooks::Hooks;
+use crate::kinds::ChildKinds;
+use crate::model::{ChildId, NodeName};
+use crate::storage::Storage;
+
+use child_supervisor::ChildSupMsg;
+use coordinator::CoordinatorMsg;
+use registry::RegistryMsg;
+
+/// The refs of the hub's actors as of now.
+#[derive(Default)]
+pub(crate) struct ActorRefs {
+    pub registry: Option<ActorRef<RegistryMsg>>,
+    pub child_supervisor: Option<ActorRef<ChildSupMsg>>,
+    pub coordinator: Option<ActorRef<CoordinatorMsg>>,
+}
+
+/// State shared by a hub's actors and its handles.
+pub(crate) struct HubShared {
+    pub config: ProcessHub,
+    pub node: NodeName,
+    pub storage: Arc<dyn Storage>,
+    pub kinds: ChildKinds,
+    pub hooks: Hooks,
+    pub events: EventBus,
+    pub refs: RwLock<ActorRefs>,
+    /// The hub's members (just this node until the cluster exists).
+    pub members: RwLock<Vec<NodeName>>,
+    /// The actors of this node's children, for `Hub::local_child`.
+    pub local_children: DashMap<ChildId, ActorCell>,
+    epoch: Instant,
+}
+
+impl HubShared {
+    pub fn new(
+        config: ProcessHub,
+        storage: Arc<dyn Storage>,
+        kinds: ChildKinds,
+        hooks: Hooks,
+    ) -> Self {
+        let node = config.node_name.clone();
+        Self {
+            members: RwLock::new(vec![node.clone()]),
+            config,
+            node,
+            storage,
+            kinds,
+            hooks,
+            events: EventBus::new(),
+            refs: RwLock::new(ActorRefs::default()),
+            local_children: DashMap::new(),
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Monotonic milliseconds since the hub was created (restart intensity, timers).
+    pub fn mono_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    pub fn registry(&self) -> Option<ActorRef<RegistryMsg>> {
+        self.refs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .registry
+            .clone()
+    }
+
+    pub fn child_supervisor(&self) -> Option<ActorRef<ChildSupMsg>> {
+        self.refs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .child_supervisor
+            .clone()
+    }
+
+    pub fn coordinator(&self) -> Option<ActorRef<CoordinatorMsg>> {
+        self.refs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .coordinator
+            .clone()
+    }
+
+    pub fn set_refs(&self, f: impl FnOnce(&mut ActorRefs)) {
+        f(&mut self.refs.write().unwrap_or_else(|e| e.into_inner()));
+    }
+}

@@ -1,0 +1,398 @@
+//! The Registry actor: the single writer of this node's registry copy.
+//!
+//! Writers (the child supervisor, the janitor) send it operations; it turns them into storage
+//! mutations against the current rows, submits them in arrival order, and hands each commit to
+//! a completion task that awaits commits in the same order. Only after a batch is committed does
+//! it fire the registry hooks and events and answer the writer, so "started" always means
+//! "recorded" and a disk backend can group-commit concurrent batches into one fsync while the
+//! actor's mailbox keeps moving.
+//!
+//! Readers never come here: they read the storage view directly. Between submit and commit the
+//! actor keeps the rows it wrote in an overlay, so a read-modify-write (a restart's new pid)
+//! sees its own earlier writes whatever the backend's read-after-submit behaviour.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::HubShared;
+use crate::events::HubEvent;
+use crate::hooks::{HookEvent, HookKey};
+use crate::model::{apply_observation, ChildId, NodeName, Pid, Row};
+use crate::storage::{now_ms, Commit, Mutation, StorageError};
+
+/// One change a writer asks for.
+#[derive(Clone, Debug)]
+pub(crate) enum RegistryOp {
+    /// Insert (or replace) a row authored here, with this node's observation in it.
+    Insert(Row),
+    /// A child got a new pid on `node` (a restart).
+    SetPid {
+        id: ChildId,
+        node: NodeName,
+        pid: Pid,
+    },
+    /// `node` no longer runs the child; the row goes when no node runs it.
+    Unbind { id: ChildId, node: NodeName },
+    /// Insert a row that disappears after `ttl` (swept by the janitor).
+    #[allow(dead_code)]
+    // the cluster's handover and stubs write these; the janitor sweeps them
+    PutWithTtl { row: Row, ttl: Duration },
+}
+
+/// Called with the outcome once a write is committed.
+pub(crate) type WriteDone = Box<dyn FnOnce(Result<(), StorageError>) + Send>;
+
+pub(crate) enum RegistryMsg {
+    /// Apply `ops` in order; `done` runs after the commit.
+    Write {
+        ops: Vec<RegistryOp>,
+        done: Option<WriteDone>,
+    },
+    /// The completion task finished every batch up to `upto`.
+    Committed { upto: u64 },
+    /// Remove expired TTL rows; answers how many were removed.
+    SweepExpired { reply: Option<RpcReplyPort<usize>> },
+}
+
+impl ractor::Message for RegistryMsg {}
+
+/// What happened to a row, reported after the commit.
+enum Effect {
+    Bound {
+        id: ChildId,
+        node: NodeName,
+        pid: Pid,
+        new_row: bool,
+    },
+    PidUpdated {
+        id: ChildId,
+        node: NodeName,
+        old: Pid,
+        new: Pid,
+    },
+    Unbound {
+        id: ChildId,
+        node: NodeName,
+    },
+    Removed {
+        id: ChildId,
+    },
+}
+
+struct PumpItem {
+    seq: u64,
+    commit: Option<Commit>,
+    effects: Vec<Effect>,
+    done: Option<WriteDone>,
+}
+
+pub(crate) struct Registry;
+
+pub(crate) struct RegistryArgs {
+    pub shared: Arc<HubShared>,
+    /// First boot of the hub: drop this node's bindings left by a previous run (its pids died
+    /// with it). Not on a restart of the actor, when the node's children still run.
+    pub strip_local: bool,
+}
+
+pub(crate) struct RegistryState {
+    shared: Arc<HubShared>,
+    seq: u64,
+    overlay: HashMap<ChildId, (u64, Option<Row>)>,
+    expiries: HashMap<ChildId, u64>,
+    pump: mpsc::UnboundedSender<PumpItem>,
+    pump_task: JoinHandle<()>,
+}
+
+impl RegistryState {
+    fn current(&self, id: &ChildId) -> Option<Row> {
+        match self.overlay.get(id) {
+            Some((_, row)) => row.clone(),
+            None => self.shared.storage.get(id),
+        }
+    }
+
+    fn stage(&mut self, id: &ChildId, row: Option<Row>, seq: u64) {
+        self.expiries.remove(id);
+        self.overlay.insert(id.clone(), (seq, row));
+    }
+
+    /// Turns operations into mutations and effects, staging the new rows in the overlay.
+    fn plan(&mut self, ops: Vec<RegistryOp>, seq: u64) -> (Vec<Mutation>, Vec<Effect>) {
+        let mut mutations = Vec::with_capacity(ops.len());
+        let mut effects = Vec::with_capacity(ops.len());
+        for op in ops {
+            match op {
+                RegistryOp::Insert(mut row) => {
+                    let id = row.spec.id.clone();
+                    let current = self.current(&id);
+                    let new_row = current.is_none();
+                    if let Some(current) = current {
+                        // Re-authoring a known child: the new version must win every merge.
+                        row.hub.epoch = row.hub.epoch.max(current.hub.epoch + 1);
+                    }
+                    for (node, pid) in &row.node_pids {
+                        effects.push(Effect::Bound {
+                            id: id.clone(),
+                            node: node.clone(),
+                            pid: *pid,
+                            new_row,
+                        });
+                    }
+                    self.stage(&id, Some(row.clone()), seq);
+                    mutations.push(Mutation::put(row));
+                }
+                RegistryOp::SetPid { id, node, pid } => {
+                    let Some(mut row) = self.current(&id) else {
+                        tracing::debug!(child = %id, "pid update for a child without a row");
+                        continue;
+                    };
+                    let old = row.node_pids.get(&node).copied();
+                    apply_observation(&mut row, &node, Some(pid));
+                    match old {
+                        Some(old) => effects.push(Effect::PidUpdated {
+                            id: id.clone(),
+                            node,
+                            old,
+                            new: pid,
+                        }),
+                        None => effects.push(Effect::Bound {
+                            id: id.clone(),
+                            node,
+                            pid,
+                            new_row: false,
+                        }),
+                    }
+                    self.stage(&id, Some(row.clone()), seq);
+                    mutations.push(Mutation::put(row));
+                }
+                RegistryOp::Unbind { id, node } => {
+                    let Some(mut row) = self.current(&id) else {
+                        continue;
+                    };
+                    if row.node_pids.contains_key(&node) {
+                        effects.push(Effect::Unbound {
+                            id: id.clone(),
+                            node: node.clone(),
+                        });
+                    }
+                    apply_observation(&mut row, &node, None);
+                    if row.node_pids.is_empty() {
+                        effects.push(Effect::Removed { id: id.clone() });
+                        self.stage(&id, None, seq);
+                        mutations.push(Mutation::Remove(id));
+                    } else {
+                        self.stage(&id, Some(row.clone()), seq);
+                        mutations.push(Mutation::put(row));
+                    }
+                }
+                RegistryOp::PutWithTtl { row, ttl } => {
+                    let id = row.spec.id.clone();
+                    self.stage(&id, Some(row.clone()), seq);
+                    self.expiries.insert(id, now_ms() + ttl.as_millis() as u64);
+                    mutations.push(Mutation::Put {
+                        row,
+                        ttl: Some(ttl),
+                    });
+                }
+            }
+        }
+        (mutations, effects)
+    }
+
+    fn submit(
+        &mut self,
+        mutations: Vec<Mutation>,
+        effects: Vec<Effect>,
+        done: Option<WriteDone>,
+        seq: u64,
+    ) {
+        let commit = (!mutations.is_empty()).then(|| self.shared.storage.submit(mutations));
+        let item = PumpItem {
+            seq,
+            commit,
+            effects,
+            done,
+        };
+        if let Err(mpsc::error::SendError(item)) = self.pump.send(item) {
+            if let Some(done) = item.done {
+                done(Err(StorageError::Closed));
+            }
+        }
+    }
+}
+
+fn fire_effects(shared: &HubShared, effects: Vec<Effect>) {
+    let hooks = &shared.hooks;
+    let events = &shared.events;
+    for effect in effects {
+        match effect {
+            Effect::Bound {
+                id,
+                node,
+                pid,
+                new_row,
+            } => {
+                hooks.fire(HookKey::RegistryPidInsert, || {
+                    HookEvent::RegistryPidInsert {
+                        id: id.clone(),
+                        node: node.clone(),
+                        pid,
+                    }
+                });
+                if new_row {
+                    events.publish(|| HubEvent::RegistryInserted { id });
+                }
+            }
+            Effect::PidUpdated { id, node, old, new } => {
+                hooks.fire(HookKey::ChildProcessPidUpdate, || {
+                    HookEvent::ChildProcessPidUpdate {
+                        id: id.clone(),
+                        node: node.clone(),
+                        old_pid: old,
+                        new_pid: new,
+                    }
+                });
+                hooks.fire(HookKey::RegistryPidInsert, || {
+                    HookEvent::RegistryPidInsert { id, node, pid: new }
+                });
+            }
+            Effect::Unbound { id, node } => {
+                hooks.fire(HookKey::RegistryPidRemove, || {
+                    HookEvent::RegistryPidRemove { id, node }
+                });
+            }
+            Effect::Removed { id } => events.publish(|| HubEvent::RegistryRemoved { id }),
+        }
+    }
+}
+
+/// Awaits commits in submission order, then reports them.
+async fn pump(
+    shared: Arc<HubShared>,
+    registry: ActorRef<RegistryMsg>,
+    mut rx: mpsc::UnboundedReceiver<PumpItem>,
+) {
+    while let Some(item) = rx.recv().await {
+        let outcome = match item.commit {
+            Some(commit) => commit.wait_async().await,
+            None => Ok(()),
+        };
+        match &outcome {
+            Ok(()) => fire_effects(&shared, item.effects),
+            Err(e) => tracing::error!(error = %e, "registry write failed"),
+        }
+        if let Some(done) = item.done {
+            done(outcome);
+        }
+        let _ = registry.cast(RegistryMsg::Committed { upto: item.seq });
+    }
+}
+
+impl Actor for Registry {
+    type Msg = RegistryMsg;
+    type State = RegistryState;
+    type Arguments = RegistryArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: RegistryArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let shared = args.shared;
+        if args.strip_local {
+            let node = &shared.node;
+            let stale: Vec<Mutation> = shared
+                .storage
+                .export_all()
+                .into_iter()
+                .filter(|row| row.node_pids.contains_key(node))
+                .map(|mut row| {
+                    row.node_pids.remove(node);
+                    Mutation::put(row)
+                })
+                .collect();
+            if !stale.is_empty() {
+                tracing::info!(
+                    rows = stale.len(),
+                    "dropping this node's bindings from a previous run"
+                );
+                shared.storage.submit(stale).wait_async().await?;
+            }
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        let pump_task = tokio::spawn(pump(shared.clone(), myself.clone(), rx));
+        Ok(RegistryState {
+            shared,
+            seq: 0,
+            overlay: HashMap::new(),
+            expiries: HashMap::new(),
+            pump: tx,
+            pump_task,
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        // Let in-flight commits finish and answer their writers before the task goes away.
+        let (tx, _) = mpsc::unbounded_channel();
+        drop(std::mem::replace(&mut state.pump, tx));
+        let task = std::mem::replace(&mut state.pump_task, tokio::spawn(async {}));
+        let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            RegistryMsg::Write { ops, done } => {
+                state.seq += 1;
+                let seq = state.seq;
+                let (mutations, effects) = state.plan(ops, seq);
+                state.submit(mutations, effects, done, seq);
+            }
+            RegistryMsg::Committed { upto } => {
+                state.overlay.retain(|_, (seq, _)| *seq > upto);
+            }
+            RegistryMsg::SweepExpired { reply } => {
+                let now = now_ms();
+                let expired: Vec<ChildId> = state
+                    .expiries
+                    .iter()
+                    .filter(|(_, at)| **at <= now)
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                let n = expired.len();
+                if n > 0 {
+                    state.seq += 1;
+                    let seq = state.seq;
+                    let mut effects = Vec::with_capacity(n);
+                    let mut mutations = Vec::with_capacity(n);
+                    for id in expired {
+                        state.stage(&id, None, seq);
+                        effects.push(Effect::Removed { id: id.clone() });
+                        mutations.push(Mutation::Remove(id));
+                    }
+                    tracing::debug!(rows = n, "janitor swept expired rows");
+                    state.submit(mutations, effects, None, seq);
+                }
+                if let Some(reply) = reply {
+                    let _ = reply.send(n);
+                }
+            }
+        }
+        Ok(())
+    }
+}

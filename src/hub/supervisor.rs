@@ -1,0 +1,347 @@
+//! The HubSupervisor actor: the root of one hub on one node, and the `ActorRef<HubMsg>` users
+//! talk to.
+//!
+//! It spawns the Registry, ChildSupervisor, Coordinator and Janitor linked under itself and
+//! restarts any of them that ends (a restarted ChildSupervisor restores the node's children from
+//! the registry). More than `hub_max_restarts` restarts within `max_seconds` and it gives up: it
+//! fails, which its own supervisor (if the hub was spawned linked) sees as `ActorFailed`.
+//!
+//! Requests that change things are forwarded to the Coordinator; lookups are answered from the
+//! registry view. A graceful stop (`Hub::shutdown`) runs `coordinator_shutdown` hooks, then stops
+//! the coordinator, the children (each with its shutdown grace), and last the registry, so every
+//! write that was acknowledged is committed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+
+use super::child_supervisor::{ChildSupArgs, ChildSupervisor};
+use super::coordinator::{Coordinator, CoordinatorMsg};
+use super::janitor::Janitor;
+use super::registry::{Registry, RegistryArgs};
+use super::HubShared;
+use crate::api::errors::{StartError, StopError};
+use crate::api::msg::HubMsg;
+use crate::api::reads;
+use crate::core::{IntensityVerdict, RestartIntensity};
+use crate::events::HubEvent;
+use crate::hooks::{HookEvent, HookKey};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Role {
+    Registry,
+    ChildSupervisor,
+    Coordinator,
+    Janitor,
+}
+
+impl Role {
+    fn name(&self) -> &'static str {
+        match self {
+            Role::Registry => "registry",
+            Role::ChildSupervisor => "child_supervisor",
+            Role::Coordinator => "coordinator",
+            Role::Janitor => "janitor",
+        }
+    }
+}
+
+pub(crate) struct HubSupervisor;
+
+pub(crate) struct HubSupState {
+    shared: Arc<HubShared>,
+    roles: HashMap<ActorId, (Role, ActorCell)>,
+    intensity: RestartIntensity,
+}
+
+/// The hub gave up restarting its own actors.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "hub {hub_id}: actor {actor} failed more than {max} times within {seconds} s; stopping the hub"
+)]
+struct HubIntensityExceeded {
+    hub_id: String,
+    actor: &'static str,
+    max: u32,
+    seconds: u32,
+}
+
+async fn spawn_role(
+    role: Role,
+    shared: &Arc<HubShared>,
+    myself: ActorCell,
+    first_boot: bool,
+) -> Result<ActorCell, ActorProcessingErr> {
+    let cell = match role {
+        Role::Registry => {
+            let args = RegistryArgs {
+                shared: shared.clone(),
+                strip_local: first_boot,
+            };
+            let (r, _) = Actor::spawn_linked(None, Registry, args, myself).await?;
+            shared.set_refs(|refs| refs.registry = Some(r.clone()));
+            r.get_cell()
+        }
+        Role::ChildSupervisor => {
+            let args = ChildSupArgs {
+                shared: shared.clone(),
+                restore: !first_boot,
+            };
+            let (r, _) = Actor::spawn_linked(None, ChildSupervisor, args, myself).await?;
+            shared.set_refs(|refs| refs.child_supervisor = Some(r.clone()));
+            r.get_cell()
+        }
+        Role::Coordinator => {
+            let (r, _) = Actor::spawn_linked(None, Coordinator, shared.clone(), myself).await?;
+            shared.set_refs(|refs| refs.coordinator = Some(r.clone()));
+            r.get_cell()
+        }
+        Role::Janitor => {
+            let (r, _) = Actor::spawn_linked(None, Janitor, shared.clone(), myself).await?;
+            r.get_cell()
+        }
+    };
+    Ok(cell)
+}
+
+impl HubSupState {
+    fn cell_of(&self, role: Role) -> Option<ActorCell> {
+        self.roles
+            .values()
+            .find(|(r, _)| *r == role)
+            .map(|(_, c)| c.clone())
+    }
+
+    fn forward_start(&self, msg: CoordinatorMsg) {
+        let Some(coordinator) = self.shared.coordinator() else {
+            if let CoordinatorMsg::Start { reply, .. } = msg {
+                let _ = reply.send(Err(StartError::HubUnavailable(
+                    "coordinator is restarting".into(),
+                )));
+            }
+            return;
+        };
+        if let Err(ractor::MessagingErr::SendErr(CoordinatorMsg::Start { reply, .. })) =
+            coordinator.cast(msg)
+        {
+            let _ = reply.send(Err(StartError::HubUnavailable(
+                "coordinator is restarting".into(),
+            )));
+        }
+    }
+
+    fn forward_stop(&self, msg: CoordinatorMsg) {
+        let Some(coordinator) = self.shared.coordinator() else {
+            if let CoordinatorMsg::Stop { reply, .. } = msg {
+                let _ = reply.send(Err(StopError::HubUnavailable(
+                    "coordinator is restarting".into(),
+                )));
+            }
+            return;
+        };
+        if let Err(ractor::MessagingErr::SendErr(CoordinatorMsg::Stop { reply, .. })) =
+            coordinator.cast(msg)
+        {
+            let _ = reply.send(Err(StopError::HubUnavailable(
+                "coordinator is restarting".into(),
+            )));
+        }
+    }
+}
+
+impl Actor for HubSupervisor {
+    type Msg = HubMsg;
+    type State = HubSupState;
+    type Arguments = Arc<HubShared>;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        shared: Arc<HubShared>,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let mut roles = HashMap::new();
+        // Registry first (the others write to it), coordinator last (it accepts requests).
+        for role in [
+            Role::Registry,
+            Role::ChildSupervisor,
+            Role::Janitor,
+            Role::Coordinator,
+        ] {
+            let cell = spawn_role(role, &shared, myself.get_cell(), true).await?;
+            roles.insert(cell.get_id(), (role, cell));
+        }
+        let cfg = &shared.config;
+        Ok(HubSupState {
+            intensity: RestartIntensity::new(cfg.hub_max_restarts, cfg.max_seconds),
+            shared,
+            roles,
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let shared = &state.shared;
+        tracing::info!(hub = %shared.config.hub_id, "hub shutting down");
+        shared.events.publish(|| HubEvent::HubStopping {
+            reason: "shutdown".into(),
+        });
+        shared.hooks.fire(HookKey::CoordinatorShutdown, || {
+            HookEvent::CoordinatorShutdown {
+                hub_id: shared.config.hub_id.clone(),
+                node: shared.node.clone(),
+            }
+        });
+        // One budget for the whole shutdown, shared by the steps in order.
+        let deadline = Instant::now() + shared.config.shutdown_timeout();
+        for role in [
+            Role::Coordinator,
+            Role::Janitor,
+            Role::ChildSupervisor,
+            Role::Registry,
+        ] {
+            if let Some(cell) = state.cell_of(role) {
+                let wait = deadline
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(10));
+                if cell
+                    .stop_and_wait(Some("hub shutdown".into()), Some(wait))
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!(actor = role.name(), "did not stop in time; killing it");
+                    cell.kill();
+                }
+            }
+        }
+        shared.set_refs(|refs| *refs = Default::default());
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let hub = &state.shared;
+        match msg {
+            HubMsg::StartChild { spec, opts, reply } => {
+                state.forward_start(CoordinatorMsg::Start {
+                    specs: vec![spec],
+                    opts,
+                    reply,
+                })
+            }
+            HubMsg::StartChildren { specs, opts, reply } => {
+                state.forward_start(CoordinatorMsg::Start { specs, opts, reply })
+            }
+            HubMsg::StopChild { id, opts, reply } => state.forward_stop(CoordinatorMsg::Stop {
+                ids: vec![id],
+                opts,
+                reply,
+            }),
+            HubMsg::StopChildren { ids, opts, reply } => {
+                state.forward_stop(CoordinatorMsg::Stop { ids, opts, reply })
+            }
+            HubMsg::ChildLookup {
+                id,
+                with_metadata,
+                reply,
+            } => {
+                let _ = reply.send(reads::child_lookup(hub, &id, with_metadata));
+            }
+            HubMsg::GetPids { id, reply } => {
+                let _ = reply.send(reads::get_pids(hub, &id));
+            }
+            HubMsg::ProcessList { scope, reply } => {
+                let _ = reply.send(reads::process_list(hub, scope));
+            }
+            HubMsg::RegistryDump { reply } => {
+                let _ = reply.send(reads::registry_dump(hub));
+            }
+            HubMsg::TagQuery { tag, reply } => {
+                let _ = reply.send(reads::tag_query(hub, &tag));
+            }
+            HubMsg::Nodes {
+                include_local,
+                reply,
+            } => {
+                let _ = reply.send(reads::nodes(hub, include_local));
+            }
+            HubMsg::Subscribe { sink, reply } => {
+                let id = hub.events.subscribe(sink);
+                if let Some(reply) = reply {
+                    let _ = reply.send(id);
+                }
+            }
+            HubMsg::Unsubscribe { id } => {
+                hub.events.unsubscribe(id);
+            }
+            HubMsg::RegisterHook {
+                key,
+                handler,
+                reply,
+            } => {
+                let _ = reply.send(hub.hooks.register(key, handler));
+            }
+            HubMsg::CancelHook {
+                key,
+                handler_id,
+                reply,
+            } => {
+                let _ = reply.send(hub.hooks.cancel(key, &handler_id));
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        // Never the default (which would stop the hub when any of its actors ends).
+        let (cell, why) = match event {
+            SupervisionEvent::ActorTerminated(cell, _, reason) => {
+                (cell, reason.unwrap_or_else(|| "stopped".into()))
+            }
+            SupervisionEvent::ActorFailed(cell, err) => (cell, err.to_string()),
+            _ => return Ok(()),
+        };
+        let Some((role, _)) = state.roles.remove(&cell.get_id()) else {
+            return Ok(());
+        };
+        let shared = state.shared.clone();
+        tracing::error!(hub = %shared.config.hub_id, actor = role.name(), reason = %why, "hub actor ended; restarting it");
+        shared.set_refs(|refs| match role {
+            Role::Registry => refs.registry = None,
+            Role::ChildSupervisor => refs.child_supervisor = None,
+            Role::Coordinator => refs.coordinator = None,
+            Role::Janitor => {}
+        });
+        if state.intensity.record(shared.mono_ms()) == IntensityVerdict::Exceeded {
+            let err = HubIntensityExceeded {
+                hub_id: shared.config.hub_id.clone(),
+                actor: role.name(),
+                max: shared.config.hub_max_restarts,
+                seconds: shared.config.max_seconds,
+            };
+            shared.events.publish(|| HubEvent::HubStopping {
+                reason: err.to_string(),
+            });
+            return Err(Box::new(err));
+        }
+        let cell = spawn_role(role, &shared, myself.get_cell(), false).await?;
+        state.roles.insert(cell.get_id(), (role, cell));
+        shared.events.publish(|| HubEvent::HubActorRestarted {
+            actor: role.name().to_owned(),
+        });
+        Ok(())
+    }
+}

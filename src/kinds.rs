@@ -1,0 +1,137 @@
+//! Child kinds: the actor types a hub can start, registered under a name.
+//!
+//! A [`ChildSpec`] names its kind and carries its arguments as JSON text, so a spec is plain data
+//! that can cross the wire and sit on disk. The kind table turns it back into a typed start:
+//! it decodes the arguments as the actor's `Arguments` type and spawns the actor linked under the
+//! node's child supervisor. A spec naming an unknown kind, or whose arguments do not decode, is a
+//! typed error for that child; it never crashes the hub.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use ractor::{Actor, ActorCell, SpawnErr};
+use serde::{Deserialize, Serialize};
+
+use crate::model::{ChildArgs, ChildSpec};
+
+/// Why a kind could not start a child.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "code", rename_all = "snake_case")]
+pub enum KindError {
+    /// No kind with this name is registered on the node.
+    #[error("unknown child kind {kind:?}")]
+    UnknownKind {
+        /// The kind the spec named.
+        kind: String,
+    },
+    /// The arguments do not decode as the kind's argument type.
+    #[error("arguments of kind {kind:?} do not decode: {message}")]
+    InvalidArgs {
+        /// The kind.
+        kind: String,
+        /// The decoder's message.
+        message: String,
+    },
+    /// The actor's `pre_start` returned an error or panicked.
+    #[error("child failed to start: {message}")]
+    StartupFailed {
+        /// The error or panic message.
+        message: String,
+    },
+}
+
+type StartFn =
+    dyn Fn(ChildArgs, ActorCell) -> BoxFuture<'static, Result<ActorCell, KindError>> + Send + Sync;
+
+/// The table of kinds a hub can start. Cheap to clone (shared entries).
+#[derive(Clone, Default)]
+pub struct ChildKinds {
+    kinds: HashMap<String, Arc<StartFn>>,
+}
+
+impl fmt::Debug for ChildKinds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.names()).finish()
+    }
+}
+
+impl ChildKinds {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers actor type `A` under `name`; each start uses a clone of `actor` as the handler
+    /// and decodes the spec's args as `A::Arguments`. Registering a name again replaces it.
+    pub fn register<A>(&mut self, name: impl Into<String>, actor: A) -> &mut Self
+    where
+        A: Actor + Clone,
+        A::Arguments: serde::de::DeserializeOwned,
+    {
+        self.register_with(name, move || actor.clone())
+    }
+
+    /// Like [`ChildKinds::register`] with a factory building the handler for each start.
+    pub fn register_with<A, F>(&mut self, name: impl Into<String>, factory: F) -> &mut Self
+    where
+        A: Actor,
+        A::Arguments: serde::de::DeserializeOwned,
+        F: Fn() -> A + Send + Sync + 'static,
+    {
+        let name = name.into();
+        let kind = name.clone();
+        let start: Arc<StartFn> = Arc::new(move |args: ChildArgs, supervisor: ActorCell| {
+            let decoded = args.decode::<A::Arguments>();
+            let handler = factory();
+            let kind = kind.clone();
+            Box::pin(async move {
+                let args = decoded.map_err(|e| KindError::InvalidArgs {
+                    kind,
+                    message: e.to_string(),
+                })?;
+                // No name: ractor's name registry is process-global and many hubs share a
+                // process; children are addressed through the hub by child id instead.
+                match A::spawn_linked(None, handler, args, supervisor).await {
+                    Ok((actor, _join)) => Ok(actor.get_cell()),
+                    Err(SpawnErr::StartupFailed(e)) => Err(KindError::StartupFailed {
+                        message: e.to_string(),
+                    }),
+                    Err(e) => Err(KindError::StartupFailed {
+                        message: e.to_string(),
+                    }),
+                }
+            })
+        });
+        self.kinds.insert(name, start);
+        self
+    }
+
+    /// Whether `name` is registered.
+    pub fn contains(&self, name: &str) -> bool {
+        self.kinds.contains_key(name)
+    }
+
+    /// The registered names, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<_> = self.kinds.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Starts `spec` linked under `supervisor`; resolves once the actor's `pre_start` is done.
+    pub async fn start(
+        &self,
+        spec: &ChildSpec,
+        supervisor: ActorCell,
+    ) -> Result<ActorCell, KindError> {
+        let start = self
+            .kinds
+            .get(&spec.kind)
+            .ok_or_else(|| KindError::UnknownKind {
+                kind: spec.kind.clone(),
+            })?;
+        start(spec.args.clone(), supervisor).await
+    }
+}

@@ -1,0 +1,314 @@
+//! Hooks (register, cancel, duplicates, priorities, the alter hook, the one-node hook keys) and
+//! event subscriptions (actors and channels, a burst of 10,000 starts, slow subscribers).
+
+mod common;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{spawn_hub, wait_until, DEADLINE};
+use process_hub::{
+    ChildArgs, ChildId, ChildSpec, HookError, HookEvent, HookHandler, HookKey, Hub, HubEvent,
+    HubMsg, ProcessHub, StartOptions, StopOptions,
+};
+use process_hub_actors::counter::CounterMsg;
+use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+
+#[tokio::test]
+async fn hook_handlers_register_cancel_and_reject_duplicates() {
+    let hub = spawn_hub("hooks-register").await;
+    let noop = |id: &str, prio| HookHandler::observe(id, prio, |_| {});
+    hub.register_hook(HookKey::RegistryPidInsert, noop("a", 1))
+        .unwrap();
+    hub.register_hook(HookKey::RegistryPidInsert, noop("b", 5))
+        .unwrap();
+    assert_eq!(
+        hub.register_hook(HookKey::RegistryPidInsert, noop("a", 9)),
+        Err(HookError::DuplicateHandlerId {
+            key: HookKey::RegistryPidInsert,
+            id: "a".into()
+        })
+    );
+    // The same id under another key is fine.
+    hub.register_hook(HookKey::RegistryPidRemove, noop("a", 0))
+        .unwrap();
+    assert_eq!(hub.hook_handlers(HookKey::RegistryPidInsert), ["b", "a"]);
+    hub.cancel_hook(HookKey::RegistryPidInsert, "b").unwrap();
+    assert_eq!(hub.hook_handlers(HookKey::RegistryPidInsert), ["a"]);
+    assert!(matches!(
+        hub.cancel_hook(HookKey::RegistryPidInsert, "b"),
+        Err(HookError::UnknownHandler { .. })
+    ));
+    // And as messages.
+    let actor = hub.actor();
+    let t = Some(Duration::from_secs(10));
+    let dup = actor
+        .call(
+            |reply| HubMsg::RegisterHook {
+                key: HookKey::RegistryPidInsert,
+                handler: noop("a", 0),
+                reply,
+            },
+            t,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(dup, Err(HookError::DuplicateHandlerId { .. })));
+    let cancel = actor
+        .call(
+            |reply| HubMsg::CancelHook {
+                key: HookKey::RegistryPidInsert,
+                handler_id: "a".into(),
+                reply,
+            },
+            t,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(cancel, Ok(()));
+    assert!(hub.hook_handlers(HookKey::RegistryPidInsert).is_empty());
+    hub.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn one_node_hooks_fire_at_their_moments() {
+    let log: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
+    let handler = |key: HookKey| {
+        let log = log.clone();
+        HookHandler::observe("log", 0, move |e: &HookEvent| {
+            let entry = match e {
+                HookEvent::RegistryPidInsert { id, .. } => format!("{key}:{id}"),
+                HookEvent::RegistryPidRemove { id, .. } => format!("{key}:{id}"),
+                HookEvent::PreChildrenStart { specs, .. } => format!("{key}:{}", specs.len()),
+                HookEvent::PostChildrenStart {
+                    started, failed, ..
+                } => {
+                    format!("{key}:{}/{}", started.len(), failed.len())
+                }
+                HookEvent::ProcessStartups { processes, .. } => {
+                    format!("{key}:{}", processes.len())
+                }
+                HookEvent::CoordinatorShutdown { hub_id, .. } => format!("{key}:{hub_id}"),
+                other => format!("{key}:{other:?}"),
+            };
+            log.lock().unwrap().push(entry);
+        })
+    };
+    let mut builder = Hub::builder(
+        ProcessHub::new("hooks-moments"),
+        process_hub_actors::default_kinds(),
+    );
+    for key in [
+        HookKey::RegistryPidInsert,
+        HookKey::RegistryPidRemove,
+        HookKey::PreChildrenStart,
+        HookKey::PostChildrenStart,
+        HookKey::ProcessStartups,
+        HookKey::CoordinatorShutdown,
+    ] {
+        builder = builder.hook(key, handler(key));
+    }
+    let (hub, _) = builder.spawn().await.unwrap();
+    hub.start_children(
+        vec![
+            ChildSpec::new("h1", "counter"),
+            ChildSpec::new("h2", "no_such_kind"),
+        ],
+        StartOptions::new(),
+    )
+    .await
+    .unwrap();
+    hub.stop_child("h1", StopOptions::new()).await.unwrap();
+    hub.shutdown().await.unwrap();
+    let log = log.lock().unwrap().clone();
+    for expected in [
+        "pre_children_start:2",
+        "process_startups:1",
+        "post_children_start:1/1",
+        "registry_pid_insert:h1",
+        "registry_pid_remove:h1",
+        "coordinator_shutdown:hooks-moments",
+    ] {
+        assert!(
+            log.iter().any(|l| l == expected),
+            "missing {expected} in {log:?}"
+        );
+    }
+    let pos = |s: &str| log.iter().position(|l| l == s).unwrap();
+    assert!(pos("pre_children_start:2") < pos("post_children_start:1/1"));
+    assert!(pos("registry_pid_insert:h1") < pos("registry_pid_remove:h1"));
+}
+
+#[tokio::test]
+async fn the_alter_hook_changes_a_childs_arguments_before_it_starts() {
+    let hub = spawn_hub("hooks-alter").await;
+    // Two handlers: the higher priority runs first, the lower one sees its change.
+    hub.register_hook(
+        HookKey::ChildDataAlter,
+        HookHandler::alter("seed", 10, |spec, metadata| {
+            if spec.kind == "counter" && metadata.get("tag").map(String::as_str) == Some("seeded") {
+                spec.args = ChildArgs::from_json(&serde_json::json!({ "start": 100 }));
+            }
+        }),
+    )
+    .unwrap();
+    hub.register_hook(
+        HookKey::ChildDataAlter,
+        HookHandler::alter("double", 1, |spec, _| {
+            if let Ok(Some(v)) = spec.args.decode::<Option<serde_json::Value>>() {
+                if let Some(start) = v.get("start").and_then(|s| s.as_i64()) {
+                    spec.args = ChildArgs::from_json(&serde_json::json!({ "start": start * 2 }));
+                }
+            }
+        }),
+    )
+    .unwrap();
+    hub.start_child(
+        ChildSpec::new("altered", "counter"),
+        StartOptions::new().tag("seeded"),
+    )
+    .await
+    .unwrap();
+    hub.start_child(ChildSpec::new("plain", "counter"), StartOptions::new())
+        .await
+        .unwrap();
+    let get = |id: &str| hub.local_child_ref::<CounterMsg>(&id.into()).unwrap();
+    assert_eq!(
+        call_t!(get("altered"), CounterMsg::Get, 10_000).unwrap(),
+        200
+    );
+    assert_eq!(call_t!(get("plain"), CounterMsg::Get, 10_000).unwrap(), 0);
+    // The registry records what actually runs.
+    let row = hub.child_lookup(&"altered".into()).unwrap();
+    assert_eq!(row.spec.args.as_json_text(), r#"{"start":200}"#);
+    hub.shutdown().await.unwrap();
+}
+
+/// A subscriber actor that counts events by type.
+struct Counting;
+
+enum CountingMsg {
+    Event(HubEvent),
+    Counts(RpcReplyPort<(usize, usize, usize)>),
+}
+
+impl ractor::Message for CountingMsg {}
+
+impl Actor for Counting {
+    type Msg = CountingMsg;
+    type State = (HashSet<ChildId>, usize, usize);
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        _: ActorRef<CountingMsg>,
+        _: (),
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok((HashSet::new(), 0, 0))
+    }
+
+    async fn handle(
+        &self,
+        _: ActorRef<CountingMsg>,
+        msg: CountingMsg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            CountingMsg::Event(HubEvent::ChildStarted { id, .. }) => {
+                state.0.insert(id);
+                state.1 += 1;
+            }
+            CountingMsg::Event(HubEvent::RegistryInserted { .. }) => state.2 += 1,
+            CountingMsg::Event(_) => {}
+            CountingMsg::Counts(reply) => {
+                let _ = reply.send((state.0.len(), state.1, state.2));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_event_of_a_burst_of_10000_starts_reaches_every_subscriber() {
+    let hub = spawn_hub("events-burst").await;
+    let (counter, _) = Actor::spawn(None, Counting, ()).await.unwrap();
+    hub.subscribe_mapped(counter.clone(), CountingMsg::Event);
+    // A slow subscriber: nobody reads this channel until the burst is over.
+    let (_, mut slow) = hub.subscribe_channel();
+    let n = 10_000;
+    let specs: Vec<_> = (0..n)
+        .map(|i| ChildSpec::new(format!("e{i}"), "counter"))
+        .collect();
+    let result = hub
+        .start_children(specs, StartOptions::new().timeout(Duration::from_secs(120)))
+        .await
+        .unwrap();
+    assert_eq!(result.started.len(), n);
+
+    let start = tokio::time::Instant::now();
+    loop {
+        let (unique, started, inserted) = call_t!(counter, CountingMsg::Counts, 10_000).unwrap();
+        if unique == n && inserted == n {
+            assert_eq!(started, n, "no duplicates");
+            break;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "actor got {unique} starts, {inserted} inserts of {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut started = HashSet::new();
+    let mut inserted = 0;
+    while started.len() < n || inserted < n {
+        match tokio::time::timeout(DEADLINE, slow.recv())
+            .await
+            .expect("slow subscriber missed events")
+        {
+            Some(HubEvent::ChildStarted { id, .. }) => {
+                started.insert(id);
+            }
+            Some(HubEvent::RegistryInserted { .. }) => inserted += 1,
+            Some(_) => {}
+            None => panic!("channel closed"),
+        }
+    }
+    hub.shutdown().await.unwrap();
+    counter.stop(None);
+}
+
+#[tokio::test]
+async fn subscribers_can_leave_and_dead_ones_are_dropped() {
+    let hub = spawn_hub("events-leave").await;
+    let (id, mut rx) = hub.subscribe_channel();
+    let (_, dropped) = hub.subscribe_channel();
+    drop(dropped);
+    hub.start_child(ChildSpec::new("one", "counter"), StartOptions::new())
+        .await
+        .unwrap();
+    let first = tokio::time::timeout(DEADLINE, rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(
+        first,
+        HubEvent::ChildStarted { .. } | HubEvent::RegistryInserted { .. }
+    ));
+    assert!(hub.unsubscribe(id));
+    assert!(!hub.unsubscribe(id));
+    hub.start_child(ChildSpec::new("two", "counter"), StartOptions::new())
+        .await
+        .unwrap();
+    // Drain what was queued before the unsubscribe; after it the channel is closed.
+    wait_until("channel closes", || {
+        matches!(
+            rx.try_recv(),
+            Err(tokio::sync::mpsc::error::TryRecvError::Disconnected)
+        )
+    })
+    .await;
+    hub.shutdown().await.unwrap();
+}
