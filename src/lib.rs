@@ -9,5 +9,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cluster;
+pub mod core;
 pub mod model;
 pub mod storage;

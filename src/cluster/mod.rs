@@ -1,0 +1,6 @@
+//! The cluster: how a hub talks to its peers on other nodes.
+//!
+//! The hub sees one seam, [`transport::Network`] / [`transport::Transport`]: open a hub's endpoint,
+//! send versioned [`wire`] frames to a node by name, receive membership events and frames. Two
+//! implementations sit behind it: [`in_process`] (many nodes in one process, with a router that
+//! injects faults, for tests) and [`node`] (ractor_cluster: one node per OS process).
