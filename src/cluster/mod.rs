@@ -4,3 +4,7 @@
 //! send versioned [`wire`] frames to a node by name, receive membership events and frames. Two
 //! implementations sit behind it: [`in_process`] (many nodes in one process, with a router that
 //! injects faults, for tests) and [`node`] (ractor_cluster: one node per OS process).
+
+pub mod in_process;
+pub mod transport;
+pub mod wire;
