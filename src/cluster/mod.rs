@@ -5,6 +5,8 @@
 //! implementations sit behind it: [`in_process`] (many nodes in one process, with a router that
 //! injects faults, for tests) and [`node`] (ractor_cluster: one node per OS process).
 
+pub mod gateway;
 pub mod in_process;
+pub mod node;
 pub mod transport;
 pub mod wire;
