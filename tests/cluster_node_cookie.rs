@@ -5,7 +5,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use process_hub::cluster::transport::{Transport, TransportEvent};
+use process_hub::cluster::transport::TransportEvent;
 use support::{free_port, Local, Peer, DEADLINE};
 
 #[test]

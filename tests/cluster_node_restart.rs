@@ -4,7 +4,7 @@
 #[allow(dead_code)]
 mod support;
 
-use process_hub::cluster::transport::{Transport, TransportEvent};
+use process_hub::cluster::transport::TransportEvent;
 use process_hub::cluster::wire::WireMsg;
 use support::{free_port, Local, Peer};
 

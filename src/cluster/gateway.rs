@@ -14,8 +14,8 @@
 //! A node is up for the hub once its `Hello` is received; down when its last gateway proxy leaves
 //! the pg scope (ractor_cluster kills the proxies of a closed session, so "no proxy left" is the
 //! disconnect confirmed against the live sessions — a duplicate session losing its election has
-//! no proxies and changes nothing), when its heartbeats time out (half-open connections), or when
-//! it says `Goodbye`. Proxies are only ever sent to: never stopped, killed or linked (TRAPS in
+//! no proxies and changes nothing), or when its heartbeats time out (half-open connections).
+//! Proxies are only ever sent to: never stopped, killed or linked (TRAPS in
 //! the ractor notes: that would tear down the whole session).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -308,10 +308,6 @@ impl LinkState {
                     }
                 }
             },
-            WireMsg::Goodbye => {
-                self.pending_hello.remove(&from);
-                self.mark_down(&from, "left");
-            }
             msg => {
                 if self.tokens.contains_key(&from) {
                     self.detector.heard(&from, Instant::now());
@@ -421,8 +417,14 @@ impl Actor for Link {
             LinkMsg::Frame(bytes) => state.on_frame(bytes).await,
             LinkMsg::Tick => {
                 state.on_tick();
-                if state.proxies.is_empty() {
-                    // Cheap when nothing is connected; catches a pg event we raced with.
+                let remote =
+                    ractor::pg::get_scoped_members(&state.scope, &GATEWAY_GROUP.to_owned())
+                        .iter()
+                        .filter(|c| !c.get_id().is_local())
+                        .count();
+                if remote != state.proxies.len() || !state.pending_hello.is_empty() {
+                    // A proxy we could not map yet (GetSessions failed or raced a session):
+                    // retry until every member is known.
                     state.resolve().await;
                 }
             }

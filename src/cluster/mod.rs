@@ -10,3 +10,6 @@ pub mod in_process;
 pub mod node;
 pub mod transport;
 pub mod wire;
+
+pub use transport::{EventSink, Network, Transport, TransportError, TransportEvent};
+pub use wire::{WireFrame, WireMsg};

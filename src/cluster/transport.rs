@@ -17,8 +17,8 @@
 //! - hubs discover each other per hub id: a hub sees `NodeUp` only for nodes where a hub of the
 //!   same id is open, with that node's boot token; `NodeUp` for a node already up means its boot
 //!   token changed (it restarted faster than it could be seen down);
-//! - `NodeDown` follows a crash, a closed connection, a heartbeat timeout, a partition or a
-//!   `Goodbye`; after it no message from that boot is delivered until a new `NodeUp`;
+//! - `NodeDown` follows a crash, a closed connection, a heartbeat timeout, a partition or the
+//!   peer closing its endpoint (`Goodbye` is only a hint delivered to the hub); after it no message from that boot is delivered until a new `NodeUp`;
 //! - delivery is best effort and FIFO per pair of nodes while the link is healthy; messages can be
 //!   lost around a `NodeDown`. The hub's full sync and request timeouts cover losses;
 //! - a frame that does not decode, or is for another hub, is logged and dropped.

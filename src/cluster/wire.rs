@@ -108,8 +108,9 @@ pub enum WireMsg {
         /// The sender's boot token.
         boot_token: BootToken,
     },
-    /// The sender is leaving gracefully (SIGTERM): treat it as down now, without grace period,
-    /// and expect its children to be handed over.
+    /// The sender is leaving gracefully (SIGTERM): its `NodeDown` follows shortly; the hub may
+    /// skip the grace period for it and expect its children to be handed over. Delivered to the
+    /// hub like any message (the transport does not interpret it).
     Goodbye,
     /// Start these children on the receiver, which should own them. A receiver that does not
     /// own a child (its ring differs) forwards it with `hops + 1`, keeping `request_id` and
