@@ -135,4 +135,5 @@ async fn main() {
         locals / n as u64
     );
     let _ = host.kill();
+    let _ = host.wait();
 }
