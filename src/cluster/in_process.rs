@@ -16,6 +16,11 @@
 //!
 //! Delays need a tokio runtime (delayed frames ride a per-link task, which keeps them in order);
 //! without delay, frames are delivered synchronously in the sender's thread.
+//!
+//! Sinks are called with the router's lock held, so every event of the cluster is totally
+//! ordered: a `NodeDown` can never overtake a message of the boot it ends, and a `NodeUp` never
+//! arrives before the `NodeDown` it follows. Hence a sink must not call the router or a transport
+//! synchronously (it would deadlock); casting into an actor's mailbox is the intended use.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -248,7 +253,7 @@ impl InProcessCluster {
     /// Crashes `node`: its endpoints close without notice to themselves, its frames in flight are
     /// lost, its peers see `NodeDown`. Its old [`InProcessNode`] and transports go inert.
     pub fn crash(&self, node: &str) -> Result<(), RouterError> {
-        let events = {
+        {
             let mut state = self.lock();
             let Some(n) = state.nodes.get_mut(node) else {
                 return Err(RouterError::UnknownNode(node.to_owned()));
@@ -259,9 +264,8 @@ impl InProcessCluster {
             let before = state.reachable_pairs();
             state.nodes.get_mut(node).expect("checked above").alive = false;
             state.endpoints.retain(|(_, n), _| n != node);
-            state.diff_events(&before)
-        };
-        emit(events);
+            emit(state.diff_events(&before));
+        }
         Ok(())
     }
 
@@ -289,13 +293,10 @@ impl InProcessCluster {
     }
 
     fn change_links(&self, change: impl FnOnce(&mut BTreeSet<(NodeName, NodeName)>)) {
-        let events = {
-            let mut state = self.lock();
-            let before = state.reachable_pairs();
-            change(&mut state.cuts);
-            state.diff_events(&before)
-        };
-        emit(events);
+        let mut state = self.lock();
+        let before = state.reachable_pairs();
+        change(&mut state.cuts);
+        emit(state.diff_events(&before));
     }
 
     /// Splits the cluster: every link between two different groups is cut (links inside a group
@@ -364,29 +365,26 @@ impl InProcessCluster {
         to: &str,
         bytes: Vec<u8>,
     ) -> Result<(), TransportError> {
-        let (sink, hub) = {
-            let state = self.lock();
-            if !state.reachable(from, to) {
-                return Err(TransportError::Unreachable(to.to_owned()));
-            }
-            let sink = state
-                .sink(hub_id, to)
-                .ok_or_else(|| TransportError::Unreachable(to.to_owned()))?;
-            (sink, hub_id.to_owned())
-        };
-        self.deliver_now(&hub, from, &sink, &bytes);
+        let mut state = self.lock();
+        if !state.reachable(from, to) {
+            return Err(TransportError::Unreachable(to.to_owned()));
+        }
+        let sink = state
+            .sink(hub_id, to)
+            .ok_or_else(|| TransportError::Unreachable(to.to_owned()))?;
+        Self::deliver(&mut state, hub_id, from, &sink, &bytes);
         Ok(())
     }
 
-    /// Decodes and hands a frame to a sink; counts the outcome.
-    fn deliver_now(&self, hub_id: &str, from: &str, sink: &EventSink, bytes: &[u8]) {
+    /// Decodes and hands a frame to a sink (under the router's lock); counts the outcome.
+    fn deliver(state: &mut RouterState, hub_id: &str, from: &str, sink: &EventSink, bytes: &[u8]) {
         match wire::decode_for(hub_id, bytes) {
             Ok(frame) if frame.from != from => {
                 tracing::warn!(hub_id, claimed = %frame.from, actual = from, "frame claims another sender; dropped");
-                self.lock().stats.undecodable += 1;
+                state.stats.undecodable += 1;
             }
             Ok(frame) => {
-                self.lock().stats.delivered += 1;
+                state.stats.delivered += 1;
                 match frame.payload {
                     // Membership comes from the router's link table here.
                     WireMsg::Hello { .. } | WireMsg::Heartbeat { .. } => {}
@@ -398,7 +396,7 @@ impl InProcessCluster {
             }
             Err(error) => {
                 tracing::warn!(hub_id, from, %error, "undecodable frame dropped");
-                self.lock().stats.undecodable += 1;
+                state.stats.undecodable += 1;
             }
         }
     }
@@ -419,7 +417,7 @@ impl InProcessCluster {
         let Some(target) = state.endpoints.get(&(hub_id.to_owned(), to.clone())) else {
             return Err(TransportError::Unreachable(to.clone()));
         };
-        if !state.reachable(from, to) {
+        if from == to || !state.reachable(from, to) {
             return Err(TransportError::Unreachable(to.clone()));
         }
         let (to_endpoint, sink) = (target.id, target.sink.clone());
@@ -429,10 +427,7 @@ impl InProcessCluster {
             return Ok(());
         }
         match state.delay {
-            None => {
-                drop(state);
-                self.deliver_now(hub_id, from, &sink, &bytes);
-            }
+            None => Self::deliver(&mut state, hub_id, from, &sink, &bytes),
             Some((min, max)) => {
                 let delay = if max > min {
                     state.rng.gen_range(min..=max)
@@ -478,7 +473,7 @@ impl InProcessCluster {
     ) {
         while let Some(item) = rx.recv().await {
             tokio::time::sleep_until(item.at).await;
-            let sink = {
+            {
                 let mut state = self.lock();
                 let from_ok = state
                     .endpoints
@@ -491,15 +486,11 @@ impl InProcessCluster {
                     .filter(|e| e.id == item.to_endpoint)
                     .map(|e| e.sink.clone());
                 match to_sink {
-                    Some(sink) if from_ok && state.reachable(&item.from, &to) => Some(sink),
-                    _ => {
-                        state.stats.dropped_in_flight += 1;
-                        None
+                    Some(sink) if from_ok && state.reachable(&item.from, &to) => {
+                        Self::deliver(&mut state, &hub_id, &item.from, &sink, &item.bytes);
                     }
+                    _ => state.stats.dropped_in_flight += 1,
                 }
-            };
-            if let Some(sink) = sink {
-                self.deliver_now(&hub_id, &item.from, &sink, &item.bytes);
             }
         }
     }
@@ -510,7 +501,7 @@ impl InProcessCluster {
         hub_id: &str,
         sink: EventSink,
     ) -> Result<InProcessTransport, TransportError> {
-        let (events, id) = {
+        let id = {
             let mut state = self.lock();
             match state.nodes.get(&node.name) {
                 Some(n) if n.alive && n.generation == node.generation => {}
@@ -558,9 +549,9 @@ impl InProcessCluster {
                     }
                 }
             }
-            (events, id)
+            emit(events);
+            id
         };
-        emit(events);
         Ok(InProcessTransport {
             cluster: self.clone(),
             hub_id: hub_id.to_owned(),
@@ -571,17 +562,14 @@ impl InProcessCluster {
     }
 
     fn close(&self, hub_id: &str, node: &NodeName, endpoint: u64) {
-        let events = {
-            let mut state = self.lock();
-            let key = (hub_id.to_owned(), node.clone());
-            if state.endpoints.get(&key).map(|e| e.id) != Some(endpoint) {
-                return;
-            }
-            let before = state.reachable_pairs();
-            state.endpoints.remove(&key);
-            state.diff_events(&before)
-        };
-        emit(events);
+        let mut state = self.lock();
+        let key = (hub_id.to_owned(), node.clone());
+        if state.endpoints.get(&key).map(|e| e.id) != Some(endpoint) {
+            return;
+        }
+        let before = state.reachable_pairs();
+        state.endpoints.remove(&key);
+        emit(state.diff_events(&before));
     }
 
     fn peers_of(&self, hub_id: &str, node: &str, endpoint: u64) -> Vec<NodeName> {

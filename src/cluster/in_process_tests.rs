@@ -114,6 +114,13 @@ fn messages_arrive_in_order_with_their_sender() {
         .collect();
     assert_eq!(got, (0..10).collect::<Vec<u8>>());
     hubs[0].rec.take();
+    assert_eq!(
+        hubs[0]
+            .transport
+            .send(&"a".to_owned(), &WireMsg::SyncRequest),
+        Err(TransportError::Unreachable("a".into())),
+        "a node does not message itself through the network"
+    );
     let failures = hubs[2].transport.broadcast(&WireMsg::SyncRequest).unwrap();
     assert!(failures.is_empty());
     assert_eq!(hubs[0].rec.take().len(), 1);

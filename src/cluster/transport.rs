@@ -54,7 +54,8 @@ pub enum TransportEvent {
     },
 }
 
-/// Where a transport delivers its events. Must not block.
+/// Where a transport delivers its events. Must not block and must not call back into the
+/// transport or the router synchronously (the in-process router calls it under its lock).
 pub type EventSink = Arc<dyn Fn(TransportEvent) + Send + Sync>;
 
 /// A sink that casts every event to `actor`, wrapped by `wrap` into the actor's message type.
