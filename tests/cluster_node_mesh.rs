@@ -20,7 +20,13 @@ async fn a_chain_of_seeds_forms_a_mesh_and_hubs_are_found_per_hub_id() {
     let mut local = Local::start("secret", vec![], hub).await;
     let local_seed = format!("127.0.0.1:{}", local.node.port());
     let one_port = free_port();
-    let _one = Peer::spawn("one", one_port, "secret", &[local_seed.clone()], hub);
+    let _one = Peer::spawn(
+        "one",
+        one_port,
+        "secret",
+        std::slice::from_ref(&local_seed),
+        hub,
+    );
     // `two` only knows `one`; it reaches `local` through ractor_cluster's transitive mode.
     let mut two = Peer::spawn(
         "two",
