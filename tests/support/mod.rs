@@ -16,7 +16,7 @@ use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use process_hub::cluster::node::{ClusterConfig, ClusterNode};
+use process_hub::cluster::node::{ClusterConfig, ClusterNode, TlsConfig};
 use process_hub::cluster::transport::{Network, Transport, TransportEvent};
 use process_hub::cluster::wire::WireMsg;
 use process_hub::core::backoff::BackoffConfig;
@@ -38,6 +38,35 @@ pub fn fast_reconnect() -> BackoffConfig {
         initial: Duration::from_millis(50),
         max: Duration::from_millis(500),
         ..BackoffConfig::default()
+    }
+}
+
+/// TLS from the test fixtures: a node certificate for `node.process-hub.test` signed by a
+/// test CA (both valid for a century; never use them outside tests).
+pub fn tls_config() -> TlsConfig {
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tls");
+    let read = |f: &str| std::fs::read(format!("{dir}/{f}")).unwrap();
+    let chain = vec![CertificateDer::from_pem_slice(&read("node.pem")).unwrap()];
+    let key = PrivateKeyDer::from_pem_slice(&read("node.key")).unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(&read("ca.pem")).unwrap())
+        .unwrap();
+    let server = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .unwrap();
+    let client = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    TlsConfig {
+        acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(server)),
+        connector: tokio_rustls::TlsConnector::from(Arc::new(client)),
+        server_name: ServerName::try_from("node.process-hub.test").unwrap(),
     }
 }
 
@@ -82,6 +111,9 @@ pub fn peer_node_entry() {
         config.seeds = seeds;
         config.heartbeat = fast_heartbeat();
         config.reconnect = fast_reconnect();
+        if env("PH_PEER_TLS") == "1" {
+            config.tls = Some(tls_config());
+        }
         let node = ClusterNode::start(config).await.unwrap();
         let (tx, mut rx) = mpsc::unbounded_channel();
         let transport = node
@@ -92,12 +124,27 @@ pub fn peer_node_entry() {
                 }),
             )
             .unwrap();
-        let out = |line: String| {
+        let out = move |line: String| {
             let mut stdout = std::io::stdout().lock();
             let _ = writeln!(stdout, "PH|{line}");
             let _ = stdout.flush();
         };
         out(format!("READY {}", node.boot_token()));
+        let node = Arc::new(node);
+        let stats_node = node.clone();
+        tokio::spawn(async move {
+            // Lets a test see this node's own view (e.g. "tried 3 times, never connected").
+            loop {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                if let Ok(stats) = stats_node.stats().await {
+                    out(format!(
+                        "STATS attempts={} connected={}",
+                        stats.attempts,
+                        stats.connected.len()
+                    ));
+                }
+            }
+        });
         while let Some(event) = rx.recv().await {
             match event {
                 TransportEvent::NodeUp { node, boot_token } => {
@@ -132,6 +179,17 @@ pub struct Peer {
 
 impl Peer {
     pub fn spawn(name: &str, port: u16, cookie: &str, seeds: &[String], hub: &str) -> Peer {
+        Self::spawn_with(name, port, cookie, seeds, hub, false)
+    }
+
+    pub fn spawn_with(
+        name: &str,
+        port: u16,
+        cookie: &str,
+        seeds: &[String],
+        hub: &str,
+        tls: bool,
+    ) -> Peer {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
@@ -145,6 +203,7 @@ impl Peer {
             .env("PH_PEER_COOKIE", cookie)
             .env("PH_PEER_SEEDS", seeds.join(","))
             .env("PH_PEER_HUB", hub)
+            .env("PH_PEER_TLS", if tls { "1" } else { "0" })
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -207,7 +266,17 @@ pub struct Local {
 
 impl Local {
     pub async fn start(cookie: &str, seeds: Vec<String>, hub: &str) -> Local {
+        Self::start_with(cookie, seeds, hub, None).await
+    }
+
+    pub async fn start_with(
+        cookie: &str,
+        seeds: Vec<String>,
+        hub: &str,
+        tls: Option<TlsConfig>,
+    ) -> Local {
         let mut config = ClusterConfig::new("local", "127.0.0.1", 0, cookie);
+        config.tls = tls;
         config.seeds = seeds;
         config.heartbeat = fast_heartbeat();
         config.reconnect = fast_reconnect();
