@@ -67,7 +67,7 @@ struct Shared {
 
 /// The link's messages.
 #[derive(RactorMessage)]
-pub enum LinkMsg {
+pub(crate) enum LinkMsg {
     /// A frame received by the gateway.
     Frame(Vec<u8>),
     /// Heartbeat timer: send heartbeats, run the failure detector, re-greet unconfirmed peers.
