@@ -27,12 +27,17 @@ async fn a_chain_of_seeds_forms_a_mesh_and_hubs_are_found_per_hub_id() {
         std::slice::from_ref(&local_seed),
         hub,
     );
-    // `two` only knows `one`; it reaches `local` through ractor_cluster's transitive mode.
+    // `two` only knows `one` (and itself, as a seed list shared by all nodes would say); it
+    // reaches `local` through ractor_cluster's transitive mode.
+    let two_port = free_port();
     let mut two = Peer::spawn(
         "two",
-        free_port(),
+        two_port,
         "secret",
-        &[format!("127.0.0.1:{one_port}")],
+        &[
+            format!("127.0.0.1:{two_port}"),
+            format!("127.0.0.1:{one_port}"),
+        ],
         hub,
     );
     let _other = Peer::spawn("other", free_port(), "secret", &[local_seed], "another-hub");

@@ -192,6 +192,9 @@ struct MembershipArgs {
     backoff: BackoffConfig,
     tick: Duration,
     tls: Option<TlsConfig>,
+    /// This node's own addresses: a seed list shared by every node names the node itself too.
+    own_addrs: Vec<SocketAddr>,
+    own_advertised: String,
 }
 
 struct MembershipState {
@@ -205,7 +208,18 @@ struct MembershipState {
 }
 
 impl MembershipState {
+    fn is_self(&self, target: &str) -> bool {
+        target == self.args.own_advertised
+            || target
+                .to_socket_addrs()
+                .map(|mut addrs| addrs.any(|a| self.args.own_addrs.contains(&a)))
+                .unwrap_or(false)
+    }
+
     fn add_target(&mut self, target: String) {
+        if self.is_self(&target) {
+            return;
+        }
         let backoff = self.args.backoff;
         self.targets.entry(target).or_insert_with(|| Target {
             backoff: Backoff::new(backoff),
@@ -416,6 +430,23 @@ impl std::fmt::Debug for ClusterNode {
     }
 }
 
+/// Socket addresses that reach this node: its advertised host, loopback and the unspecified
+/// address, on its port.
+fn own_addrs(host: &str, port: u16) -> Vec<SocketAddr> {
+    let mut addrs: Vec<SocketAddr> = (host, port)
+        .to_socket_addrs()
+        .map(|a| a.collect())
+        .unwrap_or_default();
+    for ip in [
+        IpAddr::from([127, 0, 0, 1]),
+        IpAddr::from([0, 0, 0, 0]),
+        IpAddr::from([0u16, 0, 0, 0, 0, 0, 0, 1]),
+    ] {
+        addrs.push(SocketAddr::new(ip, port));
+    }
+    addrs
+}
+
 static SUBSCRIPTION_IDS: AtomicU64 = AtomicU64::new(0);
 
 impl ClusterNode {
@@ -473,6 +504,8 @@ impl ClusterNode {
                 backoff: config.reconnect,
                 tick: config.heartbeat.interval,
                 tls: config.tls.clone(),
+                own_addrs: own_addrs(&config.host, port),
+                own_advertised: format!("{}:{}", config.host, port),
             },
         )
         .await
