@@ -23,7 +23,7 @@
 //! synchronously (it would deadlock); casting into an actor's mailbox is the intended use.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use rand::rngs::StdRng;
@@ -459,22 +459,32 @@ impl InProcessCluster {
                         "message delay needs a tokio runtime".to_owned(),
                     ));
                 };
-                runtime.spawn(self.clone().run_lane(lane_key.0, to.clone(), rx));
+                runtime.spawn(Self::run_lane(
+                    Arc::downgrade(&self.state),
+                    lane_key.0,
+                    to.clone(),
+                    rx,
+                ));
             }
         }
         Ok(())
     }
 
+    /// Delivers one link's delayed frames in order. Holds the router weakly: when the cluster is
+    /// dropped, the lane's sender goes with it and the task ends.
     async fn run_lane(
-        self,
+        router: Weak<Mutex<RouterState>>,
         hub_id: String,
         to: NodeName,
         mut rx: mpsc::UnboundedReceiver<Delayed>,
     ) {
         while let Some(item) = rx.recv().await {
             tokio::time::sleep_until(item.at).await;
+            let Some(router) = router.upgrade() else {
+                return;
+            };
             {
-                let mut state = self.lock();
+                let mut state = router.lock().unwrap_or_else(|p| p.into_inner());
                 let from_ok = state
                     .endpoints
                     .get(&(hub_id.clone(), item.from.clone()))

@@ -22,6 +22,19 @@
 //! - delivery is best effort and FIFO per pair of nodes while the link is healthy; messages can be
 //!   lost around a `NodeDown`. The hub's full sync and request timeouts cover losses;
 //! - a frame that does not decode, or is for another hub, is logged and dropped.
+//!
+//! Wiring into an actor (the Coordinator opens its endpoint in `pre_start`, so a restarted
+//! Coordinator re-opens and is told every peer again):
+//!
+//! ```ignore
+//! // CoordinatorMsg has a variant `Transport(TransportEvent)`.
+//! let transport = args.network.open_hub(
+//!     &args.hub_id,
+//!     sink_to_actor(myself.clone(), CoordinatorMsg::Transport),
+//! )?;
+//! // later, in `handle`:
+//! transport.send(&owner, &WireMsg::StartChildren { request_id, reply_to, hops: 0, check_existing, children })?;
+//! ```
 
 use std::sync::Arc;
 
