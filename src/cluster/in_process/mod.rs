@@ -35,6 +35,10 @@ use crate::cluster::wire::{self, WireMsg};
 use crate::core::boot_token::BootToken;
 use crate::model::NodeName;
 
+mod state;
+
+use state::{emit, ordered, Delayed, Endpoint, NodeState, RouterState};
+
 /// The router was asked for something impossible.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RouterError {
@@ -60,119 +64,6 @@ pub struct RouterStats {
     pub dropped_in_flight: u64,
     /// Frames that did not decode (or were for another hub, or claimed another sender).
     pub undecodable: u64,
-}
-
-struct NodeState {
-    alive: bool,
-    boot_token: BootToken,
-    generation: u64,
-}
-
-struct Endpoint {
-    id: u64,
-    sink: EventSink,
-}
-
-struct Delayed {
-    at: tokio::time::Instant,
-    from: NodeName,
-    from_endpoint: u64,
-    to_endpoint: u64,
-    bytes: Vec<u8>,
-}
-
-struct RouterState {
-    rng: StdRng,
-    nodes: BTreeMap<NodeName, NodeState>,
-    /// `(hub id, node) -> endpoint`.
-    endpoints: BTreeMap<(String, NodeName), Endpoint>,
-    /// Cut links, as `(lower, higher)` name pairs.
-    cuts: BTreeSet<(NodeName, NodeName)>,
-    drop_probability: f64,
-    delay: Option<(Duration, Duration)>,
-    /// One in-order delivery queue per `(hub, from, to)` for delayed frames.
-    lanes: HashMap<(String, NodeName, NodeName), mpsc::UnboundedSender<Delayed>>,
-    next_id: u64,
-    stats: RouterStats,
-}
-
-impl RouterState {
-    fn reachable(&self, a: &str, b: &str) -> bool {
-        let alive = |n: &str| self.nodes.get(n).is_some_and(|s| s.alive);
-        let key = if a < b {
-            (a.to_owned(), b.to_owned())
-        } else {
-            (b.to_owned(), a.to_owned())
-        };
-        alive(a) && alive(b) && !self.cuts.contains(&key)
-    }
-
-    /// Every `(hub, a, b)` with endpoints on both a and b, a < b, reachable now.
-    fn reachable_pairs(&self) -> BTreeSet<(String, NodeName, NodeName)> {
-        let mut by_hub: BTreeMap<&str, Vec<&NodeName>> = BTreeMap::new();
-        for (hub, node) in self.endpoints.keys() {
-            by_hub.entry(hub).or_default().push(node);
-        }
-        let mut pairs = BTreeSet::new();
-        for (hub, nodes) in by_hub {
-            for (i, a) in nodes.iter().enumerate() {
-                for b in &nodes[i + 1..] {
-                    if self.reachable(a, b) {
-                        pairs.insert((hub.to_owned(), (*a).clone(), (*b).clone()));
-                    }
-                }
-            }
-        }
-        pairs
-    }
-
-    fn token(&self, node: &str) -> BootToken {
-        self.nodes[node].boot_token
-    }
-
-    fn sink(&self, hub: &str, node: &str) -> Option<EventSink> {
-        self.endpoints
-            .get(&(hub.to_owned(), node.to_owned()))
-            .map(|e| e.sink.clone())
-    }
-
-    /// The events that turn the `before` reachable pairs into the current ones. An endpoint
-    /// that is gone (closed, crashed) gets nothing; its live peers see it go down.
-    fn diff_events(
-        &self,
-        before: &BTreeSet<(String, NodeName, NodeName)>,
-    ) -> Vec<(EventSink, TransportEvent)> {
-        let after = self.reachable_pairs();
-        let mut events = Vec::new();
-        for (hub, a, b) in before.difference(&after) {
-            for (me, peer) in [(a, b), (b, a)] {
-                if let Some(sink) = self.sink(hub, me) {
-                    events.push((sink, TransportEvent::NodeDown { node: peer.clone() }));
-                }
-            }
-        }
-        for (hub, a, b) in after.difference(before) {
-            for (me, peer) in [(a, b), (b, a)] {
-                if let Some(sink) = self.sink(hub, me) {
-                    let boot_token = self.token(peer);
-                    events.push((
-                        sink,
-                        TransportEvent::NodeUp {
-                            node: peer.clone(),
-                            boot_token,
-                        },
-                    ));
-                }
-            }
-        }
-        events
-    }
-}
-
-fn emit(events: Vec<(EventSink, TransportEvent)>) {
-    for (sink, event) in events {
-        sink(event);
-    }
 }
 
 /// The router and its nodes. Cheap to clone (a shared handle).
@@ -601,14 +492,6 @@ impl InProcessCluster {
     }
 }
 
-fn ordered(a: &str, b: &str) -> (NodeName, NodeName) {
-    if a < b {
-        (a.to_owned(), b.to_owned())
-    } else {
-        (b.to_owned(), a.to_owned())
-    }
-}
-
 /// One boot of one in-process node: its [`Network`].
 #[derive(Clone, Debug)]
 pub struct InProcessNode {
@@ -677,5 +560,4 @@ impl Drop for InProcessTransport {
 }
 
 #[cfg(test)]
-#[path = "in_process_tests.rs"]
 mod tests;
