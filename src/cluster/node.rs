@@ -133,7 +133,8 @@ pub struct MembershipStats {
     pub connected: BTreeMap<NodeName, String>,
     /// Outgoing connection attempts made.
     pub attempts: u64,
-    /// Sessions that closed without ever authenticating (a wrong cookie, a bad handshake).
+    /// Sessions that closed without ever authenticating (a wrong cookie, a bad handshake, or a
+    /// duplicate connection that lost ractor_cluster's election).
     pub unauthenticated_closes: u64,
 }
 
