@@ -5,10 +5,15 @@
 //! every node reaches the same answer from the same inputs. The actors own the timers, the files
 //! and the sockets, call into it, and carry out what it returns.
 
+pub mod backoff;
 pub mod boot;
+pub mod boot_token;
 pub mod declared_list;
 pub mod declared_state;
+pub mod event_batch;
+pub mod failure_detector;
 pub mod manifest_ship;
+pub mod placement;
 pub mod reconcile;
 pub mod recovery;
 pub mod recovery_config;

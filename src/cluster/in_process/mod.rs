@@ -1,0 +1,563 @@
+//! An in-process cluster for tests: many nodes in one process, joined by a router that can
+//! partition, heal, drop, delay, crash and restart.
+//!
+//! ractor's pg groups and name registry are process-global, so a test cannot run several
+//! ractor_cluster nodes in one process. This router implements the same [`Network`] /
+//! [`Transport`] seam without them: every hub endpoint registers with the router, and the router
+//! decides — from its link table, node liveness and a seeded RNG — whether and when each frame
+//! arrives. Membership events are derived from reachability: when two endpoints of one hub id
+//! become reachable both see `NodeUp` (with the other's boot token), when they stop being
+//! reachable both see `NodeDown`. Frames still go through [`wire::encode`]/[`wire::decode`], so the
+//! wire format is exercised and undecodable frames are dropped exactly as in production.
+//!
+//! A crash closes every endpoint of the node and stops its frames; its data directory is the
+//! caller's business (it re-opens its storage on the same path after [`InProcessCluster::restart`],
+//! which hands out a new boot token).
+//!
+//! Delays need a tokio runtime (delayed frames ride a per-link task, which keeps them in order);
+//! without delay, frames are delivered synchronously in the sender's thread.
+//!
+//! Sinks are called with the router's lock held, so every event of the cluster is totally
+//! ordered: a `NodeDown` can never overtake a message of the boot it ends, and a `NodeUp` never
+//! arrives before the `NodeDown` it follows. Hence a sink must not call the router or a transport
+//! synchronously (it would deadlock); casting into an actor's mailbox is the intended use.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::sync::mpsc;
+
+use crate::cluster::transport::{EventSink, Network, Transport, TransportError, TransportEvent};
+use crate::cluster::wire::{self, WireMsg};
+use crate::core::boot_token::BootToken;
+use crate::model::NodeName;
+
+mod state;
+
+use state::{emit, ordered, Delayed, Endpoint, NodeState, RouterState};
+
+/// The router was asked for something impossible.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouterError {
+    /// A node of that name is already part of the cluster.
+    #[error("node {0} already exists")]
+    NodeExists(NodeName),
+    /// No node of that name.
+    #[error("unknown node {0}")]
+    UnknownNode(NodeName),
+    /// Restart of a node that is running.
+    #[error("node {0} is running; crash it first")]
+    NodeRunning(NodeName),
+}
+
+/// Counters of what the router did with frames.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RouterStats {
+    /// Frames handed to a hub.
+    pub delivered: u64,
+    /// Frames lost to the drop probability.
+    pub dropped_random: u64,
+    /// Frames lost because the link or the receiver went away while they were in flight.
+    pub dropped_in_flight: u64,
+    /// Frames that did not decode (or were for another hub, or claimed another sender).
+    pub undecodable: u64,
+}
+
+/// The router and its nodes. Cheap to clone (a shared handle).
+#[derive(Clone)]
+pub struct InProcessCluster {
+    state: Arc<Mutex<RouterState>>,
+}
+
+impl std::fmt::Debug for InProcessCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.lock();
+        f.debug_struct("InProcessCluster")
+            .field("nodes", &state.nodes.keys().collect::<Vec<_>>())
+            .field("cuts", &state.cuts)
+            .finish()
+    }
+}
+
+impl InProcessCluster {
+    /// An empty cluster whose boot tokens, drops and delays are drawn from `seed`.
+    pub fn new(seed: u64) -> Self {
+        Self {
+            state: Arc::new(Mutex::new(RouterState {
+                rng: StdRng::seed_from_u64(seed),
+                nodes: BTreeMap::new(),
+                endpoints: BTreeMap::new(),
+                cuts: BTreeSet::new(),
+                drop_probability: 0.0,
+                delay: None,
+                lanes: HashMap::new(),
+                next_id: 1,
+                stats: RouterStats::default(),
+            })),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, RouterState> {
+        // A panicking sink in a test must not wedge every other node: the state stays usable.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Adds a running node and returns its [`Network`].
+    pub fn add_node(&self, name: impl Into<NodeName>) -> Result<InProcessNode, RouterError> {
+        let name = name.into();
+        let mut state = self.lock();
+        if state.nodes.contains_key(&name) {
+            return Err(RouterError::NodeExists(name));
+        }
+        let boot_token = BootToken::from_rng(&mut state.rng);
+        state.nodes.insert(
+            name.clone(),
+            NodeState {
+                alive: true,
+                boot_token,
+                generation: 0,
+            },
+        );
+        Ok(InProcessNode {
+            cluster: self.clone(),
+            name,
+            generation: 0,
+            boot_token,
+        })
+    }
+
+    /// Node names, sorted.
+    pub fn nodes(&self) -> Vec<NodeName> {
+        self.lock().nodes.keys().cloned().collect()
+    }
+
+    /// Whether `node` is running.
+    pub fn is_alive(&self, node: &str) -> bool {
+        self.lock().nodes.get(node).is_some_and(|n| n.alive)
+    }
+
+    /// Crashes `node`: its endpoints close without notice to themselves, its frames in flight are
+    /// lost, its peers see `NodeDown`. Its old [`InProcessNode`] and transports go inert.
+    pub fn crash(&self, node: &str) -> Result<(), RouterError> {
+        {
+            let mut state = self.lock();
+            let Some(n) = state.nodes.get_mut(node) else {
+                return Err(RouterError::UnknownNode(node.to_owned()));
+            };
+            if !n.alive {
+                return Ok(());
+            }
+            let before = state.reachable_pairs();
+            state.nodes.get_mut(node).expect("checked above").alive = false;
+            state.endpoints.retain(|(_, n), _| n != node);
+            emit(state.diff_events(&before));
+        }
+        Ok(())
+    }
+
+    /// Restarts a crashed node with a new boot token and returns its new [`Network`]; the caller
+    /// re-opens its hubs (on the same data directory, if it wants its disk back).
+    pub fn restart(&self, node: &str) -> Result<InProcessNode, RouterError> {
+        let mut state = self.lock();
+        let boot_token = BootToken::from_rng(&mut state.rng);
+        let Some(n) = state.nodes.get_mut(node) else {
+            return Err(RouterError::UnknownNode(node.to_owned()));
+        };
+        if n.alive {
+            return Err(RouterError::NodeRunning(node.to_owned()));
+        }
+        n.alive = true;
+        n.generation += 1;
+        n.boot_token = boot_token;
+        let generation = n.generation;
+        Ok(InProcessNode {
+            cluster: self.clone(),
+            name: node.to_owned(),
+            generation,
+            boot_token,
+        })
+    }
+
+    fn change_links(&self, change: impl FnOnce(&mut BTreeSet<(NodeName, NodeName)>)) {
+        let mut state = self.lock();
+        let before = state.reachable_pairs();
+        change(&mut state.cuts);
+        emit(state.diff_events(&before));
+    }
+
+    /// Splits the cluster: every link between two different groups is cut (links inside a group
+    /// are untouched; nodes in no group keep their links).
+    pub fn partition(&self, groups: &[Vec<NodeName>]) {
+        self.change_links(|cuts| {
+            for (i, left) in groups.iter().enumerate() {
+                for right in &groups[i + 1..] {
+                    for a in left {
+                        for b in right {
+                            if a != b {
+                                cuts.insert(ordered(a, b));
+                            }
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /// Cuts the link between `a` and `b`.
+    pub fn cut(&self, a: &str, b: &str) {
+        self.change_links(|cuts| {
+            cuts.insert(ordered(a, b));
+        });
+    }
+
+    /// Restores every cut link; reachable peers see `NodeUp` with unchanged boot tokens.
+    pub fn heal(&self) {
+        self.change_links(BTreeSet::clear);
+    }
+
+    /// Restores the link between `a` and `b`.
+    pub fn heal_link(&self, a: &str, b: &str) {
+        self.change_links(|cuts| {
+            cuts.remove(&ordered(a, b));
+        });
+    }
+
+    /// Loses each frame with probability `p` (clamped to `[0, 1]`), drawn from the seeded RNG.
+    pub fn set_drop_probability(&self, p: f64) {
+        self.lock().drop_probability = if p.is_finite() {
+            p.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+    }
+
+    /// Delays each frame by a uniform duration in `[min, max]` (`None`: no delay). Frames of one
+    /// link stay in order. Frames delayed before the delay is switched off may be overtaken.
+    pub fn set_delay(&self, delay: Option<(Duration, Duration)>) {
+        self.lock().delay = delay.map(|(a, b)| if a <= b { (a, b) } else { (b, a) });
+    }
+
+    /// What the router did so far.
+    pub fn stats(&self) -> RouterStats {
+        self.lock().stats
+    }
+
+    /// Hands raw bytes to `to`'s endpoint of `hub_id` as if `from` had sent them (tests of
+    /// undecodable frames). Bypasses drops and delays; requires the link to be up.
+    pub fn inject_frame(
+        &self,
+        hub_id: &str,
+        from: &str,
+        to: &str,
+        bytes: Vec<u8>,
+    ) -> Result<(), TransportError> {
+        let mut state = self.lock();
+        if !state.reachable(from, to) {
+            return Err(TransportError::Unreachable(to.to_owned()));
+        }
+        let sink = state
+            .sink(hub_id, to)
+            .ok_or_else(|| TransportError::Unreachable(to.to_owned()))?;
+        Self::deliver(&mut state, hub_id, from, &sink, &bytes);
+        Ok(())
+    }
+
+    /// Decodes and hands a frame to a sink (under the router's lock); counts the outcome.
+    fn deliver(state: &mut RouterState, hub_id: &str, from: &str, sink: &EventSink, bytes: &[u8]) {
+        match wire::decode_for(hub_id, bytes) {
+            Ok(frame) if frame.from != from => {
+                tracing::warn!(hub_id, claimed = %frame.from, actual = from, "frame claims another sender; dropped");
+                state.stats.undecodable += 1;
+            }
+            Ok(frame) => {
+                state.stats.delivered += 1;
+                match frame.payload {
+                    // Membership comes from the router's link table here.
+                    WireMsg::Hello { .. } | WireMsg::Heartbeat { .. } => {}
+                    msg => sink(TransportEvent::Message {
+                        from: from.to_owned(),
+                        msg,
+                    }),
+                }
+            }
+            Err(error) => {
+                tracing::warn!(hub_id, from, %error, "undecodable frame dropped");
+                state.stats.undecodable += 1;
+            }
+        }
+    }
+
+    fn send(
+        &self,
+        hub_id: &str,
+        from: &NodeName,
+        from_endpoint: u64,
+        to: &NodeName,
+        bytes: Vec<u8>,
+    ) -> Result<(), TransportError> {
+        let mut state = self.lock();
+        let key = (hub_id.to_owned(), from.clone());
+        if state.endpoints.get(&key).map(|e| e.id) != Some(from_endpoint) {
+            return Err(TransportError::Closed);
+        }
+        let Some(target) = state.endpoints.get(&(hub_id.to_owned(), to.clone())) else {
+            return Err(TransportError::Unreachable(to.clone()));
+        };
+        if from == to || !state.reachable(from, to) {
+            return Err(TransportError::Unreachable(to.clone()));
+        }
+        let (to_endpoint, sink) = (target.id, target.sink.clone());
+        let drop_p = state.drop_probability;
+        if drop_p > 0.0 && state.rng.gen_bool(drop_p) {
+            state.stats.dropped_random += 1;
+            return Ok(());
+        }
+        match state.delay {
+            None => Self::deliver(&mut state, hub_id, from, &sink, &bytes),
+            Some((min, max)) => {
+                let delay = if max > min {
+                    state.rng.gen_range(min..=max)
+                } else {
+                    min
+                };
+                let lane_key = (hub_id.to_owned(), from.clone(), to.clone());
+                let item = Delayed {
+                    at: tokio::time::Instant::now() + delay,
+                    from: from.clone(),
+                    from_endpoint,
+                    to_endpoint,
+                    bytes,
+                };
+                let item = match state.lanes.get(&lane_key) {
+                    Some(lane) => match lane.send(item) {
+                        Ok(()) => return Ok(()),
+                        Err(mpsc::error::SendError(item)) => item,
+                    },
+                    None => item,
+                };
+                let (tx, rx) = mpsc::unbounded_channel();
+                let _ = tx.send(item);
+                state.lanes.insert(lane_key.clone(), tx);
+                drop(state);
+                let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                    self.lock().lanes.remove(&lane_key);
+                    return Err(TransportError::Node(
+                        "message delay needs a tokio runtime".to_owned(),
+                    ));
+                };
+                runtime.spawn(Self::run_lane(
+                    Arc::downgrade(&self.state),
+                    lane_key.0,
+                    to.clone(),
+                    rx,
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Delivers one link's delayed frames in order. Holds the router weakly: when the cluster is
+    /// dropped, the lane's sender goes with it and the task ends.
+    async fn run_lane(
+        router: Weak<Mutex<RouterState>>,
+        hub_id: String,
+        to: NodeName,
+        mut rx: mpsc::UnboundedReceiver<Delayed>,
+    ) {
+        while let Some(item) = rx.recv().await {
+            tokio::time::sleep_until(item.at).await;
+            let Some(router) = router.upgrade() else {
+                return;
+            };
+            {
+                let mut state = router.lock().unwrap_or_else(|p| p.into_inner());
+                let from_ok = state
+                    .endpoints
+                    .get(&(hub_id.clone(), item.from.clone()))
+                    .map(|e| e.id)
+                    == Some(item.from_endpoint);
+                let to_sink = state
+                    .endpoints
+                    .get(&(hub_id.clone(), to.clone()))
+                    .filter(|e| e.id == item.to_endpoint)
+                    .map(|e| e.sink.clone());
+                match to_sink {
+                    Some(sink) if from_ok && state.reachable(&item.from, &to) => {
+                        Self::deliver(&mut state, &hub_id, &item.from, &sink, &item.bytes);
+                    }
+                    _ => state.stats.dropped_in_flight += 1,
+                }
+            }
+        }
+    }
+
+    fn open(
+        &self,
+        node: &InProcessNode,
+        hub_id: &str,
+        sink: EventSink,
+    ) -> Result<InProcessTransport, TransportError> {
+        let id = {
+            let mut state = self.lock();
+            match state.nodes.get(&node.name) {
+                Some(n) if n.alive && n.generation == node.generation => {}
+                _ => return Err(TransportError::Closed),
+            }
+            let id = state.next_id;
+            state.next_id += 1;
+            let key = (hub_id.to_owned(), node.name.clone());
+            let replaced = state.endpoints.insert(
+                key,
+                Endpoint {
+                    id,
+                    sink: sink.clone(),
+                },
+            );
+            // Announce every reachable peer of this hub to the new endpoint; a replaced endpoint's
+            // peers already know this node, a fresh one is announced to them.
+            let mut events = Vec::new();
+            let peers: Vec<NodeName> = state
+                .endpoints
+                .keys()
+                .filter(|(h, n)| h == hub_id && n != &node.name)
+                .map(|(_, n)| n.clone())
+                .collect();
+            for peer in peers {
+                if !state.reachable(&node.name, &peer) {
+                    continue;
+                }
+                events.push((
+                    sink.clone(),
+                    TransportEvent::NodeUp {
+                        node: peer.clone(),
+                        boot_token: state.token(&peer),
+                    },
+                ));
+                if replaced.is_none() {
+                    if let Some(peer_sink) = state.sink(hub_id, &peer) {
+                        events.push((
+                            peer_sink,
+                            TransportEvent::NodeUp {
+                                node: node.name.clone(),
+                                boot_token: node.boot_token,
+                            },
+                        ));
+                    }
+                }
+            }
+            emit(events);
+            id
+        };
+        Ok(InProcessTransport {
+            cluster: self.clone(),
+            hub_id: hub_id.to_owned(),
+            node: node.name.clone(),
+            boot_token: node.boot_token,
+            endpoint: id,
+        })
+    }
+
+    fn close(&self, hub_id: &str, node: &NodeName, endpoint: u64) {
+        let mut state = self.lock();
+        let key = (hub_id.to_owned(), node.clone());
+        if state.endpoints.get(&key).map(|e| e.id) != Some(endpoint) {
+            return;
+        }
+        let before = state.reachable_pairs();
+        state.endpoints.remove(&key);
+        emit(state.diff_events(&before));
+    }
+
+    fn peers_of(&self, hub_id: &str, node: &str, endpoint: u64) -> Vec<NodeName> {
+        let state = self.lock();
+        if state
+            .endpoints
+            .get(&(hub_id.to_owned(), node.to_owned()))
+            .map(|e| e.id)
+            != Some(endpoint)
+        {
+            return Vec::new();
+        }
+        state
+            .endpoints
+            .keys()
+            .filter(|(h, n)| h == hub_id && n != node && state.reachable(node, n))
+            .map(|(_, n)| n.clone())
+            .collect()
+    }
+}
+
+/// One boot of one in-process node: its [`Network`].
+#[derive(Clone, Debug)]
+pub struct InProcessNode {
+    cluster: InProcessCluster,
+    name: NodeName,
+    generation: u64,
+    boot_token: BootToken,
+}
+
+impl Network for InProcessNode {
+    fn local_node(&self) -> &NodeName {
+        &self.name
+    }
+
+    fn boot_token(&self) -> BootToken {
+        self.boot_token
+    }
+
+    fn open_hub(
+        &self,
+        hub_id: &str,
+        sink: EventSink,
+    ) -> Result<Arc<dyn Transport>, TransportError> {
+        Ok(Arc::new(self.cluster.open(self, hub_id, sink)?))
+    }
+}
+
+/// One hub's endpoint on one in-process node. Dropping it closes the endpoint.
+#[derive(Debug)]
+pub struct InProcessTransport {
+    cluster: InProcessCluster,
+    hub_id: String,
+    node: NodeName,
+    boot_token: BootToken,
+    endpoint: u64,
+}
+
+impl Transport for InProcessTransport {
+    fn local_node(&self) -> &NodeName {
+        &self.node
+    }
+
+    fn hub_id(&self) -> &str {
+        &self.hub_id
+    }
+
+    fn boot_token(&self) -> BootToken {
+        self.boot_token
+    }
+
+    fn peers(&self) -> Vec<NodeName> {
+        self.cluster
+            .peers_of(&self.hub_id, &self.node, self.endpoint)
+    }
+
+    fn send_frame(&self, to: &NodeName, frame: Vec<u8>) -> Result<(), TransportError> {
+        self.cluster
+            .send(&self.hub_id, &self.node, self.endpoint, to, frame)
+    }
+}
+
+impl Drop for InProcessTransport {
+    fn drop(&mut self) {
+        self.cluster.close(&self.hub_id, &self.node, self.endpoint);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,134 @@
+//! The router's shared state: nodes, hub endpoints, cut links, and the reachability that
+//! membership events are derived from.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use tokio::sync::mpsc;
+
+use super::RouterStats;
+use crate::cluster::transport::{EventSink, TransportEvent};
+use crate::core::boot_token::BootToken;
+use crate::model::NodeName;
+
+pub(super) struct NodeState {
+    pub(super) alive: bool,
+    pub(super) boot_token: BootToken,
+    pub(super) generation: u64,
+}
+
+pub(super) struct Endpoint {
+    pub(super) id: u64,
+    pub(super) sink: EventSink,
+}
+
+pub(super) struct Delayed {
+    pub(super) at: tokio::time::Instant,
+    pub(super) from: NodeName,
+    pub(super) from_endpoint: u64,
+    pub(super) to_endpoint: u64,
+    pub(super) bytes: Vec<u8>,
+}
+
+pub(super) struct RouterState {
+    pub(super) rng: StdRng,
+    pub(super) nodes: BTreeMap<NodeName, NodeState>,
+    /// `(hub id, node) -> endpoint`.
+    pub(super) endpoints: BTreeMap<(String, NodeName), Endpoint>,
+    /// Cut links, as `(lower, higher)` name pairs.
+    pub(super) cuts: BTreeSet<(NodeName, NodeName)>,
+    pub(super) drop_probability: f64,
+    pub(super) delay: Option<(Duration, Duration)>,
+    /// One in-order delivery queue per `(hub, from, to)` for delayed frames.
+    pub(super) lanes: HashMap<(String, NodeName, NodeName), mpsc::UnboundedSender<Delayed>>,
+    pub(super) next_id: u64,
+    pub(super) stats: RouterStats,
+}
+
+impl RouterState {
+    pub(super) fn reachable(&self, a: &str, b: &str) -> bool {
+        let alive = |n: &str| self.nodes.get(n).is_some_and(|s| s.alive);
+        let key = if a < b {
+            (a.to_owned(), b.to_owned())
+        } else {
+            (b.to_owned(), a.to_owned())
+        };
+        alive(a) && alive(b) && !self.cuts.contains(&key)
+    }
+
+    /// Every `(hub, a, b)` with endpoints on both a and b, a < b, reachable now.
+    pub(super) fn reachable_pairs(&self) -> BTreeSet<(String, NodeName, NodeName)> {
+        let mut by_hub: BTreeMap<&str, Vec<&NodeName>> = BTreeMap::new();
+        for (hub, node) in self.endpoints.keys() {
+            by_hub.entry(hub).or_default().push(node);
+        }
+        let mut pairs = BTreeSet::new();
+        for (hub, nodes) in by_hub {
+            for (i, a) in nodes.iter().enumerate() {
+                for b in &nodes[i + 1..] {
+                    if self.reachable(a, b) {
+                        pairs.insert((hub.to_owned(), (*a).clone(), (*b).clone()));
+                    }
+                }
+            }
+        }
+        pairs
+    }
+
+    pub(super) fn token(&self, node: &str) -> BootToken {
+        self.nodes[node].boot_token
+    }
+
+    pub(super) fn sink(&self, hub: &str, node: &str) -> Option<EventSink> {
+        self.endpoints
+            .get(&(hub.to_owned(), node.to_owned()))
+            .map(|e| e.sink.clone())
+    }
+
+    /// The events that turn the `before` reachable pairs into the current ones. An endpoint
+    /// that is gone (closed, crashed) gets nothing; its live peers see it go down.
+    pub(super) fn diff_events(
+        &self,
+        before: &BTreeSet<(String, NodeName, NodeName)>,
+    ) -> Vec<(EventSink, TransportEvent)> {
+        let after = self.reachable_pairs();
+        let mut events = Vec::new();
+        for (hub, a, b) in before.difference(&after) {
+            for (me, peer) in [(a, b), (b, a)] {
+                if let Some(sink) = self.sink(hub, me) {
+                    events.push((sink, TransportEvent::NodeDown { node: peer.clone() }));
+                }
+            }
+        }
+        for (hub, a, b) in after.difference(before) {
+            for (me, peer) in [(a, b), (b, a)] {
+                if let Some(sink) = self.sink(hub, me) {
+                    let boot_token = self.token(peer);
+                    events.push((
+                        sink,
+                        TransportEvent::NodeUp {
+                            node: peer.clone(),
+                            boot_token,
+                        },
+                    ));
+                }
+            }
+        }
+        events
+    }
+}
+
+pub(super) fn emit(events: Vec<(EventSink, TransportEvent)>) {
+    for (sink, event) in events {
+        sink(event);
+    }
+}
+
+pub(super) fn ordered(a: &str, b: &str) -> (NodeName, NodeName) {
+    if a < b {
+        (a.to_owned(), b.to_owned())
+    } else {
+        (b.to_owned(), a.to_owned())
+    }
+}
