@@ -1,6 +1,7 @@
 //! Benchmarks of the `process-hub bench` command. Each prints one JSON object on stdout and
 //! measures against a baseline in the same run; progress goes to stderr.
 
+pub mod cluster;
 pub mod start;
 
 use clap::Subcommand;
@@ -10,11 +11,14 @@ use clap::Subcommand;
 pub enum BenchCommand {
     /// Start and stop N children through a hub, against plain ractor spawn/stop.
     Start(start::StartBenchArgs),
+    /// Start N children on a cluster of node processes, kill one; against plain ractor_cluster pg.
+    Cluster(cluster::ClusterBenchArgs),
 }
 
 /// Runs a bench command; the error is printed by the caller.
 pub fn run(cmd: BenchCommand) -> Result<(), String> {
     match cmd {
         BenchCommand::Start(args) => start::run(args),
+        BenchCommand::Cluster(args) => cluster::run(args),
     }
 }
