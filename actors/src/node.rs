@@ -162,3 +162,50 @@ pub async fn run(settings: NodeSettings) -> Result<(), NodeError> {
     say("stopped");
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::node_settings::NodeFlags;
+
+    fn settings(backend: BackendChoice) -> NodeSettings {
+        NodeFlags {
+            hub: Some("orders".into()),
+            name: Some("a".into()),
+            listen: Some("127.0.0.1:4100".into()),
+            join: vec!["127.0.0.1:4101".into(), "127.0.0.1:4102".into()],
+            data_dir: Some("/tmp/ph-a".into()),
+            cookie: Some("secret".into()),
+            backend: Some(backend),
+            ..Default::default()
+        }
+        .resolve()
+        .expect("valid flags")
+    }
+
+    #[test]
+    fn the_cluster_node_is_name_at_listen_host_with_the_seeds_and_cookie() {
+        let c = cluster_config(&settings(BackendChoice::Memory));
+        assert_eq!(c.name, "a");
+        assert_eq!(c.host, "127.0.0.1");
+        assert_eq!(c.port, 4100);
+        assert_eq!(c.bind, Some("127.0.0.1".parse().unwrap()));
+        assert_eq!(c.cookie, "secret");
+        assert_eq!(c.seeds, vec!["127.0.0.1:4101", "127.0.0.1:4102"]);
+    }
+
+    #[test]
+    fn the_hub_gets_the_node_name_backend_and_data_dir() {
+        for (choice, expected) in [
+            (BackendChoice::Memory, BackendConfig::Memory),
+            (BackendChoice::Lmdb, BackendConfig::Lmdb { path: None }),
+            (BackendChoice::Durable, BackendConfig::Durable { path: None }),
+        ] {
+            let h = hub_config(&settings(choice)).expect("valid hub config");
+            assert_eq!(h.hub_id, "orders");
+            assert_eq!(h.node_name, "a@127.0.0.1");
+            assert_eq!(h.registry_backend, expected);
+            assert_eq!(h.data_dir, std::path::PathBuf::from("/tmp/ph-a"));
+        }
+    }
+}

@@ -356,8 +356,13 @@ impl LocalCluster {
             .collect()
     }
 
-    /// SIGTERM every node and wait for them.
+    /// SIGTERM every node at once, then wait up to `grace` for each (SIGKILL after that).
     pub fn shutdown(&mut self, grace: Duration) {
+        for node in &self.nodes {
+            if let Some(pid) = node.pid() {
+                let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+            }
+        }
         for node in &mut self.nodes {
             node.terminate(grace);
         }
