@@ -4,8 +4,9 @@
 //! the hub (the kinds of this crate, the registry backend of `--backend` under `--data-dir`),
 //! and the admin HTTP API on `--admin` (loopback unless told otherwise). Each step logs a line to
 //! stderr; the last one starts with `ready:` and names the bound addresses (useful when a port
-//! was 0). SIGTERM or SIGINT leaves the cluster gracefully: the hub stops taking requests, hands
-//! its children over (via the hub's shutdown), the node's sessions close, and the process exits 0.
+//! was 0). SIGTERM or SIGINT leaves the cluster gracefully ([`Hub::leave`]): the admin API stops,
+//! peers are told, the node's children are started on their next owners, the hub shuts down,
+//! the node's sessions close, and the process exits 0.
 
 use std::future::IntoFuture;
 use std::net::SocketAddr;
@@ -117,7 +118,10 @@ pub async fn run(settings: NodeSettings) -> Result<(), NodeError> {
         settings.listen,
         settings.join
     ));
-    let (hub, join) = Hub::builder(config, crate::default_kinds()).spawn().await?;
+    let (hub, join) = Hub::builder(config, crate::default_kinds())
+        .network(cluster.clone())
+        .spawn()
+        .await?;
     say(&format!(
         "hub: {} on {} ({:?} backend, data dir {})",
         hub.hub_id(),
@@ -153,7 +157,8 @@ pub async fn run(settings: NodeSettings) -> Result<(), NodeError> {
     let signal_name = stop.await;
     say(&format!("{signal_name}: leaving the cluster"));
     let _ = admin_stop_tx.send(());
-    let left = hub.shutdown().await;
+    // Peers are told, this node's children start on their next owners, then the hub stops.
+    let left = hub.leave().await;
     drop(hub);
     let _ = join.await;
     cluster.shutdown();
@@ -199,7 +204,10 @@ mod tests {
         for (choice, expected) in [
             (BackendChoice::Memory, BackendConfig::Memory),
             (BackendChoice::Lmdb, BackendConfig::Lmdb { path: None }),
-            (BackendChoice::Durable, BackendConfig::Durable { path: None }),
+            (
+                BackendChoice::Durable,
+                BackendConfig::Durable { path: None },
+            ),
         ] {
             let h = hub_config(&settings(choice)).expect("valid hub config");
             assert_eq!(h.hub_id, "orders");

@@ -90,7 +90,6 @@ fn names(cluster: &LocalCluster) -> BTreeSet<String> {
 }
 
 #[test]
-#[ignore = "needs the hub across nodes (HubBuilder::network)"]
 fn three_nodes_form_a_cluster_and_share_every_child() {
     let mut cluster = formed(3, &ClusterOptions::default());
     let all = names(&cluster);
@@ -122,7 +121,6 @@ fn three_nodes_form_a_cluster_and_share_every_child() {
 }
 
 #[test]
-#[ignore = "needs the hub across nodes (HubBuilder::network)"]
 fn a_sigkilled_nodes_children_run_again_on_the_survivors() {
     let mut cluster = formed(3, &ClusterOptions::default());
     let all = names(&cluster);
@@ -154,7 +152,6 @@ fn a_sigkilled_nodes_children_run_again_on_the_survivors() {
 }
 
 #[test]
-#[ignore = "needs the hub across nodes (HubBuilder::network)"]
 fn a_node_restarted_on_its_data_directory_rejoins() {
     let options = ClusterOptions {
         backend: BackendChoice::Durable,
@@ -180,7 +177,6 @@ fn a_node_restarted_on_its_data_directory_rejoins() {
 }
 
 #[test]
-#[ignore = "needs the hub across nodes (HubBuilder::network)"]
 fn a_node_with_the_wrong_cookie_never_becomes_a_member() {
     let options = ClusterOptions::default();
     let mut cluster = formed(2, &options);

@@ -20,9 +20,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::HubShared;
+use crate::cluster::wire::RegistryChange;
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
-use crate::cluster::wire::RegistryChange;
 use crate::model::{apply_observation, ChildId, NodeName, Pid, Row};
 use crate::storage::{now_ms, Commit, Mutation, StorageError};
 
