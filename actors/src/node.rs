@@ -60,11 +60,16 @@ pub fn hub_config(settings: &NodeSettings) -> Result<ProcessHub, process_hub::Co
         BackendChoice::Lmdb => BackendConfig::Lmdb { path: None },
         BackendChoice::Durable => BackendConfig::Durable { path: None },
     };
-    ProcessHub::builder(settings.hub.clone())
+    let mut config = ProcessHub::builder(settings.hub.clone())
         .node_name(settings.node_name.clone())
         .registry_backend(backend)
         .data_dir(settings.data_dir.clone())
-        .build()
+        .build_unchecked();
+    if let Some(grace) = settings.nodedown_grace_ms {
+        config.nodedown_grace_ms = grace;
+    }
+    config.validate()?;
+    Ok(config)
 }
 
 /// The cluster node configuration of a node.

@@ -225,3 +225,39 @@ fn a_node_with_the_wrong_cookie_never_becomes_a_member() {
         vec![impostor_name]
     );
 }
+
+#[test]
+fn a_node_stopped_with_sigterm_hands_its_children_over_and_exits_zero() {
+    // A grace period far beyond the test's deadline: only the graceful leave can move the
+    // leaving node's children in time, not the survivors' failure handling.
+    let options = ClusterOptions {
+        extra_args: vec!["--nodedown-grace-ms".into(), "600000".into()],
+        ..ClusterOptions::default()
+    };
+    let mut cluster = formed(3, &options);
+    let all = names(&cluster);
+    cluster.nodes[0]
+        .client()
+        .start(&specs("g", CHILDREN))
+        .expect("start");
+    let clients = cluster.live_clients();
+    let before = wait_placed(&cluster, &clients, CHILDREN, &all);
+    let leaver = cluster
+        .nodes
+        .iter()
+        .position(|n| n.node_name != cluster.nodes[0].node_name && before.contains(&n.node_name))
+        .expect("some node other than the entry hosts children");
+    let leaver_name = cluster.nodes[leaver].node_name.clone();
+    let status = cluster.nodes[leaver]
+        .terminate_status(DEADLINE)
+        .unwrap_or_else(|| panic!("no exit on SIGTERM\n{}", logs(&cluster)));
+    assert!(status.success(), "exit status {status:?}");
+    let live: BTreeSet<String> = all.iter().filter(|n| **n != leaver_name).cloned().collect();
+    let survivors = cluster.live_clients();
+    let after = wait_placed(&cluster, &survivors, CHILDREN, &live);
+    for (b, a) in before.iter().zip(&after) {
+        if *b != leaver_name {
+            assert_eq!(a, b, "a survivor's child stays where it was");
+        }
+    }
+}
