@@ -22,12 +22,14 @@ async fn partition_then_heal_leaves_each_child_once_on_its_owner() {
         .await
         .unwrap();
     cluster.wait_converged(&all, "before the partition").await;
-    cluster
-        .net
-        .partition(&[vec!["a@test".into()], vec!["b@test".into(), "c@test".into()]]);
+    cluster.net.partition(&[
+        vec!["a@test".into()],
+        vec!["b@test".into(), "c@test".into()],
+    ]);
     // Each side re-places the other side's children after the grace.
     wait_until("a runs every child alone", || {
-        all.iter().all(|id| cluster.hub("a").local_child(id).is_some())
+        all.iter()
+            .all(|id| cluster.hub("a").local_child(id).is_some())
     })
     .await;
     wait_until("b and c run every child", || {
@@ -70,7 +72,11 @@ async fn flap_keeps_children_and_restart_replaces_them() {
     cluster.net.heal();
     cluster.wait_members().await;
     cluster.wait_converged(&all, "after the flap").await;
-    assert_eq!(pids_of(&cluster), before, "a flap moved or restarted children");
+    assert_eq!(
+        pids_of(&cluster),
+        before,
+        "a flap moved or restarted children"
+    );
 
     // Restart: c crashes and comes back at once with a new token, well within the grace:
     // its stale bindings are reaped and its children re-placed without waiting.
@@ -110,7 +116,9 @@ async fn seeded_random_faults_converge() {
         .start_children(specs, StartOptions::new())
         .await
         .unwrap();
-    cluster.wait_converged(&all, &format!("seed {seed}: started")).await;
+    cluster
+        .wait_converged(&all, &format!("seed {seed}: started"))
+        .await;
     let mut rng = StdRng::seed_from_u64(seed);
     for _round in 0..4 {
         match rng.gen_range(0..3) {

@@ -19,7 +19,12 @@ async fn start_and_stop_1000_children_with_identical_registries() {
         .start_children(specs, StartOptions::new())
         .await
         .unwrap();
-    assert_eq!(result.started.len(), 1000, "errors: {:?}", result.errors.first());
+    assert_eq!(
+        result.started.len(),
+        1000,
+        "errors: {:?}",
+        result.errors.first()
+    );
     // Every child was placed on its owner, not just on the node that was asked.
     let placed: BTreeSet<_> = result
         .started
@@ -37,10 +42,13 @@ async fn start_and_stop_1000_children_with_identical_registries() {
         .stop_children(all.iter().cloned().collect(), StopOptions::new())
         .await
         .unwrap();
-    assert_eq!(stopped.stopped.len(), 1000, "errors: {:?}", stopped.errors.first());
-    cluster
-        .wait_converged(&BTreeSet::new(), "after stop")
-        .await;
+    assert_eq!(
+        stopped.stopped.len(),
+        1000,
+        "errors: {:?}",
+        stopped.errors.first()
+    );
+    cluster.wait_converged(&BTreeSet::new(), "after stop").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -55,7 +63,10 @@ async fn periodic_sync_heals_lost_deltas() {
         .collect();
     assert!(!mine.is_empty());
     cluster.net.set_drop_probability(1.0);
-    let result = a.start_children(mine.clone(), StartOptions::new()).await.unwrap();
+    let result = a
+        .start_children(mine.clone(), StartOptions::new())
+        .await
+        .unwrap();
     assert_eq!(result.started.len(), mine.len());
     assert!(
         cluster.hub("b").child_lookup(&mine[0].id).is_none(),
@@ -63,7 +74,8 @@ async fn periodic_sync_heals_lost_deltas() {
     );
     cluster.net.set_drop_probability(0.0);
     cluster.wait_converged(&ids(&mine), "after sync").await;
-    assert!(cluster.net.stats().dropped_random > 0);
+    let stats = cluster.net.stats();
+    assert!(stats.dropped_random > 0, "{stats:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -109,7 +121,9 @@ async fn nodes_join_and_leave_one_by_one() {
     for name in ["b", "c", "d"] {
         cluster.add(name).await;
         cluster.wait_members().await;
-        cluster.wait_converged(&all, &format!("after {name} joined")).await;
+        cluster
+            .wait_converged(&all, &format!("after {name} joined"))
+            .await;
     }
     // Graceful leave: children are handed over before the node goes.
     let b = cluster.hubs.remove("b@test").unwrap();
@@ -127,9 +141,15 @@ async fn concurrent_duplicate_starts_yield_one_child() {
     let cluster = TestCluster::with_nodes(5, &["a", "b", "c"]).await;
     let specs = specs("d", 60);
     let (ra, rb, rc) = tokio::join!(
-        cluster.hub("a").start_children(specs.clone(), StartOptions::new()),
-        cluster.hub("b").start_children(specs.clone(), StartOptions::new()),
-        cluster.hub("c").start_children(specs.clone(), StartOptions::new()),
+        cluster
+            .hub("a")
+            .start_children(specs.clone(), StartOptions::new()),
+        cluster
+            .hub("b")
+            .start_children(specs.clone(), StartOptions::new()),
+        cluster
+            .hub("c")
+            .start_children(specs.clone(), StartOptions::new()),
     );
     let results = [ra.unwrap(), rb.unwrap(), rc.unwrap()];
     for spec in &specs {
@@ -144,14 +164,21 @@ async fn concurrent_duplicate_starts_yield_one_child() {
             }
         }
     }
-    cluster.wait_converged(&ids(&specs), "after duplicates").await;
+    cluster
+        .wait_converged(&ids(&specs), "after duplicates")
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undecodable_frames_are_dropped_and_the_hub_keeps_working() {
     let cluster = TestCluster::with_nodes(6, &["a", "b"]).await;
     let before = cluster.net.stats().undecodable;
-    for garbage in [vec![], vec![1, 0], vec![1, 0, 255, 255, 255, 255], vec![9, 9, 9]] {
+    for garbage in [
+        vec![],
+        vec![1, 0],
+        vec![1, 0, 255, 255, 255, 255],
+        vec![9, 9, 9],
+    ] {
         cluster
             .net
             .inject_frame(HUB, "b@test", "a@test", garbage)

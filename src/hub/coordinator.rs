@@ -22,17 +22,17 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr, RpcReplyPort};
 use tokio::task::JoinHandle;
 
+use super::cluster::{ClusterMsg, ClusterState};
 use super::delivery::{
     self, NodeStartReport, NodeStopReport, StartBatch, StartReply, StopBatch, StopReply,
 };
-use super::cluster::{ClusterMsg, ClusterState};
 use super::HubShared;
-use crate::cluster::transport::{sink_to_actor, TransportEvent};
 use crate::api::errors::{ChildStartError, ChildStopError, StartError, StopError};
 use crate::api::options::{OnFailure, StartOptions, StopOptions};
 use crate::api::results::{
     ChildFailure, StartResult, StartedChild, StopFailure, StopResult, StoppedChild,
 };
+use crate::cluster::transport::{sink_to_actor, TransportEvent};
 use crate::core::{plan_start, Rejection};
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName};
 

@@ -59,7 +59,9 @@ impl RegistryState {
         let id = row.spec.id.clone();
         let current = self.current(&id);
         let new_row = current.is_none();
-        let old = current.as_ref().and_then(|r| r.node_pids.get(from).copied());
+        let old = current
+            .as_ref()
+            .and_then(|r| r.node_pids.get(from).copied());
         let merged = merge_rows(current, row, from);
         match (old, merged.node_pids.get(from).copied()) {
             (None, Some(pid)) => effects.push(Effect::Bound {
@@ -108,8 +110,7 @@ impl RegistryState {
         match stub_ttl {
             Some(ttl) => {
                 self.stage(&id, Some(row.clone()), seq);
-                self.expiries
-                    .insert(id, now_ms() + ttl.as_millis() as u64);
+                self.expiries.insert(id, now_ms() + ttl.as_millis() as u64);
                 mutations.push(Mutation::Put {
                     row,
                     ttl: Some(ttl),

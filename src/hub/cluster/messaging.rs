@@ -22,7 +22,12 @@ use crate::model::{ChildId, NodeName};
 pub(crate) type ChildCallReplyPort = RpcReplyPort<Result<Vec<u8>, ChildFailure>>;
 
 /// A failure with a code.
-pub(crate) fn failure(node: &NodeName, id: Option<&ChildId>, code: &str, message: &str) -> ChildFailure {
+pub(crate) fn failure(
+    node: &NodeName,
+    id: Option<&ChildId>,
+    code: &str,
+    message: &str,
+) -> ChildFailure {
     ChildFailure {
         id: id.cloned().unwrap_or_else(|| ChildId::from("-")),
         node: node.clone(),
@@ -71,7 +76,12 @@ impl CoordinatorState {
         let cell = self.hub.local_children.get(id).map(|c| c.value().clone());
         let kind = self.hub.storage.get(id).map(|r| r.spec.kind);
         let (Some(cell), Some(kind)) = (cell, kind) else {
-            return done(Err(failure(&node, Some(id), "not_found", "no such child here")));
+            return done(Err(failure(
+                &node,
+                Some(id),
+                "not_found",
+                "no such child here",
+            )));
         };
         let Some(handler) = self.hub.kinds.command(&kind) else {
             return done(Err(failure(
@@ -129,7 +139,12 @@ impl CoordinatorState {
                 let _ = reply.send(outcome);
             }),
             Route::Nowhere => {
-                let _ = reply.send(Err(failure(&node, Some(&id), "not_found", "no node runs the child")));
+                let _ = reply.send(Err(failure(
+                    &node,
+                    Some(&id),
+                    "not_found",
+                    "no node runs the child",
+                )));
             }
             Route::Peer(peer) => {
                 let request_id = self.next_id();
@@ -144,7 +159,12 @@ impl CoordinatorState {
                     return;
                 };
                 if let Err(e) = cluster.transport.send(&peer, &msg) {
-                    let _ = reply.send(Err(failure(&peer, Some(&id), "unreachable", &e.to_string())));
+                    let _ = reply.send(Err(failure(
+                        &peer,
+                        Some(&id),
+                        "unreachable",
+                        &e.to_string(),
+                    )));
                     return;
                 }
                 let timer = myself.send_after(timeout, move || {
@@ -194,8 +214,18 @@ impl CoordinatorState {
         };
         match route {
             Route::Here => self.run_here(&id, payload, answer),
-            Route::Peer(_) => answer(Err(failure(&node, Some(&id), "forward_limit", "too many hops"))),
-            Route::Nowhere => answer(Err(failure(&node, Some(&id), "not_found", "no node runs the child"))),
+            Route::Peer(_) => answer(Err(failure(
+                &node,
+                Some(&id),
+                "forward_limit",
+                "too many hops",
+            ))),
+            Route::Nowhere => answer(Err(failure(
+                &node,
+                Some(&id),
+                "not_found",
+                "no node runs the child",
+            ))),
         }
     }
 
@@ -203,12 +233,21 @@ impl CoordinatorState {
         let node = self.hub.node.clone();
         if let Some(cluster) = &mut self.cluster {
             if let Some((reply, _)) = cluster.calls.remove(&request_id) {
-                let _ = reply.send(Err(failure(&node, None, "timeout", "the child did not answer in time")));
+                let _ = reply.send(Err(failure(
+                    &node,
+                    None,
+                    "timeout",
+                    "the child did not answer in time",
+                )));
             }
         }
     }
 
-    pub(super) fn child_call_done(&mut self, request_id: u64, result: Result<Vec<u8>, ChildFailure>) {
+    pub(super) fn child_call_done(
+        &mut self,
+        request_id: u64,
+        result: Result<Vec<u8>, ChildFailure>,
+    ) {
         if let Some(cluster) = &mut self.cluster {
             if let Some((reply, timer)) = cluster.calls.remove(&request_id) {
                 if let Some(t) = timer {

@@ -155,7 +155,13 @@ impl ClusterState {
     }
 
     /// Sends a start batch to peer `node`; a send failure answers `node_unavailable` at once.
-    pub fn send_start(&self, local: &NodeName, node: &NodeName, request_id: u64, batch: StartBatch) {
+    pub fn send_start(
+        &self,
+        local: &NodeName,
+        node: &NodeName,
+        request_id: u64,
+        batch: StartBatch,
+    ) {
         let msg = WireMsg::StartChildren {
             request_id: RequestId(request_id),
             reply_to: local.clone(),
@@ -308,9 +314,15 @@ impl CoordinatorState {
         self.hub.set_transport(None);
     }
 
-    pub(super) fn on_transport(&mut self, myself: &ActorRef<CoordinatorMsg>, event: TransportEvent) {
+    pub(super) fn on_transport(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        event: TransportEvent,
+    ) {
         match event {
-            TransportEvent::NodeUp { node, boot_token } => self.on_node_up(myself, node, boot_token),
+            TransportEvent::NodeUp { node, boot_token } => {
+                self.on_node_up(myself, node, boot_token)
+            }
             TransportEvent::NodeDown { node } => self.on_node_down(myself, node),
             TransportEvent::Message { from, msg } => self.on_wire(myself, from, msg),
         }
@@ -326,9 +338,10 @@ impl CoordinatorState {
         let Some(cluster) = &mut self.cluster else {
             return;
         };
-        hub.hooks.fire(HookKey::PreClusterJoin, || HookEvent::PreClusterJoin {
-            node: node.clone(),
-        });
+        hub.hooks
+            .fire(HookKey::PreClusterJoin, || HookEvent::PreClusterJoin {
+                node: node.clone(),
+            });
         let verdict = cluster.tokens.observe(&node, boot_token);
         if let Some(t) = cluster.grace_timers.remove(&node) {
             t.abort();
@@ -360,7 +373,10 @@ impl CoordinatorState {
             cluster.joins.on_event(node.clone(), Instant::now());
             self.arm_flush(myself);
         }
-        hub.hooks.fire(HookKey::PostClusterJoin, || HookEvent::PostClusterJoin { node });
+        hub.hooks
+            .fire(HookKey::PostClusterJoin, || HookEvent::PostClusterJoin {
+                node,
+            });
     }
 
     fn on_node_down(&mut self, myself: &ActorRef<CoordinatorMsg>, node: NodeName) {
@@ -371,9 +387,10 @@ impl CoordinatorState {
         if !cluster.peers.remove(&node) {
             return;
         }
-        hub.hooks.fire(HookKey::PreClusterLeave, || HookEvent::PreClusterLeave {
-            node: node.clone(),
-        });
+        hub.hooks
+            .fire(HookKey::PreClusterLeave, || HookEvent::PreClusterLeave {
+                node: node.clone(),
+            });
         cluster.ring.remove(&node);
         cluster.delivered_by.remove(&node);
         cluster.joins.cancel(&node);
@@ -393,7 +410,10 @@ impl CoordinatorState {
         }
         self.publish_membership();
         self.fail_pending_on(myself, &node);
-        hub.hooks.fire(HookKey::PostClusterLeave, || HookEvent::PostClusterLeave { node });
+        hub.hooks
+            .fire(HookKey::PostClusterLeave, || HookEvent::PostClusterLeave {
+                node,
+            });
     }
 
     /// Requests waiting on a node that went down are answered `node_unavailable` now rather
@@ -428,7 +448,11 @@ impl CoordinatorState {
                 .into_iter()
                 .map(|id| {
                     let reason = reason.clone();
-                    (id, node.clone(), ChildStartError::NodeUnavailable { reason })
+                    (
+                        id,
+                        node.clone(),
+                        ChildStartError::NodeUnavailable { reason },
+                    )
                 })
                 .collect();
             self.on_start_outcome(myself, request_id, Vec::new(), errors);

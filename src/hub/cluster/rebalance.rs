@@ -123,9 +123,10 @@ impl CoordinatorState {
                 }
                 continue;
             }
-            let live = row.node_pids.keys().any(|n| {
-                cluster.peers.contains(n) || cluster.grace_timers.contains_key(n)
-            });
+            let live = row
+                .node_pids
+                .keys()
+                .any(|n| cluster.peers.contains(n) || cluster.grace_timers.contains_key(n));
             if live {
                 continue;
             }
@@ -246,20 +247,19 @@ impl CoordinatorState {
             }
         }
         if !cluster.failed.is_empty() && cluster.retry_timer.is_none() {
-            cluster.retry_timer = Some(myself.send_after(retry, || {
-                CoordinatorMsg::Cluster(ClusterMsg::Retry)
-            }));
+            cluster.retry_timer =
+                Some(myself.send_after(retry, || CoordinatorMsg::Cluster(ClusterMsg::Retry)));
         }
         if !result.started.is_empty() {
-            self.hub.hooks.fire(HookKey::ChildrenMigrated, || {
-                HookEvent::ChildrenMigrated {
+            self.hub
+                .hooks
+                .fire(HookKey::ChildrenMigrated, || HookEvent::ChildrenMigrated {
                     children: result
                         .started
                         .iter()
                         .filter_map(|s| s.nodes.first().map(|(n, _)| (s.id.clone(), n.clone())))
                         .collect(),
-                }
-            });
+                });
         }
         if let Some(reply) = reply {
             let _ = reply.send(());
@@ -326,7 +326,10 @@ impl CoordinatorState {
                 rows.insert(row.spec.id.clone(), row);
             }
         }
-        tracing::info!(children = rows.len(), "leaving the cluster: handing children over");
+        tracing::info!(
+            children = rows.len(),
+            "leaving the cluster: handing children over"
+        );
         let by_node = batches(placed.iter().map(|(n, r)| (n, r)));
         self.start_internal(
             myself,

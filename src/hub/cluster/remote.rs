@@ -17,10 +17,10 @@ use ractor::ActorRef;
 use super::{ClusterMsg, MAX_HOPS};
 use crate::api::errors::{ChildStartError, ChildStopError};
 use crate::cluster::wire::{self, RequestId, StartItem, StartedChild, WireMsg};
+use crate::hooks::{HookEvent, HookKey};
 use crate::hub::coordinator::{CoordinatorMsg, CoordinatorState};
 use crate::hub::delivery::{self, NodeStartReport, NodeStopReport, StartBatch, StopBatch};
 use crate::hub::registry::{RegistryMsg, RegistryOp};
-use crate::hooks::{HookEvent, HookKey};
 use crate::model::{ChildId, NodeName};
 
 fn code_of<E: serde::Serialize>(e: &E) -> (String, String) {
@@ -34,7 +34,11 @@ fn code_of<E: serde::Serialize>(e: &E) -> (String, String) {
 }
 
 /// A start error as it crosses the wire.
-pub(crate) fn start_failure(id: ChildId, node: &NodeName, e: &ChildStartError) -> wire::ChildFailure {
+pub(crate) fn start_failure(
+    id: ChildId,
+    node: &NodeName,
+    e: &ChildStartError,
+) -> wire::ChildFailure {
     let (reason, message) = code_of(e);
     wire::ChildFailure {
         id,
@@ -69,7 +73,12 @@ fn stop_error(f: &wire::ChildFailure) -> ChildStopError {
 
 impl CoordinatorState {
     /// A message from peer `from`.
-    pub(super) fn on_wire(&mut self, myself: &ActorRef<CoordinatorMsg>, from: NodeName, msg: WireMsg) {
+    pub(super) fn on_wire(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        from: NodeName,
+        msg: WireMsg,
+    ) {
         match msg {
             WireMsg::StartChildren {
                 request_id,
@@ -77,16 +86,15 @@ impl CoordinatorState {
                 hops,
                 check_existing,
                 children,
-            } => self.on_start_children(myself, request_id, reply_to, hops, check_existing, children),
+            } => {
+                self.on_start_children(myself, request_id, reply_to, hops, check_existing, children)
+            }
             WireMsg::StartReply {
                 request_id,
                 started,
                 errors,
             } => {
-                let started = started
-                    .into_iter()
-                    .map(|s| (s.id, s.node, s.pid))
-                    .collect();
+                let started = started.into_iter().map(|s| (s.id, s.node, s.pid)).collect();
                 let errors = errors
                     .iter()
                     .map(|f| (f.id.clone(), f.node.clone(), start_error(f)))
@@ -106,7 +114,10 @@ impl CoordinatorState {
                 let report = NodeStopReport {
                     node: from,
                     stopped: stopped.into_iter().map(|(id, _)| id).collect(),
-                    errors: errors.iter().map(|f| (f.id.clone(), stop_error(f))).collect(),
+                    errors: errors
+                        .iter()
+                        .map(|f| (f.id.clone(), stop_error(f)))
+                        .collect(),
                 };
                 self.on_node_stopped(myself, request_id.0, report);
             }
@@ -211,12 +222,12 @@ impl CoordinatorState {
         }
         for (owner, items) in forward {
             tracing::debug!(owner = %owner, children = items.len(), hops, "forwarding starts to their owner");
-            self.hub
-                .hooks
-                .fire(HookKey::ForwardedMigration, || HookEvent::ForwardedMigration {
+            self.hub.hooks.fire(HookKey::ForwardedMigration, || {
+                HookEvent::ForwardedMigration {
                     to: owner.clone(),
                     ids: items.iter().map(|i| i.spec.id.clone()).collect(),
-                });
+                }
+            });
             let msg = WireMsg::StartChildren {
                 request_id,
                 reply_to: reply_to.clone(),
