@@ -237,7 +237,11 @@ async fn call_a_child_by_id_from_any_node() {
     assert_eq!(missing.reason, "not_found");
     let garbage = cluster
         .hub("c")
-        .call_child(specs[0].id.clone(), b"not json".to_vec(), Duration::from_secs(5))
+        .call_child(
+            specs[0].id.clone(),
+            b"not json".to_vec(),
+            Duration::from_secs(5),
+        )
         .await
         .unwrap_err();
     assert_eq!(garbage.reason, "command_failed");
