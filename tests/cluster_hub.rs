@@ -234,7 +234,7 @@ async fn call_a_child_by_id_from_any_node() {
         .call_child("nobody", get.clone(), Duration::from_secs(5))
         .await
         .unwrap_err();
-    assert_eq!(missing.reason, "not_found");
+    assert_eq!(missing.code, "not_found");
     let garbage = cluster
         .hub("c")
         .call_child(
@@ -244,7 +244,7 @@ async fn call_a_child_by_id_from_any_node() {
         )
         .await
         .unwrap_err();
-    assert_eq!(garbage.reason, "command_failed");
+    assert_eq!(garbage.code, "command_failed");
 }
 
 async fn wait_until_async<F, Fut>(mut cond: F)
