@@ -1,5 +1,9 @@
 //! The `process-hub` binary: run a node, the demo cluster, and the benchmarks.
 
+mod bench;
+
+use std::process::ExitCode;
+
 use clap::{Parser, Subcommand};
 
 /// process-hub: a distributed process hub on ractor.
@@ -11,9 +15,22 @@ struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
-enum Command {}
+enum Command {
+    /// Run a benchmark (results on stdout, progress on stderr).
+    #[command(subcommand)]
+    Bench(bench::Bench),
+}
 
-fn main() {
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {}
+    let outcome = match cli.command {
+        Command::Bench(bench) => bench::run(bench),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
 }
