@@ -12,6 +12,13 @@
 //! on a small machine the wake-ups, not the disk, would otherwise bound throughput. Waiters are
 //! still answered strictly in apply order, by that one thread.
 //!
+//! Starting at once has a cost under load: the writers just answered are still waking up, so
+//! the next group would hold only those that queued during the last fsync, and the writers would
+//! split into two half-size cohorts taking turns. So when the last group held more than one batch
+//! (writers are busy) and fewer are queued now, the writer gathers a little longer: until as many
+//! batches as last time are queued, for at most half the last commit's duration (and never more
+//! than [`MAX_GATHER`]). After a group of one (a lone writer, or an idle store) it never waits.
+//!
 //! A failing batch must not fail its neighbours. When a group does not go through, the thread
 //! splits it: the batches before the failing one are committed together, the failing one is
 //! retried alone (and gets the error if it fails again), the rest form a new group. If the commit
@@ -21,6 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::storage::StorageError;
 
@@ -146,6 +154,36 @@ impl<B: Send + 'static> Drop for GroupCommitter<B> {
     }
 }
 
+/// Takes whatever is queued, up to `max` batches in `group`.
+fn drain<B>(rx: &mpsc::Receiver<Job<B>>, group: &mut Vec<Job<B>>, max: usize) {
+    while group.len() < max {
+        match rx.try_recv() {
+            Ok(job) => group.push(job),
+            Err(_) => break,
+        }
+    }
+}
+
+/// What the previous group looked like, to decide whether the next one may gather.
+#[derive(Default)]
+struct LastGroup {
+    batches: usize,
+    commit_time: Duration,
+}
+
+impl LastGroup {
+    /// Until when to keep gathering a group that has `queued` batches: only if the last group
+    /// shows concurrent writers (more than one batch) and fewer are queued now. A lone writer
+    /// never waits.
+    fn gather_until(&self, queued: usize) -> Option<Instant> {
+        (self.batches > 1 && queued < self.batches)
+            .then(|| Instant::now() + (self.commit_time / 2).min(MAX_GATHER))
+    }
+}
+
+/// The longest a group waits for returning writers, whatever the disk's speed.
+const MAX_GATHER: Duration = Duration::from_millis(2);
+
 struct Writer<S> {
     sink: S,
     counters: Arc<Counters>,
@@ -161,15 +199,33 @@ impl<S: GroupSink> Writer<S> {
     ) {
         // Blocking here is the "no waiting window": an idle writer commits the first batch the
         // moment it arrives, together with whatever queued up behind it in the meantime.
+        let mut last = LastGroup::default();
         while let Ok(first) = rx.recv() {
             let mut group = vec![first];
-            while group.len() < max_group {
-                match rx.try_recv() {
-                    Ok(job) => group.push(job),
-                    Err(_) => break,
+            drain(&rx, &mut group, max_group);
+            if let Some(deadline) = last.gather_until(group.len()) {
+                // Writers are busy: the ones just answered are coming back. Wait for as many
+                // as the last group held, for at most half a commit, so they share this fsync
+                // instead of forming a second, half-empty group right behind it.
+                let target = last.batches.min(max_group);
+                while group.len() < target {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        break;
+                    }
+                    match rx.recv_timeout(deadline - now) {
+                        Ok(job) => {
+                            group.push(job);
+                            drain(&rx, &mut group, target);
+                        }
+                        Err(_) => break,
+                    }
                 }
             }
+            let began = Instant::now();
+            last.batches = group.len();
             self.commit_isolated(group);
+            last.commit_time = began.elapsed();
             let answers = std::mem::take(&mut self.answers);
             if let Err(mpsc::SendError(answers)) = notify.send(answers) {
                 // The notifier is gone (it panicked in a callback): answer here instead.
@@ -237,7 +293,6 @@ impl<S: GroupSink> Writer<S> {
 mod tests {
     use super::*;
     use std::sync::{Condvar, Mutex};
-    use std::time::Duration;
 
     /// A sink that records every group it sees, fails batches it is told to, and can hold the
     /// first commit until released (so that later submissions pile up behind it).
@@ -330,6 +385,25 @@ mod tests {
         assert!(answers.iter().all(|(_, r)| r.is_ok()));
         // Answered in apply order.
         assert!(answers.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    #[test]
+    fn only_a_busy_writer_gathers_and_never_for_long() {
+        let idle = LastGroup {
+            batches: 1,
+            commit_time: Duration::from_millis(1),
+        };
+        assert_eq!(idle.gather_until(1), None, "a lone writer never waits");
+        assert_eq!(LastGroup::default().gather_until(1), None);
+        let busy = LastGroup {
+            batches: 40,
+            commit_time: Duration::from_secs(1),
+        };
+        assert_eq!(busy.gather_until(40), None, "as many as last time: go");
+        let before = Instant::now();
+        let until = busy.gather_until(3).expect("fewer than last time: gather");
+        assert!(until <= Instant::now() + MAX_GATHER);
+        assert!(until >= before);
     }
 
     #[test]
