@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions, WithoutTls};
+use serde::{Deserialize, Serialize};
 
 pub use group_commit::CommitStats;
 pub(crate) use group_commit::Done;
@@ -31,7 +32,10 @@ use super::{Commit, StorageError};
 use format::MarkerCheck;
 
 /// How a disk store is opened: its map size and how it commits.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// Deserializes with defaults for missing fields, so a config file may set only `map_size`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct DiskOptions {
     /// The largest the store's file may grow, in bytes. LMDB maps are sparse, so a large value
     /// costs address space, not disk. A write that does not fit fails with
@@ -53,7 +57,8 @@ impl Default for DiskOptions {
 
 /// How a disk store turns submitted batches into fsyncs. Both modes answer `Ok` only once the
 /// batch is on disk.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum CommitMode {
     /// Concurrent batches share one transaction and fsync (default).
     #[default]
