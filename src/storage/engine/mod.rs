@@ -193,9 +193,9 @@ impl Engine {
         &self.path
     }
 
-    /// Enqueues a batch; `done` runs on the store's notifier thread, in submission order, once the batch
-    /// is on disk or has failed (then nothing of it was written). If the store is closed, `done`
-    /// is handed back uncalled.
+    /// Enqueues a batch; `done` runs on the store's notifier thread, in submission order, once
+    /// the batch is on disk or has failed (then nothing of it was written). If the store is
+    /// closed, `done` is handed back uncalled.
     pub(crate) fn submit_with(&self, ops: Vec<KvOp>, done: Done) -> Result<(), Done> {
         self.writer.submit(ops, done)
     }
