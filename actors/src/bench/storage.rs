@@ -23,7 +23,7 @@ use serde_json::json;
 #[derive(Args, Debug)]
 pub struct StorageArgs {
     /// Writes per mode (the same number for group commit and the per-write-fsync baseline).
-    #[arg(long, default_value_t = 8_000)]
+    #[arg(long, default_value_t = 12_000)]
     ops: usize,
     /// Concurrent writers, each waiting for its own write to be durable before the next.
     #[arg(long, default_value_t = 64)]

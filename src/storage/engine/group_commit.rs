@@ -14,10 +14,11 @@
 //!
 //! Starting at once has a cost under load: the writers just answered are still waking up, so
 //! the next group would hold only those that queued during the last fsync, and the writers would
-//! split into two half-size cohorts taking turns. So when the last group held more than one batch
-//! (writers are busy) and fewer are queued now, the writer gathers a little longer: until as many
-//! batches as last time are queued, for at most half the last commit's duration (and never more
-//! than [`MAX_GATHER`]). After a group of one (a lone writer, or an idle store) it never waits.
+//! split into two smaller cohorts taking turns. So when the last group held more than one batch
+//! (writers are busy), the writer gathers a little longer: until the writers just answered are
+//! back on top of those already queued, for at most half the last commit's duration (and never
+//! more than [`MAX_GATHER`]). After a group of one (a lone writer, or an idle store) it never
+//! waits.
 //!
 //! A failing batch must not fail its neighbours. When a group does not go through, the thread
 //! splits it: the batches before the failing one are committed together, the failing one is
@@ -172,12 +173,17 @@ struct LastGroup {
 }
 
 impl LastGroup {
-    /// Until when to keep gathering a group that has `queued` batches: only if the last group
-    /// shows concurrent writers (more than one batch) and fewer are queued now. A lone writer
-    /// never waits.
-    fn gather_until(&self, queued: usize) -> Option<Instant> {
-        (self.batches > 1 && queued < self.batches)
-            .then(|| Instant::now() + (self.commit_time / 2).min(MAX_GATHER))
+    /// Whether a group that has `queued` batches should gather more, and if so how many to
+    /// wait for and until when. Only when the last group shows concurrent writers (more than
+    /// one batch): those just answered are expected back, on top of what is queued already.
+    /// The wait lasts at most half the last commit (and [`MAX_GATHER`]). A lone writer never
+    /// waits.
+    fn gather(&self, queued: usize, max_group: usize) -> Option<(usize, Instant)> {
+        let target = (queued + self.batches).min(max_group);
+        (self.batches > 1 && queued < target).then(|| {
+            let wait = (self.commit_time / 2).min(MAX_GATHER);
+            (target, Instant::now() + wait)
+        })
     }
 }
 
@@ -203,11 +209,9 @@ impl<S: GroupSink> Writer<S> {
         while let Ok(first) = rx.recv() {
             let mut group = vec![first];
             drain(&rx, &mut group, max_group);
-            if let Some(deadline) = last.gather_until(group.len()) {
-                // Writers are busy: the ones just answered are coming back. Wait for as many
-                // as the last group held, for at most half a commit, so they share this fsync
-                // instead of forming a second, half-empty group right behind it.
-                let target = last.batches.min(max_group);
+            if let Some((target, deadline)) = last.gather(group.len(), max_group) {
+                // Writers are busy: the ones just answered are coming back. Give them a moment
+                // to share this fsync instead of forming a second, half-empty group behind it.
                 while group.len() < target {
                     let now = Instant::now();
                     if now >= deadline {
@@ -393,17 +397,26 @@ mod tests {
             batches: 1,
             commit_time: Duration::from_millis(1),
         };
-        assert_eq!(idle.gather_until(1), None, "a lone writer never waits");
-        assert_eq!(LastGroup::default().gather_until(1), None);
+        assert_eq!(idle.gather(1, 4096), None, "a lone writer never waits");
+        assert_eq!(idle.gather(5, 4096), None);
+        assert_eq!(LastGroup::default().gather(1, 4096), None);
         let busy = LastGroup {
             batches: 40,
             commit_time: Duration::from_secs(1),
         };
-        assert_eq!(busy.gather_until(40), None, "as many as last time: go");
         let before = Instant::now();
-        let until = busy.gather_until(3).expect("fewer than last time: gather");
+        let (target, until) = busy.gather(3, 4096).expect("busy: gather");
+        assert_eq!(target, 43, "what is queued plus the writers just answered");
         assert!(until <= Instant::now() + MAX_GATHER);
         assert!(until >= before);
+        assert_eq!(busy.gather(3, 20).map(|(t, _)| t), Some(20), "capped");
+        assert_eq!(busy.gather(20, 20), None, "a full group goes at once");
+        let fast = LastGroup {
+            batches: 40,
+            commit_time: Duration::from_micros(300),
+        };
+        let (_, until) = fast.gather(0, 4096).unwrap();
+        assert!(until <= Instant::now() + Duration::from_micros(150));
     }
 
     #[test]
