@@ -308,3 +308,14 @@ fn a_registry_from_a_newer_release_refuses_to_open() {
         .collect();
     assert!(!names.iter().any(|n| n.contains("corrupt")), "{names:?}");
 }
+
+#[test]
+fn a_lone_writer_gets_one_commit_per_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = DurableStorage::open(dir.path(), &DiskOptions::default()).unwrap();
+    for i in 0..20 {
+        store.insert(row(&format!("r{i}"))).unwrap();
+    }
+    let stats = store.commit_stats();
+    assert_eq!((stats.commits, stats.batches_ok), (20, 20));
+}
