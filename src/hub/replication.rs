@@ -62,7 +62,13 @@ impl RegistryState {
         let old = current
             .as_ref()
             .and_then(|r| r.node_pids.get(from).copied());
-        let merged = merge_rows(current, row, from);
+        let stub = self.expiries.contains_key(&id);
+        let merged = merge_rows(current.clone(), row, from);
+        if !stub && current.as_ref() == Some(&merged) {
+            // A full sync repeats what is known: no write (a disk backend would fsync for
+            // nothing every sync interval).
+            return;
+        }
         match (old, merged.node_pids.get(from).copied()) {
             (None, Some(pid)) => effects.push(Effect::Bound {
                 id: id.clone(),
