@@ -302,6 +302,11 @@ impl ProcessHub {
         Duration::from_millis(self.default_timeout_ms)
     }
 
+    /// The life of a binding-less row of a dead or moving child, as a duration.
+    pub fn stub_ttl(&self) -> Duration {
+        Duration::from_millis(self.stub_ttl_ms)
+    }
+
     /// The janitor's period as a duration.
     pub fn storage_purge_interval(&self) -> Duration {
         Duration::from_millis(self.storage_purge_interval_ms)
