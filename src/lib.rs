@@ -39,9 +39,10 @@ mod api;
 mod hub;
 
 pub use api::{
-    ChildFailure, ChildInfo, ChildStartError, ChildStopError, Hub, HubBuilder, HubMsg, OnFailure,
-    ProcessEntry, ProcessScope, ShutdownTimedOut, SpawnError, StartError, StartOptions,
-    StartResult, StartedChild, StopError, StopFailure, StopOptions, StopResult, StoppedChild,
+    ChildFailure, ChildInfo, ChildMessageError, ChildStartError, ChildStopError, Hub, HubBuilder,
+    HubMsg, OnFailure, ProcessEntry, ProcessScope, ShutdownTimedOut, SpawnError, StartError,
+    StartOptions, StartResult, StartedChild, StopError, StopFailure, StopOptions, StopResult,
+    StoppedChild,
 };
 pub use config::{ConfigError, ProcessHub, ProcessHubBuilder};
 pub use events::{EventSink, HubEvent, SubscriptionId};

@@ -7,7 +7,9 @@ pub(crate) mod options;
 pub(crate) mod reads;
 pub(crate) mod results;
 
-pub use errors::{ChildStartError, ChildStopError, SpawnError, StartError, StopError};
+pub use errors::{
+    ChildMessageError, ChildStartError, ChildStopError, SpawnError, StartError, StopError,
+};
 pub use handle::{Hub, HubBuilder, ShutdownTimedOut};
 pub use msg::HubMsg;
 pub use options::{OnFailure, StartOptions, StopOptions};

@@ -3,6 +3,7 @@
 
 pub mod cluster;
 pub mod start;
+pub mod storage;
 
 use clap::Subcommand;
 
@@ -11,6 +12,8 @@ use clap::Subcommand;
 pub enum BenchCommand {
     /// Start and stop N children through a hub, against plain ractor spawn/stop.
     Start(start::StartBenchArgs),
+    /// Registry storage: group commit against one fsync per write, and memory point reads.
+    Storage(storage::StorageArgs),
     /// Start N children on a cluster of node processes, kill one; against plain ractor_cluster pg.
     Cluster(cluster::ClusterBenchArgs),
 }
@@ -19,6 +22,7 @@ pub enum BenchCommand {
 pub fn run(cmd: BenchCommand) -> Result<(), String> {
     match cmd {
         BenchCommand::Start(args) => start::run(args),
+        BenchCommand::Storage(args) => storage::run(&args),
         BenchCommand::Cluster(args) => cluster::run(args),
     }
 }
