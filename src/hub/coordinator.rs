@@ -117,6 +117,7 @@ impl CoordinatorState {
     }
 
     /// Sends a start batch to `node`; when awaited its answer comes back as `NodeStarted`.
+    #[allow(clippy::too_many_arguments)]
     fn deliver_start(
         &self,
         myself: &ActorRef<CoordinatorMsg>,
@@ -124,6 +125,7 @@ impl CoordinatorState {
         request_id: u64,
         children: Vec<(ChildSpec, Metadata)>,
         existing_ok: bool,
+        durable: bool,
         awaited: bool,
     ) {
         let coordinator = myself.clone();
@@ -144,6 +146,7 @@ impl CoordinatorState {
             StartBatch {
                 children,
                 existing_ok,
+                durable,
                 reply,
             },
         );
@@ -228,7 +231,15 @@ impl CoordinatorState {
                     .into_iter()
                     .map(|c| (c.spec, opts.metadata.clone()))
                     .collect();
-                self.deliver_start(myself, &node, request_id, children, existing_ok, false);
+                self.deliver_start(
+                    myself,
+                    &node,
+                    request_id,
+                    children,
+                    existing_ok,
+                    opts.durable,
+                    false,
+                );
             }
             let _ = reply.send(Ok(result));
             return;
@@ -259,7 +270,15 @@ impl CoordinatorState {
                 .into_iter()
                 .map(|c| (c.spec, opts.metadata.clone()))
                 .collect();
-            self.deliver_start(myself, &node, request_id, children, existing_ok, true);
+            self.deliver_start(
+                myself,
+                &node,
+                request_id,
+                children,
+                existing_ok,
+                opts.durable,
+                true,
+            );
         }
         if timeout.is_zero() {
             self.on_timeout(myself, request_id);

@@ -40,6 +40,8 @@ pub(crate) struct StartBatch {
     pub children: Vec<(ChildSpec, Metadata)>,
     /// A child already running here counts as started (`check_existing: false`).
     pub existing_ok: bool,
+    /// The children are declared: their rows are marked durable.
+    pub durable: bool,
     pub reply: StartReply,
 }
 

@@ -164,7 +164,7 @@ impl ChildSupState {
             if alter {
                 shared.hooks.alter(&mut spec, &metadata);
             }
-            let row = match Row::authored(spec.clone(), metadata, &node, now, false) {
+            let row = match Row::authored(spec.clone(), metadata, &node, now, batch.durable) {
                 Ok(row) => row,
                 Err(e) => {
                     report.errors.push((

@@ -249,6 +249,7 @@ mod tests {
         }
     }
 
+    #[allow(clippy::type_complexity)]
     fn collect() -> (
         Arc<Mutex<Vec<(u32, Result<(), StorageError>)>>>,
         impl Fn(u32) -> Done,
