@@ -100,6 +100,27 @@ pub struct ProcessHub {
     /// Durable children and orphan recovery (`docs/recovery.md`). `None` (the default): off,
     /// `durable: true` starts are refused and the recovery state is `normal` from the start.
     pub auto_recovery: Option<AutoRecoveryConfig>,
+    /// Cluster: period of the full registry sync each node sends its peers (heals lost
+    /// deltas), in ms. Range `100..=3_600_000`, default 15 000 (the original's
+    /// `sync_interval`).
+    pub sync_interval_ms: u64,
+    /// Cluster: how long a node that went down may come back (a flap) before the survivors
+    /// re-place its children, in ms. Range `0..=600_000`, default 1 000: heartbeats already
+    /// waited for the failure detector's timeout, so the grace only absorbs short flaps.
+    pub nodedown_grace_ms: u64,
+    /// Cluster: membership events are batched; a pass runs this long after the last event, in
+    /// ms. Range `0..=60_000`, default 200.
+    pub membership_debounce_ms: u64,
+    /// Cluster: ... but never later than this after the first event of a batch, in ms. Range
+    /// `membership_debounce_ms..=600_000`, default 2 000.
+    pub membership_max_wait_ms: u64,
+    /// Cluster: a failed migration or re-placement is retried after this long, in ms. Range
+    /// `10..=600_000`, default 1 000.
+    pub migration_retry_ms: u64,
+    /// Cluster: a row left with no binding when its node died is kept this long (so lookups and
+    /// re-placement find its spec) and then swept, in ms. Range `100..=86_400_000`,
+    /// default 60 000.
+    pub stub_ttl_ms: u64,
 }
 
 impl Default for ProcessHub {
@@ -117,6 +138,12 @@ impl Default for ProcessHub {
             default_timeout_ms: 10_000,
             storage_purge_interval_ms: 15_000,
             auto_recovery: None,
+            sync_interval_ms: 15_000,
+            nodedown_grace_ms: 1_000,
+            membership_debounce_ms: 200,
+            membership_max_wait_ms: 2_000,
+            migration_retry_ms: 1_000,
+            stub_ttl_ms: 60_000,
         }
     }
 }
@@ -217,6 +244,48 @@ impl ProcessHub {
             10,
             86_400_000,
             "10..=86400000",
+        )?;
+        range(
+            "sync_interval_ms",
+            self.sync_interval_ms,
+            100,
+            3_600_000,
+            "100..=3600000",
+        )?;
+        range(
+            "nodedown_grace_ms",
+            self.nodedown_grace_ms,
+            0,
+            600_000,
+            "0..=600000",
+        )?;
+        range(
+            "membership_debounce_ms",
+            self.membership_debounce_ms,
+            0,
+            60_000,
+            "0..=60000",
+        )?;
+        range(
+            "membership_max_wait_ms",
+            self.membership_max_wait_ms,
+            self.membership_debounce_ms,
+            600_000,
+            "membership_debounce_ms..=600000",
+        )?;
+        range(
+            "migration_retry_ms",
+            self.migration_retry_ms,
+            10,
+            600_000,
+            "10..=600000",
+        )?;
+        range(
+            "stub_ttl_ms",
+            self.stub_ttl_ms,
+            100,
+            86_400_000,
+            "100..=86400000",
         )?;
         let mut seen = std::collections::HashSet::new();
         for spec in &self.child_specs {
@@ -319,6 +388,34 @@ impl ProcessHubBuilder {
     /// Turns on durable children and orphan recovery.
     pub fn auto_recovery(mut self, config: AutoRecoveryConfig) -> Self {
         self.0.auto_recovery = Some(config);
+        self
+    }
+
+    /// Sets the cluster's timing: full-sync period, node-down grace, and the membership batch
+    /// (debounce, cap).
+    pub fn cluster_timing(
+        mut self,
+        sync_interval: Duration,
+        nodedown_grace: Duration,
+        debounce: Duration,
+        max_wait: Duration,
+    ) -> Self {
+        self.0.sync_interval_ms = sync_interval.as_millis() as u64;
+        self.0.nodedown_grace_ms = nodedown_grace.as_millis() as u64;
+        self.0.membership_debounce_ms = debounce.as_millis() as u64;
+        self.0.membership_max_wait_ms = max_wait.as_millis() as u64;
+        self
+    }
+
+    /// Sets the retry delay of failed migrations.
+    pub fn migration_retry(mut self, delay: Duration) -> Self {
+        self.0.migration_retry_ms = delay.as_millis() as u64;
+        self
+    }
+
+    /// Sets how long a binding-less row of a dead node is kept.
+    pub fn stub_ttl(mut self, ttl: Duration) -> Self {
+        self.0.stub_ttl_ms = ttl.as_millis() as u64;
         self
     }
 

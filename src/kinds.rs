@@ -45,10 +45,16 @@ pub enum KindError {
 type StartFn =
     dyn Fn(ChildArgs, ActorCell) -> BoxFuture<'static, Result<ActorCell, KindError>> + Send + Sync;
 
+/// A kind's message handler for messages by child id: gets the local child's actor and the
+/// encoded payload, answers encoded bytes (or a text error).
+pub type CommandFn =
+    dyn Fn(ActorCell, Vec<u8>) -> BoxFuture<'static, Result<Vec<u8>, String>> + Send + Sync;
+
 /// The table of kinds a hub can start. Cheap to clone (shared entries).
 #[derive(Clone, Default)]
 pub struct ChildKinds {
     kinds: HashMap<String, Arc<StartFn>>,
+    commands: HashMap<String, Arc<CommandFn>>,
 }
 
 impl fmt::Debug for ChildKinds {
@@ -106,6 +112,27 @@ impl ChildKinds {
         });
         self.kinds.insert(name, start);
         self
+    }
+
+    /// Registers how children of kind `name` are messaged by id (`Hub::cast_child`,
+    /// `Hub::call_child`, from any node): `handler` decodes the payload into the kind's typed
+    /// message, sends it to the local child, and encodes the answer. The payload format is the
+    /// kind's choice (JSON commands, bincode...); the hub only carries bytes.
+    pub fn register_command(
+        &mut self,
+        name: impl Into<String>,
+        handler: impl Fn(ActorCell, Vec<u8>) -> BoxFuture<'static, Result<Vec<u8>, String>>
+            + Send
+            + Sync
+            + 'static,
+    ) -> &mut Self {
+        self.commands.insert(name.into(), Arc::new(handler));
+        self
+    }
+
+    /// The message handler of kind `name`, if registered.
+    pub fn command(&self, name: &str) -> Option<Arc<CommandFn>> {
+        self.commands.get(name).cloned()
     }
 
     /// Whether `name` is registered.

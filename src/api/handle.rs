@@ -14,10 +14,14 @@ use super::msg::HubMsg;
 use super::options::{StartOptions, StopOptions};
 use super::reads;
 use super::results::{ChildInfo, ProcessEntry, ProcessScope, StartResult, StopResult};
+use crate::cluster::transport::Network;
+use crate::cluster::wire::ChildFailure;
 use crate::config::ProcessHub;
 use crate::core::recovery::RecoveryState;
 use crate::events::{EventSink, HubEvent, SubscriptionId};
 use crate::hooks::{HookError, HookHandler, HookKey, Hooks};
+use crate::hub::cluster::ClusterMsg;
+use crate::hub::coordinator::CoordinatorMsg;
 use crate::hub::supervisor::HubSupervisor;
 use crate::hub::HubShared;
 use crate::kinds::ChildKinds;
@@ -29,6 +33,15 @@ use crate::storage::open_backend;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("hub did not shut down within {0:?}; its remaining actors were killed")]
 pub struct ShutdownTimedOut(pub Duration);
+
+fn unavailable(node: &NodeName, id: &ChildId) -> ChildFailure {
+    ChildFailure {
+        id: id.clone(),
+        node: node.clone(),
+        reason: "hub_unavailable".into(),
+        message: "the hub is not running".into(),
+    }
+}
 
 /// A running hub. Clone it freely: every clone talks to the same hub.
 ///
@@ -56,6 +69,7 @@ pub struct HubBuilder {
     hooks: Vec<(HookKey, HookHandler)>,
     sinks: Vec<EventSink>,
     supervisor: Option<ActorCell>,
+    network: Option<Arc<dyn Network>>,
 }
 
 impl HubBuilder {
@@ -78,6 +92,15 @@ impl HubBuilder {
         self
     }
 
+    /// Makes the hub span nodes: it joins the hubs of the same id on `network` (a `ClusterNode`
+    /// over ractor_cluster, or an `InProcessNode` in tests). The node's name is then the
+    /// network's `local_node()`; the config's `node_name` is ignored. Without a network the hub
+    /// runs on one node.
+    pub fn network(mut self, network: Arc<dyn Network>) -> Self {
+        self.network = Some(network);
+        self
+    }
+
     /// Validates the config, opens the registry backend, boots the actor tree and starts the
     /// static children (awaited). Fails, leaving nothing running, if any step fails.
     pub async fn spawn(self) -> Result<(Hub, JoinHandle<()>), SpawnError> {
@@ -93,7 +116,8 @@ impl HubBuilder {
         }
         let statics = self.config.child_specs.clone();
         let recovery = open_recovery(&self.config)?;
-        let mut shared = HubShared::new(self.config, storage, self.kinds, hooks);
+        let mut shared =
+            HubShared::with_network(self.config, storage, self.kinds, hooks, self.network);
         shared.recovery = recovery;
         let shared = Arc::new(shared);
         for sink in self.sinks {
@@ -135,6 +159,7 @@ impl Hub {
             hooks: Vec::new(),
             sinks: Vec::new(),
             supervisor: None,
+            network: None,
         }
     }
 
@@ -368,6 +393,90 @@ impl Hub {
         self.call(|reply| HubMsg::ClearDeclared { reply })
             .await
             .map_err(|reason| RecoveryError::HubUnavailable { reason })?
+    }
+
+    /// Whether every member has delivered its registry to this node since it came up
+    /// (`cluster_settled`): this node's copy then reflects the whole cluster, up to what changed
+    /// since. Always `true` on one node.
+    pub fn cluster_settled(&self) -> bool {
+        *self.shared.settled.borrow()
+    }
+
+    /// Waits until [`Hub::cluster_settled`] holds, or `timeout`; returns whether it holds.
+    pub async fn wait_cluster_settled(&self, timeout: Duration) -> bool {
+        let mut rx = self.shared.settled.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(|settled| *settled))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Sends `payload` to child `id` wherever it runs (this node or a peer), through the hubs.
+    /// Fire and forget: the kind's command handler (`ChildKinds::register_command`) decodes it
+    /// on the node running the child; failures there are logged, not returned.
+    pub fn cast_child(&self, id: impl Into<ChildId>, payload: Vec<u8>) -> Result<(), ChildFailure> {
+        let id = id.into();
+        let Some(coordinator) = self.shared.coordinator() else {
+            return Err(unavailable(&self.shared.node, &id));
+        };
+        coordinator
+            .cast(CoordinatorMsg::Cluster(ClusterMsg::ChildCast {
+                id: id.clone(),
+                payload,
+            }))
+            .map_err(|_| unavailable(&self.shared.node, &id))
+    }
+
+    /// Sends `payload` to child `id` wherever it runs and waits for the kind's answer. Errors
+    /// carry a code in `reason`: `not_found`, `no_command_handler`, `command_failed`,
+    /// `timeout`, `forward_limit`, `unreachable`, `hub_unavailable`.
+    pub async fn call_child(
+        &self,
+        id: impl Into<ChildId>,
+        payload: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, ChildFailure> {
+        let id = id.into();
+        let Some(coordinator) = self.shared.coordinator() else {
+            return Err(unavailable(&self.shared.node, &id));
+        };
+        let call = coordinator.call(
+            |reply| {
+                CoordinatorMsg::Cluster(ClusterMsg::ChildCall {
+                    id: id.clone(),
+                    payload,
+                    timeout,
+                    reply,
+                })
+            },
+            Some(timeout + Duration::from_millis(100)),
+        );
+        match call.await {
+            Ok(ractor::rpc::CallResult::Success(result)) => result,
+            Ok(ractor::rpc::CallResult::Timeout) => Err(ChildFailure {
+                id,
+                node: self.shared.node.clone(),
+                reason: "timeout".into(),
+                message: "the child did not answer in time".into(),
+            }),
+            _ => Err(unavailable(&self.shared.node, &id)),
+        }
+    }
+
+    /// Leaves the cluster gracefully, then shuts the hub down: peers are told (no grace
+    /// period for this node), every local child is started on its next owner (the ring without
+    /// this node) and awaited, then the local copies stop with the hub. On one node it is
+    /// `shutdown`. Used by the node binary on SIGTERM.
+    pub async fn leave(&self) -> Result<(), ShutdownTimedOut> {
+        if let Some(coordinator) = self.shared.coordinator() {
+            let budget = self.shared.config.default_timeout() + Duration::from_secs(1);
+            let _ = coordinator
+                .call(
+                    |reply| CoordinatorMsg::Cluster(ClusterMsg::Leave { reply }),
+                    Some(budget),
+                )
+                .await;
+        }
+        self.shutdown().await
     }
 
     /// Stops the hub gracefully: `coordinator_shutdown` hooks, then the coordinator, the children

@@ -66,6 +66,22 @@ pub enum HookKey {
     DeclaredParked,
     /// Recovery: a ship to the remote manifest failed; the shipper retries with backoff.
     ManifestShipFailed,
+    /// Cluster: a peer's hub is about to be added to the members.
+    PreClusterJoin,
+    /// Cluster: a peer's hub was added to the members (and the ring).
+    PostClusterJoin,
+    /// Cluster: a peer's hub is about to be removed from the members.
+    PreClusterLeave,
+    /// Cluster: a peer's hub was removed (its children move after the grace period).
+    PostClusterLeave,
+    /// Cluster: a redistribution pass is about to run for a batch of membership events.
+    PreNodesRedistribution,
+    /// Cluster: a redistribution pass has issued its migrations and re-placements.
+    PostNodesRedistribution,
+    /// Cluster: children this node ran (or re-placed) now run on their new owner.
+    ChildrenMigrated,
+    /// Cluster: a start reached a node that does not own the children and was forwarded.
+    ForwardedMigration,
 }
 
 impl HookKey {
@@ -88,6 +104,14 @@ impl HookKey {
             HookKey::DeclaredTiebreak => "declared_tiebreak",
             HookKey::DeclaredParked => "declared_parked",
             HookKey::ManifestShipFailed => "manifest_ship_failed",
+            HookKey::PreClusterJoin => "pre_cluster_join",
+            HookKey::PostClusterJoin => "post_cluster_join",
+            HookKey::PreClusterLeave => "pre_cluster_leave",
+            HookKey::PostClusterLeave => "post_cluster_leave",
+            HookKey::PreNodesRedistribution => "pre_nodes_redistribution",
+            HookKey::PostNodesRedistribution => "post_nodes_redistribution",
+            HookKey::ChildrenMigrated => "children_migrated",
+            HookKey::ForwardedMigration => "forwarded_migration",
         }
     }
 
@@ -248,6 +272,52 @@ pub enum HookEvent {
         location: String,
         /// What went wrong.
         error: String,
+    },
+    /// `pre_cluster_join`.
+    PreClusterJoin {
+        /// The peer.
+        node: NodeName,
+    },
+    /// `post_cluster_join`.
+    PostClusterJoin {
+        /// The peer.
+        node: NodeName,
+    },
+    /// `pre_cluster_leave`.
+    PreClusterLeave {
+        /// The peer.
+        node: NodeName,
+    },
+    /// `post_cluster_leave`.
+    PostClusterLeave {
+        /// The peer.
+        node: NodeName,
+    },
+    /// `pre_nodes_redistribution`.
+    PreNodesRedistribution {
+        /// Peers that joined (or synced) in this batch.
+        joined: Vec<NodeName>,
+        /// Peers gone for good in this batch.
+        left: Vec<NodeName>,
+    },
+    /// `post_nodes_redistribution`.
+    PostNodesRedistribution {
+        /// Children this node is migrating to their new owners.
+        migrating: usize,
+        /// Children without a live node this pass re-places.
+        replacing: usize,
+    },
+    /// `children_migrated`.
+    ChildrenMigrated {
+        /// Children now running on their owner, with the node.
+        children: Vec<(ChildId, NodeName)>,
+    },
+    /// `forwarded_migration`.
+    ForwardedMigration {
+        /// The owner the children were forwarded to.
+        to: NodeName,
+        /// The children.
+        ids: Vec<ChildId>,
     },
 }
 

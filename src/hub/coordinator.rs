@@ -22,6 +22,7 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr, RpcReplyPort};
 use tokio::task::JoinHandle;
 
+use super::cluster::{ClusterMsg, ClusterState};
 use super::delivery::{
     self, NodeStartReport, NodeStopReport, StartBatch, StartReply, StopBatch, StopReply,
 };
@@ -31,6 +32,7 @@ use crate::api::options::{OnFailure, StartOptions, StopOptions};
 use crate::api::results::{
     ChildFailure, StartResult, StartedChild, StopFailure, StopResult, StoppedChild,
 };
+use crate::cluster::transport::{sink_to_actor, TransportEvent};
 use crate::core::{plan_start, Rejection};
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName};
 
@@ -59,40 +61,58 @@ pub(crate) enum CoordinatorMsg {
     Timeout {
         request_id: u64,
     },
+    /// Something from the cluster transport (peers up/down, their messages).
+    Transport(TransportEvent),
+    /// Cluster: a timer or a write completion, see [`ClusterMsg`].
+    Cluster(ClusterMsg),
 }
 
 impl ractor::Message for CoordinatorMsg {}
 
-type Timer = JoinHandle<Result<(), MessagingErr<CoordinatorMsg>>>;
+pub(super) type Timer = JoinHandle<Result<(), MessagingErr<CoordinatorMsg>>>;
 
-struct PendingStart {
-    reply: StartReplyPort,
-    /// Nodes that have not answered, with the children delivered to each.
-    awaiting: HashMap<NodeName, Vec<ChildId>>,
-    result: StartResult,
+/// Who waits for a start.
+pub(super) enum StartPurpose {
+    /// A caller of the API.
+    Request(StartReplyPort),
+    /// The cluster's own re-placement (migration, failover, handover); failures are retried.
+    Internal(super::cluster::Internal),
+}
+
+pub(super) struct PendingStart {
+    pub(super) purpose: StartPurpose,
+    /// Children not answered yet, with the node each was delivered to. Keyed by child, not by
+    /// node: a node that does not own a child forwards it and the owner answers directly.
+    pub(super) awaiting: HashMap<ChildId, NodeName>,
+    pub(super) result: StartResult,
     on_failure: OnFailure,
     timeout: Duration,
     timer: Option<Timer>,
 }
 
-enum StopPurpose {
+pub(super) enum StopPurpose {
     Request(StopReplyPort),
     /// Stopping what a failed start request started; answer the start request when done.
     Rollback {
         result: StartResult,
         reply: StartReplyPort,
     },
+    /// The first half of a cold-swap migration: once stopped here, start on `target`.
+    Migration {
+        target: NodeName,
+        rows: Vec<crate::model::Row>,
+    },
 }
 
-struct PendingStop {
-    purpose: StopPurpose,
-    awaiting: HashMap<NodeName, Vec<ChildId>>,
+pub(super) struct PendingStop {
+    pub(super) purpose: StopPurpose,
+    pub(super) awaiting: HashMap<NodeName, Vec<ChildId>>,
     stopped: BTreeMap<ChildId, Vec<NodeName>>,
-    errors: Vec<StopFailure>,
+    pub(super) errors: Vec<StopFailure>,
     timer: Option<Timer>,
 }
 
-enum PendingOperation {
+pub(super) enum PendingOperation {
     Start(PendingStart),
     Stop(PendingStop),
 }
@@ -100,25 +120,31 @@ enum PendingOperation {
 pub(crate) struct Coordinator;
 
 pub(crate) struct CoordinatorState {
-    hub: Arc<HubShared>,
-    pending_operations: HashMap<u64, PendingOperation>,
+    pub(super) hub: Arc<HubShared>,
+    pub(super) pending_operations: HashMap<u64, PendingOperation>,
     next_request_id: u64,
+    /// Membership, ring and replication bookkeeping when the hub spans nodes.
+    pub(super) cluster: Option<ClusterState>,
 }
 
 impl CoordinatorState {
-    /// The node that must run `id`. One node: this one. (The cluster consults its ring here.)
-    fn owner_of(&self, _id: &ChildId) -> NodeName {
-        self.hub.node.clone()
+    /// The node that must run `id`: the ring's owner when clustered, else this node.
+    pub(super) fn owner_of(&self, id: &ChildId) -> NodeName {
+        self.cluster
+            .as_ref()
+            .and_then(|c| c.ring.owner(id).cloned())
+            .unwrap_or_else(|| self.hub.node.clone())
     }
 
-    fn next_id(&mut self) -> u64 {
+    pub(super) fn next_id(&mut self) -> u64 {
         self.next_request_id += 1;
         self.next_request_id
     }
 
-    /// Sends a start batch to `node`; when awaited its answer comes back as `NodeStarted`.
+    /// Sends a start batch to `node`; when awaited its answer comes back as `NodeStarted`
+    /// (from this node) or as a `StartReply` over the wire (from a peer).
     #[allow(clippy::too_many_arguments)]
-    fn deliver_start(
+    pub(super) fn deliver_start(
         &self,
         myself: &ActorRef<CoordinatorMsg>,
         node: &NodeName,
@@ -140,20 +166,22 @@ impl CoordinatorState {
                 }
             })
         };
-        delivery::deliver_start(
-            &self.hub,
-            node,
-            StartBatch {
-                children,
-                existing_ok,
-                durable,
-                reply,
-            },
-        );
+        let batch = StartBatch {
+            children,
+            existing_ok,
+            durable,
+            reply,
+        };
+        match &self.cluster {
+            Some(cluster) if node != &self.hub.node => {
+                cluster.send_start(&self.hub.node, node, request_id, batch)
+            }
+            _ => delivery::deliver_start(&self.hub, node, batch),
+        }
     }
 
     /// Sends a stop batch to `node`; when awaited its answer comes back as `NodeStopped`.
-    fn deliver_stop(
+    pub(super) fn deliver_stop(
         &self,
         myself: &ActorRef<CoordinatorMsg>,
         node: &NodeName,
@@ -169,10 +197,16 @@ impl CoordinatorState {
         } else {
             Box::new(|_| {})
         };
-        delivery::deliver_stop(&self.hub, node, StopBatch { ids, reply });
+        let batch = StopBatch { ids, reply };
+        match &self.cluster {
+            Some(cluster) if node != &self.hub.node => {
+                cluster.send_stop(&self.hub.node, node, request_id, batch)
+            }
+            _ => delivery::deliver_stop(&self.hub, node, batch),
+        }
     }
 
-    fn arm_timer(
+    pub(super) fn arm_timer(
         &self,
         myself: &ActorRef<CoordinatorMsg>,
         request_id: u64,
@@ -244,39 +278,71 @@ impl CoordinatorState {
             let _ = reply.send(Ok(result));
             return;
         }
-        let awaiting = plan
+        let by_node = plan
             .by_node
-            .iter()
+            .into_iter()
             .map(|(node, children)| {
-                (
-                    node.clone(),
-                    children.iter().map(|c| c.spec.id.clone()).collect(),
-                )
+                let children = children
+                    .into_iter()
+                    .map(|c| (c.spec, opts.metadata.clone()))
+                    .collect();
+                (node, children)
+            })
+            .collect();
+        self.begin_start(
+            myself,
+            request_id,
+            by_node,
+            existing_ok,
+            opts.durable,
+            result,
+            StartPurpose::Request(reply),
+            opts.on_failure,
+            timeout,
+        );
+    }
+
+    /// Delivers planned batches and waits for them in `pending_operations[request_id]`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn begin_start(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        request_id: u64,
+        by_node: BTreeMap<NodeName, Vec<(ChildSpec, Metadata)>>,
+        existing_ok: bool,
+        durable: bool,
+        result: StartResult,
+        purpose: StartPurpose,
+        on_failure: OnFailure,
+        timeout: Duration,
+    ) {
+        let awaiting = by_node
+            .iter()
+            .flat_map(|(node, children)| {
+                children
+                    .iter()
+                    .map(move |(spec, _)| (spec.id.clone(), node.clone()))
             })
             .collect();
         self.pending_operations.insert(
             request_id,
             PendingOperation::Start(PendingStart {
-                reply,
+                purpose,
                 awaiting,
                 result,
-                on_failure: opts.on_failure,
+                on_failure,
                 timeout,
                 timer: self.arm_timer(myself, request_id, timeout),
             }),
         );
-        for (node, children) in plan.by_node {
-            let children = children
-                .into_iter()
-                .map(|c| (c.spec, opts.metadata.clone()))
-                .collect();
+        for (node, children) in by_node {
             self.deliver_start(
                 myself,
                 &node,
                 request_id,
                 children,
                 existing_ok,
-                opts.durable,
+                durable,
                 true,
             );
         }
@@ -345,7 +411,7 @@ impl CoordinatorState {
         );
     }
 
-    fn begin_stop(
+    pub(super) fn begin_stop(
         &mut self,
         myself: &ActorRef<CoordinatorMsg>,
         request_id: u64,
@@ -381,31 +447,59 @@ impl CoordinatorState {
         request_id: u64,
         report: NodeStartReport,
     ) {
+        let node = report.node;
+        self.on_start_outcome(
+            myself,
+            request_id,
+            report
+                .started
+                .into_iter()
+                .map(|(id, pid)| (id, node.clone(), pid))
+                .collect(),
+            report
+                .errors
+                .into_iter()
+                .map(|(id, e)| (id, node.clone(), e))
+                .collect(),
+        );
+    }
+
+    /// Records the answers for some children of a start (from any node: forwarded children
+    /// are answered by their owner).
+    pub(super) fn on_start_outcome(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        request_id: u64,
+        started: Vec<(ChildId, NodeName, crate::model::Pid)>,
+        errors: Vec<(ChildId, NodeName, ChildStartError)>,
+    ) {
         let Some(PendingOperation::Start(op)) = self.pending_operations.get_mut(&request_id) else {
             return; // timed out already
         };
-        if op.awaiting.remove(&report.node).is_none() {
-            return;
+        for (id, node, pid) in started {
+            if op.awaiting.remove(&id).is_some() {
+                op.result.started.push(StartedChild {
+                    id,
+                    nodes: vec![(node, pid)],
+                });
+            }
         }
-        for (id, pid) in report.started {
-            op.result.started.push(StartedChild {
-                id,
-                nodes: vec![(report.node.clone(), pid)],
-            });
-        }
-        for (id, reason) in report.errors {
-            op.result.errors.push(ChildFailure {
-                id,
-                node: report.node.clone(),
-                reason,
-            });
+        for (id, node, reason) in errors {
+            if op.awaiting.remove(&id).is_some() {
+                op.result.errors.push(ChildFailure { id, node, reason });
+            }
         }
         if op.awaiting.is_empty() {
             self.finish_start(myself, request_id);
         }
     }
 
-    fn on_node_stopped(&mut self, request_id: u64, report: NodeStopReport) {
+    pub(super) fn on_node_stopped(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        request_id: u64,
+        report: NodeStopReport,
+    ) {
         let Some(PendingOperation::Stop(op)) = self.pending_operations.get_mut(&request_id) else {
             return;
         };
@@ -423,21 +517,19 @@ impl CoordinatorState {
             });
         }
         if op.awaiting.is_empty() {
-            self.finish_stop(request_id);
+            self.finish_stop(myself, request_id);
         }
     }
 
     fn on_timeout(&mut self, myself: &ActorRef<CoordinatorMsg>, request_id: u64) {
         match self.pending_operations.get_mut(&request_id) {
             Some(PendingOperation::Start(op)) => {
-                for (node, ids) in op.awaiting.drain() {
-                    for id in ids {
-                        op.result.errors.push(ChildFailure {
-                            id,
-                            node: node.clone(),
-                            reason: ChildStartError::NodeReceiveTimeout,
-                        });
-                    }
+                for (id, node) in op.awaiting.drain() {
+                    op.result.errors.push(ChildFailure {
+                        id,
+                        node,
+                        reason: ChildStartError::NodeReceiveTimeout,
+                    });
                 }
                 self.finish_start(myself, request_id);
             }
@@ -451,7 +543,7 @@ impl CoordinatorState {
                         });
                     }
                 }
-                self.finish_stop(request_id);
+                self.finish_stop(myself, request_id);
             }
             None => {}
         }
@@ -464,11 +556,17 @@ impl CoordinatorState {
         if let Some(t) = &op.timer {
             t.abort();
         }
+        let reply = match op.purpose {
+            StartPurpose::Request(reply) => reply,
+            StartPurpose::Internal(internal) => {
+                return self.finish_internal_start(myself, internal, op.result);
+            }
+        };
         let rollback = op.on_failure == OnFailure::Rollback
             && !op.result.errors.is_empty()
             && !op.result.started.is_empty();
         if !rollback {
-            let _ = op.reply.send(Ok(op.result));
+            let _ = reply.send(Ok(op.result));
             return;
         }
         let mut by_node: BTreeMap<NodeName, Vec<ChildId>> = BTreeMap::new();
@@ -498,13 +596,13 @@ impl CoordinatorState {
             Vec::new(),
             StopPurpose::Rollback {
                 result: op.result,
-                reply: op.reply,
+                reply,
             },
             timeout,
         );
     }
 
-    fn finish_stop(&mut self, request_id: u64) {
+    pub(super) fn finish_stop(&mut self, myself: &ActorRef<CoordinatorMsg>, request_id: u64) {
         let Some(PendingOperation::Stop(op)) = self.pending_operations.remove(&request_id) else {
             return;
         };
@@ -533,6 +631,9 @@ impl CoordinatorState {
                 result.started.clear();
                 let _ = reply.send(Ok(result));
             }
+            StopPurpose::Migration { target, rows } => {
+                self.continue_migration(myself, target, rows, op.errors)
+            }
         }
     }
 }
@@ -544,14 +645,34 @@ impl Actor for Coordinator {
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         hub: Arc<HubShared>,
     ) -> Result<Self::State, ActorProcessingErr> {
+        // Clustered: open the hub's endpoint here, so a restarted Coordinator re-opens it and
+        // is told every peer again.
+        let cluster = match &hub.network {
+            Some(network) => Some(ClusterState::open(
+                &hub,
+                network.as_ref(),
+                sink_to_actor(myself.clone(), CoordinatorMsg::Transport),
+            )?),
+            None => None,
+        };
         Ok(CoordinatorState {
             hub,
             pending_operations: HashMap::new(),
             next_request_id: 0,
+            cluster,
         })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        state.arm_sync_timer(&myself);
+        Ok(())
     }
 
     async fn post_stop(
@@ -559,12 +680,15 @@ impl Actor for Coordinator {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        state.close_cluster();
         for (_, op) in state.pending_operations.drain() {
             match op {
                 PendingOperation::Start(op) => {
-                    let _ = op.reply.send(Err(StartError::HubUnavailable(
-                        "hub is shutting down".into(),
-                    )));
+                    if let StartPurpose::Request(reply) = op.purpose {
+                        let _ = reply.send(Err(StartError::HubUnavailable(
+                            "hub is shutting down".into(),
+                        )));
+                    }
                 }
                 PendingOperation::Stop(op) => match op.purpose {
                     StopPurpose::Request(reply) => {
@@ -577,6 +701,7 @@ impl Actor for Coordinator {
                             "hub is shutting down".into(),
                         )));
                     }
+                    StopPurpose::Migration { .. } => {}
                 },
             }
         }
@@ -598,9 +723,11 @@ impl Actor for Coordinator {
                 state.on_node_started(&myself, request_id, report)
             }
             CoordinatorMsg::NodeStopped { request_id, report } => {
-                state.on_node_stopped(request_id, report)
+                state.on_node_stopped(&myself, request_id, report)
             }
             CoordinatorMsg::Timeout { request_id } => state.on_timeout(&myself, request_id),
+            CoordinatorMsg::Transport(event) => state.on_transport(&myself, event),
+            CoordinatorMsg::Cluster(msg) => state.on_cluster_msg(&myself, msg),
         }
         Ok(())
     }

@@ -18,6 +18,7 @@
 //! actors (a restarted actor has a new ref, so siblings look it up at send time).
 
 pub(crate) mod child_supervisor;
+pub(crate) mod cluster;
 pub(crate) mod coordinator;
 pub(crate) mod declared_leader;
 pub(crate) mod delivery;
@@ -25,6 +26,7 @@ pub(crate) mod janitor;
 pub(crate) mod reconciler;
 pub(crate) mod recovery_shared;
 pub(crate) mod registry;
+pub(crate) mod replication;
 pub(crate) mod supervisor;
 
 use std::sync::{Arc, RwLock};
@@ -33,6 +35,7 @@ use std::time::Instant;
 use dashmap::DashMap;
 use ractor::{ActorCell, ActorRef};
 
+use crate::cluster::transport::{Network, Transport};
 use crate::config::ProcessHub;
 use crate::events::EventBus;
 use crate::hooks::Hooks;
@@ -70,17 +73,47 @@ pub(crate) struct HubShared {
     pub local_children: DashMap<ChildId, ActorCell>,
     /// Durable children and orphan recovery, when `auto_recovery` is on.
     pub recovery: Option<Arc<RecoveryShared>>,
+    /// The node's network when the hub spans nodes (`HubBuilder::network`); `None`: one node.
+    pub network: Option<Arc<dyn Network>>,
+    /// This hub's endpoint on the network, opened by the Coordinator in `pre_start` (a restarted
+    /// Coordinator re-opens it). The Registry broadcasts its deltas through it.
+    pub transport: RwLock<Option<Arc<dyn Transport>>>,
+    /// `true` when every member has delivered its registry to this node (`cluster_settled`).
+    pub settled: tokio::sync::watch::Sender<bool>,
     epoch: Instant,
 }
 
 impl HubShared {
+    #[cfg(test)]
     pub fn new(
         config: ProcessHub,
         storage: Arc<dyn Storage>,
         kinds: ChildKinds,
         hooks: Hooks,
     ) -> Self {
-        let node = config.node_name.clone();
+        Self::with_network(config, storage, kinds, hooks, None)
+    }
+
+    /// A hub on `network` (or on one node with `None`). With a network the node's name is the
+    /// network's: the config's `node_name` is ignored (and logged when it differs from it), so
+    /// one `ClusterNode` cannot host hubs that disagree about who they are.
+    pub fn with_network(
+        config: ProcessHub,
+        storage: Arc<dyn Storage>,
+        kinds: ChildKinds,
+        hooks: Hooks,
+        network: Option<Arc<dyn Network>>,
+    ) -> Self {
+        let node = match &network {
+            Some(net) => {
+                if net.local_node() != &config.node_name {
+                    tracing::info!(config = %config.node_name, network = %net.local_node(),
+                        "node_name is taken from the network");
+                }
+                net.local_node().clone()
+            }
+            None => config.node_name.clone(),
+        };
         Self {
             members: RwLock::new(vec![node.clone()]),
             config,
@@ -92,6 +125,11 @@ impl HubShared {
             refs: RwLock::new(ActorRefs::default()),
             local_children: DashMap::new(),
             recovery: None,
+            // One node is settled by definition; a clustered hub is settled once its peers'
+            // registries arrived (a lone clustered node also counts as settled).
+            settled: tokio::sync::watch::Sender::new(true),
+            transport: RwLock::new(None),
+            network,
             epoch: Instant::now(),
         }
     }
@@ -131,6 +169,38 @@ impl HubShared {
             .unwrap_or_else(|e| e.into_inner())
             .declared_leader
             .clone()
+    }
+
+    /// The hub's endpoint, when clustered and open.
+    pub fn transport(&self) -> Option<Arc<dyn Transport>> {
+        self.transport
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Replaces the hub's endpoint.
+    pub fn set_transport(&self, transport: Option<Arc<dyn Transport>>) {
+        *self.transport.write().unwrap_or_else(|e| e.into_inner()) = transport;
+    }
+
+    /// Whether the hub spans nodes.
+    pub fn clustered(&self) -> bool {
+        self.network.is_some()
+    }
+
+    /// Replaces the member list (sorted, this node included).
+    pub fn set_members(&self, members: Vec<NodeName>) {
+        *self.members.write().unwrap_or_else(|e| e.into_inner()) = members;
+    }
+
+    /// Whether `node` is a member now.
+    pub fn is_member(&self, node: &str) -> bool {
+        self.members
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(|n| n == node)
     }
 
     pub fn set_refs(&self, f: impl FnOnce(&mut ActorRefs)) {

@@ -20,6 +20,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::HubShared;
+use crate::cluster::wire::RegistryChange;
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
 use crate::model::{apply_observation, ChildId, NodeName, Pid, Row};
@@ -39,9 +40,19 @@ pub(crate) enum RegistryOp {
     /// `node` no longer runs the child; the row goes when no node runs it.
     Unbind { id: ChildId, node: NodeName },
     /// Insert a row that disappears after `ttl` (swept by the janitor).
-    #[allow(dead_code)]
-    // the cluster's handover and stubs write these; the janitor sweeps them
+    #[allow(dead_code)] // kept for writers of expiring rows (stubs are written by `Reap`)
     PutWithTtl { row: Row, ttl: Duration },
+    /// Changes broadcast by peer `from` (its own observations only; never re-broadcast).
+    Merge {
+        from: NodeName,
+        changes: Vec<RegistryChange>,
+    },
+    /// Peer `from`'s full set of observations: upsert them, and unbind `from` from every row
+    /// it no longer reports.
+    Sync { from: NodeName, rows: Vec<Row> },
+    /// `node` is gone (its grace ran out, or it restarted): drop its bindings; rows left with
+    /// none become stubs that expire after `ttl` unless a new owner starts them first.
+    Reap { node: NodeName, ttl: Duration },
 }
 
 /// Called with the outcome once a write is committed.
@@ -57,12 +68,14 @@ pub(crate) enum RegistryMsg {
     Committed { upto: u64 },
     /// Remove expired TTL rows; answers how many were removed.
     SweepExpired { reply: Option<RpcReplyPort<usize>> },
+    /// Send this node's observations as a `FullSync` to `to` (every peer with `None`).
+    SendFullSync { to: Option<NodeName> },
 }
 
 impl ractor::Message for RegistryMsg {}
 
 /// What happened to a row, reported after the commit.
-enum Effect {
+pub(super) enum Effect {
     Bound {
         id: ChildId,
         node: NodeName,
@@ -101,31 +114,38 @@ pub(crate) struct RegistryArgs {
 }
 
 pub(crate) struct RegistryState {
-    shared: Arc<HubShared>,
+    pub(super) shared: Arc<HubShared>,
     seq: u64,
-    overlay: HashMap<ChildId, (u64, Option<Row>)>,
-    expiries: HashMap<ChildId, u64>,
+    pub(super) overlay: HashMap<ChildId, (u64, Option<Row>)>,
+    pub(super) expiries: HashMap<ChildId, u64>,
     pump: mpsc::UnboundedSender<PumpItem>,
     pump_task: JoinHandle<()>,
 }
 
 impl RegistryState {
-    fn current(&self, id: &ChildId) -> Option<Row> {
+    pub(super) fn current(&self, id: &ChildId) -> Option<Row> {
         match self.overlay.get(id) {
             Some((_, row)) => row.clone(),
             None => self.shared.storage.get(id),
         }
     }
 
-    fn stage(&mut self, id: &ChildId, row: Option<Row>, seq: u64) {
+    pub(super) fn stage(&mut self, id: &ChildId, row: Option<Row>, seq: u64) {
         self.expiries.remove(id);
         self.overlay.insert(id.clone(), (seq, row));
     }
 
-    /// Turns operations into mutations and effects, staging the new rows in the overlay.
-    fn plan(&mut self, ops: Vec<RegistryOp>, seq: u64) -> (Vec<Mutation>, Vec<Effect>) {
+    /// Turns operations into mutations and effects, staging the new rows in the overlay, and
+    /// collects the changes of this node's own observations (for the cluster's delta).
+    fn plan(
+        &mut self,
+        ops: Vec<RegistryOp>,
+        seq: u64,
+        delta: &mut Vec<RegistryChange>,
+    ) -> (Vec<Mutation>, Vec<Effect>) {
         let mut mutations = Vec::with_capacity(ops.len());
         let mut effects = Vec::with_capacity(ops.len());
+        let local = self.shared.node.clone();
         for op in ops {
             match op {
                 RegistryOp::Insert(mut row) => {
@@ -135,6 +155,16 @@ impl RegistryState {
                     if let Some(current) = current {
                         // Re-authoring a known child: the new version must win every merge.
                         row.hub.epoch = row.hub.epoch.max(current.hub.epoch + 1);
+                        // Other members speak for their own observations (a child briefly on
+                        // two nodes during a handover or after a partition): keep them.
+                        for (node, pid) in current.node_pids {
+                            if node != local && self.shared.is_member(&node) {
+                                row.node_pids.entry(node).or_insert(pid);
+                            }
+                        }
+                    }
+                    if self.shared.clustered() {
+                        delta.push(RegistryChange::Upsert(own_view(&row, &local)));
                     }
                     for (node, pid) in &row.node_pids {
                         effects.push(Effect::Bound {
@@ -154,6 +184,9 @@ impl RegistryState {
                     };
                     let old = row.node_pids.get(&node).copied();
                     apply_observation(&mut row, &node, Some(pid));
+                    if self.shared.clustered() && node == local {
+                        delta.push(RegistryChange::Upsert(own_view(&row, &local)));
+                    }
                     match old {
                         Some(old) => effects.push(Effect::PidUpdated {
                             id: id.clone(),
@@ -175,6 +208,9 @@ impl RegistryState {
                     let Some(mut row) = self.current(&id) else {
                         continue;
                     };
+                    if self.shared.clustered() && node == local {
+                        delta.push(RegistryChange::Unbind { id: id.clone() });
+                    }
                     if row.node_pids.contains_key(&node) {
                         effects.push(Effect::Unbound {
                             id: id.clone(),
@@ -199,6 +235,15 @@ impl RegistryState {
                         row,
                         ttl: Some(ttl),
                     });
+                }
+                RegistryOp::Merge { from, changes } => {
+                    self.plan_merge(&from, changes, seq, &mut mutations, &mut effects)
+                }
+                RegistryOp::Sync { from, rows } => {
+                    self.plan_sync(&from, rows, seq, &mut mutations, &mut effects)
+                }
+                RegistryOp::Reap { node, ttl } => {
+                    self.plan_reap(&node, ttl, seq, &mut mutations, &mut effects)
                 }
             }
         }
@@ -225,6 +270,13 @@ impl RegistryState {
             }
         }
     }
+}
+
+/// `row` as this node reports it to peers: only its own observation.
+pub(super) fn own_view(row: &Row, local: &str) -> Row {
+    let mut row = row.clone();
+    row.node_pids.retain(|node, _| node == local);
+    row
 }
 
 fn fire_effects(shared: &HubShared, effects: Vec<Effect>) {
@@ -360,8 +412,11 @@ impl Actor for Registry {
             RegistryMsg::Write { ops, done } => {
                 state.seq += 1;
                 let seq = state.seq;
-                let (mutations, effects) = state.plan(ops, seq);
+                let mut delta = Vec::new();
+                let (mutations, effects) = state.plan(ops, seq, &mut delta);
                 state.submit(mutations, effects, done, seq);
+                // One delta per registry turn, whatever the batch size.
+                state.broadcast_delta(delta);
             }
             RegistryMsg::Committed { upto } => {
                 state.overlay.retain(|_, (seq, _)| *seq > upto);
@@ -392,6 +447,7 @@ impl Actor for Registry {
                     let _ = reply.send(n);
                 }
             }
+            RegistryMsg::SendFullSync { to } => state.send_full_sync(to.as_ref()),
         }
         Ok(())
     }

@@ -1,0 +1,260 @@
+//! Messages to a child by id, from any node, routed through the hubs.
+//!
+//! The alternative, ractor_cluster's remotable actors, gives every node an eager proxy per
+//! child (~11.8 KB each, measured; `docs/cluster.md`): 23.6 KB per child on 3 nodes. Routing
+//! costs nothing per child: the sender's hub finds where the child runs (this node, a node its
+//! registry names, else the ring owner) and sends `ChildCast` / `ChildCall` to that hub, which
+//! hands the payload to the kind's command handler (`ChildKinds::register_command`) for its
+//! local child. A hub that does not run the child forwards once more (bounded by `MAX_HOPS`).
+//! Failures come back as `ChildFailure`s with a code: `not_found`, `no_command_handler`,
+//! `command_failed`, `timeout`, `forward_limit`, `hub_unavailable`, `unreachable`.
+
+use std::time::Duration;
+
+use ractor::{ActorRef, RpcReplyPort};
+
+use super::{ClusterMsg, MAX_HOPS};
+use crate::cluster::wire::{ChildFailure, RequestId, WireMsg};
+use crate::hub::coordinator::{CoordinatorMsg, CoordinatorState};
+use crate::model::{ChildId, NodeName};
+
+/// Where a child call's answer goes.
+pub(crate) type ChildCallReplyPort = RpcReplyPort<Result<Vec<u8>, ChildFailure>>;
+
+/// A failure with a code.
+pub(crate) fn failure(
+    node: &NodeName,
+    id: Option<&ChildId>,
+    code: &str,
+    message: &str,
+) -> ChildFailure {
+    ChildFailure {
+        id: id.cloned().unwrap_or_else(|| ChildId::from("-")),
+        node: node.clone(),
+        reason: code.to_owned(),
+        message: message.to_owned(),
+    }
+}
+
+/// Where a message for `id` goes from here.
+enum Route {
+    Here,
+    Peer(NodeName),
+    Nowhere,
+}
+
+impl CoordinatorState {
+    fn route(&self, id: &ChildId) -> Route {
+        if self.hub.local_children.contains_key(id) {
+            return Route::Here;
+        }
+        let Some(cluster) = &self.cluster else {
+            return Route::Nowhere;
+        };
+        if let Some(row) = self.hub.storage.get(id) {
+            if let Some(node) = row.node_pids.keys().find(|n| cluster.peers.contains(*n)) {
+                return Route::Peer(node.clone());
+            }
+        }
+        let owner = self.owner_of(id);
+        if owner != self.hub.node && cluster.peers.contains(&owner) {
+            Route::Peer(owner)
+        } else {
+            Route::Nowhere
+        }
+    }
+
+    /// Runs the kind's handler on the local child; `done` gets the outcome (in a task: the
+    /// Coordinator never waits on a child).
+    fn run_here(
+        &self,
+        id: &ChildId,
+        payload: Vec<u8>,
+        done: impl FnOnce(Result<Vec<u8>, ChildFailure>) + Send + 'static,
+    ) {
+        let node = self.hub.node.clone();
+        let cell = self.hub.local_children.get(id).map(|c| c.value().clone());
+        let kind = self.hub.storage.get(id).map(|r| r.spec.kind);
+        let (Some(cell), Some(kind)) = (cell, kind) else {
+            return done(Err(failure(
+                &node,
+                Some(id),
+                "not_found",
+                "no such child here",
+            )));
+        };
+        let Some(handler) = self.hub.kinds.command(&kind) else {
+            return done(Err(failure(
+                &node,
+                Some(id),
+                "no_command_handler",
+                &format!("kind {kind:?} has no command handler"),
+            )));
+        };
+        let id = id.clone();
+        tokio::spawn(async move {
+            let outcome = handler(cell, payload)
+                .await
+                .map_err(|e| failure(&node, Some(&id), "command_failed", &e));
+            done(outcome);
+        });
+    }
+
+    /// A cast to child `id` (from the handle with `hops == 0`, or from a peer).
+    pub(super) fn child_cast(&mut self, id: ChildId, payload: Vec<u8>, hops: u8) {
+        match self.route(&id) {
+            Route::Here => self.run_here(&id, payload, |outcome| {
+                if let Err(e) = outcome {
+                    tracing::debug!(child = %e.id, code = %e.reason, "child cast failed");
+                }
+            }),
+            Route::Peer(node) if hops < MAX_HOPS => {
+                if let Some(cluster) = &self.cluster {
+                    let msg = WireMsg::ChildCast {
+                        id,
+                        payload,
+                        hops: hops + 1,
+                    };
+                    if let Err(e) = cluster.transport.send(&node, &msg) {
+                        tracing::debug!(peer = %node, error = %e, "child cast not sent");
+                    }
+                }
+            }
+            _ => tracing::debug!(child = %id, "child cast dropped: no node runs the child"),
+        }
+    }
+
+    /// A call to child `id` from the handle.
+    pub(super) fn child_call(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        id: ChildId,
+        payload: Vec<u8>,
+        timeout: Duration,
+        reply: ChildCallReplyPort,
+    ) {
+        let node = self.hub.node.clone();
+        match self.route(&id) {
+            Route::Here => self.run_here(&id, payload, move |outcome| {
+                let _ = reply.send(outcome);
+            }),
+            Route::Nowhere => {
+                let _ = reply.send(Err(failure(
+                    &node,
+                    Some(&id),
+                    "not_found",
+                    "no node runs the child",
+                )));
+            }
+            Route::Peer(peer) => {
+                let request_id = self.next_id();
+                let msg = WireMsg::ChildCall {
+                    request_id: RequestId(request_id),
+                    reply_to: node.clone(),
+                    id: id.clone(),
+                    payload,
+                    hops: 1,
+                };
+                let Some(cluster) = &mut self.cluster else {
+                    return;
+                };
+                if let Err(e) = cluster.transport.send(&peer, &msg) {
+                    let _ = reply.send(Err(failure(
+                        &peer,
+                        Some(&id),
+                        "unreachable",
+                        &e.to_string(),
+                    )));
+                    return;
+                }
+                let timer = myself.send_after(timeout, move || {
+                    CoordinatorMsg::Cluster(ClusterMsg::CallTimeout { request_id })
+                });
+                cluster.calls.insert(request_id, (reply, Some(timer)));
+            }
+        }
+    }
+
+    /// A call from a peer: run it here, or forward it once more.
+    pub(super) fn remote_child_call(
+        &mut self,
+        _myself: &ActorRef<CoordinatorMsg>,
+        request_id: RequestId,
+        reply_to: NodeName,
+        id: ChildId,
+        payload: Vec<u8>,
+        hops: u8,
+    ) {
+        let Some(transport) = self.cluster.as_ref().map(|c| c.transport.clone()) else {
+            return;
+        };
+        let node = self.hub.node.clone();
+        let route = self.route(&id);
+        if let Route::Peer(peer) = &route {
+            if hops < MAX_HOPS {
+                // The child runs elsewhere (it moved): forward, keeping the origin's reply_to.
+                let msg = WireMsg::ChildCall {
+                    request_id,
+                    reply_to: reply_to.clone(),
+                    id: id.clone(),
+                    payload,
+                    hops: hops + 1,
+                };
+                if let Err(e) = transport.send(peer, &msg) {
+                    tracing::debug!(peer = %peer, error = %e, "child call not forwarded");
+                }
+                return;
+            }
+        }
+        let answer = move |result: Result<Vec<u8>, ChildFailure>| {
+            let msg = WireMsg::ChildCallReply { request_id, result };
+            if let Err(e) = transport.send(&reply_to, &msg) {
+                tracing::debug!(origin = %reply_to, error = %e, "child call reply not sent");
+            }
+        };
+        match route {
+            Route::Here => self.run_here(&id, payload, answer),
+            Route::Peer(_) => answer(Err(failure(
+                &node,
+                Some(&id),
+                "forward_limit",
+                "too many hops",
+            ))),
+            Route::Nowhere => answer(Err(failure(
+                &node,
+                Some(&id),
+                "not_found",
+                "no node runs the child",
+            ))),
+        }
+    }
+
+    pub(super) fn child_call_timeout(&mut self, request_id: u64) {
+        let node = self.hub.node.clone();
+        if let Some(cluster) = &mut self.cluster {
+            if let Some((reply, _)) = cluster.calls.remove(&request_id) {
+                let _ = reply.send(Err(failure(
+                    &node,
+                    None,
+                    "timeout",
+                    "the child did not answer in time",
+                )));
+            }
+        }
+    }
+
+    pub(super) fn child_call_done(
+        &mut self,
+        request_id: u64,
+        result: Result<Vec<u8>, ChildFailure>,
+    ) {
+        if let Some(cluster) = &mut self.cluster {
+            if let Some((reply, timer)) = cluster.calls.remove(&request_id) {
+                if let Some(t) = timer {
+                    t.abort();
+                }
+                let _ = reply.send(result);
+            }
+        }
+    }
+}

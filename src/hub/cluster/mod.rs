@@ -1,0 +1,584 @@
+//! The Coordinator's cluster half: membership, the placement ring, and the bookkeeping of
+//! replication and redistribution (the seed's `Coordinator.State` fields that a single node
+//! does not need).
+//!
+//! - [`membership`](self) (this file): `NodeUp` / `NodeDown` from the transport, boot tokens
+//!   (a new token = the node restarted: reap its bindings now; the same token after a flap: keep
+//!   them), the grace timer of a node that went down, the batches of membership events
+//!   (`core::event_batch`), `registry_delivered_by` and `cluster_settled`;
+//! - [`remote`]: the hub protocol — starts and stops for this node sent by peers (re-checking
+//!   ownership and forwarding with `hops + 1`), their replies, registry deltas and syncs;
+//! - [`rebalance`]: the redistribution pass run when a batch of membership events is due
+//!   (cold-swap migrations to new owners, re-placement of children whose node is gone), retries,
+//!   and the graceful leave.
+//! - [`messaging`]: messages to a child by id, routed through the hubs.
+//!
+//! Nothing here blocks: writes go to the Registry with a completion that casts back, requests
+//! go to peers and their replies come back as transport messages.
+
+pub(super) mod messaging;
+pub(super) mod rebalance;
+pub(super) mod remote;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ractor::{ActorRef, RpcReplyPort};
+
+use super::coordinator::{CoordinatorMsg, CoordinatorState, Timer};
+use super::delivery::{NodeStartReport, NodeStopReport, StartBatch, StopBatch};
+use super::registry::{RegistryMsg, RegistryOp};
+use super::HubShared;
+use crate::api::errors::{ChildStartError, ChildStopError};
+use crate::cluster::transport::{EventSink, Network, Transport, TransportError, TransportEvent};
+use crate::cluster::wire::{RequestId, StartItem, WireMsg};
+use crate::core::boot_token::{BootTokens, PeerBoot};
+use crate::core::event_batch::{BatchConfig, EventBatch};
+use crate::core::placement::HashRing;
+use crate::hooks::{HookEvent, HookKey};
+use crate::model::{ChildId, NodeName, Row};
+
+pub(crate) use messaging::ChildCallReplyPort;
+
+/// How many times a start may be forwarded between nodes whose rings disagree.
+pub(super) const MAX_HOPS: u8 = 3;
+
+/// Timers and completions of the cluster half, cast back into the Coordinator.
+pub(crate) enum ClusterMsg {
+    /// A membership batch may be due.
+    Flush,
+    /// `node`'s grace period after a `NodeDown` ran out.
+    GraceExpired { node: NodeName },
+    /// The Registry committed the reaping of `node`'s bindings.
+    Reaped { node: NodeName },
+    /// The Registry merged `from`'s full sync.
+    Synced { from: NodeName },
+    /// Time to send this node's full sync.
+    SyncTick,
+    /// Retry failed migrations and re-placements.
+    Retry,
+    /// Hand this node's children to their next owners (graceful leave).
+    Leave { reply: RpcReplyPort<()> },
+    /// A start reply for this node that did not come over the wire (forwarded back here).
+    StartOutcome {
+        request_id: u64,
+        report: NodeStartReport,
+    },
+    /// A message for a child by id (from the handle).
+    ChildCast { id: ChildId, payload: Vec<u8> },
+    /// A request for a child by id (from the handle).
+    ChildCall {
+        id: ChildId,
+        payload: Vec<u8>,
+        timeout: Duration,
+        reply: ChildCallReplyPort,
+    },
+    /// A child call's deadline passed.
+    CallTimeout { request_id: u64 },
+}
+
+/// What an internal start (a migration, a re-placement, a handover) does when it completes.
+pub(crate) enum Internal {
+    /// Failures are retried on the `migration_retry_ms` timer.
+    Replace { rows: HashMap<ChildId, Row> },
+    /// A graceful leave: answer when every child was handed over (or failed to be).
+    Handover {
+        rows: HashMap<ChildId, Row>,
+        reply: Option<RpcReplyPort<()>>,
+    },
+}
+
+/// The coordinator's cluster state.
+pub(crate) struct ClusterState {
+    pub transport: Arc<dyn Transport>,
+    /// Members that own children: up peers (minus those that said goodbye) and this node.
+    pub ring: HashRing,
+    /// Peers up for this hub.
+    pub peers: BTreeSet<NodeName>,
+    /// Peers that announced a graceful leave: no grace when they go down.
+    pub leaving: HashSet<NodeName>,
+    pub tokens: BootTokens,
+    /// Joins (and syncs) waiting for a redistribution pass.
+    pub joins: EventBatch,
+    /// Nodes gone for good (grace over, reaped) waiting for a re-placement pass.
+    pub leaves: EventBatch,
+    pub flush_timer: Option<Timer>,
+    pub grace_timers: HashMap<NodeName, Timer>,
+    /// Peers whose registry has been merged since they came up (`registry_delivered_by`).
+    pub delivered_by: BTreeSet<NodeName>,
+    /// Children with a migration or re-placement in flight: passes skip them.
+    pub migrating: HashSet<ChildId>,
+    /// Children whose migration or re-placement failed, waiting for the retry timer.
+    pub failed: HashMap<ChildId, Row>,
+    pub retry_timer: Option<Timer>,
+    pub sync_timer: Option<Timer>,
+    /// This node is leaving: no more passes.
+    pub self_leaving: bool,
+    /// Child calls waiting for a reply.
+    pub calls: HashMap<u64, (ChildCallReplyPort, Option<Timer>)>,
+}
+
+impl ClusterState {
+    /// Opens the hub's endpoint on `network` and publishes it for the Registry.
+    pub fn open(
+        hub: &HubShared,
+        network: &dyn Network,
+        sink: EventSink,
+    ) -> Result<Self, TransportError> {
+        let transport = network.open_hub(&hub.config.hub_id, sink)?;
+        hub.set_transport(Some(transport.clone()));
+        hub.set_members(vec![hub.node.clone()]);
+        hub.settled.send_replace(true);
+        let batch = BatchConfig {
+            debounce: Duration::from_millis(hub.config.membership_debounce_ms),
+            max_wait: Duration::from_millis(hub.config.membership_max_wait_ms),
+        };
+        Ok(Self {
+            transport,
+            ring: HashRing::new([hub.node.clone()]),
+            peers: BTreeSet::new(),
+            leaving: HashSet::new(),
+            tokens: BootTokens::new(),
+            joins: EventBatch::new(batch),
+            leaves: EventBatch::new(batch),
+            flush_timer: None,
+            grace_timers: HashMap::new(),
+            delivered_by: BTreeSet::new(),
+            migrating: HashSet::new(),
+            failed: HashMap::new(),
+            retry_timer: None,
+            sync_timer: None,
+            self_leaving: false,
+            calls: HashMap::new(),
+        })
+    }
+
+    /// Sends a start batch to peer `node`; a send failure answers `node_unavailable` at once.
+    pub fn send_start(
+        &self,
+        local: &NodeName,
+        node: &NodeName,
+        request_id: u64,
+        batch: StartBatch,
+    ) {
+        let msg = WireMsg::StartChildren {
+            request_id: RequestId(request_id),
+            reply_to: local.clone(),
+            hops: 0,
+            check_existing: !batch.existing_ok,
+            children: batch
+                .children
+                .iter()
+                .map(|(spec, metadata)| StartItem {
+                    spec: spec.clone(),
+                    metadata: metadata.clone(),
+                    durable: batch.durable,
+                })
+                .collect(),
+        };
+        if let Err(e) = self.transport.send(node, &msg) {
+            let reason = e.to_string();
+            (batch.reply)(NodeStartReport {
+                node: node.clone(),
+                started: Vec::new(),
+                errors: batch
+                    .children
+                    .into_iter()
+                    .map(|(spec, _)| {
+                        let reason = reason.clone();
+                        (spec.id, ChildStartError::NodeUnavailable { reason })
+                    })
+                    .collect(),
+            });
+        }
+    }
+
+    /// Sends a stop batch to peer `node`; a send failure answers `node_unavailable` at once.
+    pub fn send_stop(&self, local: &NodeName, node: &NodeName, request_id: u64, batch: StopBatch) {
+        let msg = WireMsg::StopChildren {
+            request_id: RequestId(request_id),
+            reply_to: local.clone(),
+            ids: batch.ids.clone(),
+        };
+        if let Err(e) = self.transport.send(node, &msg) {
+            let reason = e.to_string();
+            (batch.reply)(NodeStopReport {
+                node: node.clone(),
+                stopped: Vec::new(),
+                errors: batch
+                    .ids
+                    .into_iter()
+                    .map(|id| {
+                        let reason = reason.clone();
+                        (id, ChildStopError::NodeUnavailable { reason })
+                    })
+                    .collect(),
+            });
+        }
+    }
+
+    /// Every peer's registry has been merged.
+    fn settled(&self) -> bool {
+        self.peers.iter().all(|p| self.delivered_by.contains(p))
+    }
+}
+
+fn arm(myself: &ActorRef<CoordinatorMsg>, after: Duration, msg: fn() -> ClusterMsg) -> Timer {
+    myself.send_after(after, move || CoordinatorMsg::Cluster(msg()))
+}
+
+impl CoordinatorState {
+    fn publish_membership(&self) {
+        let Some(cluster) = &self.cluster else {
+            return;
+        };
+        let mut members: Vec<NodeName> = cluster.peers.iter().cloned().collect();
+        members.push(self.hub.node.clone());
+        members.sort();
+        self.hub.set_members(members);
+        self.hub.settled.send_replace(cluster.settled());
+    }
+
+    /// Sends ops to the Registry; `then` is cast back once they are committed.
+    pub(super) fn registry_write(
+        &self,
+        myself: &ActorRef<CoordinatorMsg>,
+        ops: Vec<RegistryOp>,
+        then: Option<ClusterMsg>,
+    ) {
+        let Some(registry) = self.hub.registry() else {
+            tracing::warn!("registry is restarting; a cluster registry write was skipped");
+            return;
+        };
+        let coordinator = myself.clone();
+        let done = then.map(|msg| {
+            Box::new(move |_outcome| {
+                let _ = coordinator.cast(CoordinatorMsg::Cluster(msg));
+            }) as super::registry::WriteDone
+        });
+        let _ = registry.cast(RegistryMsg::Write { ops, done });
+    }
+
+    pub(super) fn arm_sync_timer(&mut self, myself: &ActorRef<CoordinatorMsg>) {
+        let period = Duration::from_millis(self.hub.config.sync_interval_ms);
+        if let Some(cluster) = &mut self.cluster {
+            cluster.sync_timer = Some(arm(myself, period, || ClusterMsg::SyncTick));
+        }
+    }
+
+    /// Arms the flush timer for the earliest pending batch deadline.
+    fn arm_flush(&mut self, myself: &ActorRef<CoordinatorMsg>) {
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        let deadline = [cluster.joins.deadline(), cluster.leaves.deadline()]
+            .into_iter()
+            .flatten()
+            .min();
+        if let Some(t) = cluster.flush_timer.take() {
+            t.abort();
+        }
+        if let Some(deadline) = deadline {
+            let after = deadline.saturating_duration_since(Instant::now());
+            cluster.flush_timer = Some(arm(myself, after, || ClusterMsg::Flush));
+        }
+    }
+
+    /// Drops the endpoint and every timer (the Coordinator is stopping).
+    pub(super) fn close_cluster(&mut self) {
+        let Some(mut cluster) = self.cluster.take() else {
+            return;
+        };
+        for t in cluster
+            .grace_timers
+            .drain()
+            .map(|(_, t)| t)
+            .chain(cluster.flush_timer.take())
+            .chain(cluster.retry_timer.take())
+            .chain(cluster.sync_timer.take())
+        {
+            t.abort();
+        }
+        for (_, (reply, timer)) in cluster.calls.drain() {
+            if let Some(t) = timer {
+                t.abort();
+            }
+            let _ = reply.send(Err(messaging::failure(
+                &self.hub.node,
+                None,
+                "hub_unavailable",
+                "hub is shutting down",
+            )));
+        }
+        self.hub.set_transport(None);
+    }
+
+    pub(super) fn on_transport(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        event: TransportEvent,
+    ) {
+        match event {
+            TransportEvent::NodeUp { node, boot_token } => {
+                self.on_node_up(myself, node, boot_token)
+            }
+            TransportEvent::NodeDown { node } => self.on_node_down(myself, node),
+            TransportEvent::Message { from, msg } => self.on_wire(myself, from, msg),
+        }
+    }
+
+    fn on_node_up(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        node: NodeName,
+        boot_token: crate::core::boot_token::BootToken,
+    ) {
+        let hub = self.hub.clone();
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        hub.hooks
+            .fire(HookKey::PreClusterJoin, || HookEvent::PreClusterJoin {
+                node: node.clone(),
+            });
+        let verdict = cluster.tokens.observe(&node, boot_token);
+        if let Some(t) = cluster.grace_timers.remove(&node) {
+            t.abort();
+        }
+        cluster.leaving.remove(&node);
+        cluster.peers.insert(node.clone());
+        cluster.ring.add(node.clone());
+        cluster.delivered_by.remove(&node);
+        // Ask for the peer's registry; `cluster_settled` waits for it.
+        if let Err(e) = cluster.transport.send(&node, &WireMsg::SyncRequest) {
+            tracing::debug!(peer = %node, error = %e, "sync request not sent");
+        }
+        let restarted = matches!(verdict, PeerBoot::Restarted { .. });
+        tracing::info!(peer = %node, restarted, "peer up");
+        self.publish_membership();
+        if restarted {
+            // Its previous boot's children died with it: reap now, not after a grace; the
+            // pass after the reap re-places them.
+            let ttl = Duration::from_millis(hub.config.stub_ttl_ms);
+            self.registry_write(
+                myself,
+                vec![RegistryOp::Reap {
+                    node: node.clone(),
+                    ttl,
+                }],
+                Some(ClusterMsg::Reaped { node: node.clone() }),
+            );
+        } else if let Some(cluster) = &mut self.cluster {
+            cluster.joins.on_event(node.clone(), Instant::now());
+            self.arm_flush(myself);
+        }
+        hub.hooks
+            .fire(HookKey::PostClusterJoin, || HookEvent::PostClusterJoin {
+                node,
+            });
+    }
+
+    fn on_node_down(&mut self, myself: &ActorRef<CoordinatorMsg>, node: NodeName) {
+        let hub = self.hub.clone();
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        if !cluster.peers.remove(&node) {
+            return;
+        }
+        hub.hooks
+            .fire(HookKey::PreClusterLeave, || HookEvent::PreClusterLeave {
+                node: node.clone(),
+            });
+        cluster.ring.remove(&node);
+        cluster.delivered_by.remove(&node);
+        cluster.joins.cancel(&node);
+        let graceful = cluster.leaving.remove(&node);
+        let grace = if graceful {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(hub.config.nodedown_grace_ms)
+        };
+        tracing::info!(peer = %node, graceful, grace_ms = grace.as_millis() as u64, "peer down");
+        let expired = node.clone();
+        let timer = myself.send_after(grace, move || {
+            CoordinatorMsg::Cluster(ClusterMsg::GraceExpired { node: expired })
+        });
+        if let Some(old) = cluster.grace_timers.insert(node.clone(), timer) {
+            old.abort();
+        }
+        self.publish_membership();
+        self.fail_pending_on(myself, &node);
+        hub.hooks
+            .fire(HookKey::PostClusterLeave, || HookEvent::PostClusterLeave {
+                node,
+            });
+    }
+
+    /// Requests waiting on a node that went down are answered `node_unavailable` now rather
+    /// than at their timeout.
+    fn fail_pending_on(&mut self, myself: &ActorRef<CoordinatorMsg>, node: &NodeName) {
+        use super::coordinator::PendingOperation;
+        let mut starts = Vec::new();
+        let mut stops = Vec::new();
+        for (request_id, op) in &self.pending_operations {
+            match op {
+                PendingOperation::Start(op) => {
+                    let ids: Vec<ChildId> = op
+                        .awaiting
+                        .iter()
+                        .filter(|(_, n)| *n == node)
+                        .map(|(id, _)| id.clone())
+                        .collect();
+                    if !ids.is_empty() {
+                        starts.push((*request_id, ids));
+                    }
+                }
+                PendingOperation::Stop(op) => {
+                    if let Some(ids) = op.awaiting.get(node) {
+                        stops.push((*request_id, ids.clone()));
+                    }
+                }
+            }
+        }
+        let reason = format!("node {node} went down");
+        for (request_id, ids) in starts {
+            let errors = ids
+                .into_iter()
+                .map(|id| {
+                    let reason = reason.clone();
+                    (
+                        id,
+                        node.clone(),
+                        ChildStartError::NodeUnavailable { reason },
+                    )
+                })
+                .collect();
+            self.on_start_outcome(myself, request_id, Vec::new(), errors);
+        }
+        for (request_id, ids) in stops {
+            let report = NodeStopReport {
+                node: node.clone(),
+                stopped: Vec::new(),
+                errors: ids
+                    .into_iter()
+                    .map(|id| {
+                        let reason = reason.clone();
+                        (id, ChildStopError::NodeUnavailable { reason })
+                    })
+                    .collect(),
+            };
+            self.on_node_stopped(myself, request_id, report);
+        }
+    }
+
+    pub(super) fn on_cluster_msg(&mut self, myself: &ActorRef<CoordinatorMsg>, msg: ClusterMsg) {
+        let msg = match msg {
+            // Messaging a child by id works on one node too.
+            ClusterMsg::ChildCast { id, payload } => return self.child_cast(id, payload, 0),
+            ClusterMsg::ChildCall {
+                id,
+                payload,
+                timeout,
+                reply,
+            } => return self.child_call(myself, id, payload, timeout, reply),
+            other => other,
+        };
+        if self.cluster.is_none() {
+            if let ClusterMsg::Leave { reply } = msg {
+                let _ = reply.send(());
+            }
+            return;
+        }
+        match msg {
+            ClusterMsg::Flush => self.flush(myself),
+            ClusterMsg::GraceExpired { node } => {
+                let Some(cluster) = &mut self.cluster else {
+                    return;
+                };
+                cluster.grace_timers.remove(&node);
+                if cluster.peers.contains(&node) {
+                    return; // came back within its grace: a flap, nothing moves
+                }
+                let ttl = Duration::from_millis(self.hub.config.stub_ttl_ms);
+                self.registry_write(
+                    myself,
+                    vec![RegistryOp::Reap {
+                        node: node.clone(),
+                        ttl,
+                    }],
+                    Some(ClusterMsg::Reaped { node }),
+                );
+            }
+            ClusterMsg::Reaped { node } => {
+                if let Some(cluster) = &mut self.cluster {
+                    cluster.leaves.on_event(node, Instant::now());
+                }
+                self.arm_flush(myself);
+            }
+            ClusterMsg::Synced { from } => {
+                let Some(cluster) = &mut self.cluster else {
+                    return;
+                };
+                if cluster.peers.contains(&from) {
+                    cluster.delivered_by.insert(from.clone());
+                    // A sync can reveal duplicates (after a partition) or orphans: a pass,
+                    // batched with the other events.
+                    cluster.joins.on_event(from, Instant::now());
+                }
+                self.publish_membership();
+                self.arm_flush(myself);
+            }
+            ClusterMsg::SyncTick => {
+                if let Some(registry) = self.hub.registry() {
+                    let _ = registry.cast(RegistryMsg::SendFullSync { to: None });
+                }
+                self.arm_sync_timer(myself);
+            }
+            ClusterMsg::Retry => self.retry_failed(myself),
+            ClusterMsg::Leave { reply } => self.leave(myself, reply),
+            ClusterMsg::StartOutcome { request_id, report } => {
+                let node = report.node;
+                self.on_start_outcome(
+                    myself,
+                    request_id,
+                    report
+                        .started
+                        .into_iter()
+                        .map(|(id, pid)| (id, node.clone(), pid))
+                        .collect(),
+                    report
+                        .errors
+                        .into_iter()
+                        .map(|(id, e)| (id, node.clone(), e))
+                        .collect(),
+                )
+            }
+            ClusterMsg::ChildCast { id, payload } => self.child_cast(id, payload, 0),
+            ClusterMsg::ChildCall {
+                id,
+                payload,
+                timeout,
+                reply,
+            } => self.child_call(myself, id, payload, timeout, reply),
+            ClusterMsg::CallTimeout { request_id } => self.child_call_timeout(request_id),
+        }
+    }
+
+    /// Runs a redistribution pass when a batch is due.
+    fn flush(&mut self, myself: &ActorRef<CoordinatorMsg>) {
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        let now = Instant::now();
+        let joined = cluster.joins.take_due(now);
+        let left = cluster.leaves.take_due(now);
+        if joined.is_some() || left.is_some() {
+            let joined = joined.unwrap_or_default();
+            let left = left.unwrap_or_default();
+            self.redistribute(myself, &joined, &left);
+        }
+        self.arm_flush(myself);
+    }
+}

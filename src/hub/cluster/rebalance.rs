@@ -1,0 +1,345 @@
+//! Redistribution: what moves when the members change, and the graceful leave.
+//!
+//! One pass per due batch of membership events (`core::event_batch`), whatever the number of
+//! events in it, and O(rows) per pass (one scan of the registry view, never per event):
+//! - a child running here whose ring owner is another up member is **migrated** by cold swap:
+//!   stopped here (one stop batch per owner), then started on the owner (one start batch per
+//!   owner, awaited) with `check_existing: false`, so an owner already running it (a duplicate
+//!   after a partition) just keeps its copy;
+//! - a row no live node runs (its node's bindings were reaped: grace over, or the node
+//!   restarted) is **re-placed**: its owner starts it; when the owner is a peer that may not
+//!   hold the stub (a restarted node), the lowest-named other member sends it the start, so
+//!   exactly one node asks and the owner's supervisor keeps it to one child anyway.
+//! Failed migrations and re-placements are retried on the `migration_retry_ms` timer.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use ractor::{ActorRef, RpcReplyPort};
+
+use super::{ClusterMsg, Internal};
+use crate::api::errors::{ChildStartError, ChildStopError};
+use crate::api::options::OnFailure;
+use crate::api::results::{StartResult, StopFailure};
+use crate::cluster::wire::WireMsg;
+use crate::hooks::{HookEvent, HookKey};
+use crate::hub::coordinator::{CoordinatorMsg, CoordinatorState, StartPurpose, StopPurpose};
+use crate::model::{ChildId, ChildSpec, Metadata, NodeName, Row};
+
+type Batches = BTreeMap<NodeName, Vec<(ChildSpec, Metadata)>>;
+
+fn batches<'a>(rows: impl IntoIterator<Item = (&'a NodeName, &'a Row)>) -> Batches {
+    let mut by_node: Batches = BTreeMap::new();
+    for (node, row) in rows {
+        by_node
+            .entry(node.clone())
+            .or_default()
+            .push((row.spec.clone(), row.metadata.clone()));
+    }
+    by_node
+}
+
+impl CoordinatorState {
+    fn internal_timeout(&self) -> Duration {
+        let t = self.hub.config.default_timeout();
+        if t.is_zero() {
+            Duration::from_secs(10)
+        } else {
+            t
+        }
+    }
+
+    /// Starts `rows` on the given nodes for the cluster itself (awaited; failures retried).
+    fn start_internal(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        by_node: Batches,
+        internal: Internal,
+    ) {
+        if by_node.is_empty() {
+            if let Internal::Handover {
+                reply: Some(reply), ..
+            } = internal
+            {
+                let _ = reply.send(());
+            }
+            return;
+        }
+        let request_id = self.next_id();
+        let timeout = self.internal_timeout();
+        let result = StartResult {
+            awaited: true,
+            ..StartResult::default()
+        };
+        self.begin_start(
+            myself,
+            request_id,
+            by_node,
+            true,
+            // A moved child keeps its row's durable mark (the supervisor reads it).
+            false,
+            result,
+            StartPurpose::Internal(internal),
+            OnFailure::Continue,
+            timeout,
+        );
+    }
+
+    /// The redistribution pass for a due batch.
+    pub(super) fn redistribute(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        joined: &[NodeName],
+        left: &[NodeName],
+    ) {
+        let hub = self.hub.clone();
+        let me = hub.node.clone();
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        if cluster.self_leaving {
+            return;
+        }
+        hub.hooks.fire(HookKey::PreNodesRedistribution, || {
+            HookEvent::PreNodesRedistribution {
+                joined: joined.to_vec(),
+                left: left.to_vec(),
+            }
+        });
+        let mut members: Vec<&NodeName> = cluster.peers.iter().collect();
+        members.push(&me);
+        members.sort();
+        let mut migrate: BTreeMap<NodeName, Vec<Row>> = BTreeMap::new();
+        let mut replace: Vec<(NodeName, Row)> = Vec::new();
+        for row in hub.storage.export_all() {
+            let id = &row.spec.id;
+            if cluster.migrating.contains(id) || cluster.failed.contains_key(id) {
+                continue;
+            }
+            let Some(owner) = cluster.ring.owner(id).cloned() else {
+                continue;
+            };
+            if row.node_pids.contains_key(&me) {
+                if owner != me && cluster.peers.contains(&owner) {
+                    migrate.entry(owner).or_default().push(row);
+                }
+                continue;
+            }
+            let live = row
+                .node_pids
+                .keys()
+                .any(|n| cluster.peers.contains(n) || cluster.grace_timers.contains_key(n));
+            if live {
+                continue;
+            }
+            let sender = members.iter().find(|m| ***m != owner).copied();
+            if owner == me || sender == Some(&me) {
+                replace.push((owner, row));
+            }
+        }
+        let migrating: usize = migrate.values().map(Vec::len).sum();
+        let replacing = replace.len();
+        if migrating + replacing > 0 {
+            tracing::info!(migrating, replacing, ?joined, ?left, "redistribution pass");
+        }
+        for rows in migrate.values() {
+            for row in rows {
+                cluster.migrating.insert(row.spec.id.clone());
+            }
+        }
+        for (_, row) in &replace {
+            cluster.migrating.insert(row.spec.id.clone());
+        }
+        // Cold swap: stop here first (one batch per new owner), start there when stopped.
+        for (target, rows) in migrate {
+            let request_id = self.next_id();
+            let timeout = self.internal_timeout();
+            let ids = rows.iter().map(|r| r.spec.id.clone()).collect();
+            let by_node = BTreeMap::from([(me.clone(), ids)]);
+            self.begin_stop(
+                myself,
+                request_id,
+                by_node,
+                Vec::new(),
+                StopPurpose::Migration { target, rows },
+                timeout,
+            );
+        }
+        let by_node = batches(replace.iter().map(|(n, r)| (n, r)));
+        let rows = replace
+            .into_iter()
+            .map(|(_, r)| (r.spec.id.clone(), r))
+            .collect();
+        self.start_internal(myself, by_node, Internal::Replace { rows });
+        hub.hooks.fire(HookKey::PostNodesRedistribution, || {
+            HookEvent::PostNodesRedistribution {
+                migrating,
+                replacing,
+            }
+        });
+    }
+
+    /// The second half of a migration: the children stopped here start on their owner.
+    pub(crate) fn continue_migration(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        target: NodeName,
+        rows: Vec<Row>,
+        stop_errors: Vec<StopFailure>,
+    ) {
+        let refused: HashMap<ChildId, ChildStopError> = stop_errors
+            .into_iter()
+            .filter(|e| e.reason != ChildStopError::NotFound)
+            .map(|e| (e.id, e.reason))
+            .collect();
+        let mut moving = HashMap::new();
+        let mut placed = Vec::new();
+        for row in rows {
+            let id = row.spec.id.clone();
+            if let Some(reason) = refused.get(&id) {
+                tracing::warn!(child = %id, error = %reason, "migration: the child could not be stopped here; a later pass retries");
+                if let Some(cluster) = &mut self.cluster {
+                    cluster.migrating.remove(&id);
+                }
+                continue;
+            }
+            // The ring may have changed while the stop ran: go to the owner of now.
+            let owner = self.owner_of(&id);
+            if owner != target {
+                tracing::debug!(child = %id, planned = %target, owner = %owner, "migration target changed");
+            }
+            placed.push((owner, row.clone()));
+            moving.insert(id, row);
+        }
+        let by_node = batches(placed.iter().map(|(n, r)| (n, r)));
+        self.start_internal(myself, by_node, Internal::Replace { rows: moving });
+    }
+
+    /// An internal start completed: record failures for the retry timer.
+    pub(crate) fn finish_internal_start(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        internal: Internal,
+        result: StartResult,
+    ) {
+        let retry = Duration::from_millis(self.hub.config.migration_retry_ms);
+        let (rows, reply, retry_failures) = match internal {
+            Internal::Replace { rows } => (rows, None, true),
+            Internal::Handover { rows, reply } => (rows, reply, false),
+        };
+        let Some(cluster) = &mut self.cluster else {
+            if let Some(reply) = reply {
+                let _ = reply.send(());
+            }
+            return;
+        };
+        for id in rows.keys() {
+            cluster.migrating.remove(id);
+        }
+        let mut rows = rows;
+        for failure in &result.errors {
+            if failure.reason == ChildStartError::AlreadyStarted {
+                continue;
+            }
+            tracing::warn!(child = %failure.id, node = %failure.node, error = %failure.reason, "re-placement failed");
+            if retry_failures {
+                if let Some(row) = rows.remove(&failure.id) {
+                    cluster.failed.insert(failure.id.clone(), row);
+                }
+            }
+        }
+        if !cluster.failed.is_empty() && cluster.retry_timer.is_none() {
+            cluster.retry_timer =
+                Some(myself.send_after(retry, || CoordinatorMsg::Cluster(ClusterMsg::Retry)));
+        }
+        if !result.started.is_empty() {
+            self.hub
+                .hooks
+                .fire(HookKey::ChildrenMigrated, || HookEvent::ChildrenMigrated {
+                    children: result
+                        .started
+                        .iter()
+                        .filter_map(|s| s.nodes.first().map(|(n, _)| (s.id.clone(), n.clone())))
+                        .collect(),
+                });
+        }
+        if let Some(reply) = reply {
+            let _ = reply.send(());
+        }
+    }
+
+    /// The retry timer: start the children whose migration or re-placement failed, on their
+    /// owner of now, unless some node runs them meanwhile.
+    pub(super) fn retry_failed(&mut self, myself: &ActorRef<CoordinatorMsg>) {
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        cluster.retry_timer = None;
+        if cluster.self_leaving {
+            return;
+        }
+        let failed: Vec<Row> = cluster.failed.drain().map(|(_, r)| r).collect();
+        let mut placed = Vec::new();
+        let mut rows = HashMap::new();
+        for row in failed {
+            let running = self
+                .hub
+                .storage
+                .get(&row.spec.id)
+                .is_some_and(|r| !r.node_pids.is_empty());
+            if running {
+                continue;
+            }
+            let owner = self.owner_of(&row.spec.id);
+            if let Some(cluster) = &mut self.cluster {
+                cluster.migrating.insert(row.spec.id.clone());
+            }
+            placed.push((owner, row.clone()));
+            rows.insert(row.spec.id.clone(), row);
+        }
+        tracing::info!(children = rows.len(), "retrying failed re-placements");
+        let by_node = batches(placed.iter().map(|(n, r)| (n, r)));
+        self.start_internal(myself, by_node, Internal::Replace { rows });
+    }
+
+    /// Graceful leave: tell the peers, then start every local child on its next owner (the
+    /// ring without this node) and answer once they answered. The caller then shuts the hub
+    /// down, which stops the local copies.
+    pub(super) fn leave(&mut self, myself: &ActorRef<CoordinatorMsg>, reply: RpcReplyPort<()>) {
+        let me = self.hub.node.clone();
+        let Some(cluster) = &mut self.cluster else {
+            let _ = reply.send(());
+            return;
+        };
+        cluster.self_leaving = true;
+        if let Err(e) = cluster.transport.broadcast(&WireMsg::Goodbye) {
+            tracing::warn!(error = %e, "goodbye not sent");
+        }
+        let mut ring = cluster.ring.clone();
+        ring.remove(&me);
+        let mut placed = Vec::new();
+        let mut rows = HashMap::new();
+        for row in self.hub.storage.export_all() {
+            if !row.node_pids.contains_key(&me) {
+                continue;
+            }
+            if let Some(owner) = ring.owner(&row.spec.id) {
+                placed.push((owner.clone(), row.clone()));
+                rows.insert(row.spec.id.clone(), row);
+            }
+        }
+        tracing::info!(
+            children = rows.len(),
+            "leaving the cluster: handing children over"
+        );
+        let by_node = batches(placed.iter().map(|(n, r)| (n, r)));
+        self.start_internal(
+            myself,
+            by_node,
+            Internal::Handover {
+                rows,
+                reply: Some(reply),
+            },
+        );
+    }
+}

@@ -1,0 +1,345 @@
+//! The hub protocol on the receiving side: what a Coordinator does with a peer's message.
+//!
+//! Starts re-check ownership: a child this node owns (by its own ring) starts here; one it does
+//! not own is forwarded to its owner with `hops + 1`, keeping the origin's request id and
+//! `reply_to`, so the owner answers the origin directly; past [`MAX_HOPS`] it is refused
+//! (`node_unavailable: forward limit`) rather than bounced forever between disagreeing rings.
+//! Two nodes starting the same id concurrently both reach the owner, whose ChildSupervisor
+//! accepts the first and refuses the second: one child.
+//!
+//! Failures cross the wire as `ChildFailure { reason: code, message: the error as JSON }`, so
+//! the origin gets back the same typed error the owner produced.
+
+use std::collections::BTreeMap;
+
+use ractor::ActorRef;
+
+use super::{ClusterMsg, MAX_HOPS};
+use crate::api::errors::{ChildStartError, ChildStopError};
+use crate::cluster::wire::{self, RequestId, StartItem, StartedChild, WireMsg};
+use crate::hooks::{HookEvent, HookKey};
+use crate::hub::coordinator::{CoordinatorMsg, CoordinatorState};
+use crate::hub::delivery::{self, NodeStartReport, NodeStopReport, StartBatch, StopBatch};
+use crate::hub::registry::{RegistryMsg, RegistryOp};
+use crate::model::{ChildId, NodeName};
+
+fn code_of<E: serde::Serialize>(e: &E) -> (String, String) {
+    let json = serde_json::to_value(e).unwrap_or_default();
+    let code = json
+        .get("code")
+        .and_then(|c| c.as_str())
+        .unwrap_or("error")
+        .to_owned();
+    (code, json.to_string())
+}
+
+/// A start error as it crosses the wire.
+pub(crate) fn start_failure(
+    id: ChildId,
+    node: &NodeName,
+    e: &ChildStartError,
+) -> wire::ChildFailure {
+    let (reason, message) = code_of(e);
+    wire::ChildFailure {
+        id,
+        node: node.clone(),
+        reason,
+        message,
+    }
+}
+
+/// The typed start error back from the wire (an unknown shape keeps its code and text).
+pub(crate) fn start_error(f: &wire::ChildFailure) -> ChildStartError {
+    serde_json::from_str(&f.message).unwrap_or_else(|_| ChildStartError::NodeUnavailable {
+        reason: format!("{}: {}", f.reason, f.message),
+    })
+}
+
+fn stop_failure(id: ChildId, node: &NodeName, e: &ChildStopError) -> wire::ChildFailure {
+    let (reason, message) = code_of(e);
+    wire::ChildFailure {
+        id,
+        node: node.clone(),
+        reason,
+        message,
+    }
+}
+
+fn stop_error(f: &wire::ChildFailure) -> ChildStopError {
+    serde_json::from_str(&f.message).unwrap_or_else(|_| ChildStopError::NodeUnavailable {
+        reason: format!("{}: {}", f.reason, f.message),
+    })
+}
+
+impl CoordinatorState {
+    /// A message from peer `from`.
+    pub(super) fn on_wire(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        from: NodeName,
+        msg: WireMsg,
+    ) {
+        match msg {
+            WireMsg::StartChildren {
+                request_id,
+                reply_to,
+                hops,
+                check_existing,
+                children,
+            } => {
+                self.on_start_children(myself, request_id, reply_to, hops, check_existing, children)
+            }
+            WireMsg::StartReply {
+                request_id,
+                started,
+                errors,
+            } => {
+                let started = started.into_iter().map(|s| (s.id, s.node, s.pid)).collect();
+                let errors = errors
+                    .iter()
+                    .map(|f| (f.id.clone(), f.node.clone(), start_error(f)))
+                    .collect();
+                self.on_start_outcome(myself, request_id.0, started, errors);
+            }
+            WireMsg::StopChildren {
+                request_id,
+                reply_to,
+                ids,
+            } => self.on_stop_children(myself, request_id, reply_to, ids),
+            WireMsg::StopReply {
+                request_id,
+                stopped,
+                errors,
+            } => {
+                let report = NodeStopReport {
+                    node: from,
+                    stopped: stopped.into_iter().map(|(id, _)| id).collect(),
+                    errors: errors
+                        .iter()
+                        .map(|f| (f.id.clone(), stop_error(f)))
+                        .collect(),
+                };
+                self.on_node_stopped(myself, request_id.0, report);
+            }
+            WireMsg::RegistryDelta { changes } => {
+                self.registry_write(myself, vec![RegistryOp::Merge { from, changes }], None)
+            }
+            WireMsg::FullSync { rows } => self.registry_write(
+                myself,
+                vec![RegistryOp::Sync {
+                    from: from.clone(),
+                    rows,
+                }],
+                Some(ClusterMsg::Synced { from }),
+            ),
+            WireMsg::SyncRequest => {
+                if let Some(registry) = self.hub.registry() {
+                    let _ = registry.cast(RegistryMsg::SendFullSync { to: Some(from) });
+                }
+            }
+            WireMsg::Goodbye => {
+                // The peer hands its children over and leaves: take it out of the ring now (so
+                // nobody migrates children back to it) and skip the grace when it goes down.
+                if let Some(cluster) = &mut self.cluster {
+                    tracing::info!(peer = %from, "peer is leaving");
+                    cluster.leaving.insert(from.clone());
+                    cluster.ring.remove(&from);
+                }
+            }
+            WireMsg::ChildCast { id, payload, hops } => self.child_cast(id, payload, hops),
+            WireMsg::ChildCall {
+                request_id,
+                reply_to,
+                id,
+                payload,
+                hops,
+            } => self.remote_child_call(myself, request_id, reply_to, id, payload, hops),
+            WireMsg::ChildCallReply { request_id, result } => {
+                self.child_call_done(request_id.0, result)
+            }
+            WireMsg::Hello { .. } | WireMsg::Heartbeat { .. } => {}
+        }
+    }
+
+    /// Sends `msg` to `to`, or hands it to this Coordinator when `to` is this node.
+    fn reply_start(
+        &self,
+        myself: &ActorRef<CoordinatorMsg>,
+        to: &NodeName,
+        request_id: RequestId,
+        report: NodeStartReport,
+    ) {
+        if to == &self.hub.node {
+            let _ = myself.cast(CoordinatorMsg::Cluster(ClusterMsg::StartOutcome {
+                request_id: request_id.0,
+                report,
+            }));
+            return;
+        }
+        if let Some(cluster) = &self.cluster {
+            let msg = start_reply(request_id, report);
+            if let Err(e) = cluster.transport.send(to, &msg) {
+                tracing::debug!(origin = %to, error = %e, "start reply not sent; the origin times out");
+            }
+        }
+    }
+
+    fn on_start_children(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        request_id: RequestId,
+        reply_to: NodeName,
+        hops: u8,
+        check_existing: bool,
+        children: Vec<StartItem>,
+    ) {
+        let local = self.hub.node.clone();
+        // One request's children share its `durable` option.
+        let durable = children.iter().any(|i| i.durable);
+        let mut here = Vec::new();
+        let mut forward: BTreeMap<NodeName, Vec<StartItem>> = BTreeMap::new();
+        let mut refused = Vec::new();
+        for item in children {
+            let owner = self.owner_of(&item.spec.id);
+            if owner == local {
+                here.push((item.spec, item.metadata));
+            } else if hops >= MAX_HOPS {
+                refused.push((
+                    item.spec.id,
+                    ChildStartError::NodeUnavailable {
+                        reason: "forward limit reached (nodes disagree about the owner)".into(),
+                    },
+                ));
+            } else {
+                forward.entry(owner).or_default().push(item);
+            }
+        }
+        if !refused.is_empty() {
+            let report = NodeStartReport {
+                node: local.clone(),
+                started: Vec::new(),
+                errors: refused,
+            };
+            self.reply_start(myself, &reply_to, request_id, report);
+        }
+        for (owner, items) in forward {
+            tracing::debug!(owner = %owner, children = items.len(), hops, "forwarding starts to their owner");
+            self.hub.hooks.fire(HookKey::ForwardedMigration, || {
+                HookEvent::ForwardedMigration {
+                    to: owner.clone(),
+                    ids: items.iter().map(|i| i.spec.id.clone()).collect(),
+                }
+            });
+            let msg = WireMsg::StartChildren {
+                request_id,
+                reply_to: reply_to.clone(),
+                hops: hops + 1,
+                check_existing,
+                children: items.clone(),
+            };
+            let sent = self
+                .cluster
+                .as_ref()
+                .map(|c| c.transport.send(&owner, &msg));
+            if let Some(Err(e)) = sent {
+                let reason = e.to_string();
+                let report = NodeStartReport {
+                    node: owner.clone(),
+                    started: Vec::new(),
+                    errors: items
+                        .into_iter()
+                        .map(|i| {
+                            let reason = reason.clone();
+                            (i.spec.id, ChildStartError::NodeUnavailable { reason })
+                        })
+                        .collect(),
+                };
+                self.reply_start(myself, &reply_to, request_id, report);
+            }
+        }
+        if here.is_empty() {
+            return;
+        }
+        let transport = self.cluster.as_ref().map(|c| c.transport.clone());
+        let coordinator = myself.clone();
+        let reply: delivery::StartReply = if reply_to == local {
+            Box::new(move |report| {
+                let _ = coordinator.cast(CoordinatorMsg::Cluster(ClusterMsg::StartOutcome {
+                    request_id: request_id.0,
+                    report,
+                }));
+            })
+        } else {
+            Box::new(move |report| {
+                if let Some(transport) = transport {
+                    if let Err(e) = transport.send(&reply_to, &start_reply(request_id, report)) {
+                        tracing::debug!(origin = %reply_to, error = %e, "start reply not sent");
+                    }
+                }
+            })
+        };
+        delivery::deliver_start(
+            &self.hub,
+            &local,
+            StartBatch {
+                children: here,
+                existing_ok: !check_existing,
+                durable,
+                reply,
+            },
+        );
+    }
+
+    fn on_stop_children(
+        &mut self,
+        _myself: &ActorRef<CoordinatorMsg>,
+        request_id: RequestId,
+        reply_to: NodeName,
+        ids: Vec<ChildId>,
+    ) {
+        let transport = self.cluster.as_ref().map(|c| c.transport.clone());
+        let reply: delivery::StopReply = Box::new(move |report: NodeStopReport| {
+            let node = report.node.clone();
+            let msg = WireMsg::StopReply {
+                request_id,
+                stopped: report
+                    .stopped
+                    .into_iter()
+                    .map(|id| (id, node.clone()))
+                    .collect(),
+                errors: report
+                    .errors
+                    .iter()
+                    .map(|(id, e)| stop_failure(id.clone(), &node, e))
+                    .collect(),
+            };
+            if let Some(transport) = transport {
+                if let Err(e) = transport.send(&reply_to, &msg) {
+                    tracing::debug!(origin = %reply_to, error = %e, "stop reply not sent");
+                }
+            }
+        });
+        delivery::deliver_stop(&self.hub, &self.hub.node, StopBatch { ids, reply });
+    }
+}
+
+fn start_reply(request_id: RequestId, report: NodeStartReport) -> WireMsg {
+    let node = report.node;
+    WireMsg::StartReply {
+        request_id,
+        started: report
+            .started
+            .into_iter()
+            .map(|(id, pid)| StartedChild {
+                id,
+                node: node.clone(),
+                pid,
+            })
+            .collect(),
+        errors: report
+            .errors
+            .iter()
+            .map(|(id, e)| start_failure(id.clone(), &node, e))
+            .collect(),
+    }
+}

@@ -1,0 +1,245 @@
+//! Registry replication: how the Registry merges what peers report and reports what it observes.
+//!
+//! Each node is the only writer of its own observations (its entries in `node_pids`):
+//! - every local write turn broadcasts **one** `RegistryDelta` with this node's changed
+//!   observations (chunked only past [`DELTA_CHUNK`] changes, to stay under the frame limit);
+//! - every `sync_interval` (and on a peer's `SyncRequest`) it sends a `FullSync` with every row
+//!   it runs a child of; a receiver upserts them and unbinds the sender from rows the sync does
+//!   not list, so a lost delta heals at the next sync;
+//! - when a peer is gone for good (grace ran out, or it restarted with a new boot token) its
+//!   bindings are reaped; rows left with no binding stay as TTL stubs, so the re-placement pass
+//!   still finds their specs and a lookup still answers, and are swept if nobody restarts them.
+//!
+//! Remote changes go through the same single writer (the Registry actor) as local ones, so
+//! hooks, events and the overlay behave alike; they are never re-broadcast.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use super::registry::{own_view, Effect, RegistryState};
+use crate::cluster::wire::{RegistryChange, WireMsg};
+use crate::model::{apply_observation, merge_rows, ChildId, NodeName, Row};
+use crate::storage::{now_ms, Mutation};
+
+/// Largest number of changes in one delta frame (a row is a few hundred bytes; 16 MiB limit).
+pub(super) const DELTA_CHUNK: usize = 20_000;
+
+impl RegistryState {
+    /// Every row as this actor sees it: committed rows with the staged overlay applied.
+    pub(super) fn all_rows(&self) -> Vec<Row> {
+        let mut rows: HashMap<ChildId, Row> = self
+            .shared
+            .storage
+            .export_all()
+            .into_iter()
+            .map(|row| (row.spec.id.clone(), row))
+            .collect();
+        for (id, (_, row)) in &self.overlay {
+            match row {
+                Some(row) => {
+                    rows.insert(id.clone(), row.clone());
+                }
+                None => {
+                    rows.remove(id);
+                }
+            }
+        }
+        rows.into_values().collect()
+    }
+
+    /// Applies peer `from`'s upsert of `row`.
+    fn merge_upsert(
+        &mut self,
+        from: &NodeName,
+        row: &Row,
+        seq: u64,
+        mutations: &mut Vec<Mutation>,
+        effects: &mut Vec<Effect>,
+    ) {
+        let id = row.spec.id.clone();
+        let current = self.current(&id);
+        let new_row = current.is_none();
+        let old = current
+            .as_ref()
+            .and_then(|r| r.node_pids.get(from).copied());
+        let merged = merge_rows(current, row, from);
+        match (old, merged.node_pids.get(from).copied()) {
+            (None, Some(pid)) => effects.push(Effect::Bound {
+                id: id.clone(),
+                node: from.clone(),
+                pid,
+                new_row,
+            }),
+            (Some(old), Some(new)) if old != new => effects.push(Effect::PidUpdated {
+                id: id.clone(),
+                node: from.clone(),
+                old,
+                new,
+            }),
+            _ => {}
+        }
+        self.stage(&id, Some(merged.clone()), seq);
+        mutations.push(Mutation::put(merged));
+    }
+
+    /// Removes `node`'s binding of `row`; the row goes when no binding is left, or becomes a
+    /// stub expiring after `stub_ttl` when given.
+    fn unbind_row(
+        &mut self,
+        mut row: Row,
+        node: &NodeName,
+        stub_ttl: Option<Duration>,
+        seq: u64,
+        mutations: &mut Vec<Mutation>,
+        effects: &mut Vec<Effect>,
+    ) {
+        let id = row.spec.id.clone();
+        if !row.node_pids.contains_key(node) {
+            return;
+        }
+        effects.push(Effect::Unbound {
+            id: id.clone(),
+            node: node.clone(),
+        });
+        apply_observation(&mut row, node, None);
+        if !row.node_pids.is_empty() {
+            self.stage(&id, Some(row.clone()), seq);
+            mutations.push(Mutation::put(row));
+            return;
+        }
+        match stub_ttl {
+            Some(ttl) => {
+                self.stage(&id, Some(row.clone()), seq);
+                self.expiries.insert(id, now_ms() + ttl.as_millis() as u64);
+                mutations.push(Mutation::Put {
+                    row,
+                    ttl: Some(ttl),
+                });
+            }
+            None => {
+                effects.push(Effect::Removed { id: id.clone() });
+                self.stage(&id, None, seq);
+                mutations.push(Mutation::Remove(id));
+            }
+        }
+    }
+
+    pub(super) fn plan_merge(
+        &mut self,
+        from: &NodeName,
+        changes: Vec<RegistryChange>,
+        seq: u64,
+        mutations: &mut Vec<Mutation>,
+        effects: &mut Vec<Effect>,
+    ) {
+        for change in changes {
+            match change {
+                RegistryChange::Upsert(row) => {
+                    self.merge_upsert(from, &row, seq, mutations, effects)
+                }
+                // A deliberate removal is, from the receiver's side, the sender dropping its
+                // observation; the row goes once nobody runs the child.
+                RegistryChange::Unbind { id } | RegistryChange::Removed { id, .. } => {
+                    if let Some(row) = self.current(&id) {
+                        self.unbind_row(row, from, None, seq, mutations, effects);
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn plan_sync(
+        &mut self,
+        from: &NodeName,
+        rows: Vec<Row>,
+        seq: u64,
+        mutations: &mut Vec<Mutation>,
+        effects: &mut Vec<Effect>,
+    ) {
+        let listed: HashSet<ChildId> = rows.iter().map(|r| r.spec.id.clone()).collect();
+        let stale: Vec<Row> = self
+            .all_rows()
+            .into_iter()
+            .filter(|r| r.node_pids.contains_key(from) && !listed.contains(&r.spec.id))
+            .collect();
+        if !stale.is_empty() {
+            tracing::debug!(peer = %from, rows = stale.len(), "full sync unbinds rows the peer no longer runs");
+        }
+        for row in stale {
+            self.unbind_row(row, from, None, seq, mutations, effects);
+        }
+        for row in rows {
+            self.merge_upsert(from, &row, seq, mutations, effects);
+        }
+    }
+
+    pub(super) fn plan_reap(
+        &mut self,
+        node: &NodeName,
+        ttl: Duration,
+        seq: u64,
+        mutations: &mut Vec<Mutation>,
+        effects: &mut Vec<Effect>,
+    ) {
+        let bound: Vec<Row> = self
+            .all_rows()
+            .into_iter()
+            .filter(|r| r.node_pids.contains_key(node))
+            .collect();
+        tracing::info!(peer = %node, rows = bound.len(), "reaping the bindings of a node that is gone");
+        for row in bound {
+            self.unbind_row(row, node, Some(ttl), seq, mutations, effects);
+        }
+    }
+
+    /// Broadcasts this node's changed observations of one write turn.
+    pub(super) fn broadcast_delta(&self, delta: Vec<RegistryChange>) {
+        if delta.is_empty() {
+            return;
+        }
+        let Some(transport) = self.shared.transport() else {
+            return;
+        };
+        let mut delta = delta;
+        while !delta.is_empty() {
+            let rest = delta.split_off(delta.len().min(DELTA_CHUNK));
+            let msg = WireMsg::RegistryDelta { changes: delta };
+            match transport.broadcast(&msg) {
+                Ok(failures) => {
+                    for (peer, error) in failures {
+                        tracing::debug!(peer = %peer, error = %error, "registry delta not sent; the next full sync heals it");
+                    }
+                }
+                Err(error) => tracing::warn!(error = %error, "registry delta could not be encoded"),
+            }
+            delta = rest;
+        }
+    }
+
+    /// Sends every row this node runs a child of (its own observations) as a `FullSync`.
+    pub(super) fn send_full_sync(&self, to: Option<&NodeName>) {
+        let Some(transport) = self.shared.transport() else {
+            return;
+        };
+        let local = &self.shared.node;
+        let rows: Vec<Row> = self
+            .all_rows()
+            .iter()
+            .filter(|r| r.node_pids.contains_key(local))
+            .map(|r| own_view(r, local))
+            .collect();
+        let msg = WireMsg::FullSync { rows };
+        let outcome = match to {
+            Some(peer) => transport.send(peer, &msg).map(|()| Vec::new()),
+            None => transport.broadcast(&msg),
+        };
+        match outcome {
+            Ok(failures) => {
+                for (peer, error) in failures {
+                    tracing::debug!(peer = %peer, error = %error, "full sync not sent");
+                }
+            }
+            Err(error) => tracing::warn!(error = %error, "full sync not sent"),
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! The hub across nodes on the in-process cluster: placement, replication, restarts,
+//! membership changes.
+
+mod cluster_common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use cluster_common::*;
+use process_hub::{ChildStartError, StartOptions, StopOptions};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_and_stop_1000_children_with_identical_registries() {
+    let cluster = TestCluster::with_nodes(1, &["a", "b", "c"]).await;
+    let specs = specs("c", 1000);
+    let all = ids(&specs);
+    let result = cluster
+        .hub("a")
+        .start_children(specs, StartOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        result.started.len(),
+        1000,
+        "errors: {:?}",
+        result.errors.first()
+    );
+    // Every child was placed on its owner, not just on the node that was asked.
+    let placed: BTreeSet<_> = result
+        .started
+        .iter()
+        .map(|s| s.nodes[0].0.clone())
+        .collect();
+    assert_eq!(placed.len(), 3);
+    cluster.wait_converged(&all, "after start").await;
+    for name in ["a", "b", "c"] {
+        let id = all.iter().next().unwrap();
+        assert!(cluster.hub(name).child_lookup(id).is_some());
+    }
+    let stopped = cluster
+        .hub("b")
+        .stop_children(all.iter().cloned().collect(), StopOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        stopped.stopped.len(),
+        1000,
+        "errors: {:?}",
+        stopped.errors.first()
+    );
+    cluster.wait_converged(&BTreeSet::new(), "after stop").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn periodic_sync_heals_lost_deltas() {
+    let cluster = TestCluster::with_nodes(2, &["a", "b", "c"]).await;
+    let a = cluster.hub("a");
+    // Children a owns, so the start itself needs no frame; then every frame is lost.
+    let ring = process_hub::core::placement::HashRing::new(cluster.names());
+    let mine: Vec<_> = specs("s", 300)
+        .into_iter()
+        .filter(|s| ring.owner(&s.id).map(String::as_str) == Some("a@test"))
+        .collect();
+    assert!(!mine.is_empty());
+    cluster.net.set_drop_probability(1.0);
+    let result = a
+        .start_children(mine.clone(), StartOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(result.started.len(), mine.len());
+    assert!(
+        cluster.hub("b").child_lookup(&mine[0].id).is_none(),
+        "the delta was dropped"
+    );
+    cluster.net.set_drop_probability(0.0);
+    cluster.wait_converged(&ids(&mine), "after sync").await;
+    assert!(cluster.net.stats().dropped_random > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crashed_children_restart_with_new_pids_everywhere() {
+    let cluster = TestCluster::with_nodes(3, &["a", "b", "c"]).await;
+    let specs = specs("k", 100);
+    let all = ids(&specs);
+    cluster
+        .hub("c")
+        .start_children(specs, StartOptions::new())
+        .await
+        .unwrap();
+    cluster.wait_converged(&all, "after start").await;
+    let before = cluster.views().remove(0);
+    for hub in cluster.hubs.values() {
+        for id in &all {
+            if let Some(cell) = hub.local_child(id) {
+                cell.kill();
+            }
+        }
+    }
+    wait_until("every node sees a new pid for every child", || {
+        cluster.views().iter().all(|v| {
+            all.iter()
+                .all(|id| v.get(id).is_some_and(|p| p.len() == 1 && p != &before[id]))
+        })
+    })
+    .await;
+    cluster.wait_converged(&all, "after restarts").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_join_and_leave_one_by_one() {
+    let mut cluster = TestCluster::with_nodes(4, &["a"]).await;
+    let specs = specs("j", 300);
+    let all = ids(&specs);
+    cluster
+        .hub("a")
+        .start_children(specs, StartOptions::new())
+        .await
+        .unwrap();
+    cluster.wait_converged(&all, "one node").await;
+    for name in ["b", "c", "d"] {
+        cluster.add(name).await;
+        cluster.wait_members().await;
+        cluster
+            .wait_converged(&all, &format!("after {name} joined"))
+            .await;
+    }
+    // Graceful leave: children are handed over before the node goes.
+    let b = cluster.hubs.remove("b@test").unwrap();
+    b.leave().await.unwrap();
+    cluster.wait_members().await;
+    cluster.wait_converged(&all, "after b left").await;
+    // A crash: after the grace, the survivors take its children.
+    cluster.crash("c").await;
+    cluster.wait_members().await;
+    cluster.wait_converged(&all, "after c crashed").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_duplicate_starts_yield_one_child() {
+    let cluster = TestCluster::with_nodes(5, &["a", "b", "c"]).await;
+    let specs = specs("d", 60);
+    let (ra, rb, rc) = tokio::join!(
+        cluster
+            .hub("a")
+            .start_children(specs.clone(), StartOptions::new()),
+        cluster
+            .hub("b")
+            .start_children(specs.clone(), StartOptions::new()),
+        cluster
+            .hub("c")
+            .start_children(specs.clone(), StartOptions::new()),
+    );
+    let results = [ra.unwrap(), rb.unwrap(), rc.unwrap()];
+    for spec in &specs {
+        let wins = results
+            .iter()
+            .filter(|r| r.started.iter().any(|s| s.id == spec.id))
+            .count();
+        assert_eq!(wins, 1, "{} started {wins} times", spec.id);
+        for r in &results {
+            for e in r.errors.iter().filter(|e| e.id == spec.id) {
+                assert_eq!(e.reason, ChildStartError::AlreadyStarted);
+            }
+        }
+    }
+    cluster
+        .wait_converged(&ids(&specs), "after duplicates")
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undecodable_frames_are_dropped_and_the_hub_keeps_working() {
+    let cluster = TestCluster::with_nodes(6, &["a", "b"]).await;
+    let before = cluster.net.stats().undecodable;
+    for garbage in [
+        vec![],
+        vec![1, 0],
+        vec![1, 0, 255, 255, 255, 255],
+        vec![9, 9, 9],
+    ] {
+        cluster
+            .net
+            .inject_frame(HUB, "b@test", "a@test", garbage)
+            .unwrap();
+    }
+    assert_eq!(cluster.net.stats().undecodable, before + 4);
+    let specs = specs("u", 20);
+    let result = cluster
+        .hub("b")
+        .start_children(specs.clone(), StartOptions::new())
+        .await
+        .unwrap();
+    assert!(result.is_ok());
+    cluster.wait_converged(&ids(&specs), "after garbage").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_a_child_by_id_from_any_node() {
+    let mut kinds_note = String::new();
+    let cluster = TestCluster::with_nodes(7, &["a", "b", "c"]).await;
+    let specs = specs("m", 9);
+    cluster
+        .hub("a")
+        .start_children(specs.clone(), StartOptions::new())
+        .await
+        .unwrap();
+    cluster.wait_converged(&ids(&specs), "started").await;
+    for spec in &specs {
+        for name in ["a", "b", "c"] {
+            let out = cluster
+                .hub(name)
+                .call_child(spec.id.clone(), b"{}".to_vec(), Duration::from_secs(5))
+                .await;
+            // The default kinds register no command handler: the owner answers that, which
+            // proves the call was routed to the node that runs the child.
+            let err = out.expect_err("no handler registered");
+            assert_eq!(err.reason, "no_command_handler", "{err:?}");
+            kinds_note = err.node.clone();
+        }
+    }
+    assert!(!kinds_note.is_empty());
+    let missing = cluster
+        .hub("b")
+        .call_child("nobody", vec![], Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert_eq!(missing.reason, "not_found");
+}
