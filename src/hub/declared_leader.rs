@@ -26,18 +26,21 @@ use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
-use super::coordinator::{CoordinatorMsg, StartReplyPort, StopReplyPort};
+use super::coordinator::{StartReplyPort, StopReplyPort};
+use super::declared_forward::{forward_start, forward_stop, start_declared};
+use super::declared_remote::{refusal_error, send_mutate_reply, RemoteMutations};
 use super::recovery_shared::{leader, peers, RecoveryShared};
 use super::HubShared;
 use crate::api::errors::{ChildStartError, RecoveryError, StartError, StopError};
 use crate::api::options::{StartOptions, StopOptions};
 use crate::api::results::ChildFailure;
+use crate::cluster::wire::{DeclaredOp, WireMsg};
 use crate::core::boot::{decide_boot, DurableEvidence, ManifestFetch, ParkReason};
 use crate::core::declared_list::DeclaredList;
 use crate::core::declared_state::{DeclaredEffect, DeclaredState};
 use crate::core::manifest_ship::ShipBackoff;
 use crate::hooks::{HookEvent, HookKey};
-use crate::model::{ChildId, ChildSpec, Restart, RESERVED_METADATA_KEY};
+use crate::model::{ChildId, ChildSpec, NodeName, Restart, RESERVED_METADATA_KEY};
 use crate::recovery::declared_store::DeclaredStore;
 use crate::recovery::manifest::ManifestShipper;
 use crate::storage::engine::DiskOptions;
@@ -68,6 +71,12 @@ pub(crate) enum DeclaredMsg {
     },
     /// Undeclare children whose start can never succeed (unknown kind, bad arguments).
     Forget { ids: Vec<ChildId> },
+    /// A declared-list message from peer `from` (offer, mutation, mutation reply).
+    Wire { from: NodeName, msg: WireMsg },
+    /// Peer `node` came up: send it this node's copy (boot adoption on both sides).
+    PeerUp { node: NodeName },
+    /// A mutation sent to the leader was not answered in time.
+    MutateTimeout { request_id: u64 },
     /// A persist failed: rebuild from the disk.
     PersistFailed { message: String },
 }
@@ -82,7 +91,12 @@ pub(crate) struct DeclaredLeaderState {
     state: DeclaredState,
     store: DeclaredStore,
     shipper: Option<Arc<ManifestShipper>>,
+    /// Mutations sent to a remote leader, waiting for its reply.
+    remote: RemoteMutations,
 }
+
+/// What a mutation's caller does once the list answered: the version after it, or why not.
+pub(crate) type Then = Box<dyn FnOnce(Result<u64, RecoveryError>) + Send>;
 
 /// What the effects of one or more mutations left to do after the persists.
 #[derive(Default)]
@@ -189,10 +203,12 @@ impl DeclaredLeaderState {
             }
             recovery.publish(&list, parked);
             then(Ok(()));
-            if after.broadcast {
-                let peers = peers(&hub);
-                if !peers.is_empty() {
-                    tracing::debug!(version = list.version(), ?peers, "declared list broadcast");
+            if after.broadcast && !peers(&hub).is_empty() {
+                if let Some(transport) = hub.transport() {
+                    let offer = WireMsg::DeclaredOffer { list: list.clone() };
+                    if let Err(e) = transport.broadcast(&offer) {
+                        tracing::warn!(error = %e, "declared list broadcast failed");
+                    }
                 }
             }
             if after.ship {
@@ -203,17 +219,63 @@ impl DeclaredLeaderState {
         });
     }
 
-    /// `Ok` when this node may mutate: it is the leader, and its list is not parked.
-    fn may_mutate(&self) -> Result<(), RecoveryError> {
+    /// Applies `op` here, this node being the leader: persists it, then `then` gets the new
+    /// version (broadcast and ship follow). A parked node refuses everything but `Clear`.
+    pub(crate) fn mutate_here(
+        &mut self,
+        myself: &ActorRef<DeclaredMsg>,
+        op: DeclaredOp,
+        then: Then,
+    ) {
+        if self.parked() && op != DeclaredOp::Clear {
+            return then(Err(RecoveryError::DeclaredParked));
+        }
+        let mut after = AfterPersist::default();
+        match op {
+            DeclaredOp::Declare { children } => {
+                for (spec, metadata) in children {
+                    match self.state.declare(spec.clone(), metadata) {
+                        Ok(effects) => self.apply(effects, &mut after),
+                        Err(e) => tracing::error!(child = %spec.id, error = %e, "cannot declare"),
+                    }
+                }
+            }
+            DeclaredOp::Undeclare { ids } => {
+                for id in ids {
+                    match self.state.undeclare(&id) {
+                        Ok(effects) => self.apply(effects, &mut after),
+                        Err(e) => tracing::error!(child = %id, error = %e, "cannot undeclare"),
+                    }
+                }
+            }
+            DeclaredOp::Clear => {
+                let effects = self.state.clear();
+                tracing::warn!(hub = %self.hub.config.hub_id, version = self.state.list().version(),
+                    "declared list cleared by the operator");
+                self.apply(effects, &mut after);
+            }
+        }
+        let version = self.state.list().version();
+        self.finish(myself, after, move |outcome| {
+            then(
+                outcome
+                    .map(|()| version)
+                    .map_err(|e| RecoveryError::Storage {
+                        message: e.to_string(),
+                    }),
+            )
+        });
+    }
+
+    /// Applies `op` through the leader: here when this node leads, else over the wire; `then`
+    /// runs once the leader persisted it (or refused, or could not be reached: `no_leader`).
+    fn mutate(&mut self, myself: &ActorRef<DeclaredMsg>, op: DeclaredOp, then: Then) {
         match leader(&self.hub) {
-            None => Err(RecoveryError::NoLeader {
+            None => then(Err(RecoveryError::NoLeader {
                 reason: "the hub has no members".into(),
-            }),
-            Some(l) if l != self.hub.node => Err(RecoveryError::NoLeader {
-                reason: format!("the leader {l} cannot be reached from this node"),
-            }),
-            Some(_) if self.parked() => Err(RecoveryError::DeclaredParked),
-            Some(_) => Ok(()),
+            })),
+            Some(l) if l == self.hub.node => self.mutate_here(myself, op, then),
+            Some(l) => self.remote.send(&self.hub, myself, &l, op, then),
         }
     }
 
@@ -228,14 +290,10 @@ impl DeclaredLeaderState {
             // The Coordinator's validation answers these.
             return forward_start(&self.hub, specs, opts, reply);
         }
-        if let Err(e) = self.may_mutate() {
-            let _ = reply.send(Err(StartError::Declared(e)));
-            return;
-        }
         let mut refused = Vec::new();
         let mut accepted = Vec::new();
+        let mut declare = Vec::new();
         let mut seen = BTreeSet::new();
-        let mut after = AfterPersist::default();
         for spec in specs {
             if spec.restart != Restart::Permanent {
                 refused.push(ChildFailure {
@@ -249,13 +307,7 @@ impl DeclaredLeaderState {
             }
             // Invalid ids and repeats go to the Coordinator undeclared: it refuses them.
             if ChildId::parse(spec.id.as_str()).is_ok() && seen.insert(spec.id.clone()) {
-                match self.state.declare(spec.clone(), opts.metadata.clone()) {
-                    Ok(effects) => self.apply(effects, &mut after),
-                    Err(e) => {
-                        tracing::error!(child = %spec.id, error = %e, "cannot declare");
-                        continue;
-                    }
-                }
+                declare.push((spec.clone(), opts.metadata.clone()));
             }
             accepted.push(spec);
         }
@@ -269,41 +321,18 @@ impl DeclaredLeaderState {
         }
         let hub = self.hub.clone();
         let me = myself.clone();
-        self.finish(myself, after, move |outcome| {
-            if let Err(e) = outcome {
-                let _ = reply.send(Err(StartError::Declared(RecoveryError::Storage {
-                    message: e.to_string(),
-                })));
-                return;
-            }
-            tokio::spawn(async move {
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                forward_start(&hub, accepted, opts, tx.into());
-                let answer = rx.await.unwrap_or_else(|_| {
-                    Err(StartError::HubUnavailable("the coordinator stopped".into()))
-                });
-                let answer = answer.map(|mut result| {
-                    let never: Vec<ChildId> = result
-                        .errors
-                        .iter()
-                        .filter(|e| {
-                            matches!(
-                                e.reason,
-                                ChildStartError::UnknownKind { .. }
-                                    | ChildStartError::InvalidArgs { .. }
-                            )
-                        })
-                        .map(|e| e.id.clone())
-                        .collect();
-                    if !never.is_empty() {
-                        let _ = me.cast(DeclaredMsg::Forget { ids: never });
-                    }
-                    result.errors.extend(refused);
-                    result
-                });
-                let _ = reply.send(answer);
-            });
-        });
+        let op = DeclaredOp::Declare { children: declare };
+        self.mutate(
+            myself,
+            op,
+            Box::new(move |outcome| {
+                if let Err(e) = outcome {
+                    let _ = reply.send(Err(StartError::Declared(e)));
+                    return;
+                }
+                tokio::spawn(start_declared(hub, me, accepted, opts, refused, reply));
+            }),
+        );
     }
 
     fn stop(
@@ -324,29 +353,24 @@ impl DeclaredLeaderState {
             && ids
                 .iter()
                 .any(|id| self.hub.storage.get(id).is_some_and(|r| r.hub.durable));
-        if declared.is_empty() && !durable_while_parked {
-            return forward_stop(&self.hub, ids, opts, reply);
-        }
-        if let Err(e) = self.may_mutate() {
-            let _ = reply.send(Err(StopError::Declared(e)));
+        if durable_while_parked {
+            let _ = reply.send(Err(StopError::Declared(RecoveryError::DeclaredParked)));
             return;
         }
-        let mut after = AfterPersist::default();
-        for id in &declared {
-            match self.state.undeclare(id) {
-                Ok(effects) => self.apply(effects, &mut after),
-                Err(e) => tracing::error!(child = %id, error = %e, "cannot undeclare"),
-            }
+        if declared.is_empty() {
+            return forward_stop(&self.hub, ids, opts, reply);
         }
         let hub = self.hub.clone();
-        self.finish(myself, after, move |outcome| match outcome {
-            Ok(()) => forward_stop(&hub, ids, opts, reply),
-            Err(e) => {
-                let _ = reply.send(Err(StopError::Declared(RecoveryError::Storage {
-                    message: e.to_string(),
-                })));
-            }
-        });
+        self.mutate(
+            myself,
+            DeclaredOp::Undeclare { ids: declared },
+            Box::new(move |outcome| match outcome {
+                Ok(_) => forward_stop(&hub, ids, opts, reply),
+                Err(e) => {
+                    let _ = reply.send(Err(StopError::Declared(e)));
+                }
+            }),
+        );
     }
 
     fn clear(
@@ -354,25 +378,13 @@ impl DeclaredLeaderState {
         myself: &ActorRef<DeclaredMsg>,
         reply: RpcReplyPort<Result<u64, RecoveryError>>,
     ) {
-        // Clearing is how a parked node is unparked, so only the leadership is checked.
-        if let Err(e @ RecoveryError::NoLeader { .. }) = self.may_mutate() {
-            let _ = reply.send(Err(e));
-            return;
-        }
-        let effects = self.state.clear();
-        let version = self.state.list().version();
-        tracing::warn!(hub = %self.hub.config.hub_id, version, "declared list cleared by the operator");
-        let mut after = AfterPersist::default();
-        self.apply(effects, &mut after);
-        self.finish(myself, after, move |outcome| {
-            let _ = reply.send(
-                outcome
-                    .map(|()| version)
-                    .map_err(|e| RecoveryError::Storage {
-                        message: e.to_string(),
-                    }),
-            );
-        });
+        self.mutate(
+            myself,
+            DeclaredOp::Clear,
+            Box::new(move |outcome| {
+                let _ = reply.send(outcome);
+            }),
+        );
     }
 
     fn offer(
@@ -393,55 +405,61 @@ impl DeclaredLeaderState {
     }
 
     fn forget(&mut self, myself: &ActorRef<DeclaredMsg>, ids: Vec<ChildId>) {
-        if self.may_mutate().is_err() {
-            return;
-        }
-        let mut after = AfterPersist::default();
-        for id in ids {
-            if let Ok(effects) = self.state.undeclare(&id) {
-                tracing::warn!(child = %id, "undeclared: its start can never succeed");
-                self.apply(effects, &mut after);
+        tracing::warn!(children = ?ids, "undeclaring children whose start can never succeed");
+        self.mutate(
+            myself,
+            DeclaredOp::Undeclare { ids },
+            Box::new(|outcome| {
+                if let Err(e) = outcome {
+                    tracing::warn!(error = %e, "could not undeclare");
+                }
+            }),
+        );
+    }
+
+    fn on_wire(&mut self, myself: &ActorRef<DeclaredMsg>, from: NodeName, msg: WireMsg) {
+        match msg {
+            WireMsg::DeclaredOffer { list } => self.offer(myself, list, None),
+            WireMsg::DeclaredMutate {
+                request_id,
+                reply_to,
+                op,
+            } => {
+                let hub = self.hub.clone();
+                let answer: Then =
+                    Box::new(move |result| send_mutate_reply(&hub, &reply_to, request_id, result));
+                match leader(&self.hub) {
+                    Some(l) if l == self.hub.node => self.mutate_here(myself, op, answer),
+                    other => answer(Err(RecoveryError::NoLeader {
+                        reason: format!(
+                            "{} is not the leader (it takes {} for it)",
+                            self.hub.node,
+                            other.unwrap_or_default()
+                        ),
+                    })),
+                }
+            }
+            WireMsg::DeclaredMutateReply { request_id, result } => self
+                .remote
+                .answered(request_id.0, result.map_err(refusal_error)),
+            other => {
+                tracing::debug!(peer = %from, kind = other.kind(), "not a declared-list message")
             }
         }
-        self.finish(myself, after, |_| {});
     }
-}
 
-/// Forwards a start to the Coordinator (answers `HubUnavailable` if it is restarting).
-pub(crate) fn forward_start(
-    hub: &HubShared,
-    specs: Vec<ChildSpec>,
-    opts: StartOptions,
-    reply: StartReplyPort,
-) {
-    let unavailable = || StartError::HubUnavailable("coordinator is restarting".into());
-    let Some(coordinator) = hub.coordinator() else {
-        let _ = reply.send(Err(unavailable()));
-        return;
-    };
-    if let Err(ractor::MessagingErr::SendErr(CoordinatorMsg::Start { reply, .. })) =
-        coordinator.cast(CoordinatorMsg::Start { specs, opts, reply })
-    {
-        let _ = reply.send(Err(unavailable()));
-    }
-}
-
-/// Forwards a stop to the Coordinator (answers `HubUnavailable` if it is restarting).
-pub(crate) fn forward_stop(
-    hub: &HubShared,
-    ids: Vec<ChildId>,
-    opts: StopOptions,
-    reply: StopReplyPort,
-) {
-    let unavailable = || StopError::HubUnavailable("coordinator is restarting".into());
-    let Some(coordinator) = hub.coordinator() else {
-        let _ = reply.send(Err(unavailable()));
-        return;
-    };
-    if let Err(ractor::MessagingErr::SendErr(CoordinatorMsg::Stop { reply, .. })) =
-        coordinator.cast(CoordinatorMsg::Stop { ids, opts, reply })
-    {
-        let _ = reply.send(Err(unavailable()));
+    fn peer_up(&self, node: &NodeName) {
+        if self.parked() {
+            return;
+        }
+        if let Some(transport) = self.hub.transport() {
+            let offer = WireMsg::DeclaredOffer {
+                list: self.state.list().clone(),
+            };
+            if let Err(e) = transport.send(node, &offer) {
+                tracing::debug!(peer = %node, error = %e, "declared list not offered");
+            }
+        }
     }
 }
 
@@ -509,6 +527,7 @@ impl Actor for DeclaredLeader {
             state,
             store,
             shipper,
+            remote: RemoteMutations::default(),
         };
         let mut after = AfterPersist::default();
         leader_state.apply(effects, &mut after);
@@ -539,6 +558,9 @@ impl Actor for DeclaredLeader {
             DeclaredMsg::Clear { reply } => state.clear(&myself, reply),
             DeclaredMsg::Offer { list, done } => state.offer(&myself, list, done),
             DeclaredMsg::Forget { ids } => state.forget(&myself, ids),
+            DeclaredMsg::Wire { from, msg } => state.on_wire(&myself, from, msg),
+            DeclaredMsg::PeerUp { node } => state.peer_up(&node),
+            DeclaredMsg::MutateTimeout { request_id } => state.remote.timed_out(request_id),
             DeclaredMsg::PersistFailed { message } => {
                 return Err(Box::new(PersistFailed(message)));
             }

@@ -20,7 +20,9 @@
 pub(crate) mod child_supervisor;
 pub(crate) mod cluster;
 pub(crate) mod coordinator;
+pub(crate) mod declared_forward;
 pub(crate) mod declared_leader;
+pub(crate) mod declared_remote;
 pub(crate) mod delivery;
 pub(crate) mod janitor;
 pub(crate) mod reconciler;
@@ -56,6 +58,7 @@ pub(crate) struct ActorRefs {
     pub child_supervisor: Option<ActorRef<ChildSupMsg>>,
     pub coordinator: Option<ActorRef<CoordinatorMsg>>,
     pub declared_leader: Option<ActorRef<DeclaredMsg>>,
+    pub reconciler: Option<ActorRef<reconciler::ReconcilerMsg>>,
 }
 
 /// State shared by a hub's actors and its handles.
@@ -160,6 +163,14 @@ impl HubShared {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .coordinator
+            .clone()
+    }
+
+    pub fn reconciler(&self) -> Option<ActorRef<reconciler::ReconcilerMsg>> {
+        self.refs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .reconciler
             .clone()
     }
 

@@ -29,7 +29,7 @@ use tokio::task::JoinHandle;
 
 use super::coordinator::CoordinatorMsg;
 use super::delivery::{self, NodeStopReport, StopBatch};
-use super::recovery_shared::{alone, owner_of, RecoveryShared};
+use super::recovery_shared::{alone, owner_of, ring, RecoveryShared};
 use super::registry::{RegistryMsg, RegistryOp};
 use super::HubShared;
 use crate::api::options::StartOptions;
@@ -43,7 +43,6 @@ pub(crate) enum ReconcilerMsg {
     Poll,
     /// A synchronisation round completed (the cluster's sync sends it; a node without peers
     /// uses the interval tick instead).
-    #[allow(dead_code)]
     SyncCompleted,
     /// The interval tick of a node without peers.
     Tick,
@@ -165,10 +164,11 @@ async fn run_round(
         snapshot = refetch_manifest(&hub, &recovery).await.unwrap_or(snapshot);
     }
     let rows = hub.storage.export_all();
+    let ring = ring(&hub);
     let plan = plan_round(
         &snapshot.list,
         rows.iter(),
-        |id| owner_of(&hub, id),
+        |id| owner_of(&hub, &ring, id),
         &hub.node,
         &previous_pending,
         snapshot.parked,

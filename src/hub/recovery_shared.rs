@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use super::HubShared;
 use crate::core::declared_list::DeclaredList;
 use crate::core::declared_state::choose_leader;
+use crate::core::placement::HashRing;
 use crate::core::recovery::RecoveryState;
 use crate::core::recovery_config::AutoRecoveryConfig;
 use crate::model::{ChildId, NodeName};
@@ -105,9 +106,15 @@ pub(crate) fn leader(hub: &HubShared) -> Option<NodeName> {
     choose_leader(&members(hub), None)
 }
 
-/// The ring owner of a child, as the reconcile plans with it. On one node, this node.
-pub(crate) fn owner_of(hub: &HubShared, _id: &ChildId) -> NodeName {
-    hub.node.clone()
+/// The placement ring over the hub's members, as the reconcile plans with it (the same ring the
+/// Coordinator routes starts with, built from the published members).
+pub(crate) fn ring(hub: &HubShared) -> HashRing {
+    HashRing::new(members(hub))
+}
+
+/// The ring owner of a child (this node when the ring is empty).
+pub(crate) fn owner_of(hub: &HubShared, ring: &HashRing, id: &ChildId) -> NodeName {
+    ring.owner(id).cloned().unwrap_or_else(|| hub.node.clone())
 }
 
 /// The members a new declared version is broadcast to (every member but this node). On one

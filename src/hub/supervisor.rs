@@ -126,6 +126,7 @@ async fn spawn_role(
                 recovery: recovery_of(shared)?,
             };
             let (r, _) = Actor::spawn_linked(None, Reconciler, args, myself).await?;
+            shared.set_refs(|refs| refs.reconciler = Some(r.clone()));
             r.get_cell()
         }
     };
@@ -421,7 +422,8 @@ impl Actor for HubSupervisor {
             Role::ChildSupervisor => refs.child_supervisor = None,
             Role::Coordinator => refs.coordinator = None,
             Role::DeclaredLeader => refs.declared_leader = None,
-            Role::Janitor | Role::Reconciler => {}
+            Role::Reconciler => refs.reconciler = None,
+            Role::Janitor => {}
         });
         if state.intensity.record(shared.mono_ms()) == IntensityVerdict::Exceeded {
             let err = HubIntensityExceeded {

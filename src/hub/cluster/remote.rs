@@ -157,6 +157,11 @@ impl CoordinatorState {
             WireMsg::ChildCallReply { request_id, result } => {
                 self.child_call_done(request_id.0, result)
             }
+            msg @ (WireMsg::DeclaredOffer { .. }
+            | WireMsg::DeclaredMutate { .. }
+            | WireMsg::DeclaredMutateReply { .. }) => {
+                crate::hub::declared_remote::deliver_wire(&self.hub, from, msg)
+            }
             WireMsg::Hello { .. } | WireMsg::Heartbeat { .. } => {}
         }
     }
