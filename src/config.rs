@@ -54,11 +54,6 @@ pub enum ConfigError {
     AutoRecovery(#[from] AutoRecoveryConfigError),
 }
 
-/// The synchronisation interval the `auto_recovery` grace is compared with at init. A hub on one
-/// node has no synchronisation rounds (its view is always complete), so nothing can run "before
-/// the first sync"; the cluster passes its strategy's interval here.
-pub const SINGLE_NODE_SYNC_INTERVAL_MS: u64 = 0;
-
 /// The configuration of one hub on one node (the original's `%ProcessHub{}`).
 ///
 /// Only `hub_id` has no sensible default. Durations are written in milliseconds in files
@@ -304,7 +299,7 @@ impl ProcessHub {
         }
         if let Some(recovery) = &self.auto_recovery {
             // Logs the init warnings (grace vs sync interval, deprecated keys) at WARN.
-            recovery.validate(SINGLE_NODE_SYNC_INTERVAL_MS)?;
+            recovery.validate(self.sync_interval_ms)?;
         }
         Ok(())
     }

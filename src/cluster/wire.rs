@@ -207,6 +207,8 @@ pub enum WireMsg {
     DeclaredOffer {
         /// The copy.
         list: DeclaredList,
+        /// The sender has not heard the receiver's copy yet: answer with an offer (`false`).
+        reply: bool,
     },
     /// A mutation of the declared list, sent to the node the sender takes for the leader.
     DeclaredMutate {

@@ -15,7 +15,7 @@
 //! The state is the seed's `Coordinator.State` cut to what one node needs: the hub's fixed parts
 //! (`hub`), `pending_operations`, and the request id counter.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -151,9 +151,14 @@ impl CoordinatorState {
         request_id: u64,
         children: Vec<(ChildSpec, Metadata)>,
         existing_ok: bool,
-        durable: bool,
+        durable: &BTreeSet<ChildId>,
         awaited: bool,
     ) {
+        let durable: BTreeSet<ChildId> = children
+            .iter()
+            .filter(|(spec, _)| durable.contains(&spec.id))
+            .map(|(spec, _)| spec.id.clone())
+            .collect();
         let coordinator = myself.clone();
         let reply: StartReply = if awaited {
             Box::new(move |report| {
@@ -259,6 +264,15 @@ impl CoordinatorState {
         }
         let request_id = self.next_id();
         let existing_ok = !opts.check_existing;
+        let durable: BTreeSet<ChildId> = if opts.durable {
+            plan.by_node
+                .values()
+                .flatten()
+                .map(|c| c.spec.id.clone())
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
         if !opts.awaitable {
             for (node, children) in plan.by_node {
                 let children = children
@@ -271,7 +285,7 @@ impl CoordinatorState {
                     request_id,
                     children,
                     existing_ok,
-                    opts.durable,
+                    &durable,
                     false,
                 );
             }
@@ -294,7 +308,7 @@ impl CoordinatorState {
             request_id,
             by_node,
             existing_ok,
-            opts.durable,
+            durable,
             result,
             StartPurpose::Request(reply),
             opts.on_failure,
@@ -310,7 +324,7 @@ impl CoordinatorState {
         request_id: u64,
         by_node: BTreeMap<NodeName, Vec<(ChildSpec, Metadata)>>,
         existing_ok: bool,
-        durable: bool,
+        durable: BTreeSet<ChildId>,
         result: StartResult,
         purpose: StartPurpose,
         on_failure: OnFailure,
@@ -342,7 +356,7 @@ impl CoordinatorState {
                 request_id,
                 children,
                 existing_ok,
-                durable,
+                &durable,
                 true,
             );
         }

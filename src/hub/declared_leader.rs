@@ -75,6 +75,8 @@ pub(crate) enum DeclaredMsg {
     Wire { from: NodeName, msg: WireMsg },
     /// Peer `node` came up: send it this node's copy (boot adoption on both sides).
     PeerUp { node: NodeName },
+    /// Ask these peers for their copies (the Reconciler has not heard from them).
+    Solicit { nodes: Vec<NodeName> },
     /// A mutation sent to the leader was not answered in time.
     MutateTimeout { request_id: u64 },
     /// A persist failed: rebuild from the disk.
@@ -205,7 +207,10 @@ impl DeclaredLeaderState {
             then(Ok(()));
             if after.broadcast && !peers(&hub).is_empty() {
                 if let Some(transport) = hub.transport() {
-                    let offer = WireMsg::DeclaredOffer { list: list.clone() };
+                    let offer = WireMsg::DeclaredOffer {
+                        list: list.clone(),
+                        reply: false,
+                    };
                     if let Err(e) = transport.broadcast(&offer) {
                         tracing::warn!(error = %e, "declared list broadcast failed");
                     }
@@ -391,13 +396,18 @@ impl DeclaredLeaderState {
         &mut self,
         myself: &ActorRef<DeclaredMsg>,
         list: DeclaredList,
+        from: Option<NodeName>,
         done: Option<tokio::sync::oneshot::Sender<()>>,
     ) {
+        let recovery = self.recovery.clone();
         let is_leader = leader(&self.hub).as_deref() == Some(self.hub.node.as_str());
         let effects = self.state.offer(&list, is_leader);
         let mut after = AfterPersist::default();
         self.apply(effects, &mut after);
         self.finish(myself, after, move |_| {
+            if let Some(from) = from {
+                recovery.heard_offer(from);
+            }
             if let Some(done) = done {
                 let _ = done.send(());
             }
@@ -419,7 +429,12 @@ impl DeclaredLeaderState {
 
     fn on_wire(&mut self, myself: &ActorRef<DeclaredMsg>, from: NodeName, msg: WireMsg) {
         match msg {
-            WireMsg::DeclaredOffer { list } => self.offer(myself, list, None),
+            WireMsg::DeclaredOffer { list, reply } => {
+                if reply {
+                    self.send_copy(&from, false);
+                }
+                self.offer(myself, list, Some(from), None)
+            }
             WireMsg::DeclaredMutate {
                 request_id,
                 reply_to,
@@ -448,18 +463,30 @@ impl DeclaredLeaderState {
         }
     }
 
-    fn peer_up(&self, node: &NodeName) {
+    /// Sends this node's copy to `node`; `reply` asks for the peer's copy back.
+    fn send_copy(&self, node: &NodeName, reply: bool) {
         if self.parked() {
-            return;
+            // A parked node's copy means nothing; it still asks for the peer's.
+            if !reply {
+                return;
+            }
         }
         if let Some(transport) = self.hub.transport() {
             let offer = WireMsg::DeclaredOffer {
                 list: self.state.list().clone(),
+                reply,
             };
             if let Err(e) = transport.send(node, &offer) {
                 tracing::debug!(peer = %node, error = %e, "declared list not offered");
             }
         }
+    }
+
+    /// Peer `node` came up (a new incarnation, maybe with another copy): until it offers its
+    /// copy again this node may be behind, so rounds are parked; ask for it.
+    fn peer_up(&self, node: &NodeName) {
+        self.recovery.forget_offer(node);
+        self.send_copy(node, true);
     }
 }
 
@@ -556,10 +583,15 @@ impl Actor for DeclaredLeader {
             }
             DeclaredMsg::Stop { ids, opts, reply } => state.stop(&myself, ids, opts, reply),
             DeclaredMsg::Clear { reply } => state.clear(&myself, reply),
-            DeclaredMsg::Offer { list, done } => state.offer(&myself, list, done),
+            DeclaredMsg::Offer { list, done } => state.offer(&myself, list, None, done),
             DeclaredMsg::Forget { ids } => state.forget(&myself, ids),
             DeclaredMsg::Wire { from, msg } => state.on_wire(&myself, from, msg),
             DeclaredMsg::PeerUp { node } => state.peer_up(&node),
+            DeclaredMsg::Solicit { nodes } => {
+                for node in nodes {
+                    state.send_copy(&node, true);
+                }
+            }
             DeclaredMsg::MutateTimeout { request_id } => state.remote.timed_out(request_id),
             DeclaredMsg::PersistFailed { message } => {
                 return Err(Box::new(PersistFailed(message)));

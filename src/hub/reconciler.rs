@@ -29,7 +29,7 @@ use tokio::task::JoinHandle;
 
 use super::coordinator::CoordinatorMsg;
 use super::delivery::{self, NodeStopReport, StopBatch};
-use super::recovery_shared::{alone, owner_of, ring, RecoveryShared};
+use super::recovery_shared::{alone, owner_of, peers, ring, RecoveryShared};
 use super::registry::{RegistryMsg, RegistryOp};
 use super::HubShared;
 use crate::api::options::StartOptions;
@@ -164,6 +164,20 @@ async fn run_round(
         snapshot = refetch_manifest(&hub, &recovery).await.unwrap_or(snapshot);
     }
     let rows = hub.storage.export_all();
+    // A node that has not weighed every peer's copy may be behind a newer version: an
+    // outdated copy could restart a child stopped since, so it plans parked and asks again.
+    let unheard = recovery.unheard(&peers(&hub));
+    if !unheard.is_empty() {
+        tracing::info!(
+            ?unheard,
+            "declared copies of these peers not heard yet; round parked"
+        );
+        if let Some(leader) = hub.declared_leader() {
+            let _ = leader.cast(super::declared_leader::DeclaredMsg::Solicit {
+                nodes: unheard.clone(),
+            });
+        }
+    }
     let ring = ring(&hub);
     let plan = plan_round(
         &snapshot.list,
@@ -171,7 +185,7 @@ async fn run_round(
         |id| owner_of(&hub, &ring, id),
         &hub.node,
         &previous_pending,
-        snapshot.parked,
+        snapshot.parked || !unheard.is_empty(),
     );
     let mut stats = plan.stats;
 

@@ -41,6 +41,8 @@ pub(crate) struct RecoveryShared {
     pub boot_store: Mutex<Option<(DeclaredStore, StoredList)>>,
     pub manifest: Option<Arc<dyn RemoteManifest>>,
     snapshot: RwLock<DeclaredSnapshot>,
+    /// Peers whose copy this node has adopted or weighed since they came up.
+    offered_by: Mutex<BTreeSet<NodeName>>,
 }
 
 impl RecoveryShared {
@@ -57,6 +59,7 @@ impl RecoveryShared {
             boot_store: Mutex::new(Some(store)),
             manifest,
             snapshot: RwLock::new(DeclaredSnapshot::default()),
+            offered_by: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -82,6 +85,34 @@ impl RecoveryShared {
                 parked,
             };
         }
+    }
+
+    /// `node`'s copy was weighed (adopted if newer).
+    pub fn heard_offer(&self, node: NodeName) {
+        self.offered_by
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(node);
+    }
+
+    /// `node` came up again: its copy must be heard anew.
+    pub fn forget_offer(&self, node: &str) {
+        self.offered_by
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(node);
+    }
+
+    /// The current peers whose copy this node has not weighed yet. Until it has, this node may
+    /// hold an outdated copy (one that still declares a child stopped since): its rounds are
+    /// planned parked.
+    pub fn unheard(&self, peers: &[NodeName]) -> Vec<NodeName> {
+        let heard = self.offered_by.lock().unwrap_or_else(|e| e.into_inner());
+        peers
+            .iter()
+            .filter(|p| !heard.contains(*p))
+            .cloned()
+            .collect()
     }
 
     pub fn take_boot_store(&self) -> Option<(DeclaredStore, StoredList)> {

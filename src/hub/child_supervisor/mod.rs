@@ -165,7 +165,7 @@ impl ChildSupState {
                 shared.hooks.alter(&mut spec, &metadata);
             }
             // A declared child keeps its mark when it is moved or restarted from its row.
-            let durable = batch.durable
+            let durable = batch.durable.contains(&spec.id)
                 || shared
                     .storage
                     .get(&spec.id)

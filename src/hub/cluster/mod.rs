@@ -173,7 +173,7 @@ impl ClusterState {
                 .map(|(spec, metadata)| StartItem {
                     spec: spec.clone(),
                     metadata: metadata.clone(),
-                    durable: batch.durable,
+                    durable: batch.durable.contains(&spec.id),
                 })
                 .collect(),
         };

@@ -199,8 +199,11 @@ impl CoordinatorState {
         children: Vec<StartItem>,
     ) {
         let local = self.hub.node.clone();
-        // One request's children share its `durable` option.
-        let durable = children.iter().any(|i| i.durable);
+        let durable = children
+            .iter()
+            .filter(|i| i.durable)
+            .map(|i| i.spec.id.clone())
+            .collect();
         let mut here = Vec::new();
         let mut forward: BTreeMap<NodeName, Vec<StartItem>> = BTreeMap::new();
         let mut refused = Vec::new();
