@@ -39,9 +39,10 @@ mod api;
 mod hub;
 
 pub use api::{
-    ChildFailure, ChildInfo, ChildStartError, ChildStopError, Hub, HubBuilder, HubMsg, OnFailure,
-    ProcessEntry, ProcessScope, ShutdownTimedOut, SpawnError, StartError, StartOptions,
-    StartResult, StartedChild, StopError, StopFailure, StopOptions, StopResult, StoppedChild,
+    ChildFailure, ChildInfo, ChildMessageError, ChildStartError, ChildStopError, Hub, HubBuilder,
+    HubMsg, OnFailure, ProcessEntry, ProcessScope, ShutdownTimedOut, SpawnError, StartError,
+    StartOptions, StartResult, StartedChild, StopError, StopFailure, StopOptions, StopResult,
+    StoppedChild,
 };
 pub use api::{DeclaredView, RecoveryError};
 pub use config::{ConfigError, ProcessHub, ProcessHubBuilder};

@@ -8,7 +8,9 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use process_hub::model::{ChildSpec, Metadata, Row};
 use process_hub::storage::{DiskOptions, DurableStorage, LmdbStorage, Storage};
@@ -78,6 +80,21 @@ fn crash_and_check(backend: &str) {
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
+    // A child that hangs without writing would block the read below forever: a generous
+    // watchdog kills it, and the assertions then report what happened.
+    let finished = Arc::new(AtomicBool::new(false));
+    let watchdog = {
+        let (finished, pid) = (finished.clone(), child.id());
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(300);
+            while !finished.load(Ordering::SeqCst) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            if !finished.load(Ordering::SeqCst) {
+                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            }
+        })
+    };
     let mut acked = Vec::new();
     let mut killed = false;
     for line in BufReader::new(stdout).lines() {
@@ -92,6 +109,8 @@ fn crash_and_check(backend: &str) {
         // Keep reading: lines already in the pipe were acknowledged before the kill.
     }
     let status = child.wait().unwrap();
+    finished.store(true, Ordering::SeqCst);
+    watchdog.join().unwrap();
     #[cfg(unix)]
     {
         use std::os::unix::process::ExitStatusExt;

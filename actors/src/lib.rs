@@ -25,6 +25,7 @@ pub fn register_all(kinds: &mut ChildKinds) {
         .register(kv_shard::KIND, kv_shard::KvShard)
         .register(ticker::KIND, ticker::Ticker)
         .register(crasher::KIND, crasher::Crasher);
+    command::register_commands(kinds);
 }
 
 /// A kind table with every kind of this crate.

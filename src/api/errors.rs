@@ -214,3 +214,33 @@ fn describe(errors: &[crate::ChildFailure]) -> String {
         .collect::<Vec<_>>()
         .join("; ")
 }
+
+/// A message to a child by id (`Hub::cast_child` / `Hub::call_child`) failed.
+///
+/// `code` is one of `not_found` (no node runs the child), `no_command_handler` (its kind
+/// registered none), `command_failed` (the handler refused the payload or the child did not
+/// answer), `timeout`, `forward_limit` (the child kept moving), `unreachable` (the node running
+/// it could not be reached) and `hub_unavailable`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[error("message to child {id} failed on {node}: {code}: {message}")]
+pub struct ChildMessageError {
+    /// The child.
+    pub id: crate::model::ChildId,
+    /// The node that reported the failure.
+    pub node: crate::model::NodeName,
+    /// A snake_case code (see the type's docs).
+    pub code: String,
+    /// Human-readable detail.
+    pub message: String,
+}
+
+impl From<crate::cluster::wire::ChildFailure> for ChildMessageError {
+    fn from(f: crate::cluster::wire::ChildFailure) -> Self {
+        Self {
+            id: f.id,
+            node: f.node,
+            code: f.reason,
+            message: f.message,
+        }
+    }
+}

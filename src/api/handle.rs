@@ -9,13 +9,12 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::declared::{open_recovery, DeclaredView};
-use super::errors::{RecoveryError, SpawnError, StartError, StopError};
+use super::errors::{ChildMessageError, RecoveryError, SpawnError, StartError, StopError};
 use super::msg::HubMsg;
 use super::options::{StartOptions, StopOptions};
 use super::reads;
 use super::results::{ChildInfo, ProcessEntry, ProcessScope, StartResult, StopResult};
 use crate::cluster::transport::Network;
-use crate::cluster::wire::ChildFailure;
 use crate::config::ProcessHub;
 use crate::core::recovery::RecoveryState;
 use crate::events::{EventSink, HubEvent, SubscriptionId};
@@ -34,11 +33,11 @@ use crate::storage::open_backend;
 #[error("hub did not shut down within {0:?}; its remaining actors were killed")]
 pub struct ShutdownTimedOut(pub Duration);
 
-fn unavailable(node: &NodeName, id: &ChildId) -> ChildFailure {
-    ChildFailure {
+fn unavailable(node: &NodeName, id: &ChildId) -> ChildMessageError {
+    ChildMessageError {
         id: id.clone(),
         node: node.clone(),
-        reason: "hub_unavailable".into(),
+        code: "hub_unavailable".into(),
         message: "the hub is not running".into(),
     }
 }
@@ -413,7 +412,11 @@ impl Hub {
     /// Sends `payload` to child `id` wherever it runs (this node or a peer), through the hubs.
     /// Fire and forget: the kind's command handler (`ChildKinds::register_command`) decodes it
     /// on the node running the child; failures there are logged, not returned.
-    pub fn cast_child(&self, id: impl Into<ChildId>, payload: Vec<u8>) -> Result<(), ChildFailure> {
+    pub fn cast_child(
+        &self,
+        id: impl Into<ChildId>,
+        payload: Vec<u8>,
+    ) -> Result<(), ChildMessageError> {
         let id = id.into();
         let Some(coordinator) = self.shared.coordinator() else {
             return Err(unavailable(&self.shared.node, &id));
@@ -426,15 +429,14 @@ impl Hub {
             .map_err(|_| unavailable(&self.shared.node, &id))
     }
 
-    /// Sends `payload` to child `id` wherever it runs and waits for the kind's answer. Errors
-    /// carry a code in `reason`: `not_found`, `no_command_handler`, `command_failed`,
-    /// `timeout`, `forward_limit`, `unreachable`, `hub_unavailable`.
+    /// Sends `payload` to child `id` wherever it runs and waits for the kind's answer (see
+    /// [`ChildMessageError`] for the failure codes).
     pub async fn call_child(
         &self,
         id: impl Into<ChildId>,
         payload: Vec<u8>,
         timeout: Duration,
-    ) -> Result<Vec<u8>, ChildFailure> {
+    ) -> Result<Vec<u8>, ChildMessageError> {
         let id = id.into();
         let Some(coordinator) = self.shared.coordinator() else {
             return Err(unavailable(&self.shared.node, &id));
@@ -451,11 +453,11 @@ impl Hub {
             Some(timeout + Duration::from_millis(100)),
         );
         match call.await {
-            Ok(ractor::rpc::CallResult::Success(result)) => result,
-            Ok(ractor::rpc::CallResult::Timeout) => Err(ChildFailure {
+            Ok(ractor::rpc::CallResult::Success(result)) => result.map_err(Into::into),
+            Ok(ractor::rpc::CallResult::Timeout) => Err(ChildMessageError {
                 id,
                 node: self.shared.node.clone(),
-                reason: "timeout".into(),
+                code: "timeout".into(),
                 message: "the child did not answer in time".into(),
             }),
             _ => Err(unavailable(&self.shared.node, &id)),

@@ -414,9 +414,11 @@ impl Actor for Registry {
                 let seq = state.seq;
                 let mut delta = Vec::new();
                 let (mutations, effects) = state.plan(ops, seq, &mut delta);
-                state.submit(mutations, effects, done, seq);
-                // One delta per registry turn, whatever the batch size.
+                // One delta per registry turn, whatever the batch size; sent before the
+                // submit so that it leaves before the writer is answered (a reply races the
+                // rest of this handler once the completion task has the commit).
                 state.broadcast_delta(delta);
+                state.submit(mutations, effects, done, seq);
             }
             RegistryMsg::Committed { upto } => {
                 state.overlay.retain(|_, (seq, _)| *seq > upto);

@@ -12,7 +12,7 @@
 //! later batch touched gets its old value back; otherwise the next batch in the queue inherits
 //! the old value as its own "before" (it is what the disk holds), and memory already shows that
 //! later write. The queue order is the disk's apply order because both are decided under one
-//! lock, and outcomes arrive in that order from the single writer thread.
+//! lock, and outcomes arrive in that order from the store's single notifier thread.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;

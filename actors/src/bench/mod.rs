@@ -2,6 +2,7 @@
 //! measures against a baseline in the same run; progress goes to stderr.
 
 pub mod start;
+pub mod storage;
 
 use clap::Subcommand;
 
@@ -10,11 +11,14 @@ use clap::Subcommand;
 pub enum BenchCommand {
     /// Start and stop N children through a hub, against plain ractor spawn/stop.
     Start(start::StartBenchArgs),
+    /// Registry storage: group commit against one fsync per write, and memory point reads.
+    Storage(storage::StorageArgs),
 }
 
 /// Runs a bench command; the error is printed by the caller.
 pub fn run(cmd: BenchCommand) -> Result<(), String> {
     match cmd {
         BenchCommand::Start(args) => start::run(args),
+        BenchCommand::Storage(args) => storage::run(&args),
     }
 }

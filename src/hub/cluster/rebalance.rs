@@ -10,6 +10,7 @@
 //!   restarted) is **re-placed**: its owner starts it; when the owner is a peer that may not
 //!   hold the stub (a restarted node), the lowest-named other member sends it the start, so
 //!   exactly one node asks and the owner's supervisor keeps it to one child anyway.
+//!
 //! Failed migrations and re-placements are retried on the `migration_retry_ms` timer.
 
 use std::collections::{BTreeMap, HashMap};

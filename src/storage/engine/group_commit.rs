@@ -7,6 +7,19 @@
 //! writer therefore pays exactly one fsync per write and waits for nothing else, while 64
 //! concurrent writers share one fsync between them: the queue fills up during each fsync.
 //!
+//! Waking the waiters is handed to a second thread, so the writer starts the next transaction
+//! (with whatever queued meanwhile) while the previous group's writers are still being woken:
+//! on a small machine the wake-ups, not the disk, would otherwise bound throughput. Waiters are
+//! still answered strictly in apply order, by that one thread.
+//!
+//! Starting at once has a cost under load: the writers just answered are still waking up, so
+//! the next group would hold only those that queued during the last fsync, and the writers would
+//! split into two smaller cohorts taking turns. So when the last group held more than one batch
+//! (writers are busy), the writer gathers a little longer: until the writers just answered are
+//! back on top of those already queued, for at most half the last commit's duration (and never
+//! more than [`MAX_GATHER`]). After a group of one (a lone writer, or an idle store) it never
+//! waits.
+//!
 //! A failing batch must not fail its neighbours. When a group does not go through, the thread
 //! splits it: the batches before the failing one are committed together, the failing one is
 //! retried alone (and gets the error if it fails again), the rest form a new group. If the commit
@@ -16,10 +29,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::storage::StorageError;
 
-/// Called once with a batch's outcome, on the writer thread, in apply order.
+/// Called once with a batch's outcome, on the notifier thread, in apply order.
 pub(crate) type Done = Box<dyn FnOnce(Result<(), StorageError>) + Send>;
 
 /// Why a group did not commit.
@@ -66,9 +80,12 @@ struct Job<B> {
 /// it, so the sink (and the files it holds) are released when the drop returns.
 pub(crate) struct GroupCommitter<B: Send + 'static> {
     queue: Option<mpsc::Sender<Job<B>>>,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
     counters: Arc<Counters>,
 }
+
+/// Outcomes of one group, in apply order, on their way to the notifier thread.
+type Answers = Vec<(Done, Result<(), StorageError>)>;
 
 impl<B: Send + 'static> GroupCommitter<B> {
     /// Starts the writer thread. `max_group` caps the batches per transaction (1 turns group
@@ -78,18 +95,29 @@ impl<B: Send + 'static> GroupCommitter<B> {
         S: GroupSink<Batch = B>,
     {
         let (queue, rx) = mpsc::channel::<Job<B>>();
+        let (notify, answers) = mpsc::channel::<Answers>();
         let counters = Arc::new(Counters::default());
+        let notifier = std::thread::Builder::new()
+            .name(format!("{name}-notify"))
+            .spawn(move || {
+                for group in answers {
+                    for (done, outcome) in group {
+                        done(outcome);
+                    }
+                }
+            })?;
         let writer = Writer {
             sink,
             counters: counters.clone(),
+            answers: Vec::new(),
         };
         let max_group = max_group.max(1);
         let thread = std::thread::Builder::new()
             .name(name)
-            .spawn(move || writer.run(rx, max_group))?;
+            .spawn(move || writer.run(rx, notify, max_group))?;
         Ok(Self {
             queue: Some(queue),
-            thread: Some(thread),
+            threads: vec![thread, notifier],
             counters,
         })
     }
@@ -117,8 +145,9 @@ impl<B: Send + 'static> GroupCommitter<B> {
 
 impl<B: Send + 'static> Drop for GroupCommitter<B> {
     fn drop(&mut self) {
+        // The writer drains the queue and exits, which ends the notifier after the last answer.
         self.queue.take();
-        if let Some(thread) = self.thread.take() {
+        for thread in self.threads.drain(..) {
             if thread.join().is_err() {
                 tracing::error!("storage writer thread panicked");
             }
@@ -126,24 +155,88 @@ impl<B: Send + 'static> Drop for GroupCommitter<B> {
     }
 }
 
+/// Takes whatever is queued, up to `max` batches in `group`.
+fn drain<B>(rx: &mpsc::Receiver<Job<B>>, group: &mut Vec<Job<B>>, max: usize) {
+    while group.len() < max {
+        match rx.try_recv() {
+            Ok(job) => group.push(job),
+            Err(_) => break,
+        }
+    }
+}
+
+/// What the previous group looked like, to decide whether the next one may gather.
+#[derive(Default)]
+struct LastGroup {
+    batches: usize,
+    commit_time: Duration,
+}
+
+impl LastGroup {
+    /// Whether a group that has `queued` batches should gather more, and if so how many to
+    /// wait for and until when. Only when the last group shows concurrent writers (more than
+    /// one batch): those just answered are expected back, on top of what is queued already.
+    /// The wait lasts at most half the last commit (and [`MAX_GATHER`]). A lone writer never
+    /// waits.
+    fn gather(&self, queued: usize, max_group: usize) -> Option<(usize, Instant)> {
+        let target = (queued + self.batches).min(max_group);
+        (self.batches > 1 && queued < target).then(|| {
+            let wait = (self.commit_time / 2).min(MAX_GATHER);
+            (target, Instant::now() + wait)
+        })
+    }
+}
+
+/// The longest a group waits for returning writers, whatever the disk's speed.
+const MAX_GATHER: Duration = Duration::from_millis(2);
+
 struct Writer<S> {
     sink: S,
     counters: Arc<Counters>,
+    answers: Answers,
 }
 
 impl<S: GroupSink> Writer<S> {
-    fn run(mut self, rx: mpsc::Receiver<Job<S::Batch>>, max_group: usize) {
+    fn run(
+        mut self,
+        rx: mpsc::Receiver<Job<S::Batch>>,
+        notify: mpsc::Sender<Answers>,
+        max_group: usize,
+    ) {
         // Blocking here is the "no waiting window": an idle writer commits the first batch the
         // moment it arrives, together with whatever queued up behind it in the meantime.
+        let mut last = LastGroup::default();
         while let Ok(first) = rx.recv() {
             let mut group = vec![first];
-            while group.len() < max_group {
-                match rx.try_recv() {
-                    Ok(job) => group.push(job),
-                    Err(_) => break,
+            drain(&rx, &mut group, max_group);
+            if let Some((target, deadline)) = last.gather(group.len(), max_group) {
+                // Writers are busy: the ones just answered are coming back. Give them a moment
+                // to share this fsync instead of forming a second, half-empty group behind it.
+                while group.len() < target {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        break;
+                    }
+                    match rx.recv_timeout(deadline - now) {
+                        Ok(job) => {
+                            group.push(job);
+                            drain(&rx, &mut group, target);
+                        }
+                        Err(_) => break,
+                    }
                 }
             }
+            let began = Instant::now();
+            last.batches = group.len();
             self.commit_isolated(group);
+            last.commit_time = began.elapsed();
+            let answers = std::mem::take(&mut self.answers);
+            if let Err(mpsc::SendError(answers)) = notify.send(answers) {
+                // The notifier is gone (it panicked in a callback): answer here instead.
+                for (done, outcome) in answers {
+                    done(outcome);
+                }
+            }
         }
     }
 
@@ -189,14 +282,14 @@ impl<S: GroupSink> Writer<S> {
         }
     }
 
-    fn answer(&self, job: Job<S::Batch>, outcome: Result<(), StorageError>) {
+    fn answer(&mut self, job: Job<S::Batch>, outcome: Result<(), StorageError>) {
         let counter = if outcome.is_ok() {
             &self.counters.batches_ok
         } else {
             &self.counters.batches_failed
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        (job.done)(outcome);
+        self.answers.push((job.done, outcome));
     }
 }
 
@@ -204,7 +297,6 @@ impl<S: GroupSink> Writer<S> {
 mod tests {
     use super::*;
     use std::sync::{Condvar, Mutex};
-    use std::time::Duration;
 
     /// A sink that records every group it sees, fails batches it is told to, and can hold the
     /// first commit until released (so that later submissions pile up behind it).
@@ -249,11 +341,9 @@ mod tests {
         }
     }
 
-    #[allow(clippy::type_complexity)]
-    fn collect() -> (
-        Arc<Mutex<Vec<(u32, Result<(), StorageError>)>>>,
-        impl Fn(u32) -> Done,
-    ) {
+    type Answered = Arc<Mutex<Vec<(u32, Result<(), StorageError>)>>>;
+
+    fn collect() -> (Answered, impl Fn(u32) -> Done) {
         let answers = Arc::new(Mutex::new(Vec::new()));
         let a = answers.clone();
         let make = move |id: u32| -> Done {
@@ -299,6 +389,34 @@ mod tests {
         assert!(answers.iter().all(|(_, r)| r.is_ok()));
         // Answered in apply order.
         assert!(answers.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    #[test]
+    fn only_a_busy_writer_gathers_and_never_for_long() {
+        let idle = LastGroup {
+            batches: 1,
+            commit_time: Duration::from_millis(1),
+        };
+        assert_eq!(idle.gather(1, 4096), None, "a lone writer never waits");
+        assert_eq!(idle.gather(5, 4096), None);
+        assert_eq!(LastGroup::default().gather(1, 4096), None);
+        let busy = LastGroup {
+            batches: 40,
+            commit_time: Duration::from_secs(1),
+        };
+        let before = Instant::now();
+        let (target, until) = busy.gather(3, 4096).expect("busy: gather");
+        assert_eq!(target, 43, "what is queued plus the writers just answered");
+        assert!(until <= Instant::now() + MAX_GATHER);
+        assert!(until >= before);
+        assert_eq!(busy.gather(3, 20).map(|(t, _)| t), Some(20), "capped");
+        assert_eq!(busy.gather(20, 20), None, "a full group goes at once");
+        let fast = LastGroup {
+            batches: 40,
+            commit_time: Duration::from_micros(300),
+        };
+        let (_, until) = fast.gather(0, 4096).unwrap();
+        assert!(until <= Instant::now() + Duration::from_micros(150));
     }
 
     #[test]

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions, WithoutTls};
+use serde::{Deserialize, Serialize};
 
 pub use group_commit::CommitStats;
 pub(crate) use group_commit::Done;
@@ -31,7 +32,10 @@ use super::{Commit, StorageError};
 use format::MarkerCheck;
 
 /// How a disk store is opened: its map size and how it commits.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// Deserializes with defaults for missing fields, so a config file may set only `map_size`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct DiskOptions {
     /// The largest the store's file may grow, in bytes. LMDB maps are sparse, so a large value
     /// costs address space, not disk. A write that does not fit fails with
@@ -53,7 +57,8 @@ impl Default for DiskOptions {
 
 /// How a disk store turns submitted batches into fsyncs. Both modes answer `Ok` only once the
 /// batch is on disk.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum CommitMode {
     /// Concurrent batches share one transaction and fsync (default).
     #[default]
@@ -188,9 +193,9 @@ impl Engine {
         &self.path
     }
 
-    /// Enqueues a batch; `done` runs on the writer thread, in submission order, once the batch
-    /// is on disk or has failed (then nothing of it was written). If the store is closed, `done`
-    /// is handed back uncalled.
+    /// Enqueues a batch; `done` runs on the store's notifier thread, in submission order, once
+    /// the batch is on disk or has failed (then nothing of it was written). If the store is
+    /// closed, `done` is handed back uncalled.
     pub(crate) fn submit_with(&self, ops: Vec<KvOp>, done: Done) -> Result<(), Done> {
         self.writer.submit(ops, done)
     }

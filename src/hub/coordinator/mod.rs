@@ -29,12 +29,12 @@ use super::delivery::{
 use super::HubShared;
 use crate::api::errors::{ChildStartError, ChildStopError, StartError, StopError};
 use crate::api::options::{OnFailure, StartOptions, StopOptions};
-use crate::api::results::{
-    ChildFailure, StartResult, StartedChild, StopFailure, StopResult, StoppedChild,
-};
+use crate::api::results::{ChildFailure, StartResult, StopFailure, StopResult};
 use crate::cluster::transport::{sink_to_actor, TransportEvent};
 use crate::core::{plan_start, Rejection};
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName};
+
+mod answers;
 
 pub(crate) type StartReplyPort = RpcReplyPort<Result<StartResult, StartError>>;
 pub(crate) type StopReplyPort = RpcReplyPort<Result<StopResult, StopError>>;
@@ -69,28 +69,28 @@ pub(crate) enum CoordinatorMsg {
 
 impl ractor::Message for CoordinatorMsg {}
 
-pub(super) type Timer = JoinHandle<Result<(), MessagingErr<CoordinatorMsg>>>;
+pub(crate) type Timer = JoinHandle<Result<(), MessagingErr<CoordinatorMsg>>>;
 
 /// Who waits for a start.
-pub(super) enum StartPurpose {
+pub(crate) enum StartPurpose {
     /// A caller of the API.
     Request(StartReplyPort),
     /// The cluster's own re-placement (migration, failover, handover); failures are retried.
     Internal(super::cluster::Internal),
 }
 
-pub(super) struct PendingStart {
-    pub(super) purpose: StartPurpose,
+pub(crate) struct PendingStart {
+    pub(crate) purpose: StartPurpose,
     /// Children not answered yet, with the node each was delivered to. Keyed by child, not by
     /// node: a node that does not own a child forwards it and the owner answers directly.
-    pub(super) awaiting: HashMap<ChildId, NodeName>,
-    pub(super) result: StartResult,
+    pub(crate) awaiting: HashMap<ChildId, NodeName>,
+    pub(crate) result: StartResult,
     on_failure: OnFailure,
     timeout: Duration,
     timer: Option<Timer>,
 }
 
-pub(super) enum StopPurpose {
+pub(crate) enum StopPurpose {
     Request(StopReplyPort),
     /// Stopping what a failed start request started; answer the start request when done.
     Rollback {
@@ -104,15 +104,15 @@ pub(super) enum StopPurpose {
     },
 }
 
-pub(super) struct PendingStop {
-    pub(super) purpose: StopPurpose,
-    pub(super) awaiting: HashMap<NodeName, Vec<ChildId>>,
+pub(crate) struct PendingStop {
+    pub(crate) purpose: StopPurpose,
+    pub(crate) awaiting: HashMap<NodeName, Vec<ChildId>>,
     stopped: BTreeMap<ChildId, Vec<NodeName>>,
-    pub(super) errors: Vec<StopFailure>,
+    pub(crate) errors: Vec<StopFailure>,
     timer: Option<Timer>,
 }
 
-pub(super) enum PendingOperation {
+pub(crate) enum PendingOperation {
     Start(PendingStart),
     Stop(PendingStop),
 }
@@ -120,23 +120,23 @@ pub(super) enum PendingOperation {
 pub(crate) struct Coordinator;
 
 pub(crate) struct CoordinatorState {
-    pub(super) hub: Arc<HubShared>,
-    pub(super) pending_operations: HashMap<u64, PendingOperation>,
+    pub(crate) hub: Arc<HubShared>,
+    pub(crate) pending_operations: HashMap<u64, PendingOperation>,
     next_request_id: u64,
     /// Membership, ring and replication bookkeeping when the hub spans nodes.
-    pub(super) cluster: Option<ClusterState>,
+    pub(crate) cluster: Option<ClusterState>,
 }
 
 impl CoordinatorState {
     /// The node that must run `id`: the ring's owner when clustered, else this node.
-    pub(super) fn owner_of(&self, id: &ChildId) -> NodeName {
+    pub(crate) fn owner_of(&self, id: &ChildId) -> NodeName {
         self.cluster
             .as_ref()
             .and_then(|c| c.ring.owner(id).cloned())
             .unwrap_or_else(|| self.hub.node.clone())
     }
 
-    pub(super) fn next_id(&mut self) -> u64 {
+    pub(crate) fn next_id(&mut self) -> u64 {
         self.next_request_id += 1;
         self.next_request_id
     }
@@ -144,7 +144,7 @@ impl CoordinatorState {
     /// Sends a start batch to `node`; when awaited its answer comes back as `NodeStarted`
     /// (from this node) or as a `StartReply` over the wire (from a peer).
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn deliver_start(
+    pub(crate) fn deliver_start(
         &self,
         myself: &ActorRef<CoordinatorMsg>,
         node: &NodeName,
@@ -186,7 +186,7 @@ impl CoordinatorState {
     }
 
     /// Sends a stop batch to `node`; when awaited its answer comes back as `NodeStopped`.
-    pub(super) fn deliver_stop(
+    pub(crate) fn deliver_stop(
         &self,
         myself: &ActorRef<CoordinatorMsg>,
         node: &NodeName,
@@ -211,7 +211,7 @@ impl CoordinatorState {
         }
     }
 
-    pub(super) fn arm_timer(
+    pub(crate) fn arm_timer(
         &self,
         myself: &ActorRef<CoordinatorMsg>,
         request_id: u64,
@@ -318,7 +318,7 @@ impl CoordinatorState {
 
     /// Delivers planned batches and waits for them in `pending_operations[request_id]`.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn begin_start(
+    pub(crate) fn begin_start(
         &mut self,
         myself: &ActorRef<CoordinatorMsg>,
         request_id: u64,
@@ -425,7 +425,7 @@ impl CoordinatorState {
         );
     }
 
-    pub(super) fn begin_stop(
+    pub(crate) fn begin_stop(
         &mut self,
         myself: &ActorRef<CoordinatorMsg>,
         request_id: u64,
@@ -452,202 +452,6 @@ impl CoordinatorState {
         }
         if timeout.is_zero() {
             self.on_timeout(myself, request_id);
-        }
-    }
-
-    fn on_node_started(
-        &mut self,
-        myself: &ActorRef<CoordinatorMsg>,
-        request_id: u64,
-        report: NodeStartReport,
-    ) {
-        let node = report.node;
-        self.on_start_outcome(
-            myself,
-            request_id,
-            report
-                .started
-                .into_iter()
-                .map(|(id, pid)| (id, node.clone(), pid))
-                .collect(),
-            report
-                .errors
-                .into_iter()
-                .map(|(id, e)| (id, node.clone(), e))
-                .collect(),
-        );
-    }
-
-    /// Records the answers for some children of a start (from any node: forwarded children
-    /// are answered by their owner).
-    pub(super) fn on_start_outcome(
-        &mut self,
-        myself: &ActorRef<CoordinatorMsg>,
-        request_id: u64,
-        started: Vec<(ChildId, NodeName, crate::model::Pid)>,
-        errors: Vec<(ChildId, NodeName, ChildStartError)>,
-    ) {
-        let Some(PendingOperation::Start(op)) = self.pending_operations.get_mut(&request_id) else {
-            return; // timed out already
-        };
-        for (id, node, pid) in started {
-            if op.awaiting.remove(&id).is_some() {
-                op.result.started.push(StartedChild {
-                    id,
-                    nodes: vec![(node, pid)],
-                });
-            }
-        }
-        for (id, node, reason) in errors {
-            if op.awaiting.remove(&id).is_some() {
-                op.result.errors.push(ChildFailure { id, node, reason });
-            }
-        }
-        if op.awaiting.is_empty() {
-            self.finish_start(myself, request_id);
-        }
-    }
-
-    pub(super) fn on_node_stopped(
-        &mut self,
-        myself: &ActorRef<CoordinatorMsg>,
-        request_id: u64,
-        report: NodeStopReport,
-    ) {
-        let Some(PendingOperation::Stop(op)) = self.pending_operations.get_mut(&request_id) else {
-            return;
-        };
-        if op.awaiting.remove(&report.node).is_none() {
-            return;
-        }
-        for id in report.stopped {
-            op.stopped.entry(id).or_default().push(report.node.clone());
-        }
-        for (id, reason) in report.errors {
-            op.errors.push(StopFailure {
-                id,
-                node: Some(report.node.clone()),
-                reason,
-            });
-        }
-        if op.awaiting.is_empty() {
-            self.finish_stop(myself, request_id);
-        }
-    }
-
-    fn on_timeout(&mut self, myself: &ActorRef<CoordinatorMsg>, request_id: u64) {
-        match self.pending_operations.get_mut(&request_id) {
-            Some(PendingOperation::Start(op)) => {
-                for (id, node) in op.awaiting.drain() {
-                    op.result.errors.push(ChildFailure {
-                        id,
-                        node,
-                        reason: ChildStartError::NodeReceiveTimeout,
-                    });
-                }
-                self.finish_start(myself, request_id);
-            }
-            Some(PendingOperation::Stop(op)) => {
-                for (node, ids) in op.awaiting.drain() {
-                    for id in ids {
-                        op.errors.push(StopFailure {
-                            id,
-                            node: Some(node.clone()),
-                            reason: ChildStopError::NodeReceiveTimeout,
-                        });
-                    }
-                }
-                self.finish_stop(myself, request_id);
-            }
-            None => {}
-        }
-    }
-
-    fn finish_start(&mut self, myself: &ActorRef<CoordinatorMsg>, request_id: u64) {
-        let Some(PendingOperation::Start(op)) = self.pending_operations.remove(&request_id) else {
-            return;
-        };
-        if let Some(t) = &op.timer {
-            t.abort();
-        }
-        let reply = match op.purpose {
-            StartPurpose::Request(reply) => reply,
-            StartPurpose::Internal(internal) => {
-                return self.finish_internal_start(myself, internal, op.result);
-            }
-        };
-        let rollback = op.on_failure == OnFailure::Rollback
-            && !op.result.errors.is_empty()
-            && !op.result.started.is_empty();
-        if !rollback {
-            let _ = reply.send(Ok(op.result));
-            return;
-        }
-        let mut by_node: BTreeMap<NodeName, Vec<ChildId>> = BTreeMap::new();
-        for started in &op.result.started {
-            for (node, _) in &started.nodes {
-                by_node
-                    .entry(node.clone())
-                    .or_default()
-                    .push(started.id.clone());
-            }
-        }
-        tracing::info!(
-            request_id,
-            children = op.result.started.len(),
-            "rolling back a failed start"
-        );
-        let request_id = self.next_id();
-        let timeout = if op.timeout.is_zero() {
-            self.hub.config.default_timeout()
-        } else {
-            op.timeout
-        };
-        self.begin_stop(
-            myself,
-            request_id,
-            by_node,
-            Vec::new(),
-            StopPurpose::Rollback {
-                result: op.result,
-                reply,
-            },
-            timeout,
-        );
-    }
-
-    pub(super) fn finish_stop(&mut self, myself: &ActorRef<CoordinatorMsg>, request_id: u64) {
-        let Some(PendingOperation::Stop(op)) = self.pending_operations.remove(&request_id) else {
-            return;
-        };
-        if let Some(t) = &op.timer {
-            t.abort();
-        }
-        match op.purpose {
-            StopPurpose::Request(reply) => {
-                let stopped = op
-                    .stopped
-                    .into_iter()
-                    .map(|(id, nodes)| StoppedChild { id, nodes })
-                    .collect();
-                let _ = reply.send(Ok(StopResult {
-                    awaited: true,
-                    stopped,
-                    errors: op.errors,
-                }));
-            }
-            StopPurpose::Rollback { mut result, reply } => {
-                for e in &op.errors {
-                    tracing::error!(child = %e.id, error = %e.reason, "rollback could not stop a child");
-                }
-                result.rollback = true;
-                result.rolled_back = op.stopped.into_keys().collect();
-                result.started.clear();
-                let _ = reply.send(Ok(result));
-            }
-            StopPurpose::Migration { target, rows } => {
-                self.continue_migration(myself, target, rows, op.errors)
-            }
         }
     }
 }

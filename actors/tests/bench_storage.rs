@@ -1,0 +1,49 @@
+//! `process-hub bench storage --json` keeps its contract: one JSON object on stdout with the
+//! documented fields, and every acknowledged write verified on disk in both modes.
+
+use std::process::Command;
+
+#[test]
+fn bench_storage_prints_one_json_object_with_verified_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_process-hub"))
+        .args([
+            "bench",
+            "storage",
+            "--json",
+            "--ops",
+            "96",
+            "--writers",
+            "8",
+        ])
+        .args(["--rows", "1000", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let report: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    for mode in ["group_commit", "per_op_sync"] {
+        assert_eq!(report[mode]["verified_rows"], 96, "{mode}: {report}");
+        assert!(
+            report[mode]["ops_per_s"].as_f64().unwrap() > 0.0,
+            "{report}"
+        );
+    }
+    for field in ["p50_us", "p99_us"] {
+        assert!(report["group_commit"][field].is_number(), "{report}");
+    }
+    assert_eq!(
+        report["per_op_sync"]["fsync_commits"], 96,
+        "one commit per write"
+    );
+    assert!(report["ratio"].as_f64().unwrap() > 0.0);
+    assert!(report["lookup_ns_p50"].as_f64().unwrap() > 0.0);
+    assert_eq!(report["writers"], 8);
+    // The stores were made in a temporary directory inside --dir and cleaned up.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}

@@ -1,0 +1,211 @@
+//! The answers half of the Coordinator: nodes' reports and timeouts completing the pending
+//! operations, rollback of a failed start, and the hand-off of internal (cluster) operations.
+
+use std::collections::BTreeMap;
+
+use ractor::ActorRef;
+
+use super::{CoordinatorMsg, CoordinatorState, PendingOperation, StartPurpose, StopPurpose};
+use crate::api::errors::{ChildStartError, ChildStopError};
+use crate::api::options::OnFailure;
+use crate::api::results::{ChildFailure, StartedChild, StopFailure, StopResult, StoppedChild};
+use crate::hub::delivery::{NodeStartReport, NodeStopReport};
+use crate::model::{ChildId, NodeName};
+
+impl CoordinatorState {
+    pub(crate) fn on_node_started(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        request_id: u64,
+        report: NodeStartReport,
+    ) {
+        let node = report.node;
+        self.on_start_outcome(
+            myself,
+            request_id,
+            report
+                .started
+                .into_iter()
+                .map(|(id, pid)| (id, node.clone(), pid))
+                .collect(),
+            report
+                .errors
+                .into_iter()
+                .map(|(id, e)| (id, node.clone(), e))
+                .collect(),
+        );
+    }
+
+    /// Records the answers for some children of a start (from any node: forwarded children
+    /// are answered by their owner).
+    pub(crate) fn on_start_outcome(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        request_id: u64,
+        started: Vec<(ChildId, NodeName, crate::model::Pid)>,
+        errors: Vec<(ChildId, NodeName, ChildStartError)>,
+    ) {
+        let Some(PendingOperation::Start(op)) = self.pending_operations.get_mut(&request_id) else {
+            return; // timed out already
+        };
+        for (id, node, pid) in started {
+            if op.awaiting.remove(&id).is_some() {
+                op.result.started.push(StartedChild {
+                    id,
+                    nodes: vec![(node, pid)],
+                });
+            }
+        }
+        for (id, node, reason) in errors {
+            if op.awaiting.remove(&id).is_some() {
+                op.result.errors.push(ChildFailure { id, node, reason });
+            }
+        }
+        if op.awaiting.is_empty() {
+            self.finish_start(myself, request_id);
+        }
+    }
+
+    pub(crate) fn on_node_stopped(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        request_id: u64,
+        report: NodeStopReport,
+    ) {
+        let Some(PendingOperation::Stop(op)) = self.pending_operations.get_mut(&request_id) else {
+            return;
+        };
+        if op.awaiting.remove(&report.node).is_none() {
+            return;
+        }
+        for id in report.stopped {
+            op.stopped.entry(id).or_default().push(report.node.clone());
+        }
+        for (id, reason) in report.errors {
+            op.errors.push(StopFailure {
+                id,
+                node: Some(report.node.clone()),
+                reason,
+            });
+        }
+        if op.awaiting.is_empty() {
+            self.finish_stop(myself, request_id);
+        }
+    }
+
+    pub(crate) fn on_timeout(&mut self, myself: &ActorRef<CoordinatorMsg>, request_id: u64) {
+        match self.pending_operations.get_mut(&request_id) {
+            Some(PendingOperation::Start(op)) => {
+                for (id, node) in op.awaiting.drain() {
+                    op.result.errors.push(ChildFailure {
+                        id,
+                        node,
+                        reason: ChildStartError::NodeReceiveTimeout,
+                    });
+                }
+                self.finish_start(myself, request_id);
+            }
+            Some(PendingOperation::Stop(op)) => {
+                for (node, ids) in op.awaiting.drain() {
+                    for id in ids {
+                        op.errors.push(StopFailure {
+                            id,
+                            node: Some(node.clone()),
+                            reason: ChildStopError::NodeReceiveTimeout,
+                        });
+                    }
+                }
+                self.finish_stop(myself, request_id);
+            }
+            None => {}
+        }
+    }
+
+    pub(crate) fn finish_start(&mut self, myself: &ActorRef<CoordinatorMsg>, request_id: u64) {
+        let Some(PendingOperation::Start(op)) = self.pending_operations.remove(&request_id) else {
+            return;
+        };
+        if let Some(t) = &op.timer {
+            t.abort();
+        }
+        let reply = match op.purpose {
+            StartPurpose::Request(reply) => reply,
+            StartPurpose::Internal(internal) => {
+                return self.finish_internal_start(myself, internal, op.result);
+            }
+        };
+        let rollback = op.on_failure == OnFailure::Rollback
+            && !op.result.errors.is_empty()
+            && !op.result.started.is_empty();
+        if !rollback {
+            let _ = reply.send(Ok(op.result));
+            return;
+        }
+        let mut by_node: BTreeMap<NodeName, Vec<ChildId>> = BTreeMap::new();
+        for started in &op.result.started {
+            for (node, _) in &started.nodes {
+                by_node
+                    .entry(node.clone())
+                    .or_default()
+                    .push(started.id.clone());
+            }
+        }
+        tracing::info!(
+            request_id,
+            children = op.result.started.len(),
+            "rolling back a failed start"
+        );
+        let request_id = self.next_id();
+        let timeout = if op.timeout.is_zero() {
+            self.hub.config.default_timeout()
+        } else {
+            op.timeout
+        };
+        self.begin_stop(
+            myself,
+            request_id,
+            by_node,
+            Vec::new(),
+            StopPurpose::Rollback {
+                result: op.result,
+                reply,
+            },
+            timeout,
+        );
+    }
+
+    pub(crate) fn finish_stop(&mut self, myself: &ActorRef<CoordinatorMsg>, request_id: u64) {
+        let Some(PendingOperation::Stop(op)) = self.pending_operations.remove(&request_id) else {
+            return;
+        };
+        if let Some(t) = &op.timer {
+            t.abort();
+        }
+        match op.purpose {
+            StopPurpose::Request(reply) => {
+                let stopped = op
+                    .stopped
+                    .into_iter()
+                    .map(|(id, nodes)| StoppedChild { id, nodes })
+                    .collect();
+                let _ = reply.send(Ok(StopResult {
+                    awaited: true,
+                    stopped,
+                    errors: op.errors,
+                }));
+            }
+            StopPurpose::Rollback { mut result, reply } => {
+                for e in &op.errors {
+                    tracing::error!(child = %e.id, error = %e.reason, "rollback could not stop a child");
+                }
+                result.rollback = true;
+                result.rolled_back = op.stopped.into_keys().collect();
+                result.started.clear();
+                let _ = reply.send(Ok(result));
+            }
+            StopPurpose::Migration { target, rows } => {
+                self.continue_migration(myself, target, rows, op.errors)
+            }
+        }
+    }
+}
