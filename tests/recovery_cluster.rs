@@ -451,3 +451,113 @@ async fn without_a_reachable_leader_durable_starts_return_no_leader() {
     d.net.set_drop_probability(0.0);
     stop_all(&d).await;
 }
+
+/// Crashes and restarts (some with their disk lost), partitions healed before any mutation,
+/// and bursts of dropped frames, with durable starts and stops in between. At the end: every
+/// acknowledged declaration runs exactly once and no acknowledged stop runs. The seed is
+/// printed; replay with `PROCESS_HUB_RECOVERY_SEED=<seed>`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seeded_random_faults_keep_the_declared_children() {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    let seed = std::env::var("PROCESS_HUB_RECOVERY_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random::<u64>);
+    println!("recovery fault run seed: {seed} (replay with PROCESS_HUB_RECOVERY_SEED={seed})");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let names = ["a", "b", "c"];
+    let mut d = Durable::new(seed, &names, false).await;
+    let mut declared: BTreeSet<ChildId> = BTreeSet::new();
+    let mut stopped: BTreeSet<ChildId> = BTreeSet::new();
+    let mut unknown: BTreeSet<ChildId> = BTreeSet::new();
+    let mut next = 0;
+    for step in 0..6 {
+        // Mutations on a healed, settled cluster.
+        let node = names[rng.gen_range(0..3)];
+        let batch: Vec<ChildSpec> = (0..rng.gen_range(1..6))
+            .map(|_| {
+                next += 1;
+                ChildSpec::new(format!("f{next}"), "counter")
+            })
+            .collect();
+        match d.hub(node).start_children(batch.clone(), durable()).await {
+            Ok(_) => declared.extend(ids(&batch)),
+            Err(StartError::Declared(_)) => {}
+            Err(_) => unknown.extend(ids(&batch)),
+        }
+        if let Some(victim) = declared
+            .iter()
+            .nth(rng.gen_range(0..declared.len().max(1)))
+            .cloned()
+        {
+            let node = names[rng.gen_range(0..3)];
+            match d
+                .hub(node)
+                .stop_child(victim.clone(), StopOptions::new())
+                .await
+            {
+                Ok(_) => {
+                    declared.remove(&victim);
+                    stopped.insert(victim);
+                }
+                Err(process_hub::StopError::Declared(_)) => {}
+                Err(_) => {
+                    declared.remove(&victim);
+                    unknown.insert(victim);
+                }
+            }
+        }
+        // A fault, healed before the next step.
+        match rng.gen_range(0..3) {
+            0 => {
+                let victim = names[rng.gen_range(0..3)];
+                d.crash(victim).await;
+                if rng.gen_bool(0.5) {
+                    remove_dir(&d.data_dir(victim));
+                }
+                d.restart(victim).await;
+            }
+            1 => {
+                let alone = names[rng.gen_range(0..3)];
+                let rest: Vec<NodeName> = names
+                    .iter()
+                    .filter(|n| **n != alone)
+                    .map(|n| full(n))
+                    .collect();
+                d.net.partition(&[vec![full(alone)], rest]);
+                wait_until("the partition is seen", || {
+                    d.hub(alone).nodes(true).len() == 1
+                })
+                .await;
+                d.net.heal();
+            }
+            _ => {
+                d.net.set_drop_probability(0.3);
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                d.net.set_drop_probability(0.0);
+            }
+        }
+        d.wait_members().await;
+        let top = d.versions().into_iter().max().unwrap_or(0);
+        d.wait_versions(top).await;
+        let _ = step;
+    }
+    println!(
+        "declared {}, stopped {}, unknown {}",
+        declared.len(),
+        stopped.len(),
+        unknown.len()
+    );
+    let expected: BTreeSet<ChildId> = declared.difference(&unknown).cloned().collect();
+    let dead: BTreeSet<ChildId> = stopped.difference(&unknown).cloned().collect();
+    let start = tokio::time::Instant::now();
+    loop {
+        match d.exactly(&expected, &dead) {
+            Ok(()) => break,
+            Err(e) if start.elapsed() > DEADLINE => panic!("seed {seed}: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    stop_all(&d).await;
+}
