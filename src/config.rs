@@ -314,6 +314,11 @@ impl ProcessHub {
         Duration::from_millis(self.default_timeout_ms)
     }
 
+    /// The life of a binding-less row of a dead or moving child, as a duration.
+    pub fn stub_ttl(&self) -> Duration {
+        Duration::from_millis(self.stub_ttl_ms)
+    }
+
     /// The janitor's period as a duration.
     pub fn storage_purge_interval(&self) -> Duration {
         Duration::from_millis(self.storage_purge_interval_ms)
@@ -474,6 +479,56 @@ mod tests {
             .build()
             .unwrap_err();
         assert!(err.to_string().contains("storage_purge_interval_ms"));
+    }
+
+    #[test]
+    fn cluster_timing_is_validated() {
+        let ms = Duration::from_millis;
+        let cases = [
+            (ms(10), ms(1000), ms(200), ms(2000), "sync_interval_ms"),
+            (
+                ms(15_000),
+                ms(700_000),
+                ms(200),
+                ms(2000),
+                "nodedown_grace_ms",
+            ),
+            (
+                ms(15_000),
+                ms(1000),
+                ms(70_000),
+                ms(80_000),
+                "membership_debounce_ms",
+            ),
+            (
+                ms(15_000),
+                ms(1000),
+                ms(500),
+                ms(100),
+                "membership_max_wait_ms",
+            ),
+        ];
+        for (sync, grace, debounce, max_wait, option) in cases {
+            let err = ProcessHub::builder("h")
+                .cluster_timing(sync, grace, debounce, max_wait)
+                .build()
+                .unwrap_err();
+            assert!(err.to_string().contains(option), "{option}: {err}");
+        }
+        let err = ProcessHub::builder("h")
+            .migration_retry(ms(1))
+            .build()
+            .unwrap_err();
+        assert!(err.to_string().contains("migration_retry_ms"));
+        let err = ProcessHub::builder("h")
+            .stub_ttl(ms(1))
+            .build()
+            .unwrap_err();
+        assert!(err.to_string().contains("stub_ttl_ms"));
+        let text = "hub_id = \"h\"\nsync_interval_ms = 500\nnodedown_grace_ms = 0\n";
+        let cfg = ProcessHub::from_toml_str(text).unwrap();
+        assert_eq!((cfg.sync_interval_ms, cfg.nodedown_grace_ms), (500, 0));
+        assert!(cfg.validate().is_ok());
     }
 
     #[test]

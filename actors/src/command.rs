@@ -189,6 +189,27 @@ pub async fn execute(cell: &ActorCell, command: KindCommand) -> Result<Value, Co
     }
 }
 
+/// Registers [`execute`] as the command handler of every kind of this crate, so that a hub can
+/// message their children by id from any node (`Hub::call_child` / `Hub::cast_child`): the
+/// payload is a JSON [`KindCommand`], the answer the JSON value `execute` returns.
+pub fn register_commands(kinds: &mut process_hub::ChildKinds) {
+    for kind in [
+        crate::counter::KIND,
+        crate::kv_shard::KIND,
+        crate::ticker::KIND,
+        crate::crasher::KIND,
+    ] {
+        kinds.register_command(kind, |cell, payload| {
+            Box::pin(async move {
+                let command: KindCommand =
+                    serde_json::from_slice(&payload).map_err(|e| e.to_string())?;
+                let answer = execute(&cell, command).await.map_err(|e| e.to_string())?;
+                serde_json::to_vec(&answer).map_err(|e| e.to_string())
+            })
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -245,26 +266,5 @@ mod tests {
         assert_eq!(got, json!("1"));
         counter.stop(None);
         kv.stop(None);
-    }
-}
-
-/// Registers [`execute`] as the command handler of every kind of this crate, so that a hub can
-/// message their children by id from any node (`Hub::call_child` / `Hub::cast_child`): the
-/// payload is a JSON [`KindCommand`], the answer the JSON value `execute` returns.
-pub fn register_commands(kinds: &mut process_hub::ChildKinds) {
-    for kind in [
-        crate::counter::KIND,
-        crate::kv_shard::KIND,
-        crate::ticker::KIND,
-        crate::crasher::KIND,
-    ] {
-        kinds.register_command(kind, |cell, payload| {
-            Box::pin(async move {
-                let command: KindCommand =
-                    serde_json::from_slice(&payload).map_err(|e| e.to_string())?;
-                let answer = execute(&cell, command).await.map_err(|e| e.to_string())?;
-                serde_json::to_vec(&answer).map_err(|e| e.to_string())
-            })
-        });
     }
 }

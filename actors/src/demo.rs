@@ -224,6 +224,11 @@ pub fn render_table(report: &DemoReport) -> String {
         "{:<28}{:>14}\n",
         "failover (ms)", report.failover_ms
     ));
+    out.push_str(&format!(
+        "{:<28}{:>14}\n",
+        "memory per child (bytes)",
+        format!("{:.0}", report.rss_bytes_per_child)
+    ));
     out.push_str(&format!("\nkilled with SIGKILL: {}\n\n", report.killed));
     out.push_str(&format!("{:<20}{:>10}{:>10}\n", "node", "before", "after"));
     let nodes: BTreeSet<&String> = report.before.keys().chain(report.after.keys()).collect();

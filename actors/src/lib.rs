@@ -14,6 +14,7 @@ pub mod crasher;
 pub mod demo;
 pub mod harness;
 pub mod kv_shard;
+pub mod node;
 pub mod ticker;
 
 use process_hub::ChildKinds;

@@ -19,6 +19,37 @@ enum Command {
     /// One process of the plain-ractor baseline of `bench cluster` (internal).
     #[command(hide = true)]
     BaselineNode(baseline::BaselineArgs),
+    /// Run one node of a hub (cluster listener, hub, admin HTTP API) until SIGTERM/SIGINT.
+    Node(process_hub_actors::cli::node_settings::NodeFlags),
+    /// Start a 3-node cluster on loopback, start children, SIGKILL a node, print the figures.
+    Demo(process_hub_actors::demo::DemoArgs),
+}
+
+/// Exit status for a configuration the command refuses (as clap uses for bad flags).
+const EXIT_USAGE: i32 = 2;
+
+fn run_node(flags: process_hub_actors::cli::node_settings::NodeFlags) -> Result<(), String> {
+    let settings = match flags.resolve() {
+        Ok(settings) => settings,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(EXIT_USAGE);
+        }
+    };
+    runtime()
+        .block_on(process_hub_actors::node::run(settings))
+        .map_err(|e| e.to_string())
+}
+
+fn run_demo(args: process_hub_actors::demo::DemoArgs) -> Result<(), String> {
+    let report = process_hub_actors::demo::run(&args).map_err(|e| e.to_string())?;
+    if args.json {
+        let json = serde_json::to_string(&report).map_err(|e| e.to_string())?;
+        println!("{json}");
+    } else {
+        print!("{}", process_hub_actors::demo::render_table(&report));
+    }
+    Ok(())
 }
 
 fn init_tracing() {
@@ -51,6 +82,8 @@ fn main() {
         Command::BaselineNode(args) => runtime()
             .block_on(baseline::run(args))
             .map_err(|e| e.to_string()),
+        Command::Node(flags) => run_node(flags),
+        Command::Demo(args) => run_demo(args),
     };
     if let Err(message) = outcome {
         eprintln!("error: {message}");

@@ -15,10 +15,12 @@
 //!
 //! Errors are `{"error": "snake_case_code", "message": "..."}` with 400 for invalid input, 404
 //! for unknown ids, 409 when the child is already started, 503 when the hub is not ready.
+//! [`crate::Hub`] implements [`AdminOps`] (see `hub_ops`), so `router(hub)` serves a real hub.
 //! Bind it to loopback unless the network in between is trusted: it has no authentication.
 
 mod dto;
 mod error;
+mod hub_ops;
 mod routes;
 
 pub use dto::{
@@ -26,4 +28,5 @@ pub use dto::{
     StoppedChild,
 };
 pub use error::AdminError;
+pub use hub_ops::{start_error_code, stop_error_code, ADMIN_REQUEST_TIMEOUT};
 pub use routes::{router, AdminOps};

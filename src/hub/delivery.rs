@@ -50,6 +50,9 @@ pub(crate) struct StartBatch {
 /// Children to stop on this node.
 pub(crate) struct StopBatch {
     pub ids: Vec<ChildId>,
+    /// The children move to another node (a migration): their rows stay, as stubs, until the
+    /// new owner records them. Otherwise the stop is deliberate and the rows go.
+    pub release: bool,
     pub reply: StopReply,
 }
 

@@ -39,6 +39,10 @@ pub(crate) enum RegistryOp {
     },
     /// `node` no longer runs the child; the row goes when no node runs it.
     Unbind { id: ChildId, node: NodeName },
+    /// `node` handed the child over (a migration): like `Unbind`, but a row left with no
+    /// binding stays as a stub (`stub_ttl_ms`) until the new owner records it, so the child
+    /// is never forgotten while it moves.
+    Release { id: ChildId, node: NodeName },
     /// Insert a row that disappears after `ttl` (swept by the janitor).
     #[allow(dead_code)] // kept for writers of expiring rows (stubs are written by `Reap`)
     PutWithTtl { row: Row, ttl: Duration },
@@ -204,12 +208,25 @@ impl RegistryState {
                     self.stage(&id, Some(row.clone()), seq);
                     mutations.push(Mutation::put(row));
                 }
+                RegistryOp::Release { id, node } => {
+                    let Some(row) = self.current(&id) else {
+                        continue;
+                    };
+                    if self.shared.clustered() && node == local {
+                        delta.push(RegistryChange::Unbind { id: id.clone() });
+                    }
+                    let ttl = self.shared.config.stub_ttl();
+                    self.unbind_row(row, &node, Some(ttl), seq, &mut mutations, &mut effects);
+                }
                 RegistryOp::Unbind { id, node } => {
                     let Some(mut row) = self.current(&id) else {
                         continue;
                     };
                     if self.shared.clustered() && node == local {
-                        delta.push(RegistryChange::Unbind { id: id.clone() });
+                        delta.push(RegistryChange::Removed {
+                            id: id.clone(),
+                            hub: row.hub.clone(),
+                        });
                     }
                     if row.node_pids.contains_key(&node) {
                         effects.push(Effect::Unbound {

@@ -62,7 +62,13 @@ impl RegistryState {
         let old = current
             .as_ref()
             .and_then(|r| r.node_pids.get(from).copied());
-        let merged = merge_rows(current, row, from);
+        let stub = self.expiries.contains_key(&id);
+        let merged = merge_rows(current.clone(), row, from);
+        if !stub && current.as_ref() == Some(&merged) {
+            // A full sync repeats what is known: no write (a disk backend would fsync for
+            // nothing every sync interval).
+            return;
+        }
         match (old, merged.node_pids.get(from).copied()) {
             (None, Some(pid)) => effects.push(Effect::Bound {
                 id: id.clone(),
@@ -84,7 +90,7 @@ impl RegistryState {
 
     /// Removes `node`'s binding of `row`; the row goes when no binding is left, or becomes a
     /// stub expiring after `stub_ttl` when given.
-    fn unbind_row(
+    pub(super) fn unbind_row(
         &mut self,
         mut row: Row,
         node: &NodeName,
@@ -137,9 +143,16 @@ impl RegistryState {
                 RegistryChange::Upsert(row) => {
                     self.merge_upsert(from, &row, seq, mutations, effects)
                 }
-                // A deliberate removal is, from the receiver's side, the sender dropping its
-                // observation; the row goes once nobody runs the child.
-                RegistryChange::Unbind { id } | RegistryChange::Removed { id, .. } => {
+                // The sender handed the child over: keep the row (as a stub if nobody else
+                // runs it) until its new owner's upsert arrives.
+                RegistryChange::Unbind { id } => {
+                    if let Some(row) = self.current(&id) {
+                        let ttl = self.shared.config.stub_ttl();
+                        self.unbind_row(row, from, Some(ttl), seq, mutations, effects);
+                    }
+                }
+                // A deliberate stop: the row goes once nobody runs the child.
+                RegistryChange::Removed { id, .. } => {
                     if let Some(row) = self.current(&id) {
                         self.unbind_row(row, from, None, seq, mutations, effects);
                     }

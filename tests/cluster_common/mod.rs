@@ -128,8 +128,19 @@ impl TestCluster {
     pub fn converged(&self, ids: &BTreeSet<ChildId>) -> Result<(), String> {
         let views = self.views();
         let first = &views[0];
-        if views.iter().any(|v| v != first) {
-            return Err("registries differ".into());
+        if let Some((i, other)) = views.iter().enumerate().find(|(_, v)| *v != first) {
+            let names = self.names();
+            let diff: Vec<String> = first
+                .keys()
+                .chain(other.keys())
+                .filter(|id| first.get(*id) != other.get(*id))
+                .take(3)
+                .map(|id| format!("{id}: {:?} vs {:?}", first.get(id), other.get(id)))
+                .collect();
+            return Err(format!(
+                "registries of {} and {} differ: {diff:?}",
+                names[0], names[i]
+            ));
         }
         let held: BTreeSet<ChildId> = first.keys().cloned().collect();
         if &held != ids {

@@ -1,6 +1,7 @@
 //! Benchmarks of the `process-hub bench` command. Each prints one JSON object on stdout and
 //! measures against a baseline in the same run; progress goes to stderr.
 
+pub mod cluster;
 pub mod start;
 pub mod storage;
 
@@ -13,6 +14,8 @@ pub enum BenchCommand {
     Start(start::StartBenchArgs),
     /// Registry storage: group commit against one fsync per write, and memory point reads.
     Storage(storage::StorageArgs),
+    /// Start N children on a cluster of node processes, kill one; against plain ractor_cluster pg.
+    Cluster(cluster::ClusterBenchArgs),
 }
 
 /// Runs a bench command; the error is printed by the caller.
@@ -20,5 +23,6 @@ pub fn run(cmd: BenchCommand) -> Result<(), String> {
     match cmd {
         BenchCommand::Start(args) => start::run(args),
         BenchCommand::Storage(args) => storage::run(&args),
+        BenchCommand::Cluster(args) => cluster::run(args),
     }
 }

@@ -53,6 +53,10 @@ pub struct NodeFlags {
     /// A TOML file with any of these settings.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// How long a node that went down may come back before its children are re-placed, in ms
+    /// (the hub's `nodedown_grace_ms`; default 1000).
+    #[arg(long)]
+    pub nodedown_grace_ms: Option<u64>,
 }
 
 /// The same settings as read from a TOML file.
@@ -68,6 +72,7 @@ struct FileSettings {
     data_dir: Option<PathBuf>,
     cookie: Option<String>,
     backend: Option<BackendChoice>,
+    nodedown_grace_ms: Option<u64>,
 }
 
 /// A node configuration that passed validation.
@@ -89,6 +94,8 @@ pub struct NodeSettings {
     pub cookie: String,
     /// Registry backend.
     pub backend: BackendChoice,
+    /// The hub's `nodedown_grace_ms`, when set (validated by the hub's config).
+    pub nodedown_grace_ms: Option<u64>,
 }
 
 /// Why a node configuration was refused. Each variant names the setting at fault.
@@ -222,6 +229,7 @@ impl NodeFlags {
             data_dir,
             cookie,
             backend: self.backend.or(file.backend).unwrap_or_default(),
+            nodedown_grace_ms: self.nodedown_grace_ms.or(file.nodedown_grace_ms),
         })
     }
 }

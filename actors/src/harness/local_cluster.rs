@@ -163,20 +163,24 @@ impl NodeProcess {
     /// SIGTERM, then wait up to `grace` for a clean exit (SIGKILL after that).
     /// Returns whether the node exited by itself.
     pub fn terminate(&mut self, grace: Duration) -> bool {
-        let Some(mut child) = self.child.take() else {
-            return true;
-        };
+        self.child.is_none() || self.terminate_status(grace).is_some()
+    }
+
+    /// SIGTERM, then wait up to `grace` for the node to exit by itself and return its exit
+    /// status; `None` if it had to be killed (or was not running).
+    pub fn terminate_status(&mut self, grace: Duration) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
         let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
         let start = Instant::now();
         while start.elapsed() < grace {
-            if let Ok(Some(_)) = child.try_wait() {
-                return true;
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
             }
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = child.kill();
         let _ = child.wait();
-        false
+        None
     }
 
     /// Starts the node again with the same flags, ports and data directory.
@@ -205,6 +209,9 @@ pub struct LocalCluster {
     pub nodes: Vec<NodeProcess>,
     workdir: PathBuf,
     _tempdir: Option<tempfile::TempDir>,
+    binary: PathBuf,
+    /// Node 0's cluster address, which later nodes join.
+    seed: Option<SocketAddr>,
 }
 
 impl LocalCluster {
@@ -230,60 +237,84 @@ impl LocalCluster {
         for _ in 0..n {
             ports.push((free_port()?, free_port()?));
         }
-        let seed = SocketAddr::from(([127, 0, 0, 1], ports[0].0));
-        let mut nodes = Vec::with_capacity(n);
-        for (i, (port, admin_port)) in ports.into_iter().enumerate() {
-            let name = format!("n{}", i + 1);
-            let listen = SocketAddr::from(([127, 0, 0, 1], port));
-            let admin = SocketAddr::from(([127, 0, 0, 1], admin_port));
-            let data_dir = workdir.join(&name);
-            let mut args = vec![
-                "node".to_owned(),
-                "--hub".into(),
-                options.hub.clone(),
-                "--name".into(),
-                name.clone(),
-                "--listen".into(),
-                listen.to_string(),
-                "--admin".into(),
-                admin.to_string(),
-                "--data-dir".into(),
-                data_dir.display().to_string(),
-                "--cookie".into(),
-                options.cookie.clone(),
-                "--backend".into(),
-                match options.backend {
-                    BackendChoice::Memory => "memory",
-                    BackendChoice::Lmdb => "lmdb",
-                    BackendChoice::Durable => "durable",
-                }
-                .into(),
-            ];
-            if i > 0 {
-                args.push("--join".into());
-                args.push(seed.to_string());
-            }
-            args.extend(options.extra_args.iter().cloned());
-            let mut node = NodeProcess {
-                node_name: format!("{name}@127.0.0.1"),
-                log_path: workdir.join(format!("{name}.log")),
-                name,
-                listen,
-                admin,
-                data_dir,
-                binary: binary.to_owned(),
-                args,
-                log_filter: options.log_filter.clone(),
-                child: None,
-            };
-            node.spawn()?;
-            nodes.push(node);
-        }
-        Ok(Self {
-            nodes,
+        let seed = ports
+            .first()
+            .map(|(port, _)| SocketAddr::from(([127, 0, 0, 1], *port)));
+        let mut cluster = Self {
+            nodes: Vec::with_capacity(n),
             workdir,
             _tempdir: tempdir,
-        })
+            binary: binary.to_owned(),
+            seed,
+        };
+        for (i, (port, admin_port)) in ports.into_iter().enumerate() {
+            let join = if i > 0 { seed } else { None };
+            cluster.spawn_node(options, port, admin_port, join)?;
+        }
+        Ok(cluster)
+    }
+
+    fn spawn_node(
+        &mut self,
+        options: &ClusterOptions,
+        port: u16,
+        admin_port: u16,
+        join: Option<SocketAddr>,
+    ) -> Result<usize, HarnessError> {
+        let name = format!("n{}", self.nodes.len() + 1);
+        let listen = SocketAddr::from(([127, 0, 0, 1], port));
+        let admin = SocketAddr::from(([127, 0, 0, 1], admin_port));
+        let data_dir = self.workdir.join(&name);
+        let mut args = vec![
+            "node".to_owned(),
+            "--hub".into(),
+            options.hub.clone(),
+            "--name".into(),
+            name.clone(),
+            "--listen".into(),
+            listen.to_string(),
+            "--admin".into(),
+            admin.to_string(),
+            "--data-dir".into(),
+            data_dir.display().to_string(),
+            "--cookie".into(),
+            options.cookie.clone(),
+            "--backend".into(),
+            match options.backend {
+                BackendChoice::Memory => "memory",
+                BackendChoice::Lmdb => "lmdb",
+                BackendChoice::Durable => "durable",
+            }
+            .into(),
+        ];
+        if let Some(seed) = join {
+            args.push("--join".into());
+            args.push(seed.to_string());
+        }
+        args.extend(options.extra_args.iter().cloned());
+        let mut node = NodeProcess {
+            node_name: format!("{name}@127.0.0.1"),
+            log_path: self.workdir.join(format!("{name}.log")),
+            name,
+            listen,
+            admin,
+            data_dir,
+            binary: self.binary.clone(),
+            args,
+            log_filter: options.log_filter.clone(),
+            child: None,
+        };
+        node.spawn()?;
+        self.nodes.push(node);
+        Ok(self.nodes.len() - 1)
+    }
+
+    /// Starts one more node joining node 0, with its own options (another cookie, say); returns
+    /// its index in [`LocalCluster::nodes`]. Its name continues the sequence (`n4` after three).
+    pub fn add_node(&mut self, options: &ClusterOptions) -> Result<usize, HarnessError> {
+        let (port, admin_port) = (free_port()?, free_port()?);
+        let seed = self.seed;
+        self.spawn_node(options, port, admin_port, seed)
     }
 
     /// Where the nodes' data directories and logs are.
@@ -325,8 +356,13 @@ impl LocalCluster {
             .collect()
     }
 
-    /// SIGTERM every node and wait for them.
+    /// SIGTERM every node at once, then wait up to `grace` for each (SIGKILL after that).
     pub fn shutdown(&mut self, grace: Duration) {
+        for node in &self.nodes {
+            if let Some(pid) = node.pid() {
+                let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+            }
+        }
         for node in &mut self.nodes {
             node.terminate(grace);
         }

@@ -23,6 +23,7 @@ pub(super) struct StoppingChild {
 
 pub(super) struct StopGroup {
     reply: Option<StopReply>,
+    release: bool,
     pub waiting: HashMap<ActorId, StoppingChild>,
     pub stopped: Vec<ChildId>,
     timers: Vec<JoinHandle<Result<(), ractor::MessagingErr<ChildSupMsg>>>>,
@@ -34,6 +35,7 @@ impl ChildSupState {
         let group_id = self.next_group;
         let mut group = StopGroup {
             reply: Some(batch.reply),
+            release: batch.release,
             waiting: HashMap::new(),
             stopped: Vec::new(),
             timers: Vec::new(),
@@ -106,9 +108,13 @@ impl ChildSupState {
             .stopped
             .iter()
             .filter(|id| !self.children.contains_key(*id))
-            .map(|id| RegistryOp::Unbind {
-                id: id.clone(),
-                node: node.clone(),
+            .map(|id| {
+                let (id, node) = (id.clone(), node.clone());
+                if group.release {
+                    RegistryOp::Release { id, node }
+                } else {
+                    RegistryOp::Unbind { id, node }
+                }
             })
             .collect();
         let stopped = std::mem::take(&mut group.stopped);

@@ -7,9 +7,14 @@
 //!   owner, awaited) with `check_existing: false`, so an owner already running it (a duplicate
 //!   after a partition) just keeps its copy;
 //! - a row no live node runs (its node's bindings were reaped: grace over, or the node
-//!   restarted) is **re-placed**: its owner starts it; when the owner is a peer that may not
-//!   hold the stub (a restarted node), the lowest-named other member sends it the start, so
-//!   exactly one node asks and the owner's supervisor keeps it to one child anyway.
+//!   restarted; or a migration lost its second half) is **re-placed**: its owner starts it, and
+//!   every other node holding the stub sends the owner the start too (the owner may not hold it:
+//!   a restarted node starts empty); the owner's supervisor keeps it to one child, and it is one
+//!   batch per owner per pass, never a frame per child.
+//!
+//! A migration's stop *releases* the child (`RegistryOp::Release`, wire `Unbind`): its row stays
+//! as a stub on every node until the new owner's upsert replaces it, so a child whose migration
+//! is cut short (the old owner crashes) is still re-placed. A deliberate stop sends `Removed`.
 //!
 //! Failed migrations and re-placements are retried on the `migration_retry_ms` timer.
 
@@ -115,9 +120,6 @@ impl CoordinatorState {
                 left: left.to_vec(),
             }
         });
-        let mut members: Vec<&NodeName> = cluster.peers.iter().collect();
-        members.push(&me);
-        members.sort();
         let mut migrate: BTreeMap<NodeName, Vec<Row>> = BTreeMap::new();
         let mut replace: Vec<(NodeName, Row)> = Vec::new();
         for row in hub.storage.export_all() {
@@ -141,10 +143,10 @@ impl CoordinatorState {
             if live {
                 continue;
             }
-            let sender = members.iter().find(|m| ***m != owner).copied();
-            if owner == me || sender == Some(&me) {
-                replace.push((owner, row));
-            }
+            // The owner starts it; every other holder of the stub asks the owner too (the owner
+            // may not hold it: a restarted node starts empty), and the owner's supervisor keeps
+            // it to one child. One batch per owner per pass, not one frame per child.
+            replace.push((owner, row));
         }
         let migrating: usize = migrate.values().map(Vec::len).sum();
         let replacing = replace.len();

@@ -327,7 +327,12 @@ impl CoordinatorState {
                 }
             }
         });
-        delivery::deliver_stop(&self.hub, &self.hub.node, StopBatch { ids, reply });
+        let batch = StopBatch {
+            ids,
+            reply,
+            release: false,
+        };
+        delivery::deliver_stop(&self.hub, &self.hub.node, batch);
     }
 }
 

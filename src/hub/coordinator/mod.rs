@@ -193,6 +193,7 @@ impl CoordinatorState {
         request_id: u64,
         ids: Vec<ChildId>,
         awaited: bool,
+        release: bool,
     ) {
         let coordinator = myself.clone();
         let reply: StopReply = if awaited {
@@ -202,7 +203,11 @@ impl CoordinatorState {
         } else {
             Box::new(|_| {})
         };
-        let batch = StopBatch { ids, reply };
+        let batch = StopBatch {
+            ids,
+            reply,
+            release,
+        };
         match &self.cluster {
             Some(cluster) if node != &self.hub.node => {
                 cluster.send_stop(&self.hub.node, node, request_id, batch)
@@ -406,7 +411,7 @@ impl CoordinatorState {
         let request_id = self.next_id();
         if !opts.awaitable || by_node.is_empty() {
             for (node, ids) in by_node {
-                self.deliver_stop(myself, &node, request_id, ids, false);
+                self.deliver_stop(myself, &node, request_id, ids, false, false);
             }
             let _ = reply.send(Ok(StopResult {
                 awaited: opts.awaitable,
@@ -434,6 +439,7 @@ impl CoordinatorState {
         purpose: StopPurpose,
         timeout: Duration,
     ) {
+        let release = matches!(purpose, StopPurpose::Migration { .. });
         self.pending_operations.insert(
             request_id,
             PendingOperation::Stop(PendingStop {
@@ -448,7 +454,7 @@ impl CoordinatorState {
             }),
         );
         for (node, ids) in by_node {
-            self.deliver_stop(myself, &node, request_id, ids, true);
+            self.deliver_stop(myself, &node, request_id, ids, true, release);
         }
         if timeout.is_zero() {
             self.on_timeout(myself, request_id);

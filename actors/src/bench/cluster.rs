@@ -1,0 +1,103 @@
+//! `process-hub bench cluster --nodes 3 --children N --json`.
+//!
+//! The hub's half is the demo's measurement ([`crate::demo::run`]): real `process-hub node`
+//! processes on loopback, N `counter` children started through one node's admin API (awaited,
+//! in batches), then one node killed with SIGKILL.
+//!
+//! - `start_per_s`: N / time of the awaited start requests;
+//! - `converge_ms`: from the first start request until every node's registry lists all N;
+//! - `failover_ms`: from the SIGKILL until the survivors' registries place all N on survivors;
+//! - `rss_bytes_per_child`: resident memory added by the N children, summed over the nodes.
+//!
+//! The in-run baseline ([`crate::baseline::measure`]) spreads the same number of actors over the
+//! same number of processes with plain ractor + ractor_cluster process groups:
+//! `baseline_converge_ms` (until every process sees all N through pg) and
+//! `baseline_rss_bytes_per_child`. Ratios are hub / baseline.
+
+use std::time::Duration;
+
+use clap::Args;
+use serde_json::json;
+
+use crate::demo::{self, DemoArgs};
+
+/// Flags of `bench cluster`.
+#[derive(Args, Debug)]
+pub struct ClusterBenchArgs {
+    /// Node processes (at least 2: one is killed).
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// Children started.
+    #[arg(long, default_value_t = 10_000)]
+    pub children: usize,
+    /// Children per admin request.
+    #[arg(long, default_value_t = 1_000)]
+    pub batch: usize,
+    /// Skip the plain-ractor baseline (its fields are then null).
+    #[arg(long)]
+    pub no_baseline: bool,
+    /// Print the result as JSON (the only format; kept for the documented command line).
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn ratio(a: f64, b: f64) -> Option<f64> {
+    (b > 0.0).then(|| a / b)
+}
+
+/// Runs the benchmark and prints its JSON line.
+pub fn run(args: ClusterBenchArgs) -> Result<(), String> {
+    let binary = std::env::current_exe().map_err(|e| e.to_string())?;
+    eprintln!(
+        "bench cluster: {} nodes, {} children (hub first, then the plain-ractor baseline)",
+        args.nodes, args.children
+    );
+    let report = demo::run(&DemoArgs {
+        nodes: args.nodes,
+        children: args.children,
+        batch: args.batch,
+        json: true,
+        workdir: None,
+    })
+    .map_err(|e| e.to_string())?;
+    eprintln!(
+        "hub: start {:.0}/s, converge {} ms, failover {} ms, {:.0} B/child",
+        report.start_per_s, report.converge_ms, report.failover_ms, report.rss_bytes_per_child
+    );
+    let baseline = if args.no_baseline {
+        None
+    } else {
+        // Let the killed and terminated nodes' ports and memory go before the baseline runs.
+        std::thread::sleep(Duration::from_millis(500));
+        let b = crate::baseline::measure(&binary, args.nodes, args.children)
+            .map_err(|e| e.to_string())?;
+        eprintln!(
+            "baseline: converge {} ms, {:.0} B/child",
+            b.converge_ms, b.rss_bytes_per_child
+        );
+        Some(b)
+    };
+    let out = json!({
+        "bench": "cluster",
+        "nodes": args.nodes,
+        "children": args.children,
+        "backend": "memory",
+        "start_per_s": report.start_per_s,
+        "converge_ms": report.converge_ms,
+        "failover_ms": report.failover_ms,
+        "rss_bytes_per_child": report.rss_bytes_per_child,
+        "children_per_node_before": report.before,
+        "children_per_node_after": report.after,
+        "killed": report.killed,
+        "baseline_converge_ms": baseline.as_ref().map(|b| b.converge_ms),
+        "baseline_rss_bytes_per_child": baseline.as_ref().map(|b| b.rss_bytes_per_child),
+        "converge_ratio": baseline
+            .as_ref()
+            .and_then(|b| ratio(report.converge_ms as f64, b.converge_ms as f64)),
+        "rss_ratio": baseline
+            .as_ref()
+            .and_then(|b| ratio(report.rss_bytes_per_child, b.rss_bytes_per_child)),
+    });
+    println!("{out}");
+    Ok(())
+}

@@ -1,0 +1,224 @@
+//! `process-hub node`: one node of a hub, as an OS process.
+//!
+//! It starts, in order: the cluster node (`ClusterNode`: listener, cookie, seeds from `--join`),
+//! the hub (the kinds of this crate, the registry backend of `--backend` under `--data-dir`),
+//! and the admin HTTP API on `--admin` (loopback unless told otherwise). Each step logs a line to
+//! stderr; the last one starts with `ready:` and names the bound addresses (useful when a port
+//! was 0). SIGTERM or SIGINT leaves the cluster gracefully ([`Hub::leave`]): the admin API stops,
+//! peers are told, the node's children are started on their next owners, the hub shuts down,
+//! the node's sessions close, and the process exits 0.
+
+use std::future::IntoFuture;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use process_hub::cluster::node::{ClusterConfig, ClusterError, ClusterNode};
+use process_hub::cluster::Network;
+use process_hub::storage::BackendConfig;
+use process_hub::{Hub, ProcessHub, SpawnError};
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::cli::node_settings::{BackendChoice, NodeSettings};
+
+/// Why a node could not start or stop cleanly.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The cluster node did not start (port taken, bad name).
+    #[error("cluster node: {0}")]
+    Cluster(#[from] ClusterError),
+    /// The hub's configuration was refused.
+    #[error("hub configuration: {0}")]
+    Config(#[from] process_hub::ConfigError),
+    /// The hub did not start (e.g. its data directory cannot be opened).
+    #[error("hub: {0}")]
+    Hub(#[from] SpawnError),
+    /// The admin API address cannot be bound.
+    #[error("admin API on {addr}: {source}")]
+    Admin {
+        /// The `--admin` address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The signal handlers could not be installed.
+    #[error("signal handlers: {0}")]
+    Signals(std::io::Error),
+    /// The hub did not shut down within its shutdown timeout.
+    #[error(transparent)]
+    Shutdown(#[from] process_hub::ShutdownTimedOut),
+}
+
+fn say(line: &str) {
+    // Operator-facing status lines of a command (not library logging): stderr, one per step.
+    eprintln!("{line}");
+}
+
+/// The hub configuration of a node.
+pub fn hub_config(settings: &NodeSettings) -> Result<ProcessHub, process_hub::ConfigError> {
+    let backend = match settings.backend {
+        BackendChoice::Memory => BackendConfig::Memory,
+        BackendChoice::Lmdb => BackendConfig::Lmdb { path: None },
+        BackendChoice::Durable => BackendConfig::Durable { path: None },
+    };
+    let mut config = ProcessHub::builder(settings.hub.clone())
+        .node_name(settings.node_name.clone())
+        .registry_backend(backend)
+        .data_dir(settings.data_dir.clone())
+        .build_unchecked();
+    if let Some(grace) = settings.nodedown_grace_ms {
+        config.nodedown_grace_ms = grace;
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+/// The cluster node configuration of a node.
+pub fn cluster_config(settings: &NodeSettings) -> ClusterConfig {
+    let short = settings
+        .node_name
+        .split('@')
+        .next()
+        .unwrap_or(&settings.node_name)
+        .to_owned();
+    let mut config = ClusterConfig::new(
+        short,
+        settings.listen.ip().to_string(),
+        settings.listen.port(),
+        settings.cookie.clone(),
+    );
+    config.bind = Some(settings.listen.ip());
+    config.seeds = settings.join.iter().map(SocketAddr::to_string).collect();
+    config
+}
+
+/// Resolves when SIGTERM or SIGINT arrives; returns the signal's name.
+async fn termination() -> Result<impl std::future::Future<Output = &'static str>, NodeError> {
+    let mut term = signal(SignalKind::terminate()).map_err(NodeError::Signals)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(NodeError::Signals)?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        }
+    })
+}
+
+/// Runs a node until SIGTERM/SIGINT, then leaves gracefully.
+pub async fn run(settings: NodeSettings) -> Result<(), NodeError> {
+    // Installed first, so that a signal during startup is not the default (abrupt) exit.
+    let stop = termination().await?;
+    let config = hub_config(&settings)?;
+    if settings.backend != BackendChoice::Memory {
+        std::fs::create_dir_all(&settings.data_dir).map_err(|e| {
+            NodeError::Hub(SpawnError::Actor(format!(
+                "cannot create data directory {}: {e}",
+                settings.data_dir.display()
+            )))
+        })?;
+    }
+    let cluster = Arc::new(ClusterNode::start(cluster_config(&settings)).await?);
+    say(&format!(
+        "cluster: node {} listening on {} (seeds: {:?})",
+        cluster.local_node(),
+        settings.listen,
+        settings.join
+    ));
+    let (hub, join) = Hub::builder(config, crate::default_kinds())
+        .network(cluster.clone())
+        .spawn()
+        .await?;
+    say(&format!(
+        "hub: {} on {} ({:?} backend, data dir {})",
+        hub.hub_id(),
+        hub.node(),
+        settings.backend,
+        settings.data_dir.display()
+    ));
+    let listener = tokio::net::TcpListener::bind(settings.admin)
+        .await
+        .map_err(|source| NodeError::Admin {
+            addr: settings.admin,
+            source,
+        })?;
+    let admin = listener.local_addr().map_err(|source| NodeError::Admin {
+        addr: settings.admin,
+        source,
+    })?;
+    let (admin_stop_tx, admin_stop) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(
+        axum::serve(listener, process_hub::admin::router(hub.clone()))
+            .with_graceful_shutdown(async move {
+                let _ = admin_stop.await;
+            })
+            .into_future(),
+    );
+    say(&format!(
+        "ready: node {} hub {} cluster {} admin http://{admin}",
+        hub.node(),
+        hub.hub_id(),
+        settings.listen
+    ));
+
+    let signal_name = stop.await;
+    say(&format!("{signal_name}: leaving the cluster"));
+    let _ = admin_stop_tx.send(());
+    // Peers are told, this node's children start on their next owners, then the hub stops.
+    let left = hub.leave().await;
+    drop(hub);
+    let _ = join.await;
+    cluster.shutdown();
+    let _ = server.await;
+    left?;
+    say("stopped");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::node_settings::NodeFlags;
+
+    fn settings(backend: BackendChoice) -> NodeSettings {
+        NodeFlags {
+            hub: Some("orders".into()),
+            name: Some("a".into()),
+            listen: Some("127.0.0.1:4100".into()),
+            join: vec!["127.0.0.1:4101".into(), "127.0.0.1:4102".into()],
+            data_dir: Some("/tmp/ph-a".into()),
+            cookie: Some("secret".into()),
+            backend: Some(backend),
+            ..Default::default()
+        }
+        .resolve()
+        .expect("valid flags")
+    }
+
+    #[test]
+    fn the_cluster_node_is_name_at_listen_host_with_the_seeds_and_cookie() {
+        let c = cluster_config(&settings(BackendChoice::Memory));
+        assert_eq!(c.name, "a");
+        assert_eq!(c.host, "127.0.0.1");
+        assert_eq!(c.port, 4100);
+        assert_eq!(c.bind, Some("127.0.0.1".parse().unwrap()));
+        assert_eq!(c.cookie, "secret");
+        assert_eq!(c.seeds, vec!["127.0.0.1:4101", "127.0.0.1:4102"]);
+    }
+
+    #[test]
+    fn the_hub_gets_the_node_name_backend_and_data_dir() {
+        for (choice, expected) in [
+            (BackendChoice::Memory, BackendConfig::Memory),
+            (BackendChoice::Lmdb, BackendConfig::Lmdb { path: None }),
+            (
+                BackendChoice::Durable,
+                BackendConfig::Durable { path: None },
+            ),
+        ] {
+            let h = hub_config(&settings(choice)).expect("valid hub config");
+            assert_eq!(h.hub_id, "orders");
+            assert_eq!(h.node_name, "a@127.0.0.1");
+            assert_eq!(h.registry_backend, expected);
+            assert_eq!(h.data_dir, std::path::PathBuf::from("/tmp/ph-a"));
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! Real `process-hub node` processes on loopback, driven through their admin APIs: three nodes
+//! form a cluster; children started on one are visible on all; a SIGKILLed node's children run
+//! again on the survivors; a node restarted on its data directory rejoins; a node with the wrong
+//! cookie never becomes a member.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use process_hub::admin::StartSpec;
+use process_hub_actors::cli::node_settings::BackendChoice;
+use process_hub_actors::harness::{wait_for, AdminClient, ClusterOptions, LocalCluster};
+
+/// Generous: the nodes share two cores with the rest of the suite.
+const DEADLINE: Duration = Duration::from_secs(60);
+const CHILDREN: usize = 30;
+
+fn binary() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_process-hub"))
+}
+
+fn logs(cluster: &LocalCluster) -> String {
+    cluster
+        .nodes
+        .iter()
+        .map(|n| format!("--- {} ---\n{}", n.name, n.log_tail(40)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn formed(n: usize, options: &ClusterOptions) -> LocalCluster {
+    let mut cluster = LocalCluster::start(binary(), n, options, None).expect("nodes spawn");
+    if let Err(e) = cluster.wait_formed(DEADLINE) {
+        panic!("{e}\n{}", logs(&cluster));
+    }
+    cluster
+}
+
+fn specs(prefix: &str, n: usize) -> Vec<StartSpec> {
+    (0..n)
+        .map(|i| StartSpec {
+            id: format!("{prefix}-{i:03}"),
+            kind: "counter".into(),
+            args: None,
+            restart: None,
+            metadata: None,
+            durable: false,
+        })
+        .collect()
+}
+
+/// The hosts of every child in `client`'s registry copy, if it lists exactly `expected` children
+/// and each runs on exactly one node of `live`.
+fn hosts(client: &AdminClient, expected: usize, live: &BTreeSet<String>) -> Option<Vec<String>> {
+    let children = client.children().ok()?;
+    if children.len() != expected {
+        return None;
+    }
+    children
+        .iter()
+        .map(|c| match c.nodes.as_slice() {
+            [one] if live.contains(&one.node) => Some(one.node.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Waits until every client's registry places all `expected` children on `live` nodes, all
+/// copies agreeing; returns the hosts.
+fn wait_placed(
+    cluster: &LocalCluster,
+    clients: &[AdminClient],
+    expected: usize,
+    live: &BTreeSet<String>,
+) -> Vec<String> {
+    let result = wait_for("every registry to place every child", DEADLINE, || {
+        let views: Option<Vec<Vec<String>>> =
+            clients.iter().map(|c| hosts(c, expected, live)).collect();
+        let views = views?;
+        views
+            .windows(2)
+            .all(|w| w[0] == w[1])
+            .then(|| views[0].clone())
+    });
+    result.unwrap_or_else(|e| panic!("{e}\n{}", logs(cluster)))
+}
+
+fn names(cluster: &LocalCluster) -> BTreeSet<String> {
+    cluster.nodes.iter().map(|n| n.node_name.clone()).collect()
+}
+
+#[test]
+fn three_nodes_form_a_cluster_and_share_every_child() {
+    let mut cluster = formed(3, &ClusterOptions::default());
+    let all = names(&cluster);
+    for client in cluster.live_clients() {
+        let health = client.health().expect("health");
+        assert_eq!(
+            health.members,
+            all.iter().cloned().collect::<Vec<_>>(),
+            "sorted, self included"
+        );
+    }
+    let started = cluster.nodes[1]
+        .client()
+        .start(&specs("c", CHILDREN))
+        .expect("start");
+    assert_eq!(started.started.len(), CHILDREN, "{started:?}");
+    let clients = cluster.live_clients();
+    let placed = wait_placed(&cluster, &clients, CHILDREN, &all);
+    let used: BTreeSet<&String> = placed.iter().collect();
+    assert!(
+        used.len() > 1,
+        "children are spread over the ring, not all on one node: {used:?}"
+    );
+    // Every node answers a lookup of every child with the same host.
+    for client in &clients {
+        let one = client.child("c-007").expect("lookup from any node");
+        assert_eq!(one.nodes[0].node, placed[7]);
+    }
+}
+
+#[test]
+fn a_sigkilled_nodes_children_run_again_on_the_survivors() {
+    let mut cluster = formed(3, &ClusterOptions::default());
+    let all = names(&cluster);
+    cluster.nodes[0]
+        .client()
+        .start(&specs("f", CHILDREN))
+        .expect("start");
+    let clients = cluster.live_clients();
+    let before = wait_placed(&cluster, &clients, CHILDREN, &all);
+    let victim = cluster
+        .nodes
+        .iter()
+        .position(|n| n.node_name != cluster.nodes[0].node_name && before.contains(&n.node_name))
+        .expect("some node other than the entry hosts children");
+    let victim_name = cluster.nodes[victim].node_name.clone();
+    cluster.nodes[victim].kill();
+    let live: BTreeSet<String> = all.iter().filter(|n| **n != victim_name).cloned().collect();
+    let survivors = cluster.live_clients();
+    let after = wait_placed(&cluster, &survivors, CHILDREN, &live);
+    // Children of the survivors did not move; the victim's went to survivors.
+    for (b, a) in before.iter().zip(&after) {
+        if *b != victim_name {
+            assert_eq!(a, b, "a survivor's child stays where it was");
+        }
+    }
+    cluster
+        .wait_formed(DEADLINE)
+        .unwrap_or_else(|e| panic!("{e}\n{}", logs(&cluster)));
+}
+
+#[test]
+fn a_node_restarted_on_its_data_directory_rejoins() {
+    let options = ClusterOptions {
+        backend: BackendChoice::Durable,
+        ..ClusterOptions::default()
+    };
+    let mut cluster = formed(3, &options);
+    let all = names(&cluster);
+    cluster.nodes[0]
+        .client()
+        .start(&specs("r", CHILDREN))
+        .expect("start");
+    let clients = cluster.live_clients();
+    wait_placed(&cluster, &clients, CHILDREN, &all);
+
+    cluster.nodes[2].restart().expect("restart");
+    cluster
+        .wait_formed(DEADLINE)
+        .unwrap_or_else(|e| panic!("{e}\n{}", logs(&cluster)));
+    let clients = cluster.live_clients();
+    assert_eq!(clients.len(), 3);
+    let placed = wait_placed(&cluster, &clients, CHILDREN, &all);
+    assert_eq!(placed.len(), CHILDREN);
+}
+
+#[test]
+fn a_node_with_the_wrong_cookie_never_becomes_a_member() {
+    let options = ClusterOptions::default();
+    let mut cluster = formed(2, &options);
+    let impostor = cluster
+        .add_node(&ClusterOptions {
+            cookie: "not-the-cookie".into(),
+            ..options.clone()
+        })
+        .expect("impostor spawns");
+    let impostor_name = cluster.nodes[impostor].node_name.clone();
+    let impostor_client = cluster.nodes[impostor].client();
+    wait_for("the impostor to serve its admin API", DEADLINE, || {
+        impostor_client.health().ok()
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs(&cluster)));
+    // A node with the right cookie, started after the impostor, gets in: by the time it is a
+    // member everywhere, the impostor has had as long to try.
+    let honest = cluster.add_node(&options).expect("honest node spawns");
+    let expected: Vec<String> = [0, 1, honest]
+        .iter()
+        .map(|&i| cluster.nodes[i].node_name.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let members_clients: Vec<AdminClient> = [0, 1, honest]
+        .iter()
+        .map(|&i| cluster.nodes[i].client())
+        .collect();
+    wait_for(
+        "the honest node to be a member everywhere",
+        DEADLINE,
+        || {
+            members_clients
+                .iter()
+                .all(|c| c.health().is_ok_and(|h| h.members == expected))
+                .then_some(())
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs(&cluster)));
+    for client in &members_clients {
+        let members = client.health().expect("health").members;
+        assert!(!members.contains(&impostor_name), "{members:?}");
+    }
+    assert_eq!(
+        impostor_client.health().expect("impostor health").members,
+        vec![impostor_name]
+    );
+}
+
+#[test]
+fn a_node_stopped_with_sigterm_hands_its_children_over_and_exits_zero() {
+    // A grace period far beyond the test's deadline: only the graceful leave can move the
+    // leaving node's children in time, not the survivors' failure handling.
+    let options = ClusterOptions {
+        extra_args: vec!["--nodedown-grace-ms".into(), "600000".into()],
+        ..ClusterOptions::default()
+    };
+    let mut cluster = formed(3, &options);
+    let all = names(&cluster);
+    cluster.nodes[0]
+        .client()
+        .start(&specs("g", CHILDREN))
+        .expect("start");
+    let clients = cluster.live_clients();
+    let before = wait_placed(&cluster, &clients, CHILDREN, &all);
+    let leaver = cluster
+        .nodes
+        .iter()
+        .position(|n| n.node_name != cluster.nodes[0].node_name && before.contains(&n.node_name))
+        .expect("some node other than the entry hosts children");
+    let leaver_name = cluster.nodes[leaver].node_name.clone();
+    let status = cluster.nodes[leaver]
+        .terminate_status(DEADLINE)
+        .unwrap_or_else(|| panic!("no exit on SIGTERM\n{}", logs(&cluster)));
+    assert!(status.success(), "exit status {status:?}");
+    let live: BTreeSet<String> = all.iter().filter(|n| **n != leaver_name).cloned().collect();
+    let survivors = cluster.live_clients();
+    let after = wait_placed(&cluster, &survivors, CHILDREN, &live);
+    for (b, a) in before.iter().zip(&after) {
+        if *b != leaver_name {
+            assert_eq!(a, b, "a survivor's child stays where it was");
+        }
+    }
+}

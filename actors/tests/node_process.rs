@@ -1,0 +1,123 @@
+//! One real `process-hub node` process: it serves the admin API on the hub, refuses bad flags
+//! with exit status 2, and exits 0 on SIGTERM.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use process_hub::admin::StartSpec;
+use process_hub_actors::harness::{ClusterOptions, LocalCluster};
+
+fn binary() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_process-hub"))
+}
+
+fn counter(id: &str) -> StartSpec {
+    StartSpec {
+        id: id.into(),
+        kind: "counter".into(),
+        args: None,
+        restart: None,
+        metadata: None,
+        durable: false,
+    }
+}
+
+#[test]
+fn a_node_serves_its_hub_and_exits_zero_on_sigterm() {
+    let mut cluster =
+        LocalCluster::start(binary(), 1, &ClusterOptions::default(), None).expect("node spawns");
+    cluster
+        .wait_formed(Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("{e}\n{}", cluster.nodes[0].log_tail(30)));
+    let client = cluster.nodes[0].client();
+    let health = client.health().expect("health answers");
+    assert_eq!(health.node, "n1@127.0.0.1");
+    assert_eq!(health.hub, "demo");
+    assert_eq!(health.members, vec!["n1@127.0.0.1".to_owned()]);
+    assert_eq!(health.recovery_state, "normal");
+
+    let started = client
+        .start(&[counter("a"), counter("b")])
+        .expect("start answers");
+    assert_eq!(started.started.len(), 2, "{started:?}");
+    let listed = client.children().expect("list answers");
+    let ids: Vec<&str> = listed.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, vec!["a", "b"]);
+    assert_eq!(listed[0].nodes[0].node, "n1@127.0.0.1");
+    let err = client.child("ghost").expect_err("unknown id");
+    assert_eq!(err.status(), Some(404));
+    client.stop("a").expect("stop answers");
+    assert_eq!(client.child("a").expect_err("stopped").status(), Some(404));
+
+    let status = cluster.nodes[0]
+        .terminate_status(Duration::from_secs(30))
+        .expect("the node exits by itself on SIGTERM");
+    assert!(status.success(), "exit status {status:?}");
+    let log = cluster.nodes[0].log_tail(50);
+    assert!(log.contains("ready: node n1@127.0.0.1"), "{log}");
+    assert!(log.contains("SIGTERM"), "{log}");
+}
+
+#[test]
+fn bad_flags_are_refused_with_status_2_and_a_message_naming_the_flag() {
+    for (args, needle) in [
+        (vec!["node", "--hub", "h", "--name", "a"], "--listen"),
+        (
+            vec![
+                "node",
+                "--hub",
+                "h",
+                "--name",
+                "a b",
+                "--listen",
+                "127.0.0.1:1",
+            ],
+            "--name",
+        ),
+        (
+            vec!["node", "--hub", "h", "--name", "a", "--listen", "nowhere"],
+            "--listen",
+        ),
+        (
+            vec![
+                "node",
+                "--hub",
+                "h",
+                "--name",
+                "a",
+                "--listen",
+                "127.0.0.1:1",
+                "--backend",
+                "paper",
+            ],
+            "--backend",
+        ),
+    ] {
+        let out = Command::new(binary()).args(&args).output().expect("runs");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn the_admin_port_taken_is_a_clear_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let admin = taken.local_addr().unwrap().to_string();
+    let listen = format!(
+        "127.0.0.1:{}",
+        process_hub_actors::harness::free_port().unwrap()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(binary())
+        .args(["node", "--hub", "h", "--name", "a", "--listen", &listen])
+        .args(["--admin", &admin, "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("admin API on"), "{stderr}");
+    drop(taken);
+}

@@ -1,0 +1,280 @@
+//! The admin API answered by a real [`Hub`]: the mapping between the hub's typed API and the
+//! admin API's JSON shapes and error codes.
+//!
+//! Reads come from this node's registry copy (no actor round trip); starts and stops go through
+//! the hub and are awaited. Per-child failures keep the hub's stable snake_case codes
+//! (`already_started`, `unknown_kind`, `invalid_args`, ...), which the routes turn into HTTP
+//! statuses when a request names a single child.
+
+use std::time::Duration;
+
+use crate::api::{ChildInfo, StopOptions};
+use crate::api::{ChildStartError, ChildStopError, Hub, StartError, StartOptions, StopError};
+use crate::model::{ChildId, ChildSpec, Metadata, Restart};
+
+use super::dto::{
+    ChildView, Health, NodePid, StartError as AdminStartError, StartResponse, StartSpec,
+    StartedChild, StopResponse, StoppedChild,
+};
+use super::{AdminError, AdminOps};
+
+/// How long an admin start or stop may wait for the nodes: admin requests carry batches of
+/// thousands of children, far more than the hub's per-request default is sized for.
+pub const ADMIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The stable code of a per-child start failure (the `code` of its serde form).
+pub fn start_error_code(e: &ChildStartError) -> &'static str {
+    match e {
+        ChildStartError::AlreadyStarted => "already_started",
+        ChildStartError::InvalidId { .. } => "invalid_id",
+        ChildStartError::UnknownKind { .. } => "unknown_kind",
+        ChildStartError::InvalidArgs { .. } => "invalid_args",
+        ChildStartError::StartupFailed { .. } => "startup_failed",
+        ChildStartError::NodeReceiveTimeout => "node_receive_timeout",
+        ChildStartError::NodeUnavailable { .. } => "node_unavailable",
+        ChildStartError::Storage { .. } => "storage",
+    }
+}
+
+/// The stable code of a per-child stop failure.
+pub fn stop_error_code(e: &ChildStopError) -> &'static str {
+    match e {
+        ChildStopError::NotFound => "not_found",
+        ChildStopError::NodeReceiveTimeout => "node_receive_timeout",
+        ChildStopError::NodeUnavailable { .. } => "node_unavailable",
+        ChildStopError::Storage { .. } => "storage",
+    }
+}
+
+fn view(info: ChildInfo) -> ChildView {
+    ChildView {
+        id: info.spec.id.to_string(),
+        kind: info.spec.kind.clone(),
+        nodes: info
+            .nodes
+            .into_iter()
+            .map(|(node, pid)| NodePid { node, pid })
+            .collect(),
+        metadata: info.metadata.unwrap_or_default(),
+    }
+}
+
+fn start_refused(e: StartError) -> AdminError {
+    match e {
+        StartError::HubUnavailable(m) => AdminError::NotReady(m),
+        StartError::NoChildren
+        | StartError::ReservedMetadataKey(_)
+        | StartError::InvalidOption { .. } => AdminError::InvalidInput(e.to_string()),
+    }
+}
+
+fn stop_refused(e: StopError) -> AdminError {
+    match e {
+        StopError::HubUnavailable(m) => AdminError::NotReady(m),
+        StopError::NoChildren | StopError::InvalidOption { .. } => {
+            AdminError::InvalidInput(e.to_string())
+        }
+    }
+}
+
+/// Specs grouped so that each group can be one hub request: the hub takes metadata per request,
+/// the admin API per child. Consecutive specs with equal metadata share a request, so the usual
+/// batch (no metadata, or the same for all) is a single request.
+fn group_by_metadata(specs: Vec<(ChildSpec, Metadata)>) -> Vec<(Metadata, Vec<ChildSpec>)> {
+    let mut groups: Vec<(Metadata, Vec<ChildSpec>)> = Vec::new();
+    for (spec, metadata) in specs {
+        match groups.last_mut() {
+            Some((m, group)) if *m == metadata => group.push(spec),
+            _ => groups.push((metadata, vec![spec])),
+        }
+    }
+    groups
+}
+
+impl AdminOps for Hub {
+    async fn health(&self) -> Result<Health, AdminError> {
+        // Not `is_alive`: right after spawn the root may still report `Starting` for a moment,
+        // and that is a hub that answers; only a stopping or stopped hub is not ready.
+        let status = self.actor().get_status();
+        if matches!(
+            status,
+            ractor::ActorStatus::Stopping | ractor::ActorStatus::Stopped
+        ) {
+            return Err(AdminError::NotReady("the hub is not running".into()));
+        }
+        Ok(Health {
+            node: self.node().clone(),
+            hub: self.hub_id().to_owned(),
+            members: self.nodes(true),
+            recovery_state: "normal".into(),
+        })
+    }
+
+    async fn list_children(&self) -> Result<Vec<ChildView>, AdminError> {
+        Ok(self
+            .registry_dump()
+            .into_values()
+            .map(|row| {
+                view(ChildInfo {
+                    nodes: row.node_pids.into_iter().collect(),
+                    metadata: Some(row.metadata),
+                    spec: row.spec,
+                })
+            })
+            .collect())
+    }
+
+    async fn get_child(&self, id: ChildId) -> Result<Option<ChildView>, AdminError> {
+        Ok(self.child_lookup_with_metadata(&id).map(view))
+    }
+
+    async fn start_children(&self, specs: Vec<StartSpec>) -> Result<StartResponse, AdminError> {
+        let node = self.node().clone();
+        let mut out = StartResponse::default();
+        let mut accepted = Vec::with_capacity(specs.len());
+        for raw in specs {
+            let id = raw.id.clone();
+            let (spec, metadata, durable) = raw.into_spec()?;
+            if durable {
+                // The declared list needs auto-recovery, which the hub does not run yet: refuse
+                // per child rather than start it without the promise it asked for.
+                let (code, reason) = if spec.restart == Restart::Permanent {
+                    (
+                        "durable_unavailable",
+                        "durable starts need auto-recovery, which this node does not run",
+                    )
+                } else {
+                    (
+                        "durable_requires_permanent",
+                        "a durable child must be permanent",
+                    )
+                };
+                out.errors.push(AdminStartError {
+                    id,
+                    node: node.clone(),
+                    reason: reason.into(),
+                    code: code.into(),
+                });
+                continue;
+            }
+            accepted.push((spec, metadata));
+        }
+        for (metadata, group) in group_by_metadata(accepted) {
+            let mut opts = StartOptions::new().timeout(ADMIN_REQUEST_TIMEOUT);
+            opts.metadata = metadata;
+            let result = Hub::start_children(self, group, opts)
+                .await
+                .map_err(start_refused)?;
+            out.started.extend(result.started.into_iter().map(|s| {
+                StartedChild {
+                    id: s.id.to_string(),
+                    nodes: s
+                        .nodes
+                        .into_iter()
+                        .map(|(node, pid)| NodePid { node, pid })
+                        .collect(),
+                }
+            }));
+            out.errors
+                .extend(result.errors.into_iter().map(|e| AdminStartError {
+                    id: e.id.to_string(),
+                    node: e.node,
+                    code: start_error_code(&e.reason).into(),
+                    reason: e.reason.to_string(),
+                }));
+        }
+        Ok(out)
+    }
+
+    async fn stop_child(&self, id: ChildId) -> Result<Option<StopResponse>, AdminError> {
+        let node = self.node().clone();
+        let result = Hub::stop_child(self, id, StopOptions::new().timeout(ADMIN_REQUEST_TIMEOUT))
+            .await
+            .map_err(stop_refused)?;
+        if result.stopped.is_empty()
+            && result
+                .errors
+                .iter()
+                .any(|e| e.reason == ChildStopError::NotFound)
+        {
+            return Ok(None);
+        }
+        Ok(Some(StopResponse {
+            stopped: result
+                .stopped
+                .into_iter()
+                .map(|s| StoppedChild {
+                    id: s.id.to_string(),
+                    nodes: s.nodes,
+                })
+                .collect(),
+            errors: result
+                .errors
+                .into_iter()
+                .map(|e| AdminStartError {
+                    id: e.id.to_string(),
+                    node: e.node.unwrap_or_else(|| node.clone()),
+                    code: stop_error_code(&e.reason).into(),
+                    reason: e.reason.to_string(),
+                })
+                .collect(),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_match_the_serde_form_of_the_errors() {
+        for e in [
+            ChildStartError::AlreadyStarted,
+            ChildStartError::InvalidId { reason: "x".into() },
+            ChildStartError::UnknownKind { kind: "k".into() },
+            ChildStartError::InvalidArgs {
+                kind: "k".into(),
+                message: "m".into(),
+            },
+            ChildStartError::StartupFailed {
+                message: "m".into(),
+            },
+            ChildStartError::NodeReceiveTimeout,
+            ChildStartError::NodeUnavailable { reason: "r".into() },
+            ChildStartError::Storage {
+                message: "m".into(),
+            },
+        ] {
+            let serde = serde_json::to_value(&e).unwrap();
+            assert_eq!(serde["code"], start_error_code(&e), "{e:?}");
+        }
+        for e in [
+            ChildStopError::NotFound,
+            ChildStopError::NodeReceiveTimeout,
+            ChildStopError::NodeUnavailable { reason: "r".into() },
+            ChildStopError::Storage {
+                message: "m".into(),
+            },
+        ] {
+            let serde = serde_json::to_value(&e).unwrap();
+            assert_eq!(serde["code"], stop_error_code(&e), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn consecutive_specs_with_equal_metadata_share_a_request() {
+        let tagged: Metadata = [("tag".to_owned(), "t".to_owned())].into();
+        let groups = group_by_metadata(vec![
+            (ChildSpec::new("a", "counter"), Metadata::new()),
+            (ChildSpec::new("b", "counter"), Metadata::new()),
+            (ChildSpec::new("c", "counter"), tagged.clone()),
+            (ChildSpec::new("d", "counter"), Metadata::new()),
+        ]);
+        let shape: Vec<(bool, usize)> = groups
+            .iter()
+            .map(|(m, g)| (m.is_empty(), g.len()))
+            .collect();
+        assert_eq!(shape, vec![(true, 2), (false, 1), (true, 1)]);
+        assert_eq!(groups[1].0, tagged);
+    }
+}

@@ -1,0 +1,218 @@
+//! The admin routes served by a real single-node `Hub`: the `AdminOps` mapping from the hub's
+//! typed API to the admin API's JSON fields, codes and statuses.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use process_hub::admin::router;
+use process_hub::{Hub, ProcessHub};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+async fn hub() -> Hub {
+    let config = ProcessHub::builder("admin-hub")
+        .node_name("a@127.0.0.1")
+        .build()
+        .expect("valid config");
+    let (hub, _join) = Hub::spawn(config, process_hub_actors::default_kinds())
+        .await
+        .expect("hub spawns");
+    hub
+}
+
+async fn call(hub: &Hub, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(match body {
+            Some(v) => Body::from(v.to_string()),
+            None => Body::empty(),
+        })
+        .unwrap();
+    let response = router(hub.clone()).oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let value = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap()
+    };
+    (status, value)
+}
+
+#[tokio::test]
+async fn health_names_the_node_the_hub_and_itself_as_member() {
+    let hub = hub().await;
+    let (status, body) = call(&hub, "GET", "/v1/health", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["node"], "a@127.0.0.1");
+    assert_eq!(body["hub"], "admin-hub");
+    assert_eq!(body["members"], json!(["a@127.0.0.1"]));
+    assert_eq!(body["recovery_state"], "normal");
+
+    hub.shutdown().await.unwrap();
+    let (status, body) = call(&hub, "GET", "/v1/health", None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body["error"], "not_ready");
+}
+
+#[tokio::test]
+async fn started_children_are_listed_with_pid_and_metadata_then_stopped() {
+    let hub = hub().await;
+    let (status, body) = call(
+        &hub,
+        "POST",
+        "/v1/children",
+        Some(json!([
+            {"id": "c1", "kind": "counter", "metadata": {"tag": "web"}},
+            {"id": "c2", "kind": "counter", "args": {"start": 5}},
+        ])),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["errors"], json!([]));
+    let started: Vec<&str> = body["started"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(started, vec!["c1", "c2"]);
+    let pid = body["started"][0]["nodes"][0]["pid"].as_u64().unwrap();
+    assert_eq!(body["started"][0]["nodes"][0]["node"], "a@127.0.0.1");
+    assert_eq!(
+        hub.get_pid(&"c1".into()),
+        Some(pid),
+        "the answer's pid is the registry's"
+    );
+
+    let (status, list) = call(&hub, "GET", "/v1/children", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(list.as_array().unwrap().len(), 2);
+    assert_eq!(list[0]["id"], "c1");
+    assert_eq!(list[0]["kind"], "counter");
+    assert_eq!(list[0]["metadata"]["tag"], "web");
+    assert_eq!(list[1]["metadata"], json!({}));
+
+    let (status, one) = call(&hub, "GET", "/v1/children/c1", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(one["nodes"], json!([{"node": "a@127.0.0.1", "pid": pid}]));
+
+    let (status, stopped) = call(&hub, "DELETE", "/v1/children/c1", None).await;
+    assert_eq!(status, StatusCode::OK, "{stopped}");
+    assert_eq!(stopped["stopped"][0]["id"], "c1");
+    assert_eq!(stopped["stopped"][0]["nodes"], json!(["a@127.0.0.1"]));
+    assert!(hub.child_lookup(&"c1".into()).is_none());
+
+    let (status, body) = call(&hub, "GET", "/v1/children/c1", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"], "not_found");
+    let (status, body) = call(&hub, "DELETE", "/v1/children/c1", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(body["error"], "not_found");
+    hub.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn per_child_failures_keep_the_hub_codes_and_map_to_statuses() {
+    let hub = hub().await;
+    let spec = json!({"id": "dup", "kind": "counter"});
+    assert_eq!(
+        call(&hub, "POST", "/v1/children", Some(spec.clone()))
+            .await
+            .0,
+        StatusCode::OK
+    );
+    let (status, body) = call(&hub, "POST", "/v1/children", Some(spec.clone())).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"], "already_started");
+
+    let (status, body) = call(
+        &hub,
+        "POST",
+        "/v1/children",
+        Some(json!({"id": "k", "kind": "no_such_kind"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"], "invalid_input");
+
+    let (status, body) = call(
+        &hub,
+        "POST",
+        "/v1/children",
+        Some(json!({"id": "bad", "kind": "counter", "args": {"start": "many"}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+
+    // In a batch the failures are entries with codes, next to what did start.
+    let (status, body) = call(
+        &hub,
+        "POST",
+        "/v1/children",
+        Some(json!([
+            spec,
+            {"id": "fresh", "kind": "counter"},
+            {"id": "k2", "kind": "no_such_kind"},
+            {"id": "f", "kind": "crasher", "args": {"fail_in_pre_start": true}},
+        ])),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["started"].as_array().unwrap().len(), 1);
+    assert_eq!(body["started"][0]["id"], "fresh");
+    let mut codes: Vec<(String, String)> = body["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            assert_eq!(e["node"], "a@127.0.0.1");
+            assert!(!e["reason"].as_str().unwrap().is_empty());
+            (
+                e["id"].as_str().unwrap().to_owned(),
+                e["code"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    codes.sort();
+    assert_eq!(
+        codes,
+        vec![
+            ("dup".to_owned(), "already_started".to_owned()),
+            ("f".to_owned(), "startup_failed".to_owned()),
+            ("k2".to_owned(), "unknown_kind".to_owned()),
+        ]
+    );
+    assert!(hub.child_lookup(&"k2".into()).is_none());
+
+    // A durable start needs auto-recovery: refused per child, nothing started.
+    let (status, body) = call(
+        &hub,
+        "POST",
+        "/v1/children",
+        Some(json!({"id": "d", "kind": "counter", "durable": true, "restart": "temporary"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"], "durable_requires_permanent");
+    assert!(hub.child_lookup(&"d".into()).is_none());
+    hub.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn reserved_metadata_is_invalid_input() {
+    let hub = hub().await;
+    let (status, body) = call(
+        &hub,
+        "POST",
+        "/v1/children",
+        Some(json!({"id": "m", "kind": "counter", "metadata": {"__process_hub__": "x"}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"], "invalid_input");
+    assert!(hub.child_lookup(&"m".into()).is_none());
+    hub.shutdown().await.unwrap();
+}
