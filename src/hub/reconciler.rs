@@ -285,6 +285,8 @@ async fn stop_local(hub: &HubShared, ids: Vec<ChildId>) -> NodeStopReport {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let batch = StopBatch {
         ids,
+        // Deliberate: this node's instance goes (its binding is removed, not kept as a stub).
+        release: false,
         reply: Box::new(move |report| {
             let _ = tx.send(report);
         }),
