@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::core::recovery_config::{AutoRecoveryConfig, AutoRecoveryConfigError};
 use crate::model::{ChildId, ChildSpec, NodeName};
 use crate::storage::BackendConfig;
 
@@ -48,6 +49,9 @@ pub enum ConfigError {
     /// The config file could not be parsed.
     #[error("cannot parse the hub configuration: {0}")]
     Parse(String),
+    /// An `auto_recovery` option is out of range or unusable.
+    #[error(transparent)]
+    AutoRecovery(#[from] AutoRecoveryConfigError),
 }
 
 /// The configuration of one hub on one node (the original's `%ProcessHub{}`).
@@ -88,6 +92,9 @@ pub struct ProcessHub {
     /// Period of the janitor's sweep of expired TTL rows, in ms. Range `10..=86_400_000`,
     /// default 15 000 (the original's `storage_purge_interval`).
     pub storage_purge_interval_ms: u64,
+    /// Durable children and orphan recovery (`docs/recovery.md`). `None` (the default): off,
+    /// `durable: true` starts are refused and the recovery state is `normal` from the start.
+    pub auto_recovery: Option<AutoRecoveryConfig>,
     /// Cluster: period of the full registry sync each node sends its peers (heals lost
     /// deltas), in ms. Range `100..=3_600_000`, default 15 000 (the original's
     /// `sync_interval`).
@@ -125,6 +132,7 @@ impl Default for ProcessHub {
             shutdown_timeout_ms: 60_000,
             default_timeout_ms: 10_000,
             storage_purge_interval_ms: 15_000,
+            auto_recovery: None,
             sync_interval_ms: 15_000,
             nodedown_grace_ms: 1_000,
             membership_debounce_ms: 200,
@@ -289,6 +297,10 @@ impl ProcessHub {
                 });
             }
         }
+        if let Some(recovery) = &self.auto_recovery {
+            // Logs the init warnings (grace vs sync interval, deprecated keys) at WARN.
+            recovery.validate(self.sync_interval_ms)?;
+        }
         Ok(())
     }
 
@@ -370,6 +382,12 @@ impl ProcessHubBuilder {
     /// Sets the janitor's sweep period.
     pub fn storage_purge_interval(mut self, period: Duration) -> Self {
         self.0.storage_purge_interval_ms = period.as_millis() as u64;
+        self
+    }
+
+    /// Turns on durable children and orphan recovery.
+    pub fn auto_recovery(mut self, config: AutoRecoveryConfig) -> Self {
+        self.0.auto_recovery = Some(config);
         self
     }
 

@@ -44,8 +44,13 @@ pub use api::{
     StartOptions, StartResult, StartedChild, StopError, StopFailure, StopOptions, StopResult,
     StoppedChild,
 };
+pub use api::{DeclaredView, RecoveryError};
 pub use config::{ConfigError, ProcessHub, ProcessHubBuilder};
+pub use core::declared_list::DeclaredChild;
+pub use core::recovery::RecoveryState;
+pub use core::recovery_config::{AutoRecoveryConfig, ManifestLocation, StartBudget};
 pub use events::{EventSink, HubEvent, SubscriptionId};
 pub use hooks::{HookAction, HookError, HookEvent, HookHandler, HookKey, Hooks};
 pub use kinds::{ChildKinds, KindError};
 pub use model::{ChildArgs, ChildId, ChildSpec, Metadata, NodeName, Pid, Restart, Row, Shutdown};
+pub use recovery::state_watch::AwaitNormalTimeout;

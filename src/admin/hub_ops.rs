@@ -33,6 +33,7 @@ pub fn start_error_code(e: &ChildStartError) -> &'static str {
         ChildStartError::NodeReceiveTimeout => "node_receive_timeout",
         ChildStartError::NodeUnavailable { .. } => "node_unavailable",
         ChildStartError::Storage { .. } => "storage",
+        ChildStartError::DurableRequiresPermanent { .. } => "durable_requires_permanent",
     }
 }
 
@@ -65,6 +66,7 @@ fn start_refused(e: StartError) -> AdminError {
         StartError::NoChildren
         | StartError::ReservedMetadataKey(_)
         | StartError::InvalidOption { .. } => AdminError::InvalidInput(e.to_string()),
+        StartError::Declared(r) => declared_refused(r),
     }
 }
 
@@ -74,6 +76,19 @@ fn stop_refused(e: StopError) -> AdminError {
         StopError::NoChildren | StopError::InvalidOption { .. } => {
             AdminError::InvalidInput(e.to_string())
         }
+        StopError::Declared(r) => declared_refused(r),
+    }
+}
+
+/// A refusal of the declared list: `no_leader` is 503; a parked list or a hub without
+/// auto-recovery cannot take the request (`invalid_input`); a failed write is internal.
+fn declared_refused(e: crate::RecoveryError) -> AdminError {
+    use crate::RecoveryError as R;
+    match e {
+        R::NoLeader { .. } => AdminError::NoLeader(e.to_string()),
+        R::HubUnavailable { .. } => AdminError::NotReady(e.to_string()),
+        R::AutoRecoveryDisabled | R::DeclaredParked => AdminError::InvalidInput(e.to_string()),
+        R::Storage { .. } => AdminError::Internal(e.to_string()),
     }
 }
 

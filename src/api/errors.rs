@@ -54,6 +54,46 @@ pub enum ChildStartError {
         /// The storage error.
         message: String,
     },
+    /// A durable start of a child whose restart type is not `permanent` (a transient or
+    /// temporary child may finish on its own, which no other node could tell from "lost").
+    #[error("durable requires restart permanent, not {restart}")]
+    DurableRequiresPermanent {
+        /// The restart type the spec asked for.
+        restart: String,
+    },
+}
+
+/// Why an operation on the declared list (a durable start, the stop of a declared child, a
+/// `clear`) was refused. Nothing was changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "code", rename_all = "snake_case")]
+pub enum RecoveryError {
+    /// The hub runs without `auto_recovery`: there is no declared list.
+    #[error("auto_recovery is off on this hub: durable children need it")]
+    AutoRecoveryDisabled,
+    /// No declared-list leader is reachable; plain starts, lookups and stops of undeclared
+    /// children keep working.
+    #[error("no declared-list leader is reachable: {reason}")]
+    NoLeader {
+        /// Why.
+        reason: String,
+    },
+    /// This node's list is lost and its reconcile is parked until a copy is restored or an
+    /// operator clears it.
+    #[error("the declared list is lost on this node (parked); restore or clear it first")]
+    DeclaredParked,
+    /// The list could not be persisted (the mutation was not acknowledged).
+    #[error("declared list write failed: {message}")]
+    Storage {
+        /// The storage error.
+        message: String,
+    },
+    /// The hub is not running.
+    #[error("hub unavailable: {reason}")]
+    HubUnavailable {
+        /// Why.
+        reason: String,
+    },
 }
 
 impl From<KindError> for ChildStartError {
@@ -112,6 +152,10 @@ pub enum StartError {
     /// The hub is not running (stopped, or its coordinator is restarting).
     #[error("hub unavailable: {0}")]
     HubUnavailable(String),
+    /// A durable start was refused by the declared list (`no_leader`, parked, off, a failed
+    /// write); no child of the request was started.
+    #[error(transparent)]
+    Declared(RecoveryError),
 }
 
 /// Why a whole stop request was refused.
@@ -131,6 +175,10 @@ pub enum StopError {
     /// The hub is not running.
     #[error("hub unavailable: {0}")]
     HubUnavailable(String),
+    /// The stop names a declared child and the declared list refused to remove it
+    /// (`no_leader`, parked, a failed write); no child of the request was stopped.
+    #[error(transparent)]
+    Declared(RecoveryError),
 }
 
 /// Why a hub could not be spawned.
@@ -148,6 +196,9 @@ pub enum SpawnError {
     /// A hook given at spawn was rejected.
     #[error(transparent)]
     Hook(#[from] crate::hooks::HookError),
+    /// The remote manifest configured in `auto_recovery` cannot be used.
+    #[error(transparent)]
+    Manifest(#[from] crate::recovery::manifest::ManifestError),
     /// A static child (`child_specs`) did not start; the hub was shut down again.
     #[error("static children failed to start: {}", describe(.errors))]
     StaticChildren {

@@ -8,13 +8,15 @@ use ractor::{Actor, ActorCell, ActorRef, ActorStatus};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::errors::{ChildMessageError, SpawnError, StartError, StopError};
+use super::declared::{open_recovery, DeclaredView};
+use super::errors::{ChildMessageError, RecoveryError, SpawnError, StartError, StopError};
 use super::msg::HubMsg;
 use super::options::{StartOptions, StopOptions};
 use super::reads;
 use super::results::{ChildInfo, ProcessEntry, ProcessScope, StartResult, StopResult};
 use crate::cluster::transport::Network;
 use crate::config::ProcessHub;
+use crate::core::recovery::RecoveryState;
 use crate::events::{EventSink, HubEvent, SubscriptionId};
 use crate::hooks::{HookError, HookHandler, HookKey, Hooks};
 use crate::hub::cluster::ClusterMsg;
@@ -23,6 +25,7 @@ use crate::hub::supervisor::HubSupervisor;
 use crate::hub::HubShared;
 use crate::kinds::ChildKinds;
 use crate::model::{ChildId, ChildSpec, NodeName, Pid, Row};
+use crate::recovery::state_watch::AwaitNormalTimeout;
 use crate::storage::open_backend;
 
 /// A graceful shutdown did not finish within the hub's `shutdown_timeout_ms`.
@@ -111,13 +114,11 @@ impl HubBuilder {
             hooks.register(key, handler)?;
         }
         let statics = self.config.child_specs.clone();
-        let shared = Arc::new(HubShared::with_network(
-            self.config,
-            storage,
-            self.kinds,
-            hooks,
-            self.network,
-        ));
+        let recovery = open_recovery(&self.config)?;
+        let mut shared =
+            HubShared::with_network(self.config, storage, self.kinds, hooks, self.network);
+        shared.recovery = recovery;
+        let shared = Arc::new(shared);
         for sink in self.sinks {
             shared.events.subscribe(sink);
         }
@@ -358,6 +359,39 @@ impl Hub {
     /// The ids of the handlers of `key`, in the order they run.
     pub fn hook_handlers(&self, key: HookKey) -> Vec<String> {
         self.shared.hooks.handler_ids(key)
+    }
+
+    /// This node's copy of the declared list as last persisted (`None` without
+    /// `auto_recovery`). Read without an actor round trip.
+    pub fn declared_children(&self) -> Option<DeclaredView> {
+        reads::declared_children(&self.shared)
+    }
+
+    /// `Recovering` until this node's first reconcile round completes, then `Normal` for good;
+    /// `Normal` from the start without `auto_recovery`.
+    pub fn recovery_state(&self) -> RecoveryState {
+        self.shared
+            .recovery
+            .as_ref()
+            .map_or(RecoveryState::Normal, |r| r.state.current())
+    }
+
+    /// Waits until the recovery state is `Normal`, at most `timeout` (size it above
+    /// `reconcile_grace_ms`).
+    pub async fn await_normal(&self, timeout: Duration) -> Result<(), AwaitNormalTimeout> {
+        match &self.shared.recovery {
+            Some(r) => r.state.await_normal(timeout).await,
+            None => Ok(()),
+        }
+    }
+
+    /// The operator's `clear`: the empty declared list becomes the truth, one version above
+    /// this node's, and a parked node resumes. Every running durable child is then stopped by
+    /// the next round (its row is durable and it is no longer declared). Answers the version.
+    pub async fn clear_declared(&self) -> Result<u64, RecoveryError> {
+        self.call(|reply| HubMsg::ClearDeclared { reply })
+            .await
+            .map_err(|reason| RecoveryError::HubUnavailable { reason })?
     }
 
     /// Whether every member has delivered its registry to this node since it came up

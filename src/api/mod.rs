@@ -1,5 +1,6 @@
 //! The public API: the [`Hub`] handle, the [`HubMsg`] messages, options, results and errors.
 
+pub(crate) mod declared;
 pub(crate) mod errors;
 mod handle;
 pub(crate) mod msg;
@@ -7,8 +8,10 @@ pub(crate) mod options;
 pub(crate) mod reads;
 pub(crate) mod results;
 
+pub use declared::DeclaredView;
 pub use errors::{
-    ChildMessageError, ChildStartError, ChildStopError, SpawnError, StartError, StopError,
+    ChildMessageError, ChildStartError, ChildStopError, RecoveryError, SpawnError, StartError,
+    StopError,
 };
 pub use handle::{Hub, HubBuilder, ShutdownTimedOut};
 pub use msg::HubMsg;

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 
 use ractor::RpcReplyPort;
 
-use super::errors::{StartError, StopError};
+use super::declared::DeclaredView;
+use super::errors::{RecoveryError, StartError, StopError};
 use super::options::{StartOptions, StopOptions};
 use super::results::{ChildInfo, ProcessEntry, ProcessScope, StartResult, StopResult};
 use crate::events::{EventSink, SubscriptionId};
@@ -125,6 +126,17 @@ pub enum HubMsg {
         handler_id: String,
         /// The answer.
         reply: RpcReplyPort<Result<(), HookError>>,
+    },
+    /// This node's copy of the declared list (`None` without `auto_recovery`).
+    DeclaredChildren {
+        /// The answer.
+        reply: RpcReplyPort<Option<DeclaredView>>,
+    },
+    /// The operator's `clear` of the declared list: the empty list becomes the truth one
+    /// version up, and a parked node unparks. Answers the new version.
+    ClearDeclared {
+        /// The answer.
+        reply: RpcReplyPort<Result<u64, RecoveryError>>,
     },
 }
 

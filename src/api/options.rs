@@ -42,6 +42,10 @@ pub struct StartOptions {
     /// Metadata stored with every child of the request; `tag` drives `tag_query`. The key
     /// [`crate::model::RESERVED_METADATA_KEY`] is refused.
     pub metadata: Metadata,
+    /// Declare the children (issue 5, `docs/recovery.md`): each is added to the hub's declared
+    /// list before it starts and comes back after any outage until deliberately stopped.
+    /// Needs `auto_recovery` and `Restart::Permanent` children (default `false`).
+    pub durable: bool,
 }
 
 impl Default for StartOptions {
@@ -52,6 +56,7 @@ impl Default for StartOptions {
             check_existing: true,
             on_failure: OnFailure::Continue,
             metadata: Metadata::new(),
+            durable: false,
         }
     }
 }
@@ -89,6 +94,12 @@ impl StartOptions {
     /// Adds one metadata pair.
     pub fn metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    /// Sets `durable` (declare the children; see the field).
+    pub fn durable(mut self, durable: bool) -> Self {
+        self.durable = durable;
         self
     }
 

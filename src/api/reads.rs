@@ -91,3 +91,5 @@ pub(crate) fn nodes(hub: &HubShared, include_local: bool) -> Vec<NodeName> {
     members.sort();
     members
 }
+
+pub(crate) use super::declared::declared_children;

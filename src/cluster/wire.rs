@@ -15,6 +15,7 @@ use bincode::Options;
 use serde::{Deserialize, Serialize};
 
 use crate::core::boot_token::BootToken;
+use crate::core::declared_list::DeclaredList;
 use crate::model::{ChildId, ChildSpec, HubMeta, Metadata, NodeName, Pid, Row};
 
 /// The protocol version this build speaks.
@@ -200,6 +201,58 @@ pub enum WireMsg {
         /// The reply bytes, or why there is none.
         result: Result<Vec<u8>, ChildFailure>,
     },
+    /// The sender's adopted copy of the declared list (durable children): broadcast by the
+    /// leader after each persisted mutation, and sent to a peer when it comes up (boot
+    /// adoption). The receiver adopts it whole if it wins by version (ties: lowest mutator).
+    DeclaredOffer {
+        /// The copy.
+        list: DeclaredList,
+        /// The sender has not heard the receiver's copy yet: answer with an offer (`false`).
+        reply: bool,
+    },
+    /// A mutation of the declared list, sent to the node the sender takes for the leader.
+    DeclaredMutate {
+        /// The origin's pending mutation.
+        request_id: RequestId,
+        /// The node waiting for the [`WireMsg::DeclaredMutateReply`].
+        reply_to: NodeName,
+        /// What to change.
+        op: DeclaredOp,
+    },
+    /// The leader's answer to a [`WireMsg::DeclaredMutate`], sent once the mutation is
+    /// persisted (or refused).
+    DeclaredMutateReply {
+        /// The origin's pending mutation.
+        request_id: RequestId,
+        /// The version after the mutation, or why it was refused.
+        result: Result<u64, DeclaredRefusal>,
+    },
+}
+
+/// A mutation of the declared list routed to the leader.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DeclaredOp {
+    /// Declare these children (a durable start, before the start).
+    Declare {
+        /// The children with their metadata.
+        children: Vec<(ChildSpec, Metadata)>,
+    },
+    /// Undeclare these children (a deliberate stop, before the terminate).
+    Undeclare {
+        /// The children.
+        ids: Vec<ChildId>,
+    },
+    /// The operator's clear.
+    Clear,
+}
+
+/// Why the leader refused a [`WireMsg::DeclaredMutate`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeclaredRefusal {
+    /// `no_leader`, `declared_parked`, `auto_recovery_disabled` or `storage`.
+    pub code: String,
+    /// Details.
+    pub message: String,
 }
 
 impl WireMsg {
@@ -219,6 +272,9 @@ impl WireMsg {
             WireMsg::ChildCast { .. } => "child_cast",
             WireMsg::ChildCall { .. } => "child_call",
             WireMsg::ChildCallReply { .. } => "child_call_reply",
+            WireMsg::DeclaredOffer { .. } => "declared_offer",
+            WireMsg::DeclaredMutate { .. } => "declared_mutate",
+            WireMsg::DeclaredMutateReply { .. } => "declared_mutate_reply",
         }
     }
 }

@@ -51,6 +51,9 @@ pub struct AutoRecoveryConfig {
     pub stopped_row_ttl_ms: Option<IgnoredAny>,
 }
 
+// The deprecated keys hold `IgnoredAny` (a unit value), so equality is total.
+impl Eq for AutoRecoveryConfig {}
+
 impl Default for AutoRecoveryConfig {
     fn default() -> Self {
         Self {

@@ -20,6 +20,8 @@ use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 
+use crate::core::reconcile::RoundStats;
+use crate::core::recovery::RecoveryState;
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName, Pid};
 
 /// The moments a handler can be attached to. These are the original's keys that apply to one
@@ -45,6 +47,25 @@ pub enum HookKey {
     ProcessStartups,
     /// The hub is shutting down.
     CoordinatorShutdown,
+    /// Recovery: the `recovering -> normal` transition (once, after the first round).
+    RecoveryStateChanged,
+    /// Recovery: once, before the first reconcile round issues any start. Each handler runs on
+    /// a blocking thread and the round waits for it at most `reconcile_interval_ms`: use it to
+    /// wait on prerequisite services.
+    PreRecoveryReplay,
+    /// Recovery: once, after the first reconcile round completes.
+    PostRecoveryReplay,
+    /// Recovery: every reconcile round, quiet ones included, with its counters.
+    ReconcileRound,
+    /// Recovery: this node stops its own instance of a declared child that runs twice.
+    ReconcileDuplicate,
+    /// Recovery: two copies of the declared list tied on version with different content; the
+    /// copy last mutated by the lowest node won.
+    DeclaredTiebreak,
+    /// Recovery (alarm grade): the declared list is lost on this node and the reconcile parked.
+    DeclaredParked,
+    /// Recovery: a ship to the remote manifest failed; the shipper retries with backoff.
+    ManifestShipFailed,
     /// Cluster: a peer's hub is about to be added to the members.
     PreClusterJoin,
     /// Cluster: a peer's hub was added to the members (and the ring).
@@ -75,6 +96,14 @@ impl HookKey {
             HookKey::ChildDataAlter => "child_data_alter",
             HookKey::ProcessStartups => "process_startups",
             HookKey::CoordinatorShutdown => "coordinator_shutdown",
+            HookKey::RecoveryStateChanged => "recovery_state_changed",
+            HookKey::PreRecoveryReplay => "pre_recovery_replay",
+            HookKey::PostRecoveryReplay => "post_recovery_replay",
+            HookKey::ReconcileRound => "reconcile_round",
+            HookKey::ReconcileDuplicate => "reconcile_duplicate",
+            HookKey::DeclaredTiebreak => "declared_tiebreak",
+            HookKey::DeclaredParked => "declared_parked",
+            HookKey::ManifestShipFailed => "manifest_ship_failed",
             HookKey::PreClusterJoin => "pre_cluster_join",
             HookKey::PostClusterJoin => "post_cluster_join",
             HookKey::PreClusterLeave => "pre_cluster_leave",
@@ -158,6 +187,91 @@ pub enum HookEvent {
         hub_id: String,
         /// The node it runs on.
         node: NodeName,
+    },
+    /// `recovery_state_changed`.
+    RecoveryStateChanged {
+        /// The node.
+        node: NodeName,
+        /// The state left.
+        from: RecoveryState,
+        /// The state entered.
+        to: RecoveryState,
+    },
+    /// `pre_recovery_replay`.
+    PreRecoveryReplay {
+        /// The node about to run its first round.
+        node: NodeName,
+        /// The declared version the round plans from.
+        version: u64,
+        /// Declared children.
+        declared: usize,
+    },
+    /// `post_recovery_replay`.
+    PostRecoveryReplay {
+        /// The node.
+        node: NodeName,
+        /// The first round's counters.
+        stats: RoundStats,
+    },
+    /// `reconcile_round`.
+    ReconcileRound {
+        /// The node that ran the round.
+        node: NodeName,
+        /// Its counters (candidates, orphans, started, skipped_pending, duplicates,
+        /// stopped_undeclared, removed_stale, elapsed_ms).
+        stats: RoundStats,
+        /// The round was parked (the list is lost or outdated here): it did nothing.
+        parked: bool,
+    },
+    /// `reconcile_duplicate`.
+    ReconcileDuplicate {
+        /// The child.
+        id: ChildId,
+        /// The node stopping its instance (this one).
+        node: NodeName,
+        /// The instance stopped.
+        pid: Pid,
+        /// The node whose instance is kept.
+        keep: NodeName,
+    },
+    /// `declared_tiebreak`.
+    DeclaredTiebreak {
+        /// The node that resolved it.
+        node: NodeName,
+        /// The tied version.
+        version: u64,
+        /// The node that last mutated the winning copy.
+        winner: Option<NodeName>,
+        /// The node that last mutated the losing copy.
+        loser: Option<NodeName>,
+    },
+    /// `declared_parked`.
+    DeclaredParked {
+        /// The parked node.
+        node: NodeName,
+        /// The local list was corrupt (else missing).
+        corrupt: bool,
+        /// The seeded marker was found.
+        seeded_marker: bool,
+        /// Durable rows found in the registry.
+        durable_rows: usize,
+        /// The remote manifest's failure, when its fetch failed.
+        manifest_error: Option<String>,
+    },
+    /// `manifest_ship_failed`.
+    ManifestShipFailed {
+        /// The node shipping.
+        node: NodeName,
+        /// The version that failed to ship.
+        version: u64,
+        /// Consecutive failures so far.
+        failures: u32,
+        /// When the shipper tries again, in ms.
+        retry_in_ms: u64,
+        /// The manifest's location.
+        location: String,
+        /// What went wrong.
+        error: String,
     },
     /// `pre_cluster_join`.
     PreClusterJoin {
@@ -380,6 +494,41 @@ impl Hooks {
             .get(&key)
             .cloned()
             .unwrap_or_default()
+    }
+
+    /// Runs the observing handlers of `key` each on a blocking thread, waiting for each at most
+    /// `budget` (a handler that overruns is left to finish on its own and the next one runs).
+    /// For the synchronous `pre_recovery_replay`, whose handlers may wait on other services.
+    pub async fn fire_budgeted(
+        &self,
+        key: HookKey,
+        budget: std::time::Duration,
+        payload: impl FnOnce() -> HookEvent,
+    ) {
+        let handlers = self.handlers(key);
+        if handlers.is_empty() {
+            return;
+        }
+        let event = Arc::new(payload());
+        for h in handlers {
+            let HookAction::Observe(f) = &h.action else {
+                continue;
+            };
+            let (f, event) = (f.clone(), event.clone());
+            let run = tokio::task::spawn_blocking(move || f(&event));
+            match tokio::time::timeout(budget, run).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => {
+                    tracing::error!(hook = %key, handler = %h.id, "hook handler panicked")
+                }
+                Err(_) => tracing::warn!(
+                    hook = %key,
+                    handler = %h.id,
+                    budget_ms = budget.as_millis() as u64,
+                    "hook handler overran its budget; carrying on without it"
+                ),
+            }
+        }
     }
 
     /// Runs the observing handlers of `key`; the payload is only built when one exists. The

@@ -9,6 +9,8 @@
 //! Every path answers exactly once, with per-child `node_unavailable` errors when the batch
 //! cannot be delivered.
 
+use std::collections::BTreeSet;
+
 use super::child_supervisor::ChildSupMsg;
 use super::HubShared;
 use crate::api::errors::{ChildStartError, ChildStopError};
@@ -40,6 +42,8 @@ pub(crate) struct StartBatch {
     pub children: Vec<(ChildSpec, Metadata)>,
     /// A child already running here counts as started (`check_existing: false`).
     pub existing_ok: bool,
+    /// The children of the batch that are declared: their rows are marked durable.
+    pub durable: BTreeSet<ChildId>,
     pub reply: StartReply,
 }
 

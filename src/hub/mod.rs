@@ -8,7 +8,9 @@
 //! ├── ChildSupervisor        spawns this node's children; permanent/transient/temporary;
 //! │                          restart intensity -> escalates to the HubSupervisor
 //! ├── Coordinator            start/stop pipeline and the pending-operation table
-//! └── Janitor                periodic sweep of expired TTL rows
+//! ├── Janitor                periodic sweep of expired TTL rows
+//! ├── DeclaredLeader         (auto_recovery) the declared list: boot, mutations, park
+//! └── Reconciler             (auto_recovery) reconcile rounds toward the declared list
 //! ```
 //!
 //! The actors share one [`HubShared`]: the config, the storage read view (reads never go
@@ -18,8 +20,13 @@
 pub(crate) mod child_supervisor;
 pub(crate) mod cluster;
 pub(crate) mod coordinator;
+pub(crate) mod declared_forward;
+pub(crate) mod declared_leader;
+pub(crate) mod declared_remote;
 pub(crate) mod delivery;
 pub(crate) mod janitor;
+pub(crate) mod reconciler;
+pub(crate) mod recovery_shared;
 pub(crate) mod registry;
 pub(crate) mod replication;
 pub(crate) mod supervisor;
@@ -40,6 +47,8 @@ use crate::storage::Storage;
 
 use child_supervisor::ChildSupMsg;
 use coordinator::CoordinatorMsg;
+use declared_leader::DeclaredMsg;
+use recovery_shared::RecoveryShared;
 use registry::RegistryMsg;
 
 /// The refs of the hub's actors as of now.
@@ -48,6 +57,8 @@ pub(crate) struct ActorRefs {
     pub registry: Option<ActorRef<RegistryMsg>>,
     pub child_supervisor: Option<ActorRef<ChildSupMsg>>,
     pub coordinator: Option<ActorRef<CoordinatorMsg>>,
+    pub declared_leader: Option<ActorRef<DeclaredMsg>>,
+    pub reconciler: Option<ActorRef<reconciler::ReconcilerMsg>>,
 }
 
 /// State shared by a hub's actors and its handles.
@@ -63,6 +74,8 @@ pub(crate) struct HubShared {
     pub members: RwLock<Vec<NodeName>>,
     /// The actors of this node's children, for `Hub::local_child`.
     pub local_children: DashMap<ChildId, ActorCell>,
+    /// Durable children and orphan recovery, when `auto_recovery` is on.
+    pub recovery: Option<Arc<RecoveryShared>>,
     /// The node's network when the hub spans nodes (`HubBuilder::network`); `None`: one node.
     pub network: Option<Arc<dyn Network>>,
     /// This hub's endpoint on the network, opened by the Coordinator in `pre_start` (a restarted
@@ -114,6 +127,7 @@ impl HubShared {
             events: EventBus::new(),
             refs: RwLock::new(ActorRefs::default()),
             local_children: DashMap::new(),
+            recovery: None,
             // One node is settled by definition; a clustered hub is settled once its peers'
             // registries arrived (a lone clustered node also counts as settled).
             settled: tokio::sync::watch::Sender::new(true),
@@ -149,6 +163,22 @@ impl HubShared {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .coordinator
+            .clone()
+    }
+
+    pub fn reconciler(&self) -> Option<ActorRef<reconciler::ReconcilerMsg>> {
+        self.refs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .reconciler
+            .clone()
+    }
+
+    pub fn declared_leader(&self) -> Option<ActorRef<DeclaredMsg>> {
+        self.refs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .declared_leader
             .clone()
     }
 

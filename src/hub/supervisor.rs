@@ -19,15 +19,20 @@ use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, Supervisio
 
 use super::child_supervisor::{ChildSupArgs, ChildSupervisor};
 use super::coordinator::{Coordinator, CoordinatorMsg};
+use super::coordinator::{StartReplyPort, StopReplyPort};
+use super::declared_leader::{DeclaredLeader, DeclaredLeaderArgs, DeclaredMsg};
 use super::janitor::Janitor;
+use super::reconciler::{Reconciler, ReconcilerArgs};
 use super::registry::{Registry, RegistryArgs};
 use super::HubShared;
-use crate::api::errors::{StartError, StopError};
+use crate::api::errors::{RecoveryError, StartError, StopError};
 use crate::api::msg::HubMsg;
+use crate::api::options::{StartOptions, StopOptions};
 use crate::api::reads;
 use crate::core::{IntensityVerdict, RestartIntensity};
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
+use crate::model::{ChildId, ChildSpec};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Role {
@@ -35,6 +40,8 @@ enum Role {
     ChildSupervisor,
     Coordinator,
     Janitor,
+    DeclaredLeader,
+    Reconciler,
 }
 
 impl Role {
@@ -44,6 +51,8 @@ impl Role {
             Role::ChildSupervisor => "child_supervisor",
             Role::Coordinator => "coordinator",
             Role::Janitor => "janitor",
+            Role::DeclaredLeader => "declared_leader",
+            Role::Reconciler => "reconciler",
         }
     }
 }
@@ -102,8 +111,40 @@ async fn spawn_role(
             let (r, _) = Actor::spawn_linked(None, Janitor, shared.clone(), myself).await?;
             r.get_cell()
         }
+        Role::DeclaredLeader => {
+            let args = DeclaredLeaderArgs {
+                hub: shared.clone(),
+                recovery: recovery_of(shared)?,
+            };
+            let (r, _) = Actor::spawn_linked(None, DeclaredLeader, args, myself).await?;
+            shared.set_refs(|refs| refs.declared_leader = Some(r.clone()));
+            r.get_cell()
+        }
+        Role::Reconciler => {
+            let args = ReconcilerArgs {
+                hub: shared.clone(),
+                recovery: recovery_of(shared)?,
+            };
+            let (r, _) = Actor::spawn_linked(None, Reconciler, args, myself).await?;
+            shared.set_refs(|refs| refs.reconciler = Some(r.clone()));
+            r.get_cell()
+        }
     };
     Ok(cell)
+}
+
+/// The recovery roles exist only with `auto_recovery`.
+#[derive(Debug, thiserror::Error)]
+#[error("recovery actor spawned without auto_recovery")]
+struct NoRecovery;
+
+fn recovery_of(
+    shared: &HubShared,
+) -> Result<Arc<super::recovery_shared::RecoveryShared>, ActorProcessingErr> {
+    shared
+        .recovery
+        .clone()
+        .ok_or_else(|| Box::new(NoRecovery) as ActorProcessingErr)
 }
 
 impl HubSupState {
@@ -129,6 +170,47 @@ impl HubSupState {
             let _ = reply.send(Err(StartError::HubUnavailable(
                 "coordinator is restarting".into(),
             )));
+        }
+    }
+
+    /// A start: `durable: true` goes through the DeclaredLeader (declare, then start).
+    fn route_start(&self, specs: Vec<ChildSpec>, opts: StartOptions, reply: StartReplyPort) {
+        if !opts.durable {
+            return self.forward_start(CoordinatorMsg::Start { specs, opts, reply });
+        }
+        if self.shared.recovery.is_none() {
+            let _ = reply.send(Err(StartError::Declared(
+                RecoveryError::AutoRecoveryDisabled,
+            )));
+            return;
+        }
+        let unavailable = || StartError::HubUnavailable("declared leader is restarting".into());
+        let Some(leader) = self.shared.declared_leader() else {
+            let _ = reply.send(Err(unavailable()));
+            return;
+        };
+        if let Err(ractor::MessagingErr::SendErr(DeclaredMsg::DurableStart { reply, .. })) =
+            leader.cast(DeclaredMsg::DurableStart { specs, opts, reply })
+        {
+            let _ = reply.send(Err(unavailable()));
+        }
+    }
+
+    /// A stop: with recovery on, through the DeclaredLeader (a declared child is undeclared
+    /// before it is terminated).
+    fn route_stop(&self, ids: Vec<ChildId>, opts: StopOptions, reply: StopReplyPort) {
+        if self.shared.recovery.is_none() {
+            return self.forward_stop(CoordinatorMsg::Stop { ids, opts, reply });
+        }
+        let unavailable = || StopError::HubUnavailable("declared leader is restarting".into());
+        let Some(leader) = self.shared.declared_leader() else {
+            let _ = reply.send(Err(unavailable()));
+            return;
+        };
+        if let Err(ractor::MessagingErr::SendErr(DeclaredMsg::Stop { reply, .. })) =
+            leader.cast(DeclaredMsg::Stop { ids, opts, reply })
+        {
+            let _ = reply.send(Err(unavailable()));
         }
     }
 
@@ -162,13 +244,18 @@ impl Actor for HubSupervisor {
         shared: Arc<HubShared>,
     ) -> Result<Self::State, ActorProcessingErr> {
         let mut roles = HashMap::new();
-        // Registry first (the others write to it), coordinator last (it accepts requests).
-        for role in [
-            Role::Registry,
-            Role::ChildSupervisor,
-            Role::Janitor,
-            Role::Coordinator,
-        ] {
+        // Registry first (the others write to it), coordinator last (it accepts requests);
+        // with auto_recovery the DeclaredLeader boots the list before the coordinator accepts
+        // requests, and the Reconciler plans from it once everything runs.
+        let mut order = vec![Role::Registry, Role::ChildSupervisor, Role::Janitor];
+        if shared.recovery.is_some() {
+            order.push(Role::DeclaredLeader);
+        }
+        order.push(Role::Coordinator);
+        if shared.recovery.is_some() {
+            order.push(Role::Reconciler);
+        }
+        for role in order {
             let cell = spawn_role(role, &shared, myself.get_cell(), true).await?;
             roles.insert(cell.get_id(), (role, cell));
         }
@@ -199,7 +286,9 @@ impl Actor for HubSupervisor {
         // One budget for the whole shutdown, shared by the steps in order.
         let deadline = Instant::now() + shared.config.shutdown_timeout();
         for role in [
+            Role::Reconciler,
             Role::Coordinator,
+            Role::DeclaredLeader,
             Role::Janitor,
             Role::ChildSupervisor,
             Role::Registry,
@@ -230,24 +319,33 @@ impl Actor for HubSupervisor {
     ) -> Result<(), ActorProcessingErr> {
         let hub = &state.shared;
         match msg {
-            HubMsg::StartChild { spec, opts, reply } => {
-                state.forward_start(CoordinatorMsg::Start {
-                    specs: vec![spec],
-                    opts,
-                    reply,
-                })
+            HubMsg::StartChild { spec, opts, reply } => state.route_start(vec![spec], opts, reply),
+            HubMsg::StartChildren { specs, opts, reply } => state.route_start(specs, opts, reply),
+            HubMsg::StopChild { id, opts, reply } => state.route_stop(vec![id], opts, reply),
+            HubMsg::StopChildren { ids, opts, reply } => state.route_stop(ids, opts, reply),
+            HubMsg::DeclaredChildren { reply } => {
+                let _ = reply.send(reads::declared_children(hub));
             }
-            HubMsg::StartChildren { specs, opts, reply } => {
-                state.forward_start(CoordinatorMsg::Start { specs, opts, reply })
-            }
-            HubMsg::StopChild { id, opts, reply } => state.forward_stop(CoordinatorMsg::Stop {
-                ids: vec![id],
-                opts,
-                reply,
-            }),
-            HubMsg::StopChildren { ids, opts, reply } => {
-                state.forward_stop(CoordinatorMsg::Stop { ids, opts, reply })
-            }
+            HubMsg::ClearDeclared { reply } => match hub.declared_leader() {
+                Some(leader) => {
+                    if let Err(ractor::MessagingErr::SendErr(DeclaredMsg::Clear { reply })) =
+                        leader.cast(DeclaredMsg::Clear { reply })
+                    {
+                        let _ = reply.send(Err(RecoveryError::HubUnavailable {
+                            reason: "declared leader is restarting".into(),
+                        }));
+                    }
+                }
+                None => {
+                    let _ = reply.send(Err(if hub.recovery.is_none() {
+                        RecoveryError::AutoRecoveryDisabled
+                    } else {
+                        RecoveryError::HubUnavailable {
+                            reason: "declared leader is restarting".into(),
+                        }
+                    }));
+                }
+            },
             HubMsg::ChildLookup {
                 id,
                 with_metadata,
@@ -323,6 +421,8 @@ impl Actor for HubSupervisor {
             Role::Registry => refs.registry = None,
             Role::ChildSupervisor => refs.child_supervisor = None,
             Role::Coordinator => refs.coordinator = None,
+            Role::DeclaredLeader => refs.declared_leader = None,
+            Role::Reconciler => refs.reconciler = None,
             Role::Janitor => {}
         });
         if state.intensity.record(shared.mono_ms()) == IntensityVerdict::Exceeded {

@@ -164,7 +164,13 @@ impl ChildSupState {
             if alter {
                 shared.hooks.alter(&mut spec, &metadata);
             }
-            let row = match Row::authored(spec.clone(), metadata, &node, now, false) {
+            // A declared child keeps its mark when it is moved or restarted from its row.
+            let durable = batch.durable.contains(&spec.id)
+                || shared
+                    .storage
+                    .get(&spec.id)
+                    .is_some_and(|row| row.hub.durable);
+            let row = match Row::authored(spec.clone(), metadata, &node, now, durable) {
                 Ok(row) => row,
                 Err(e) => {
                     report.errors.push((

@@ -173,7 +173,7 @@ impl ClusterState {
                 .map(|(spec, metadata)| StartItem {
                     spec: spec.clone(),
                     metadata: metadata.clone(),
-                    durable: false,
+                    durable: batch.durable.contains(&spec.id),
                 })
                 .collect(),
         };
@@ -357,6 +357,11 @@ impl CoordinatorState {
         let restarted = matches!(verdict, PeerBoot::Restarted { .. });
         tracing::info!(peer = %node, restarted, "peer up");
         self.publish_membership();
+        // Durable children: offer the peer this node's declared list (boot adoption).
+        if let Some(declared) = hub.declared_leader() {
+            let _ =
+                declared.cast(super::declared_leader::DeclaredMsg::PeerUp { node: node.clone() });
+        }
         if restarted {
             // Its previous boot's children died with it: reap now, not after a grace; the
             // pass after the reap re-places them.
@@ -523,6 +528,10 @@ impl CoordinatorState {
                 };
                 if cluster.peers.contains(&from) {
                     cluster.delivered_by.insert(from.clone());
+                    // Durable children: a completed sync round may call for a reconcile.
+                    if let Some(reconciler) = self.hub.reconciler() {
+                        let _ = reconciler.cast(super::reconciler::ReconcilerMsg::SyncCompleted);
+                    }
                     // A sync can reveal duplicates (after a partition) or orphans: a pass,
                     // batched with the other events.
                     cluster.joins.on_event(from, Instant::now());

@@ -71,6 +71,14 @@ impl CoordinatorState {
             }
             return;
         }
+        let rows = match &internal {
+            Internal::Replace { rows } | Internal::Handover { rows, .. } => rows,
+        };
+        let durable = rows
+            .values()
+            .filter(|row| row.hub.durable)
+            .map(|row| row.spec.id.clone())
+            .collect();
         let request_id = self.next_id();
         let timeout = self.internal_timeout();
         let result = StartResult {
@@ -82,6 +90,8 @@ impl CoordinatorState {
             request_id,
             by_node,
             true,
+            // A moved or re-placed child keeps its row's durable mark.
+            durable,
             result,
             StartPurpose::Internal(internal),
             OnFailure::Continue,

@@ -157,6 +157,11 @@ impl CoordinatorState {
             WireMsg::ChildCallReply { request_id, result } => {
                 self.child_call_done(request_id.0, result)
             }
+            msg @ (WireMsg::DeclaredOffer { .. }
+            | WireMsg::DeclaredMutate { .. }
+            | WireMsg::DeclaredMutateReply { .. }) => {
+                crate::hub::declared_remote::deliver_wire(&self.hub, from, msg)
+            }
             WireMsg::Hello { .. } | WireMsg::Heartbeat { .. } => {}
         }
     }
@@ -194,6 +199,11 @@ impl CoordinatorState {
         children: Vec<StartItem>,
     ) {
         let local = self.hub.node.clone();
+        let durable = children
+            .iter()
+            .filter(|i| i.durable)
+            .map(|i| i.spec.id.clone())
+            .collect();
         let mut here = Vec::new();
         let mut forward: BTreeMap<NodeName, Vec<StartItem>> = BTreeMap::new();
         let mut refused = Vec::new();
@@ -282,6 +292,7 @@ impl CoordinatorState {
             StartBatch {
                 children: here,
                 existing_ok: !check_existing,
+                durable,
                 reply,
             },
         );

@@ -15,7 +15,7 @@
 //! The state is the seed's `Coordinator.State` cut to what one node needs: the hub's fixed parts
 //! (`hub`), `pending_operations`, and the request id counter.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -143,6 +143,7 @@ impl CoordinatorState {
 
     /// Sends a start batch to `node`; when awaited its answer comes back as `NodeStarted`
     /// (from this node) or as a `StartReply` over the wire (from a peer).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn deliver_start(
         &self,
         myself: &ActorRef<CoordinatorMsg>,
@@ -150,8 +151,14 @@ impl CoordinatorState {
         request_id: u64,
         children: Vec<(ChildSpec, Metadata)>,
         existing_ok: bool,
+        durable: &BTreeSet<ChildId>,
         awaited: bool,
     ) {
+        let durable: BTreeSet<ChildId> = children
+            .iter()
+            .filter(|(spec, _)| durable.contains(&spec.id))
+            .map(|(spec, _)| spec.id.clone())
+            .collect();
         let coordinator = myself.clone();
         let reply: StartReply = if awaited {
             Box::new(move |report| {
@@ -167,6 +174,7 @@ impl CoordinatorState {
         let batch = StartBatch {
             children,
             existing_ok,
+            durable,
             reply,
         };
         match &self.cluster {
@@ -261,13 +269,30 @@ impl CoordinatorState {
         }
         let request_id = self.next_id();
         let existing_ok = !opts.check_existing;
+        let durable: BTreeSet<ChildId> = if opts.durable {
+            plan.by_node
+                .values()
+                .flatten()
+                .map(|c| c.spec.id.clone())
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
         if !opts.awaitable {
             for (node, children) in plan.by_node {
                 let children = children
                     .into_iter()
                     .map(|c| (c.spec, opts.metadata.clone()))
                     .collect();
-                self.deliver_start(myself, &node, request_id, children, existing_ok, false);
+                self.deliver_start(
+                    myself,
+                    &node,
+                    request_id,
+                    children,
+                    existing_ok,
+                    &durable,
+                    false,
+                );
             }
             let _ = reply.send(Ok(result));
             return;
@@ -288,6 +313,7 @@ impl CoordinatorState {
             request_id,
             by_node,
             existing_ok,
+            durable,
             result,
             StartPurpose::Request(reply),
             opts.on_failure,
@@ -303,6 +329,7 @@ impl CoordinatorState {
         request_id: u64,
         by_node: BTreeMap<NodeName, Vec<(ChildSpec, Metadata)>>,
         existing_ok: bool,
+        durable: BTreeSet<ChildId>,
         result: StartResult,
         purpose: StartPurpose,
         on_failure: OnFailure,
@@ -328,7 +355,15 @@ impl CoordinatorState {
             }),
         );
         for (node, children) in by_node {
-            self.deliver_start(myself, &node, request_id, children, existing_ok, true);
+            self.deliver_start(
+                myself,
+                &node,
+                request_id,
+                children,
+                existing_ok,
+                &durable,
+                true,
+            );
         }
         if timeout.is_zero() {
             self.on_timeout(myself, request_id);

@@ -1,0 +1,172 @@
+//! The declared list across nodes: mutations routed to a remote leader and their replies, and
+//! the entry point of declared-list wire messages (seed, "The declared list": "mutations are
+//! serialized through the hub's leader node").
+//!
+//! A node that is not the leader sends its mutation ([`WireMsg::DeclaredMutate`]) to the node
+//! it takes for the leader and waits for the reply, which the leader sends only once the
+//! mutation is persisted. No reply within the hub's `default_timeout_ms`, or a send that fails,
+//! is `no_leader`: the caller's durable start or stop is refused and nothing else is affected.
+//! The leader then broadcasts its new copy ([`WireMsg::DeclaredOffer`]) to every peer.
+
+use std::collections::HashMap;
+
+use ractor::ActorRef;
+
+use super::declared_leader::{DeclaredMsg, Then};
+use super::HubShared;
+use crate::api::errors::RecoveryError;
+use crate::cluster::wire::{DeclaredOp, DeclaredRefusal, RequestId, WireMsg};
+use crate::model::NodeName;
+
+type Timer = tokio::task::JoinHandle<Result<(), ractor::MessagingErr<DeclaredMsg>>>;
+
+/// Mutations sent to a remote leader, by request id.
+#[derive(Default)]
+pub(crate) struct RemoteMutations {
+    pending: HashMap<u64, (Then, Timer)>,
+    next: u64,
+}
+
+impl RemoteMutations {
+    /// Sends `op` to `leader`; `then` runs with its reply, or `no_leader`.
+    pub fn send(
+        &mut self,
+        hub: &HubShared,
+        myself: &ActorRef<DeclaredMsg>,
+        leader: &NodeName,
+        op: DeclaredOp,
+        then: Then,
+    ) {
+        let unreachable = |why: String| RecoveryError::NoLeader {
+            reason: format!("the leader {leader} cannot be reached: {why}"),
+        };
+        let Some(transport) = hub.transport() else {
+            return then(Err(unreachable("this node has no network".into())));
+        };
+        self.next += 1;
+        let request_id = self.next;
+        let msg = WireMsg::DeclaredMutate {
+            request_id: RequestId(request_id),
+            reply_to: hub.node.clone(),
+            op,
+        };
+        if let Err(e) = transport.send(leader, &msg) {
+            return then(Err(unreachable(e.to_string())));
+        }
+        let timer = myself.send_after(hub.config.default_timeout(), move || {
+            DeclaredMsg::MutateTimeout { request_id }
+        });
+        self.pending.insert(request_id, (then, timer));
+    }
+
+    /// The leader answered.
+    pub fn answered(&mut self, request_id: u64, result: Result<u64, RecoveryError>) {
+        if let Some((then, timer)) = self.pending.remove(&request_id) {
+            timer.abort();
+            then(result);
+        }
+    }
+
+    /// The leader did not answer in time.
+    pub fn timed_out(&mut self, request_id: u64) {
+        if let Some((then, _)) = self.pending.remove(&request_id) {
+            then(Err(RecoveryError::NoLeader {
+                reason: "the leader did not answer in time".into(),
+            }));
+        }
+    }
+}
+
+impl Drop for RemoteMutations {
+    fn drop(&mut self) {
+        for (_, (then, timer)) in self.pending.drain() {
+            timer.abort();
+            then(Err(RecoveryError::HubUnavailable {
+                reason: "the declared leader stopped".into(),
+            }));
+        }
+    }
+}
+
+/// The wire form of a refusal.
+pub(crate) fn refusal_of(e: &RecoveryError) -> DeclaredRefusal {
+    let code = match e {
+        RecoveryError::AutoRecoveryDisabled => "auto_recovery_disabled",
+        RecoveryError::NoLeader { .. } => "no_leader",
+        RecoveryError::DeclaredParked => "declared_parked",
+        RecoveryError::Storage { .. } => "storage",
+        RecoveryError::HubUnavailable { .. } => "hub_unavailable",
+    };
+    DeclaredRefusal {
+        code: code.into(),
+        message: e.to_string(),
+    }
+}
+
+/// A refusal from the wire. An unknown code (a newer peer) is reported as `no_leader`: the
+/// mutation did not happen.
+pub(crate) fn refusal_error(r: DeclaredRefusal) -> RecoveryError {
+    match r.code.as_str() {
+        "auto_recovery_disabled" => RecoveryError::AutoRecoveryDisabled,
+        "declared_parked" => RecoveryError::DeclaredParked,
+        "storage" => RecoveryError::Storage { message: r.message },
+        "hub_unavailable" => RecoveryError::HubUnavailable { reason: r.message },
+        _ => RecoveryError::NoLeader { reason: r.message },
+    }
+}
+
+/// Answers a remote mutation.
+pub(crate) fn send_mutate_reply(
+    hub: &HubShared,
+    to: &NodeName,
+    request_id: RequestId,
+    result: Result<u64, RecoveryError>,
+) {
+    let Some(transport) = hub.transport() else {
+        return;
+    };
+    let msg = WireMsg::DeclaredMutateReply {
+        request_id,
+        result: result.map_err(|e| refusal_of(&e)),
+    };
+    if let Err(e) = transport.send(to, &msg) {
+        tracing::debug!(peer = %to, error = %e, "declared mutation reply not sent");
+    }
+}
+
+/// Hands a declared-list message from peer `from` to the DeclaredLeader (called by the
+/// Coordinator, which receives the hub's wire messages). Without one, a mutation is refused so
+/// its sender does not wait for nothing.
+pub(crate) fn deliver_wire(hub: &HubShared, from: NodeName, msg: WireMsg) {
+    let refuse = |msg: &WireMsg, error: RecoveryError| {
+        if let WireMsg::DeclaredMutate {
+            request_id,
+            reply_to,
+            ..
+        } = msg
+        {
+            send_mutate_reply(hub, reply_to, *request_id, Err(error));
+        }
+    };
+    if hub.recovery.is_none() {
+        return refuse(&msg, RecoveryError::AutoRecoveryDisabled);
+    }
+    let Some(leader) = hub.declared_leader() else {
+        return refuse(
+            &msg,
+            RecoveryError::HubUnavailable {
+                reason: "declared leader is restarting".into(),
+            },
+        );
+    };
+    if let Err(ractor::MessagingErr::SendErr(DeclaredMsg::Wire { msg, .. })) =
+        leader.cast(DeclaredMsg::Wire { from, msg })
+    {
+        refuse(
+            &msg,
+            RecoveryError::HubUnavailable {
+                reason: "declared leader is restarting".into(),
+            },
+        );
+    }
+}

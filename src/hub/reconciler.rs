@@ -1,0 +1,495 @@
+//! The Reconciler actor: runs the reconcile rounds of one node (seed
+//! `persistence-and-recovery.md`, "Rounds and states").
+//!
+//! Spawned by the HubSupervisor only with `auto_recovery`. The schedule is the pure
+//! [`RoundSchedule`]: the first round `reconcile_grace_ms` after start, with or without peers;
+//! later rounds after completed synchronisation rounds, at most one per `reconcile_interval_ms`,
+//! never two at once. A node without peers has nothing to synchronise with, its view is the
+//! whole hub at every instant, so each interval counts as a completed sync for it.
+//!
+//! A round runs in a task and reports back, so the actor keeps answering: it plans with
+//! [`plan_round`] from the declared list as persisted here, the registry view and the ring, then
+//! - stops this node's own undeclared and duplicate instances (never another node's),
+//! - removes stale durable rows it owns,
+//! - submits orphans through the normal start path (`check_existing`, rows marked durable),
+//!   paced by the [`StartPacer`] (admission control): what a round does not submit is still an
+//!   orphan in the next one,
+//! - carries the mid-migration set to the next round (started only if still an orphan then).
+//!
+//! A parked list (lost here) plans parked rounds: no starts, no stops. The first round runs the
+//! synchronous `pre_recovery_replay` hooks before any start, and its completion moves the hub
+//! to `normal` (`recovery_state_changed`, `post_recovery_replay`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tokio::task::JoinHandle;
+
+use super::coordinator::CoordinatorMsg;
+use super::delivery::{self, NodeStopReport, StopBatch};
+use super::recovery_shared::{alone, owner_of, peers, ring, RecoveryShared};
+use super::registry::{RegistryMsg, RegistryOp};
+use super::HubShared;
+use crate::api::options::StartOptions;
+use crate::core::reconcile::{plan_round, OrphanStart, RoundStats, StopReason};
+use crate::core::recovery::{RecoveryState, RoundDecision, RoundSchedule, StartPacer};
+use crate::hooks::{HookEvent, HookKey};
+use crate::model::{ChildId, ChildSpec, Metadata};
+
+pub(crate) enum ReconcilerMsg {
+    /// Check the schedule.
+    Poll,
+    /// A synchronisation round completed (the cluster's sync sends it; a node without peers
+    /// uses the interval tick instead).
+    SyncCompleted,
+    /// The interval tick of a node without peers.
+    Tick,
+    /// The running round finished.
+    RoundDone(Box<RoundReport>),
+}
+
+impl ractor::Message for ReconcilerMsg {}
+
+pub(crate) struct RoundReport {
+    stats: RoundStats,
+    first: bool,
+    pending: BTreeSet<ChildId>,
+    pacer: StartPacer,
+}
+
+pub(crate) struct Reconciler;
+
+pub(crate) struct ReconcilerState {
+    hub: Arc<HubShared>,
+    recovery: Arc<RecoveryShared>,
+    schedule: RoundSchedule,
+    /// Out while a round runs (the round's task owns it).
+    pacer: Option<StartPacer>,
+    pending: BTreeSet<ChildId>,
+    wake: Option<JoinHandle<Result<(), ractor::MessagingErr<ReconcilerMsg>>>>,
+    tick: Option<JoinHandle<()>>,
+}
+
+pub(crate) struct ReconcilerArgs {
+    pub hub: Arc<HubShared>,
+    pub recovery: Arc<RecoveryShared>,
+}
+
+impl ReconcilerState {
+    fn poll(&mut self, myself: &ActorRef<ReconcilerMsg>) {
+        let now = self.hub.mono_ms();
+        match self.schedule.poll(now) {
+            RoundDecision::Start { first } => {
+                let first = first && self.recovery.state.current() == RecoveryState::Recovering;
+                let Some(pacer) = self.pacer.take() else {
+                    // Cannot happen: a round only starts when none runs.
+                    self.schedule.on_round_aborted();
+                    return;
+                };
+                let hub = self.hub.clone();
+                let recovery = self.recovery.clone();
+                let pending = self.pending.clone();
+                let me = myself.clone();
+                tokio::spawn(async move {
+                    let report = run_round(hub, recovery, first, pending, pacer).await;
+                    let _ = me.cast(ReconcilerMsg::RoundDone(Box::new(report)));
+                });
+            }
+            RoundDecision::WaitUntil(at) => {
+                if let Some(w) = self.wake.take() {
+                    w.abort();
+                }
+                let wait = Duration::from_millis(at.saturating_sub(now).max(1));
+                self.wake = Some(myself.send_after(wait, || ReconcilerMsg::Poll));
+            }
+            RoundDecision::Idle => {}
+        }
+    }
+
+    fn round_done(&mut self, myself: &ActorRef<ReconcilerMsg>, report: RoundReport) {
+        self.pacer = Some(report.pacer);
+        self.pending = report.pending;
+        let hub = &self.hub;
+        let transition = self.schedule.on_round_completed();
+        if let Some(transition) = transition.filter(|_| report.first) {
+            self.recovery.state.publish(transition.to);
+            tracing::info!(hub = %hub.config.hub_id, ?transition.to, "recovery state changed");
+            hub.hooks.fire(HookKey::RecoveryStateChanged, || {
+                HookEvent::RecoveryStateChanged {
+                    node: hub.node.clone(),
+                    from: transition.from,
+                    to: transition.to,
+                }
+            });
+        }
+        if report.first {
+            hub.hooks.fire(HookKey::PostRecoveryReplay, || {
+                HookEvent::PostRecoveryReplay {
+                    node: hub.node.clone(),
+                    stats: report.stats,
+                }
+            });
+        }
+        self.poll(myself);
+    }
+}
+
+/// Runs one round and returns what the actor keeps.
+async fn run_round(
+    hub: Arc<HubShared>,
+    recovery: Arc<RecoveryShared>,
+    first: bool,
+    previous_pending: BTreeSet<ChildId>,
+    mut pacer: StartPacer,
+) -> RoundReport {
+    let began = Instant::now();
+    if first {
+        let snapshot = recovery.snapshot();
+        let budget = Duration::from_millis(recovery.config.reconcile_interval_ms);
+        hub.hooks
+            .fire_budgeted(HookKey::PreRecoveryReplay, budget, || {
+                HookEvent::PreRecoveryReplay {
+                    node: hub.node.clone(),
+                    version: snapshot.list.version(),
+                    declared: snapshot.list.len(),
+                }
+            })
+            .await;
+    }
+    // Read after the hook: it may have waited for something that changed the registry.
+    let mut snapshot = recovery.snapshot();
+    if snapshot.parked {
+        snapshot = refetch_manifest(&hub, &recovery).await.unwrap_or(snapshot);
+    }
+    let rows = hub.storage.export_all();
+    // A node that has not weighed every peer's copy may be behind a newer version: an
+    // outdated copy could restart a child stopped since, so it plans parked and asks again.
+    let unheard = recovery.unheard(&peers(&hub));
+    if !unheard.is_empty() {
+        tracing::info!(
+            ?unheard,
+            "declared copies of these peers not heard yet; round parked"
+        );
+        if let Some(leader) = hub.declared_leader() {
+            let _ = leader.cast(super::declared_leader::DeclaredMsg::Solicit {
+                nodes: unheard.clone(),
+            });
+        }
+    }
+    let ring = ring(&hub);
+    let plan = plan_round(
+        &snapshot.list,
+        rows.iter(),
+        |id| owner_of(&hub, &ring, id),
+        &hub.node,
+        &previous_pending,
+        snapshot.parked || !unheard.is_empty(),
+    );
+    let mut stats = plan.stats;
+
+    if !plan.stops.is_empty() {
+        for stop in plan
+            .stops
+            .iter()
+            .filter(|s| s.reason == StopReason::Duplicate)
+        {
+            let keep = plan
+                .duplicates
+                .iter()
+                .find(|d| d.id == stop.id)
+                .map(|d| d.keep.clone())
+                .unwrap_or_default();
+            tracing::warn!(child = %stop.id, %keep, "stopping this node's duplicate instance");
+            hub.hooks.fire(HookKey::ReconcileDuplicate, || {
+                HookEvent::ReconcileDuplicate {
+                    id: stop.id.clone(),
+                    node: hub.node.clone(),
+                    pid: stop.pid,
+                    keep: keep.clone(),
+                }
+            });
+        }
+        let ids: Vec<ChildId> = plan.stops.iter().map(|s| s.id.clone()).collect();
+        let report = stop_local(&hub, ids).await;
+        for (id, e) in report.errors {
+            tracing::warn!(child = %id, error = %e, "reconcile stop failed; next round retries");
+        }
+    }
+    if !plan.remove_rows.is_empty() {
+        remove_rows(&hub, plan.remove_rows.clone()).await;
+    }
+    stats.started = submit_paced(&hub, plan.starts, &mut pacer).await;
+    stats.elapsed_ms = began.elapsed().as_millis() as u64;
+    tracing::info!(
+        hub = %hub.config.hub_id,
+        parked = plan.parked,
+        candidates = stats.candidates,
+        orphans = stats.orphans,
+        started = stats.started,
+        skipped_pending = stats.skipped_pending,
+        duplicates = stats.duplicates,
+        stopped_undeclared = stats.stopped_undeclared,
+        removed_stale = stats.removed_stale,
+        elapsed_ms = stats.elapsed_ms,
+        "reconcile round"
+    );
+    hub.hooks
+        .fire(HookKey::ReconcileRound, || HookEvent::ReconcileRound {
+            node: hub.node.clone(),
+            stats,
+            parked: plan.parked,
+        });
+    RoundReport {
+        stats,
+        first,
+        pending: plan.pending,
+        pacer,
+    }
+}
+
+/// A parked node asks the remote manifest again each round (its boot fetch may have failed):
+/// a real copy is offered to the DeclaredLeader, which unparks, and the round plans from it.
+async fn refetch_manifest(
+    hub: &HubShared,
+    recovery: &RecoveryShared,
+) -> Option<super::recovery_shared::DeclaredSnapshot> {
+    let manifest = recovery.manifest.as_ref()?;
+    let list = match manifest.fetch().await {
+        Ok(Some(list)) if list.version() > 0 => list,
+        Ok(_) => return None,
+        Err(e) => {
+            tracing::warn!(error = %e, "parked: the remote manifest is still unavailable");
+            return None;
+        }
+    };
+    tracing::warn!(
+        version = list.version(),
+        "parked: restoring the declared list from the remote manifest"
+    );
+    let leader = hub.declared_leader()?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    leader
+        .cast(super::declared_leader::DeclaredMsg::Offer {
+            list,
+            done: Some(tx),
+        })
+        .ok()?;
+    rx.await.ok()?;
+    Some(recovery.snapshot())
+}
+
+/// Stops instances on this node only, and waits for the supervisor's answer.
+async fn stop_local(hub: &HubShared, ids: Vec<ChildId>) -> NodeStopReport {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let batch = StopBatch {
+        ids,
+        // Deliberate: this node's instance goes (its binding is removed, not kept as a stub).
+        release: false,
+        reply: Box::new(move |report| {
+            let _ = tx.send(report);
+        }),
+    };
+    delivery::deliver_stop(hub, &hub.node, batch);
+    let wait = hub.config.default_timeout() + hub.config.shutdown_timeout();
+    match tokio::time::timeout(wait, rx).await {
+        Ok(Ok(report)) => report,
+        _ => NodeStopReport::default(),
+    }
+}
+
+/// Removes stale rows (bound nowhere) through the single writer.
+async fn remove_rows(hub: &HubShared, ids: Vec<ChildId>) {
+    let Some(registry) = hub.registry() else {
+        return;
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let ops = ids
+        .into_iter()
+        .map(|id| RegistryOp::Unbind {
+            id,
+            node: hub.node.clone(),
+        })
+        .collect();
+    let done = Box::new(move |outcome| {
+        let _ = tx.send(outcome);
+    });
+    if registry
+        .cast(RegistryMsg::Write {
+            ops,
+            done: Some(done),
+        })
+        .is_err()
+    {
+        return;
+    }
+    if let Ok(Err(e)) = rx.await {
+        tracing::warn!(error = %e, "stale durable rows not removed; next round retries");
+    }
+}
+
+/// Submits orphans at the pacer's rate; returns how many were submitted. Waits for the starts'
+/// answers so that a completed round means "started or failed", not "sent".
+async fn submit_paced(
+    hub: &Arc<HubShared>,
+    starts: Vec<OrphanStart>,
+    pacer: &mut StartPacer,
+) -> usize {
+    pacer.begin_round();
+    let mut queue = starts.into_iter();
+    let mut left = queue.len();
+    let mut submitted = 0;
+    let mut answers = Vec::new();
+    while left > 0 {
+        let grant = pacer.grant(left, hub.mono_ms());
+        let batch: Vec<OrphanStart> = queue.by_ref().take(grant.now).collect();
+        left -= batch.len();
+        submitted += batch.len();
+        answers.extend(submit(hub, batch));
+        if left == 0 {
+            break;
+        }
+        match grant.retry_at_ms {
+            Some(at) => {
+                let wait = at.saturating_sub(hub.mono_ms()).max(1);
+                tokio::time::sleep(Duration::from_millis(wait)).await;
+            }
+            // The round's quota is spent: the rest are orphans for the next round.
+            None => break,
+        }
+    }
+    for answer in answers {
+        match answer.await {
+            Ok(Ok(result)) => {
+                for e in result.errors {
+                    if !matches!(e.reason, crate::ChildStartError::AlreadyStarted) {
+                        tracing::warn!(child = %e.id, node = %e.node, error = %e.reason,
+                            "recovery start failed; next round retries");
+                    }
+                }
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "recovery start refused"),
+            Err(_) => tracing::warn!("recovery start unanswered"),
+        }
+    }
+    submitted
+}
+
+type StartAnswer =
+    tokio::sync::oneshot::Receiver<Result<crate::StartResult, crate::api::errors::StartError>>;
+
+/// One start request per distinct metadata (options carry one metadata map per request).
+///
+/// An orphan without a row goes with `check_existing`, so concurrent submissions of it are
+/// refused but one. An orphan whose row is registered but bound nowhere (a previous run's row,
+/// or one unbound for two rounds) would be refused by `check_existing`, which looks for the row:
+/// it goes without it, which starts it on its owner unless the owner already runs it (then
+/// the running instance counts), so there is still one instance per owner.
+fn submit(hub: &HubShared, batch: Vec<OrphanStart>) -> Vec<StartAnswer> {
+    let mut groups: BTreeMap<(Metadata, bool), Vec<ChildSpec>> = BTreeMap::new();
+    for orphan in batch {
+        let has_row = hub.storage.contains(&orphan.child.spec.id);
+        groups
+            .entry((orphan.child.metadata, !has_row))
+            .or_default()
+            .push(orphan.child.spec);
+    }
+    let mut answers = Vec::new();
+    for ((metadata, check_existing), specs) in groups {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let mut opts = StartOptions::new()
+            .check_existing(check_existing)
+            .durable(true);
+        opts.metadata = metadata;
+        let Some(coordinator) = hub.coordinator() else {
+            continue;
+        };
+        if coordinator
+            .cast(CoordinatorMsg::Start {
+                specs,
+                opts,
+                reply: tx.into(),
+            })
+            .is_ok()
+        {
+            answers.push(rx);
+        }
+    }
+    answers
+}
+
+impl Actor for Reconciler {
+    type Msg = ReconcilerMsg;
+    type State = ReconcilerState;
+    type Arguments = ReconcilerArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: ReconcilerArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let ReconcilerArgs { hub, recovery } = args;
+        let now = hub.mono_ms();
+        // A restarted Reconciler starts a fresh schedule; if the hub already reached `normal`
+        // its next "first" round is an ordinary one (no replay hooks, no transition).
+        let schedule = RoundSchedule::new(Some(&recovery.config), now);
+        Ok(ReconcilerState {
+            pacer: Some(StartPacer::new(&recovery.config.start_budget, now)),
+            hub,
+            recovery,
+            schedule,
+            pending: BTreeSet::new(),
+            wake: None,
+            tick: None,
+        })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let every = Duration::from_millis(state.recovery.config.reconcile_interval_ms);
+        state.tick = Some(myself.send_interval(every, || ReconcilerMsg::Tick));
+        state.poll(&myself);
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some(t) = state.tick.take() {
+            t.abort();
+        }
+        if let Some(w) = state.wake.take() {
+            w.abort();
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            ReconcilerMsg::Poll => state.poll(&myself),
+            ReconcilerMsg::SyncCompleted => {
+                state.schedule.on_sync_completed();
+                state.poll(&myself);
+            }
+            ReconcilerMsg::Tick => {
+                if alone(&state.hub) {
+                    state.schedule.on_sync_completed();
+                    state.poll(&myself);
+                }
+            }
+            ReconcilerMsg::RoundDone(report) => state.round_done(&myself, *report),
+        }
+        Ok(())
+    }
+}
