@@ -32,6 +32,7 @@ impl AdminOps for FakeHub {
             hub: "h".into(),
             members: vec!["a@127.0.0.1".into(), "b@127.0.0.1".into()],
             recovery_state: "normal".into(),
+            parked: false,
         })
     }
 
@@ -217,4 +218,16 @@ async fn invalid_bodies_are_400_and_start_nothing() {
         assert_eq!(body["error"], "invalid_input", "{bad}");
     }
     assert!(hub.children.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn declared_routes_answer_404_where_there_is_no_declared_list() {
+    let hub = FakeHub::default();
+    let (status, body) = call(&hub, "GET", "/v1/declared", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"], "not_found");
+    let (status, _) = call(&hub, "POST", "/v1/declared/clear", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, body) = call(&hub, "GET", "/v1/health", None).await;
+    assert_eq!(body["parked"], false);
 }

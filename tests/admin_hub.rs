@@ -216,3 +216,80 @@ async fn reserved_metadata_is_invalid_input() {
     assert!(hub.child_lookup(&"m".into()).is_none());
     hub.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn durable_starts_and_the_declared_list_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let auto = process_hub::AutoRecoveryConfig {
+        reconcile_grace_ms: 50,
+        reconcile_interval_ms: 1_000,
+        ..Default::default()
+    };
+    let config = ProcessHub::builder("admin-durable")
+        .node_name("a@127.0.0.1")
+        .data_dir(dir.path())
+        .auto_recovery(auto)
+        .build()
+        .expect("valid config");
+    let (hub, _join) = Hub::spawn(config, process_hub_actors::default_kinds())
+        .await
+        .expect("hub spawns");
+
+    let (status, body) = call(
+        &hub,
+        "POST",
+        "/v1/children",
+        Some(json!({"id": "d1", "kind": "counter", "durable": true})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["started"][0]["id"], "d1");
+
+    let (status, body) = call(
+        &hub,
+        "POST",
+        "/v1/children",
+        Some(json!({"id": "t1", "kind": "counter", "durable": true, "restart": "transient"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"], "durable_requires_permanent");
+
+    let (status, body) = call(&hub, "GET", "/v1/declared", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["version"], 1);
+    assert_eq!(body["children"][0]["id"], "d1");
+    assert_eq!(body["children"][0]["kind"], "counter");
+    assert_eq!(body["parked"], false);
+
+    hub.await_normal(std::time::Duration::from_secs(30))
+        .await
+        .expect("first round completes");
+    let (_, body) = call(&hub, "GET", "/v1/health", None).await;
+    assert_eq!(body["recovery_state"], "normal");
+    assert_eq!(body["parked"], false);
+
+    let (status, body) = call(&hub, "POST", "/v1/declared/clear", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["version"], 2);
+    let (_, body) = call(&hub, "GET", "/v1/declared", None).await;
+    assert_eq!(body["children"], json!([]));
+    hub.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn without_auto_recovery_the_declared_list_is_404_and_durable_is_refused() {
+    let hub = hub().await;
+    let (status, body) = call(&hub, "GET", "/v1/declared", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (status, body) = call(
+        &hub,
+        "POST",
+        "/v1/children",
+        Some(json!([{"id": "d2", "kind": "counter", "durable": true}])),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["errors"][0]["code"], "durable_unavailable");
+    hub.shutdown().await.unwrap();
+}

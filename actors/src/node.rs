@@ -68,6 +68,17 @@ pub fn hub_config(settings: &NodeSettings) -> Result<ProcessHub, process_hub::Co
     if let Some(grace) = settings.nodedown_grace_ms {
         config.nodedown_grace_ms = grace;
     }
+    if let Some(recovery) = &settings.auto_recovery {
+        let mut auto = process_hub::AutoRecoveryConfig::default();
+        if let Some(grace) = recovery.reconcile_grace_ms {
+            auto.reconcile_grace_ms = grace;
+        }
+        if let Some(interval) = recovery.reconcile_interval_ms {
+            auto.reconcile_interval_ms = interval;
+        }
+        auto.remote_manifest = recovery.remote_manifest.clone();
+        config.auto_recovery = Some(auto);
+    }
     config.validate()?;
     Ok(config)
 }
@@ -191,6 +202,35 @@ mod tests {
         }
         .resolve()
         .expect("valid flags")
+    }
+
+    #[test]
+    fn auto_recovery_flags_reach_the_hub_config() {
+        let mut flags = NodeFlags {
+            hub: Some("orders".into()),
+            name: Some("a".into()),
+            listen: Some("127.0.0.1:4100".into()),
+            auto_recovery: true,
+            reconcile_grace_ms: Some(500),
+            reconcile_interval_ms: Some(2_000),
+            remote_manifest: Some("/tmp/ph-manifest".into()),
+            ..Default::default()
+        };
+        let config = hub_config(&flags.clone().resolve().unwrap()).unwrap();
+        let auto = config.auto_recovery.expect("auto-recovery on");
+        assert_eq!(auto.reconcile_grace_ms, 500);
+        assert_eq!(auto.reconcile_interval_ms, 2_000);
+        assert!(auto.remote_manifest.is_some());
+
+        // Out of range: refused by the hub's config, naming the option.
+        flags.reconcile_grace_ms = Some(10);
+        let err = hub_config(&flags.clone().resolve().unwrap()).unwrap_err();
+        assert!(err.to_string().contains("reconcile_grace_ms"), "{err}");
+
+        // A recovery setting without --auto-recovery is a mistake worth reporting.
+        flags.auto_recovery = false;
+        let err = flags.resolve().unwrap_err();
+        assert!(err.to_string().contains("--reconcile-grace-ms"), "{err}");
     }
 
     #[test]

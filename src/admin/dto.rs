@@ -17,6 +17,42 @@ pub struct Health {
     pub members: Vec<String>,
     /// `"recovering"` until the first reconcile round completes, then `"normal"`.
     pub recovery_state: String,
+    /// The declared list is lost on this node and its reconcile parked until an operator
+    /// restores or clears it (always `false` without auto-recovery).
+    #[serde(default)]
+    pub parked: bool,
+}
+
+/// One declared child of `GET /v1/declared`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeclaredChildView {
+    /// The child's id.
+    pub id: String,
+    /// Its kind.
+    pub kind: String,
+    /// Its restart type (always `permanent` for a declared child).
+    pub restart: Restart,
+    /// The caller's metadata.
+    pub metadata: Metadata,
+}
+
+/// `GET /v1/declared`: this node's adopted copy of the declared list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeclaredResponse {
+    /// The list's version (0 = never mutated).
+    pub version: u64,
+    /// The declared children.
+    pub children: Vec<DeclaredChildView>,
+    /// The list is lost here and the reconcile parked.
+    #[serde(default)]
+    pub parked: bool,
+}
+
+/// `POST /v1/declared/clear`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClearResponse {
+    /// The version of the now empty list.
+    pub version: u64,
 }
 
 /// Where one instance of a child runs.

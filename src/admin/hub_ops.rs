@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::api::{ChildInfo, StopOptions};
 use crate::api::{ChildStartError, ChildStopError, Hub, StartError, StartOptions, StopError};
-use crate::model::{ChildId, ChildSpec, Metadata, Restart};
+use crate::model::{ChildId, ChildSpec, Restart};
 
 use super::dto::{
     ChildView, Health, NodePid, StartError as AdminStartError, StartResponse, StartSpec,
@@ -92,11 +92,11 @@ fn declared_refused(e: crate::RecoveryError) -> AdminError {
     }
 }
 
-/// Specs grouped so that each group can be one hub request: the hub takes metadata per request,
-/// the admin API per child. Consecutive specs with equal metadata share a request, so the usual
-/// batch (no metadata, or the same for all) is a single request.
-fn group_by_metadata(specs: Vec<(ChildSpec, Metadata)>) -> Vec<(Metadata, Vec<ChildSpec>)> {
-    let mut groups: Vec<(Metadata, Vec<ChildSpec>)> = Vec::new();
+/// Specs grouped so that each group can be one hub request: the hub takes metadata and
+/// durability per request, the admin API per child. Consecutive specs with equal metadata and
+/// durability share a request, so the usual batch is a single request.
+fn group_by_metadata<K: PartialEq>(specs: Vec<(ChildSpec, K)>) -> Vec<(K, Vec<ChildSpec>)> {
+    let mut groups: Vec<(K, Vec<ChildSpec>)> = Vec::new();
     for (spec, metadata) in specs {
         match groups.last_mut() {
             Some((m, group)) if *m == metadata => group.push(spec),
@@ -121,7 +121,11 @@ impl AdminOps for Hub {
             node: self.node().clone(),
             hub: self.hub_id().to_owned(),
             members: self.nodes(true),
-            recovery_state: "normal".into(),
+            recovery_state: match self.recovery_state() {
+                crate::RecoveryState::Recovering => "recovering".into(),
+                crate::RecoveryState::Normal => "normal".into(),
+            },
+            parked: self.declared_children().is_some_and(|d| d.parked),
         })
     }
 
@@ -150,18 +154,18 @@ impl AdminOps for Hub {
         for raw in specs {
             let id = raw.id.clone();
             let (spec, metadata, durable) = raw.into_spec()?;
-            if durable {
-                // The declared list needs auto-recovery, which the hub does not run yet: refuse
-                // per child rather than start it without the promise it asked for.
-                let (code, reason) = if spec.restart == Restart::Permanent {
-                    (
-                        "durable_unavailable",
-                        "durable starts need auto-recovery, which this node does not run",
-                    )
-                } else {
+            if durable && (spec.restart != Restart::Permanent || self.declared_children().is_none())
+            {
+                // Refuse per child rather than start it without the promise it asked for.
+                let (code, reason) = if spec.restart != Restart::Permanent {
                     (
                         "durable_requires_permanent",
                         "a durable child must be permanent",
+                    )
+                } else {
+                    (
+                        "durable_unavailable",
+                        "durable starts need auto-recovery, which this node does not run",
                     )
                 };
                 out.errors.push(AdminStartError {
@@ -172,10 +176,12 @@ impl AdminOps for Hub {
                 });
                 continue;
             }
-            accepted.push((spec, metadata));
+            accepted.push((spec, (metadata, durable)));
         }
-        for (metadata, group) in group_by_metadata(accepted) {
-            let mut opts = StartOptions::new().timeout(ADMIN_REQUEST_TIMEOUT);
+        for ((metadata, durable), group) in group_by_metadata(accepted) {
+            let mut opts = StartOptions::new()
+                .timeout(ADMIN_REQUEST_TIMEOUT)
+                .durable(durable);
             opts.metadata = metadata;
             let result = Hub::start_children(self, group, opts)
                 .await
@@ -235,11 +241,44 @@ impl AdminOps for Hub {
                 .collect(),
         }))
     }
+
+    async fn declared(&self) -> Result<crate::admin::DeclaredResponse, AdminError> {
+        let view = self.declared_children().ok_or_else(|| {
+            AdminError::NotFound(
+                "auto-recovery is off on this node: there is no declared list".into(),
+            )
+        })?;
+        Ok(crate::admin::DeclaredResponse {
+            version: view.version,
+            parked: view.parked,
+            children: view
+                .children
+                .into_iter()
+                .map(|c| crate::admin::DeclaredChildView {
+                    id: c.spec.id.to_string(),
+                    kind: c.spec.kind,
+                    restart: c.spec.restart,
+                    metadata: c.metadata,
+                })
+                .collect(),
+        })
+    }
+
+    async fn clear_declared(&self) -> Result<crate::admin::ClearResponse, AdminError> {
+        match Hub::clear_declared(self).await {
+            Ok(version) => Ok(crate::admin::ClearResponse { version }),
+            Err(crate::RecoveryError::AutoRecoveryDisabled) => Err(AdminError::NotFound(
+                "auto-recovery is off on this node: there is no declared list".into(),
+            )),
+            Err(e) => Err(declared_refused(e)),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Metadata;
 
     #[test]
     fn codes_match_the_serde_form_of_the_errors() {

@@ -12,6 +12,8 @@
 //! | `GET /v1/children/{id}` | [`ChildView`] or 404 |
 //! | `POST /v1/children` | one [`StartSpec`] or an array, awaited -> [`StartResponse`] |
 //! | `DELETE /v1/children/{id}` | [`StopResponse`] or 404 |
+//! | `GET /v1/declared` | [`DeclaredResponse`], or 404 without auto-recovery |
+//! | `POST /v1/declared/clear` | [`ClearResponse`] (the operator's clear of a parked list) |
 //!
 //! Errors are `{"error": "snake_case_code", "message": "..."}` with 400 for invalid input, 404
 //! for unknown ids, 409 when the child is already started, 503 when the hub is not ready.
@@ -24,8 +26,8 @@ mod hub_ops;
 mod routes;
 
 pub use dto::{
-    ChildView, Health, NodePid, StartError, StartResponse, StartSpec, StartedChild, StopResponse,
-    StoppedChild,
+    ChildView, ClearResponse, DeclaredChildView, DeclaredResponse, Health, NodePid, StartError,
+    StartResponse, StartSpec, StartedChild, StopResponse, StoppedChild,
 };
 pub use error::AdminError;
 pub use hub_ops::{start_error_code, stop_error_code, ADMIN_REQUEST_TIMEOUT};

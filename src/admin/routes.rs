@@ -12,7 +12,9 @@ use serde::Deserialize;
 
 use crate::model::ChildId;
 
-use super::dto::{ChildView, Health, StartResponse, StartSpec, StopResponse};
+use super::dto::{
+    ChildView, ClearResponse, DeclaredResponse, Health, StartResponse, StartSpec, StopResponse,
+};
 use super::AdminError;
 
 /// What the admin API needs from a hub. Implemented by the hub handle; a test double is enough
@@ -37,6 +39,23 @@ pub trait AdminOps: Clone + Send + Sync + 'static {
         &self,
         id: ChildId,
     ) -> impl Future<Output = Result<Option<StopResponse>, AdminError>> + Send;
+    /// This node's copy of the declared list. A hub without declared lists answers 404, which
+    /// is what the default does.
+    fn declared(&self) -> impl Future<Output = Result<DeclaredResponse, AdminError>> + Send {
+        async {
+            Err(AdminError::NotFound(
+                "auto-recovery is off on this node: there is no declared list".into(),
+            ))
+        }
+    }
+    /// Empties the declared list (the operator's way out of a parked hub). Same default.
+    fn clear_declared(&self) -> impl Future<Output = Result<ClearResponse, AdminError>> + Send {
+        async {
+            Err(AdminError::NotFound(
+                "auto-recovery is off on this node: there is no declared list".into(),
+            ))
+        }
+    }
 }
 
 /// The admin routes over `ops`, ready to be served or merged into an application's router.
@@ -45,6 +64,11 @@ pub fn router<O: AdminOps>(ops: O) -> Router {
         .route("/v1/health", get(health::<O>))
         .route("/v1/children", get(list::<O>).post(start::<O>))
         .route("/v1/children/{id}", get(get_one::<O>).delete(stop::<O>))
+        .route("/v1/declared", get(declared::<O>))
+        .route(
+            "/v1/declared/clear",
+            axum::routing::post(clear_declared::<O>),
+        )
         .with_state(ops)
 }
 
@@ -132,4 +156,14 @@ async fn stop<O: AdminOps>(
         Some(result) => Ok(Json(result)),
         None => Err(AdminError::NotFound(format!("no child with id {id}"))),
     }
+}
+
+async fn declared<O: AdminOps>(State(ops): State<O>) -> Result<Json<DeclaredResponse>, AdminError> {
+    ops.declared().await.map(Json)
+}
+
+async fn clear_declared<O: AdminOps>(
+    State(ops): State<O>,
+) -> Result<Json<ClearResponse>, AdminError> {
+    ops.clear_declared().await.map(Json)
 }

@@ -57,6 +57,18 @@ pub struct NodeFlags {
     /// (the hub's `nodedown_grace_ms`; default 1000).
     #[arg(long)]
     pub nodedown_grace_ms: Option<u64>,
+    /// Keep a durable declared list and bring every declared child back after any outage.
+    #[arg(long)]
+    pub auto_recovery: bool,
+    /// Delay before the first reconcile round, in ms (default 30000, range [50, 600000]).
+    #[arg(long)]
+    pub reconcile_grace_ms: Option<u64>,
+    /// Minimum spacing between reconcile rounds, in ms (default 15000, range [1000, 600000]).
+    #[arg(long)]
+    pub reconcile_interval_ms: Option<u64>,
+    /// An off-cluster copy of the declared list: a directory path or `s3://BUCKET/PREFIX`.
+    #[arg(long)]
+    pub remote_manifest: Option<String>,
 }
 
 /// The same settings as read from a TOML file.
@@ -73,6 +85,11 @@ struct FileSettings {
     cookie: Option<String>,
     backend: Option<BackendChoice>,
     nodedown_grace_ms: Option<u64>,
+    #[serde(default)]
+    auto_recovery: bool,
+    reconcile_grace_ms: Option<u64>,
+    reconcile_interval_ms: Option<u64>,
+    remote_manifest: Option<String>,
 }
 
 /// A node configuration that passed validation.
@@ -96,6 +113,20 @@ pub struct NodeSettings {
     pub backend: BackendChoice,
     /// The hub's `nodedown_grace_ms`, when set (validated by the hub's config).
     pub nodedown_grace_ms: Option<u64>,
+    /// Durable declared children and orphan recovery; `None` when off.
+    pub auto_recovery: Option<AutoRecoverySettings>,
+}
+
+/// The recovery settings of a node started with `--auto-recovery` (ranges are checked by the
+/// hub's config at spawn).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutoRecoverySettings {
+    /// `--reconcile-grace-ms`.
+    pub reconcile_grace_ms: Option<u64>,
+    /// `--reconcile-interval-ms`.
+    pub reconcile_interval_ms: Option<u64>,
+    /// `--remote-manifest`, parsed.
+    pub remote_manifest: Option<process_hub::ManifestLocation>,
 }
 
 /// Why a node configuration was refused. Each variant names the setting at fault.
@@ -129,6 +160,15 @@ pub enum NodeSettingsError {
         path: PathBuf,
         /// The IO error.
         source: std::io::Error,
+    },
+    /// A recovery setting was given without `--auto-recovery`, or the manifest location does
+    /// not parse.
+    #[error("--{setting}: {reason}")]
+    BadRecovery {
+        /// The setting.
+        setting: &'static str,
+        /// Why.
+        reason: String,
     },
     /// The config file is not valid TOML for these settings.
     #[error("config file {path} is invalid: {source}")]
@@ -220,7 +260,41 @@ impl NodeFlags {
             .cookie
             .or(file.cookie)
             .unwrap_or_else(|| "process-hub".to_owned());
+        let reconcile_grace_ms = self.reconcile_grace_ms.or(file.reconcile_grace_ms);
+        let reconcile_interval_ms = self.reconcile_interval_ms.or(file.reconcile_interval_ms);
+        let remote_manifest = self.remote_manifest.or(file.remote_manifest);
+        let auto_recovery = if self.auto_recovery || file.auto_recovery {
+            let remote_manifest = remote_manifest
+                .map(|raw| {
+                    raw.parse::<process_hub::ManifestLocation>().map_err(|e| {
+                        NodeSettingsError::BadRecovery {
+                            setting: "remote-manifest",
+                            reason: e.to_string(),
+                        }
+                    })
+                })
+                .transpose()?;
+            Some(AutoRecoverySettings {
+                reconcile_grace_ms,
+                reconcile_interval_ms,
+                remote_manifest,
+            })
+        } else {
+            let given = [
+                ("reconcile-grace-ms", reconcile_grace_ms.is_some()),
+                ("reconcile-interval-ms", reconcile_interval_ms.is_some()),
+                ("remote-manifest", remote_manifest.is_some()),
+            ];
+            if let Some((setting, _)) = given.into_iter().find(|(_, set)| *set) {
+                return Err(NodeSettingsError::BadRecovery {
+                    setting,
+                    reason: "only meaningful with --auto-recovery".into(),
+                });
+            }
+            None
+        };
         Ok(NodeSettings {
+            auto_recovery,
             node_name: format!("{name}@{}", listen.ip()),
             hub,
             listen,
