@@ -1,19 +1,18 @@
 //! The admin API's HTTP contract (paths, JSON fields, status codes), driven against an
 //! in-memory stand-in for the hub so that only the HTTP layer is under test here.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use http_body_util::BodyExt;
+use axum::http::StatusCode;
 use process_hub::admin::{
-    router, AdminError, AdminOps, ChildView, Health, NodePid, StartError, StartResponse, StartSpec,
+    AdminError, AdminOps, ChildView, Health, NodePid, StartError, StartResponse, StartSpec,
     StartedChild, StopResponse, StoppedChild,
 };
 use process_hub::model::ChildId;
 use serde_json::{json, Value};
-use tower::ServiceExt;
 
 /// A hub stand-in: a map of children on one node; `ready` false answers 503.
 #[derive(Clone, Default)]
@@ -92,25 +91,7 @@ impl AdminOps for FakeHub {
 }
 
 async fn call(hub: &FakeHub, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {
-    let request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", "application/json")
-        .body(match body {
-            Some(v) => Body::from(v.to_string()),
-            None => Body::empty(),
-        })
-        .unwrap();
-    let response = router(hub.clone()).oneshot(request).await.unwrap();
-    let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    let value = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes)
-            .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()))
-    };
-    (status, value)
+    common::call_admin(hub, method, path, body).await
 }
 
 #[tokio::test]

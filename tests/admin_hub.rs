@@ -1,13 +1,11 @@
 //! The admin routes served by a real single-node `Hub`: the `AdminOps` mapping from the hub's
 //! typed API to the admin API's JSON fields, codes and statuses.
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use http_body_util::BodyExt;
-use process_hub::admin::router;
+mod common;
+
+use axum::http::StatusCode;
 use process_hub::{Hub, ProcessHub};
 use serde_json::{json, Value};
-use tower::ServiceExt;
 
 async fn hub() -> Hub {
     let config = ProcessHub::builder("admin-hub")
@@ -21,24 +19,7 @@ async fn hub() -> Hub {
 }
 
 async fn call(hub: &Hub, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {
-    let request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", "application/json")
-        .body(match body {
-            Some(v) => Body::from(v.to_string()),
-            None => Body::empty(),
-        })
-        .unwrap();
-    let response = router(hub.clone()).oneshot(request).await.unwrap();
-    let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    let value = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes).unwrap()
-    };
-    (status, value)
+    common::call_admin(hub, method, path, body).await
 }
 
 #[tokio::test]

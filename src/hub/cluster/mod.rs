@@ -548,21 +548,7 @@ impl CoordinatorState {
             ClusterMsg::Retry => self.retry_failed(myself),
             ClusterMsg::Leave { reply } => self.leave(myself, reply),
             ClusterMsg::StartOutcome { request_id, report } => {
-                let node = report.node;
-                self.on_start_outcome(
-                    myself,
-                    request_id,
-                    report
-                        .started
-                        .into_iter()
-                        .map(|(id, pid)| (id, node.clone(), pid))
-                        .collect(),
-                    report
-                        .errors
-                        .into_iter()
-                        .map(|(id, e)| (id, node.clone(), e))
-                        .collect(),
-                )
+                self.on_node_started(myself, request_id, report)
             }
             ClusterMsg::ChildCast { id, payload } => self.child_cast(id, payload, 0),
             ClusterMsg::ChildCall {
