@@ -48,6 +48,7 @@ pub use api::{DeclaredView, RecoveryError};
 pub use config::{ConfigError, ProcessHub, ProcessHubBuilder};
 pub use core::declared_list::DeclaredChild;
 pub use core::recovery::RecoveryState;
+pub use core::recovery_config::DeclaredCommit;
 pub use core::recovery_config::{AutoRecoveryConfig, ManifestLocation, StartBudget};
 pub use events::{EventSink, HubEvent, SubscriptionId};
 pub use hooks::{HookAction, HookError, HookEvent, HookHandler, HookKey, Hooks};

@@ -3,6 +3,13 @@
 //!
 //! It drives the nodes only through their admin APIs, exactly as an operator would, so what it
 //! shows is what a user gets.
+//!
+//! `--durable` runs the nodes with `--auto-recovery` (grace [`DURABLE_GRACE_MS`]), starts the
+//! children with `"durable": true`, and after the single-node failover adds a whole-cluster
+//! outage: 10 % of the children are stopped (`DELETE`, which undeclares them) while the killed
+//! node is still down, every node is SIGKILLed and restarted on its data directory, and the demo
+//! waits until every declared child runs again exactly once (see
+//! [`crate::harness::outage`] for what is measured).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -12,7 +19,16 @@ use clap::Args;
 use process_hub::admin::StartSpec;
 use serde::Serialize;
 
-use crate::harness::{wait_for, AdminClient, ClusterOptions, HarnessError, LocalCluster};
+use crate::harness::outage::stop_concurrently;
+use crate::harness::{
+    wait_for, whole_cluster_outage, AdminClient, Census, ClusterOptions, HarnessError,
+    LocalCluster, OutageReport, OutageSettings,
+};
+
+/// The reconcile grace of the nodes of `demo --durable`, in ms.
+pub const DURABLE_GRACE_MS: u64 = 2_000;
+/// The reconcile interval of the nodes of `demo --durable`, in ms.
+const DURABLE_INTERVAL_MS: u64 = 1_000;
 
 /// `process-hub demo` flags.
 #[derive(Args, Debug, Clone)]
@@ -32,6 +48,10 @@ pub struct DemoArgs {
     /// Keep the nodes' data and logs here instead of a temporary directory.
     #[arg(long)]
     pub workdir: Option<PathBuf>,
+    /// Durable children (auto-recovery on), and a whole-cluster SIGKILL and restart after the
+    /// failover.
+    #[arg(long)]
+    pub durable: bool,
 }
 
 /// Why the demo could not complete.
@@ -70,6 +90,19 @@ pub struct DemoReport {
     pub before: BTreeMap<String, usize>,
     /// Children per node after failover.
     pub after: BTreeMap<String, usize>,
+    /// `--durable`: the whole-cluster outage after the failover.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outage: Option<DurableOutage>,
+}
+
+/// The whole-cluster outage phase of `demo --durable`.
+#[derive(Debug, Clone, Serialize)]
+pub struct DurableOutage {
+    /// Children stopped (undeclared) while the failed-over node was down, before the outage.
+    pub stopped: usize,
+    /// What the outage showed.
+    #[serde(flatten)]
+    pub report: OutageReport,
 }
 
 fn progress(msg: &str) {
@@ -117,13 +150,31 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
     }
     let binary = std::env::current_exe().map_err(HarnessError::Setup)?;
     progress(&format!("starting {} nodes on loopback", args.nodes));
-    let mut cluster = LocalCluster::start(
-        &binary,
-        args.nodes,
-        &ClusterOptions::default(),
-        args.workdir.clone(),
-    )?;
+    let mut options = ClusterOptions::default();
+    if args.durable {
+        options.extra_args = vec![
+            "--auto-recovery".into(),
+            "--reconcile-grace-ms".into(),
+            DURABLE_GRACE_MS.to_string(),
+            "--reconcile-interval-ms".into(),
+            DURABLE_INTERVAL_MS.to_string(),
+        ];
+    }
+    let mut cluster = LocalCluster::start(&binary, args.nodes, &options, args.workdir.clone())?;
     cluster.wait_formed(Duration::from_secs(60))?;
+    if args.durable {
+        let clients = cluster.live_clients();
+        wait_for(
+            "every node to finish its first reconcile round",
+            Duration::from_secs(60),
+            || {
+                clients
+                    .iter()
+                    .all(|c| c.health().is_ok_and(|h| h.recovery_state == "normal"))
+                    .then_some(())
+            },
+        )?;
+    }
     let entry = cluster.nodes[0].client();
     let rss_empty = cluster_rss(&cluster);
     let all: BTreeSet<String> = cluster.nodes.iter().map(|n| n.node_name.clone()).collect();
@@ -137,7 +188,7 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
             args: None,
             restart: None,
             metadata: None,
-            durable: false,
+            durable: args.durable,
         })
         .collect();
     let mut errors = 0;
@@ -188,6 +239,12 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
         },
     )?;
     let failover = killed_at.elapsed();
+    let ids: Vec<String> = specs.iter().map(|s| s.id.clone()).collect();
+    let outage = if args.durable {
+        Some(durable_outage(&mut cluster, &entry, &ids)?)
+    } else {
+        None
+    };
 
     progress("shutting down");
     cluster.shutdown(Duration::from_secs(10));
@@ -201,6 +258,64 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
         killed,
         before,
         after,
+        outage,
+    })
+}
+
+/// `--durable`: stops every tenth child while the killed node is down, then SIGKILLs every
+/// node, restarts them all on their data directories and waits for the declared children.
+fn durable_outage(
+    cluster: &mut LocalCluster,
+    entry: &AdminClient,
+    ids: &[String],
+) -> Result<DurableOutage, DemoError> {
+    let stopped: BTreeSet<String> = ids.iter().step_by(10).cloned().collect();
+    let declared: BTreeSet<String> = ids
+        .iter()
+        .filter(|id| !stopped.contains(*id))
+        .cloned()
+        .collect();
+    progress(&format!(
+        "stopping {} children (DELETE undeclares them) while the killed node is down",
+        stopped.len()
+    ));
+    let stop_list: Vec<String> = stopped.iter().cloned().collect();
+    let failures = stop_concurrently(entry, &stop_list, 8);
+    if !failures.is_empty() {
+        progress(&format!(
+            "  {} stops failed, first: {:?}",
+            failures.len(),
+            failures.first()
+        ));
+    }
+    let survivors: Vec<(String, AdminClient)> = cluster
+        .nodes
+        .iter_mut()
+        .filter_map(|n| n.is_running().then(|| (n.node_name.clone(), n.client())))
+        .collect();
+    wait_for(
+        "the survivors to run the declared children only",
+        Duration::from_secs(120),
+        || {
+            let census = Census::take(&survivors).ok()?;
+            (census.all_run_once(&declared) && census.resurrected(&stopped).is_empty())
+                .then_some(())
+        },
+    )?;
+    let report = whole_cluster_outage(
+        cluster,
+        &declared,
+        &stopped,
+        &OutageSettings {
+            reconcile_grace: Duration::from_millis(DURABLE_GRACE_MS),
+            deadline: Duration::from_secs(120),
+            settle: Duration::from_millis(2 * DURABLE_INTERVAL_MS),
+        },
+        &progress,
+    )?;
+    Ok(DurableOutage {
+        stopped: stopped.len(),
+        report,
     })
 }
 
@@ -230,15 +345,73 @@ pub fn render_table(report: &DemoReport) -> String {
         format!("{:.0}", report.rss_bytes_per_child)
     ));
     out.push_str(&format!("\nkilled with SIGKILL: {}\n\n", report.killed));
-    out.push_str(&format!("{:<20}{:>10}{:>10}\n", "node", "before", "after"));
-    let nodes: BTreeSet<&String> = report.before.keys().chain(report.after.keys()).collect();
+    out.push_str(&format!("{:<20}{:>10}{:>10}", "node", "before", "after"));
+    if report.outage.is_some() {
+        out.push_str(&format!("{:>16}", "after restart"));
+    }
+    out.push('\n');
+    let mut nodes: BTreeSet<&String> = report.before.keys().chain(report.after.keys()).collect();
+    if let Some(outage) = &report.outage {
+        nodes.extend(outage.report.running_per_node.keys());
+    }
     for node in nodes {
         out.push_str(&format!(
-            "{:<20}{:>10}{:>10}\n",
+            "{:<20}{:>10}{:>10}",
             node,
             report.before.get(node).copied().unwrap_or(0),
             report.after.get(node).copied().unwrap_or(0)
         ));
+        if let Some(outage) = &report.outage {
+            let n = outage.report.running_per_node.get(node).copied();
+            out.push_str(&format!("{:>16}", n.unwrap_or(0)));
+        }
+        out.push('\n');
+    }
+    if let Some(outage) = &report.outage {
+        out.push_str(&render_outage(outage));
+    }
+    out
+}
+
+/// The whole-cluster outage phase of `demo --durable`, as table rows.
+fn render_outage(outage: &DurableOutage) -> String {
+    let r = &outage.report;
+    let ms = |v: Option<u64>| v.map_or_else(|| "not reached".to_owned(), |v| v.to_string());
+    let mut out = String::from(
+        "\nwhole-cluster outage: every node SIGKILLed, restarted on its data directory\n\n",
+    );
+    let rows = [
+        (
+            "stopped before the outage".to_owned(),
+            outage.stopped.to_string(),
+        ),
+        (
+            format!("recovery after {} ms grace (ms)", r.reconcile_grace_ms),
+            ms(r.recovery_ms),
+        ),
+        (
+            "restart to all running (ms)".to_owned(),
+            ms(r.restart_to_recovered_ms),
+        ),
+        ("lost".to_owned(), r.lost.to_string()),
+        ("resurrected".to_owned(), r.resurrected.to_string()),
+        ("duplicates".to_owned(), r.duplicates.to_string()),
+        (
+            "declared lists agree".to_owned(),
+            if r.declared_lists_agree { "yes" } else { "no" }.to_owned(),
+        ),
+    ];
+    for (label, value) in rows {
+        out.push_str(&format!("{label:<36}{value:>14}\n"));
+    }
+    for (what, ids) in [
+        ("lost", &r.lost_ids),
+        ("resurrected", &r.resurrected_ids),
+        ("duplicate", &r.duplicate_ids),
+    ] {
+        for id in ids {
+            out.push_str(&format!("  {what}: {id}\n"));
+        }
     }
     out
 }

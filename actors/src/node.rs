@@ -77,6 +77,9 @@ pub fn hub_config(settings: &NodeSettings) -> Result<ProcessHub, process_hub::Co
             auto.reconcile_interval_ms = interval;
         }
         auto.remote_manifest = recovery.remote_manifest.clone();
+        if recovery.declared_fsync_per_mutation {
+            auto.declared_commit = process_hub::DeclaredCommit::PerMutation;
+        }
         config.auto_recovery = Some(auto);
     }
     config.validate()?;
@@ -221,6 +224,18 @@ mod tests {
         assert_eq!(auto.reconcile_grace_ms, 500);
         assert_eq!(auto.reconcile_interval_ms, 2_000);
         assert!(auto.remote_manifest.is_some());
+        assert_eq!(auto.declared_commit, process_hub::DeclaredCommit::Group);
+
+        // The hidden benchmarking knob selects one fsync per mutation.
+        let per_mutation = NodeFlags {
+            declared_fsync_per_mutation: true,
+            ..flags.clone()
+        };
+        let config = hub_config(&per_mutation.resolve().unwrap()).unwrap();
+        assert_eq!(
+            config.auto_recovery.map(|a| a.declared_commit),
+            Some(process_hub::DeclaredCommit::PerMutation)
+        );
 
         // Out of range: refused by the hub's config, naming the option.
         flags.reconcile_grace_ms = Some(10);

@@ -8,12 +8,11 @@ use serde::{Deserialize, Serialize};
 use super::errors::SpawnError;
 use crate::config::ProcessHub;
 use crate::core::declared_list::DeclaredChild;
-use crate::hub::recovery_shared::RecoveryShared;
+use crate::hub::recovery_shared::{declared_disk_options, RecoveryShared};
 use crate::hub::HubShared;
 use crate::model::NodeName;
 use crate::recovery::declared_store::DeclaredStore;
 use crate::recovery::manifest::open_manifest;
-use crate::storage::engine::DiskOptions;
 
 /// This node's copy of the declared list, as last persisted here.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,7 +55,7 @@ pub(crate) fn open_recovery(
         path: dir.clone(),
         message: e.to_string(),
     })?;
-    let store = DeclaredStore::open(&dir, &DiskOptions::default())?;
+    let store = DeclaredStore::open(&dir, &declared_disk_options(recovery))?;
     let manifest = recovery
         .remote_manifest
         .as_ref()

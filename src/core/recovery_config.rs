@@ -8,6 +8,7 @@
 //! | `remote_manifest` | none | a local path or `s3://BUCKET/PREFIX` |
 //! | `start_budget.max_starts_per_second` | 10,000 | [1, 10,000,000] |
 //! | `start_budget.max_starts_per_round` | unlimited | [1, 10,000,000] |
+//! | `declared_commit` | `group` | `group` or `per_mutation` (a benchmarking/compat knob) |
 //!
 //! The grace should exceed the synchronisation interval (a round that runs before the first
 //! sync sees an empty registry and submits every declared child); validation warns when it does
@@ -35,6 +36,9 @@ pub struct AutoRecoveryConfig {
     pub remote_manifest: Option<ManifestLocation>,
     /// Admission control for recovery starts (beyond the original).
     pub start_budget: StartBudget,
+    /// How the declared store commits. Default [`DeclaredCommit::Group`]; the other value is a
+    /// benchmarking/compat knob (the baseline of `process-hub bench recovery`).
+    pub declared_commit: DeclaredCommit,
     /// Deprecated (superseded by the seeded marker beside the list): accepted with a WARN,
     /// ignored.
     #[serde(skip_serializing)]
@@ -61,6 +65,7 @@ impl Default for AutoRecoveryConfig {
             reconcile_interval_ms: 15_000,
             remote_manifest: None,
             start_budget: StartBudget::default(),
+            declared_commit: DeclaredCommit::Group,
             marker_path: None,
             replay_timeout_ms: None,
             recovery_timeout_ms: None,
@@ -88,6 +93,22 @@ impl Default for StartBudget {
             max_starts_per_round: None,
         }
     }
+}
+
+/// How the declared store turns mutations into fsyncs. Both answer a mutation only once it is
+/// on disk; they differ only in how many mutations share one fsync.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeclaredCommit {
+    /// Concurrent mutations (the children of one durable start request, several requests in
+    /// flight) share one transaction and fsync: group commit. The default.
+    #[default]
+    Group,
+    /// One transaction and fsync per mutation (per declared or undeclared child): the profile
+    /// of a store without group commit. A benchmarking/compat knob, kept so that
+    /// `process-hub bench recovery` can measure its baseline in the same run; it only costs
+    /// throughput, never durability.
+    PerMutation,
 }
 
 /// Where the remote manifest lives. Parsed from `PATH` or `s3://BUCKET/PREFIX`.
@@ -421,6 +442,17 @@ mod tests {
         let c: AutoRecoveryConfig = serde_json::from_str(json_in).unwrap();
         assert_eq!(c.reconcile_interval_ms, 2000);
         assert_eq!(c.deprecated_keys(), vec!["stopped_row_ttl_ms"]);
+    }
+
+    #[test]
+    fn the_declared_commit_knob_defaults_to_group_commit() {
+        assert_eq!(
+            AutoRecoveryConfig::default().declared_commit,
+            DeclaredCommit::Group
+        );
+        let c: AutoRecoveryConfig = toml::from_str("declared_commit = \"per_mutation\"").unwrap();
+        assert_eq!(c.declared_commit, DeclaredCommit::PerMutation);
+        assert!(toml::from_str::<AutoRecoveryConfig>("declared_commit = \"sometimes\"").is_err());
     }
 
     #[test]

@@ -43,7 +43,6 @@ use crate::hooks::{HookEvent, HookKey};
 use crate::model::{ChildId, ChildSpec, NodeName, Restart, RESERVED_METADATA_KEY};
 use crate::recovery::declared_store::DeclaredStore;
 use crate::recovery::manifest::ManifestShipper;
-use crate::storage::engine::DiskOptions;
 use crate::storage::{Commit, StorageError};
 
 pub(crate) enum DeclaredMsg {
@@ -508,7 +507,7 @@ impl Actor for DeclaredLeader {
         let DeclaredLeaderArgs { hub, recovery } = args;
         let (store, found) = match recovery.take_boot_store() {
             Some(opened) => opened,
-            None => DeclaredStore::open(&recovery.dir, &DiskOptions::default())?,
+            None => DeclaredStore::open(&recovery.dir, &recovery.disk_options())?,
         };
         let fetched = match &recovery.manifest {
             None => ManifestFetch::Disabled,

@@ -17,11 +17,24 @@ use crate::core::declared_list::DeclaredList;
 use crate::core::declared_state::choose_leader;
 use crate::core::placement::HashRing;
 use crate::core::recovery::RecoveryState;
-use crate::core::recovery_config::AutoRecoveryConfig;
+use crate::core::recovery_config::{AutoRecoveryConfig, DeclaredCommit};
 use crate::model::{ChildId, NodeName};
 use crate::recovery::declared_store::{DeclaredStore, StoredList};
 use crate::recovery::manifest::RemoteManifest;
 use crate::recovery::state_watch::RecoveryStateWatch;
+use crate::storage::engine::{CommitMode, DiskOptions};
+
+/// How the declared store of a hub with `config` is opened: the default disk options, with the
+/// commit mode of `declared_commit` (group commit unless the per-mutation knob is set).
+pub(crate) fn declared_disk_options(config: &AutoRecoveryConfig) -> DiskOptions {
+    DiskOptions {
+        commit_mode: match config.declared_commit {
+            DeclaredCommit::Group => CommitMode::Group,
+            DeclaredCommit::PerMutation => CommitMode::PerOperation,
+        },
+        ..DiskOptions::default()
+    }
+}
 
 /// The declared list as this node last persisted it, and whether it is parked.
 #[derive(Clone, Debug, Default)]
@@ -113,6 +126,11 @@ impl RecoveryShared {
             .filter(|p| !heard.contains(*p))
             .cloned()
             .collect()
+    }
+
+    /// The disk options the declared store is (re)opened with.
+    pub fn disk_options(&self) -> DiskOptions {
+        declared_disk_options(&self.config)
     }
 
     pub fn take_boot_store(&self) -> Option<(DeclaredStore, StoredList)> {

@@ -58,6 +58,7 @@ pub fn run(args: ClusterBenchArgs) -> Result<(), String> {
         batch: args.batch,
         json: true,
         workdir: None,
+        durable: false,
     })
     .map_err(|e| e.to_string())?;
     eprintln!(

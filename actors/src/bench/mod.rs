@@ -2,6 +2,7 @@
 //! measures against a baseline in the same run; progress goes to stderr.
 
 pub mod cluster;
+pub mod recovery;
 pub mod start;
 pub mod storage;
 
@@ -16,6 +17,9 @@ pub enum BenchCommand {
     Storage(storage::StorageArgs),
     /// Start N children on a cluster of node processes, kill one; against plain ractor_cluster pg.
     Cluster(cluster::ClusterBenchArgs),
+    /// Declare N durable children, stop some, SIGKILL every node, restart: recovery time,
+    /// lost/resurrected/duplicates; against one fsync per declared-list mutation.
+    Recovery(recovery::RecoveryBenchArgs),
 }
 
 /// Runs a bench command; the error is printed by the caller.
@@ -24,5 +28,6 @@ pub fn run(cmd: BenchCommand) -> Result<(), String> {
         BenchCommand::Start(args) => start::run(args),
         BenchCommand::Storage(args) => storage::run(&args),
         BenchCommand::Cluster(args) => cluster::run(args),
+        BenchCommand::Recovery(args) => recovery::run(args),
     }
 }

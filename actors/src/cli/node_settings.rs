@@ -69,6 +69,10 @@ pub struct NodeFlags {
     /// An off-cluster copy of the declared list: a directory path or `s3://BUCKET/PREFIX`.
     #[arg(long)]
     pub remote_manifest: Option<String>,
+    /// Benchmarking/compat knob: commit the declared list with one fsync per mutation instead
+    /// of group commit (the baseline of `bench recovery`). Needs --auto-recovery.
+    #[arg(long, hide = true)]
+    pub declared_fsync_per_mutation: bool,
 }
 
 /// The same settings as read from a TOML file.
@@ -90,6 +94,8 @@ struct FileSettings {
     reconcile_grace_ms: Option<u64>,
     reconcile_interval_ms: Option<u64>,
     remote_manifest: Option<String>,
+    #[serde(default)]
+    declared_fsync_per_mutation: bool,
 }
 
 /// A node configuration that passed validation.
@@ -127,6 +133,8 @@ pub struct AutoRecoverySettings {
     pub reconcile_interval_ms: Option<u64>,
     /// `--remote-manifest`, parsed.
     pub remote_manifest: Option<process_hub::ManifestLocation>,
+    /// `--declared-fsync-per-mutation` (hidden): one fsync per declared-list mutation.
+    pub declared_fsync_per_mutation: bool,
 }
 
 /// Why a node configuration was refused. Each variant names the setting at fault.
@@ -263,6 +271,8 @@ impl NodeFlags {
         let reconcile_grace_ms = self.reconcile_grace_ms.or(file.reconcile_grace_ms);
         let reconcile_interval_ms = self.reconcile_interval_ms.or(file.reconcile_interval_ms);
         let remote_manifest = self.remote_manifest.or(file.remote_manifest);
+        let declared_fsync_per_mutation =
+            self.declared_fsync_per_mutation || file.declared_fsync_per_mutation;
         let auto_recovery = if self.auto_recovery || file.auto_recovery {
             let remote_manifest = remote_manifest
                 .map(|raw| {
@@ -278,12 +288,14 @@ impl NodeFlags {
                 reconcile_grace_ms,
                 reconcile_interval_ms,
                 remote_manifest,
+                declared_fsync_per_mutation,
             })
         } else {
             let given = [
                 ("reconcile-grace-ms", reconcile_grace_ms.is_some()),
                 ("reconcile-interval-ms", reconcile_interval_ms.is_some()),
                 ("remote-manifest", remote_manifest.is_some()),
+                ("declared-fsync-per-mutation", declared_fsync_per_mutation),
             ];
             if let Some((setting, _)) = given.into_iter().find(|(_, set)| *set) {
                 return Err(NodeSettingsError::BadRecovery {

@@ -4,7 +4,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use process_hub::admin::{ChildView, Health, StartResponse, StartSpec, StopResponse};
+use process_hub::admin::{
+    ChildView, ClearResponse, DeclaredResponse, Health, StartResponse, StartSpec, StopResponse,
+};
 use serde::de::DeserializeOwned;
 
 /// Why an admin call did not give the expected answer.
@@ -136,6 +138,20 @@ impl AdminClient {
             self.agent
                 .delete(&self.url(&format!("/v1/children/{id}")))
                 .call(),
+        )
+    }
+
+    /// `GET /v1/declared`: this node's copy of the declared list.
+    pub fn declared(&self) -> Result<DeclaredResponse, AdminClientError> {
+        self.finish(self.agent.get(&self.url("/v1/declared")).call())
+    }
+
+    /// `POST /v1/declared/clear`: the operator's clear.
+    pub fn clear_declared(&self) -> Result<ClearResponse, AdminClientError> {
+        self.finish(
+            self.agent
+                .post(&self.url("/v1/declared/clear"))
+                .send_empty(),
         )
     }
 }

@@ -3,9 +3,13 @@
 //! cluster benchmarks and the multi-process tests in `actors/tests/`.
 
 pub mod admin_client;
+pub mod census;
 pub mod local_cluster;
+pub mod outage;
 
 pub use admin_client::{AdminClient, AdminClientError};
+pub use census::Census;
 pub use local_cluster::{
     free_port, wait_for, ClusterOptions, HarnessError, LocalCluster, NodeProcess,
 };
+pub use outage::{whole_cluster_outage, OutageReport, OutageSettings};

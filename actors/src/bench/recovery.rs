@@ -1,0 +1,290 @@
+//! `process-hub bench recovery --nodes 3 --children N --json`: durable children on a cluster of
+//! real node processes, a whole-cluster SIGKILL, and the recovery.
+//!
+//! 1. `--nodes` nodes with `--auto-recovery` (grace `--reconcile-grace-ms`, default 2,000 ms).
+//! 2. N `counter` children started with `"durable": true` through node 1's admin API (node 1
+//!    has the lowest name, so it is the declared list's leader), in awaited requests of
+//!    `--batch`: `declare_per_s` = N / the time of those requests.
+//! 3. S of them (`--stop`, default 10 % of N, every tenth id) stopped with `DELETE`, which
+//!    undeclares them; the bench waits until every node's registry and declared list agree.
+//! 4. Every node SIGKILLed, every node restarted on its data directory; `recovery_ms` is
+//!    measured from `first restarted process spawned + reconcile_grace_ms` (no later than the
+//!    end of any node's grace, see [`crate::harness::outage`]) until every node's registry copy
+//!    lists each of the N − S declared children on exactly one node. After every node is
+//!    `normal`, the bench watches two more reconcile intervals, then counts over every node's
+//!    registry copy: `lost` (declared, not stopped, running nowhere), `resurrected` (stopped,
+//!    running somewhere), `duplicates` (running on more than one node).
+//! 5. The in-run baseline: a fresh cluster of the same shape whose declared store commits with
+//!    **one fsync per mutation** (`--declared-fsync-per-mutation`, i.e.
+//!    `DeclaredCommit::PerMutation` / `CommitMode::PerOperation`), the same awaited durable
+//!    starts in the same batches: `baseline_declare_per_s`. At one fsync per child a full N
+//!    takes minutes, so it declares `baseline_children` (default min(N, 2,000)); both rates are
+//!    per second, so `declare_ratio` = `declare_per_s / baseline_declare_per_s` compares like
+//!    with like.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde_json::json;
+
+use crate::cli::node_settings::BackendChoice;
+use crate::harness::outage::{counter_specs, start_in_batches, stop_concurrently};
+use crate::harness::{
+    wait_for, whole_cluster_outage, AdminClient, Census, ClusterOptions, LocalCluster,
+    OutageSettings,
+};
+
+/// Flags of `bench recovery`.
+#[derive(Args, Debug)]
+pub struct RecoveryBenchArgs {
+    /// Node processes.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// Durable children declared.
+    #[arg(long, default_value_t = 10_000)]
+    pub children: usize,
+    /// Children stopped (undeclared) before the outage; default 10 % of --children.
+    #[arg(long)]
+    pub stop: Option<usize>,
+    /// Children per admin request.
+    #[arg(long, default_value_t = 1_000)]
+    pub batch: usize,
+    /// The nodes' `--reconcile-grace-ms`.
+    #[arg(long, default_value_t = 2_000)]
+    pub reconcile_grace_ms: u64,
+    /// The nodes' `--reconcile-interval-ms`.
+    #[arg(long, default_value_t = 1_000)]
+    pub reconcile_interval_ms: u64,
+    /// Children of the one-fsync-per-mutation baseline; default min(--children, 2000).
+    #[arg(long)]
+    pub baseline_children: Option<usize>,
+    /// Skip the baseline (its fields are then null).
+    #[arg(long)]
+    pub no_baseline: bool,
+    /// The nodes' registry backend.
+    #[arg(long, value_enum, default_value = "memory")]
+    pub backend: BackendChoice,
+    /// Keep the nodes' data and logs here instead of a temporary directory.
+    #[arg(long)]
+    pub workdir: Option<PathBuf>,
+    /// Print the result as JSON (the only format; kept for the documented command line).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Generous: 10,000 children on two shared cores.
+const DEADLINE: Duration = Duration::from_secs(180);
+/// Concurrent `DELETE` callers.
+const STOP_THREADS: usize = 8;
+
+fn progress(msg: &str) {
+    eprintln!("[bench recovery] {msg}");
+}
+
+fn options(args: &RecoveryBenchArgs, per_mutation: bool) -> ClusterOptions {
+    let mut extra_args = vec![
+        "--auto-recovery".to_owned(),
+        "--reconcile-grace-ms".into(),
+        args.reconcile_grace_ms.to_string(),
+        "--reconcile-interval-ms".into(),
+        args.reconcile_interval_ms.to_string(),
+    ];
+    if per_mutation {
+        extra_args.push("--declared-fsync-per-mutation".into());
+    }
+    ClusterOptions {
+        hub: "bench-recovery".into(),
+        backend: args.backend,
+        extra_args,
+        log_filter: "warn".into(),
+        ..ClusterOptions::default()
+    }
+}
+
+fn ids(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i:06}")).collect()
+}
+
+fn clients(cluster: &LocalCluster) -> Vec<(String, AdminClient)> {
+    cluster
+        .nodes
+        .iter()
+        .map(|n| (n.node_name.clone(), n.client()))
+        .collect()
+}
+
+/// A formed cluster whose nodes all finished their first round (`normal`).
+fn ready_cluster(
+    binary: &Path,
+    args: &RecoveryBenchArgs,
+    per_mutation: bool,
+    workdir: Option<PathBuf>,
+) -> Result<LocalCluster, String> {
+    let mut cluster =
+        LocalCluster::start(binary, args.nodes, &options(args, per_mutation), workdir)
+            .map_err(|e| e.to_string())?;
+    cluster.wait_formed(DEADLINE).map_err(|e| e.to_string())?;
+    let all = cluster.live_clients();
+    wait_for("every node to be normal", DEADLINE, || {
+        all.iter()
+            .all(|c| c.health().is_ok_and(|h| h.recovery_state == "normal"))
+            .then_some(())
+    })
+    .map_err(|e| e.to_string())?;
+    Ok(cluster)
+}
+
+/// Declares `n` durable children through node 1; returns (children per second, elapsed ms).
+fn declare(cluster: &LocalCluster, prefix: &str, n: usize, batch: usize) -> Result<f64, String> {
+    let specs = counter_specs(&ids(prefix, n), true);
+    let (elapsed, errors) = start_in_batches(&cluster.nodes[0].client(), &specs, batch, &progress)
+        .map_err(|e| e.to_string())?;
+    if !errors.is_empty() {
+        return Err(format!(
+            "{} durable starts failed, first: {:?}",
+            errors.len(),
+            errors.first()
+        ));
+    }
+    Ok(n as f64 / elapsed.as_secs_f64())
+}
+
+/// Waits until every node's registry runs each of `declared` once and none of `stopped`, and
+/// every node's declared list is exactly `declared`.
+fn wait_settled(
+    cluster: &LocalCluster,
+    declared: &BTreeSet<String>,
+    stopped: &BTreeSet<String>,
+) -> Result<(), String> {
+    let all = clients(cluster);
+    wait_for(
+        "every registry and declared list to agree",
+        DEADLINE,
+        || {
+            let census = Census::take(&all).ok()?;
+            let lists_agree = all.iter().all(|(_, c)| {
+                c.declared().is_ok_and(|l| {
+                    l.children.len() == declared.len()
+                        && l.children.iter().all(|c| declared.contains(&c.id))
+                })
+            });
+            (census.all_run_once(declared) && census.resurrected(stopped).is_empty() && lists_agree)
+                .then_some(())
+        },
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// Runs the benchmark and prints its JSON line.
+pub fn run(args: RecoveryBenchArgs) -> Result<(), String> {
+    if args.nodes == 0 || args.children == 0 || args.batch == 0 {
+        return Err("--nodes, --children and --batch must be positive".into());
+    }
+    let stop = args.stop.unwrap_or(args.children / 10);
+    if stop >= args.children {
+        return Err("--stop must be below --children".into());
+    }
+    let binary = std::env::current_exe().map_err(|e| e.to_string())?;
+    progress(&format!(
+        "{} nodes, {} durable children, {stop} stopped before the outage, grace {} ms",
+        args.nodes, args.children, args.reconcile_grace_ms
+    ));
+    let mut cluster = ready_cluster(&binary, &args, false, args.workdir.clone())?;
+    progress("declaring (group commit)");
+    let declare_started = Instant::now();
+    let declare_per_s = declare(&cluster, "child", args.children, args.batch)?;
+    let declare_ms = declare_started.elapsed().as_millis() as u64;
+    progress(&format!("  {declare_per_s:.0} durable starts/s"));
+
+    let every = ids("child", args.children);
+    // Every tenth id (or as evenly spread as --stop asks), so every node hosts some.
+    let stride = (args.children / stop.max(1)).max(1);
+    let stopped: BTreeSet<String> = every.iter().step_by(stride).take(stop).cloned().collect();
+    let declared: BTreeSet<String> = every
+        .iter()
+        .filter(|id| !stopped.contains(*id))
+        .cloned()
+        .collect();
+    progress(&format!("stopping {} children (DELETE)", stopped.len()));
+    let stop_list: Vec<String> = stopped.iter().cloned().collect();
+    let failures = stop_concurrently(&cluster.nodes[0].client(), &stop_list, STOP_THREADS);
+    if !failures.is_empty() {
+        return Err(format!(
+            "{} stops failed, first: {:?}",
+            failures.len(),
+            failures.first()
+        ));
+    }
+    wait_settled(&cluster, &declared, &stopped)?;
+
+    let outage = whole_cluster_outage(
+        &mut cluster,
+        &declared,
+        &stopped,
+        &OutageSettings {
+            reconcile_grace: Duration::from_millis(args.reconcile_grace_ms),
+            deadline: DEADLINE,
+            settle: Duration::from_millis(2 * args.reconcile_interval_ms),
+        },
+        &progress,
+    )
+    .map_err(|e| e.to_string())?;
+    progress(&format!(
+        "recovery {:?} ms after the grace; lost {}, resurrected {}, duplicates {}",
+        outage.recovery_ms, outage.lost, outage.resurrected, outage.duplicates
+    ));
+    let workdir = cluster.workdir().display().to_string();
+    cluster.shutdown(Duration::from_secs(10));
+    drop(cluster);
+
+    let baseline_children = args.baseline_children.unwrap_or(args.children.min(2_000));
+    let baseline = if args.no_baseline || baseline_children == 0 {
+        None
+    } else {
+        progress(&format!(
+            "baseline: {baseline_children} durable starts, one fsync per mutation"
+        ));
+        let mut base = ready_cluster(&binary, &args, true, None)?;
+        let rate = declare(&base, "base", baseline_children, args.batch);
+        base.shutdown(Duration::from_secs(10));
+        let rate = rate?;
+        progress(&format!("  {rate:.0} durable starts/s"));
+        Some(rate)
+    };
+    let out = json!({
+        "bench": "recovery",
+        "nodes": args.nodes,
+        "children": args.children,
+        "stopped": stopped.len(),
+        "batch": args.batch,
+        "backend": format!("{:?}", args.backend).to_lowercase(),
+        "declare_per_s": declare_per_s,
+        "declare_ms": declare_ms,
+        "baseline_children": baseline.map(|_| baseline_children),
+        "baseline_declare_per_s": baseline,
+        "baseline_commit": "one fsync per mutation (declared store in CommitMode::PerOperation)",
+        "declare_ratio": baseline.filter(|b| *b > 0.0).map(|b| declare_per_s / b),
+        "reconcile_grace_ms": outage.reconcile_grace_ms,
+        "reconcile_interval_ms": args.reconcile_interval_ms,
+        "recovery_ms": outage.recovery_ms,
+        "recovery_ms_from": "first restarted node process spawned + reconcile_grace_ms \
+            (no later than the end of any node's grace) until every node's registry lists \
+            every declared child on exactly one node",
+        "restart_to_recovered_ms": outage.restart_to_recovered_ms,
+        "lost": outage.lost,
+        "resurrected": outage.resurrected,
+        "duplicates": outage.duplicates,
+        "lost_ids": outage.lost_ids,
+        "resurrected_ids": outage.resurrected_ids,
+        "duplicate_ids": outage.duplicate_ids,
+        "declared_lists_agree": outage.declared_lists_agree,
+        "declared_versions": outage.declared_versions,
+        "declared_counts": outage.declared_counts,
+        "running_per_node": outage.running_per_node,
+        "workdir": args.workdir.as_ref().map(|_| workdir),
+    });
+    println!("{out}");
+    Ok(())
+}
