@@ -125,7 +125,7 @@ impl AdminOps for Hub {
                 crate::RecoveryState::Recovering => "recovering".into(),
                 crate::RecoveryState::Normal => "normal".into(),
             },
-            parked: self.declared_children().is_some_and(|d| d.parked),
+            parked: self.declared_parked().unwrap_or(false),
         })
     }
 
@@ -154,8 +154,9 @@ impl AdminOps for Hub {
         for raw in specs {
             let id = raw.id.clone();
             let (spec, metadata, durable) = raw.into_spec()?;
-            if durable && (spec.restart != Restart::Permanent || self.declared_children().is_none())
-            {
+            // `declared_parked`, not `declared_children`: the latter copies the whole list,
+            // which per child made a request of n durable starts cost O(n * list length).
+            if durable && (spec.restart != Restart::Permanent || self.declared_parked().is_none()) {
                 // Refuse per child rather than start it without the promise it asked for.
                 let (code, reason) = if spec.restart != Restart::Permanent {
                     (

@@ -367,6 +367,16 @@ impl Hub {
         reads::declared_children(&self.shared)
     }
 
+    /// Whether this node's declared list is parked; `None` without `auto_recovery`. Unlike
+    /// [`Hub::declared_children`] it copies nothing, so per-request and per-child checks stay
+    /// O(1) however long the list is.
+    pub(crate) fn declared_parked(&self) -> Option<bool> {
+        self.shared
+            .recovery
+            .as_ref()
+            .map(|recovery| recovery.snapshot().parked)
+    }
+
     /// `Recovering` until this node's first reconcile round completes, then `Normal` for good;
     /// `Normal` from the start without `auto_recovery`.
     pub fn recovery_state(&self) -> RecoveryState {

@@ -20,7 +20,8 @@
 //!    starts in the same batches: `baseline_declare_per_s`. At one fsync per child a full N
 //!    takes minutes, so it declares `baseline_children` (default min(N, 2,000)); both rates are
 //!    per second, so `declare_ratio` = `declare_per_s / baseline_declare_per_s` compares like
-//!    with like.
+//!    with like. `disk_fsync_per_s` (write + fsync of a small file in the nodes' work
+//!    directory, measured in the same run) says what pace the disk allowed the baseline.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -136,8 +137,13 @@ fn ready_cluster(
     Ok(cluster)
 }
 
-/// Declares `n` durable children through node 1; returns (children per second, elapsed ms).
-fn declare(cluster: &LocalCluster, prefix: &str, n: usize, batch: usize) -> Result<f64, String> {
+/// Declares `n` durable children through node 1; returns (children per second, elapsed).
+fn declare(
+    cluster: &LocalCluster,
+    prefix: &str,
+    n: usize,
+    batch: usize,
+) -> Result<(f64, Duration), String> {
     let specs = counter_specs(&ids(prefix, n), true);
     let (elapsed, errors) = start_in_batches(&cluster.nodes[0].client(), &specs, batch, &progress)
         .map_err(|e| e.to_string())?;
@@ -148,7 +154,25 @@ fn declare(cluster: &LocalCluster, prefix: &str, n: usize, batch: usize) -> Resu
             errors.first()
         ));
     }
-    Ok(n as f64 / elapsed.as_secs_f64())
+    Ok((n as f64 / elapsed.as_secs_f64(), elapsed))
+}
+
+/// Plain write + fsync rounds per second of a small file in `dir`: the disk's own pace, which
+/// bounds the one-fsync-per-mutation baseline (and varies with what else uses the disk).
+fn disk_fsync_per_s(dir: &Path) -> Result<f64, String> {
+    use std::io::Write;
+    const ROUNDS: u32 = 200;
+    let path = dir.join("fsync-probe");
+    let mut file = std::fs::File::create(&path).map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    for _ in 0..ROUNDS {
+        file.write_all(&[0u8; 128]).map_err(|e| e.to_string())?;
+        file.sync_data().map_err(|e| e.to_string())?;
+    }
+    let rate = f64::from(ROUNDS) / started.elapsed().as_secs_f64();
+    drop(file);
+    let _ = std::fs::remove_file(&path);
+    Ok(rate)
 }
 
 /// Waits until every node's registry runs each of `declared` once and none of `stopped`, and
@@ -193,9 +217,7 @@ pub fn run(args: RecoveryBenchArgs) -> Result<(), String> {
     ));
     let mut cluster = ready_cluster(&binary, &args, false, args.workdir.clone())?;
     progress("declaring (group commit)");
-    let declare_started = Instant::now();
-    let declare_per_s = declare(&cluster, "child", args.children, args.batch)?;
-    let declare_ms = declare_started.elapsed().as_millis() as u64;
+    let (declare_per_s, declare_elapsed) = declare(&cluster, "child", args.children, args.batch)?;
     progress(&format!("  {declare_per_s:.0} durable starts/s"));
 
     let every = ids("child", args.children);
@@ -236,6 +258,7 @@ pub fn run(args: RecoveryBenchArgs) -> Result<(), String> {
         outage.recovery_ms, outage.lost, outage.resurrected, outage.duplicates
     ));
     let workdir = cluster.workdir().display().to_string();
+    let fsync_per_s = disk_fsync_per_s(cluster.workdir())?;
     cluster.shutdown(Duration::from_secs(10));
     drop(cluster);
 
@@ -249,7 +272,7 @@ pub fn run(args: RecoveryBenchArgs) -> Result<(), String> {
         let mut base = ready_cluster(&binary, &args, true, None)?;
         let rate = declare(&base, "base", baseline_children, args.batch);
         base.shutdown(Duration::from_secs(10));
-        let rate = rate?;
+        let (rate, _) = rate?;
         progress(&format!("  {rate:.0} durable starts/s"));
         Some(rate)
     };
@@ -261,11 +284,12 @@ pub fn run(args: RecoveryBenchArgs) -> Result<(), String> {
         "batch": args.batch,
         "backend": format!("{:?}", args.backend).to_lowercase(),
         "declare_per_s": declare_per_s,
-        "declare_ms": declare_ms,
+        "declare_ms": declare_elapsed.as_millis() as u64,
         "baseline_children": baseline.map(|_| baseline_children),
         "baseline_declare_per_s": baseline,
         "baseline_commit": "one fsync per mutation (declared store in CommitMode::PerOperation)",
         "declare_ratio": baseline.filter(|b| *b > 0.0).map(|b| declare_per_s / b),
+        "disk_fsync_per_s": fsync_per_s,
         "reconcile_grace_ms": outage.reconcile_grace_ms,
         "reconcile_interval_ms": args.reconcile_interval_ms,
         "recovery_ms": outage.recovery_ms,
