@@ -283,7 +283,7 @@ fn durable_outage(
     let failures = stop_concurrently(entry, &stop_list, 8);
     if !failures.is_empty() {
         progress(&format!(
-            "  {} stops failed, first: {:?}",
+            "  {} stops not acknowledged (the wait below checks the outcome), first: {:?}",
             failures.len(),
             failures.first()
         ));

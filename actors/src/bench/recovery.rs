@@ -6,7 +6,10 @@
 //!    has the lowest name, so it is the declared list's leader), in awaited requests of
 //!    `--batch`: `declare_per_s` = N / the time of those requests.
 //! 3. S of them (`--stop`, default 10 % of N, every tenth id) stopped with `DELETE`, which
-//!    undeclares them; the bench waits until every node's registry and declared list agree.
+//!    undeclares them (`stop_per_s`, 8 concurrent callers); the bench waits until every node's
+//!    registry and declared list agree. A stopped child some registry lists running again in
+//!    that wait is counted in `stopped_seen_running_before_outage` (a later round stopped it
+//!    again, or the wait would not end).
 //! 4. Every node SIGKILLed, every node restarted on its data directory; `recovery_ms` is
 //!    measured from `first restarted process spawned + reconcile_grace_ms` (no later than the
 //!    end of any node's grace, see [`crate::harness::outage`]) until every node's registry copy
@@ -176,29 +179,34 @@ fn disk_fsync_per_s(dir: &Path) -> Result<f64, String> {
 }
 
 /// Waits until every node's registry runs each of `declared` once and none of `stopped`, and
-/// every node's declared list is exactly `declared`.
+/// every node's declared list is exactly `declared`. Returns the stopped children that some
+/// registry listed on a host meanwhile, after their stop was acknowledged (a later round may
+/// have stopped them again; the final census after the outage is separate).
 fn wait_settled(
     cluster: &LocalCluster,
     declared: &BTreeSet<String>,
     stopped: &BTreeSet<String>,
-) -> Result<(), String> {
+) -> Result<BTreeSet<String>, String> {
     let all = clients(cluster);
+    let mut seen_running = BTreeSet::new();
     wait_for(
         "every registry and declared list to agree",
         DEADLINE,
         || {
             let census = Census::take(&all).ok()?;
+            let running_again = census.resurrected(stopped);
+            seen_running.extend(running_again.iter().cloned());
             let lists_agree = all.iter().all(|(_, c)| {
                 c.declared().is_ok_and(|l| {
                     l.children.len() == declared.len()
                         && l.children.iter().all(|c| declared.contains(&c.id))
                 })
             });
-            (census.all_run_once(declared) && census.resurrected(stopped).is_empty() && lists_agree)
-                .then_some(())
+            (census.all_run_once(declared) && running_again.is_empty() && lists_agree).then_some(())
         },
     )
-    .map_err(|e| e.to_string())
+    .map_err(|e| e.to_string())?;
+    Ok(seen_running)
 }
 
 /// Runs the benchmark and prints its JSON line.
@@ -231,15 +239,36 @@ pub fn run(args: RecoveryBenchArgs) -> Result<(), String> {
         .collect();
     progress(&format!("stopping {} children (DELETE)", stopped.len()));
     let stop_list: Vec<String> = stopped.iter().cloned().collect();
+    let stop_started = Instant::now();
     let failures = stop_concurrently(&cluster.nodes[0].client(), &stop_list, STOP_THREADS);
-    if !failures.is_empty() {
-        return Err(format!(
-            "{} stops failed, first: {:?}",
-            failures.len(),
-            failures.first()
+    let stop_elapsed = stop_started.elapsed();
+    progress(&format!(
+        "  {:.0} stops/s ({STOP_THREADS} concurrent callers)",
+        stop_list.len() as f64 / stop_elapsed.as_secs_f64()
+    ));
+    // A 404 ("no child with that id") after the list removal is reported, not fatal: the
+    // wait below checks that the child is undeclared everywhere and runs nowhere.
+    let (not_found, failed): (Vec<_>, Vec<_>) =
+        failures.into_iter().partition(|f| f.status == Some(404));
+    if let Some(first) = failed.first() {
+        return Err(format!("{} stops failed, first: {first:?}", failed.len()));
+    }
+    if !not_found.is_empty() {
+        progress(&format!(
+            "  {} stops answered 404 (no child with that id): {:?}",
+            not_found.len(),
+            not_found.iter().map(|f| &f.id).take(20).collect::<Vec<_>>()
         ));
     }
-    wait_settled(&cluster, &declared, &stopped)?;
+    let seen_running = wait_settled(&cluster, &declared, &stopped)?;
+    if !seen_running.is_empty() {
+        progress(&format!(
+            "  {} stopped children were listed running again before the outage (healed \
+             before it): {:?}",
+            seen_running.len(),
+            seen_running.iter().take(20).collect::<Vec<_>>()
+        ));
+    }
 
     let outage = whole_cluster_outage(
         &mut cluster,
@@ -288,6 +317,12 @@ pub fn run(args: RecoveryBenchArgs) -> Result<(), String> {
         "baseline_children": baseline.map(|_| baseline_children),
         "baseline_declare_per_s": baseline,
         "baseline_commit": "one fsync per mutation (declared store in CommitMode::PerOperation)",
+        "stop_per_s": stop_list.len() as f64 / stop_elapsed.as_secs_f64(),
+        "stop_not_found": not_found.len(),
+        "stop_not_found_ids": not_found.iter().map(|f| &f.id).take(20).collect::<Vec<_>>(),
+        "stopped_seen_running_before_outage": seen_running.len(),
+        "stopped_seen_running_before_outage_ids":
+            seen_running.iter().take(20).collect::<Vec<_>>(),
         "declare_ratio": baseline.filter(|b| *b > 0.0).map(|b| declare_per_s / b),
         "disk_fsync_per_s": fsync_per_s,
         "reconcile_grace_ms": outage.reconcile_grace_ms,

@@ -61,13 +61,20 @@ pub fn start_in_batches(
     Ok((started_at.elapsed(), errors))
 }
 
+/// A `DELETE` that did not answer `stopped`.
+#[derive(Clone, Debug, Serialize)]
+pub struct StopFailure {
+    /// The child.
+    pub id: String,
+    /// The HTTP status, if the node answered (404: no child with that id).
+    pub status: Option<u16>,
+    /// Why, as the node or the transport said.
+    pub reason: String,
+}
+
 /// Stops `ids` through `client` (`DELETE`, awaited) from `threads` concurrent callers. Returns
-/// the ids whose stop failed, with the reason.
-pub fn stop_concurrently(
-    client: &AdminClient,
-    ids: &[String],
-    threads: usize,
-) -> Vec<(String, String)> {
+/// the stops that failed.
+pub fn stop_concurrently(client: &AdminClient, ids: &[String], threads: usize) -> Vec<StopFailure> {
     let next = AtomicUsize::new(0);
     let failures = Mutex::new(Vec::new());
     std::thread::scope(|scope| {
@@ -77,14 +84,18 @@ pub fn stop_concurrently(
                 let Some(id) = ids.get(i) else { break };
                 let outcome = match client.stop(id) {
                     Ok(r) if r.errors.is_empty() => None,
-                    Ok(r) => Some(format!("{:?}", r.errors)),
-                    Err(e) => Some(e.to_string()),
+                    Ok(r) => Some((Some(200), format!("{:?}", r.errors))),
+                    Err(e) => Some((e.status(), e.to_string())),
                 };
-                if let Some(reason) = outcome {
+                if let Some((status, reason)) = outcome {
                     failures
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .push((id.clone(), reason));
+                        .push(StopFailure {
+                            id: id.clone(),
+                            status,
+                            reason,
+                        });
                 }
             });
         }
