@@ -332,6 +332,7 @@ pub fn run(args: RecoveryBenchArgs) -> Result<(), String> {
             (no later than the end of any node's grace) until every node's registry lists \
             every declared child on exactly one node",
         "restart_to_recovered_ms": outage.restart_to_recovered_ms,
+        "restart_to_all_normal_ms": outage.restart_to_all_normal_ms,
         "lost": outage.lost,
         "resurrected": outage.resurrected,
         "duplicates": outage.duplicates,

@@ -117,7 +117,10 @@ pub fn runs_once_in(view: &BTreeMap<String, Vec<String>>, declared: &BTreeSet<St
 mod tests {
     use super::*;
 
-    fn census(views: &[(&str, &[(&str, &[&str])])]) -> Census {
+    /// One node's copy as test data: (child id, hosts).
+    type View<'a> = &'a [(&'a str, &'a [&'a str])];
+
+    fn census(views: &[(&str, View)]) -> Census {
         Census {
             views: views
                 .iter()

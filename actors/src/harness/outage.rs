@@ -124,6 +124,9 @@ pub struct OutageReport {
     pub recovery_ms: Option<u64>,
     /// From the first restarted process's spawn to the same end (grace included).
     pub restart_to_recovered_ms: Option<u64>,
+    /// From the first restarted process's spawn until every node reports `recovery_state`
+    /// `normal` (its first reconcile round completed); `None` if recovery never completed.
+    pub restart_to_all_normal_ms: Option<u64>,
     /// The grace the nodes ran with.
     pub reconcile_grace_ms: u64,
     /// Declared, not stopped, and listed on no host by any node's copy (final census).
@@ -225,12 +228,17 @@ pub fn whole_cluster_outage(
         }
         Err(e) => return Err(e),
     };
+    let mut all_normal_at = None;
     if recovered_at.is_some() {
-        wait_for("every node to be normal", settings.deadline, || {
-            all.iter()
-                .all(|(_, c)| c.health().is_ok_and(|h| h.recovery_state == "normal"))
-                .then_some(())
-        })?;
+        all_normal_at = Some(wait_for(
+            "every node to be normal",
+            settings.deadline,
+            || {
+                all.iter()
+                    .all(|(_, c)| c.health().is_ok_and(|h| h.recovery_state == "normal"))
+                    .then(Instant::now)
+            },
+        )?);
         std::thread::sleep(settings.settle);
     }
     let census = Census::take(&all).map_err(|e| HarnessError::Timeout {
@@ -261,6 +269,8 @@ pub fn whole_cluster_outage(
     Ok(OutageReport {
         recovery_ms: since(grace_end).map(|d| d.as_millis() as u64),
         restart_to_recovered_ms: since(first_spawn).map(|d| d.as_millis() as u64),
+        restart_to_all_normal_ms: all_normal_at
+            .map(|at| at.saturating_duration_since(first_spawn).as_millis() as u64),
         reconcile_grace_ms: settings.reconcile_grace.as_millis() as u64,
         lost: lost.len(),
         resurrected: resurrected.len(),
