@@ -227,6 +227,16 @@ pub enum WireMsg {
         /// The version after the mutation, or why it was refused.
         result: Result<u64, DeclaredRefusal>,
     },
+    /// The sender's declared-list version and last mutator, every `sync_interval` (before its
+    /// `FullSync`): a node that missed a leader's broadcast learns it is behind, asks for the
+    /// copy, and plans its rounds parked until it has it, so an outdated copy never restarts a
+    /// child stopped since. Only the version travels, not the list.
+    DeclaredVersion {
+        /// The sender's version.
+        version: u64,
+        /// The node that made it (the tie-break between equal versions).
+        last_mutated_by: Option<NodeName>,
+    },
 }
 
 /// A mutation of the declared list routed to the leader.
@@ -275,6 +285,7 @@ impl WireMsg {
             WireMsg::DeclaredOffer { .. } => "declared_offer",
             WireMsg::DeclaredMutate { .. } => "declared_mutate",
             WireMsg::DeclaredMutateReply { .. } => "declared_mutate_reply",
+            WireMsg::DeclaredVersion { .. } => "declared_version",
         }
     }
 }

@@ -8,12 +8,12 @@
 //! and owner and has no peers; the cluster answers them from its membership and ring without
 //! changing the actors.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::HubShared;
-use crate::core::declared_list::DeclaredList;
+use crate::core::declared_list::{announced_ahead, DeclaredList};
 use crate::core::declared_state::choose_leader;
 use crate::core::placement::HashRing;
 use crate::core::recovery::RecoveryState;
@@ -43,6 +43,8 @@ pub(crate) struct RecoveryShared {
     snapshot: RwLock<DeclaredSnapshot>,
     /// Peers whose copy this node has adopted or weighed since they came up.
     offered_by: Mutex<BTreeSet<NodeName>>,
+    /// The latest version (and its mutator) each peer announced (`WireMsg::DeclaredVersion`).
+    announced: Mutex<BTreeMap<NodeName, (u64, Option<NodeName>)>>,
 }
 
 impl RecoveryShared {
@@ -60,6 +62,7 @@ impl RecoveryShared {
             manifest,
             snapshot: RwLock::new(DeclaredSnapshot::default()),
             offered_by: Mutex::new(BTreeSet::new()),
+            announced: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -101,6 +104,43 @@ impl RecoveryShared {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(node);
+        self.announced
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(node);
+    }
+
+    /// Records `node`'s announced version; true when it is ahead of this node's copy (the
+    /// caller then asks `node` for its copy).
+    pub fn note_announced(
+        &self,
+        node: NodeName,
+        version: u64,
+        last_mutated_by: Option<NodeName>,
+    ) -> bool {
+        let ahead = announced_ahead(&self.snapshot().list, version, last_mutated_by.as_deref());
+        self.announced
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(node, (version, last_mutated_by));
+        ahead
+    }
+
+    /// The current peers that announced a copy ahead of this node's: until it has fetched
+    /// theirs, this node's copy is outdated (it may still declare a child stopped since), so
+    /// its rounds are planned parked.
+    pub fn ahead_of_me(&self, peers: &[NodeName]) -> Vec<NodeName> {
+        let mine = self.snapshot().list;
+        let announced = self.announced.lock().unwrap_or_else(|e| e.into_inner());
+        peers
+            .iter()
+            .filter(|p| {
+                announced
+                    .get(*p)
+                    .is_some_and(|(v, by)| announced_ahead(&mine, *v, by.as_deref()))
+            })
+            .cloned()
+            .collect()
     }
 
     /// The current peers whose copy this node has not weighed yet. Until it has, this node may

@@ -260,6 +260,26 @@ impl CoordinatorState {
         let _ = registry.cast(RegistryMsg::Write { ops, done });
     }
 
+    /// Tells the peers this node's declared version, ahead of its `FullSync` on the same links,
+    /// so a peer that missed a broadcast catches up before its next round (a parked copy
+    /// means nothing and is not announced).
+    fn announce_declared_version(&self) {
+        let (Some(recovery), Some(transport)) = (&self.hub.recovery, self.hub.transport()) else {
+            return;
+        };
+        let snapshot = recovery.snapshot();
+        if snapshot.parked {
+            return;
+        }
+        let msg = WireMsg::DeclaredVersion {
+            version: snapshot.list.version(),
+            last_mutated_by: snapshot.list.last_mutated_by().map(str::to_owned),
+        };
+        if let Err(error) = transport.broadcast(&msg) {
+            tracing::debug!(%error, "declared version not announced");
+        }
+    }
+
     pub(super) fn arm_sync_timer(&mut self, myself: &ActorRef<CoordinatorMsg>) {
         let period = Duration::from_millis(self.hub.config.sync_interval_ms);
         if let Some(cluster) = &mut self.cluster {
@@ -540,6 +560,7 @@ impl CoordinatorState {
                 self.arm_flush(myself);
             }
             ClusterMsg::SyncTick => {
+                self.announce_declared_version();
                 if let Some(registry) = self.hub.registry() {
                     let _ = registry.cast(RegistryMsg::SendFullSync { to: None });
                 }

@@ -45,6 +45,25 @@ fn batches<'a>(rows: impl IntoIterator<Item = (&'a NodeName, &'a Row)>) -> Batch
     by_node
 }
 
+/// Whether a row may be re-placed from the registry alone: always for a child that was never
+/// durable; for a durable one only when auto-recovery is on and this node's declared copy is
+/// current (not parked, no peer announced a newer one) and declares it. A stale row of a
+/// stopped durable child would otherwise come back from a returning node's disk.
+fn declared_here(hub: &crate::hub::HubShared, row: &Row) -> bool {
+    if !row.hub.durable {
+        return true;
+    }
+    let Some(recovery) = &hub.recovery else {
+        return true;
+    };
+    let snapshot = recovery.snapshot();
+    snapshot.list.contains(&row.spec.id)
+        && !snapshot.parked
+        && recovery
+            .ahead_of_me(&crate::hub::recovery_shared::peers(hub))
+            .is_empty()
+}
+
 impl CoordinatorState {
     fn internal_timeout(&self) -> Duration {
         let t = self.hub.config.default_timeout();
@@ -141,6 +160,11 @@ impl CoordinatorState {
                 .keys()
                 .any(|n| cluster.peers.contains(n) || cluster.grace_timers.contains_key(n));
             if live {
+                continue;
+            }
+            if !declared_here(&hub, &row) {
+                // A durable row the declared list does not hold (a child stopped while the
+                // node that kept this row was away): the reconcile decides, never the row.
                 continue;
             }
             // The owner starts it; every other holder of the stub asks the owner too (the owner

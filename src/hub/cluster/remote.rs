@@ -162,6 +162,24 @@ impl CoordinatorState {
             | WireMsg::DeclaredMutateReply { .. }) => {
                 crate::hub::declared_remote::deliver_wire(&self.hub, from, msg)
             }
+            WireMsg::DeclaredVersion {
+                version,
+                last_mutated_by,
+            } => {
+                // Recorded here, in arrival order, so the round that follows this peer's
+                // `FullSync` already knows whether this node's copy is outdated.
+                let Some(recovery) = &self.hub.recovery else {
+                    return;
+                };
+                if recovery.note_announced(from.clone(), version, last_mutated_by) {
+                    tracing::info!(peer = %from, version, "a peer announced a newer declared copy; fetching it");
+                    if let Some(leader) = self.hub.declared_leader() {
+                        let _ = leader.cast(crate::hub::declared_leader::DeclaredMsg::Solicit {
+                            nodes: vec![from],
+                        });
+                    }
+                }
+            }
             WireMsg::Hello { .. } | WireMsg::Heartbeat { .. } => {}
         }
     }
