@@ -326,3 +326,38 @@ async fn a_returning_disk_does_not_bring_back_a_child_stopped_while_it_was_away(
     d.exactly(&kept, &dead).unwrap();
     stop_all(&d).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_elector_chooses_the_leader_among_the_members() {
+    // Every node elects the highest member; when it leaves, the next highest leads.
+    let highest: Elector = |members| members.iter().next_back().cloned();
+    let mut d = Durable::with_options(
+        58,
+        &["a", "b", "c"],
+        false,
+        BackendConfig::Memory,
+        Some(highest),
+    )
+    .await;
+    d.hub("a")
+        .start_child(ChildSpec::new("e1", "counter"), durable())
+        .await
+        .unwrap();
+    d.wait_versions(1).await;
+    let mutator =
+        |d: &Durable, name: &str| d.hub(name).declared_children().unwrap().last_mutated_by;
+    for name in ["a", "b", "c"] {
+        assert_eq!(mutator(&d, name).as_deref(), Some("c@test"), "on {name}");
+    }
+    d.crash("c").await;
+    d.wait_members().await;
+    d.hub("a")
+        .start_child(ChildSpec::new("e2", "counter"), durable())
+        .await
+        .unwrap();
+    d.wait_versions(2).await;
+    for name in ["a", "b"] {
+        assert_eq!(mutator(&d, name).as_deref(), Some("b@test"), "on {name}");
+    }
+    stop_all(&d).await;
+}

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use super::HubShared;
 use crate::core::declared_list::{announced_ahead, DeclaredList};
@@ -20,6 +20,7 @@ use crate::core::recovery::RecoveryState;
 use crate::core::recovery_config::AutoRecoveryConfig;
 use crate::model::{ChildId, NodeName};
 use crate::recovery::declared_store::{DeclaredStore, StoredList};
+use crate::recovery::elector::LeaderElector;
 use crate::recovery::manifest::RemoteManifest;
 use crate::recovery::state_watch::RecoveryStateWatch;
 
@@ -45,6 +46,8 @@ pub(crate) struct RecoveryShared {
     offered_by: Mutex<BTreeSet<NodeName>>,
     /// The latest version (and its mutator) each peer announced (`WireMsg::DeclaredVersion`).
     announced: Mutex<BTreeMap<NodeName, (u64, Option<NodeName>)>>,
+    /// The user's leader elector (`HubBuilder::elector`), set once at spawn.
+    pub elector: OnceLock<Arc<dyn LeaderElector>>,
 }
 
 impl RecoveryShared {
@@ -63,6 +66,7 @@ impl RecoveryShared {
             snapshot: RwLock::new(DeclaredSnapshot::default()),
             offered_by: Mutex::new(BTreeSet::new()),
             announced: Mutex::new(BTreeMap::new()),
+            elector: OnceLock::new(),
         }
     }
 
@@ -171,10 +175,17 @@ fn members(hub: &HubShared) -> BTreeSet<NodeName> {
     set
 }
 
-/// The declared-list leader: [`choose_leader`] over the hub's members (no elector yet, so the
-/// lexicographically lowest member). On one node, this node.
+/// The declared-list leader: [`choose_leader`] over the hub's members, with the elector's
+/// choice when there is one (validated: a non-member falls back to the lowest member). On one
+/// node, this node.
 pub(crate) fn leader(hub: &HubShared) -> Option<NodeName> {
-    choose_leader(&members(hub), None)
+    let members = members(hub);
+    let elected = hub
+        .recovery
+        .as_ref()
+        .and_then(|r| r.elector.get())
+        .and_then(|e| e.elect(&members));
+    choose_leader(&members, elected.as_deref())
 }
 
 /// The placement ring over the hub's members, as the reconcile plans with it (the same ring the

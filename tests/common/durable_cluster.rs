@@ -38,7 +38,12 @@ pub struct Durable {
     pub events: Arc<Mutex<Vec<HookEvent>>>,
     /// The registry backend of every node (memory unless a test needs rows on disk).
     pub backend: BackendConfig,
+    /// The declared-list leader elector of every node (none: the lowest member leads).
+    pub elector: Option<Elector>,
 }
+
+/// A leader elector as a plain function (the same on every node).
+pub type Elector = fn(&BTreeSet<NodeName>) -> Option<NodeName>;
 
 impl Durable {
     pub async fn new(seed: u64, names: &[&str], manifest: bool) -> Self {
@@ -52,6 +57,17 @@ impl Durable {
         manifest: bool,
         backend: BackendConfig,
     ) -> Self {
+        Self::with_options(seed, names, manifest, backend, None).await
+    }
+
+    /// Like [`Durable::with_backend`], every node electing its leader with `elector`.
+    pub async fn with_options(
+        seed: u64,
+        names: &[&str],
+        manifest: bool,
+        backend: BackendConfig,
+        elector: Option<Elector>,
+    ) -> Self {
         let root = tempfile::tempdir().unwrap();
         let manifest = manifest.then(|| root.path().join("off-cluster"));
         let mut cluster = Self {
@@ -61,6 +77,7 @@ impl Durable {
             manifest,
             events: Arc::default(),
             backend,
+            elector,
         };
         for name in names {
             let node = cluster.net.add_node(full(name)).unwrap();
@@ -112,6 +129,9 @@ impl Durable {
         let hub = loop {
             let mut builder = Hub::builder(self.config(name), process_hub_actors::default_kinds())
                 .network(node.clone());
+            if let Some(elector) = self.elector {
+                builder = builder.elector(elector);
+            }
             for key in [
                 HookKey::DeclaredTiebreak,
                 HookKey::ReconcileRound,
