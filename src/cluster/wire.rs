@@ -237,6 +237,19 @@ pub enum WireMsg {
         /// The node that made it (the tie-break between equal versions).
         last_mutated_by: Option<NodeName>,
     },
+    /// Part `index` of `total` of a [`WireMsg::FullSync`] too large for one frame. The receiver
+    /// applies the sync only once every part of `sync_id` arrived (`core::sync_parts`): a
+    /// partial sync would unbind the sender from the children of the missing parts.
+    FullSyncPart {
+        /// The sender's sync (increasing per sender).
+        sync_id: u64,
+        /// This part, from 0.
+        index: u32,
+        /// How many parts the sync has.
+        total: u32,
+        /// This part's rows.
+        rows: Vec<Row>,
+    },
 }
 
 /// A mutation of the declared list routed to the leader.
@@ -286,6 +299,7 @@ impl WireMsg {
             WireMsg::DeclaredMutate { .. } => "declared_mutate",
             WireMsg::DeclaredMutateReply { .. } => "declared_mutate_reply",
             WireMsg::DeclaredVersion { .. } => "declared_version",
+            WireMsg::FullSyncPart { .. } => "full_sync_part",
         }
     }
 }

@@ -4,8 +4,9 @@
 //! - every local write turn broadcasts **one** `RegistryDelta` with this node's changed
 //!   observations (chunked only past [`DELTA_CHUNK`] changes, to stay under the frame limit);
 //! - every `sync_interval` (and on a peer's `SyncRequest`) it sends a `FullSync` with every row
-//!   it runs a child of; a receiver upserts them and unbinds the sender from rows the sync does
-//!   not list, so a lost delta heals at the next sync;
+//!   it runs a child of (in `FullSyncPart`s past [`SYNC_CHUNK`] rows, applied whole); a receiver
+//!   upserts them and unbinds the sender from rows the sync does not list, so a lost delta heals
+//!   at the next sync;
 //! - when a peer is gone for good (grace ran out, or it restarted with a new boot token) its
 //!   bindings are reaped; rows left with no binding stay as TTL stubs, so the re-placement pass
 //!   still finds their specs and a lookup still answers, and are swept if nobody restarts them.
@@ -23,6 +24,12 @@ use crate::storage::{now_ms, Mutation};
 
 /// Largest number of changes in one delta frame (a row is a few hundred bytes; 16 MiB limit).
 pub(super) const DELTA_CHUNK: usize = 20_000;
+
+/// Largest number of rows in one full sync frame; a larger sync goes as `FullSyncPart`s.
+pub(super) const SYNC_CHUNK: usize = 20_000;
+
+/// Numbers this process's full syncs, so a receiver tells the parts of two syncs apart.
+static NEXT_SYNC_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl RegistryState {
     /// Every row as this actor sees it: committed rows with the staged overlay applied.
@@ -241,18 +248,34 @@ impl RegistryState {
             .filter(|r| r.node_pids.contains_key(local))
             .map(|r| own_view(r, local))
             .collect();
-        let msg = WireMsg::FullSync { rows };
-        let outcome = match to {
-            Some(peer) => transport.send(peer, &msg).map(|()| Vec::new()),
-            None => transport.broadcast(&msg),
+        let messages = if rows.len() <= SYNC_CHUNK {
+            vec![WireMsg::FullSync { rows }]
+        } else {
+            let sync_id = NEXT_SYNC_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let total = rows.len().div_ceil(SYNC_CHUNK) as u32;
+            rows.chunks(SYNC_CHUNK)
+                .enumerate()
+                .map(|(index, part)| WireMsg::FullSyncPart {
+                    sync_id,
+                    index: index as u32,
+                    total,
+                    rows: part.to_vec(),
+                })
+                .collect()
         };
-        match outcome {
-            Ok(failures) => {
-                for (peer, error) in failures {
-                    tracing::debug!(peer = %peer, error = %error, "full sync not sent");
+        for msg in &messages {
+            let outcome = match to {
+                Some(peer) => transport.send(peer, msg).map(|()| Vec::new()),
+                None => transport.broadcast(msg),
+            };
+            match outcome {
+                Ok(failures) => {
+                    for (peer, error) in failures {
+                        tracing::debug!(peer = %peer, error = %error, "full sync not sent");
+                    }
                 }
+                Err(error) => tracing::warn!(error = %error, "full sync not sent"),
             }
-            Err(error) => tracing::warn!(error = %error, "full sync not sent"),
         }
     }
 }

@@ -36,6 +36,7 @@ use crate::cluster::wire::{RequestId, StartItem, WireMsg};
 use crate::core::boot_token::{BootTokens, PeerBoot};
 use crate::core::event_batch::{BatchConfig, EventBatch};
 use crate::core::placement::HashRing;
+use crate::core::sync_parts::SyncAssembler;
 use crate::hooks::{HookEvent, HookKey};
 use crate::model::{ChildId, NodeName, Row};
 
@@ -117,6 +118,8 @@ pub(crate) struct ClusterState {
     pub self_leaving: bool,
     /// Child calls waiting for a reply.
     pub calls: HashMap<u64, (ChildCallReplyPort, Option<Timer>)>,
+    /// Full syncs arriving in parts, applied once complete.
+    pub sync_parts: SyncAssembler,
 }
 
 impl ClusterState {
@@ -151,6 +154,7 @@ impl ClusterState {
             sync_timer: None,
             self_leaving: false,
             calls: HashMap::new(),
+            sync_parts: SyncAssembler::new(),
         })
     }
 
@@ -418,6 +422,7 @@ impl CoordinatorState {
             });
         cluster.ring.remove(&node);
         cluster.delivered_by.remove(&node);
+        cluster.sync_parts.forget(&node);
         cluster.joins.cancel(&node);
         let graceful = cluster.leaving.remove(&node);
         let grace = if graceful {

@@ -132,6 +132,29 @@ impl CoordinatorState {
                 }],
                 Some(ClusterMsg::Synced { from }),
             ),
+            WireMsg::FullSyncPart {
+                sync_id,
+                index,
+                total,
+                rows,
+            } => {
+                let Some(cluster) = &mut self.cluster else {
+                    return;
+                };
+                if let Some(rows) = cluster
+                    .sync_parts
+                    .accept(&from, sync_id, index, total, rows)
+                {
+                    self.registry_write(
+                        myself,
+                        vec![RegistryOp::Sync {
+                            from: from.clone(),
+                            rows,
+                        }],
+                        Some(ClusterMsg::Synced { from }),
+                    );
+                }
+            }
             WireMsg::SyncRequest => {
                 if let Some(registry) = self.hub.registry() {
                     let _ = registry.cast(RegistryMsg::SendFullSync { to: Some(from) });
