@@ -64,29 +64,14 @@ async fn a_child_stopped_while_a_node_was_away_stays_stopped() {
         .try_init();
     let mut d = Durable::new(52, &["a", "b", "c"], false).await;
     let all = specs("r", 20);
-    d.hub("a")
-        .start_children(all.clone(), durable())
-        .await
-        .unwrap();
-    d.wait_versions(20).await;
-    d.wait_exactly(&ids(&all), &BTreeSet::new(), "declared")
-        .await;
-
-    d.crash("c").await;
-    d.wait_members().await;
-    let stopped: Vec<ChildId> = all[..5].iter().map(|s| s.id.clone()).collect();
-    d.hub("b")
-        .stop_children(stopped.clone(), StopOptions::new())
-        .await
-        .unwrap();
-    d.wait_versions(25).await;
+    d.declare_all("a", &all, 20).await;
+    let dead = d.stop_while_away("c", "b", &all[..5], 25).await;
 
     // c comes back with its old copy (version 20, the stopped children still in it).
     let c = d.restart("c").await;
     d.wait_members().await;
     d.wait_versions(25).await;
     c.await_normal(DEADLINE).await.unwrap();
-    let dead: BTreeSet<ChildId> = stopped.into_iter().collect();
     let kept = ids(&all[5..]);
     d.wait_exactly(&kept, &dead, "after the rejoin").await;
     // Two more rounds on c change nothing.
@@ -278,23 +263,9 @@ async fn a_returning_disk_does_not_bring_back_a_child_stopped_while_it_was_away(
     )
     .await;
     let all = specs("u", 15);
-    d.hub("a")
-        .start_children(all.clone(), durable())
-        .await
-        .unwrap();
-    d.wait_versions(15).await;
-    d.wait_exactly(&ids(&all), &BTreeSet::new(), "declared")
-        .await;
+    d.declare_all("a", &all, 15).await;
     // The rows c holds on its disk include children running on the other nodes.
-    d.crash("c").await;
-    d.wait_members().await;
-    let stopped: Vec<ChildId> = all[..6].iter().map(|s| s.id.clone()).collect();
-    d.hub("b")
-        .stop_children(stopped.clone(), StopOptions::new())
-        .await
-        .unwrap();
-    d.wait_versions(21).await;
-    let dead: BTreeSet<ChildId> = stopped.into_iter().collect();
+    let dead = d.stop_while_away("c", "b", &all[..6], 21).await;
     let kept = ids(&all[6..]);
     d.wait_exactly(&kept, &dead, "before c returns").await;
     d.events.lock().unwrap().clear();

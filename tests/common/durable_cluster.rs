@@ -245,6 +245,38 @@ impl Durable {
         .await;
     }
 
+    /// Declares `all` through `on` (the list reaches version `version` everywhere) and waits
+    /// until each runs once.
+    pub async fn declare_all(&self, on: &str, all: &[ChildSpec], version: u64) {
+        self.hub(on)
+            .start_children(all.to_vec(), durable())
+            .await
+            .unwrap();
+        self.wait_versions(version).await;
+        self.wait_exactly(&ids(all), &BTreeSet::new(), "declared")
+            .await;
+    }
+
+    /// Crashes `away`, then stops `stopped` through `on` while it is down (the list reaches
+    /// `version` on the others); returns the stopped ids.
+    pub async fn stop_while_away(
+        &mut self,
+        away: &str,
+        on: &str,
+        stopped: &[ChildSpec],
+        version: u64,
+    ) -> BTreeSet<ChildId> {
+        self.crash(away).await;
+        self.wait_members().await;
+        let stopped: Vec<ChildId> = stopped.iter().map(|s| s.id.clone()).collect();
+        self.hub(on)
+            .stop_children(stopped.clone(), process_hub::StopOptions::new())
+            .await
+            .unwrap();
+        self.wait_versions(version).await;
+        stopped.into_iter().collect()
+    }
+
     pub fn hooked(&self, pred: impl Fn(&HookEvent) -> bool) -> bool {
         self.events.lock().unwrap().iter().any(pred)
     }
