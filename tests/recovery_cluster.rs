@@ -234,18 +234,7 @@ async fn a_stop_that_crashed_halfway_is_finished_by_each_node_next_round() {
     d.wait_exactly(&plain, &ids(&all), "after the next rounds")
         .await;
     // Each node stopped its own instances: several nodes report undeclared stops.
-    let stopping: BTreeSet<String> = d
-        .events
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|e| match e {
-            HookEvent::ReconcileRound { node, stats, .. } if stats.stopped_undeclared > 0 => {
-                Some(node.clone())
-            }
-            _ => None,
-        })
-        .collect();
+    let stopping = d.stopped_undeclared_on();
     let holders: BTreeSet<String> = holders.iter().map(|n| full(n)).collect();
     assert_eq!(stopping, holders, "every holder stopped its own share");
     stop_all(&d).await;
@@ -281,18 +270,7 @@ async fn a_returning_disk_does_not_bring_back_a_child_stopped_while_it_was_away(
         d.events.lock().unwrap().len() >= seen + 6
     })
     .await;
-    let stops: Vec<String> = d
-        .events
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|e| match e {
-            HookEvent::ReconcileRound { node, stats, .. } if stats.stopped_undeclared > 0 => {
-                Some(node.clone())
-            }
-            _ => None,
-        })
-        .collect();
+    let stops = d.stopped_undeclared_on();
     assert!(stops.is_empty(), "a stopped child ran again on {stops:?}");
     d.exactly(&kept, &dead).unwrap();
     stop_all(&d).await;

@@ -277,6 +277,21 @@ impl Durable {
         stopped.into_iter().collect()
     }
 
+    /// The nodes whose reconcile rounds stopped an undeclared running child so far.
+    pub fn stopped_undeclared_on(&self) -> BTreeSet<String> {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                HookEvent::ReconcileRound { node, stats, .. } if stats.stopped_undeclared > 0 => {
+                    Some(node.clone())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     pub fn hooked(&self, pred: impl Fn(&HookEvent) -> bool) -> bool {
         self.events.lock().unwrap().iter().any(pred)
     }
