@@ -100,6 +100,13 @@ impl Storage for MemoryStorage {
         self.rows.iter().filter(|e| e.is_live(now)).count()
     }
 
+    fn for_each_row(&self, f: &mut dyn FnMut(&Row)) {
+        let now = now_ms();
+        for entry in self.rows.iter().filter(|e| e.is_live(now)) {
+            f(&entry.row);
+        }
+    }
+
     fn contains(&self, id: &ChildId) -> bool {
         let now = now_ms();
         self.rows.get(id).is_some_and(|e| e.is_live(now))
