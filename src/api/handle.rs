@@ -302,6 +302,13 @@ impl Hub {
         reads::registry_dump(&self.shared)
     }
 
+    /// Calls `f` with every row of this node's registry copy, without copying the copy (for
+    /// counts and summaries; use [`Hub::registry_dump`] to keep the rows). `f` runs while the
+    /// storage is read: keep it short and do not call the hub from it.
+    pub fn for_each_row(&self, mut f: impl FnMut(&Row)) {
+        self.shared.storage.for_each_row(&mut f);
+    }
+
     /// Children whose metadata `tag` is `tag`.
     pub fn tag_query(&self, tag: &str) -> Vec<ProcessEntry> {
         reads::tag_query(&self.shared, tag)

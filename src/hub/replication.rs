@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use super::registry::{own_view, Effect, RegistryState};
 use crate::cluster::wire::{RegistryChange, WireMsg};
-use crate::model::{apply_observation, merge_rows, ChildId, NodeName, Row};
+use crate::model::{apply_observation, merge_rows_owned, ChildId, NodeName, Row};
 use crate::storage::{now_ms, Mutation};
 
 /// Largest number of changes in one delta frame (a row is a few hundred bytes; 16 MiB limit).
@@ -58,7 +58,7 @@ impl RegistryState {
     fn merge_upsert(
         &mut self,
         from: &NodeName,
-        row: &Row,
+        row: Row,
         seq: u64,
         mutations: &mut Vec<Mutation>,
         effects: &mut Vec<Effect>,
@@ -70,7 +70,7 @@ impl RegistryState {
             .as_ref()
             .and_then(|r| r.node_pids.get(from).copied());
         let stub = self.expiries.contains_key(&id);
-        let merged = merge_rows(current.clone(), row, from);
+        let merged = merge_rows_owned(current.clone(), row, from);
         if !stub && current.as_ref() == Some(&merged) {
             // A full sync repeats what is known: no write (a disk backend would fsync for
             // nothing every sync interval).
@@ -148,7 +148,7 @@ impl RegistryState {
         for change in changes {
             match change {
                 RegistryChange::Upsert(row) => {
-                    self.merge_upsert(from, &row, seq, mutations, effects)
+                    self.merge_upsert(from, row, seq, mutations, effects)
                 }
                 // The sender handed the child over: keep the row (as a stub if nobody else
                 // runs it) until its new owner's upsert arrives.
@@ -189,7 +189,7 @@ impl RegistryState {
             self.unbind_row(row, from, None, seq, mutations, effects);
         }
         for row in rows {
-            self.merge_upsert(from, &row, seq, mutations, effects);
+            self.merge_upsert(from, row, seq, mutations, effects);
         }
     }
 

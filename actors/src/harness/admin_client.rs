@@ -4,7 +4,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use process_hub::admin::{ChildView, Health, StartResponse, StartSpec, StopResponse};
+use process_hub::admin::{
+    ChildView, Health, RegistrySummary, StartResponse, StartSpec, StopResponse,
+};
 use serde::de::DeserializeOwned;
 
 /// Why an admin call did not give the expected answer.
@@ -114,6 +116,11 @@ impl AdminClient {
     /// `GET /v1/children`.
     pub fn children(&self) -> Result<Vec<ChildView>, AdminClientError> {
         self.finish(self.agent.get(&self.url("/v1/children")).call())
+    }
+
+    /// `GET /v1/registry/summary`: counts of the node's registry copy, cheap to poll.
+    pub fn registry_summary(&self) -> Result<RegistrySummary, AdminClientError> {
+        self.finish(self.agent.get(&self.url("/v1/registry/summary")).call())
     }
 
     /// `GET /v1/children/{id}`.
