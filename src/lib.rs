@@ -54,4 +54,5 @@ pub use events::{EventSink, HubEvent, SubscriptionId};
 pub use hooks::{HookAction, HookError, HookEvent, HookHandler, HookKey, Hooks};
 pub use kinds::{ChildKinds, KindError};
 pub use model::{ChildArgs, ChildId, ChildSpec, Metadata, NodeName, Pid, Restart, Row, Shutdown};
+pub use recovery::elector::LeaderElector;
 pub use recovery::state_watch::AwaitNormalTimeout;

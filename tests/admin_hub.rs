@@ -39,6 +39,31 @@ async fn health_names_the_node_the_hub_and_itself_as_member() {
 }
 
 #[tokio::test]
+async fn registry_summary_counts_what_the_listing_shows() {
+    let hub = hub().await;
+    let (status, body) = call(&hub, "GET", "/v1/registry/summary", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["rows"], 0);
+    let (status, body) = call(
+        &hub,
+        "POST",
+        "/v1/children",
+        Some(json!([{"id": "s1", "kind": "counter"}, {"id": "s2", "kind": "counter"}])),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = call(&hub, "GET", "/v1/registry/summary", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["node"], "a@127.0.0.1");
+    assert_eq!(body["members"], json!(["a@127.0.0.1"]));
+    assert_eq!(body["rows"], 2);
+    assert_eq!(body["placed"], 2);
+    assert_eq!(body["unbound"], 0);
+    assert_eq!(body["per_node"], json!({"a@127.0.0.1": 2}));
+    hub.shutdown().await.unwrap();
+}
+
+#[tokio::test]
 async fn started_children_are_listed_with_pid_and_metadata_then_stopped() {
     let hub = hub().await;
     let (status, body) = call(

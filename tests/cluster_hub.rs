@@ -258,3 +258,54 @@ where
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_sync_in_parts_is_applied_only_once_complete() {
+    // A node with more children than one frame holds sends its full sync in parts; a partial
+    // sync must not be applied (it would unbind the sender from the missing parts' children).
+    use process_hub::cluster::wire::{encode, WireMsg};
+    use process_hub::{ChildId, ChildSpec, Metadata, Row};
+    let cluster = TestCluster::with_nodes(8, &["a", "b"]).await;
+    let row = |id: &str| {
+        let mut row = Row::authored(
+            ChildSpec::new(id, "counter"),
+            Metadata::new(),
+            "b@test",
+            1,
+            false,
+        )
+        .unwrap();
+        row.node_pids.insert("b@test".into(), 7);
+        row
+    };
+    let part = |index: u32, ids: &[&str]| {
+        let msg = WireMsg::FullSyncPart {
+            sync_id: 1,
+            index,
+            total: 2,
+            rows: ids.iter().map(|id| row(id)).collect(),
+        };
+        encode(HUB, "b@test", &msg).unwrap()
+    };
+    let a = cluster.hub("a");
+    let known = |id: &str| a.child_lookup(&ChildId::from(id)).is_some();
+    cluster
+        .net
+        .inject_frame(HUB, "b@test", "a@test", part(1, &["p3", "p4"]))
+        .unwrap();
+    // The first part alone is held back.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!known("p3") && !known("p4"));
+    cluster
+        .net
+        .inject_frame(HUB, "b@test", "a@test", part(0, &["p1", "p2"]))
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while !["p1", "p2", "p3", "p4"].iter().all(|id| known(id)) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the completed sync was not applied"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}

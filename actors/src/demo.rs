@@ -16,7 +16,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use process_hub::admin::StartSpec;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use process_hub::admin::{ChildView, RegistrySummary, StartSpec};
 use serde::Serialize;
 
 use crate::harness::outage::stop_concurrently;
@@ -42,6 +44,9 @@ pub struct DemoArgs {
     /// Children per admin request.
     #[arg(long, default_value_t = 1_000)]
     pub batch: usize,
+    /// Admin requests in flight at once (each from its own client connection).
+    #[arg(long, default_value_t = DEFAULT_CONCURRENCY)]
+    pub concurrency: usize,
     /// Print the figures as one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -66,6 +71,9 @@ pub enum DemoError {
     /// A node refused a request.
     #[error(transparent)]
     Admin(#[from] crate::harness::AdminClientError),
+    /// The nodes' registries did not agree once converged.
+    #[error("registries disagree: {0}")]
+    Diverged(String),
 }
 
 /// What the demo measured.
@@ -77,6 +85,8 @@ pub struct DemoReport {
     pub children: usize,
     /// Awaited starts per second through the admin API.
     pub start_per_s: f64,
+    /// From the first start request until the last one was answered.
+    pub start_ms: u64,
     /// From the first start request until every node's registry lists every child.
     pub converge_ms: u64,
     /// From the SIGKILL until the survivors host every child.
@@ -109,23 +119,130 @@ fn progress(msg: &str) {
     eprintln!("[demo] {msg}");
 }
 
-/// Children per hosting node, as `client`'s registry copy says; `None` while some child has no
-/// host in `live`.
-fn placement(
-    client: &AdminClient,
+/// Admin requests in flight at once by default: one, as a script drives a node. More in flight
+/// (`--concurrency`) overlap one batch's reply with the next batch's work; on the 2-core
+/// development machine, where the nodes are CPU-bound, 2, 4 or 8 gave no measurable gain
+/// (docs/operations.md), so the default stays the simplest client.
+pub const DEFAULT_CONCURRENCY: usize = 1;
+
+/// How often the convergence and failover waits look at the nodes: like the plain-ractor
+/// baseline's 2 ms, so that both sides are timed at the same resolution.
+const POLL_INTERVAL: Duration = Duration::from_millis(2);
+
+/// How long the convergence and failover waits may take before the demo gives up.
+const WAIT_LIMIT: Duration = Duration::from_secs(120);
+
+/// Sends `specs` to `entry` in requests of `batch`, `concurrency` requests in flight (one
+/// client connection each); answers the number of per-child errors.
+fn send_batches(
+    entry: &AdminClient,
+    specs: &[StartSpec],
+    batch: usize,
+    concurrency: usize,
+) -> Result<usize, DemoError> {
+    let chunks: Vec<&[StartSpec]> = specs.chunks(batch).collect();
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let workers = concurrency.clamp(1, chunks.len().max(1));
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                let client = AdminClient::new(entry.addr());
+                let (chunks, next, done) = (&chunks, &next, &done);
+                scope.spawn(move || -> Result<usize, DemoError> {
+                    let mut errors = 0;
+                    loop {
+                        let n = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(chunk) = chunks.get(n) else {
+                            return Ok(errors);
+                        };
+                        errors += client.start(chunk)?.errors.len();
+                        let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
+                        if finished % 5 == 0 {
+                            progress(&format!(
+                                "  {} started",
+                                (finished * batch).min(specs.len())
+                            ));
+                        }
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().try_fold(0, |sum, h| {
+            let errors = h
+                .join()
+                .map_err(|_| DemoError::Invalid("a start worker panicked".into()))??;
+            Ok(sum + errors)
+        })
+    })
+}
+
+/// Polls every client's registry summary until `done` holds for all of them in one sweep.
+fn poll_until(
+    what: &str,
+    clients: &[AdminClient],
+    done: impl Fn(&RegistrySummary) -> bool,
+) -> Result<(), DemoError> {
+    let start = Instant::now();
+    loop {
+        let all_done = clients
+            .iter()
+            .all(|c| c.registry_summary().is_ok_and(|s| done(&s)));
+        if all_done {
+            return Ok(());
+        }
+        if start.elapsed() > WAIT_LIMIT {
+            return Err(HarnessError::Timeout {
+                what: what.to_owned(),
+                waited: start.elapsed(),
+            }
+            .into());
+        }
+        std::thread::sleep(POLL_INTERVAL);
+    }
+}
+
+/// Checks (untimed) that every client's full registry listing is the same, with `expected`
+/// children each on a node of `live`, and answers the children per hosting node.
+fn identical_placement(
+    clients: &[AdminClient],
     expected: usize,
     live: &BTreeSet<String>,
-) -> Option<BTreeMap<String, usize>> {
-    let children = client.children().ok()?;
+) -> Result<BTreeMap<String, usize>, DemoError> {
+    let mut first: Option<Vec<ChildView>> = None;
+    for client in clients {
+        let mut children = client.children()?;
+        children.sort_by(|a, b| a.id.cmp(&b.id));
+        match &first {
+            None => first = Some(children),
+            Some(reference) if *reference != children => {
+                return Err(DemoError::Diverged(format!(
+                    "{} lists {} children, unlike the first node's {}",
+                    client.addr(),
+                    children.len(),
+                    reference.len()
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    let children = first.unwrap_or_default();
     if children.len() != expected {
-        return None;
+        return Err(DemoError::Diverged(format!(
+            "{} children listed, {expected} expected",
+            children.len()
+        )));
     }
     let mut per_node = BTreeMap::new();
     for child in &children {
-        let host = child.nodes.iter().find(|n| live.contains(&n.node))?;
+        let host = child
+            .nodes
+            .iter()
+            .find(|n| live.contains(&n.node))
+            .ok_or_else(|| DemoError::Diverged(format!("{} runs on no live node", child.id)))?;
         *per_node.entry(host.node.clone()).or_insert(0) += 1;
     }
-    Some(per_node)
+    Ok(per_node)
 }
 
 /// The summed resident memory of the cluster's node processes.
@@ -180,7 +297,6 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
     let all: BTreeSet<String> = cluster.nodes.iter().map(|n| n.node_name.clone()).collect();
 
     progress(&format!("starting {} children", args.children));
-    let started_at = Instant::now();
     let specs: Vec<StartSpec> = (0..args.children)
         .map(|i| StartSpec {
             id: format!("child-{i:06}"),
@@ -191,34 +307,20 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
             durable: args.durable,
         })
         .collect();
-    let mut errors = 0;
-    for (n, chunk) in specs.chunks(args.batch).enumerate() {
-        errors += entry.start(chunk)?.errors.len();
-        if (n + 1) % 5 == 0 {
-            progress(&format!(
-                "  {} started",
-                ((n + 1) * args.batch).min(args.children)
-            ));
-        }
-    }
+    let started_at = Instant::now();
+    let errors = send_batches(&entry, &specs, args.batch, args.concurrency)?;
     let start_elapsed = started_at.elapsed();
     if errors > 0 {
         progress(&format!("  {errors} start errors reported"));
     }
     let clients = cluster.live_clients();
-    wait_for(
-        "every registry to hold every child",
-        Duration::from_secs(120),
-        || {
-            clients
-                .iter()
-                .all(|c| placement(c, args.children, &all).is_some())
-                .then_some(())
-        },
-    )?;
+    poll_until("every registry to hold every child", &clients, |s| {
+        s.complete(args.children) && s.members.len() == all.len()
+    })?;
     let converge = started_at.elapsed();
-    let before = placement(&entry, args.children, &all).unwrap_or_default();
+    // Before anything else allocates in the nodes (the full listings below do, a lot).
     let rss_full = cluster_rss(&cluster);
+    let before = identical_placement(&clients, args.children, &all)?;
 
     let victim = cluster.nodes.len() - 1;
     let killed = cluster.nodes[victim].node_name.clone();
@@ -227,18 +329,11 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
     cluster.nodes[victim].kill();
     let live: BTreeSet<String> = all.iter().filter(|n| **n != killed).cloned().collect();
     let survivors = cluster.live_clients();
-    let after = wait_for(
-        "the survivors to host every child",
-        Duration::from_secs(120),
-        || {
-            let views: Option<Vec<_>> = survivors
-                .iter()
-                .map(|c| placement(c, args.children, &live))
-                .collect();
-            views.and_then(|v| v.into_iter().next())
-        },
-    )?;
+    poll_until("the survivors to host every child", &survivors, |s| {
+        s.complete(args.children) && !s.members.contains(&killed)
+    })?;
     let failover = killed_at.elapsed();
+    let after = identical_placement(&survivors, args.children, &live)?;
     let ids: Vec<String> = specs.iter().map(|s| s.id.clone()).collect();
     let outage = if args.durable {
         Some(durable_outage(&mut cluster, &entry, &ids)?)
@@ -252,6 +347,7 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
         nodes: args.nodes,
         children: args.children,
         start_per_s: args.children as f64 / start_elapsed.as_secs_f64(),
+        start_ms: start_elapsed.as_millis() as u64,
         converge_ms: converge.as_millis() as u64,
         failover_ms: failover.as_millis() as u64,
         rss_bytes_per_child: rss_full.saturating_sub(rss_empty) as f64 / args.children as f64,

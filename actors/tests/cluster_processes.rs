@@ -118,6 +118,16 @@ fn three_nodes_form_a_cluster_and_share_every_child() {
         let one = client.child("c-007").expect("lookup from any node");
         assert_eq!(one.nodes[0].node, placed[7]);
     }
+    // The summary every node gives agrees with the listings.
+    let mut per_node = std::collections::BTreeMap::new();
+    for host in &placed {
+        *per_node.entry(host.clone()).or_insert(0usize) += 1;
+    }
+    for client in &clients {
+        let summary = client.registry_summary().expect("summary");
+        assert!(summary.complete(CHILDREN), "{summary:?}");
+        assert_eq!(summary.per_node, per_node);
+    }
 }
 
 #[test]

@@ -16,7 +16,7 @@ use super::dto::{
     ChildView, Health, NodePid, StartError as AdminStartError, StartResponse, StartSpec,
     StartedChild, StopResponse, StoppedChild,
 };
-use super::{AdminError, AdminOps};
+use super::{AdminError, AdminOps, RegistrySummary};
 
 /// How long an admin start or stop may wait for the nodes: admin requests carry batches of
 /// thousands of children, far more than the hub's per-request default is sized for.
@@ -127,6 +127,14 @@ impl AdminOps for Hub {
             },
             parked: self.declared_parked().unwrap_or(false),
         })
+    }
+
+    async fn registry_summary(&self) -> Result<RegistrySummary, AdminError> {
+        let members = self.nodes(true);
+        let mut summary = RegistrySummary::new(self.node().clone(), members.clone());
+        let up: std::collections::BTreeSet<&str> = members.iter().map(String::as_str).collect();
+        self.for_each_row(|row| summary.add(row, &up));
+        Ok(summary)
     }
 
     async fn list_children(&self) -> Result<Vec<ChildView>, AdminError> {

@@ -12,6 +12,7 @@
 //! | `GET /v1/children/{id}` | [`ChildView`] or 404 |
 //! | `POST /v1/children` | one [`StartSpec`] or an array, awaited -> [`StartResponse`] |
 //! | `DELETE /v1/children/{id}` | [`StopResponse`] or 404 |
+//! | `GET /v1/registry/summary` | [`RegistrySummary`]: counts of this node's copy (cheap to poll) |
 //! | `GET /v1/declared` | [`DeclaredResponse`], or 404 without auto-recovery |
 //! | `POST /v1/declared/clear` | [`ClearResponse`] (the operator's clear of a parked list) |
 //!
@@ -24,6 +25,7 @@ mod dto;
 mod error;
 mod hub_ops;
 mod routes;
+mod summary;
 
 pub use dto::{
     ChildView, ClearResponse, DeclaredChildView, DeclaredResponse, Health, NodePid, StartError,
@@ -32,3 +34,4 @@ pub use dto::{
 pub use error::AdminError;
 pub use hub_ops::{start_error_code, stop_error_code, ADMIN_REQUEST_TIMEOUT};
 pub use routes::{router, AdminOps};
+pub use summary::RegistrySummary;

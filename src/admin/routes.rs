@@ -15,6 +15,7 @@ use crate::model::ChildId;
 use super::dto::{
     ChildView, ClearResponse, DeclaredResponse, Health, StartResponse, StartSpec, StopResponse,
 };
+use super::summary::RegistrySummary;
 use super::AdminError;
 
 /// What the admin API needs from a hub. Implemented by the hub handle; a test double is enough
@@ -48,6 +49,15 @@ pub trait AdminOps: Clone + Send + Sync + 'static {
             ))
         }
     }
+    /// Counts of this node's registry copy (`GET /v1/registry/summary`). Optional: the
+    /// default answers 404.
+    fn registry_summary(&self) -> impl Future<Output = Result<RegistrySummary, AdminError>> + Send {
+        async {
+            Err(AdminError::NotFound(
+                "this node does not summarize its registry".into(),
+            ))
+        }
+    }
     /// Empties the declared list (the operator's way out of a parked hub). Same default.
     fn clear_declared(&self) -> impl Future<Output = Result<ClearResponse, AdminError>> + Send {
         async {
@@ -64,6 +74,7 @@ pub fn router<O: AdminOps>(ops: O) -> Router {
         .route("/v1/health", get(health::<O>))
         .route("/v1/children", get(list::<O>).post(start::<O>))
         .route("/v1/children/{id}", get(get_one::<O>).delete(stop::<O>))
+        .route("/v1/registry/summary", get(registry_summary::<O>))
         .route("/v1/declared", get(declared::<O>))
         .route(
             "/v1/declared/clear",
@@ -156,6 +167,12 @@ async fn stop<O: AdminOps>(
         Some(result) => Ok(Json(result)),
         None => Err(AdminError::NotFound(format!("no child with id {id}"))),
     }
+}
+
+async fn registry_summary<O: AdminOps>(
+    State(ops): State<O>,
+) -> Result<Json<RegistrySummary>, AdminError> {
+    ops.registry_summary().await.map(Json)
 }
 
 async fn declared<O: AdminOps>(State(ops): State<O>) -> Result<Json<DeclaredResponse>, AdminError> {

@@ -25,6 +25,7 @@ use crate::hub::supervisor::HubSupervisor;
 use crate::hub::HubShared;
 use crate::kinds::ChildKinds;
 use crate::model::{ChildId, ChildSpec, NodeName, Pid, Row};
+use crate::recovery::elector::LeaderElector;
 use crate::recovery::state_watch::AwaitNormalTimeout;
 use crate::storage::open_backend;
 
@@ -69,6 +70,7 @@ pub struct HubBuilder {
     sinks: Vec<EventSink>,
     supervisor: Option<ActorCell>,
     network: Option<Arc<dyn Network>>,
+    elector: Option<Arc<dyn LeaderElector>>,
 }
 
 impl HubBuilder {
@@ -100,6 +102,13 @@ impl HubBuilder {
         self
     }
 
+    /// Chooses the declared-list leader with `elector` instead of "the lowest member" (only
+    /// with `auto_recovery`). It must answer the same on every node; see [`LeaderElector`].
+    pub fn elector(mut self, elector: impl LeaderElector) -> Self {
+        self.elector = Some(Arc::new(elector));
+        self
+    }
+
     /// Validates the config, opens the registry backend, boots the actor tree and starts the
     /// static children (awaited). Fails, leaving nothing running, if any step fails.
     pub async fn spawn(self) -> Result<(Hub, JoinHandle<()>), SpawnError> {
@@ -115,6 +124,9 @@ impl HubBuilder {
         }
         let statics = self.config.child_specs.clone();
         let recovery = open_recovery(&self.config)?;
+        if let (Some(recovery), Some(elector)) = (&recovery, self.elector) {
+            let _ = recovery.elector.set(elector);
+        }
         let mut shared =
             HubShared::with_network(self.config, storage, self.kinds, hooks, self.network);
         shared.recovery = recovery;
@@ -159,6 +171,7 @@ impl Hub {
             sinks: Vec::new(),
             supervisor: None,
             network: None,
+            elector: None,
         }
     }
 
@@ -287,6 +300,13 @@ impl Hub {
     /// The whole registry copy of this node.
     pub fn registry_dump(&self) -> BTreeMap<ChildId, Row> {
         reads::registry_dump(&self.shared)
+    }
+
+    /// Calls `f` with every row of this node's registry copy, without copying the copy (for
+    /// counts and summaries; use [`Hub::registry_dump`] to keep the rows). `f` runs while the
+    /// storage is read: keep it short and do not call the hub from it.
+    pub fn for_each_row(&self, mut f: impl FnMut(&Row)) {
+        self.shared.storage.for_each_row(&mut f);
     }
 
     /// Children whose metadata `tag` is `tag`.

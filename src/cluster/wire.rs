@@ -227,6 +227,29 @@ pub enum WireMsg {
         /// The version after the mutation, or why it was refused.
         result: Result<u64, DeclaredRefusal>,
     },
+    /// The sender's declared-list version and last mutator, every `sync_interval` (before its
+    /// `FullSync`): a node that missed a leader's broadcast learns it is behind, asks for the
+    /// copy, and plans its rounds parked until it has it, so an outdated copy never restarts a
+    /// child stopped since. Only the version travels, not the list.
+    DeclaredVersion {
+        /// The sender's version.
+        version: u64,
+        /// The node that made it (the tie-break between equal versions).
+        last_mutated_by: Option<NodeName>,
+    },
+    /// Part `index` of `total` of a [`WireMsg::FullSync`] too large for one frame. The receiver
+    /// applies the sync only once every part of `sync_id` arrived (`core::sync_parts`): a
+    /// partial sync would unbind the sender from the children of the missing parts.
+    FullSyncPart {
+        /// The sender's sync (increasing per sender).
+        sync_id: u64,
+        /// This part, from 0.
+        index: u32,
+        /// How many parts the sync has.
+        total: u32,
+        /// This part's rows.
+        rows: Vec<Row>,
+    },
 }
 
 /// A mutation of the declared list routed to the leader.
@@ -275,6 +298,8 @@ impl WireMsg {
             WireMsg::DeclaredOffer { .. } => "declared_offer",
             WireMsg::DeclaredMutate { .. } => "declared_mutate",
             WireMsg::DeclaredMutateReply { .. } => "declared_mutate_reply",
+            WireMsg::DeclaredVersion { .. } => "declared_version",
+            WireMsg::FullSyncPart { .. } => "full_sync_part",
         }
     }
 }

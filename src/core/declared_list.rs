@@ -312,6 +312,22 @@ pub fn precedence(a: &DeclaredList, b: &DeclaredList) -> Ordering {
         .then_with(|| content_key(b).cmp(&content_key(a)))
 }
 
+/// Whether a peer's announced `version` and `last_mutated_by` rank above `mine` (see
+/// [`precedence`]): then `mine` is outdated, or lost a tie, and the peer's copy must be fetched
+/// before `mine` is acted on. Equal announcements are not ahead (the rare same-version,
+/// same-mutator conflict of a lost disk is settled when the copies are next exchanged).
+pub fn announced_ahead(mine: &DeclaredList, version: u64, last_mutated_by: Option<&str>) -> bool {
+    match version.cmp(&mine.version) {
+        Ordering::Greater => true,
+        Ordering::Less => false,
+        Ordering::Equal => match (last_mutated_by, mine.last_mutated_by.as_deref()) {
+            (Some(theirs), Some(ours)) => theirs < ours,
+            (Some(_), None) => true,
+            (None, _) => false,
+        },
+    }
+}
+
 fn content_key(list: &DeclaredList) -> Vec<u8> {
     bincode::serialize(&list.children).unwrap_or_default()
 }

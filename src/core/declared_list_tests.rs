@@ -272,4 +272,21 @@ proptest! {
         prop_assert!(a.version() >= before);
         prop_assert_eq!(a.version(), before.max(b.version()));
     }
+
+    /// A version announcement says "ahead" exactly when the announcer's copy would win the
+    /// adoption on version and mutator, so the node that must fetch is the one that would adopt.
+    #[test]
+    fn an_announcement_is_ahead_when_its_copy_would_win(mine in arb_list(), theirs in arb_list()) {
+        let ahead = announced_ahead(&mine, theirs.version(), theirs.last_mutated_by());
+        let same_stamp = mine.version() == theirs.version()
+            && mine.last_mutated_by() == theirs.last_mutated_by();
+        if same_stamp {
+            prop_assert!(!ahead);
+        } else {
+            prop_assert_eq!(ahead, precedence(&theirs, &mine) == Ordering::Greater);
+        }
+        // Never both ways: two nodes never fetch from each other for one difference.
+        let reverse = announced_ahead(&theirs, mine.version(), mine.last_mutated_by());
+        prop_assert!(!(ahead && reverse));
+    }
 }

@@ -17,6 +17,7 @@ pub mod placement;
 pub mod reconcile;
 pub mod recovery;
 pub mod recovery_config;
+pub mod sync_parts;
 
 mod intensity;
 mod plan;

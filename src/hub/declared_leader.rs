@@ -361,15 +361,36 @@ impl DeclaredLeaderState {
             let _ = reply.send(Err(StopError::Declared(RecoveryError::DeclaredParked)));
             return;
         }
-        if declared.is_empty() {
+        let leader = leader(&self.hub);
+        let here = leader.as_deref() == Some(self.hub.node.as_str());
+        if declared.is_empty() && (here || leader.is_none()) {
+            // The leader's own copy is the truth: nothing to undeclare.
             return forward_stop(&self.hub, ids, opts, reply);
         }
+        // Not the leader: this copy may be behind (a declaration whose broadcast has not
+        // arrived yet), so the leader undeclares whichever of these it declares. If it cannot
+        // be reached, the stop goes ahead only for children known here and never durable: a
+        // durable or unknown one may be declared, and stopping it unrecorded would let the
+        // next round bring it back.
+        let undeclare = if here { declared.clone() } else { ids.clone() };
         let hub = self.hub.clone();
+        let may_be_declared = !declared.is_empty()
+            || ids
+                .iter()
+                .any(|id| self.hub.storage.get(id).is_none_or(|row| row.hub.durable));
         self.mutate(
             myself,
-            DeclaredOp::Undeclare { ids: declared },
+            DeclaredOp::Undeclare { ids: undeclare },
             Box::new(move |outcome| match outcome {
                 Ok(_) => forward_stop(&hub, ids, opts, reply),
+                Err(
+                    e @ (RecoveryError::NoLeader { .. }
+                    | RecoveryError::HubUnavailable { .. }
+                    | RecoveryError::DeclaredParked),
+                ) if !may_be_declared => {
+                    tracing::debug!(error = %e, "stop of children not declared here; no leader to ask");
+                    forward_stop(&hub, ids, opts, reply)
+                }
                 Err(e) => {
                     let _ = reply.send(Err(StopError::Declared(e)));
                 }

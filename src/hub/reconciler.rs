@@ -166,7 +166,19 @@ async fn run_round(
     let rows = hub.storage.export_all();
     // A node that has not weighed every peer's copy may be behind a newer version: an
     // outdated copy could restart a child stopped since, so it plans parked and asks again.
-    let unheard = recovery.unheard(&peers(&hub));
+    let peers = peers(&hub);
+    let mut unheard = recovery.unheard(&peers);
+    let ahead = recovery.ahead_of_me(&peers);
+    if !ahead.is_empty() {
+        tracing::info!(
+            ?ahead,
+            version = snapshot.list.version(),
+            "these peers announced a newer declared copy; round parked until it is fetched"
+        );
+    }
+    unheard.extend(ahead);
+    unheard.sort();
+    unheard.dedup();
     if !unheard.is_empty() {
         tracing::info!(
             ?unheard,

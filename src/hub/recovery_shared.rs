@@ -8,18 +8,19 @@
 //! and owner and has no peers; the cluster answers them from its membership and ring without
 //! changing the actors.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use super::HubShared;
-use crate::core::declared_list::DeclaredList;
+use crate::core::declared_list::{announced_ahead, DeclaredList};
 use crate::core::declared_state::choose_leader;
 use crate::core::placement::HashRing;
 use crate::core::recovery::RecoveryState;
 use crate::core::recovery_config::{AutoRecoveryConfig, DeclaredCommit};
 use crate::model::{ChildId, NodeName};
 use crate::recovery::declared_store::{DeclaredStore, StoredList};
+use crate::recovery::elector::LeaderElector;
 use crate::recovery::manifest::RemoteManifest;
 use crate::recovery::state_watch::RecoveryStateWatch;
 use crate::storage::engine::{CommitMode, DiskOptions};
@@ -56,6 +57,10 @@ pub(crate) struct RecoveryShared {
     snapshot: RwLock<DeclaredSnapshot>,
     /// Peers whose copy this node has adopted or weighed since they came up.
     offered_by: Mutex<BTreeSet<NodeName>>,
+    /// The latest version (and its mutator) each peer announced (`WireMsg::DeclaredVersion`).
+    announced: Mutex<BTreeMap<NodeName, (u64, Option<NodeName>)>>,
+    /// The user's leader elector (`HubBuilder::elector`), set once at spawn.
+    pub elector: OnceLock<Arc<dyn LeaderElector>>,
 }
 
 impl RecoveryShared {
@@ -73,6 +78,8 @@ impl RecoveryShared {
             manifest,
             snapshot: RwLock::new(DeclaredSnapshot::default()),
             offered_by: Mutex::new(BTreeSet::new()),
+            announced: Mutex::new(BTreeMap::new()),
+            elector: OnceLock::new(),
         }
     }
 
@@ -114,6 +121,43 @@ impl RecoveryShared {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(node);
+        self.announced
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(node);
+    }
+
+    /// Records `node`'s announced version; true when it is ahead of this node's copy (the
+    /// caller then asks `node` for its copy).
+    pub fn note_announced(
+        &self,
+        node: NodeName,
+        version: u64,
+        last_mutated_by: Option<NodeName>,
+    ) -> bool {
+        let ahead = announced_ahead(&self.snapshot().list, version, last_mutated_by.as_deref());
+        self.announced
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(node, (version, last_mutated_by));
+        ahead
+    }
+
+    /// The current peers that announced a copy ahead of this node's: until it has fetched
+    /// theirs, this node's copy is outdated (it may still declare a child stopped since), so
+    /// its rounds are planned parked.
+    pub fn ahead_of_me(&self, peers: &[NodeName]) -> Vec<NodeName> {
+        let mine = self.snapshot().list;
+        let announced = self.announced.lock().unwrap_or_else(|e| e.into_inner());
+        peers
+            .iter()
+            .filter(|p| {
+                announced
+                    .get(*p)
+                    .is_some_and(|(v, by)| announced_ahead(&mine, *v, by.as_deref()))
+            })
+            .cloned()
+            .collect()
     }
 
     /// The current peers whose copy this node has not weighed yet. Until it has, this node may
@@ -149,10 +193,17 @@ fn members(hub: &HubShared) -> BTreeSet<NodeName> {
     set
 }
 
-/// The declared-list leader: [`choose_leader`] over the hub's members (no elector yet, so the
-/// lexicographically lowest member). On one node, this node.
+/// The declared-list leader: [`choose_leader`] over the hub's members, with the elector's
+/// choice when there is one (validated: a non-member falls back to the lowest member). On one
+/// node, this node.
 pub(crate) fn leader(hub: &HubShared) -> Option<NodeName> {
-    choose_leader(&members(hub), None)
+    let members = members(hub);
+    let elected = hub
+        .recovery
+        .as_ref()
+        .and_then(|r| r.elector.get())
+        .and_then(|e| e.elect(&members));
+    choose_leader(&members, elected.as_deref())
 }
 
 /// The placement ring over the hub's members, as the reconcile plans with it (the same ring the

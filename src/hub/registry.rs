@@ -26,6 +26,9 @@ use crate::hooks::{HookEvent, HookKey};
 use crate::model::{apply_observation, ChildId, NodeName, Pid, Row};
 use crate::storage::{now_ms, Commit, Mutation, StorageError};
 
+/// Overlay slots kept allocated once every staged row is committed (more are given back).
+const OVERLAY_KEEP: usize = 1024;
+
 /// One change a writer asks for.
 #[derive(Clone, Debug)]
 pub(crate) enum RegistryOp {
@@ -439,6 +442,12 @@ impl Actor for Registry {
             }
             RegistryMsg::Committed { upto } => {
                 state.overlay.retain(|_, (seq, _)| *seq > upto);
+                if state.overlay.is_empty() && state.overlay.capacity() > OVERLAY_KEEP {
+                    // A batch of thousands of rows (a delta, a full sync) grew the table to
+                    // ~250 bytes per slot; a HashMap never shrinks on its own, so without this
+                    // it would pin that memory on every node for the life of the hub.
+                    state.overlay = HashMap::new();
+                }
             }
             RegistryMsg::SweepExpired { reply } => {
                 let now = now_ms();

@@ -4,8 +4,9 @@
 //! - every local write turn broadcasts **one** `RegistryDelta` with this node's changed
 //!   observations (chunked only past [`DELTA_CHUNK`] changes, to stay under the frame limit);
 //! - every `sync_interval` (and on a peer's `SyncRequest`) it sends a `FullSync` with every row
-//!   it runs a child of; a receiver upserts them and unbinds the sender from rows the sync does
-//!   not list, so a lost delta heals at the next sync;
+//!   it runs a child of (in `FullSyncPart`s past [`SYNC_CHUNK`] rows, applied whole); a receiver
+//!   upserts them and unbinds the sender from rows the sync does not list, so a lost delta heals
+//!   at the next sync;
 //! - when a peer is gone for good (grace ran out, or it restarted with a new boot token) its
 //!   bindings are reaped; rows left with no binding stay as TTL stubs, so the re-placement pass
 //!   still finds their specs and a lookup still answers, and are swept if nobody restarts them.
@@ -18,11 +19,17 @@ use std::time::Duration;
 
 use super::registry::{own_view, Effect, RegistryState};
 use crate::cluster::wire::{RegistryChange, WireMsg};
-use crate::model::{apply_observation, merge_rows, ChildId, NodeName, Row};
+use crate::model::{apply_observation, merge_rows_owned, ChildId, NodeName, Row};
 use crate::storage::{now_ms, Mutation};
 
 /// Largest number of changes in one delta frame (a row is a few hundred bytes; 16 MiB limit).
 pub(super) const DELTA_CHUNK: usize = 20_000;
+
+/// Largest number of rows in one full sync frame; a larger sync goes as `FullSyncPart`s.
+pub(super) const SYNC_CHUNK: usize = 20_000;
+
+/// Numbers this process's full syncs, so a receiver tells the parts of two syncs apart.
+static NEXT_SYNC_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl RegistryState {
     /// Every row as this actor sees it: committed rows with the staged overlay applied.
@@ -51,7 +58,7 @@ impl RegistryState {
     fn merge_upsert(
         &mut self,
         from: &NodeName,
-        row: &Row,
+        row: Row,
         seq: u64,
         mutations: &mut Vec<Mutation>,
         effects: &mut Vec<Effect>,
@@ -63,7 +70,7 @@ impl RegistryState {
             .as_ref()
             .and_then(|r| r.node_pids.get(from).copied());
         let stub = self.expiries.contains_key(&id);
-        let merged = merge_rows(current.clone(), row, from);
+        let merged = merge_rows_owned(current.clone(), row, from);
         if !stub && current.as_ref() == Some(&merged) {
             // A full sync repeats what is known: no write (a disk backend would fsync for
             // nothing every sync interval).
@@ -141,7 +148,7 @@ impl RegistryState {
         for change in changes {
             match change {
                 RegistryChange::Upsert(row) => {
-                    self.merge_upsert(from, &row, seq, mutations, effects)
+                    self.merge_upsert(from, row, seq, mutations, effects)
                 }
                 // The sender handed the child over: keep the row (as a stub if nobody else
                 // runs it) until its new owner's upsert arrives.
@@ -182,7 +189,7 @@ impl RegistryState {
             self.unbind_row(row, from, None, seq, mutations, effects);
         }
         for row in rows {
-            self.merge_upsert(from, &row, seq, mutations, effects);
+            self.merge_upsert(from, row, seq, mutations, effects);
         }
     }
 
@@ -241,18 +248,34 @@ impl RegistryState {
             .filter(|r| r.node_pids.contains_key(local))
             .map(|r| own_view(r, local))
             .collect();
-        let msg = WireMsg::FullSync { rows };
-        let outcome = match to {
-            Some(peer) => transport.send(peer, &msg).map(|()| Vec::new()),
-            None => transport.broadcast(&msg),
+        let messages = if rows.len() <= SYNC_CHUNK {
+            vec![WireMsg::FullSync { rows }]
+        } else {
+            let sync_id = NEXT_SYNC_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let total = rows.len().div_ceil(SYNC_CHUNK) as u32;
+            rows.chunks(SYNC_CHUNK)
+                .enumerate()
+                .map(|(index, part)| WireMsg::FullSyncPart {
+                    sync_id,
+                    index: index as u32,
+                    total,
+                    rows: part.to_vec(),
+                })
+                .collect()
         };
-        match outcome {
-            Ok(failures) => {
-                for (peer, error) in failures {
-                    tracing::debug!(peer = %peer, error = %error, "full sync not sent");
+        for msg in &messages {
+            let outcome = match to {
+                Some(peer) => transport.send(peer, msg).map(|()| Vec::new()),
+                None => transport.broadcast(msg),
+            };
+            match outcome {
+                Ok(failures) => {
+                    for (peer, error) in failures {
+                        tracing::debug!(peer = %peer, error = %error, "full sync not sent");
+                    }
                 }
+                Err(error) => tracing::warn!(error = %error, "full sync not sent"),
             }
-            Err(error) => tracing::warn!(error = %error, "full sync not sent"),
         }
     }
 }

@@ -185,6 +185,15 @@ pub trait Storage: Send + Sync + 'static {
     fn clear_all(&self) -> Result<(), StorageError> {
         self.apply(vec![Mutation::Clear])
     }
+
+    /// Calls `f` with every live row (order unspecified), without copying the registry when
+    /// the backend can avoid it: for counts and summaries polled often (the admin API's
+    /// `GET /v1/registry/summary`), where [`Storage::export_all`] would clone every row.
+    fn for_each_row(&self, f: &mut dyn FnMut(&Row)) {
+        for row in self.export_all() {
+            f(&row);
+        }
+    }
 }
 
 /// Which backend a hub keeps its registry copy in (the config's `registry_backend`).

@@ -33,6 +33,9 @@ pub struct ClusterBenchArgs {
     /// Children per admin request.
     #[arg(long, default_value_t = 1_000)]
     pub batch: usize,
+    /// Admin requests in flight at once (see `demo --concurrency`).
+    #[arg(long, default_value_t = demo::DEFAULT_CONCURRENCY)]
+    pub concurrency: usize,
     /// Skip the plain-ractor baseline (its fields are then null).
     #[arg(long)]
     pub no_baseline: bool,
@@ -56,6 +59,7 @@ pub fn run(args: ClusterBenchArgs) -> Result<(), String> {
         nodes: args.nodes,
         children: args.children,
         batch: args.batch,
+        concurrency: args.concurrency,
         json: true,
         workdir: None,
         durable: false,
@@ -83,7 +87,10 @@ pub fn run(args: ClusterBenchArgs) -> Result<(), String> {
         "nodes": args.nodes,
         "children": args.children,
         "backend": "memory",
+        "batch": args.batch,
+        "concurrency": args.concurrency,
         "start_per_s": report.start_per_s,
+        "start_ms": report.start_ms,
         "converge_ms": report.converge_ms,
         "failover_ms": report.failover_ms,
         "rss_bytes_per_child": report.rss_bytes_per_child,

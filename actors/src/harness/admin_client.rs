@@ -5,7 +5,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use process_hub::admin::{
-    ChildView, ClearResponse, DeclaredResponse, Health, StartResponse, StartSpec, StopResponse,
+    ChildView, ClearResponse, DeclaredResponse, Health, RegistrySummary, StartResponse, StartSpec,
+    StopResponse,
 };
 use serde::de::DeserializeOwned;
 
@@ -116,6 +117,11 @@ impl AdminClient {
     /// `GET /v1/children`.
     pub fn children(&self) -> Result<Vec<ChildView>, AdminClientError> {
         self.finish(self.agent.get(&self.url("/v1/children")).call())
+    }
+
+    /// `GET /v1/registry/summary`: counts of the node's registry copy, cheap to poll.
+    pub fn registry_summary(&self) -> Result<RegistrySummary, AdminClientError> {
+        self.finish(self.agent.get(&self.url("/v1/registry/summary")).call())
     }
 
     /// `GET /v1/children/{id}`.

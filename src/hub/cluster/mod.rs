@@ -36,6 +36,7 @@ use crate::cluster::wire::{RequestId, StartItem, WireMsg};
 use crate::core::boot_token::{BootTokens, PeerBoot};
 use crate::core::event_batch::{BatchConfig, EventBatch};
 use crate::core::placement::HashRing;
+use crate::core::sync_parts::SyncAssembler;
 use crate::hooks::{HookEvent, HookKey};
 use crate::model::{ChildId, NodeName, Row};
 
@@ -117,6 +118,8 @@ pub(crate) struct ClusterState {
     pub self_leaving: bool,
     /// Child calls waiting for a reply.
     pub calls: HashMap<u64, (ChildCallReplyPort, Option<Timer>)>,
+    /// Full syncs arriving in parts, applied once complete.
+    pub sync_parts: SyncAssembler,
 }
 
 impl ClusterState {
@@ -151,6 +154,7 @@ impl ClusterState {
             sync_timer: None,
             self_leaving: false,
             calls: HashMap::new(),
+            sync_parts: SyncAssembler::new(),
         })
     }
 
@@ -258,6 +262,26 @@ impl CoordinatorState {
             }) as super::registry::WriteDone
         });
         let _ = registry.cast(RegistryMsg::Write { ops, done });
+    }
+
+    /// Tells the peers this node's declared version, ahead of its `FullSync` on the same links,
+    /// so a peer that missed a broadcast catches up before its next round (a parked copy
+    /// means nothing and is not announced).
+    fn announce_declared_version(&self) {
+        let (Some(recovery), Some(transport)) = (&self.hub.recovery, self.hub.transport()) else {
+            return;
+        };
+        let snapshot = recovery.snapshot();
+        if snapshot.parked {
+            return;
+        }
+        let msg = WireMsg::DeclaredVersion {
+            version: snapshot.list.version(),
+            last_mutated_by: snapshot.list.last_mutated_by().map(str::to_owned),
+        };
+        if let Err(error) = transport.broadcast(&msg) {
+            tracing::debug!(%error, "declared version not announced");
+        }
     }
 
     pub(super) fn arm_sync_timer(&mut self, myself: &ActorRef<CoordinatorMsg>) {
@@ -398,6 +422,7 @@ impl CoordinatorState {
             });
         cluster.ring.remove(&node);
         cluster.delivered_by.remove(&node);
+        cluster.sync_parts.forget(&node);
         cluster.joins.cancel(&node);
         let graceful = cluster.leaving.remove(&node);
         let grace = if graceful {
@@ -540,6 +565,7 @@ impl CoordinatorState {
                 self.arm_flush(myself);
             }
             ClusterMsg::SyncTick => {
+                self.announce_declared_version();
                 if let Some(registry) = self.hub.registry() {
                     let _ = registry.cast(RegistryMsg::SendFullSync { to: None });
                 }

@@ -45,6 +45,45 @@ fn batches<'a>(rows: impl IntoIterator<Item = (&'a NodeName, &'a Row)>) -> Batch
     by_node
 }
 
+/// What a redistribution pass knows of the declared list, read once per pass.
+enum DeclaredCheck {
+    /// Auto-recovery is off: rows decide.
+    Off,
+    /// The copy cannot be trusted (parked, or a peer announced a newer one).
+    Untrusted,
+    /// The current copy.
+    Current(std::sync::Arc<crate::core::declared_list::DeclaredList>),
+}
+
+impl DeclaredCheck {
+    fn read(hub: &crate::hub::HubShared) -> Self {
+        let Some(recovery) = &hub.recovery else {
+            return Self::Off;
+        };
+        let snapshot = recovery.snapshot();
+        let behind = !recovery
+            .ahead_of_me(&crate::hub::recovery_shared::peers(hub))
+            .is_empty();
+        if snapshot.parked || behind {
+            Self::Untrusted
+        } else {
+            Self::Current(snapshot.list)
+        }
+    }
+
+    /// Whether a row may be re-placed from the registry alone: always for a child that was
+    /// never durable; for a durable one only when the current copy declares it. A stale row of
+    /// a stopped durable child would otherwise come back from a returning node's disk.
+    fn allows(&self, row: &Row) -> bool {
+        match self {
+            Self::Off => true,
+            _ if !row.hub.durable => true,
+            Self::Untrusted => false,
+            Self::Current(list) => list.contains(&row.spec.id),
+        }
+    }
+}
+
 impl CoordinatorState {
     fn internal_timeout(&self) -> Duration {
         let t = self.hub.config.default_timeout();
@@ -122,6 +161,7 @@ impl CoordinatorState {
         });
         let mut migrate: BTreeMap<NodeName, Vec<Row>> = BTreeMap::new();
         let mut replace: Vec<(NodeName, Row)> = Vec::new();
+        let declared = DeclaredCheck::read(&hub);
         for row in hub.storage.export_all() {
             let id = &row.spec.id;
             if cluster.migrating.contains(id) || cluster.failed.contains_key(id) {
@@ -141,6 +181,11 @@ impl CoordinatorState {
                 .keys()
                 .any(|n| cluster.peers.contains(n) || cluster.grace_timers.contains_key(n));
             if live {
+                continue;
+            }
+            if !declared.allows(&row) {
+                // A durable row the declared list does not hold (a child stopped while the
+                // node that kept this row was away): the reconcile decides, never the row.
                 continue;
             }
             // The owner starts it; every other holder of the stub asks the owner too (the owner

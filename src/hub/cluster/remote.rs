@@ -132,6 +132,29 @@ impl CoordinatorState {
                 }],
                 Some(ClusterMsg::Synced { from }),
             ),
+            WireMsg::FullSyncPart {
+                sync_id,
+                index,
+                total,
+                rows,
+            } => {
+                let Some(cluster) = &mut self.cluster else {
+                    return;
+                };
+                if let Some(rows) = cluster
+                    .sync_parts
+                    .accept(&from, sync_id, index, total, rows)
+                {
+                    self.registry_write(
+                        myself,
+                        vec![RegistryOp::Sync {
+                            from: from.clone(),
+                            rows,
+                        }],
+                        Some(ClusterMsg::Synced { from }),
+                    );
+                }
+            }
             WireMsg::SyncRequest => {
                 if let Some(registry) = self.hub.registry() {
                     let _ = registry.cast(RegistryMsg::SendFullSync { to: Some(from) });
@@ -161,6 +184,24 @@ impl CoordinatorState {
             | WireMsg::DeclaredMutate { .. }
             | WireMsg::DeclaredMutateReply { .. }) => {
                 crate::hub::declared_remote::deliver_wire(&self.hub, from, msg)
+            }
+            WireMsg::DeclaredVersion {
+                version,
+                last_mutated_by,
+            } => {
+                // Recorded here, in arrival order, so the round that follows this peer's
+                // `FullSync` already knows whether this node's copy is outdated.
+                let Some(recovery) = &self.hub.recovery else {
+                    return;
+                };
+                if recovery.note_announced(from.clone(), version, last_mutated_by) {
+                    tracing::info!(peer = %from, version, "a peer announced a newer declared copy; fetching it");
+                    if let Some(leader) = self.hub.declared_leader() {
+                        let _ = leader.cast(crate::hub::declared_leader::DeclaredMsg::Solicit {
+                            nodes: vec![from],
+                        });
+                    }
+                }
             }
             WireMsg::Hello { .. } | WireMsg::Heartbeat { .. } => {}
         }

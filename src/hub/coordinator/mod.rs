@@ -392,6 +392,11 @@ impl CoordinatorState {
                 continue;
             }
             match self.hub.storage.get(&id) {
+                // Unknown here, but a peer may have just started it (its row is on the way):
+                // starts go to the ring owner, so the owner is asked.
+                None if self.owner_of(&id) != self.hub.node => {
+                    by_node.entry(self.owner_of(&id)).or_default().push(id);
+                }
                 None => errors.push(StopFailure {
                     id,
                     node: None,
