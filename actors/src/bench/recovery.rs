@@ -7,9 +7,11 @@
 //!    `--batch`: `declare_per_s` = N / the time of those requests.
 //! 3. S of them (`--stop`, default 10 % of N, every tenth id) stopped with `DELETE`, which
 //!    undeclares them (`stop_per_s`, 8 concurrent callers); the bench waits until every node's
-//!    registry and declared list agree. A stopped child some registry lists running again in
-//!    that wait is counted in `stopped_seen_running_before_outage` (a later round stopped it
-//!    again, or the wait would not end).
+//!    registry and declared list agree. A stopped child some registry lists in that wait as a
+//!    **new instance** (a pid not seen before the stops: started again) is counted in
+//!    `stopped_seen_running_before_outage` (a later round stopped it again, or the wait would
+//!    not end); one still listed as the instance that was stopped (a registry copy not yet
+//!    updated) in `stopped_seen_listed_stale_before_outage`.
 //! 4. Every node SIGKILLed, every node restarted on its data directory; `recovery_ms` is
 //!    measured from `first restarted process spawned + reconcile_grace_ms` (no later than the
 //!    end of any node's grace, see [`crate::harness::outage`]) until every node's registry copy
@@ -26,7 +28,7 @@
 //!    with like. `disk_fsync_per_s` (write + fsync of a small file in the nodes' work
 //!    directory, measured in the same run) says what pace the disk allowed the baseline.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -178,6 +180,29 @@ fn disk_fsync_per_s(dir: &Path) -> Result<f64, String> {
     Ok(rate)
 }
 
+/// Every instance (node, pid) of every child, over every node's registry copy.
+type Instances = BTreeMap<String, BTreeSet<(String, u64)>>;
+
+fn instances(all: &[(String, AdminClient)]) -> Option<Instances> {
+    let mut out: Instances = BTreeMap::new();
+    for (_, client) in all {
+        for child in client.children().ok()? {
+            let set = out.entry(child.id).or_default();
+            set.extend(child.nodes.into_iter().map(|n| (n.node, n.pid)));
+        }
+    }
+    Some(out)
+}
+
+/// Stopped children some registry still lists after every stop was acknowledged, split by
+/// whether the listing is a new instance (a pid not seen before the stops: started again) or
+/// the instance that was stopped (a registry copy not yet updated).
+#[derive(Default)]
+struct SeenAfterStop {
+    restarted: BTreeSet<String>,
+    stale: BTreeSet<String>,
+}
+
 /// Waits until every node's registry runs each of `declared` once and none of `stopped`, and
 /// every node's declared list is exactly `declared`. Returns the stopped children that some
 /// registry listed on a host meanwhile, after their stop was acknowledged (a later round may
@@ -186,16 +211,30 @@ fn wait_settled(
     cluster: &LocalCluster,
     declared: &BTreeSet<String>,
     stopped: &BTreeSet<String>,
-) -> Result<BTreeSet<String>, String> {
+    before: &Instances,
+) -> Result<SeenAfterStop, String> {
     let all = clients(cluster);
-    let mut seen_running = BTreeSet::new();
+    let mut seen = SeenAfterStop::default();
     wait_for(
         "every registry and declared list to agree",
         DEADLINE,
         || {
             let census = Census::take(&all).ok()?;
             let running_again = census.resurrected(stopped);
-            seen_running.extend(running_again.iter().cloned());
+            if !running_again.is_empty() {
+                let now = instances(&all)?;
+                for id in &running_again {
+                    let old = before.get(id);
+                    let new = now
+                        .get(id)
+                        .is_some_and(|set| set.iter().any(|i| !old.is_some_and(|o| o.contains(i))));
+                    if new {
+                        seen.restarted.insert(id.clone());
+                    } else {
+                        seen.stale.insert(id.clone());
+                    }
+                }
+            }
             let lists_agree = all.iter().all(|(_, c)| {
                 c.declared().is_ok_and(|l| {
                     l.children.len() == declared.len()
@@ -206,7 +245,7 @@ fn wait_settled(
         },
     )
     .map_err(|e| e.to_string())?;
-    Ok(seen_running)
+    Ok(seen)
 }
 
 /// Runs the benchmark and prints its JSON line.
@@ -239,6 +278,7 @@ pub fn run(args: RecoveryBenchArgs) -> Result<(), String> {
         .collect();
     progress(&format!("stopping {} children (DELETE)", stopped.len()));
     let stop_list: Vec<String> = stopped.iter().cloned().collect();
+    let before_stops = instances(&clients(&cluster)).ok_or("cannot read the registries")?;
     let stop_started = Instant::now();
     let failures = stop_concurrently(&cluster.nodes[0].client(), &stop_list, STOP_THREADS);
     let stop_elapsed = stop_started.elapsed();
@@ -260,7 +300,15 @@ pub fn run(args: RecoveryBenchArgs) -> Result<(), String> {
             not_found.iter().map(|f| &f.id).take(20).collect::<Vec<_>>()
         ));
     }
-    let seen_running = wait_settled(&cluster, &declared, &stopped)?;
+    let seen = wait_settled(&cluster, &declared, &stopped, &before_stops)?;
+    let seen_running = &seen.restarted;
+    if !seen.stale.is_empty() {
+        progress(&format!(
+            "  {} stopped children were still listed (same instance) after every stop was \
+             acknowledged",
+            seen.stale.len()
+        ));
+    }
     if !seen_running.is_empty() {
         progress(&format!(
             "  {} stopped children were listed running again before the outage (healed \
@@ -320,6 +368,7 @@ pub fn run(args: RecoveryBenchArgs) -> Result<(), String> {
         "stop_per_s": stop_list.len() as f64 / stop_elapsed.as_secs_f64(),
         "stop_not_found": not_found.len(),
         "stop_not_found_ids": not_found.iter().map(|f| &f.id).take(20).collect::<Vec<_>>(),
+        "stopped_seen_listed_stale_before_outage": seen.stale.len(),
         "stopped_seen_running_before_outage": seen_running.len(),
         "stopped_seen_running_before_outage_ids":
             seen_running.iter().take(20).collect::<Vec<_>>(),
