@@ -237,6 +237,11 @@ pub enum WireMsg {
         /// The node that made it (the tie-break between equal versions).
         last_mutated_by: Option<NodeName>,
     },
+    /// "Tell me your declared version now": a node about to run a reconcile round asks the
+    /// leader, which answers with a [`WireMsg::DeclaredVersion`]. A copy behind the leader's may
+    /// still declare a child stopped a moment ago (its broadcast in flight), so the round plans
+    /// parked instead of restarting it.
+    DeclaredVersionQuery,
     /// Part `index` of `total` of a [`WireMsg::FullSync`] too large for one frame. The receiver
     /// applies the sync only once every part of `sync_id` arrived (`core::sync_parts`): a
     /// partial sync would unbind the sender from the children of the missing parts.
@@ -300,6 +305,7 @@ impl WireMsg {
             WireMsg::DeclaredMutateReply { .. } => "declared_mutate_reply",
             WireMsg::DeclaredVersion { .. } => "declared_version",
             WireMsg::FullSyncPart { .. } => "full_sync_part",
+            WireMsg::DeclaredVersionQuery => "declared_version_query",
         }
     }
 }

@@ -36,7 +36,7 @@ use crate::api::options::StartOptions;
 use crate::core::reconcile::{plan_round, OrphanStart, RoundStats, StopReason};
 use crate::core::recovery::{RecoveryState, RoundDecision, RoundSchedule, StartPacer};
 use crate::hooks::{HookEvent, HookKey};
-use crate::model::{ChildId, ChildSpec, Metadata};
+use crate::model::{ChildId, ChildSpec, Metadata, NodeName};
 
 pub(crate) enum ReconcilerMsg {
     /// Check the schedule.
@@ -164,10 +164,16 @@ async fn run_round(
         snapshot = refetch_manifest(&hub, &recovery).await.unwrap_or(snapshot);
     }
     let rows = hub.storage.export_all();
+    // Asked after the rows were read: a child missing from them was stopped before the
+    // question, so its removal is in the leader's answer.
+    let leader_answered = confirm_with_leader(&hub, &recovery).await;
     // A node that has not weighed every peer's copy may be behind a newer version: an
     // outdated copy could restart a child stopped since, so it plans parked and asks again.
     let peers = peers(&hub);
     let mut unheard = recovery.unheard(&peers);
+    if let Err(leader) = leader_answered {
+        unheard.push(leader);
+    }
     let ahead = recovery.ahead_of_me(&peers);
     if !ahead.is_empty() {
         tracing::info!(
@@ -258,6 +264,38 @@ async fn run_round(
         first,
         pending: plan.pending,
         pacer,
+    }
+}
+
+/// Asks the leader for its declared version and waits for the answer (a node that leads,
+/// or has no leader, has nothing to ask). The answer lands in the announcements that
+/// [`RecoveryShared::ahead_of_me`] reads, so a copy behind the leader's plans parked: a
+/// stop's broadcast may still be in flight while the child is already gone. `Err(leader)`
+/// when it did not answer in time (the round is parked; the next one asks again).
+async fn confirm_with_leader(hub: &HubShared, recovery: &RecoveryShared) -> Result<(), NodeName> {
+    let Some(leader) = super::recovery_shared::leader(hub) else {
+        return Ok(());
+    };
+    if leader == hub.node {
+        return Ok(());
+    }
+    let Some(transport) = hub.transport() else {
+        return Ok(());
+    };
+    let seen = recovery.heard_from(&leader);
+    if let Err(e) = transport.send(
+        &leader,
+        &crate::cluster::wire::WireMsg::DeclaredVersionQuery,
+    ) {
+        tracing::debug!(%leader, error = %e, "declared version query not sent");
+        return Err(leader);
+    }
+    let wait = Duration::from_millis((recovery.config.reconcile_interval_ms / 2).min(1_000));
+    if recovery.wait_heard(&leader, seen, wait).await {
+        Ok(())
+    } else {
+        tracing::info!(%leader, "the leader did not tell its declared version in time; round parked");
+        Err(leader)
     }
 }
 

@@ -59,6 +59,9 @@ pub(crate) struct RecoveryShared {
     offered_by: Mutex<BTreeSet<NodeName>>,
     /// The latest version (and its mutator) each peer announced (`WireMsg::DeclaredVersion`).
     announced: Mutex<BTreeMap<NodeName, (u64, Option<NodeName>)>>,
+    /// How many announcements each peer made, so a round can tell its query's answer from an
+    /// older announcement; the watch wakes the rounds waiting for one.
+    heard: tokio::sync::watch::Sender<BTreeMap<NodeName, u64>>,
     /// The user's leader elector (`HubBuilder::elector`), set once at spawn.
     pub elector: OnceLock<Arc<dyn LeaderElector>>,
 }
@@ -79,6 +82,7 @@ impl RecoveryShared {
             snapshot: RwLock::new(DeclaredSnapshot::default()),
             offered_by: Mutex::new(BTreeSet::new()),
             announced: Mutex::new(BTreeMap::new()),
+            heard: tokio::sync::watch::Sender::new(BTreeMap::new()),
             elector: OnceLock::new(),
         }
     }
@@ -139,8 +143,23 @@ impl RecoveryShared {
         self.announced
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(node, (version, last_mutated_by));
+            .insert(node.clone(), (version, last_mutated_by));
+        self.heard
+            .send_modify(|heard| *heard.entry(node).or_default() += 1);
         ahead
+    }
+
+    /// How many announcements `node` made so far.
+    pub fn heard_from(&self, node: &str) -> u64 {
+        self.heard.borrow().get(node).copied().unwrap_or(0)
+    }
+
+    /// Waits until `node` has made more than `seen` announcements; false after `timeout`.
+    pub async fn wait_heard(&self, node: &str, seen: u64, timeout: std::time::Duration) -> bool {
+        let mut rx = self.heard.subscribe();
+        let wait = rx.wait_for(|heard| heard.get(node).copied().unwrap_or(0) > seen);
+        let answered = matches!(tokio::time::timeout(timeout, wait).await, Ok(Ok(_)));
+        answered
     }
 
     /// The current peers that announced a copy ahead of this node's: until it has fetched

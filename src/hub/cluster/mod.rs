@@ -268,20 +268,25 @@ impl CoordinatorState {
     /// so a peer that missed a broadcast catches up before its next round (a parked copy
     /// means nothing and is not announced).
     fn announce_declared_version(&self) {
-        let (Some(recovery), Some(transport)) = (&self.hub.recovery, self.hub.transport()) else {
+        let (Some(msg), Some(transport)) = (self.declared_announcement(), self.hub.transport())
+        else {
             return;
-        };
-        let snapshot = recovery.snapshot();
-        if snapshot.parked {
-            return;
-        }
-        let msg = WireMsg::DeclaredVersion {
-            version: snapshot.list.version(),
-            last_mutated_by: snapshot.list.last_mutated_by().map(str::to_owned),
         };
         if let Err(error) = transport.broadcast(&msg) {
             tracing::debug!(%error, "declared version not announced");
         }
+    }
+
+    /// This node's declared version as announced to peers (none without auto-recovery or
+    /// while parked: a parked copy means nothing). The published copy is the persisted one, and
+    /// a stop's removal is published before its terminate, so an answer given after a child
+    /// stopped never predates its removal.
+    pub(super) fn declared_announcement(&self) -> Option<WireMsg> {
+        let snapshot = self.hub.recovery.as_ref()?.snapshot();
+        (!snapshot.parked).then(|| WireMsg::DeclaredVersion {
+            version: snapshot.list.version(),
+            last_mutated_by: snapshot.list.last_mutated_by().map(str::to_owned),
+        })
     }
 
     pub(super) fn arm_sync_timer(&mut self, myself: &ActorRef<CoordinatorMsg>) {

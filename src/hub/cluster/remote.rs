@@ -132,6 +132,14 @@ impl CoordinatorState {
                 }],
                 Some(ClusterMsg::Synced { from }),
             ),
+            WireMsg::DeclaredVersionQuery => {
+                let transport = self.cluster.as_ref().map(|c| c.transport.clone());
+                if let (Some(msg), Some(transport)) = (self.declared_announcement(), transport) {
+                    if let Err(e) = transport.send(&from, &msg) {
+                        tracing::debug!(peer = %from, error = %e, "declared version not answered");
+                    }
+                }
+            }
             WireMsg::FullSyncPart {
                 sync_id,
                 index,
