@@ -3,18 +3,23 @@
 //! A dedicated writer thread owns every write transaction. Writers enqueue their batch (the queue
 //! order is the apply order) and get called back once it is durable. The thread blocks on the
 //! queue while idle; when a batch arrives it takes everything already queued behind it, applies
-//! all of it in one transaction and commits. Nobody waits for a group to fill: a lone writer
-//! pays exactly one commit and flush per write and waits for nothing else, while 64 concurrent
-//! writers share one commit between them, because the queue fills up while the disk works.
+//! all of it in one transaction and commits. A group never waits to fill while anything is
+//! queued or the store is idle: a lone writer pays exactly one commit and flush per write and
+//! waits for nothing else, while 64 concurrent writers share one commit between them, because
+//! the queue fills up while the disk works.
 //!
 //! The commit and its flush are pipelined when the sink allows it ([`Committed::AwaitsFlush`],
 //! the LMDB sink in [`CommitMode::Group`](super::CommitMode::Group)): a commit syncs its data
 //! pages and writes its marker page, but leaves the marker to the *next* flush. If batches are
 //! queued, that next flush is the next group's commit, which syncs the disk (covering the
 //! previous marker) before writing its own marker; only then are the previous group's writers
-//! answered. If nothing is queued, the writer flushes explicitly at once and answers. Under load
-//! this halves the flushes per group and overlaps one group's writers waking up and coming back
-//! with the next group's commit; a lone writer still gets its flush straight after its commit.
+//! answered. If nothing is queued, the writer flushes explicitly and answers. Under load this
+//! halves the flushes per group and overlaps one group's writers waking up and coming back with
+//! the next group's commit; a lone writer still gets its flush straight after its commit. One
+//! case waits ([`Step::Linger`]): nothing is queued, a group awaits its flush, and the commit
+//! just made answered other writers, who are on their way back. Then the writer waits for the
+//! first of them, at most as long as the last commit took (and [`MAX_LINGER`]), and lets that
+//! commit be the flush: an explicit flush would occupy the disk as long and carry no write.
 //! Sinks that flush within the commit ([`Committed::Durable`]) are answered right after it.
 //!
 //! Waking the waiters is handed to a second thread, so the writer starts the next transaction
@@ -35,6 +40,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::storage::StorageError;
 use outcomes::{Outcome, Outcomes};
@@ -134,6 +140,8 @@ impl<B: Send + 'static> GroupCommitter<B> {
             sink,
             counters: counters.clone(),
             outcomes: Outcomes::default(),
+            expected: false,
+            last_commit: Duration::ZERO,
         };
         let max_group = max_group.max(1);
         let thread = std::thread::Builder::new()
@@ -196,27 +204,41 @@ fn drain<B>(rx: &mpsc::Receiver<Job<B>>, group: &mut Vec<Job<B>>, max: usize) {
 enum Step {
     /// Commit the queued batches (the commit also flushes what awaits a flush).
     Commit,
-    /// Nothing is queued but committed batches await a flush: flush now, so that nobody waits
-    /// for a next writer that may never come.
+    /// Nothing is queued, committed batches await a flush, and the writers the last commit
+    /// answered are on their way back: wait for the first of them, at most as long as a flush
+    /// takes, and let its commit be the flush. A flush in its place would cost the disk as much
+    /// and carry no new write.
+    Linger,
+    /// Nothing is queued, committed batches await a flush and nobody is expected: flush now.
     Flush,
     /// Nothing to do: block until a batch arrives (or the store closes).
     Wait,
 }
 
-/// The writer's decision, given whether committed batches await a flush and whether a batch is
-/// queued. Never a timed wait: an idle store commits a batch the moment it arrives.
-fn next_step(awaits_flush: bool, queued: bool) -> Step {
-    match (queued, awaits_flush) {
-        (true, _) => Step::Commit,
-        (false, true) => Step::Flush,
-        (false, false) => Step::Wait,
+/// The writer's decision. `awaits_flush`: committed batches wait for a flush; `queued`: a batch
+/// is queued; `expected`: the last commit answered writers of an earlier group, who may be back
+/// soon. An idle store or a lone writer never waits (a lone writer is answered only by its own
+/// flush, so nobody is expected).
+fn next_step(awaits_flush: bool, queued: bool, expected: bool) -> Step {
+    match (queued, awaits_flush, expected) {
+        (true, _, _) => Step::Commit,
+        (false, true, true) => Step::Linger,
+        (false, true, false) => Step::Flush,
+        (false, false, _) => Step::Wait,
     }
 }
+
+/// The longest the writer lingers for returning writers, whatever the disk's speed.
+const MAX_LINGER: Duration = Duration::from_millis(1);
 
 struct Writer<S> {
     sink: S,
     counters: Arc<Counters>,
     outcomes: Outcomes<Done>,
+    /// Whether the last commit answered writers of an earlier group (see [`Step::Linger`]).
+    expected: bool,
+    /// How long the last commit took: what a flush costs, the bound of a linger.
+    last_commit: Duration,
 }
 
 impl<S: GroupSink> Writer<S> {
@@ -228,8 +250,21 @@ impl<S: GroupSink> Writer<S> {
     ) {
         loop {
             let queued = rx.try_recv().ok();
-            let first = match next_step(self.outcomes.awaits_flush(), queued.is_some()) {
+            let step = next_step(
+                self.outcomes.awaits_flush(),
+                queued.is_some(),
+                self.expected,
+            );
+            let first = match step {
                 Step::Commit => queued,
+                Step::Linger => match rx.recv_timeout(self.last_commit.min(MAX_LINGER)) {
+                    Ok(job) => Some(job),
+                    Err(_) => {
+                        self.expected = false;
+                        self.flush();
+                        None
+                    }
+                },
                 Step::Flush => {
                     self.flush();
                     None
@@ -244,7 +279,10 @@ impl<S: GroupSink> Writer<S> {
             if let Some(first) = first {
                 let mut group = vec![first];
                 drain(&rx, &mut group, max_group);
+                self.expected = self.outcomes.awaits_flush();
+                let began = Instant::now();
                 self.commit_isolated(group);
+                self.last_commit = began.elapsed();
             }
             self.hand_out(&notify);
         }

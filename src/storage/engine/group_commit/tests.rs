@@ -1,6 +1,5 @@
 use super::*;
 use std::sync::{Condvar, Mutex};
-use std::time::Duration;
 
 /// A sink that records every group and flush it sees, fails batches it is told to, can defer
 /// its flushes (as the pipelined LMDB sink does), and can hold the first commit until released
@@ -155,19 +154,34 @@ fn run_held(probe: &Probe, rest: std::ops::RangeInclusive<u32>) -> Answered {
 }
 
 #[test]
-fn next_step_never_waits_with_work_or_unflushed_commits() {
-    assert_eq!(next_step(false, true), Step::Commit, "idle: commit at once");
+fn next_step_waits_only_for_writers_it_answered() {
+    for expected in [false, true] {
+        assert_eq!(
+            next_step(false, true, expected),
+            Step::Commit,
+            "idle: at once"
+        );
+        assert_eq!(
+            next_step(true, true, expected),
+            Step::Commit,
+            "it flushes the last group"
+        );
+        assert_eq!(
+            next_step(false, false, expected),
+            Step::Wait,
+            "nothing to flush"
+        );
+    }
     assert_eq!(
-        next_step(true, true),
-        Step::Commit,
-        "its flush covers the last group"
-    );
-    assert_eq!(
-        next_step(true, false),
+        next_step(true, false, false),
         Step::Flush,
-        "nobody queued: flush now"
+        "a lone writer: flush now"
     );
-    assert_eq!(next_step(false, false), Step::Wait);
+    assert_eq!(
+        next_step(true, false, true),
+        Step::Linger,
+        "answered writers come back"
+    );
 }
 
 #[test]
