@@ -17,9 +17,10 @@
 //! halves the flushes per group and overlaps one group's writers waking up and coming back with
 //! the next group's commit; a lone writer still gets its flush straight after its commit. One
 //! case waits ([`Step::Linger`]): nothing is queued, a group awaits its flush, and the commit
-//! just made answered other writers, who are on their way back. Then the writer waits for the
-//! first of them, at most as long as the last commit took (and [`MAX_LINGER`]), and lets that
-//! commit be the flush: an explicit flush would occupy the disk as long and carry no write.
+//! just made answered other writers, who are on their way back. Then the writer waits for them
+//! (until as many batches as it answered are queued), at most as long as the last commit took
+//! (and [`MAX_LINGER`]), and lets their commit be the flush: an explicit flush would occupy the
+//! disk as long and carry no write.
 //! Sinks that flush within the commit ([`Committed::Durable`]) are answered right after it.
 //!
 //! Waking the waiters is handed to a second thread, so the writer starts the next transaction
@@ -140,7 +141,7 @@ impl<B: Send + 'static> GroupCommitter<B> {
             sink,
             counters: counters.clone(),
             outcomes: Outcomes::default(),
-            expected: false,
+            expected: 0,
             last_commit: Duration::ZERO,
         };
         let max_group = max_group.max(1);
@@ -205,8 +206,8 @@ enum Step {
     /// Commit the queued batches (the commit also flushes what awaits a flush).
     Commit,
     /// Nothing is queued, committed batches await a flush, and the writers the last commit
-    /// answered are on their way back: wait for the first of them, at most as long as a flush
-    /// takes, and let its commit be the flush. A flush in its place would cost the disk as much
+    /// answered are on their way back: wait for them, at most as long as a flush takes, and
+    /// let their commit be the flush. A flush in its place would cost the disk as much
     /// and carry no new write.
     Linger,
     /// Nothing is queued, committed batches await a flush and nobody is expected: flush now.
@@ -235,8 +236,9 @@ struct Writer<S> {
     sink: S,
     counters: Arc<Counters>,
     outcomes: Outcomes<Done>,
-    /// Whether the last commit answered writers of an earlier group (see [`Step::Linger`]).
-    expected: bool,
+    /// How many batches of an earlier group the last commit answered: writers expected back
+    /// (see [`Step::Linger`]).
+    expected: usize,
     /// How long the last commit took: what a flush costs, the bound of a linger.
     last_commit: Duration,
 }
@@ -253,38 +255,61 @@ impl<S: GroupSink> Writer<S> {
             let step = next_step(
                 self.outcomes.awaits_flush(),
                 queued.is_some(),
-                self.expected,
+                self.expected > 0,
             );
-            let first = match step {
-                Step::Commit => queued,
-                Step::Linger => match rx.recv_timeout(self.last_commit.min(MAX_LINGER)) {
-                    Ok(job) => Some(job),
-                    Err(_) => {
-                        self.expected = false;
+            let mut group = Vec::new();
+            match step {
+                Step::Commit => group.extend(queued),
+                Step::Linger => {
+                    self.linger(&rx, &mut group, max_group);
+                    if group.is_empty() {
                         self.flush();
-                        None
                     }
-                },
-                Step::Flush => {
-                    self.flush();
-                    None
                 }
+                Step::Flush => self.flush(),
                 // Blocking here is the "no waiting window": an idle writer commits the first
                 // batch the moment it arrives, together with whatever queued up behind it.
                 Step::Wait => match rx.recv() {
-                    Ok(job) => Some(job),
+                    Ok(job) => group.push(job),
                     Err(mpsc::RecvError) => break,
                 },
-            };
-            if let Some(first) = first {
-                let mut group = vec![first];
+            }
+            if !group.is_empty() {
                 drain(&rx, &mut group, max_group);
-                self.expected = self.outcomes.awaits_flush();
+                // A successful commit answers the batches that await a flush: their writers are
+                // the ones expected back afterwards.
+                self.expected = self.outcomes.unflushed();
                 let began = Instant::now();
                 self.commit_isolated(group);
                 self.last_commit = began.elapsed();
             }
             self.hand_out(&notify);
+        }
+    }
+
+    /// Waits for the writers the last commit answered to come back, until as many batches as
+    /// were answered are queued, for at most as long as the last commit took (and
+    /// [`MAX_LINGER`]).
+    fn linger(
+        &mut self,
+        rx: &mpsc::Receiver<Job<S::Batch>>,
+        group: &mut Vec<Job<S::Batch>>,
+        max_group: usize,
+    ) {
+        let target = std::mem::take(&mut self.expected).min(max_group);
+        let deadline = Instant::now() + self.last_commit.min(MAX_LINGER);
+        while group.len() < target {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            match rx.recv_timeout(deadline - now) {
+                Ok(job) => {
+                    group.push(job);
+                    drain(rx, group, target);
+                }
+                Err(_) => break,
+            }
         }
     }
 

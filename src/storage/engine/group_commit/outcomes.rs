@@ -75,6 +75,11 @@ impl<D> Outcomes<D> {
         self.unflushed > 0
     }
 
+    /// How many committed batches wait for a flush.
+    pub(super) fn unflushed(&self) -> usize {
+        self.unflushed
+    }
+
     /// Takes the outcomes that may be handed out, in apply order.
     pub(super) fn take_ready(&mut self) -> Vec<Outcome<D>> {
         std::mem::take(&mut self.ready)
