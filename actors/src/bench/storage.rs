@@ -80,6 +80,7 @@ struct WriteRun {
     p99_us: f64,
     elapsed_s: f64,
     commits: u64,
+    flushes: u64,
     verified_rows: usize,
 }
 
@@ -186,6 +187,7 @@ fn run_json(run: &WriteRun) -> serde_json::Value {
         "p99_us": round2(run.p99_us),
         "elapsed_s": round2(run.elapsed_s),
         "fsync_commits": run.commits,
+        "explicit_flushes": run.flushes,
         "verified_rows": run.verified_rows,
     })
 }
@@ -207,17 +209,19 @@ struct Segment {
     latencies: Vec<Duration>,
     elapsed: Duration,
     commits: u64,
+    flushes: u64,
     verified_rows: usize,
 }
 
 impl From<Vec<Segment>> for WriteRun {
     fn from(segments: Vec<Segment>) -> Self {
         let mut latencies: Vec<Duration> = Vec::new();
-        let (mut elapsed, mut commits, mut verified_rows) = (Duration::ZERO, 0, 0);
+        let (mut elapsed, mut commits, mut flushes, mut verified_rows) = (Duration::ZERO, 0, 0, 0);
         for segment in segments {
             latencies.extend(segment.latencies);
             elapsed += segment.elapsed;
             commits += segment.commits;
+            flushes += segment.flushes;
             verified_rows += segment.verified_rows;
         }
         latencies.sort_unstable();
@@ -227,6 +231,7 @@ impl From<Vec<Segment>> for WriteRun {
             p99_us: percentile(&latencies, 0.99).as_secs_f64() * 1e6,
             elapsed_s: elapsed.as_secs_f64(),
             commits,
+            flushes,
             verified_rows,
         }
     }
@@ -285,7 +290,7 @@ impl WriteBench<'_> {
             Ok::<_, String>(all)
         })?;
         let elapsed = began.elapsed();
-        let commits = store.commit_stats().commits;
+        let stats = store.commit_stats();
         drop(store);
 
         let verified_rows = LmdbStorage::open(&dir, &options)
@@ -299,7 +304,8 @@ impl WriteBench<'_> {
         Ok(Segment {
             latencies,
             elapsed,
-            commits,
+            commits: stats.commits,
+            flushes: stats.flushes,
             verified_rows,
         })
     }
