@@ -85,6 +85,10 @@ impl StoredList {
 pub struct DeclaredStore {
     engine: Engine,
     marker: Arc<SeededMarker>,
+    /// The children the saves submitted so far leave on disk, so a whole list (an adopted
+    /// copy: one per leader broadcast on every peer) writes only what differs from it instead
+    /// of every child. A failed save makes its owner reopen the store, which reloads this.
+    on_disk: std::sync::Mutex<BTreeMap<ChildId, DeclaredChild>>,
 }
 
 impl DeclaredStore {
@@ -146,7 +150,16 @@ impl DeclaredStore {
                 "the declared list was unreadable; it is reported as lost, not as empty"
             );
         }
-        Ok((Self { engine, marker }, found))
+        let on_disk = match &found {
+            StoredList::Readable(list) => list.children().clone(),
+            StoredList::Missing | StoredList::Corrupt { .. } => BTreeMap::new(),
+        };
+        let store = Self {
+            engine,
+            marker,
+            on_disk: std::sync::Mutex::new(on_disk),
+        };
+        Ok((store, found))
     }
 
     /// The list file.
@@ -163,17 +176,30 @@ impl DeclaredStore {
     /// resolves `Ok`. An `Unchanged` change writes nothing.
     pub fn save_change(&self, list: &DeclaredList, change: &DeclaredChange) -> Commit {
         let mut ops = Vec::with_capacity(2);
+        let mut on_disk = self.on_disk.lock().unwrap_or_else(|e| e.into_inner());
         match change {
             DeclaredChange::Unchanged => return Commit::ready(Ok(())),
             DeclaredChange::Put(id) => match list.get(id) {
                 Some(child) => match encode_child(id, child) {
-                    Ok(op) => ops.push(op),
+                    Ok(op) => {
+                        ops.push(op);
+                        on_disk.insert(id.clone(), child.clone());
+                    }
                     Err(e) => return Commit::ready(Err(e)),
                 },
-                None => return self.save_whole(list),
+                None => {
+                    drop(on_disk);
+                    return self.save_whole(list);
+                }
             },
-            DeclaredChange::Removed(id) => ops.push(KvOp::Delete(child_key(id))),
-            DeclaredChange::Cleared => ops.push(KvOp::Clear),
+            DeclaredChange::Removed(id) => {
+                ops.push(KvOp::Delete(child_key(id)));
+                on_disk.remove(id);
+            }
+            DeclaredChange::Cleared => {
+                ops.push(KvOp::Clear);
+                on_disk.clear();
+            }
         }
         ops.push(encode_header(list));
         self.submit(ops, list.version())
@@ -181,15 +207,28 @@ impl DeclaredStore {
 
     /// Persists a whole list, replacing what is stored (an adopted copy, a seed). Durable when
     /// the commit resolves `Ok`.
+    ///
+    /// Only the children that differ from what the earlier saves left are written (a leader's
+    /// broadcast usually differs from the copy it replaces by one child), so adopting a copy
+    /// costs a comparison in memory and a few writes, not a write per declared child.
     pub fn save_whole(&self, list: &DeclaredList) -> Commit {
-        let mut ops = Vec::with_capacity(list.len() + 2);
-        ops.push(KvOp::Clear);
-        for (id, child) in list.children() {
+        let mut on_disk = self.on_disk.lock().unwrap_or_else(|e| e.into_inner());
+        let (removed, changed) = difference(&on_disk, list);
+        let mut ops: Vec<KvOp> = removed
+            .iter()
+            .map(|id| KvOp::Delete(child_key(id)))
+            .collect();
+        for (id, child) in &changed {
             match encode_child(id, child) {
                 Ok(op) => ops.push(op),
                 Err(e) => return Commit::ready(Err(e)),
             }
         }
+        for id in &removed {
+            on_disk.remove(id);
+        }
+        on_disk.extend(changed);
+        drop(on_disk);
         ops.push(encode_header(list));
         self.submit(ops, list.version())
     }
@@ -218,6 +257,25 @@ impl DeclaredStore {
         }
         commit
     }
+}
+
+/// What turns the children `on_disk` into `list`'s: the ids to delete and the entries to put.
+fn difference(
+    on_disk: &BTreeMap<ChildId, DeclaredChild>,
+    list: &DeclaredList,
+) -> (Vec<ChildId>, Vec<(ChildId, DeclaredChild)>) {
+    let removed = on_disk
+        .keys()
+        .filter(|id| list.get(id).is_none())
+        .cloned()
+        .collect();
+    let changed = list
+        .children()
+        .iter()
+        .filter(|(id, child)| on_disk.get(*id) != Some(*child))
+        .map(|(id, child)| (id.clone(), child.clone()))
+        .collect();
+    (removed, changed)
 }
 
 /// The seeded marker file, written once.

@@ -218,3 +218,46 @@ fn the_store_lives_in_the_hub_directory() {
         PathBuf::from("/var/lib/app/process_hub/h1")
     );
 }
+
+#[test]
+fn whole_saves_write_the_difference_and_reload_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let list_of = |version: u64, ids: &[(&str, &str)]| {
+        let children = ids
+            .iter()
+            .map(|(id, kind)| {
+                (
+                    ChildId::from(*id),
+                    DeclaredChild {
+                        spec: ChildSpec::new(*id, *kind),
+                        metadata: Metadata::new(),
+                    },
+                )
+            })
+            .collect();
+        DeclaredList::from_parts(version, children, Some("n1".into()))
+    };
+    let first = list_of(3, &[("a", "counter"), ("b", "counter"), ("c", "counter")]);
+    // b removed, c's spec replaced, d added.
+    let second = list_of(5, &[("a", "counter"), ("c", "ticker"), ("d", "counter")]);
+    {
+        let (store, _) = DeclaredStore::open(dir.path(), &opts()).unwrap();
+        store.save_whole(&first).wait().unwrap();
+        // b deleted, c and d put: not a write per child.
+        let (removed, changed) = difference(first.children(), &second);
+        assert_eq!(removed, [ChildId::from("b")]);
+        let changed: Vec<&str> = changed.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(changed, ["c", "d"]);
+        store.save_whole(&second).wait().unwrap();
+        assert_eq!(store.load().unwrap(), Some(second.clone()));
+    }
+    // After a reopen the store compares with what it found on disk.
+    let (store, found) = DeclaredStore::open(dir.path(), &opts()).unwrap();
+    assert_eq!(found, StoredList::Readable(second.clone()));
+    let mut third = second.clone();
+    let change = add(&mut third, "e");
+    store.save_change(&third, &change).wait().unwrap();
+    let fourth = list_of(9, &[("e", "counter")]);
+    store.save_whole(&fourth).wait().unwrap();
+    assert_eq!(store.load().unwrap(), Some(fourth));
+}
