@@ -167,6 +167,11 @@ async fn run_round(
     // Asked after the rows were read: a child missing from them was stopped before the
     // question, so its removal is in the leader's answer.
     let leader_answered = confirm_with_leader(&hub, &recovery).await;
+    // The copy planned with is read after the answer and is the one compared with it (an
+    // older copy read before could still declare a child the answer shows stopped).
+    if !snapshot.parked {
+        snapshot = recovery.snapshot();
+    }
     // A node that has not weighed every peer's copy may be behind a newer version: an
     // outdated copy could restart a child stopped since, so it plans parked and asks again.
     let peers = peers(&hub);
@@ -174,7 +179,7 @@ async fn run_round(
     if let Err(leader) = leader_answered {
         unheard.push(leader);
     }
-    let ahead = recovery.ahead_of_me(&peers);
+    let ahead = recovery.ahead_of(&snapshot.list, &peers);
     if !ahead.is_empty() {
         tracing::info!(
             ?ahead,

@@ -166,14 +166,18 @@ impl RecoveryShared {
     /// theirs, this node's copy is outdated (it may still declare a child stopped since), so
     /// its rounds are planned parked.
     pub fn ahead_of_me(&self, peers: &[NodeName]) -> Vec<NodeName> {
-        let mine = self.snapshot().list;
+        self.ahead_of(&self.snapshot().list, peers)
+    }
+
+    /// The current peers that announced a copy ahead of `mine`.
+    pub fn ahead_of(&self, mine: &DeclaredList, peers: &[NodeName]) -> Vec<NodeName> {
         let announced = self.announced.lock().unwrap_or_else(|e| e.into_inner());
         peers
             .iter()
             .filter(|p| {
                 announced
                     .get(*p)
-                    .is_some_and(|(v, by)| announced_ahead(&mine, *v, by.as_deref()))
+                    .is_some_and(|(v, by)| announced_ahead(mine, *v, by.as_deref()))
             })
             .cloned()
             .collect()
