@@ -16,12 +16,11 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use process_hub::admin::{ChildView, RegistrySummary, StartSpec};
 use serde::Serialize;
 
-use crate::harness::outage::stop_concurrently;
+use crate::harness::outage::{start_in_batches, stop_concurrently};
 use crate::harness::{
     wait_for, whole_cluster_outage, AdminClient, Census, ClusterOptions, HarnessError,
     LocalCluster, OutageReport, OutageSettings,
@@ -132,51 +131,6 @@ const POLL_INTERVAL: Duration = Duration::from_millis(2);
 
 /// How long the convergence and failover waits may take before the demo gives up.
 const WAIT_LIMIT: Duration = Duration::from_secs(120);
-
-/// Sends `specs` to `entry` in requests of `batch`, `concurrency` requests in flight (one
-/// client connection each); answers the number of per-child errors.
-fn send_batches(
-    entry: &AdminClient,
-    specs: &[StartSpec],
-    batch: usize,
-    concurrency: usize,
-) -> Result<usize, DemoError> {
-    let chunks: Vec<&[StartSpec]> = specs.chunks(batch).collect();
-    let next = AtomicUsize::new(0);
-    let done = AtomicUsize::new(0);
-    let workers = concurrency.clamp(1, chunks.len().max(1));
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| {
-                let client = AdminClient::new(entry.addr());
-                let (chunks, next, done) = (&chunks, &next, &done);
-                scope.spawn(move || -> Result<usize, DemoError> {
-                    let mut errors = 0;
-                    loop {
-                        let n = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(chunk) = chunks.get(n) else {
-                            return Ok(errors);
-                        };
-                        errors += client.start(chunk)?.errors.len();
-                        let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
-                        if finished % 5 == 0 {
-                            progress(&format!(
-                                "  {} started",
-                                (finished * batch).min(specs.len())
-                            ));
-                        }
-                    }
-                })
-            })
-            .collect();
-        handles.into_iter().try_fold(0, |sum, h| {
-            let errors = h
-                .join()
-                .map_err(|_| DemoError::Invalid("a start worker panicked".into()))??;
-            Ok(sum + errors)
-        })
-    })
-}
 
 /// Polls every client's registry summary until `done` holds for all of them in one sweep.
 fn poll_until(
@@ -309,8 +263,9 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
         })
         .collect();
     let started_at = Instant::now();
-    let errors = send_batches(&entry, &specs, args.batch, args.concurrency)?;
-    let start_elapsed = started_at.elapsed();
+    let (start_elapsed, errors) =
+        start_in_batches(&entry, &specs, args.batch, args.concurrency, &progress)?;
+    let errors = errors.len();
     if errors > 0 {
         progress(&format!("  {errors} start errors reported"));
     }

@@ -150,8 +150,14 @@ fn declare(
     batch: usize,
 ) -> Result<(f64, Duration), String> {
     let specs = counter_specs(&ids(prefix, n), true);
-    let (elapsed, errors) = start_in_batches(&cluster.nodes[0].client(), &specs, batch, &progress)
-        .map_err(|e| e.to_string())?;
+    let (elapsed, errors) = start_in_batches(
+        &cluster.nodes[0].client(),
+        &specs,
+        batch,
+        crate::demo::DEFAULT_CONCURRENCY,
+        &progress,
+    )
+    .map_err(|e| e.to_string())?;
     if !errors.is_empty() {
         return Err(format!(
             "{} durable starts failed, first: {:?}",

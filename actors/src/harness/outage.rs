@@ -41,22 +41,57 @@ pub fn counter_specs(ids: &[String], durable: bool) -> Vec<StartSpec> {
         .collect()
 }
 
-/// Starts `specs` through `client` in requests of `batch`, one after another, each awaited.
-/// Returns the elapsed time and the per-child errors the nodes reported.
+/// Starts `specs` through `client` in requests of `batch`, `concurrency` requests in flight
+/// (one connection each, every request awaited), as a service with several callers drives a
+/// node. Returns the elapsed time and the per-child errors the nodes reported.
 pub fn start_in_batches(
     client: &AdminClient,
     specs: &[StartSpec],
     batch: usize,
-    progress: &dyn Fn(&str),
+    concurrency: usize,
+    progress: &(dyn Fn(&str) + Sync),
 ) -> Result<(Duration, Vec<StartError>), AdminClientError> {
     let started_at = Instant::now();
-    let mut errors = Vec::new();
     let batch = batch.max(1);
-    for (n, chunk) in specs.chunks(batch).enumerate() {
-        errors.extend(client.start(chunk)?.errors);
-        if (n + 1) % 5 == 0 {
-            progress(&format!("  {} started", ((n + 1) * batch).min(specs.len())));
-        }
+    let chunks: Vec<&[StartSpec]> = specs.chunks(batch).collect();
+    let (next, done) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    let workers = concurrency.clamp(1, chunks.len().max(1));
+    let outcomes: Vec<Result<Vec<StartError>, AdminClientError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                let client = AdminClient::new(client.addr());
+                let (chunks, next, done) = (&chunks, &next, &done);
+                scope.spawn(move || {
+                    let mut errors = Vec::new();
+                    while let Some(chunk) = chunks.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        errors.extend(client.start(chunk)?.errors);
+                        let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
+                        if finished % 5 == 0 {
+                            progress(&format!(
+                                "  {} started",
+                                (finished * batch).min(specs.len())
+                            ));
+                        }
+                    }
+                    Ok(errors)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(AdminClientError::Unreachable {
+                        addr: client.addr(),
+                        message: "a start worker panicked".into(),
+                    })
+                })
+            })
+            .collect()
+    });
+    let mut errors = Vec::new();
+    for outcome in outcomes {
+        errors.extend(outcome?);
     }
     Ok((started_at.elapsed(), errors))
 }
