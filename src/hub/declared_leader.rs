@@ -36,7 +36,7 @@ use crate::api::options::{StartOptions, StopOptions};
 use crate::api::results::ChildFailure;
 use crate::cluster::wire::{DeclaredOp, WireMsg};
 use crate::core::boot::{decide_boot, DurableEvidence, ManifestFetch, ParkReason};
-use crate::core::declared_list::DeclaredList;
+use crate::core::declared_list::{DeclaredChange, DeclaredList};
 use crate::core::declared_state::{DeclaredEffect, DeclaredState};
 use crate::core::manifest_ship::ShipBackoff;
 use crate::hooks::{HookEvent, HookKey};
@@ -103,6 +103,9 @@ pub(crate) type Then = Box<dyn FnOnce(Result<u64, RecoveryError>) + Send>;
 #[derive(Default)]
 struct AfterPersist {
     commits: Vec<Commit>,
+    /// Changes not submitted yet: one operation's changes (a batch of durable starts) share one
+    /// commit and one header write instead of one each.
+    changes: Vec<DeclaredChange>,
     broadcast: bool,
     ship: bool,
 }
@@ -141,10 +144,9 @@ impl DeclaredLeaderState {
     fn apply(&mut self, effects: Vec<DeclaredEffect>, after: &mut AfterPersist) {
         for effect in effects {
             match effect {
-                DeclaredEffect::PersistChange(change) => after
-                    .commits
-                    .push(self.store.save_change(self.state.list(), &change)),
+                DeclaredEffect::PersistChange(change) => after.changes.push(change),
                 DeclaredEffect::PersistWhole => {
+                    self.submit_changes(after);
                     after.commits.push(self.store.save_whole(self.state.list()))
                 }
                 // The caller is answered by the task that awaits the persists.
@@ -176,12 +178,24 @@ impl DeclaredLeaderState {
 
     /// Awaits the persists in order, publishes the list, then runs `then` with the outcome and
     /// (on success) broadcasts and ships. Never blocks the actor.
+    /// Submits the changes collected so far as one commit (against the list as it is now, so a
+    /// child added then removed within one operation is just removed).
+    fn submit_changes(&self, after: &mut AfterPersist) {
+        if !after.changes.is_empty() {
+            let changes = std::mem::take(&mut after.changes);
+            after
+                .commits
+                .push(self.store.save_changes(self.state.list(), &changes));
+        }
+    }
+
     fn finish(
         &self,
         myself: &ActorRef<DeclaredMsg>,
-        after: AfterPersist,
+        mut after: AfterPersist,
         then: impl FnOnce(Result<(), StorageError>) + Send + 'static,
     ) {
+        self.submit_changes(&mut after);
         let list = self.state.list().clone();
         let parked = self.parked();
         let recovery = self.recovery.clone();
@@ -578,6 +592,7 @@ impl Actor for DeclaredLeader {
         };
         let mut after = AfterPersist::default();
         leader_state.apply(effects, &mut after);
+        leader_state.submit_changes(&mut after);
         for commit in after.commits {
             commit.wait_async().await?;
         }

@@ -175,31 +175,42 @@ impl DeclaredStore {
     /// Persists one mutation's change (`list` is the list after it). Durable when the commit
     /// resolves `Ok`. An `Unchanged` change writes nothing.
     pub fn save_change(&self, list: &DeclaredList, change: &DeclaredChange) -> Commit {
-        let mut ops = Vec::with_capacity(2);
+        self.save_changes(list, std::slice::from_ref(change))
+    }
+
+    /// Persists the changes of consecutive mutations in one commit (`list` is the list after
+    /// the last): a batch of durable starts writes its children and one header, and many
+    /// concurrent batches still share an fsync. A child put and then removed within the
+    /// changes is only removed. Durable when the commit resolves `Ok`.
+    pub fn save_changes(&self, list: &DeclaredList, changes: &[DeclaredChange]) -> Commit {
+        let mut ops = Vec::with_capacity(changes.len() + 1);
         let mut on_disk = self.on_disk.lock().unwrap_or_else(|e| e.into_inner());
-        match change {
-            DeclaredChange::Unchanged => return Commit::ready(Ok(())),
-            DeclaredChange::Put(id) => match list.get(id) {
-                Some(child) => match encode_child(id, child) {
-                    Ok(op) => {
-                        ops.push(op);
+        for change in changes {
+            match change {
+                DeclaredChange::Unchanged => {}
+                DeclaredChange::Put(id) => {
+                    // Absent from `list`: a later change of the same batch removed it.
+                    if let Some(child) = list.get(id) {
+                        match encode_child(id, child) {
+                            Ok(op) => ops.push(op),
+                            Err(e) => return Commit::ready(Err(e)),
+                        }
                         on_disk.insert(id.clone(), child.clone());
                     }
-                    Err(e) => return Commit::ready(Err(e)),
-                },
-                None => {
-                    drop(on_disk);
-                    return self.save_whole(list);
                 }
-            },
-            DeclaredChange::Removed(id) => {
-                ops.push(KvOp::Delete(child_key(id)));
-                on_disk.remove(id);
+                DeclaredChange::Removed(id) => {
+                    ops.push(KvOp::Delete(child_key(id)));
+                    on_disk.remove(id);
+                }
+                DeclaredChange::Cleared => {
+                    ops.push(KvOp::Clear);
+                    on_disk.clear();
+                }
             }
-            DeclaredChange::Cleared => {
-                ops.push(KvOp::Clear);
-                on_disk.clear();
-            }
+        }
+        drop(on_disk);
+        if ops.is_empty() && changes.iter().all(|c| *c == DeclaredChange::Unchanged) {
+            return Commit::ready(Ok(()));
         }
         ops.push(encode_header(list));
         self.submit(ops, list.version())

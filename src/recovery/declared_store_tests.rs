@@ -261,3 +261,27 @@ fn whole_saves_write_the_difference_and_reload_exactly() {
     store.save_whole(&fourth).wait().unwrap();
     assert_eq!(store.load().unwrap(), Some(fourth));
 }
+
+#[test]
+fn one_commit_persists_a_batch_of_changes_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = DeclaredStore::open(dir.path(), &opts()).unwrap();
+    let mut list = DeclaredList::new();
+    let mut changes = Vec::new();
+    for id in ["a", "b", "c"] {
+        changes.push(add(&mut list, id));
+    }
+    changes.push(list.remove(&"b".into(), "n1"));
+    changes.push(list.remove(&"zz".into(), "n1"));
+    let commits_before = store.stats().commits;
+    store.save_changes(&list, &changes).wait().unwrap();
+    assert_eq!(store.stats().commits - commits_before, 1);
+    assert_eq!(store.load().unwrap(), Some(list.clone()));
+    // A clear and a re-add within one batch leave just the re-added child.
+    let mut changes = vec![list.clear("n1")];
+    changes.push(add(&mut list, "a"));
+    store.save_changes(&list, &changes).wait().unwrap();
+    drop(store);
+    let (_, found) = DeclaredStore::open(dir.path(), &opts()).unwrap();
+    assert_eq!(found, StoredList::Readable(list));
+}
