@@ -19,19 +19,10 @@ fn binary() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_process-hub"))
 }
 
-fn logs(cluster: &LocalCluster) -> String {
-    cluster
-        .nodes
-        .iter()
-        .map(|n| format!("--- {} ---\n{}", n.name, n.log_tail(40)))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 fn formed(n: usize, options: &ClusterOptions) -> LocalCluster {
     let mut cluster = LocalCluster::start(binary(), n, options, None).expect("nodes spawn");
     if let Err(e) = cluster.wait_formed(DEADLINE) {
-        panic!("{e}\n{}", logs(&cluster));
+        panic!("{e}\n{}", cluster.log_tails(40));
     }
     cluster
 }
@@ -82,7 +73,7 @@ fn wait_placed(
             .all(|w| w[0] == w[1])
             .then(|| views[0].clone())
     });
-    result.unwrap_or_else(|e| panic!("{e}\n{}", logs(cluster)))
+    result.unwrap_or_else(|e| panic!("{e}\n{}", cluster.log_tails(40)))
 }
 
 fn names(cluster: &LocalCluster) -> BTreeSet<String> {
@@ -158,7 +149,7 @@ fn a_sigkilled_nodes_children_run_again_on_the_survivors() {
     }
     cluster
         .wait_formed(DEADLINE)
-        .unwrap_or_else(|e| panic!("{e}\n{}", logs(&cluster)));
+        .unwrap_or_else(|e| panic!("{e}\n{}", cluster.log_tails(40)));
 }
 
 #[test]
@@ -179,7 +170,7 @@ fn a_node_restarted_on_its_data_directory_rejoins() {
     cluster.nodes[2].restart().expect("restart");
     cluster
         .wait_formed(DEADLINE)
-        .unwrap_or_else(|e| panic!("{e}\n{}", logs(&cluster)));
+        .unwrap_or_else(|e| panic!("{e}\n{}", cluster.log_tails(40)));
     let clients = cluster.live_clients();
     assert_eq!(clients.len(), 3);
     let placed = wait_placed(&cluster, &clients, CHILDREN, &all);
@@ -201,7 +192,7 @@ fn a_node_with_the_wrong_cookie_never_becomes_a_member() {
     wait_for("the impostor to serve its admin API", DEADLINE, || {
         impostor_client.health().ok()
     })
-    .unwrap_or_else(|e| panic!("{e}\n{}", logs(&cluster)));
+    .unwrap_or_else(|e| panic!("{e}\n{}", cluster.log_tails(40)));
     // A node with the right cookie, started after the impostor, gets in: by the time it is a
     // member everywhere, the impostor has had as long to try.
     let honest = cluster.add_node(&options).expect("honest node spawns");
@@ -225,7 +216,7 @@ fn a_node_with_the_wrong_cookie_never_becomes_a_member() {
                 .then_some(())
         },
     )
-    .unwrap_or_else(|e| panic!("{e}\n{}", logs(&cluster)));
+    .unwrap_or_else(|e| panic!("{e}\n{}", cluster.log_tails(40)));
     for client in &members_clients {
         let members = client.health().expect("health").members;
         assert!(!members.contains(&impostor_name), "{members:?}");
@@ -260,7 +251,7 @@ fn a_node_stopped_with_sigterm_hands_its_children_over_and_exits_zero() {
     let leaver_name = cluster.nodes[leaver].node_name.clone();
     let status = cluster.nodes[leaver]
         .terminate_status(DEADLINE)
-        .unwrap_or_else(|| panic!("no exit on SIGTERM\n{}", logs(&cluster)));
+        .unwrap_or_else(|| panic!("no exit on SIGTERM\n{}", cluster.log_tails(40)));
     assert!(status.success(), "exit status {status:?}");
     let live: BTreeSet<String> = all.iter().filter(|n| **n != leaver_name).cloned().collect();
     let survivors = cluster.live_clients();

@@ -23,15 +23,6 @@ fn binary() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_process-hub"))
 }
 
-fn logs(cluster: &LocalCluster) -> String {
-    cluster
-        .nodes
-        .iter()
-        .map(|n| format!("--- {} ---\n{}", n.name, n.log_tail(40)))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 fn options(backend: BackendChoice) -> ClusterOptions {
     ClusterOptions {
         hub: "durable".into(),
@@ -45,14 +36,6 @@ fn options(backend: BackendChoice) -> ClusterOptions {
         ],
         ..ClusterOptions::default()
     }
-}
-
-fn clients(cluster: &LocalCluster) -> Vec<(String, AdminClient)> {
-    cluster
-        .nodes
-        .iter()
-        .map(|n| (n.node_name.clone(), n.client()))
-        .collect()
 }
 
 fn all_normal(clients: &[(String, AdminClient)]) -> Option<()> {
@@ -86,12 +69,12 @@ fn settled(
 fn declared_children_survive_a_whole_cluster_sigkill(backend: BackendChoice) {
     let mut cluster =
         LocalCluster::start(binary(), 3, &options(backend), None).expect("nodes spawn");
-    let all = clients(&cluster);
+    let all = cluster.named_clients();
     let ready = cluster
         .wait_formed(DEADLINE)
         .and_then(|()| wait_for("every node to be normal", DEADLINE, || all_normal(&all)));
     if let Err(e) = ready {
-        panic!("{e}\n{}", logs(&cluster));
+        panic!("{e}\n{}", cluster.log_tails(40));
     }
 
     let ids: Vec<String> = (0..CHILDREN).map(|i| format!("d-{i:03}")).collect();
@@ -113,7 +96,7 @@ fn declared_children_survive_a_whole_cluster_sigkill(backend: BackendChoice) {
     if let Err(e) = wait_for("the stops to reach every node", DEADLINE, || {
         settled(&all, &declared, &stopped)
     }) {
-        panic!("{e}\n{}", logs(&cluster));
+        panic!("{e}\n{}", cluster.log_tails(40));
     }
 
     let report = whole_cluster_outage(
@@ -127,8 +110,8 @@ fn declared_children_survive_a_whole_cluster_sigkill(backend: BackendChoice) {
         },
         &|_| {},
     )
-    .unwrap_or_else(|e| panic!("{e}\n{}", logs(&cluster)));
-    assert!(report.clean(), "{report:#?}\n{}", logs(&cluster));
+    .unwrap_or_else(|e| panic!("{e}\n{}", cluster.log_tails(40)));
+    assert!(report.clean(), "{report:#?}\n{}", cluster.log_tails(40));
     // The same check, read again now that every node is normal: every declared child once,
     // no stopped child anywhere, the same list on every node.
     let census = Census::take(&all).expect("census");

@@ -113,14 +113,6 @@ fn ids(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i:06}")).collect()
 }
 
-fn clients(cluster: &LocalCluster) -> Vec<(String, AdminClient)> {
-    cluster
-        .nodes
-        .iter()
-        .map(|n| (n.node_name.clone(), n.client()))
-        .collect()
-}
-
 /// A formed cluster whose nodes all finished their first round (`normal`).
 fn ready_cluster(
     binary: &Path,
@@ -219,7 +211,7 @@ fn wait_settled(
     stopped: &BTreeSet<String>,
     before: &Instances,
 ) -> Result<SeenAfterStop, String> {
-    let all = clients(cluster);
+    let all = cluster.named_clients();
     let mut seen = SeenAfterStop::default();
     wait_for(
         "every registry and declared list to agree",
@@ -284,7 +276,7 @@ pub fn run(args: RecoveryBenchArgs) -> Result<(), String> {
         .collect();
     progress(&format!("stopping {} children (DELETE)", stopped.len()));
     let stop_list: Vec<String> = stopped.iter().cloned().collect();
-    let before_stops = instances(&clients(&cluster)).ok_or("cannot read the registries")?;
+    let before_stops = instances(&cluster.named_clients()).ok_or("cannot read the registries")?;
     let stop_started = Instant::now();
     let failures = stop_concurrently(&cluster.nodes[0].client(), &stop_list, STOP_THREADS);
     let stop_elapsed = stop_started.elapsed();

@@ -356,6 +356,24 @@ impl LocalCluster {
             .collect()
     }
 
+    /// Every node's name with its admin client (running or not), in node order.
+    pub fn named_clients(&self) -> Vec<(String, AdminClient)> {
+        self.nodes
+            .iter()
+            .map(|n| (n.node_name.clone(), n.client()))
+            .collect()
+    }
+
+    /// The last `lines` of every node's log, each under its name (for a failing test's
+    /// message).
+    pub fn log_tails(&self, lines: usize) -> String {
+        self.nodes
+            .iter()
+            .map(|n| format!("--- {} ---\n{}", n.name, n.log_tail(lines)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     /// SIGTERM every node at once, then wait up to `grace` for each (SIGKILL after that).
     pub fn shutdown(&mut self, grace: Duration) {
         for node in &self.nodes {

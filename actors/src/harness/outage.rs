@@ -204,14 +204,6 @@ fn named(ids: &[String], census: &Census) -> Vec<String> {
         .collect()
 }
 
-fn clients(cluster: &LocalCluster) -> Vec<(String, AdminClient)> {
-    cluster
-        .nodes
-        .iter()
-        .map(|n| (n.node_name.clone(), n.client()))
-        .collect()
-}
-
 /// SIGKILLs every node of `cluster`, restarts every node on its data directory, and waits until
 /// each of `declared` runs exactly once (see the module docs for what is measured). `stopped`
 /// are the children stopped before the outage: they must not run again.
@@ -238,7 +230,7 @@ pub fn whole_cluster_outage(
     }
     cluster.wait_formed(settings.deadline)?;
     let grace_end = first_spawn + settings.reconcile_grace;
-    let all = clients(cluster);
+    let all = cluster.named_clients();
     progress("waiting until every declared child runs exactly once");
     let first = all[0].1.clone();
     let recovered = wait_for(
