@@ -180,21 +180,16 @@ async fn run_round(
         unheard.push(leader);
     }
     let ahead = recovery.ahead_of(&snapshot.list, &peers);
-    if !ahead.is_empty() {
-        tracing::info!(
-            ?ahead,
-            version = snapshot.list.version(),
-            "these peers announced a newer declared copy; round parked until it is fetched"
-        );
-    }
-    unheard.extend(ahead);
-    unheard.sort();
-    unheard.dedup();
-    if !unheard.is_empty() {
+    if !unheard.is_empty() || !ahead.is_empty() {
         tracing::info!(
             ?unheard,
-            "declared copies of these peers not heard yet; round parked"
+            ?ahead,
+            version = snapshot.list.version(),
+            "declared copies of these peers not weighed yet, or newer than this one; round parked"
         );
+        unheard.extend(ahead);
+        unheard.sort();
+        unheard.dedup();
         if let Some(leader) = hub.declared_leader() {
             let _ = leader.cast(super::declared_leader::DeclaredMsg::Solicit {
                 nodes: unheard.clone(),

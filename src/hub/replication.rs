@@ -224,14 +224,10 @@ impl RegistryState {
         while !delta.is_empty() {
             let rest = delta.split_off(delta.len().min(DELTA_CHUNK));
             let msg = WireMsg::RegistryDelta { changes: delta };
-            match transport.broadcast(&msg) {
-                Ok(failures) => {
-                    for (peer, error) in failures {
-                        tracing::debug!(peer = %peer, error = %error, "registry delta not sent; the next full sync heals it");
-                    }
-                }
-                Err(error) => tracing::warn!(error = %error, "registry delta could not be encoded"),
-            }
+            log_send(
+                transport.broadcast(&msg),
+                "registry delta not sent; the next full sync heals it",
+            );
             delta = rest;
         }
     }
@@ -253,13 +249,13 @@ impl RegistryState {
         } else {
             let sync_id = NEXT_SYNC_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let total = rows.len().div_ceil(SYNC_CHUNK) as u32;
-            rows.chunks(SYNC_CHUNK)
-                .enumerate()
-                .map(|(index, part)| WireMsg::FullSyncPart {
+            let mut rows = rows.into_iter();
+            (0..total)
+                .map(|index| WireMsg::FullSyncPart {
                     sync_id,
-                    index: index as u32,
+                    index,
                     total,
-                    rows: part.to_vec(),
+                    rows: rows.by_ref().take(SYNC_CHUNK).collect(),
                 })
                 .collect()
         };
@@ -268,14 +264,26 @@ impl RegistryState {
                 Some(peer) => transport.send(peer, msg).map(|()| Vec::new()),
                 None => transport.broadcast(msg),
             };
-            match outcome {
-                Ok(failures) => {
-                    for (peer, error) in failures {
-                        tracing::debug!(peer = %peer, error = %error, "full sync not sent");
-                    }
-                }
-                Err(error) => tracing::warn!(error = %error, "full sync not sent"),
+            log_send(outcome, "full sync not sent");
+        }
+    }
+}
+
+/// Logs what a send or broadcast of registry replication could not deliver: a peer it did not
+/// reach at debug (the next full sync heals it), a frame that could not be sent at all at warn.
+fn log_send(
+    outcome: Result<
+        Vec<(NodeName, crate::cluster::transport::TransportError)>,
+        crate::cluster::transport::TransportError,
+    >,
+    what: &str,
+) {
+    match outcome {
+        Ok(failures) => {
+            for (peer, error) in failures {
+                tracing::debug!(peer = %peer, error = %error, "{what}");
             }
         }
+        Err(error) => tracing::warn!(error = %error, "{what}"),
     }
 }

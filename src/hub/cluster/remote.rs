@@ -21,7 +21,7 @@ use crate::hooks::{HookEvent, HookKey};
 use crate::hub::coordinator::{CoordinatorMsg, CoordinatorState};
 use crate::hub::delivery::{self, NodeStartReport, NodeStopReport, StartBatch, StopBatch};
 use crate::hub::registry::{RegistryMsg, RegistryOp};
-use crate::model::{ChildId, NodeName};
+use crate::model::{ChildId, NodeName, Row};
 
 fn code_of<E: serde::Serialize>(e: &E) -> (String, String) {
     let json = serde_json::to_value(e).unwrap_or_default();
@@ -124,14 +124,7 @@ impl CoordinatorState {
             WireMsg::RegistryDelta { changes } => {
                 self.registry_write(myself, vec![RegistryOp::Merge { from, changes }], None)
             }
-            WireMsg::FullSync { rows } => self.registry_write(
-                myself,
-                vec![RegistryOp::Sync {
-                    from: from.clone(),
-                    rows,
-                }],
-                Some(ClusterMsg::Synced { from }),
-            ),
+            WireMsg::FullSync { rows } => self.apply_full_sync(myself, from, rows),
             WireMsg::DeclaredVersionQuery => {
                 let transport = self.cluster.as_ref().map(|c| c.transport.clone());
                 if let (Some(msg), Some(transport)) = (self.declared_announcement(), transport) {
@@ -153,14 +146,7 @@ impl CoordinatorState {
                     .sync_parts
                     .accept(&from, sync_id, index, total, rows)
                 {
-                    self.registry_write(
-                        myself,
-                        vec![RegistryOp::Sync {
-                            from: from.clone(),
-                            rows,
-                        }],
-                        Some(ClusterMsg::Synced { from }),
-                    );
+                    self.apply_full_sync(myself, from, rows);
                 }
             }
             WireMsg::SyncRequest => {
@@ -213,6 +199,24 @@ impl CoordinatorState {
             }
             WireMsg::Hello { .. } | WireMsg::Heartbeat { .. } => {}
         }
+    }
+
+    /// Applies peer `from`'s complete observations (one frame or reassembled parts); the
+    /// write's completion counts as a delivered registry (`Synced`).
+    fn apply_full_sync(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        from: NodeName,
+        rows: Vec<Row>,
+    ) {
+        self.registry_write(
+            myself,
+            vec![RegistryOp::Sync {
+                from: from.clone(),
+                rows,
+            }],
+            Some(ClusterMsg::Synced { from }),
+        );
     }
 
     /// Sends `msg` to `to`, or hands it to this Coordinator when `to` is this node.
