@@ -13,12 +13,20 @@
 //! can fire `declared_tiebreak`. [`precedence`] is a total order, so every node reaches the same
 //! winner whatever order it hears the copies in.
 //!
+//! The children live in a persistent map ([`imbl::OrdMap`]): cloning a copy is O(1) and a
+//! mutation copies only the path to the changed entry, so the snapshots handed to the persist,
+//! publish, broadcast and ship steps cost nothing per mutation whatever the list's size. Each
+//! copy also keeps a [`DeclaredList::digest`] of its content, updated per entry, so a peer can
+//! check that a delta's base (`crate::core::declared_delta`) is exactly its own copy.
+//!
 //! Pure: no IO, no clock. The store that persists a copy is `crate::recovery::declared_store`.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
+use imbl::OrdMap;
 use serde::{Deserialize, Serialize};
+use siphasher::sip::SipHasher13;
 
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName, Restart, Row, RESERVED_METADATA_KEY};
 
@@ -113,15 +121,89 @@ impl Adoption {
     }
 }
 
+/// The declared children by id: a persistent map, so a clone is O(1) (see the module doc).
+/// It serializes exactly as the `BTreeMap` it replaced (a length-prefixed map in key order).
+pub type DeclaredChildren = OrdMap<ChildId, DeclaredChild>;
+
 /// A node's copy of the declared list.
 ///
 /// Version 0 is the empty list nobody ever mutated (a fresh node); every mutation by the leader
 /// moves the version up by one.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// The serialized form (wire, store tests, manifest round trips) is the version, the children
+/// and the last mutator, as before; the digest is not serialized but recomputed on decode.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(from = "ListRepr")]
 pub struct DeclaredList {
     version: u64,
-    children: BTreeMap<ChildId, DeclaredChild>,
+    children: DeclaredChildren,
     last_mutated_by: Option<NodeName>,
+    /// [`content_digest`] of `children`, kept up to date by every mutation.
+    #[serde(skip)]
+    digest: u64,
+}
+
+/// The serialized fields of a [`DeclaredList`], in their order.
+#[derive(Deserialize)]
+struct ListRepr {
+    version: u64,
+    children: DeclaredChildren,
+    last_mutated_by: Option<NodeName>,
+}
+
+impl From<ListRepr> for DeclaredList {
+    fn from(repr: ListRepr) -> Self {
+        DeclaredList::from_parts(repr.version, repr.children, repr.last_mutated_by)
+    }
+}
+
+impl PartialEq for DeclaredList {
+    /// The stamp and the digest first (cheap), then the content.
+    fn eq(&self, other: &Self) -> bool {
+        self.version == other.version
+            && self.last_mutated_by == other.last_mutated_by
+            && self.digest == other.digest
+            && self.children == other.children
+    }
+}
+
+impl Eq for DeclaredList {}
+
+/// The digest of one entry: SipHash-1-3 with fixed keys over its bincode encoding, so every
+/// node of every build that speaks the same wire format computes the same value.
+fn entry_digest(id: &ChildId, child: &DeclaredChild) -> u64 {
+    use std::hash::Hasher;
+
+    struct HashWriter(SipHasher13);
+    impl std::io::Write for HashWriter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.write(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut writer = HashWriter(SipHasher13::new_with_keys(
+        0x6465_636c_6172_6564,
+        0x6c69_7374,
+    ));
+    // Encoding into a hasher cannot fail for these plain types; a failure would only weaken
+    // the digest of this entry, never panic.
+    let _ = bincode::serialize_into(&mut writer, &(id, child));
+    writer.0.finish()
+}
+
+/// The order-independent digest of a set of children: the wrapping sum of their entries'
+/// digests, so adding or removing one entry updates it in O(1). Two copies with the same stamp
+/// (version, last mutator) but different content, which a node that lost its disk can produce,
+/// are told apart by it (up to a 2^-64 chance).
+pub fn content_digest<'a>(
+    children: impl IntoIterator<Item = (&'a ChildId, &'a DeclaredChild)>,
+) -> u64 {
+    children.into_iter().fold(0u64, |sum, (id, child)| {
+        sum.wrapping_add(entry_digest(id, child))
+    })
 }
 
 impl DeclaredList {
@@ -130,16 +212,20 @@ impl DeclaredList {
         Self::default()
     }
 
-    /// Rebuilds a list from its parts (a store's or a manifest's decoded contents).
+    /// Rebuilds a list from its parts (a store's or a manifest's decoded contents). O(n): the
+    /// digest is computed over every child.
     pub fn from_parts(
         version: u64,
-        children: BTreeMap<ChildId, DeclaredChild>,
+        children: impl Into<DeclaredChildren>,
         last_mutated_by: Option<NodeName>,
     ) -> Self {
+        let children = children.into();
+        let digest = content_digest(children.iter());
         Self {
             version,
             children,
             last_mutated_by,
+            digest,
         }
     }
 
@@ -154,8 +240,47 @@ impl DeclaredList {
     }
 
     /// The declared children by id.
-    pub fn children(&self) -> &BTreeMap<ChildId, DeclaredChild> {
+    pub fn children(&self) -> &DeclaredChildren {
         &self.children
+    }
+
+    /// The digest of the children ([`content_digest`]): equal content, equal digest.
+    pub fn digest(&self) -> u64 {
+        self.digest
+    }
+
+    /// Puts or replaces one entry, keeping the digest; the version is not touched (the caller
+    /// stamps the mutation).
+    pub(crate) fn put_entry(&mut self, child: DeclaredChild) {
+        let id = child.spec.id.clone();
+        let added = entry_digest(&id, &child);
+        if let Some(old) = self.children.insert(id.clone(), child) {
+            self.digest = self.digest.wrapping_sub(entry_digest(&id, &old));
+        }
+        self.digest = self.digest.wrapping_add(added);
+    }
+
+    /// Removes one entry, keeping the digest; true when it was there.
+    pub(crate) fn remove_entry(&mut self, id: &ChildId) -> bool {
+        match self.children.remove(id) {
+            Some(old) => {
+                self.digest = self.digest.wrapping_sub(entry_digest(id, &old));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes every entry (the digest of nothing is 0).
+    pub(crate) fn clear_entries(&mut self) {
+        self.children = DeclaredChildren::new();
+        self.digest = 0;
+    }
+
+    /// Sets the stamp of the mutation(s) just applied.
+    pub(crate) fn set_stamp(&mut self, version: u64, by: Option<NodeName>) {
+        self.version = version;
+        self.last_mutated_by = by;
     }
 
     /// The declared child with this id.
@@ -195,7 +320,7 @@ impl DeclaredList {
         if self.children.get(&id) == Some(&entry) {
             return Ok(DeclaredChange::Unchanged);
         }
-        self.children.insert(id.clone(), entry);
+        self.put_entry(entry);
         self.bump(by);
         Ok(DeclaredChange::Put(id))
     }
@@ -203,7 +328,7 @@ impl DeclaredList {
     /// Undeclares a child (the leader's half of a deliberate stop, committed before the
     /// terminate). Undeclaring a child that is not declared changes nothing.
     pub fn remove(&mut self, id: &ChildId, by: &str) -> DeclaredChange {
-        if self.children.remove(id).is_none() {
+        if !self.remove_entry(id) {
             return DeclaredChange::Unchanged;
         }
         self.bump(by);
@@ -214,7 +339,7 @@ impl DeclaredList {
     /// hub's wait. The version still moves up, so the cleared list wins over the copy it
     /// replaces everywhere it is adopted.
     pub fn clear(&mut self, by: &str) -> DeclaredChange {
-        self.children.clear();
+        self.clear_entries();
         self.bump(by);
         DeclaredChange::Cleared
     }
@@ -269,11 +394,7 @@ impl DeclaredList {
         if children.is_empty() {
             return (DeclaredList::new(), rejected);
         }
-        let list = DeclaredList {
-            version: 1,
-            children,
-            last_mutated_by: Some(by.to_owned()),
-        };
+        let list = DeclaredList::from_parts(1, children, Some(by.to_owned()));
         (list, rejected)
     }
 }
@@ -334,7 +455,7 @@ fn content_key(list: &DeclaredList) -> Vec<u8> {
 
 /// The tie-break two copies would resolve, if they tie on version with different content.
 pub fn tiebreak_between(a: &DeclaredList, b: &DeclaredList) -> Option<Tiebreak> {
-    if a.version != b.version || a.children == b.children {
+    if a.version != b.version || (a.digest == b.digest && a.children == b.children) {
         return None;
     }
     let (winner, loser) = if precedence(a, b) == Ordering::Greater {

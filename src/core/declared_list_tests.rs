@@ -205,6 +205,37 @@ fn the_list_survives_serde() {
     assert_eq!(bincode::deserialize::<DeclaredList>(&bin).unwrap(), list);
 }
 
+/// The list's encoding is the one of the `BTreeMap`-based list it replaced (wire frames and
+/// stored copies of older builds decode, and theirs decode here).
+#[test]
+fn the_encoding_is_the_one_of_the_btreemap_list() {
+    #[derive(Serialize, Deserialize, PartialEq, Debug)]
+    struct OldList {
+        version: u64,
+        children: BTreeMap<ChildId, DeclaredChild>,
+        last_mutated_by: Option<NodeName>,
+    }
+    let mut meta = Metadata::new();
+    meta.insert("k".into(), "v".into());
+    let mut list = list_with(&["b", "a", "c"], "n1");
+    list.add(spec("d"), meta, "n2").unwrap();
+    let old = OldList {
+        version: list.version(),
+        children: list
+            .children()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        last_mutated_by: list.last_mutated_by().map(str::to_owned),
+    };
+    let bin = bincode::serialize(&list).unwrap();
+    assert_eq!(bin, bincode::serialize(&old).unwrap());
+    assert_eq!(bincode::deserialize::<OldList>(&bin).unwrap(), old);
+    let json = serde_json::to_string(&list).unwrap();
+    assert_eq!(json, serde_json::to_string(&old).unwrap());
+    assert_eq!(serde_json::from_str::<DeclaredList>(&json).unwrap(), list);
+}
+
 /// A random copy: a version, a mutator among three nodes (or none), children among five ids.
 fn arb_list() -> impl Strategy<Value = DeclaredList> {
     (
@@ -224,7 +255,7 @@ fn arb_list() -> impl Strategy<Value = DeclaredList> {
                         },
                     )
                 })
-                .collect();
+                .collect::<BTreeMap<_, _>>();
             DeclaredList::from_parts(version, children, by.map(str::to_owned))
         })
 }

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::core::boot::LocalList;
-use crate::core::declared_list::{DeclaredChange, DeclaredChild, DeclaredList};
+use crate::core::declared_list::{DeclaredChange, DeclaredChild, DeclaredChildren, DeclaredList};
 use crate::model::{ChildId, NodeName};
 use crate::storage::engine::{format, CommitStats, DiskOptions, Engine, KvOp, StoreSpec};
 use crate::storage::{Commit, StorageError};
@@ -88,7 +88,8 @@ pub struct DeclaredStore {
     /// The children the saves submitted so far leave on disk, so a whole list (an adopted
     /// copy: one per leader broadcast on every peer) writes only what differs from it instead
     /// of every child. A failed save makes its owner reopen the store, which reloads this.
-    on_disk: std::sync::Mutex<BTreeMap<ChildId, DeclaredChild>>,
+    /// A persistent map: taking the saved list's children is O(1).
+    on_disk: std::sync::Mutex<DeclaredChildren>,
 }
 
 impl DeclaredStore {
@@ -152,7 +153,7 @@ impl DeclaredStore {
         }
         let on_disk = match &found {
             StoredList::Readable(list) => list.children().clone(),
-            StoredList::Missing | StoredList::Corrupt { .. } => BTreeMap::new(),
+            StoredList::Missing | StoredList::Corrupt { .. } => DeclaredChildren::new(),
         };
         let store = Self {
             engine,
@@ -235,10 +236,8 @@ impl DeclaredStore {
                 Err(e) => return Commit::ready(Err(e)),
             }
         }
-        for id in &removed {
-            on_disk.remove(id);
-        }
-        on_disk.extend(changed);
+        // Now the same children as the list's, shared with it.
+        *on_disk = list.children().clone();
         drop(on_disk);
         ops.push(encode_header(list));
         self.submit(ops, list.version())
@@ -272,9 +271,12 @@ impl DeclaredStore {
 
 /// What turns the children `on_disk` into `list`'s: the ids to delete and the entries to put.
 fn difference(
-    on_disk: &BTreeMap<ChildId, DeclaredChild>,
+    on_disk: &DeclaredChildren,
     list: &DeclaredList,
 ) -> (Vec<ChildId>, Vec<(ChildId, DeclaredChild)>) {
+    if on_disk.ptr_eq(list.children()) {
+        return (Vec::new(), Vec::new());
+    }
     let removed = on_disk
         .keys()
         .filter(|id| list.get(id).is_none())

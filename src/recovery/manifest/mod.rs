@@ -191,7 +191,7 @@ pub(crate) fn decode(location: &str, bytes: &[u8]) -> Result<DeclaredList, Manif
         .children
         .into_iter()
         .map(|c| (c.spec.id.clone(), c))
-        .collect();
+        .collect::<crate::core::declared_list::DeclaredChildren>();
     Ok(DeclaredList::from_parts(
         doc.version,
         children,
