@@ -15,6 +15,7 @@ use bincode::Options;
 use serde::{Deserialize, Serialize};
 
 use crate::core::boot_token::BootToken;
+use crate::core::declared_delta::DeclaredDelta;
 use crate::core::declared_list::DeclaredList;
 use crate::model::{ChildId, ChildSpec, HubMeta, Metadata, NodeName, Pid, Row};
 
@@ -255,6 +256,16 @@ pub enum WireMsg {
         /// This part's rows.
         rows: Vec<Row>,
     },
+    /// The leader's changes to the declared list after a persisted mutation (one operation,
+    /// e.g. a batch of durable starts), broadcast instead of its whole copy so a mutation costs
+    /// the size of the change, not of the list. A receiver applies it only if its copy is
+    /// exactly `delta.base`, else asks the sender for its whole copy ([`WireMsg::DeclaredOffer`]
+    /// with `reply`); see `core::declared_delta`. Added after every other variant so the older
+    /// variants encode as before.
+    DeclaredDelta {
+        /// The changes, between the stamps of the leader's copy before and after.
+        delta: DeclaredDelta,
+    },
 }
 
 /// A mutation of the declared list routed to the leader.
@@ -306,6 +317,7 @@ impl WireMsg {
             WireMsg::DeclaredVersion { .. } => "declared_version",
             WireMsg::FullSyncPart { .. } => "full_sync_part",
             WireMsg::DeclaredVersionQuery => "declared_version_query",
+            WireMsg::DeclaredDelta { .. } => "declared_delta",
         }
     }
 }
@@ -572,6 +584,47 @@ mod tests {
                     result: if ok { Ok(bytes) } else { Err(failure) },
                 }),
         ]
+    }
+
+    /// The declared delta is the last variant: every older variant keeps its encoding (a peer
+    /// of an older build drops only the frames it cannot read, and heals by version
+    /// announcements), and the delta survives the wire.
+    #[test]
+    fn the_declared_delta_is_additive_and_roundtrips() {
+        use crate::core::declared_list::DeclaredList;
+
+        let query = encode("hub", "a@h", &WireMsg::DeclaredVersionQuery).unwrap();
+        let part = WireMsg::FullSyncPart {
+            sync_id: 1,
+            index: 0,
+            total: 1,
+            rows: Vec::new(),
+        };
+        let part = encode("hub", "a@h", &part).unwrap();
+        let variant = |bytes: &[u8]| {
+            // version (2) + hub id (8 + 3) + from (8 + 3), then the u32 variant index.
+            u32::from_le_bytes(bytes[24..28].try_into().unwrap())
+        };
+        assert_eq!(variant(&query), 17);
+        assert_eq!(variant(&part), 18);
+
+        let mut before = DeclaredList::new();
+        before
+            .add(ChildSpec::new("a", "counter"), Metadata::new(), "n1")
+            .unwrap();
+        let base = before.stamp();
+        let mut after = before.clone();
+        let changes = vec![
+            after
+                .add(ChildSpec::new("b", "counter"), Metadata::new(), "n1")
+                .unwrap(),
+            after.remove(&ChildId::from("a"), "n1"),
+        ];
+        let delta = DeclaredDelta::between(base, &after, &changes).unwrap();
+        let msg = WireMsg::DeclaredDelta { delta };
+        let bytes = encode("hub", "a@h", &msg).unwrap();
+        assert_eq!(variant(&bytes), 19);
+        assert_eq!(decode_for("hub", &bytes).unwrap().payload, msg);
     }
 
     proptest! {

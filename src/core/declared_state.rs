@@ -15,6 +15,7 @@
 use std::collections::BTreeSet;
 
 use crate::core::boot::{restores_parked, BootDecision, ParkReason};
+use crate::core::declared_delta::{DeclaredDelta, DeltaOutcome};
 use crate::core::declared_list::{DeclaredChange, DeclaredError, DeclaredList, Tiebreak};
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName, Row};
 
@@ -37,6 +38,17 @@ pub enum DeclaredEffect {
     FireParked(ParkReason),
     /// The park ended (a copy arrived or the operator cleared): log it, update health.
     Unparked,
+}
+
+/// What a leader's delta did to this node's state ([`DeclaredState::delta`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeltaReceipt {
+    /// Applied: carry out these effects (persist the changes only, then ship if leading).
+    Applied(Vec<DeclaredEffect>),
+    /// Nothing to do: this copy already is the delta's result, or ranks above it.
+    Ignored,
+    /// This copy is not the delta's base (or the node is parked): fetch the sender's whole copy.
+    NeedWhole,
 }
 
 /// The node's declared-list state.
@@ -164,6 +176,30 @@ impl DeclaredState {
             effects.push(DeclaredEffect::Ship);
         }
         effects
+    }
+
+    /// A leader's delta (`WireMsg::DeclaredDelta`): applied only when this copy is exactly its
+    /// base, and then persisted as the changes it made, not as a whole list. A parked node
+    /// needs a whole copy (only a real copy restores it). `is_leader`: this node ships what it
+    /// applies.
+    pub fn delta(&mut self, delta: &DeclaredDelta, is_leader: bool) -> DeltaReceipt {
+        if self.parked.is_some() {
+            return DeltaReceipt::NeedWhole;
+        }
+        match self.list.apply_delta(delta) {
+            DeltaOutcome::Applied(changes) => {
+                let mut effects: Vec<DeclaredEffect> = changes
+                    .into_iter()
+                    .map(DeclaredEffect::PersistChange)
+                    .collect();
+                if is_leader {
+                    effects.push(DeclaredEffect::Ship);
+                }
+                DeltaReceipt::Applied(effects)
+            }
+            DeltaOutcome::Ignored => DeltaReceipt::Ignored,
+            DeltaOutcome::NeedWhole => DeltaReceipt::NeedWhole,
+        }
     }
 
     fn refuse_if_parked(&self) -> Result<(), DeclaredError> {
@@ -334,6 +370,33 @@ mod tests {
         let (s, effects) = DeclaredState::boot("n2", decision, std::iter::empty());
         assert_eq!(effects, vec![DeclaredEffect::PersistWhole]);
         assert_eq!(s.list(), &restored);
+    }
+
+    #[test]
+    fn a_delta_persists_its_changes_only_and_a_parked_node_fetches_whole() {
+        let mut leader = normal("n1");
+        let mut peer = normal("n2");
+        leader.declare(spec("a"), Metadata::new()).unwrap();
+        peer.offer(leader.list(), false);
+        let base = leader.list().stamp();
+        let changes = vec![
+            leader.list.add(spec("b"), Metadata::new(), "n1").unwrap(),
+            leader.list.remove(&"a".into(), "n1"),
+        ];
+        let delta = DeclaredDelta::between(base, leader.list(), &changes).unwrap();
+        assert_eq!(
+            peer.delta(&delta, false),
+            DeltaReceipt::Applied(vec![
+                DeclaredEffect::PersistChange(DeclaredChange::Put("b".into())),
+                DeclaredEffect::PersistChange(DeclaredChange::Removed("a".into())),
+            ])
+        );
+        assert_eq!(peer.list(), leader.list());
+        assert_eq!(peer.delta(&delta, false), DeltaReceipt::Ignored);
+
+        let mut lost = parked("n3");
+        assert_eq!(lost.delta(&delta, true), DeltaReceipt::NeedWhole);
+        assert!(lost.parked().is_some());
     }
 
     #[test]

@@ -20,22 +20,32 @@
 //!
 //! A write that fails leaves the memory copy ahead of the disk: the actor then fails on purpose
 //! and its restart rebuilds the copy from what is durable.
+//!
+//! After a persisted operation the leader broadcasts a delta (the changed entries), not its
+//! whole copy, in version order; a peer applies it only on exactly its base and otherwise
+//! fetches the whole copy (`declared_broadcast`). The list's children are a persistent map, so
+//! the copy handed to the publish and ship steps is O(1) to take.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
+#[path = "declared_broadcast.rs"]
+mod broadcast;
+
+use self::broadcast::{broadcast_message, Outbox, WholeRequests};
 use super::coordinator::{StartReplyPort, StopReplyPort};
 use super::declared_forward::{forward_start, forward_stop, start_declared};
 use super::declared_remote::{refusal_error, send_mutate_reply, RemoteMutations};
-use super::recovery_shared::{leader, peers, RecoveryShared};
+use super::recovery_shared::{leader, RecoveryShared};
 use super::HubShared;
 use crate::api::errors::{ChildStartError, RecoveryError, StartError, StopError};
 use crate::api::options::{StartOptions, StopOptions};
 use crate::api::results::ChildFailure;
 use crate::cluster::wire::{DeclaredOp, WireMsg};
 use crate::core::boot::{decide_boot, DurableEvidence, ManifestFetch, ParkReason};
+use crate::core::declared_delta::ListStamp;
 use crate::core::declared_list::{DeclaredChange, DeclaredList};
 use crate::core::declared_state::{DeclaredEffect, DeclaredState};
 use crate::core::manifest_ship::ShipBackoff;
@@ -94,6 +104,10 @@ pub(crate) struct DeclaredLeaderState {
     shipper: Option<Arc<ManifestShipper>>,
     /// Mutations sent to a remote leader, waiting for its reply.
     remote: RemoteMutations,
+    /// The leader's broadcasts, sent in version order.
+    outbox: Arc<Outbox>,
+    /// Peers asked for their whole copy after a delta this copy could not apply.
+    whole_requests: WholeRequests,
 }
 
 /// What a mutation's caller does once the list answered: the version after it, or why not.
@@ -106,6 +120,11 @@ struct AfterPersist {
     /// Changes not submitted yet: one operation's changes (a batch of durable starts) share one
     /// commit and one header write instead of one each.
     changes: Vec<DeclaredChange>,
+    /// Every change of the operation, in order (the broadcast delta's content).
+    sent: Vec<DeclaredChange>,
+    /// The copy's stamp before the operation (a leader's mutation not made while parked): the
+    /// broadcast is then a delta from it.
+    base: Option<ListStamp>,
     broadcast: bool,
     ship: bool,
 }
@@ -144,7 +163,10 @@ impl DeclaredLeaderState {
     fn apply(&mut self, effects: Vec<DeclaredEffect>, after: &mut AfterPersist) {
         for effect in effects {
             match effect {
-                DeclaredEffect::PersistChange(change) => after.changes.push(change),
+                DeclaredEffect::PersistChange(change) => {
+                    after.sent.push(change.clone());
+                    after.changes.push(change);
+                }
                 DeclaredEffect::PersistWhole => {
                     self.submit_changes(after);
                     after.commits.push(self.store.save_whole(self.state.list()))
@@ -204,10 +226,14 @@ impl DeclaredLeaderState {
         then: impl FnOnce(Result<(), StorageError>) + Send + 'static,
     ) {
         self.submit_changes(&mut after);
+        // O(1): the children are a persistent map shared with the actor's copy.
         let list = self.state.list().clone();
+        let broadcast = after.broadcast.then(|| {
+            let msg = broadcast_message(&mut after, &list);
+            (self.outbox.ticket(), msg)
+        });
         let parked = self.parked();
         let recovery = self.recovery.clone();
-        let hub = self.hub.clone();
         let shipper = self.shipper.clone();
         let myself = myself.clone();
         tokio::spawn(async move {
@@ -221,21 +247,15 @@ impl DeclaredLeaderState {
                 let _ = myself.cast(DeclaredMsg::PersistFailed {
                     message: e.to_string(),
                 });
+                // Dropping the broadcast's ticket unsent lets the later ones leave.
+                drop(broadcast);
                 then(outcome);
                 return;
             }
             recovery.publish(&list, parked);
             then(Ok(()));
-            if after.broadcast && !peers(&hub).is_empty() {
-                if let Some(transport) = hub.transport() {
-                    let offer = WireMsg::DeclaredOffer {
-                        list: list.clone(),
-                        reply: false,
-                    };
-                    if let Err(e) = transport.broadcast(&offer) {
-                        tracing::warn!(error = %e, "declared list broadcast failed");
-                    }
-                }
+            if let Some((ticket, msg)) = broadcast {
+                ticket.send(msg);
             }
             if after.ship {
                 if let Some(shipper) = shipper {
@@ -256,7 +276,11 @@ impl DeclaredLeaderState {
         if self.parked() && op != DeclaredOp::Clear {
             return then(Err(RecoveryError::DeclaredParked));
         }
-        let mut after = AfterPersist::default();
+        let mut after = AfterPersist {
+            // A parked copy means nothing: its clear is broadcast whole.
+            base: (!self.parked()).then(|| self.state.list().stamp()),
+            ..AfterPersist::default()
+        };
         match op {
             DeclaredOp::Declare { children } => {
                 for (spec, metadata) in children {
@@ -475,8 +499,10 @@ impl DeclaredLeaderState {
                 if reply {
                     self.send_copy(&from, false);
                 }
+                self.whole_requests.arrived(&from);
                 self.offer(myself, list, Some(from), None)
             }
+            WireMsg::DeclaredDelta { delta } => self.receive_delta(myself, from, delta),
             WireMsg::DeclaredMutate {
                 request_id,
                 reply_to,
@@ -597,6 +623,8 @@ impl Actor for DeclaredLeader {
             store,
             shipper,
             remote: RemoteMutations::default(),
+            outbox: Outbox::for_hub(hub.clone()),
+            whole_requests: WholeRequests::default(),
         };
         let mut after = AfterPersist::default();
         leader_state.apply(effects, &mut after);

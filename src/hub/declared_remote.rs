@@ -6,7 +6,8 @@
 //! it takes for the leader and waits for the reply, which the leader sends only once the
 //! mutation is persisted. No reply within the hub's `default_timeout_ms`, or a send that fails,
 //! is `no_leader`: the caller's durable start or stop is refused and nothing else is affected.
-//! The leader then broadcasts its new copy ([`WireMsg::DeclaredOffer`]) to every peer.
+//! The leader then broadcasts the change ([`WireMsg::DeclaredDelta`]) to every peer, which
+//! fetches the whole copy ([`WireMsg::DeclaredOffer`]) when it cannot apply it.
 
 use std::collections::HashMap;
 

@@ -175,6 +175,7 @@ impl CoordinatorState {
                 self.child_call_done(request_id.0, result)
             }
             msg @ (WireMsg::DeclaredOffer { .. }
+            | WireMsg::DeclaredDelta { .. }
             | WireMsg::DeclaredMutate { .. }
             | WireMsg::DeclaredMutateReply { .. }) => {
                 crate::hub::declared_remote::deliver_wire(&self.hub, from, msg)
