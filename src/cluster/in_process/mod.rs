@@ -64,6 +64,8 @@ pub struct RouterStats {
     pub dropped_in_flight: u64,
     /// Frames that did not decode (or were for another hub, or claimed another sender).
     pub undecodable: u64,
+    /// Frames lost to [`InProcessCluster::drop_kind`].
+    pub dropped_by_kind: u64,
 }
 
 /// The router and its nodes. Cheap to clone (a shared handle).
@@ -93,6 +95,7 @@ impl InProcessCluster {
                 cuts: BTreeSet::new(),
                 drop_probability: 0.0,
                 delay: None,
+                dropped_kinds: BTreeSet::new(),
                 lanes: HashMap::new(),
                 next_id: 1,
                 stats: RouterStats::default(),
@@ -242,6 +245,22 @@ impl InProcessCluster {
         self.lock().delay = delay.map(|(a, b)| if a <= b { (a, b) } else { (b, a) });
     }
 
+    /// Loses every frame of message kind `kind` ([`WireMsg::kind`]) sent to `to`, until
+    /// [`InProcessCluster::deliver_kind`]: a test can take one kind of message away (say, the
+    /// declared list's deltas to one node) and check what heals without it.
+    pub fn drop_kind(&self, kind: &str, to: &str) {
+        self.lock()
+            .dropped_kinds
+            .insert((kind.to_owned(), to.to_owned()));
+    }
+
+    /// Delivers `kind` to `to` again (undoes [`InProcessCluster::drop_kind`]).
+    pub fn deliver_kind(&self, kind: &str, to: &str) {
+        self.lock()
+            .dropped_kinds
+            .remove(&(kind.to_owned(), to.to_owned()));
+    }
+
     /// What the router did so far.
     pub fn stats(&self) -> RouterStats {
         self.lock().stats
@@ -316,6 +335,15 @@ impl InProcessCluster {
         if drop_p > 0.0 && state.rng.gen_bool(drop_p) {
             state.stats.dropped_random += 1;
             return Ok(());
+        }
+        if !state.dropped_kinds.is_empty() {
+            let kind = wire::decode_for(hub_id, &bytes).map(|f| f.payload.kind());
+            if let Ok(kind) = kind {
+                if state.dropped_kinds.contains(&(kind.to_owned(), to.clone())) {
+                    state.stats.dropped_by_kind += 1;
+                    return Ok(());
+                }
+            }
         }
         match state.delay {
             None => Self::deliver(&mut state, hub_id, from, &sink, &bytes),

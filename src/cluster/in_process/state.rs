@@ -40,6 +40,8 @@ pub(super) struct RouterState {
     pub(super) cuts: BTreeSet<(NodeName, NodeName)>,
     pub(super) drop_probability: f64,
     pub(super) delay: Option<(Duration, Duration)>,
+    /// `(message kind, receiver)` pairs whose frames are lost.
+    pub(super) dropped_kinds: BTreeSet<(String, NodeName)>,
     /// One in-order delivery queue per `(hub, from, to)` for delayed frames.
     pub(super) lanes: HashMap<(String, NodeName, NodeName), mpsc::UnboundedSender<Delayed>>,
     pub(super) next_id: u64,

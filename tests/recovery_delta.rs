@@ -1,0 +1,126 @@
+//! The declared list's delta broadcast on the in-process cluster (issue 5, `docs/recovery.md`):
+//! the leader sends each operation's changes, not its whole copy; a peer applies a delta only
+//! on exactly its base, fetches the whole copy otherwise, and a delta lost with nothing after
+//! it is healed by the periodic version announcements. Each test takes one kind of message
+//! away from node c (`InProcessCluster::drop_kind`) so only the path under test can converge.
+
+#[path = "common/durable_cluster.rs"]
+mod durable_cluster;
+
+use durable_cluster::*;
+use process_hub::{ChildId, StopOptions};
+
+/// Waits until every node's declared list is the leader's (a): same version, mutator and
+/// children.
+async fn wait_same_lists(d: &Durable, what: &str) {
+    wait_until(what, || {
+        let leader = d.hub("a").declared_children().unwrap();
+        d.hubs
+            .values()
+            .all(|h| h.declared_children().unwrap() == leader)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deltas_alone_keep_every_copy_equal_through_concurrent_mutations() {
+    let d = Durable::new(71, &["a", "b", "c"], false).await;
+    // c never receives a whole copy from now on: only the deltas can bring it along.
+    d.net.drop_kind("declared_offer", &full("c"));
+    let all = specs("d", 40);
+    let starts = all.chunks(10).enumerate().map(|(i, batch)| {
+        let on = ["a", "b", "c", "b"][i];
+        d.hub(on).start_children(batch.to_vec(), durable())
+    });
+    for result in futures::future::join_all(starts).await {
+        assert!(result.unwrap().is_ok());
+    }
+    d.wait_versions(40).await;
+    let stops = all[..12].iter().enumerate().map(|(i, spec)| {
+        let on = ["c", "b", "a"][i % 3];
+        d.hub(on)
+            .stop_children(vec![spec.id.clone()], StopOptions::new())
+    });
+    for result in futures::future::join_all(stops).await {
+        result.unwrap();
+    }
+    d.wait_versions(52).await;
+    wait_same_lists(&d, "every copy equals the leader's, by deltas only").await;
+    let view = d.hub("c").declared_children().unwrap();
+    assert_eq!(view.children.len(), 28);
+    assert!(view
+        .children
+        .iter()
+        .all(|c| !ids(&all[..12]).contains(&c.spec.id)));
+    stop_all(&d).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_delta_is_healed_by_the_version_announcement() {
+    let d = Durable::new(72, &["a", "b", "c"], false).await;
+    let all = specs("h", 6);
+    d.declare_all("a", &all, 6).await;
+    // Every delta to c is lost from now on: only an announcement can tell c it is behind.
+    d.net.drop_kind("declared_delta", &full("c"));
+    let dropped = d.net.stats().dropped_by_kind;
+    d.hub("b")
+        .stop_children(vec![ChildId::from("h0")], StopOptions::new())
+        .await
+        .unwrap();
+    wait_until("a and b hold version 7", || {
+        ["a", "b"]
+            .iter()
+            .all(|n| d.hub(n).declared_children().unwrap().version == 7)
+    })
+    .await;
+    assert!(
+        d.net.stats().dropped_by_kind > dropped,
+        "the delta to c was dropped"
+    );
+    wait_same_lists(&d, "c fetched the copy it heard announced").await;
+    // Deltas apply again on the healed copy.
+    d.net.deliver_kind("declared_delta", &full("c"));
+    d.hub("a")
+        .stop_children(vec![ChildId::from("h1")], StopOptions::new())
+        .await
+        .unwrap();
+    d.wait_versions(8).await;
+    wait_same_lists(&d, "the next delta applied everywhere").await;
+    stop_all(&d).await;
+}
+
+/// c misses a delta and hears no announcement; the next delta is not based on c's copy, so c
+/// must not apply it and converges on a whole copy (asked for by the refused delta, or by c's
+/// next reconcile round, which gets no answer to its version query and solicits the leader:
+/// this test does not tell the two apart; `core::declared_delta`'s tests pin the refusal).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_not_at_the_base_converges_on_the_whole_copy() {
+    let d = Durable::new(73, &["a", "b", "c"], false).await;
+    let all = specs("f", 6);
+    d.declare_all("a", &all, 6).await;
+    // c hears no announcement in this test: what heals it is the fetch a delta triggers.
+    d.net.drop_kind("declared_version", &full("c"));
+    d.net.drop_kind("declared_delta", &full("c"));
+    let dropped = d.net.stats().dropped_by_kind;
+    d.hub("a")
+        .stop_children(vec![ChildId::from("f0")], StopOptions::new())
+        .await
+        .unwrap();
+    wait_until("a and b hold version 7", || {
+        ["a", "b"]
+            .iter()
+            .all(|n| d.hub(n).declared_children().unwrap().version == 7)
+    })
+    .await;
+    assert!(d.net.stats().dropped_by_kind > dropped);
+    assert_eq!(d.hub("c").declared_children().unwrap().version, 6);
+    // The next delta's base (version 7) is not c's copy: c asks a for the whole copy.
+    d.net.deliver_kind("declared_delta", &full("c"));
+    d.hub("a")
+        .stop_children(vec![ChildId::from("f1")], StopOptions::new())
+        .await
+        .unwrap();
+    d.wait_versions(8).await;
+    wait_same_lists(&d, "c fetched the whole copy and is the leader's").await;
+    stop_all(&d).await;
+}
