@@ -430,7 +430,13 @@ pub fn precedence(a: &DeclaredList, b: &DeclaredList) -> Ordering {
             (None, Some(_)) => Ordering::Less,
             (None, None) => Ordering::Equal,
         })
-        .then_with(|| content_key(b).cmp(&content_key(a)))
+        .then_with(|| {
+            // Equal content (the usual case: a copy heard back) needs no encoding.
+            if a.digest == b.digest && a.children == b.children {
+                return Ordering::Equal;
+            }
+            content_key(b).cmp(&content_key(a))
+        })
 }
 
 /// Whether a peer's announced `version` and `last_mutated_by` rank above `mine` (see
