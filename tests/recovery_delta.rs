@@ -1,8 +1,8 @@
 //! The declared list's delta broadcast on the in-process cluster (issue 5, `docs/recovery.md`):
 //! the leader sends each operation's changes, not its whole copy; a peer applies a delta only
 //! on exactly its base, fetches the whole copy otherwise, and a delta lost with nothing after
-//! it is healed by the periodic version announcements. Each test takes one kind of message
-//! away from node c (`InProcessCluster::drop_kind`) so only the path under test can converge.
+//! it is healed by the periodic version messages. Each test takes kinds of messages away from
+//! node c (`InProcessCluster::drop_kind`) to see what converges without them.
 
 #[path = "common/durable_cluster.rs"]
 mod durable_cluster;
@@ -55,12 +55,15 @@ async fn deltas_alone_keep_every_copy_equal_through_concurrent_mutations() {
     stop_all(&d).await;
 }
 
+/// Every delta to c is lost and no later one arrives to trigger a fetch: c catches up through
+/// the periodic version messages (an announcement, or the answer to its round's version query,
+/// each of which makes it solicit the newer copy; this test does not tell the two apart).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_delta_is_healed_by_the_version_announcement() {
     let d = Durable::new(72, &["a", "b", "c"], false).await;
     let all = specs("h", 6);
     d.declare_all("a", &all, 6).await;
-    // Every delta to c is lost from now on: only an announcement can tell c it is behind.
+    // Every delta to c is lost from now on.
     d.net.drop_kind("declared_delta", &full("c"));
     let dropped = d.net.stats().dropped_by_kind;
     d.hub("b")
