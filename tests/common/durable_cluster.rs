@@ -40,6 +40,9 @@ pub struct Durable {
     pub backend: BackendConfig,
     /// The declared-list leader elector of every node (none: the lowest member leads).
     pub elector: Option<Elector>,
+    /// The child kinds of every node (`process_hub_actors::default_kinds()` unless a test
+    /// registers its own, e.g. a kind whose start it can make fail).
+    pub kinds: process_hub::ChildKinds,
 }
 
 /// A leader elector as a plain function (the same on every node).
@@ -60,6 +63,11 @@ impl Durable {
         Self::with_options(seed, names, manifest, backend, None).await
     }
 
+    /// Like [`Durable::new`] (no manifest, memory registry), every node with the kinds `kinds`.
+    pub async fn with_kinds(seed: u64, names: &[&str], kinds: process_hub::ChildKinds) -> Self {
+        Self::assemble(seed, names, false, BackendConfig::Memory, None, kinds).await
+    }
+
     /// Like [`Durable::with_backend`], every node electing its leader with `elector`.
     pub async fn with_options(
         seed: u64,
@@ -67,6 +75,18 @@ impl Durable {
         manifest: bool,
         backend: BackendConfig,
         elector: Option<Elector>,
+    ) -> Self {
+        let kinds = process_hub_actors::default_kinds();
+        Self::assemble(seed, names, manifest, backend, elector, kinds).await
+    }
+
+    async fn assemble(
+        seed: u64,
+        names: &[&str],
+        manifest: bool,
+        backend: BackendConfig,
+        elector: Option<Elector>,
+        kinds: process_hub::ChildKinds,
     ) -> Self {
         let root = tempfile::tempdir().unwrap();
         let manifest = manifest.then(|| root.path().join("off-cluster"));
@@ -78,6 +98,7 @@ impl Durable {
             events: Arc::default(),
             backend,
             elector,
+            kinds,
         };
         for name in names {
             let node = cluster.net.add_node(full(name)).unwrap();
@@ -127,8 +148,8 @@ impl Durable {
         let start = tokio::time::Instant::now();
         let node = Arc::new(node);
         let hub = loop {
-            let mut builder = Hub::builder(self.config(name), process_hub_actors::default_kinds())
-                .network(node.clone());
+            let mut builder =
+                Hub::builder(self.config(name), self.kinds.clone()).network(node.clone());
             if let Some(elector) = self.elector {
                 builder = builder.elector(elector);
             }
