@@ -1,12 +1,15 @@
 //! Durable children across nodes on the in-process cluster (issue 5, `docs/recovery.md`):
 //! mutations through the leader, a whole-cluster outage, a rejoin after a stop, a partition in
 //! which both sides mutate (tie-break), every disk lost with a remote manifest, no leader, a
-//! stop that crashed halfway, and unbound rows waiting two rounds.
+//! stop that crashed halfway, unbound rows waiting two rounds, and a first round whose start
+//! is not answered.
 
 #[path = "common/durable_cluster.rs"]
 mod durable_cluster;
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use durable_cluster::*;
 use process_hub::storage::BackendConfig;
@@ -308,5 +311,41 @@ async fn an_elector_chooses_the_leader_among_the_members() {
     for name in ["a", "b"] {
         assert_eq!(mutator(&d, name).as_deref(), Some("b@test"), "on {name}");
     }
+    stop_all(&d).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_start_does_not_keep_the_first_round_from_completing() {
+    // After a whole-cluster outage the first round of each node submits the declared child, and
+    // its owner's answer does not come (here: the child's start waits for the gate; on real
+    // nodes: a start forwarded while the cluster forms, whose owner cannot reach the origin
+    // yet). The round waits for answers at most one reconcile interval, not the start timeout
+    // (set above the test's deadline here), so every node still reaches `normal`.
+    let gate = Arc::new(AtomicBool::new(true));
+    let mut d = Durable::with_kinds(59, &["a", "b", "c"], gated_kinds(&gate)).await;
+    let slow = ChildSpec::new("slow", "gated-slow");
+    d.declare_all("a", std::slice::from_ref(&slow), 1).await;
+
+    for name in ["a", "b", "c"] {
+        d.crash(name).await;
+    }
+    gate.store(false, Ordering::SeqCst);
+    d.default_timeout = DEADLINE * 3;
+    for name in ["a", "b", "c"] {
+        d.restart(name).await;
+    }
+    d.wait_members().await;
+    for hub in d.hubs.values() {
+        hub.await_normal(DEADLINE).await.unwrap();
+    }
+    assert!(
+        d.hooked(|e| matches!(e, HookEvent::ReconcileRound { stats, .. } if stats.started == 1)),
+        "a round submitted the child"
+    );
+    assert!(!d.running().contains_key(&slow.id), "its start still waits");
+
+    gate.store(true, Ordering::SeqCst);
+    d.wait_exactly(&ids(&[slow]), &BTreeSet::new(), "once the start can finish")
+        .await;
     stop_all(&d).await;
 }

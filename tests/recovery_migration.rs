@@ -18,37 +18,7 @@ use std::time::Duration;
 use durable_cluster::*;
 use process_hub::core::placement::HashRing;
 use process_hub::core::reconcile::RoundStats;
-use process_hub::{ChildId, ChildKinds, ChildSpec, HookEvent, HookHandler, HookKey};
-use ractor::{Actor, ActorProcessingErr, ActorRef};
-
-/// A child whose start fails while its gate is closed (the start of a move that is lost).
-#[derive(Clone)]
-struct Gated {
-    open: Arc<AtomicBool>,
-}
-
-impl Actor for Gated {
-    type Msg = GatedMsg;
-    type State = ();
-    type Arguments = ();
-
-    async fn pre_start(
-        &self,
-        _myself: ActorRef<Self::Msg>,
-        _args: (),
-    ) -> Result<Self::State, ActorProcessingErr> {
-        if self.open.load(Ordering::SeqCst) {
-            Ok(())
-        } else {
-            Err("the test keeps the gate closed".into())
-        }
-    }
-}
-
-/// `Gated` takes no messages.
-enum GatedMsg {}
-
-impl ractor::Message for GatedMsg {}
+use process_hub::{ChildId, ChildSpec, HookEvent, HookHandler, HookKey};
 
 const NAMES: [&str; 3] = ["a", "b", "c"];
 const ALL: [&str; 4] = ["a", "b", "c", "d"];
@@ -60,9 +30,10 @@ async fn cluster(seed: u64) -> (Durable, Arc<AtomicBool>) {
         .with_test_writer()
         .try_init();
     let gate = Arc::new(AtomicBool::new(true));
-    let mut kinds: ChildKinds = process_hub_actors::default_kinds();
-    kinds.register("gated", Gated { open: gate.clone() });
-    (Durable::with_kinds(seed, &NAMES, kinds).await, gate)
+    (
+        Durable::with_kinds(seed, &NAMES, gated_kinds(&gate)).await,
+        gate,
+    )
 }
 
 /// A child id owned by one of a, b, c while they are the members, and by d once it joins.

@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -43,6 +44,8 @@ pub struct Durable {
     /// The child kinds of every node (`process_hub_actors::default_kinds()` unless a test
     /// registers its own, e.g. a kind whose start it can make fail).
     pub kinds: process_hub::ChildKinds,
+    /// `default_timeout` of the nodes spawned from now on (3 s unless a test changes it).
+    pub default_timeout: Duration,
 }
 
 /// A leader elector as a plain function (the same on every node).
@@ -99,6 +102,7 @@ impl Durable {
             backend,
             elector,
             kinds,
+            default_timeout: Duration::from_secs(3),
         };
         for name in names {
             let node = cluster.net.add_node(full(name)).unwrap();
@@ -132,7 +136,7 @@ impl Durable {
                 Duration::from_millis(200),
             )
             .migration_retry(Duration::from_millis(100))
-            .default_timeout(Duration::from_secs(3))
+            .default_timeout(self.default_timeout)
             .shutdown_timeout(Duration::from_secs(5))
             .auto_recovery(recovery)
             .registry_backend(self.backend.clone())
@@ -316,6 +320,51 @@ impl Durable {
     pub fn hooked(&self, pred: impl Fn(&HookEvent) -> bool) -> bool {
         self.events.lock().unwrap().iter().any(pred)
     }
+}
+
+/// A child kind whose start the test controls with a gate: while the gate is closed, the start
+/// of a `gated` child fails and the start of a `gated-slow` child waits for the gate to open
+/// (its answer is late: a start lost, or stuck, on its way).
+#[derive(Clone)]
+pub struct Gated {
+    open: Arc<AtomicBool>,
+    wait: bool,
+}
+
+/// `Gated` takes no messages.
+pub enum GatedMsg {}
+
+impl ractor::Message for GatedMsg {}
+
+impl ractor::Actor for Gated {
+    type Msg = GatedMsg;
+    type State = ();
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        _myself: ractor::ActorRef<Self::Msg>,
+        _args: (),
+    ) -> Result<Self::State, ractor::ActorProcessingErr> {
+        while self.wait && !self.open.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if self.open.load(Ordering::SeqCst) {
+            Ok(())
+        } else {
+            Err("the test keeps the gate closed".into())
+        }
+    }
+}
+
+/// The default kinds plus `gated` and `gated-slow` behind `gate` (see [`Gated`]).
+pub fn gated_kinds(gate: &Arc<AtomicBool>) -> process_hub::ChildKinds {
+    let mut kinds = process_hub_actors::default_kinds();
+    let open = gate.clone();
+    kinds.register("gated", Gated { open, wait: false });
+    let open = gate.clone();
+    kinds.register("gated-slow", Gated { open, wait: true });
+    kinds
 }
 
 pub fn full(name: &str) -> String {
