@@ -40,6 +40,10 @@ pub(super) struct RouterState {
     pub(super) cuts: BTreeSet<(NodeName, NodeName)>,
     pub(super) drop_probability: f64,
     pub(super) delay: Option<(Duration, Duration)>,
+    /// Frames matching this are held back (see `hold.rs`).
+    pub(super) hold: Option<super::HoldFilter>,
+    /// The frames held back, in the order they were sent.
+    pub(super) held: Vec<super::hold::Held>,
     /// One in-order delivery queue per `(hub, from, to)` for delayed frames.
     pub(super) lanes: HashMap<(String, NodeName, NodeName), mpsc::UnboundedSender<Delayed>>,
     pub(super) next_id: u64,
