@@ -66,6 +66,19 @@ impl Durable {
         Self::with_options(seed, names, manifest, backend, None).await
     }
 
+    /// Like [`Durable::new`] (no manifest, memory registry), every node with `default_timeout`.
+    pub async fn with_timeout(seed: u64, names: &[&str], default_timeout: Duration) -> Self {
+        let kinds = process_hub_actors::default_kinds();
+        let mut d = Self::assemble(seed, &[], false, BackendConfig::Memory, None, kinds).await;
+        d.default_timeout = default_timeout;
+        for name in names {
+            let node = d.net.add_node(full(name)).unwrap();
+            d.spawn(name, node).await;
+        }
+        d.wait_members().await;
+        d
+    }
+
     /// Like [`Durable::new`] (no manifest, memory registry), every node with the kinds `kinds`.
     pub async fn with_kinds(seed: u64, names: &[&str], kinds: process_hub::ChildKinds) -> Self {
         Self::assemble(seed, names, false, BackendConfig::Memory, None, kinds).await
