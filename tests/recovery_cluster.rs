@@ -238,9 +238,14 @@ async fn a_stop_that_crashed_halfway_is_finished_by_each_node_next_round() {
     let plain: BTreeSet<ChildId> = [ChildId::from("plain")].into();
     d.wait_exactly(&plain, &ids(&all), "after the next rounds")
         .await;
-    // Each node stopped its own instances: several nodes report undeclared stops.
-    let stopping = d.stopped_undeclared_on();
+    // Each node stopped its own instances: several nodes report undeclared stops. (A round
+    // reports after its stops completed, so the children may be gone before its report.)
     let holders: BTreeSet<String> = holders.iter().map(|n| full(n)).collect();
+    wait_until("every holder reports its stops", || {
+        d.stopped_undeclared_on().is_superset(&holders)
+    })
+    .await;
+    let stopping = d.stopped_undeclared_on();
     assert_eq!(stopping, holders, "every holder stopped its own share");
     stop_all(&d).await;
 }
