@@ -1,14 +1,19 @@
 //! Durable children across nodes on the in-process cluster (issue 5, `docs/recovery.md`):
 //! mutations through the leader, a whole-cluster outage, a rejoin after a stop, a partition in
 //! which both sides mutate (tie-break), every disk lost with a remote manifest, no leader, a
-//! stop that crashed halfway, and unbound rows waiting two rounds.
+//! stop that crashed halfway, unbound rows waiting two rounds, a first round whose start is
+//! not answered, and a stop whose child a round stopped first.
 
 #[path = "common/durable_cluster.rs"]
 mod durable_cluster;
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use durable_cluster::*;
+use process_hub::cluster::wire::WireMsg;
+use process_hub::core::placement::HashRing;
 use process_hub::storage::BackendConfig;
 use process_hub::{
     ChildId, ChildSpec, HookEvent, RecoveryError, StartError, StartOptions, StopOptions,
@@ -233,9 +238,14 @@ async fn a_stop_that_crashed_halfway_is_finished_by_each_node_next_round() {
     let plain: BTreeSet<ChildId> = [ChildId::from("plain")].into();
     d.wait_exactly(&plain, &ids(&all), "after the next rounds")
         .await;
-    // Each node stopped its own instances: several nodes report undeclared stops.
-    let stopping = d.stopped_undeclared_on();
+    // Each node stopped its own instances: several nodes report undeclared stops. (A round
+    // reports after its stops completed, so the children may be gone before its report.)
     let holders: BTreeSet<String> = holders.iter().map(|n| full(n)).collect();
+    wait_until("every holder reports its stops", || {
+        d.stopped_undeclared_on().is_superset(&holders)
+    })
+    .await;
+    let stopping = d.stopped_undeclared_on();
     assert_eq!(stopping, holders, "every holder stopped its own share");
     stop_all(&d).await;
 }
@@ -308,5 +318,94 @@ async fn an_elector_chooses_the_leader_among_the_members() {
     for name in ["a", "b"] {
         assert_eq!(mutator(&d, name).as_deref(), Some("b@test"), "on {name}");
     }
+    stop_all(&d).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_start_does_not_keep_the_first_round_from_completing() {
+    // After a whole-cluster outage the first round of each node submits the declared child, and
+    // its owner's answer does not come (here: the child's start waits for the gate; on real
+    // nodes: a start forwarded while the cluster forms, whose owner cannot reach the origin
+    // yet). The round waits for answers at most one reconcile interval, not the start timeout
+    // (set above the test's deadline here), so every node still reaches `normal`.
+    let gate = Arc::new(AtomicBool::new(true));
+    let mut d = Durable::with_kinds(59, &["a", "b", "c"], gated_kinds(&gate)).await;
+    let slow = ChildSpec::new("slow", "gated-slow");
+    d.declare_all("a", std::slice::from_ref(&slow), 1).await;
+
+    for name in ["a", "b", "c"] {
+        d.crash(name).await;
+    }
+    gate.store(false, Ordering::SeqCst);
+    d.default_timeout = DEADLINE * 3;
+    for name in ["a", "b", "c"] {
+        d.restart(name).await;
+    }
+    d.wait_members().await;
+    for hub in d.hubs.values() {
+        hub.await_normal(DEADLINE).await.unwrap();
+    }
+    assert!(
+        d.hooked(|e| matches!(e, HookEvent::ReconcileRound { stats, .. } if stats.started == 1)),
+        "a round submitted the child"
+    );
+    assert!(!d.running().contains_key(&slow.id), "its start still waits");
+
+    gate.store(true, Ordering::SeqCst);
+    d.wait_exactly(&ids(&[slow]), &BTreeSet::new(), "once the start can finish")
+        .await;
+    stop_all(&d).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_whose_child_a_round_stops_first_still_reports_it_stopped() {
+    // A stop undeclares first (every node learns it), then terminates. If the node running
+    // the child runs a round in between, it stops the undeclared child itself, and when that
+    // node is the one stopping, its terminate finds no row: the stop answered `not_found` (a
+    // 404 from the admin API) for a child that was declared and running. Here b stops its own
+    // child; the leader's answer to b's undeclare is held until b's round ran (the stop's and
+    // the undeclare's timeouts are above the test's deadline).
+    let d = Durable::with_timeout(60, &["a", "b", "c"], DEADLINE * 2).await;
+    let ring = HashRing::new(["a", "b", "c"].map(full));
+    let id = (0..)
+        .map(|i| ChildId::from(format!("late{i}")))
+        .find(|id| ring.owner(id) == Some(&full("b")))
+        .unwrap();
+    d.declare_all("a", &[ChildSpec::new(id.clone(), "counter")], 1)
+        .await;
+    assert_eq!(d.running()[&id], vec!["b".to_owned()]);
+    wait_until("b's copy shows the child", || {
+        !d.hub("b").get_pids(&id).is_empty()
+    })
+    .await;
+    d.net
+        .hold_frames(Some(Arc::new(|_, to: &str, msg: &WireMsg| {
+            to == "b@test" && matches!(msg, WireMsg::DeclaredMutateReply { .. })
+        })));
+    let hub = d.hub("b").clone();
+    let stop_id = id.clone();
+    let stop = tokio::spawn(async move {
+        hub.stop_child(stop_id, StopOptions::new().timeout(DEADLINE))
+            .await
+    });
+    wait_until("b's round stops the undeclared child", || {
+        d.stopped_undeclared_on().contains("b@test")
+    })
+    .await;
+    assert_eq!(d.net.held_frames(), 1, "the leader's answer is held");
+    assert!(!d.running().contains_key(&id));
+    d.net.hold_frames(None);
+    assert_eq!(d.net.release_held(), 1);
+    let result = stop.await.unwrap().unwrap();
+    assert!(result.errors.is_empty(), "{result:?}");
+    let stopped: Vec<(ChildId, Vec<String>)> = result
+        .stopped
+        .into_iter()
+        .map(|s| (s.id, s.nodes))
+        .collect();
+    assert_eq!(stopped, vec![(id.clone(), vec![full("b")])]);
+    d.wait_versions(2).await;
+    d.wait_exactly(&BTreeSet::new(), &[id].into(), "after the stop")
+        .await;
     stop_all(&d).await;
 }

@@ -1,6 +1,7 @@
 //! Where the DeclaredLeader hands requests on once the declared list allows them: the
 //! Coordinator's normal start and stop paths (add before start, remove before terminate).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use ractor::ActorRef;
@@ -8,10 +9,10 @@ use ractor::ActorRef;
 use super::coordinator::{CoordinatorMsg, StartReplyPort, StopReplyPort};
 use super::declared_leader::DeclaredMsg;
 use super::HubShared;
-use crate::api::errors::{ChildStartError, StartError, StopError};
+use crate::api::errors::{ChildStartError, ChildStopError, StartError, StopError};
 use crate::api::options::{StartOptions, StopOptions};
-use crate::api::results::ChildFailure;
-use crate::model::{ChildId, ChildSpec};
+use crate::api::results::{ChildFailure, StopResult, StoppedChild};
+use crate::model::{ChildId, ChildSpec, NodeName};
 
 /// After the declaration is durable: start through the Coordinator, merge the refusals, and
 /// undeclare children whose start can never succeed.
@@ -84,5 +85,133 @@ pub(crate) fn forward_stop(
         coordinator.cast(CoordinatorMsg::Stop { ids, opts, reply })
     {
         let _ = reply.send(Err(unavailable()));
+    }
+}
+
+/// The durable children a stop undeclares, as this node knew them before the undeclare: each
+/// with the nodes its row here says run it (possibly none).
+pub(crate) type Undeclared = BTreeMap<ChildId, Vec<NodeName>>;
+
+/// The durable children among `ids` this node knows before a stop undeclares them: declared in
+/// its copy, or with a row marked durable (see [`forward_undeclared_stop`]).
+pub(crate) fn undeclared_by_stop(
+    hub: &HubShared,
+    declared: &[ChildId],
+    ids: &[ChildId],
+) -> Undeclared {
+    ids.iter()
+        .filter_map(|id| {
+            let row = hub.storage.get(id);
+            let durable = row.as_ref().is_some_and(|r| r.hub.durable);
+            (durable || declared.contains(id)).then(|| {
+                let nodes = row.map(|r| r.node_pids.into_keys().collect());
+                (id.clone(), nodes.unwrap_or_default())
+            })
+        })
+        .collect()
+}
+
+/// Forwards the terminate of a stop whose children were just undeclared. Between the removal
+/// (published to every node first) and the terminate, the reconcile round of a node running
+/// one of them may see it undeclared and running, take it for a stop that crashed halfway, and
+/// stop it first; the terminate then finds nothing (`not_found`, which the admin API answered
+/// 404 although the child was declared and running). The stop did what it was asked, so such
+/// a child is reported stopped, on the nodes that said it was gone.
+pub(crate) fn forward_undeclared_stop(
+    hub: &HubShared,
+    ids: Vec<ChildId>,
+    opts: StopOptions,
+    reply: StopReplyPort,
+    undeclared: Undeclared,
+) {
+    if undeclared.is_empty() || !opts.awaitable {
+        return forward_stop(hub, ids, opts, reply);
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    forward_stop(hub, ids, opts, tx.into());
+    tokio::spawn(async move {
+        let answer = rx
+            .await
+            .unwrap_or_else(|_| Err(StopError::HubUnavailable("the coordinator stopped".into())));
+        let _ = reply.send(answer.map(|result| stopped_meanwhile(result, &undeclared)));
+    });
+}
+
+/// Turns the `not_found` of an undeclared child that no node reported stopped into a stop (see
+/// [`forward_undeclared_stop`]).
+fn stopped_meanwhile(mut result: StopResult, undeclared: &Undeclared) -> StopResult {
+    let mut gone: BTreeMap<ChildId, Vec<NodeName>> = BTreeMap::new();
+    result.errors.retain(|e| {
+        let meanwhile = e.reason == ChildStopError::NotFound
+            && undeclared.contains_key(&e.id)
+            && !result.stopped.iter().any(|s| s.id == e.id);
+        if meanwhile {
+            let nodes = gone.entry(e.id.clone()).or_default();
+            match &e.node {
+                Some(node) => nodes.push(node.clone()),
+                None => nodes.extend(undeclared[&e.id].iter().cloned()),
+            }
+        }
+        !meanwhile
+    });
+    for (id, nodes) in gone {
+        tracing::debug!(child = %id, ?nodes, "stopped meanwhile by a reconcile round; reported stopped");
+        result.stopped.push(StoppedChild { id, nodes });
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::results::StopFailure;
+
+    fn failure(id: &str, node: Option<&str>, reason: ChildStopError) -> StopFailure {
+        StopFailure {
+            id: ChildId::from(id),
+            node: node.map(str::to_owned),
+            reason,
+        }
+    }
+
+    #[test]
+    fn only_an_undeclared_childs_not_found_counts_as_stopped() {
+        let undeclared: Undeclared = [
+            (ChildId::from("gone-here"), vec!["a".to_owned()]),
+            (ChildId::from("gone-there"), vec!["b".to_owned()]),
+            (ChildId::from("half"), vec!["a".to_owned(), "b".to_owned()]),
+            (ChildId::from("slow"), vec!["c".to_owned()]),
+        ]
+        .into();
+        let result = StopResult {
+            awaited: true,
+            stopped: vec![StoppedChild {
+                id: ChildId::from("half"),
+                nodes: vec!["a".to_owned()],
+            }],
+            errors: vec![
+                failure("gone-here", None, ChildStopError::NotFound),
+                failure("gone-there", Some("c"), ChildStopError::NotFound),
+                failure("half", Some("b"), ChildStopError::NotFound),
+                failure("slow", Some("c"), ChildStopError::NodeReceiveTimeout),
+                failure("unknown", None, ChildStopError::NotFound),
+            ],
+        };
+        let result = stopped_meanwhile(result, &undeclared);
+        let stopped: Vec<(&str, Vec<NodeName>)> = result
+            .stopped
+            .iter()
+            .map(|s| (s.id.as_str(), s.nodes.clone()))
+            .collect();
+        assert_eq!(
+            stopped,
+            vec![
+                ("half", vec!["a".to_owned()]),
+                ("gone-here", vec!["a".to_owned()]),
+                ("gone-there", vec!["c".to_owned()]),
+            ]
+        );
+        let errors: Vec<&str> = result.errors.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(errors, vec!["half", "slow", "unknown"]);
     }
 }

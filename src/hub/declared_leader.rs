@@ -36,7 +36,9 @@ mod broadcast;
 
 use self::broadcast::{broadcast_message, Outbox, WholeRequests};
 use super::coordinator::{StartReplyPort, StopReplyPort};
-use super::declared_forward::{forward_start, forward_stop, start_declared};
+use super::declared_forward::{
+    forward_start, forward_stop, forward_undeclared_stop, start_declared, undeclared_by_stop,
+};
 use super::declared_remote::{refusal_error, send_mutate_reply, RemoteMutations};
 use super::recovery_shared::{leader, RecoveryShared};
 use super::HubShared;
@@ -424,11 +426,13 @@ impl DeclaredLeaderState {
             || ids
                 .iter()
                 .any(|id| self.hub.storage.get(id).is_none_or(|row| row.hub.durable));
+        // Read before the removal: a round may stop one of them before the terminate.
+        let undeclared = undeclared_by_stop(&self.hub, &declared, &ids);
         self.mutate(
             myself,
             DeclaredOp::Undeclare { ids: undeclare },
             Box::new(move |outcome| match outcome {
-                Ok(_) => forward_stop(&hub, ids, opts, reply),
+                Ok(_) => forward_undeclared_stop(&hub, ids, opts, reply, undeclared),
                 Err(
                     e @ (RecoveryError::NoLeader { .. }
                     | RecoveryError::HubUnavailable { .. }

@@ -238,7 +238,8 @@ async fn run_round(
     if !plan.remove_rows.is_empty() {
         remove_rows(&hub, plan.remove_rows.clone()).await;
     }
-    stats.started = submit_paced(&hub, plan.starts, &mut pacer).await;
+    let answer_wait = Duration::from_millis(recovery.config.reconcile_interval_ms);
+    stats.started = submit_paced(&hub, plan.starts, &mut pacer, answer_wait).await;
     stats.elapsed_ms = began.elapsed().as_millis() as u64;
     tracing::info!(
         hub = %hub.config.hub_id,
@@ -380,11 +381,13 @@ async fn remove_rows(hub: &HubShared, ids: Vec<ChildId>) {
 }
 
 /// Submits orphans at the pacer's rate; returns how many were submitted. Waits for the starts'
-/// answers so that a completed round means "started or failed", not "sent".
+/// answers so that a completed round means "started or failed", not "sent" — but at most
+/// `answer_wait` after the last submission (see below).
 async fn submit_paced(
     hub: &Arc<HubShared>,
     starts: Vec<OrphanStart>,
     pacer: &mut StartPacer,
+    answer_wait: Duration,
 ) -> usize {
     pacer.begin_round();
     let mut queue = starts.into_iter();
@@ -409,8 +412,24 @@ async fn submit_paced(
             None => break,
         }
     }
-    for answer in answers {
-        match answer.await {
+    // Bounded by `answer_wait` (the reconcile interval): an answer may otherwise take the
+    // whole start timeout (`default_timeout`), e.g. when the owner, or the node a start is
+    // forwarded to, cannot reach this node yet while a restarted cluster forms, and the first
+    // round's completion is what moves the hub to `normal`. A start still unanswered stays in
+    // flight: the next round sees whether it runs, and an orphan again is resubmitted (the
+    // owner's supervisor keeps one instance).
+    let total = answers.len();
+    let deadline = tokio::time::Instant::now() + answer_wait;
+    for (answered, answer) in answers.into_iter().enumerate() {
+        let Ok(answer) = tokio::time::timeout_at(deadline, answer).await else {
+            tracing::info!(
+                unanswered_requests = total - answered,
+                wait_ms = answer_wait.as_millis() as u64,
+                "recovery starts not answered yet; the round ends, the next one checks them"
+            );
+            break;
+        };
+        match answer {
             Ok(Ok(result)) => {
                 for e in result.errors {
                     if !matches!(e.reason, crate::ChildStartError::AlreadyStarted) {

@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -40,6 +41,11 @@ pub struct Durable {
     pub backend: BackendConfig,
     /// The declared-list leader elector of every node (none: the lowest member leads).
     pub elector: Option<Elector>,
+    /// The child kinds of every node (`process_hub_actors::default_kinds()` unless a test
+    /// registers its own, e.g. a kind whose start it can make fail).
+    pub kinds: process_hub::ChildKinds,
+    /// `default_timeout` of the nodes spawned from now on (3 s unless a test changes it).
+    pub default_timeout: Duration,
 }
 
 /// A leader elector as a plain function (the same on every node).
@@ -60,6 +66,24 @@ impl Durable {
         Self::with_options(seed, names, manifest, backend, None).await
     }
 
+    /// Like [`Durable::new`] (no manifest, memory registry), every node with `default_timeout`.
+    pub async fn with_timeout(seed: u64, names: &[&str], default_timeout: Duration) -> Self {
+        let kinds = process_hub_actors::default_kinds();
+        let mut d = Self::assemble(seed, &[], false, BackendConfig::Memory, None, kinds).await;
+        d.default_timeout = default_timeout;
+        for name in names {
+            let node = d.net.add_node(full(name)).unwrap();
+            d.spawn(name, node).await;
+        }
+        d.wait_members().await;
+        d
+    }
+
+    /// Like [`Durable::new`] (no manifest, memory registry), every node with the kinds `kinds`.
+    pub async fn with_kinds(seed: u64, names: &[&str], kinds: process_hub::ChildKinds) -> Self {
+        Self::assemble(seed, names, false, BackendConfig::Memory, None, kinds).await
+    }
+
     /// Like [`Durable::with_backend`], every node electing its leader with `elector`.
     pub async fn with_options(
         seed: u64,
@@ -67,6 +91,18 @@ impl Durable {
         manifest: bool,
         backend: BackendConfig,
         elector: Option<Elector>,
+    ) -> Self {
+        let kinds = process_hub_actors::default_kinds();
+        Self::assemble(seed, names, manifest, backend, elector, kinds).await
+    }
+
+    async fn assemble(
+        seed: u64,
+        names: &[&str],
+        manifest: bool,
+        backend: BackendConfig,
+        elector: Option<Elector>,
+        kinds: process_hub::ChildKinds,
     ) -> Self {
         let root = tempfile::tempdir().unwrap();
         let manifest = manifest.then(|| root.path().join("off-cluster"));
@@ -78,6 +114,8 @@ impl Durable {
             events: Arc::default(),
             backend,
             elector,
+            kinds,
+            default_timeout: Duration::from_secs(3),
         };
         for name in names {
             let node = cluster.net.add_node(full(name)).unwrap();
@@ -111,7 +149,7 @@ impl Durable {
                 Duration::from_millis(200),
             )
             .migration_retry(Duration::from_millis(100))
-            .default_timeout(Duration::from_secs(3))
+            .default_timeout(self.default_timeout)
             .shutdown_timeout(Duration::from_secs(5))
             .auto_recovery(recovery)
             .registry_backend(self.backend.clone())
@@ -127,8 +165,8 @@ impl Durable {
         let start = tokio::time::Instant::now();
         let node = Arc::new(node);
         let hub = loop {
-            let mut builder = Hub::builder(self.config(name), process_hub_actors::default_kinds())
-                .network(node.clone());
+            let mut builder =
+                Hub::builder(self.config(name), self.kinds.clone()).network(node.clone());
             if let Some(elector) = self.elector {
                 builder = builder.elector(elector);
             }
@@ -295,6 +333,51 @@ impl Durable {
     pub fn hooked(&self, pred: impl Fn(&HookEvent) -> bool) -> bool {
         self.events.lock().unwrap().iter().any(pred)
     }
+}
+
+/// A child kind whose start the test controls with a gate: while the gate is closed, the start
+/// of a `gated` child fails and the start of a `gated-slow` child waits for the gate to open
+/// (its answer is late: a start lost, or stuck, on its way).
+#[derive(Clone)]
+pub struct Gated {
+    open: Arc<AtomicBool>,
+    wait: bool,
+}
+
+/// `Gated` takes no messages.
+pub enum GatedMsg {}
+
+impl ractor::Message for GatedMsg {}
+
+impl ractor::Actor for Gated {
+    type Msg = GatedMsg;
+    type State = ();
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        _myself: ractor::ActorRef<Self::Msg>,
+        _args: (),
+    ) -> Result<Self::State, ractor::ActorProcessingErr> {
+        while self.wait && !self.open.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if self.open.load(Ordering::SeqCst) {
+            Ok(())
+        } else {
+            Err("the test keeps the gate closed".into())
+        }
+    }
+}
+
+/// The default kinds plus `gated` and `gated-slow` behind `gate` (see [`Gated`]).
+pub fn gated_kinds(gate: &Arc<AtomicBool>) -> process_hub::ChildKinds {
+    let mut kinds = process_hub_actors::default_kinds();
+    let open = gate.clone();
+    kinds.register("gated", Gated { open, wait: false });
+    let open = gate.clone();
+    kinds.register("gated-slow", Gated { open, wait: true });
+    kinds
 }
 
 pub fn full(name: &str) -> String {

@@ -35,8 +35,10 @@ use crate::cluster::wire::{self, WireMsg};
 use crate::core::boot_token::BootToken;
 use crate::model::NodeName;
 
+mod hold;
 mod state;
 
+pub use hold::HoldFilter;
 use state::{emit, ordered, Delayed, Endpoint, NodeState, RouterState};
 
 /// The router was asked for something impossible.
@@ -96,6 +98,8 @@ impl InProcessCluster {
                 drop_probability: 0.0,
                 delay: None,
                 dropped_kinds: BTreeSet::new(),
+                hold: None,
+                held: Vec::new(),
                 lanes: HashMap::new(),
                 next_id: 1,
                 stats: RouterStats::default(),
@@ -345,6 +349,10 @@ impl InProcessCluster {
                 }
             }
         }
+        let (sender, receiver) = ((from, from_endpoint), (to, to_endpoint));
+        let Some(bytes) = hold::hold_if_matched(&mut state, hub_id, sender, receiver, bytes) else {
+            return Ok(());
+        };
         match state.delay {
             None => Self::deliver(&mut state, hub_id, from, &sink, &bytes),
             Some((min, max)) => {

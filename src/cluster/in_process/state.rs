@@ -42,6 +42,10 @@ pub(super) struct RouterState {
     pub(super) delay: Option<(Duration, Duration)>,
     /// `(message kind, receiver)` pairs whose frames are lost.
     pub(super) dropped_kinds: BTreeSet<(String, NodeName)>,
+    /// Frames matching this are held back (see `hold.rs`).
+    pub(super) hold: Option<super::HoldFilter>,
+    /// The frames held back, in the order they were sent.
+    pub(super) held: Vec<super::hold::Held>,
     /// One in-order delivery queue per `(hub, from, to)` for delayed frames.
     pub(super) lanes: HashMap<(String, NodeName, NodeName), mpsc::UnboundedSender<Delayed>>,
     pub(super) next_id: u64,

@@ -321,3 +321,58 @@ async fn delayed_frames_keep_their_order_and_die_with_the_link() {
         .iter()
         .all(|e| !matches!(e, TransportEvent::Message { .. })));
 }
+
+#[test]
+fn held_frames_arrive_when_released_in_order_or_never() {
+    let cluster = InProcessCluster::new(12);
+    let hubs = three(&cluster);
+    hubs[1].rec.take();
+    hubs[2].rec.take();
+    cluster.hold_frames(Some(Arc::new(|_, to: &str, msg: &WireMsg| {
+        to == "b" && matches!(msg, WireMsg::SyncRequest | WireMsg::Goodbye)
+    })));
+    let send = |to: &str, msg: WireMsg| hubs[0].transport.send(&to.to_owned(), &msg).unwrap();
+    send("b", WireMsg::SyncRequest);
+    send("b", WireMsg::Goodbye);
+    send("c", WireMsg::SyncRequest);
+    send("b", WireMsg::DeclaredVersionQuery);
+    // Only the matching frames wait; the others go through.
+    assert_eq!(cluster.held_frames(), 2);
+    assert_eq!(hubs[2].rec.take().len(), 1);
+    let early = hubs[1].rec.take();
+    assert!(
+        matches!(
+            &early[..],
+            [TransportEvent::Message {
+                msg: WireMsg::DeclaredVersionQuery,
+                ..
+            }]
+        ),
+        "{early:?}"
+    );
+    cluster.hold_frames(None);
+    send("b", WireMsg::SyncRequest);
+    assert_eq!(hubs[1].rec.take().len(), 1, "no longer held");
+    assert_eq!(cluster.release_held(), 2);
+    let late: Vec<WireMsg> = hubs[1]
+        .rec
+        .take()
+        .into_iter()
+        .filter_map(|e| match e {
+            TransportEvent::Message { msg, .. } => Some(msg),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        matches!(&late[..], [WireMsg::SyncRequest, WireMsg::Goodbye]),
+        "{late:?}"
+    );
+    // A held frame whose receiver crashed meanwhile is lost.
+    cluster.hold_frames(Some(Arc::new(|_, _, _| true)));
+    send("c", WireMsg::SyncRequest);
+    cluster.crash("c").unwrap();
+    assert_eq!(cluster.release_held(), 0);
+    send("b", WireMsg::SyncRequest);
+    assert_eq!(cluster.discard_held(), 1);
+    assert_eq!(hubs[1].rec.take(), vec![down("c")], "no message reached b");
+}
