@@ -171,6 +171,7 @@ impl CoordinatorState {
                     CoordinatorMsg::Cluster(ClusterMsg::CallTimeout { request_id })
                 });
                 cluster.calls.insert(request_id, (reply, Some(timer)));
+                cluster.relay.call_sent(request_id, peer, id);
             }
         }
     }
@@ -200,10 +201,22 @@ impl CoordinatorState {
                     payload,
                     hops: hops + 1,
                 };
-                if let Err(e) = transport.send(peer, &msg) {
-                    tracing::debug!(peer = %peer, error = %e, "child call not forwarded");
+                match transport.send(peer, &msg) {
+                    Ok(()) => return,
+                    Err(e) => {
+                        // Not forwarded: the origin is told now rather than at its timeout.
+                        tracing::debug!(peer = %peer, error = %e, "child call not forwarded");
+                        let failed = failure(peer, Some(&id), "unreachable", &e.to_string());
+                        let msg = WireMsg::ChildCallReply {
+                            request_id,
+                            result: Err(failed),
+                        };
+                        if let Err(e) = transport.send(&reply_to, &msg) {
+                            tracing::debug!(origin = %reply_to, error = %e, "child call failure not sent");
+                        }
+                        return;
+                    }
                 }
-                return;
             }
         }
         let answer = move |result: Result<Vec<u8>, ChildFailure>| {
@@ -232,6 +245,7 @@ impl CoordinatorState {
     pub(super) fn child_call_timeout(&mut self, request_id: u64) {
         let node = self.hub.node.clone();
         if let Some(cluster) = &mut self.cluster {
+            cluster.relay.call_done(request_id);
             if let Some((reply, _)) = cluster.calls.remove(&request_id) {
                 let _ = reply.send(Err(failure(
                     &node,
@@ -249,6 +263,7 @@ impl CoordinatorState {
         result: Result<Vec<u8>, ChildFailure>,
     ) {
         if let Some(cluster) = &mut self.cluster {
+            cluster.relay.call_done(request_id);
             if let Some((reply, timer)) = cluster.calls.remove(&request_id) {
                 if let Some(t) = timer {
                     t.abort();
