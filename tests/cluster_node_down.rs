@@ -1,7 +1,7 @@
 //! A request waiting on a node that goes down fails at once, not at `default_timeout` (issue 4):
-//! starts and stops sent to a node that crashes before answering, starts forwarded by a node
-//! whose ring differs (its owner crashes, or cannot reach the origin), child calls, and a
-//! durable start's mutation sent to a leader that crashes.
+//! starts and stops sent to a node that crashes before answering, starts and child calls
+//! forwarded by a node whose view differs (the next node crashes, or cannot reach the origin),
+//! child calls, and a durable start's mutation sent to a leader that crashes.
 //!
 //! Every hub here has a `default_timeout` of 60 s, and each request must return within
 //! [`FAST`] (20 s): far from both, so no tight timing is involved. The request is kept from
@@ -41,6 +41,11 @@ struct Nodes {
 
 impl Nodes {
     async fn new(seed: u64, names: &[&str]) -> Self {
+        Self::with_grace(seed, names, Duration::from_millis(100)).await
+    }
+
+    /// With `nodedown_grace` `grace` (a long one keeps a down node's children where they are).
+    async fn with_grace(seed: u64, names: &[&str], grace: Duration) -> Self {
         let net = InProcessCluster::new(seed);
         let mut hubs = Vec::new();
         for name in names {
@@ -48,7 +53,7 @@ impl Nodes {
             let config: ProcessHub = ProcessHub::builder(HUB)
                 .cluster_timing(
                     Duration::from_millis(300),
-                    Duration::from_millis(100),
+                    grace,
                     Duration::from_millis(20),
                     Duration::from_millis(200),
                 )
@@ -326,4 +331,55 @@ async fn a_durable_start_whose_leader_crashes_before_answering_fails_at_once() {
     d.net.hold_frames(None);
     d.net.discard_held();
     durable_cluster::stop_all(&d).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_child_call_is_relayed_and_fails_at_once_when_the_next_node_crashes() {
+    // A long grace: c's child stays bound to c in every registry while c is cut off or down.
+    let mut nodes = Nodes::with_grace(47, &["a", "b", "c"], LONG).await;
+    // Runs on c; by a's ring without c its owner is b, so a sends its calls to b, which
+    // forwards them to c (b's registry says c runs it).
+    let spec = owned("n", 1, "c", &["a", "b", "c"], Some(("b", &["a", "b"])));
+    let id = spec[0].id.clone();
+    let result = nodes
+        .hub("b")
+        .start_children(spec, StartOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(result.started.len(), 1, "{:?}", result.errors);
+    wait_until("a sees the child", || {
+        nodes.hub("a").child_lookup(&id).is_some()
+    })
+    .await;
+    nodes.net.cut(&full("a"), &full("c"));
+    wait_until("a sees c down", || {
+        nodes.hub("a").nodes(true) == vec![full("a"), full("b")]
+    })
+    .await;
+    let get = br#"{"kind":"counter","command":{"op":"get"}}"#.to_vec();
+    // c cannot reach a: the answer comes back through b.
+    let a = nodes.hub("a").clone();
+    let (call_id, payload) = (id.clone(), get.clone());
+    let call = tokio::spawn(async move { a.call_child(call_id, payload, LONG).await });
+    let out = tokio::time::timeout(FAST, call)
+        .await
+        .expect("the answer is relayed by b")
+        .unwrap()
+        .expect("the child answers");
+    assert_eq!(out, b"0");
+    nodes.hold("child_call", "c");
+    let a = nodes.hub("a").clone();
+    let call_id = id.clone();
+    let call = tokio::spawn(async move { a.call_child(call_id, get, LONG).await });
+    nodes.wait_held().await;
+    nodes.crash("c").await;
+    let err = tokio::time::timeout(FAST, call)
+        .await
+        .expect("b fails the call it forwarded to c when c goes down")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(err.code, "unreachable", "{err:?}");
+    assert_eq!(err.id, id);
+    nodes.net.hold_frames(None);
+    nodes.net.discard_held();
 }

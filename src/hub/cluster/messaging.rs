@@ -5,7 +5,8 @@
 //! costs nothing per child: the sender's hub finds where the child runs (this node, a node its
 //! registry names, else the ring owner) and sends `ChildCast` / `ChildCall` to that hub, which
 //! hands the payload to the kind's command handler (`ChildKinds::register_command`) for its
-//! local child. A hub that does not run the child forwards once more (bounded by `MAX_HOPS`).
+//! local child. A hub that does not run the child forwards once more (bounded by `MAX_HOPS`),
+//! under its own request id, and relays the answer back ([`super::relay`]).
 //! Failures come back as `ChildFailure`s with a code: `not_found`, `no_command_handler`,
 //! `command_failed`, `timeout`, `forward_limit`, `hub_unavailable`, `unreachable`.
 
@@ -193,16 +194,27 @@ impl CoordinatorState {
         let route = self.route(&id);
         if let Route::Peer(peer) = &route {
             if hops < MAX_HOPS {
-                // The child runs elsewhere (it moved): forward, keeping the origin's reply_to.
+                // The child runs elsewhere (it moved): forward under this node's own request
+                // id and relay the answer back (`relay`), like a forwarded start.
+                let forward_id = self.next_id();
                 let msg = WireMsg::ChildCall {
-                    request_id,
-                    reply_to: reply_to.clone(),
+                    request_id: RequestId(forward_id),
+                    reply_to: node.clone(),
                     id: id.clone(),
                     payload,
                     hops: hops + 1,
                 };
                 match transport.send(peer, &msg) {
-                    Ok(()) => return,
+                    Ok(()) => {
+                        let ttl = self.forward_ttl();
+                        if let Some(cluster) = &mut self.cluster {
+                            let origin = (reply_to, request_id);
+                            cluster
+                                .relay
+                                .call_forwarded(forward_id, origin, peer.clone(), id, ttl);
+                        }
+                        return;
+                    }
                     Err(e) => {
                         // Not forwarded: the origin is told now rather than at its timeout.
                         tracing::debug!(peer = %peer, error = %e, "child call not forwarded");

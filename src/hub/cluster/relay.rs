@@ -11,7 +11,8 @@
 //! which only knows the forwarder, could not.
 //!
 //! **Child calls** record the peer they were sent to, so a call waiting on a peer that goes down
-//! fails `unreachable` at once instead of at the caller's timeout.
+//! fails `unreachable` at once instead of at the caller's timeout. Forwarded calls are proxied
+//! like forwarded starts, for the same reasons.
 //!
 //! Everything here is bookkeeping of the Coordinator's cluster state; membership
 //! (`on_node_down`) calls [`CoordinatorState::fail_relayed_on`].
@@ -41,13 +42,24 @@ struct Forward {
     since: Instant,
 }
 
-/// What this node waits on for others: forwarded starts and the peers of child calls.
+/// A child call this node forwarded to `next`, waiting for its answer.
+struct CallForward {
+    origin: NodeName,
+    origin_request: RequestId,
+    next: NodeName,
+    id: ChildId,
+    since: Instant,
+}
+
+/// What this node waits on for others: forwarded starts and calls, and the peers of child calls.
 #[derive(Default)]
 pub(crate) struct Relays {
     /// Forwarded starts by the request id this node gave them.
     forwards: HashMap<u64, Forward>,
     /// The peer each pending child call (`ClusterState::calls`) was sent to, and the child.
     call_peers: HashMap<u64, (NodeName, ChildId)>,
+    /// Forwarded child calls by the request id this node gave them.
+    call_forwards: HashMap<u64, CallForward>,
 }
 
 impl Relays {
@@ -77,9 +89,42 @@ impl Relays {
         );
     }
 
-    /// Whether `request_id` is a start this node forwarded (its reply is relayed, not consumed).
-    pub fn is_forward(&self, request_id: RequestId) -> bool {
-        self.forwards.contains_key(&request_id.0)
+    /// Records a call for `id` forwarded to `next` under `request_id` (this node's id) on
+    /// behalf of `origin` (its node and request id).
+    pub fn call_forwarded(
+        &mut self,
+        request_id: u64,
+        origin: (NodeName, RequestId),
+        next: NodeName,
+        id: ChildId,
+        ttl: Duration,
+    ) {
+        let now = Instant::now();
+        self.call_forwards
+            .retain(|_, f| now.saturating_duration_since(f.since) < ttl);
+        let (origin, origin_request) = origin;
+        self.call_forwards.insert(
+            request_id,
+            CallForward {
+                origin,
+                origin_request,
+                next,
+                id,
+                since: now,
+            },
+        );
+    }
+
+    /// Whether `msg` answers a start or a call this node forwarded (it is relayed, not
+    /// consumed).
+    pub fn is_forward_reply(&self, msg: &WireMsg) -> bool {
+        match msg {
+            WireMsg::StartReply { request_id, .. } => self.forwards.contains_key(&request_id.0),
+            WireMsg::ChildCallReply { request_id, .. } => {
+                self.call_forwards.contains_key(&request_id.0)
+            }
+            _ => false,
+        }
     }
 
     /// Records the peer a child call went to.
@@ -99,20 +144,33 @@ impl CoordinatorState {
         self.hub.config.default_timeout() * FORWARD_TTL_TIMEOUTS
     }
 
-    /// Relays the owner's `StartReply` to a forwarded start back to the node it came from,
-    /// under that node's request id. Does nothing when `msg` is not the reply to a start this
-    /// node forwarded (checked by the caller).
-    pub(super) fn relay_start_reply(&mut self, from: &NodeName, msg: WireMsg) {
-        let WireMsg::StartReply {
-            request_id,
-            started,
-            errors,
-        } = msg
-        else {
-            return;
-        };
+    /// Relays the answer to a forwarded start (`StartReply`) or call (`ChildCallReply`) back to
+    /// the node it came from, under that node's request id. Does nothing when `msg` answers
+    /// nothing this node forwarded (checked by the caller).
+    pub(super) fn relay_reply(&mut self, from: &NodeName, msg: WireMsg) {
         let Some(cluster) = &mut self.cluster else {
             return;
+        };
+        let (request_id, started, errors) = match msg {
+            WireMsg::StartReply {
+                request_id,
+                started,
+                errors,
+            } => (request_id, started, errors),
+            WireMsg::ChildCallReply { request_id, result } => {
+                let Some(forward) = cluster.relay.call_forwards.remove(&request_id.0) else {
+                    return;
+                };
+                let reply = WireMsg::ChildCallReply {
+                    request_id: forward.origin_request,
+                    result,
+                };
+                if let Err(e) = cluster.transport.send(&forward.origin, &reply) {
+                    tracing::debug!(next = %from, origin = %forward.origin, error = %e, "forwarded call reply not relayed");
+                }
+                return;
+            }
+            _ => return,
         };
         let Some(forward) = cluster.relay.forwards.get_mut(&request_id.0) else {
             return;
@@ -140,8 +198,8 @@ impl CoordinatorState {
     }
 
     /// Fails at once what this node waits on from `node`, which went down: starts it forwarded
-    /// there (answered `node_unavailable` to their origin), child calls sent there (answered
-    /// `unreachable`); and forgets the starts forwarded for `node` (nobody to answer).
+    /// there (answered `node_unavailable` to their origin), child calls sent or forwarded there
+    /// (answered `unreachable`); and forgets what it forwarded for `node` (nobody to answer).
     pub(super) fn fail_relayed_on(&mut self, node: &NodeName) {
         let local = self.hub.node.clone();
         let Some(cluster) = &mut self.cluster else {
@@ -180,6 +238,33 @@ impl CoordinatorState {
             tracing::debug!(owner = %node, origin = %forward.origin, "forwarded starts failed: their owner went down");
             if let Err(e) = cluster.transport.send(&forward.origin, &reply) {
                 tracing::debug!(origin = %forward.origin, error = %e, "forwarded start failure not relayed");
+            }
+        }
+        let dead: Vec<u64> = relay
+            .call_forwards
+            .iter()
+            .filter(|(_, f)| &f.next == node || &f.origin == node)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in dead {
+            let Some(forward) = relay.call_forwards.remove(&id) else {
+                continue;
+            };
+            if &forward.origin == node {
+                continue;
+            }
+            let failed = messaging::failure(
+                node,
+                Some(&forward.id),
+                "unreachable",
+                &format!("node {node} went down (seen from {local})"),
+            );
+            let reply = WireMsg::ChildCallReply {
+                request_id: forward.origin_request,
+                result: Err(failed),
+            };
+            if let Err(e) = cluster.transport.send(&forward.origin, &reply) {
+                tracing::debug!(origin = %forward.origin, error = %e, "forwarded call failure not relayed");
             }
         }
         let calls: Vec<u64> = relay

@@ -80,8 +80,10 @@ impl CoordinatorState {
         msg: WireMsg,
     ) {
         match msg {
-            msg @ WireMsg::StartReply { .. } if self.is_forward_reply(&msg) => {
-                self.relay_start_reply(&from, msg);
+            msg @ (WireMsg::StartReply { .. } | WireMsg::ChildCallReply { .. })
+                if self.is_forward_reply(&msg) =>
+            {
+                self.relay_reply(&from, msg);
             }
             WireMsg::StartChildren {
                 request_id,
@@ -205,14 +207,11 @@ impl CoordinatorState {
         }
     }
 
-    /// Whether `msg` answers a start this node forwarded (see [`super::relay`]).
+    /// Whether `msg` answers a start or a call this node forwarded (see [`super::relay`]).
     fn is_forward_reply(&self, msg: &WireMsg) -> bool {
-        let WireMsg::StartReply { request_id, .. } = msg else {
-            return false;
-        };
         self.cluster
             .as_ref()
-            .is_some_and(|c| c.relay.is_forward(*request_id))
+            .is_some_and(|c| c.relay.is_forward_reply(msg))
     }
 
     /// Applies peer `from`'s complete observations (one frame or reassembled parts); the
