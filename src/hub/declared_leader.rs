@@ -86,6 +86,8 @@ pub(crate) enum DeclaredMsg {
     Wire { from: NodeName, msg: WireMsg },
     /// Peer `node` came up: send it this node's copy (boot adoption on both sides).
     PeerUp { node: NodeName },
+    /// Peer `node` went down: mutations waiting on it as the leader fail now.
+    PeerDown { node: NodeName },
     /// Ask these peers for their copies (the Reconciler has not heard from them).
     Solicit { nodes: Vec<NodeName> },
     /// A mutation sent to the leader was not answered in time.
@@ -662,6 +664,7 @@ impl Actor for DeclaredLeader {
             DeclaredMsg::Forget { ids } => state.forget(&myself, ids),
             DeclaredMsg::Wire { from, msg } => state.on_wire(&myself, from, msg),
             DeclaredMsg::PeerUp { node } => state.peer_up(&node),
+            DeclaredMsg::PeerDown { node } => state.remote.node_down(&node),
             DeclaredMsg::Solicit { nodes } => {
                 for node in nodes {
                     state.send_copy(&node, true);

@@ -4,8 +4,9 @@
 //!
 //! A node that is not the leader sends its mutation ([`WireMsg::DeclaredMutate`]) to the node
 //! it takes for the leader and waits for the reply, which the leader sends only once the
-//! mutation is persisted. No reply within the hub's `default_timeout_ms`, or a send that fails,
-//! is `no_leader`: the caller's durable start or stop is refused and nothing else is affected.
+//! mutation is persisted. No reply within the hub's `default_timeout_ms`, a send that fails, or
+//! the leader going down before it answers (failed at once, not at the timeout) is `no_leader`:
+//! the caller's durable start or stop is refused and nothing else is affected.
 //! The leader then broadcasts the change ([`WireMsg::DeclaredDelta`]) to every peer, which
 //! fetches the whole copy ([`WireMsg::DeclaredOffer`]) when it cannot apply it.
 
@@ -25,6 +26,8 @@ type Timer = tokio::task::JoinHandle<Result<(), ractor::MessagingErr<DeclaredMsg
 #[derive(Default)]
 pub(crate) struct RemoteMutations {
     pending: HashMap<u64, (Then, Timer)>,
+    /// The leader each pending mutation was sent to: it going down fails the mutation at once.
+    sent_to: HashMap<u64, NodeName>,
     next: u64,
 }
 
@@ -58,10 +61,12 @@ impl RemoteMutations {
             DeclaredMsg::MutateTimeout { request_id }
         });
         self.pending.insert(request_id, (then, timer));
+        self.sent_to.insert(request_id, leader.clone());
     }
 
     /// The leader answered.
     pub fn answered(&mut self, request_id: u64, result: Result<u64, RecoveryError>) {
+        self.sent_to.remove(&request_id);
         if let Some((then, timer)) = self.pending.remove(&request_id) {
             timer.abort();
             then(result);
@@ -70,10 +75,34 @@ impl RemoteMutations {
 
     /// The leader did not answer in time.
     pub fn timed_out(&mut self, request_id: u64) {
+        self.sent_to.remove(&request_id);
         if let Some((then, _)) = self.pending.remove(&request_id) {
             then(Err(RecoveryError::NoLeader {
                 reason: "the leader did not answer in time".into(),
             }));
+        }
+    }
+}
+
+impl RemoteMutations {
+    /// `node` went down: the mutations waiting on it are `no_leader` now, not at the timeout
+    /// (the mutation may or may not have been applied, as with a timeout; the caller's durable
+    /// start or stop is refused and the next round settles the rest).
+    pub fn node_down(&mut self, node: &NodeName) {
+        let ids: Vec<u64> = self
+            .sent_to
+            .iter()
+            .filter(|(_, leader)| *leader == node)
+            .map(|(id, _)| *id)
+            .collect();
+        for request_id in ids {
+            self.sent_to.remove(&request_id);
+            if let Some((then, timer)) = self.pending.remove(&request_id) {
+                timer.abort();
+                then(Err(RecoveryError::NoLeader {
+                    reason: format!("the leader {node} went down before answering"),
+                }));
+            }
         }
     }
 }

@@ -5,7 +5,8 @@
 //! costs nothing per child: the sender's hub finds where the child runs (this node, a node its
 //! registry names, else the ring owner) and sends `ChildCast` / `ChildCall` to that hub, which
 //! hands the payload to the kind's command handler (`ChildKinds::register_command`) for its
-//! local child. A hub that does not run the child forwards once more (bounded by `MAX_HOPS`).
+//! local child. A hub that does not run the child forwards once more (bounded by `MAX_HOPS`),
+//! under its own request id, and relays the answer back ([`super::relay`]).
 //! Failures come back as `ChildFailure`s with a code: `not_found`, `no_command_handler`,
 //! `command_failed`, `timeout`, `forward_limit`, `hub_unavailable`, `unreachable`.
 
@@ -171,6 +172,7 @@ impl CoordinatorState {
                     CoordinatorMsg::Cluster(ClusterMsg::CallTimeout { request_id })
                 });
                 cluster.calls.insert(request_id, (reply, Some(timer)));
+                cluster.relay.call_sent(request_id, peer, id);
             }
         }
     }
@@ -192,18 +194,41 @@ impl CoordinatorState {
         let route = self.route(&id);
         if let Route::Peer(peer) = &route {
             if hops < MAX_HOPS {
-                // The child runs elsewhere (it moved): forward, keeping the origin's reply_to.
+                // The child runs elsewhere (it moved): forward under this node's own request
+                // id and relay the answer back (`relay`), like a forwarded start.
+                let forward_id = self.next_id();
                 let msg = WireMsg::ChildCall {
-                    request_id,
-                    reply_to: reply_to.clone(),
+                    request_id: RequestId(forward_id),
+                    reply_to: node.clone(),
                     id: id.clone(),
                     payload,
                     hops: hops + 1,
                 };
-                if let Err(e) = transport.send(peer, &msg) {
-                    tracing::debug!(peer = %peer, error = %e, "child call not forwarded");
+                match transport.send(peer, &msg) {
+                    Ok(()) => {
+                        let ttl = self.forward_ttl();
+                        if let Some(cluster) = &mut self.cluster {
+                            let origin = (reply_to, request_id);
+                            cluster
+                                .relay
+                                .call_forwarded(forward_id, origin, peer.clone(), id, ttl);
+                        }
+                        return;
+                    }
+                    Err(e) => {
+                        // Not forwarded: the origin is told now rather than at its timeout.
+                        tracing::debug!(peer = %peer, error = %e, "child call not forwarded");
+                        let failed = failure(peer, Some(&id), "unreachable", &e.to_string());
+                        let msg = WireMsg::ChildCallReply {
+                            request_id,
+                            result: Err(failed),
+                        };
+                        if let Err(e) = transport.send(&reply_to, &msg) {
+                            tracing::debug!(origin = %reply_to, error = %e, "child call failure not sent");
+                        }
+                        return;
+                    }
                 }
-                return;
             }
         }
         let answer = move |result: Result<Vec<u8>, ChildFailure>| {
@@ -232,6 +257,7 @@ impl CoordinatorState {
     pub(super) fn child_call_timeout(&mut self, request_id: u64) {
         let node = self.hub.node.clone();
         if let Some(cluster) = &mut self.cluster {
+            cluster.relay.call_done(request_id);
             if let Some((reply, _)) = cluster.calls.remove(&request_id) {
                 let _ = reply.send(Err(failure(
                     &node,
@@ -249,6 +275,7 @@ impl CoordinatorState {
         result: Result<Vec<u8>, ChildFailure>,
     ) {
         if let Some(cluster) = &mut self.cluster {
+            cluster.relay.call_done(request_id);
             if let Some((reply, timer)) = cluster.calls.remove(&request_id) {
                 if let Some(t) = timer {
                     t.abort();

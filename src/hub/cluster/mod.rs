@@ -18,6 +18,7 @@
 
 pub(super) mod messaging;
 pub(super) mod rebalance;
+pub(super) mod relay;
 pub(super) mod remote;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -120,6 +121,8 @@ pub(crate) struct ClusterState {
     pub calls: HashMap<u64, (ChildCallReplyPort, Option<Timer>)>,
     /// Full syncs arriving in parts, applied once complete.
     pub sync_parts: SyncAssembler,
+    /// Forwarded starts and child calls waiting on a peer (failed at once when it goes down).
+    pub relay: relay::Relays,
 }
 
 impl ClusterState {
@@ -155,6 +158,7 @@ impl ClusterState {
             self_leaving: false,
             calls: HashMap::new(),
             sync_parts: SyncAssembler::new(),
+            relay: relay::Relays::default(),
         })
     }
 
@@ -445,6 +449,11 @@ impl CoordinatorState {
         }
         self.publish_membership();
         self.fail_pending_on(myself, &node);
+        self.fail_relayed_on(&node);
+        if let Some(declared) = hub.declared_leader() {
+            let _ =
+                declared.cast(super::declared_leader::DeclaredMsg::PeerDown { node: node.clone() });
+        }
         hub.hooks
             .fire(HookKey::PostClusterLeave, || HookEvent::PostClusterLeave {
                 node,

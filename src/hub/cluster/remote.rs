@@ -1,8 +1,8 @@
 //! The hub protocol on the receiving side: what a Coordinator does with a peer's message.
 //!
 //! Starts re-check ownership: a child this node owns (by its own ring) starts here; one it does
-//! not own is forwarded to its owner with `hops + 1`, keeping the origin's request id and
-//! `reply_to`, so the owner answers the origin directly; past [`MAX_HOPS`] it is refused
+//! not own is forwarded to its owner with `hops + 1` under this node's own request id, and the
+//! owner's answer is relayed back to the sender ([`super::relay`]); past [`MAX_HOPS`] it is refused
 //! (`node_unavailable: forward limit`) rather than bounced forever between disagreeing rings.
 //! Two nodes starting the same id concurrently both reach the owner, whose ChildSupervisor
 //! accepts the first and refuses the second: one child.
@@ -80,6 +80,11 @@ impl CoordinatorState {
         msg: WireMsg,
     ) {
         match msg {
+            msg @ (WireMsg::StartReply { .. } | WireMsg::ChildCallReply { .. })
+                if self.is_forward_reply(&msg) =>
+            {
+                self.relay_reply(&from, msg);
+            }
             WireMsg::StartChildren {
                 request_id,
                 reply_to,
@@ -202,6 +207,13 @@ impl CoordinatorState {
         }
     }
 
+    /// Whether `msg` answers a start or a call this node forwarded (see [`super::relay`]).
+    fn is_forward_reply(&self, msg: &WireMsg) -> bool {
+        self.cluster
+            .as_ref()
+            .is_some_and(|c| c.relay.is_forward_reply(msg))
+    }
+
     /// Applies peer `from`'s complete observations (one frame or reassembled parts); the
     /// write's completion counts as a delivered registry (`Synced`).
     fn apply_full_sync(
@@ -238,7 +250,7 @@ impl CoordinatorState {
         if let Some(cluster) = &self.cluster {
             let msg = start_reply(request_id, report);
             if let Err(e) = cluster.transport.send(to, &msg) {
-                tracing::debug!(origin = %to, error = %e, "start reply not sent; the origin times out");
+                tracing::debug!(origin = %to, error = %e, "start reply not sent (its link is down: the origin sees this node go down)");
             }
         }
     }
@@ -292,17 +304,32 @@ impl CoordinatorState {
                     ids: items.iter().map(|i| i.spec.id.clone()).collect(),
                 }
             });
+            // Proxied (`relay`): the owner answers this node, which relays to `reply_to`
+            // over the link the starts came through.
+            let forward_id = self.next_id();
             let msg = WireMsg::StartChildren {
-                request_id,
-                reply_to: reply_to.clone(),
+                request_id: RequestId(forward_id),
+                reply_to: local.clone(),
                 hops: hops + 1,
                 check_existing,
                 children: items.clone(),
             };
-            let sent = self
-                .cluster
-                .as_ref()
-                .map(|c| c.transport.send(&owner, &msg));
+            let ttl = self.forward_ttl();
+            let sent = self.cluster.as_mut().map(|c| {
+                let sent = c.transport.send(&owner, &msg);
+                if sent.is_ok() {
+                    let ids = items.iter().map(|i| i.spec.id.clone()).collect();
+                    c.relay.forwarded(
+                        forward_id,
+                        reply_to.clone(),
+                        request_id,
+                        owner.clone(),
+                        ids,
+                        ttl,
+                    );
+                }
+                sent
+            });
             if let Some(Err(e)) = sent {
                 let reason = e.to_string();
                 let report = NodeStartReport {
