@@ -42,8 +42,7 @@ async fn a_chain_of_seeds_forms_a_mesh_and_hubs_are_found_per_hub_id() {
     );
     let _other = Peer::spawn("other", free_port(), "secret", &[local_seed], "another-hub");
 
-    local.wait_up("one@127.0.0.1").await;
-    local.wait_up("two@127.0.0.1").await;
+    local.wait_all_up(&["one@127.0.0.1", "two@127.0.0.1"]).await;
     two.wait_line(|l| l == "UP local@127.0.0.1" || l.starts_with("UP local@127.0.0.1 "));
 
     let end = Instant::now() + DEADLINE;

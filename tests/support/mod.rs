@@ -319,6 +319,24 @@ impl Local {
         }
     }
 
+    /// Waits until every node of `nodes` came up, in whatever order their `NodeUp`s arrive
+    /// (waiting for them one by one would discard a later node's event met first).
+    #[allow(dead_code)]
+    pub async fn wait_all_up(&mut self, nodes: &[&str]) {
+        let mut missing: std::collections::BTreeSet<String> =
+            nodes.iter().map(|n| (*n).to_owned()).collect();
+        while !missing.is_empty() {
+            if let TransportEvent::NodeUp { node, .. } = self
+                .wait_event(
+                    |e| matches!(e, TransportEvent::NodeUp { node, .. } if missing.contains(node)),
+                )
+                .await
+            {
+                missing.remove(&node);
+            }
+        }
+    }
+
     pub async fn wait_down(&mut self, node: &str) {
         self.wait_event(|e| matches!(e, TransportEvent::NodeDown { node: n } if n == node))
             .await;
