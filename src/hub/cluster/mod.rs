@@ -12,6 +12,8 @@
 //!   (cold-swap migrations to new owners, re-placement of children whose node is gone), retries,
 //!   and the graceful leave.
 //! - [`messaging`]: messages to a child by id, routed through the hubs.
+//! - [`msg`]: the cluster half's timers and completions ([`ClusterMsg`]): arming them and
+//!   dispatching what they cast back into the Coordinator.
 //!
 //! Nothing here blocks: writes go to the Registry with a completion that casts back, requests
 //! go to peers and their replies come back as transport messages.
@@ -20,6 +22,8 @@ pub(super) mod messaging;
 pub(super) mod rebalance;
 pub(super) mod relay;
 pub(super) mod remote;
+
+mod msg;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -42,43 +46,10 @@ use crate::hooks::{HookEvent, HookKey};
 use crate::model::{ChildId, NodeName, Row};
 
 pub(crate) use messaging::ChildCallReplyPort;
+pub(crate) use msg::ClusterMsg;
 
 /// How many times a start may be forwarded between nodes whose rings disagree.
 pub(super) const MAX_HOPS: u8 = 3;
-
-/// Timers and completions of the cluster half, cast back into the Coordinator.
-pub(crate) enum ClusterMsg {
-    /// A membership batch may be due.
-    Flush,
-    /// `node`'s grace period after a `NodeDown` ran out.
-    GraceExpired { node: NodeName },
-    /// The Registry committed the reaping of `node`'s bindings.
-    Reaped { node: NodeName },
-    /// The Registry merged `from`'s full sync.
-    Synced { from: NodeName },
-    /// Time to send this node's full sync.
-    SyncTick,
-    /// Retry failed migrations and re-placements.
-    Retry,
-    /// Hand this node's children to their next owners (graceful leave).
-    Leave { reply: RpcReplyPort<()> },
-    /// A start reply for this node that did not come over the wire (forwarded back here).
-    StartOutcome {
-        request_id: u64,
-        report: NodeStartReport,
-    },
-    /// A message for a child by id (from the handle).
-    ChildCast { id: ChildId, payload: Vec<u8> },
-    /// A request for a child by id (from the handle).
-    ChildCall {
-        id: ChildId,
-        payload: Vec<u8>,
-        timeout: Duration,
-        reply: ChildCallReplyPort,
-    },
-    /// A child call's deadline passed.
-    CallTimeout { request_id: u64 },
-}
 
 /// What an internal start (a migration, a re-placement, a handover) does when it completes.
 pub(crate) enum Internal {
@@ -232,10 +203,6 @@ impl ClusterState {
     }
 }
 
-fn arm(myself: &ActorRef<CoordinatorMsg>, after: Duration, msg: fn() -> ClusterMsg) -> Timer {
-    myself.send_after(after, move || CoordinatorMsg::Cluster(msg()))
-}
-
 impl CoordinatorState {
     fn publish_membership(&self) {
         let Some(cluster) = &self.cluster else {
@@ -291,31 +258,6 @@ impl CoordinatorState {
             version: snapshot.list.version(),
             last_mutated_by: snapshot.list.last_mutated_by().map(str::to_owned),
         })
-    }
-
-    pub(super) fn arm_sync_timer(&mut self, myself: &ActorRef<CoordinatorMsg>) {
-        let period = Duration::from_millis(self.hub.config.sync_interval_ms);
-        if let Some(cluster) = &mut self.cluster {
-            cluster.sync_timer = Some(arm(myself, period, || ClusterMsg::SyncTick));
-        }
-    }
-
-    /// Arms the flush timer for the earliest pending batch deadline.
-    fn arm_flush(&mut self, myself: &ActorRef<CoordinatorMsg>) {
-        let Some(cluster) = &mut self.cluster else {
-            return;
-        };
-        let deadline = [cluster.joins.deadline(), cluster.leaves.deadline()]
-            .into_iter()
-            .flatten()
-            .min();
-        if let Some(t) = cluster.flush_timer.take() {
-            t.abort();
-        }
-        if let Some(deadline) = deadline {
-            let after = deadline.saturating_duration_since(Instant::now());
-            cluster.flush_timer = Some(arm(myself, after, || ClusterMsg::Flush));
-        }
     }
 
     /// Drops the endpoint and every timer (the Coordinator is stopping).
@@ -515,105 +457,5 @@ impl CoordinatorState {
             };
             self.on_node_stopped(myself, request_id, report);
         }
-    }
-
-    pub(super) fn on_cluster_msg(&mut self, myself: &ActorRef<CoordinatorMsg>, msg: ClusterMsg) {
-        let msg = match msg {
-            // Messaging a child by id works on one node too.
-            ClusterMsg::ChildCast { id, payload } => return self.child_cast(id, payload, 0),
-            ClusterMsg::ChildCall {
-                id,
-                payload,
-                timeout,
-                reply,
-            } => return self.child_call(myself, id, payload, timeout, reply),
-            other => other,
-        };
-        if self.cluster.is_none() {
-            if let ClusterMsg::Leave { reply } = msg {
-                let _ = reply.send(());
-            }
-            return;
-        }
-        match msg {
-            ClusterMsg::Flush => self.flush(myself),
-            ClusterMsg::GraceExpired { node } => {
-                let Some(cluster) = &mut self.cluster else {
-                    return;
-                };
-                cluster.grace_timers.remove(&node);
-                if cluster.peers.contains(&node) {
-                    return; // came back within its grace: a flap, nothing moves
-                }
-                let ttl = Duration::from_millis(self.hub.config.stub_ttl_ms);
-                self.registry_write(
-                    myself,
-                    vec![RegistryOp::Reap {
-                        node: node.clone(),
-                        ttl,
-                    }],
-                    Some(ClusterMsg::Reaped { node }),
-                );
-            }
-            ClusterMsg::Reaped { node } => {
-                if let Some(cluster) = &mut self.cluster {
-                    cluster.leaves.on_event(node, Instant::now());
-                }
-                self.arm_flush(myself);
-            }
-            ClusterMsg::Synced { from } => {
-                let Some(cluster) = &mut self.cluster else {
-                    return;
-                };
-                if cluster.peers.contains(&from) {
-                    cluster.delivered_by.insert(from.clone());
-                    // Durable children: a completed sync round may call for a reconcile.
-                    if let Some(reconciler) = self.hub.reconciler() {
-                        let _ = reconciler.cast(super::reconciler::ReconcilerMsg::SyncCompleted);
-                    }
-                    // A sync can reveal duplicates (after a partition) or orphans: a pass,
-                    // batched with the other events.
-                    cluster.joins.on_event(from, Instant::now());
-                }
-                self.publish_membership();
-                self.arm_flush(myself);
-            }
-            ClusterMsg::SyncTick => {
-                self.announce_declared_version();
-                if let Some(registry) = self.hub.registry() {
-                    let _ = registry.cast(RegistryMsg::SendFullSync { to: None });
-                }
-                self.arm_sync_timer(myself);
-            }
-            ClusterMsg::Retry => self.retry_failed(myself),
-            ClusterMsg::Leave { reply } => self.leave(myself, reply),
-            ClusterMsg::StartOutcome { request_id, report } => {
-                self.on_node_started(myself, request_id, report)
-            }
-            ClusterMsg::ChildCast { id, payload } => self.child_cast(id, payload, 0),
-            ClusterMsg::ChildCall {
-                id,
-                payload,
-                timeout,
-                reply,
-            } => self.child_call(myself, id, payload, timeout, reply),
-            ClusterMsg::CallTimeout { request_id } => self.child_call_timeout(request_id),
-        }
-    }
-
-    /// Runs a redistribution pass when a batch is due.
-    fn flush(&mut self, myself: &ActorRef<CoordinatorMsg>) {
-        let Some(cluster) = &mut self.cluster else {
-            return;
-        };
-        let now = Instant::now();
-        let joined = cluster.joins.take_due(now);
-        let left = cluster.leaves.take_due(now);
-        if joined.is_some() || left.is_some() {
-            let joined = joined.unwrap_or_default();
-            let left = left.unwrap_or_default();
-            self.redistribute(myself, &joined, &left);
-        }
-        self.arm_flush(myself);
     }
 }

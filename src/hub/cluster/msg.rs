@@ -1,0 +1,186 @@
+//! The cluster half's own messages ([`ClusterMsg`]): its timers (membership batches, grace
+//! periods, the periodic sync, retries), the Registry's write completions and the handle's
+//! requests that go through the cluster (messages to a child by id, the graceful leave), and
+//! how the Coordinator arms those timers and dispatches what comes back. Apart from the
+//! membership handling (`super`) so that every way back into the cluster half reads in one
+//! place.
+
+use std::time::{Duration, Instant};
+
+use ractor::{ActorRef, RpcReplyPort};
+
+use super::messaging::ChildCallReplyPort;
+use crate::hub::coordinator::{CoordinatorMsg, CoordinatorState, Timer};
+use crate::hub::delivery::NodeStartReport;
+use crate::hub::registry::{RegistryMsg, RegistryOp};
+use crate::model::{ChildId, NodeName};
+
+/// Timers and completions of the cluster half, cast back into the Coordinator.
+pub(crate) enum ClusterMsg {
+    /// A membership batch may be due.
+    Flush,
+    /// `node`'s grace period after a `NodeDown` ran out.
+    GraceExpired { node: NodeName },
+    /// The Registry committed the reaping of `node`'s bindings.
+    Reaped { node: NodeName },
+    /// The Registry merged `from`'s full sync.
+    Synced { from: NodeName },
+    /// Time to send this node's full sync.
+    SyncTick,
+    /// Retry failed migrations and re-placements.
+    Retry,
+    /// Hand this node's children to their next owners (graceful leave).
+    Leave { reply: RpcReplyPort<()> },
+    /// A start reply for this node that did not come over the wire (forwarded back here).
+    StartOutcome {
+        request_id: u64,
+        report: NodeStartReport,
+    },
+    /// A message for a child by id (from the handle).
+    ChildCast { id: ChildId, payload: Vec<u8> },
+    /// A request for a child by id (from the handle).
+    ChildCall {
+        id: ChildId,
+        payload: Vec<u8>,
+        timeout: Duration,
+        reply: ChildCallReplyPort,
+    },
+    /// A child call's deadline passed.
+    CallTimeout { request_id: u64 },
+}
+
+fn arm(myself: &ActorRef<CoordinatorMsg>, after: Duration, msg: fn() -> ClusterMsg) -> Timer {
+    myself.send_after(after, move || CoordinatorMsg::Cluster(msg()))
+}
+
+impl CoordinatorState {
+    pub(in crate::hub) fn arm_sync_timer(&mut self, myself: &ActorRef<CoordinatorMsg>) {
+        let period = Duration::from_millis(self.hub.config.sync_interval_ms);
+        if let Some(cluster) = &mut self.cluster {
+            cluster.sync_timer = Some(arm(myself, period, || ClusterMsg::SyncTick));
+        }
+    }
+
+    /// Arms the flush timer for the earliest pending batch deadline.
+    pub(super) fn arm_flush(&mut self, myself: &ActorRef<CoordinatorMsg>) {
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        let deadline = [cluster.joins.deadline(), cluster.leaves.deadline()]
+            .into_iter()
+            .flatten()
+            .min();
+        if let Some(t) = cluster.flush_timer.take() {
+            t.abort();
+        }
+        if let Some(deadline) = deadline {
+            let after = deadline.saturating_duration_since(Instant::now());
+            cluster.flush_timer = Some(arm(myself, after, || ClusterMsg::Flush));
+        }
+    }
+
+    pub(in crate::hub) fn on_cluster_msg(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        msg: ClusterMsg,
+    ) {
+        let msg = match msg {
+            // Messaging a child by id works on one node too.
+            ClusterMsg::ChildCast { id, payload } => return self.child_cast(id, payload, 0),
+            ClusterMsg::ChildCall {
+                id,
+                payload,
+                timeout,
+                reply,
+            } => return self.child_call(myself, id, payload, timeout, reply),
+            other => other,
+        };
+        if self.cluster.is_none() {
+            if let ClusterMsg::Leave { reply } = msg {
+                let _ = reply.send(());
+            }
+            return;
+        }
+        match msg {
+            ClusterMsg::Flush => self.flush(myself),
+            ClusterMsg::GraceExpired { node } => {
+                let Some(cluster) = &mut self.cluster else {
+                    return;
+                };
+                cluster.grace_timers.remove(&node);
+                if cluster.peers.contains(&node) {
+                    return; // came back within its grace: a flap, nothing moves
+                }
+                let ttl = Duration::from_millis(self.hub.config.stub_ttl_ms);
+                self.registry_write(
+                    myself,
+                    vec![RegistryOp::Reap {
+                        node: node.clone(),
+                        ttl,
+                    }],
+                    Some(ClusterMsg::Reaped { node }),
+                );
+            }
+            ClusterMsg::Reaped { node } => {
+                if let Some(cluster) = &mut self.cluster {
+                    cluster.leaves.on_event(node, Instant::now());
+                }
+                self.arm_flush(myself);
+            }
+            ClusterMsg::Synced { from } => {
+                let Some(cluster) = &mut self.cluster else {
+                    return;
+                };
+                if cluster.peers.contains(&from) {
+                    cluster.delivered_by.insert(from.clone());
+                    // Durable children: a completed sync round may call for a reconcile.
+                    if let Some(reconciler) = self.hub.reconciler() {
+                        let _ =
+                            reconciler.cast(crate::hub::reconciler::ReconcilerMsg::SyncCompleted);
+                    }
+                    // A sync can reveal duplicates (after a partition) or orphans: a pass,
+                    // batched with the other events.
+                    cluster.joins.on_event(from, Instant::now());
+                }
+                self.publish_membership();
+                self.arm_flush(myself);
+            }
+            ClusterMsg::SyncTick => {
+                self.announce_declared_version();
+                if let Some(registry) = self.hub.registry() {
+                    let _ = registry.cast(RegistryMsg::SendFullSync { to: None });
+                }
+                self.arm_sync_timer(myself);
+            }
+            ClusterMsg::Retry => self.retry_failed(myself),
+            ClusterMsg::Leave { reply } => self.leave(myself, reply),
+            ClusterMsg::StartOutcome { request_id, report } => {
+                self.on_node_started(myself, request_id, report)
+            }
+            ClusterMsg::ChildCast { id, payload } => self.child_cast(id, payload, 0),
+            ClusterMsg::ChildCall {
+                id,
+                payload,
+                timeout,
+                reply,
+            } => self.child_call(myself, id, payload, timeout, reply),
+            ClusterMsg::CallTimeout { request_id } => self.child_call_timeout(request_id),
+        }
+    }
+
+    /// Runs a redistribution pass when a batch is due.
+    fn flush(&mut self, myself: &ActorRef<CoordinatorMsg>) {
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        let now = Instant::now();
+        let joined = cluster.joins.take_due(now);
+        let left = cluster.leaves.take_due(now);
+        if joined.is_some() || left.is_some() {
+            let joined = joined.unwrap_or_default();
+            let left = left.unwrap_or_default();
+            self.redistribute(myself, &joined, &left);
+        }
+        self.arm_flush(myself);
+    }
+}

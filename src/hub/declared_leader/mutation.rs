@@ -1,0 +1,232 @@
+//! Mutations of the declared list: durable starts, stops, the operator's clear and the
+//! undeclaring of children that can never start. A child module of the DeclaredLeader
+//! (`super`), apart from it because this is where the ordering rules live: a declaration is
+//! durable before its start is forwarded, a removal before its terminate, and a node that is
+//! not the leader (or cannot reach one) defers to the leader or refuses with `no_leader`.
+
+use std::collections::BTreeSet;
+
+use ractor::{ActorRef, RpcReplyPort};
+
+use super::persist::AfterPersist;
+use super::{DeclaredLeaderState, DeclaredMsg, Then};
+use crate::api::errors::{ChildStartError, RecoveryError, StartError, StopError};
+use crate::api::options::{StartOptions, StopOptions};
+use crate::api::results::ChildFailure;
+use crate::cluster::wire::DeclaredOp;
+use crate::hub::coordinator::{StartReplyPort, StopReplyPort};
+use crate::hub::declared_forward::{
+    forward_start, forward_stop, forward_undeclared_stop, start_declared, undeclared_by_stop,
+};
+use crate::hub::recovery_shared::leader;
+use crate::model::{ChildId, ChildSpec, Restart, RESERVED_METADATA_KEY};
+
+impl DeclaredLeaderState {
+    /// Applies `op` here, this node being the leader: persists it, then `then` gets the new
+    /// version (broadcast and ship follow). A parked node refuses everything but `Clear`.
+    pub(crate) fn mutate_here(
+        &mut self,
+        myself: &ActorRef<DeclaredMsg>,
+        op: DeclaredOp,
+        then: Then,
+    ) {
+        if self.parked() && op != DeclaredOp::Clear {
+            return then(Err(RecoveryError::DeclaredParked));
+        }
+        let mut after = AfterPersist {
+            // A parked copy means nothing: its clear is broadcast whole.
+            base: (!self.parked()).then(|| self.state.list().stamp()),
+            ..AfterPersist::default()
+        };
+        match op {
+            DeclaredOp::Declare { children } => {
+                for (spec, metadata) in children {
+                    match self.state.declare(spec.clone(), metadata) {
+                        Ok(effects) => self.apply(effects, &mut after),
+                        Err(e) => tracing::error!(child = %spec.id, error = %e, "cannot declare"),
+                    }
+                }
+            }
+            DeclaredOp::Undeclare { ids } => {
+                for id in ids {
+                    match self.state.undeclare(&id) {
+                        Ok(effects) => self.apply(effects, &mut after),
+                        Err(e) => tracing::error!(child = %id, error = %e, "cannot undeclare"),
+                    }
+                }
+            }
+            DeclaredOp::Clear => {
+                let effects = self.state.clear();
+                tracing::warn!(hub = %self.hub.config.hub_id, version = self.state.list().version(),
+                    "declared list cleared by the operator");
+                self.apply(effects, &mut after);
+            }
+        }
+        let version = self.state.list().version();
+        self.finish(myself, after, move |outcome| {
+            then(
+                outcome
+                    .map(|()| version)
+                    .map_err(|e| RecoveryError::Storage {
+                        message: e.to_string(),
+                    }),
+            )
+        });
+    }
+
+    /// Applies `op` through the leader: here when this node leads, else over the wire; `then`
+    /// runs once the leader persisted it (or refused, or could not be reached: `no_leader`).
+    pub(super) fn mutate(&mut self, myself: &ActorRef<DeclaredMsg>, op: DeclaredOp, then: Then) {
+        match leader(&self.hub) {
+            None => then(Err(RecoveryError::NoLeader {
+                reason: "the hub has no members".into(),
+            })),
+            Some(l) if l == self.hub.node => self.mutate_here(myself, op, then),
+            Some(l) => self.remote.send(&self.hub, myself, &l, op, then),
+        }
+    }
+
+    pub(super) fn durable_start(
+        &mut self,
+        myself: &ActorRef<DeclaredMsg>,
+        specs: Vec<ChildSpec>,
+        opts: StartOptions,
+        reply: StartReplyPort,
+    ) {
+        if specs.is_empty() || opts.metadata.contains_key(RESERVED_METADATA_KEY) {
+            // The Coordinator's validation answers these.
+            return forward_start(&self.hub, specs, opts, reply);
+        }
+        let mut refused = Vec::new();
+        let mut accepted = Vec::new();
+        let mut declare = Vec::new();
+        let mut seen = BTreeSet::new();
+        for spec in specs {
+            if spec.restart != Restart::Permanent {
+                refused.push(ChildFailure {
+                    id: spec.id.clone(),
+                    node: self.hub.node.clone(),
+                    reason: ChildStartError::DurableRequiresPermanent {
+                        restart: format!("{:?}", spec.restart).to_lowercase(),
+                    },
+                });
+                continue;
+            }
+            // Invalid ids and repeats go to the Coordinator undeclared: it refuses them.
+            if ChildId::parse(spec.id.as_str()).is_ok() && seen.insert(spec.id.clone()) {
+                declare.push((spec.clone(), opts.metadata.clone()));
+            }
+            accepted.push(spec);
+        }
+        if accepted.is_empty() {
+            let _ = reply.send(Ok(crate::StartResult {
+                awaited: opts.awaitable,
+                errors: refused,
+                ..Default::default()
+            }));
+            return;
+        }
+        let hub = self.hub.clone();
+        let me = myself.clone();
+        let op = DeclaredOp::Declare { children: declare };
+        self.mutate(
+            myself,
+            op,
+            Box::new(move |outcome| {
+                if let Err(e) = outcome {
+                    let _ = reply.send(Err(StartError::Declared(e)));
+                    return;
+                }
+                tokio::spawn(start_declared(hub, me, accepted, opts, refused, reply));
+            }),
+        );
+    }
+
+    pub(super) fn stop(
+        &mut self,
+        myself: &ActorRef<DeclaredMsg>,
+        ids: Vec<ChildId>,
+        opts: StopOptions,
+        reply: StopReplyPort,
+    ) {
+        let declared: Vec<ChildId> = ids
+            .iter()
+            .filter(|id| self.state.list().contains(id))
+            .cloned()
+            .collect();
+        // A parked node does not know what is declared: a stop of a child marked durable
+        // could not be recorded, and the child would return once the list is restored.
+        let durable_while_parked = self.parked()
+            && ids
+                .iter()
+                .any(|id| self.hub.storage.get(id).is_some_and(|r| r.hub.durable));
+        if durable_while_parked {
+            let _ = reply.send(Err(StopError::Declared(RecoveryError::DeclaredParked)));
+            return;
+        }
+        let leader = leader(&self.hub);
+        let here = leader.as_deref() == Some(self.hub.node.as_str());
+        if declared.is_empty() && (here || leader.is_none()) {
+            // The leader's own copy is the truth: nothing to undeclare.
+            return forward_stop(&self.hub, ids, opts, reply);
+        }
+        // Not the leader: this copy may be behind (a declaration whose broadcast has not
+        // arrived yet), so the leader undeclares whichever of these it declares. If it cannot
+        // be reached, the stop goes ahead only for children known here and never durable: a
+        // durable or unknown one may be declared, and stopping it unrecorded would let the
+        // next round bring it back.
+        let undeclare = if here { declared.clone() } else { ids.clone() };
+        let hub = self.hub.clone();
+        let may_be_declared = !declared.is_empty()
+            || ids
+                .iter()
+                .any(|id| self.hub.storage.get(id).is_none_or(|row| row.hub.durable));
+        // Read before the removal: a round may stop one of them before the terminate.
+        let undeclared = undeclared_by_stop(&self.hub, &declared, &ids);
+        self.mutate(
+            myself,
+            DeclaredOp::Undeclare { ids: undeclare },
+            Box::new(move |outcome| match outcome {
+                Ok(_) => forward_undeclared_stop(&hub, ids, opts, reply, undeclared),
+                Err(
+                    e @ (RecoveryError::NoLeader { .. }
+                    | RecoveryError::HubUnavailable { .. }
+                    | RecoveryError::DeclaredParked),
+                ) if !may_be_declared => {
+                    tracing::debug!(error = %e, "stop of children not declared here; no leader to ask");
+                    forward_stop(&hub, ids, opts, reply)
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(StopError::Declared(e)));
+                }
+            }),
+        );
+    }
+
+    pub(super) fn clear(
+        &mut self,
+        myself: &ActorRef<DeclaredMsg>,
+        reply: RpcReplyPort<Result<u64, RecoveryError>>,
+    ) {
+        self.mutate(
+            myself,
+            DeclaredOp::Clear,
+            Box::new(move |outcome| {
+                let _ = reply.send(outcome);
+            }),
+        );
+    }
+
+    pub(super) fn forget(&mut self, myself: &ActorRef<DeclaredMsg>, ids: Vec<ChildId>) {
+        tracing::warn!(children = ?ids, "undeclaring children whose start can never succeed");
+        self.mutate(
+            myself,
+            DeclaredOp::Undeclare { ids },
+            Box::new(|outcome| {
+                if let Err(e) = outcome {
+                    tracing::warn!(error = %e, "could not undeclare");
+                }
+            }),
+        );
+    }
+}
