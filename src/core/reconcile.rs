@@ -36,7 +36,7 @@
 //! - **stale row removal**: only the child's ring owner removes the row, so the removal is
 //!   authored once.
 //!
-//! A parked round (the list is lost, see [`crate::core::recovery::decide_boot`]) starts and stops
+//! A parked round (the list is lost, see [`crate::core::boot::decide_boot`]) starts and stops
 //! nothing. A caller that knows of a declared version newer than its copy (it is catching up)
 //! should plan parked too: an outdated copy could restart a child stopped in the newer version.
 //!

@@ -9,7 +9,7 @@
 //! A [`RemoteManifest`] promises that a ship never lowers the stored version: it reads the
 //! stored copy, and writes only when the offered copy beats it by
 //! [`crate::core::declared_list::precedence`]. Adapters make that read-compare-write atomic
-//! where their storage allows: [`S3Manifest`] with conditional writes (create-if-absent, or
+//! where their storage allows: `S3Manifest` (feature `s3`) with conditional writes (create-if-absent, or
 //! replace-if-the-e-tag-still-matches), so two leaders (a partition) cannot clobber a newer
 //! version; [`LocalPathManifest`] with a lock within the process and an atomic rename.
 //!
