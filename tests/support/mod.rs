@@ -71,11 +71,21 @@ pub fn tls_config() -> TlsConfig {
 }
 
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    // Never the same port twice in one test process: the OS may offer a just-released port
+    // again before the peer that was given it binds it.
+    static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if handed_out.insert(port) {
+            return port;
+        }
+    }
 }
 
 /// The peer process's side: runs only when re-executed by a test (each test binary wraps it

@@ -68,9 +68,19 @@ impl Default for ClusterOptions {
     }
 }
 
-/// A port on loopback that was free a moment ago.
+/// A port on loopback that was free a moment ago, and that this process has not handed out
+/// before: the OS may offer a just-released port again, and a node given the same port for its
+/// cluster listener and its admin API fails to start.
 pub fn free_port() -> Result<u16, std::io::Error> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        if handed_out.insert(port) {
+            return Ok(port);
+        }
+    }
 }
 
 /// Polls `probe` until it returns `Some`, or fails after `timeout`.
