@@ -20,8 +20,8 @@ use process_hub::cluster::in_process::InProcessCluster;
 use process_hub::cluster::wire::WireMsg;
 use process_hub::core::placement::HashRing;
 use process_hub::{
-    ChildId, ChildSpec, ChildStartError, ChildStopError, Hub, ProcessHub, RecoveryError,
-    StartError, StartOptions, StopOptions,
+    ChildFailure, ChildId, ChildSpec, ChildStartError, ChildStopError, Hub, ProcessHub,
+    RecoveryError, StartError, StartOptions, StopOptions,
 };
 
 /// The hubs' `default_timeout`: a request that waited for it would fail the test.
@@ -130,6 +130,22 @@ fn owned(
         .collect()
 }
 
+/// Ends the test's frame hold and drops what it held back (the crashed node never gets it).
+fn stop_holding(net: &InProcessCluster) {
+    net.hold_frames(None);
+    net.discard_held();
+}
+
+/// Every failure says the node that was to start the child went away.
+fn assert_node_unavailable(errors: &[ChildFailure]) {
+    for f in errors {
+        assert!(
+            matches!(f.reason, ChildStartError::NodeUnavailable { .. }),
+            "{f:?}"
+        );
+    }
+}
+
 fn id_set<'a>(ids: impl IntoIterator<Item = &'a ChildId>) -> BTreeSet<ChildId> {
     ids.into_iter().cloned().collect()
 }
@@ -155,14 +171,8 @@ async fn a_start_routed_to_a_node_that_crashes_before_answering_fails_at_once() 
     assert_eq!(started, id_set(to_b.iter().map(|s| &s.id)));
     let failed = id_set(result.errors.iter().map(|f| &f.id));
     assert_eq!(failed, id_set(to_c.iter().map(|s| &s.id)));
-    for f in &result.errors {
-        assert!(
-            matches!(f.reason, ChildStartError::NodeUnavailable { .. }),
-            "{f:?}"
-        );
-    }
-    nodes.net.hold_frames(None);
-    nodes.net.discard_held();
+    assert_node_unavailable(&result.errors);
+    stop_holding(&nodes.net);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,8 +210,7 @@ async fn a_stop_sent_to_a_node_that_crashes_before_answering_fails_at_once() {
             "{f:?}"
         );
     }
-    nodes.net.hold_frames(None);
-    nodes.net.discard_held();
+    stop_holding(&nodes.net);
 }
 
 /// Cuts a–c: a's ring is {a, b}, b's is {a, b, c}. A child b owns by a's ring and c by b's is
@@ -259,14 +268,8 @@ async fn a_forwarded_start_whose_owner_crashes_fails_at_once() {
         id_set(result.errors.iter().map(|f| &f.id)),
         id_set(specs.iter().map(|s| &s.id))
     );
-    for f in &result.errors {
-        assert!(
-            matches!(f.reason, ChildStartError::NodeUnavailable { .. }),
-            "{f:?}"
-        );
-    }
-    nodes.net.hold_frames(None);
-    nodes.net.discard_held();
+    assert_node_unavailable(&result.errors);
+    stop_holding(&nodes.net);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -297,8 +300,7 @@ async fn a_child_call_to_a_node_that_crashes_fails_at_once() {
         .unwrap_err();
     assert_eq!(err.code, "unreachable", "{err:?}");
     assert_eq!(err.id, id);
-    nodes.net.hold_frames(None);
-    nodes.net.discard_held();
+    stop_holding(&nodes.net);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -328,8 +330,7 @@ async fn a_durable_start_whose_leader_crashes_before_answering_fails_at_once() {
         "{err}"
     );
     assert!(d.hub("b").local_child(&ChildId::from("lost")).is_none());
-    d.net.hold_frames(None);
-    d.net.discard_held();
+    stop_holding(&d.net);
     durable_cluster::stop_all(&d).await;
 }
 
@@ -380,6 +381,5 @@ async fn a_forwarded_child_call_is_relayed_and_fails_at_once_when_the_next_node_
         .unwrap_err();
     assert_eq!(err.code, "unreachable", "{err:?}");
     assert_eq!(err.id, id);
-    nodes.net.hold_frames(None);
-    nodes.net.discard_held();
+    stop_holding(&nodes.net);
 }

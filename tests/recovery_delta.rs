@@ -22,6 +22,24 @@ async fn wait_same_lists(d: &Durable, what: &str) {
     .await;
 }
 
+/// Stops (undeclares) child `id` through node `on`.
+async fn stop_one(d: &Durable, on: &str, id: &str) {
+    d.hub(on)
+        .stop_children(vec![ChildId::from(id)], StopOptions::new())
+        .await
+        .unwrap();
+}
+
+/// Waits until each of `nodes` holds declared version `version`.
+async fn wait_version_on(d: &Durable, nodes: &[&str], version: u64) {
+    wait_until(&format!("{nodes:?} hold version {version}"), || {
+        nodes
+            .iter()
+            .all(|n| d.hub(n).declared_children().unwrap().version == version)
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deltas_alone_keep_every_copy_equal_through_concurrent_mutations() {
     let d = Durable::new(71, &["a", "b", "c"], false).await;
@@ -66,16 +84,8 @@ async fn a_dropped_delta_is_healed_by_the_version_announcement() {
     // Every delta to c is lost from now on.
     d.net.drop_kind("declared_delta", &full("c"));
     let dropped = d.net.stats().dropped_by_kind;
-    d.hub("b")
-        .stop_children(vec![ChildId::from("h0")], StopOptions::new())
-        .await
-        .unwrap();
-    wait_until("a and b hold version 7", || {
-        ["a", "b"]
-            .iter()
-            .all(|n| d.hub(n).declared_children().unwrap().version == 7)
-    })
-    .await;
+    stop_one(&d, "b", "h0").await;
+    wait_version_on(&d, &["a", "b"], 7).await;
     assert!(
         d.net.stats().dropped_by_kind > dropped,
         "the delta to c was dropped"
@@ -83,10 +93,7 @@ async fn a_dropped_delta_is_healed_by_the_version_announcement() {
     wait_same_lists(&d, "c fetched the copy it heard announced").await;
     // Deltas apply again on the healed copy.
     d.net.deliver_kind("declared_delta", &full("c"));
-    d.hub("a")
-        .stop_children(vec![ChildId::from("h1")], StopOptions::new())
-        .await
-        .unwrap();
+    stop_one(&d, "a", "h1").await;
     d.wait_versions(8).await;
     wait_same_lists(&d, "the next delta applied everywhere").await;
     stop_all(&d).await;
@@ -105,24 +112,13 @@ async fn a_peer_not_at_the_base_converges_on_the_whole_copy() {
     d.net.drop_kind("declared_version", &full("c"));
     d.net.drop_kind("declared_delta", &full("c"));
     let dropped = d.net.stats().dropped_by_kind;
-    d.hub("a")
-        .stop_children(vec![ChildId::from("f0")], StopOptions::new())
-        .await
-        .unwrap();
-    wait_until("a and b hold version 7", || {
-        ["a", "b"]
-            .iter()
-            .all(|n| d.hub(n).declared_children().unwrap().version == 7)
-    })
-    .await;
+    stop_one(&d, "a", "f0").await;
+    wait_version_on(&d, &["a", "b"], 7).await;
     assert!(d.net.stats().dropped_by_kind > dropped);
     assert_eq!(d.hub("c").declared_children().unwrap().version, 6);
     // The next delta's base (version 7) is not c's copy: c asks a for the whole copy.
     d.net.deliver_kind("declared_delta", &full("c"));
-    d.hub("a")
-        .stop_children(vec![ChildId::from("f1")], StopOptions::new())
-        .await
-        .unwrap();
+    stop_one(&d, "a", "f1").await;
     d.wait_versions(8).await;
     wait_same_lists(&d, "c fetched the whole copy and is the leader's").await;
     stop_all(&d).await;

@@ -206,16 +206,9 @@ impl CoordinatorState {
             return;
         };
         let relay = &mut cluster.relay;
-        let dead: Vec<u64> = relay
-            .forwards
-            .iter()
-            .filter(|(_, f)| &f.owner == node || &f.origin == node)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in dead {
-            let Some(forward) = relay.forwards.remove(&id) else {
-                continue;
-            };
+        for (_, forward) in take_where(&mut relay.forwards, |f| {
+            &f.owner == node || &f.origin == node
+        }) {
             if &forward.origin == node {
                 continue;
             }
@@ -240,16 +233,9 @@ impl CoordinatorState {
                 tracing::debug!(origin = %forward.origin, error = %e, "forwarded start failure not relayed");
             }
         }
-        let dead: Vec<u64> = relay
-            .call_forwards
-            .iter()
-            .filter(|(_, f)| &f.next == node || &f.origin == node)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in dead {
-            let Some(forward) = relay.call_forwards.remove(&id) else {
-                continue;
-            };
+        for (_, forward) in take_where(&mut relay.call_forwards, |f| {
+            &f.next == node || &f.origin == node
+        }) {
             if &forward.origin == node {
                 continue;
             }
@@ -267,16 +253,8 @@ impl CoordinatorState {
                 tracing::debug!(origin = %forward.origin, error = %e, "forwarded call failure not relayed");
             }
         }
-        let calls: Vec<u64> = relay
-            .call_peers
-            .iter()
-            .filter(|(_, (peer, _))| peer == node)
-            .map(|(request_id, _)| *request_id)
-            .collect();
-        for request_id in calls {
-            let Some((_, child)) = relay.call_peers.remove(&request_id) else {
-                continue;
-            };
+        for (request_id, (_, child)) in take_where(&mut relay.call_peers, |(peer, _)| peer == node)
+        {
             if let Some((reply, timer)) = cluster.calls.remove(&request_id) {
                 if let Some(t) = timer {
                     t.abort();
@@ -290,4 +268,17 @@ impl CoordinatorState {
             }
         }
     }
+}
+
+/// Removes and returns the entries of `map` that `pred` selects (`HashMap::extract_if` needs a
+/// newer Rust than this crate's minimum).
+fn take_where<V>(map: &mut HashMap<u64, V>, pred: impl Fn(&V) -> bool) -> Vec<(u64, V)> {
+    let ids: Vec<u64> = map
+        .iter()
+        .filter(|(_, v)| pred(v))
+        .map(|(id, _)| *id)
+        .collect();
+    ids.into_iter()
+        .filter_map(|id| map.remove(&id).map(|v| (id, v)))
+        .collect()
 }
