@@ -130,6 +130,14 @@ fn owned(
         .collect()
 }
 
+/// The spawned request's outcome, which must come long before the hubs' `default_timeout`.
+async fn within_fast<T>(task: tokio::task::JoinHandle<T>, what: &str) -> T {
+    tokio::time::timeout(FAST, task)
+        .await
+        .expect(what)
+        .expect("the request task panicked")
+}
+
 /// Ends the test's frame hold and drops what it held back (the crashed node never gets it).
 fn stop_holding(net: &InProcessCluster) {
     net.hold_frames(None);
@@ -161,10 +169,8 @@ async fn a_start_routed_to_a_node_that_crashes_before_answering_fails_at_once() 
     let start = tokio::spawn(async move { a.start_children(specs, StartOptions::new()).await });
     nodes.wait_held().await;
     nodes.crash("c").await;
-    let result = tokio::time::timeout(FAST, start)
+    let result = within_fast(start, "the start returns long before default_timeout")
         .await
-        .expect("the start returns long before default_timeout")
-        .unwrap()
         .unwrap();
     // Only the part sent to the dead node fails.
     let started = id_set(result.started.iter().map(|s| &s.id));
@@ -197,10 +203,8 @@ async fn a_stop_sent_to_a_node_that_crashes_before_answering_fails_at_once() {
     let stop = tokio::spawn(async move { a.stop_children(stop_ids, StopOptions::new()).await });
     nodes.wait_held().await;
     nodes.crash("c").await;
-    let result = tokio::time::timeout(FAST, stop)
+    let result = within_fast(stop, "the stop returns long before default_timeout")
         .await
-        .expect("the stop returns long before default_timeout")
-        .unwrap()
         .unwrap();
     assert!(result.stopped.is_empty(), "{:?}", result.stopped);
     assert_eq!(id_set(result.errors.iter().map(|f| &f.id)), id_set(&ids));
@@ -234,11 +238,12 @@ async fn a_forwarded_start_is_answered_through_the_forwarder_when_the_owner_cann
     let a = nodes.hub("a").clone();
     let wanted = specs.clone();
     let start = tokio::spawn(async move { a.start_children(wanted, StartOptions::new()).await });
-    let result = tokio::time::timeout(FAST, start)
-        .await
-        .expect("the answer is relayed by b, not lost on the cut link")
-        .unwrap()
-        .unwrap();
+    let result = within_fast(
+        start,
+        "the answer is relayed by b, not lost on the cut link",
+    )
+    .await
+    .unwrap();
     assert!(result.errors.is_empty(), "{:?}", result.errors);
     assert_eq!(
         id_set(result.started.iter().map(|s| &s.id)),
@@ -258,10 +263,8 @@ async fn a_forwarded_start_whose_owner_crashes_fails_at_once() {
     let start = tokio::spawn(async move { a.start_children(wanted, StartOptions::new()).await });
     nodes.wait_held().await;
     nodes.crash("c").await;
-    let result = tokio::time::timeout(FAST, start)
+    let result = within_fast(start, "b fails what it forwarded to c when c goes down")
         .await
-        .expect("b fails what it forwarded to c when c goes down")
-        .unwrap()
         .unwrap();
     assert!(result.started.is_empty(), "{:?}", result.started);
     assert_eq!(
@@ -293,10 +296,8 @@ async fn a_child_call_to_a_node_that_crashes_fails_at_once() {
     let call = tokio::spawn(async move { a.call_child(call_id, get, LONG).await });
     nodes.wait_held().await;
     nodes.crash("c").await;
-    let err = tokio::time::timeout(FAST, call)
+    let err = within_fast(call, "the call returns long before its timeout")
         .await
-        .expect("the call returns long before its timeout")
-        .unwrap()
         .unwrap_err();
     assert_eq!(err.code, "unreachable", "{err:?}");
     assert_eq!(err.id, id);
@@ -320,11 +321,12 @@ async fn a_durable_start_whose_leader_crashes_before_answering_fails_at_once() {
     });
     durable_cluster::wait_until("the mutation is held", || d.net.held_frames() >= 1).await;
     d.crash("a").await;
-    let err = tokio::time::timeout(FAST, start)
-        .await
-        .expect("the durable start returns long before default_timeout")
-        .unwrap()
-        .unwrap_err();
+    let err = within_fast(
+        start,
+        "the durable start returns long before default_timeout",
+    )
+    .await
+    .unwrap_err();
     assert!(
         matches!(err, StartError::Declared(RecoveryError::NoLeader { .. })),
         "{err}"
@@ -362,10 +364,8 @@ async fn a_forwarded_child_call_is_relayed_and_fails_at_once_when_the_next_node_
     let a = nodes.hub("a").clone();
     let (call_id, payload) = (id.clone(), get.clone());
     let call = tokio::spawn(async move { a.call_child(call_id, payload, LONG).await });
-    let out = tokio::time::timeout(FAST, call)
+    let out = within_fast(call, "the answer is relayed by b")
         .await
-        .expect("the answer is relayed by b")
-        .unwrap()
         .expect("the child answers");
     assert_eq!(out, b"0");
     nodes.hold("child_call", "c");
@@ -374,10 +374,8 @@ async fn a_forwarded_child_call_is_relayed_and_fails_at_once_when_the_next_node_
     let call = tokio::spawn(async move { a.call_child(call_id, get, LONG).await });
     nodes.wait_held().await;
     nodes.crash("c").await;
-    let err = tokio::time::timeout(FAST, call)
+    let err = within_fast(call, "b fails the call it forwarded to c when c goes down")
         .await
-        .expect("b fails the call it forwarded to c when c goes down")
-        .unwrap()
         .unwrap_err();
     assert_eq!(err.code, "unreachable", "{err:?}");
     assert_eq!(err.id, id);
