@@ -2,6 +2,10 @@
 //! real node processes, a whole-cluster SIGKILL, and the recovery.
 //!
 //! 1. `--nodes` nodes with `--auto-recovery` (grace `--reconcile-grace-ms`, default 2,000 ms).
+//!    Warm-up (`--warmup`, default N): N plain children started and stopped through node 1,
+//!    so the measured declare runs in node processes that have hosted children before, as a
+//!    running cluster's have (a fresh process pays the first touch of every page, which on a
+//!    virtual machine can outweigh the hub's own work and varies from run to run).
 //! 2. N `counter` children started with `"durable": true` through node 1's admin API (node 1
 //!    has the lowest name, so it is the declared list's leader), in awaited requests of
 //!    `--batch`: `declare_per_s` = N / the time of those requests.
@@ -22,8 +26,9 @@
 //! 5. The in-run baseline: a fresh cluster of the same shape whose declared store commits with
 //!    **one fsync per mutation** (`--declared-fsync-per-mutation`, i.e.
 //!    `DeclaredCommit::PerMutation` / `CommitMode::PerOperation`), the same awaited durable
-//!    starts in the same batches: `baseline_declare_per_s`. At one fsync per child a full N
-//!    takes minutes, so it declares `baseline_children` (default min(N, 2,000)); both rates are
+//!    starts in the same batches, after the same kind of warm-up (as many children as it
+//!    declares): `baseline_declare_per_s`. At one fsync per child a full N takes minutes, so
+//!    it declares `baseline_children` (default min(N, 2,000)); both rates are
 //!    per second, so `declare_ratio` = `declare_per_s / baseline_declare_per_s` compares like
 //!    with like. `disk_fsync_per_s` (write + fsync of a small file in the nodes' work
 //!    directory, measured in the same run) says what pace the disk allowed the baseline.
@@ -66,6 +71,14 @@ pub struct RecoveryBenchArgs {
     /// Children of the one-fsync-per-mutation baseline; default min(--children, 2000).
     #[arg(long)]
     pub baseline_children: Option<usize>,
+    /// Children started (plain, not durable) and stopped on each cluster just before its
+    /// measured declare; default: as many as that cluster then declares; 0 for none. A node
+    /// process that has never hosted children pays the first touch of every page its children
+    /// use, which on a virtual machine can cost more than the hub's own work (2.6-11 us per
+    /// 4 KiB page measured here); a running node reuses freed memory. Both the measured cluster
+    /// and the baseline warm up alike.
+    #[arg(long)]
+    pub warmup: Option<usize>,
     /// Skip the baseline (its fields are then null).
     #[arg(long)]
     pub no_baseline: bool,
@@ -158,6 +171,39 @@ fn declare(
         ));
     }
     Ok((n as f64 / elapsed.as_secs_f64(), elapsed))
+}
+
+/// Starts `n` plain children through node 1 and stops them again, so that the measured declare
+/// runs in node processes that have hosted children before (see `--warmup`).
+fn warm_up(cluster: &LocalCluster, prefix: &str, n: usize, batch: usize) -> Result<(), String> {
+    if n == 0 {
+        return Ok(());
+    }
+    progress(&format!("warm-up: {n} plain children started and stopped"));
+    let client = cluster.nodes[0].client();
+    let warm = ids(prefix, n);
+    let (_, errors) = start_in_batches(
+        &client,
+        &counter_specs(&warm, false),
+        batch,
+        crate::demo::DEFAULT_CONCURRENCY,
+        &|_| {},
+    )
+    .map_err(|e| e.to_string())?;
+    if let Some(first) = errors.first() {
+        return Err(format!(
+            "{} warm-up starts failed, first: {first:?}",
+            errors.len()
+        ));
+    }
+    let failures = stop_concurrently(&client, &warm, STOP_THREADS);
+    if let Some(first) = failures.first() {
+        return Err(format!(
+            "{} warm-up stops failed, first: {first:?}",
+            failures.len()
+        ));
+    }
+    Ok(())
 }
 
 /// Plain write + fsync rounds per second of a small file in `dir`: the disk's own pace, which
@@ -261,6 +307,8 @@ pub fn run(args: RecoveryBenchArgs) -> Result<(), String> {
         args.nodes, args.children, args.reconcile_grace_ms
     ));
     let mut cluster = ready_cluster(&binary, &args, false, args.workdir.clone())?;
+    let warmup = args.warmup.unwrap_or(args.children);
+    warm_up(&cluster, "warm", warmup, args.batch)?;
     progress("declaring (group commit)");
     let (declare_per_s, declare_elapsed) = declare(&cluster, "child", args.children, args.batch)?;
     progress(&format!("  {declare_per_s:.0} durable starts/s"));
@@ -338,6 +386,7 @@ pub fn run(args: RecoveryBenchArgs) -> Result<(), String> {
     drop(cluster);
 
     let baseline_children = args.baseline_children.unwrap_or(args.children.min(2_000));
+    let baseline_warmup = args.warmup.unwrap_or(baseline_children);
     let baseline = if args.no_baseline || baseline_children == 0 {
         None
     } else {
@@ -345,7 +394,8 @@ pub fn run(args: RecoveryBenchArgs) -> Result<(), String> {
             "baseline: {baseline_children} durable starts, one fsync per mutation"
         ));
         let mut base = ready_cluster(&binary, &args, true, None)?;
-        let rate = declare(&base, "base", baseline_children, args.batch);
+        let rate = warm_up(&base, "base-warm", baseline_warmup, args.batch)
+            .and_then(|()| declare(&base, "base", baseline_children, args.batch));
         base.shutdown(Duration::from_secs(10));
         let (rate, _) = rate?;
         progress(&format!("  {rate:.0} durable starts/s"));
@@ -360,7 +410,9 @@ pub fn run(args: RecoveryBenchArgs) -> Result<(), String> {
         "backend": format!("{:?}", args.backend).to_lowercase(),
         "declare_per_s": declare_per_s,
         "declare_ms": declare_elapsed.as_millis() as u64,
+        "warmup_children": warmup,
         "baseline_children": baseline.map(|_| baseline_children),
+        "baseline_warmup_children": baseline.map(|_| baseline_warmup),
         "baseline_declare_per_s": baseline,
         "baseline_commit": "one fsync per mutation (declared store in CommitMode::PerOperation)",
         "stop_per_s": stop_list.len() as f64 / stop_elapsed.as_secs_f64(),
