@@ -1,6 +1,8 @@
 //! Durable children across nodes on the in-process cluster (issue 5, `docs/recovery.md`):
-//! mutations through the leader, a whole-cluster outage, a rejoin after a stop, a partition in
-//! which both sides mutate (tie-break), every disk lost with a remote manifest, no leader, a
+//! mutations through the leader, a whole-cluster outage, a rejoin with nothing changed (an empty
+//! diff: no round acts), a rejoin after a stop, a partition in
+//! which both sides mutate (tie-break), every disk lost with a remote manifest, no leader (durable starts and stops refused, plain
+//! ones and reads unaffected), a
 //! stop that crashed halfway, unbound rows waiting two rounds, a first round whose start is
 //! not answered, and a stop whose child a round stopped first.
 
@@ -16,7 +18,7 @@ use process_hub::cluster::wire::WireMsg;
 use process_hub::core::placement::HashRing;
 use process_hub::storage::BackendConfig;
 use process_hub::{
-    ChildId, ChildSpec, HookEvent, RecoveryError, StartError, StartOptions, StopOptions,
+    ChildId, ChildSpec, HookEvent, RecoveryError, StartError, StartOptions, StopError, StopOptions,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -209,7 +211,81 @@ async fn without_a_reachable_leader_durable_starts_return_no_leader() {
         "{err}"
     );
     assert!(d.hub("b").local_child(&ChildId::from("lost")).is_none());
+    // A durable stop is refused the same way, and the child keeps running.
+    let err = d
+        .hub("b")
+        .stop_child("before", StopOptions::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StopError::Declared(RecoveryError::NoLeader { .. })),
+        "{err}"
+    );
+    assert_eq!(d.running()[&ChildId::from("before")].len(), 1);
+    // Everything else keeps working: a plain child b owns starts and stops, reads answer.
+    let ring = HashRing::new(["a", "b"].map(full));
+    let plain = (0..)
+        .map(|i| ChildId::from(format!("plain{i}")))
+        .find(|id| ring.owner(id) == Some(&full("b")))
+        .unwrap();
+    d.hub("b")
+        .start_child(
+            ChildSpec::new(plain.clone(), "counter"),
+            StartOptions::new(),
+        )
+        .await
+        .unwrap();
+    assert!(d.hub("b").local_child(&plain).is_some());
+    d.hub("b")
+        .stop_child(plain.clone(), StopOptions::new())
+        .await
+        .unwrap();
+    assert!(d.hub("b").local_child(&plain).is_none());
+    assert_eq!(d.hub("b").declared_children().unwrap().version, 1);
     d.net.set_drop_probability(0.0);
+    stop_all(&d).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_rejoins_with_nothing_changed_starts_and_stops_nothing() {
+    // The seed's single-node rejoin: the peers already run every declared child, so the
+    // returning node's list and the cluster's running children differ in nothing.
+    let mut d = Durable::new(61, &["a", "b", "c"], false).await;
+    let all = specs("j", 15);
+    d.declare_all("a", &all, 15).await;
+    d.crash("c").await;
+    d.wait_members().await;
+    d.wait_exactly(&ids(&all), &BTreeSet::new(), "re-homed on a and b")
+        .await;
+    let before = d.events.lock().unwrap().len();
+    let c = d.restart("c").await;
+    d.wait_members().await;
+    c.await_normal(DEADLINE).await.unwrap();
+    let rounds_on_c = |d: &Durable| {
+        d.events.lock().unwrap()[before..]
+            .iter()
+            .filter(|e| matches!(e, HookEvent::ReconcileRound { node, parked: false, .. } if node == "c@test"))
+            .count()
+    };
+    wait_until("two rounds on c after its return", || rounds_on_c(&d) >= 2).await;
+    d.wait_exactly(&ids(&all), &BTreeSet::new(), "after the rejoin")
+        .await;
+    let events = d.events.lock().unwrap()[before..].to_vec();
+    for event in &events {
+        if let HookEvent::ReconcileRound { node, stats, .. } = event {
+            assert_eq!(
+                (
+                    stats.started,
+                    stats.stopped_undeclared,
+                    stats.duplicates,
+                    stats.removed_stale
+                ),
+                (0, 0, 0, 0),
+                "a round on {node} after the rejoin acted: {stats:?}"
+            );
+        }
+    }
+    assert_eq!(d.versions(), vec![15, 15, 15], "no mutation");
     stop_all(&d).await;
 }
 
