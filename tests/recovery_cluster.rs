@@ -1,10 +1,10 @@
 //! Durable children across nodes on the in-process cluster (issue 5, `docs/recovery.md`):
-//! mutations through the leader, a whole-cluster outage, a rejoin with nothing changed (an empty
-//! diff: no round acts), a rejoin after a stop, a partition in
-//! which both sides mutate (tie-break), every disk lost with a remote manifest, no leader (durable starts and stops refused, plain
-//! ones and reads unaffected), a
-//! stop that crashed halfway, unbound rows waiting two rounds, a first round whose start is
-//! not answered, and a stop whose child a round stopped first.
+//! mutations through the leader, a whole-cluster outage, a rejoin with nothing changed (an
+//! empty diff: no round acts), a rejoin after a stop, a partition in which both sides mutate
+//! (tie-break), every disk lost with a remote manifest, no leader (durable starts and stops
+//! refused, plain ones and reads unaffected), a stop that crashed halfway, unbound rows waiting
+//! two rounds, a first round whose start is not answered, and a stop whose child a round
+//! stopped first.
 
 #[path = "common/durable_cluster.rs"]
 mod durable_cluster;
