@@ -284,6 +284,71 @@ async fn durable_starts_and_the_declared_list_over_http() {
 }
 
 #[tokio::test]
+async fn a_parked_hub_says_so_over_http_until_the_operator_clears_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let auto = process_hub::AutoRecoveryConfig {
+        reconcile_grace_ms: 50,
+        reconcile_interval_ms: 1_000,
+        ..Default::default()
+    };
+    let config = ProcessHub::builder("admin-parked")
+        .node_name("a@127.0.0.1")
+        .data_dir(dir.path())
+        .auto_recovery(auto)
+        .build()
+        .expect("valid config");
+    let (hub, join) = Hub::spawn(config.clone(), process_hub_actors::default_kinds())
+        .await
+        .expect("hub spawns");
+    let (status, body) = call(
+        &hub,
+        "POST",
+        "/v1/children",
+        Some(json!({"id": "d1", "kind": "counter", "durable": true})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    hub.shutdown().await.unwrap();
+    join.await.unwrap();
+    // The list is lost; the seeded marker beside it is the evidence that there was one.
+    let hub_dir = dir.path().join("process_hub").join("admin-parked");
+    std::fs::remove_file(hub_dir.join(process_hub::recovery::declared_store::DECLARED_FILE))
+        .unwrap();
+
+    let (hub, _join) = Hub::spawn(config, process_hub_actors::default_kinds())
+        .await
+        .expect("hub spawns");
+    let (status, body) = call(&hub, "GET", "/v1/health", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["parked"], true, "{body}");
+    let (_, body) = call(&hub, "GET", "/v1/declared", None).await;
+    assert_eq!(body["parked"], true, "{body}");
+    let (status, body) = call(
+        &hub,
+        "POST",
+        "/v1/children",
+        Some(json!({"id": "d2", "kind": "counter", "durable": true})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"], "declared_parked", "{body}");
+
+    let (status, body) = call(&hub, "POST", "/v1/declared/clear", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, body) = call(&hub, "GET", "/v1/health", None).await;
+    assert_eq!(body["parked"], false, "{body}");
+    let (status, body) = call(
+        &hub,
+        "POST",
+        "/v1/children",
+        Some(json!({"id": "d2", "kind": "counter", "durable": true})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    hub.shutdown().await.unwrap();
+}
+
+#[tokio::test]
 async fn without_auto_recovery_the_declared_list_is_404_and_durable_is_refused() {
     let hub = hub().await;
     let (status, body) = call(&hub, "GET", "/v1/declared", None).await;

@@ -6,6 +6,8 @@
 //! two rounds, a first round whose start is not answered, and a stop whose child a round
 //! stopped first.
 
+#[path = "common/mod.rs"]
+mod common;
 #[path = "common/durable_cluster.rs"]
 mod durable_cluster;
 
@@ -211,6 +213,20 @@ async fn without_a_reachable_leader_durable_starts_return_no_leader() {
         "{err}"
     );
     assert!(d.hub("b").local_child(&ChildId::from("lost")).is_none());
+    // Over the admin API: 503 `no_leader`, for a start and for a stop of a declared child.
+    let (status, body) = common::call_admin(
+        d.hub("b"),
+        "POST",
+        "/v1/children",
+        Some(serde_json::json!({"id": "lost2", "kind": "counter", "durable": true})),
+    )
+    .await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"], "no_leader", "{body}");
+    let (status, body) =
+        common::call_admin(d.hub("b"), "DELETE", "/v1/children/before", None).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"], "no_leader", "{body}");
     // A durable stop is refused the same way, and the child keeps running.
     let err = d
         .hub("b")

@@ -19,6 +19,10 @@ pub enum AdminError {
     /// The child already runs (409, `already_started`).
     #[error("{0}")]
     AlreadyStarted(String),
+    /// The declared list is lost on this node and parked until an operator restores or clears
+    /// it, so it takes no durable start or stop (409, `declared_parked`).
+    #[error("{0}")]
+    DeclaredParked(String),
     /// The hub cannot answer yet (503, `not_ready`).
     #[error("{0}")]
     NotReady(String),
@@ -38,6 +42,7 @@ impl AdminError {
             AdminError::DurableRequiresPermanent(_) => "durable_requires_permanent",
             AdminError::NotFound(_) => "not_found",
             AdminError::AlreadyStarted(_) => "already_started",
+            AdminError::DeclaredParked(_) => "declared_parked",
             AdminError::NotReady(_) => "not_ready",
             AdminError::NoLeader(_) => "no_leader",
             AdminError::Internal(_) => "internal",
@@ -51,7 +56,7 @@ impl AdminError {
                 StatusCode::BAD_REQUEST
             }
             AdminError::NotFound(_) => StatusCode::NOT_FOUND,
-            AdminError::AlreadyStarted(_) => StatusCode::CONFLICT,
+            AdminError::AlreadyStarted(_) | AdminError::DeclaredParked(_) => StatusCode::CONFLICT,
             AdminError::NotReady(_) | AdminError::NoLeader(_) => StatusCode::SERVICE_UNAVAILABLE,
             AdminError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }

@@ -80,14 +80,16 @@ fn stop_refused(e: StopError) -> AdminError {
     }
 }
 
-/// A refusal of the declared list: `no_leader` is 503; a parked list or a hub without
-/// auto-recovery cannot take the request (`invalid_input`); a failed write is internal.
+/// A refusal of the declared list: `no_leader` is 503; a parked list is 409 `declared_parked`
+/// (the operator's `clear` or a restored manifest ends it); a hub without auto-recovery cannot
+/// take the request (`invalid_input`); a failed write is internal.
 fn declared_refused(e: crate::RecoveryError) -> AdminError {
     use crate::RecoveryError as R;
     match e {
         R::NoLeader { .. } => AdminError::NoLeader(e.to_string()),
         R::HubUnavailable { .. } => AdminError::NotReady(e.to_string()),
-        R::AutoRecoveryDisabled | R::DeclaredParked => AdminError::InvalidInput(e.to_string()),
+        R::DeclaredParked => AdminError::DeclaredParked(e.to_string()),
+        R::AutoRecoveryDisabled => AdminError::InvalidInput(e.to_string()),
         R::Storage { .. } => AdminError::Internal(e.to_string()),
     }
 }
