@@ -3,8 +3,9 @@
 //! empty diff: no round acts), a rejoin after a stop, a partition in which both sides mutate
 //! (tie-break), every disk lost with a remote manifest, no leader (durable starts and stops
 //! refused, plain ones and reads unaffected), a stop that crashed halfway, unbound rows waiting
-//! two rounds, a first round whose start is not answered, and a stop whose child a round
-//! stopped first.
+//! two rounds, a first round whose start is not answered, a stop whose child a round stopped
+//! first, and a child left running on both sides of a partition (one instance, on its ring
+//! owner, after the heal).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -499,5 +500,45 @@ async fn a_stop_whose_child_a_round_stops_first_still_reports_it_stopped() {
     d.wait_versions(2).await;
     d.wait_exactly(&BTreeSet::new(), &[id].into(), "after the stop")
         .await;
+    stop_all(&d).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_left_running_on_both_sides_of_a_partition_runs_once_on_its_owner_after_the_heal() {
+    let d = Durable::new(62, &["a", "b", "c"], false).await;
+    // A declared child that b owns in the full ring: cut off from b, a takes it over.
+    let ring = HashRing::new(["a", "b", "c"].map(full));
+    let id = (0..)
+        .map(|i| ChildId::from(format!("dup{i}")))
+        .find(|id| ring.owner(id) == Some(&full("b")))
+        .unwrap();
+    d.declare_all("a", &[ChildSpec::new(id.clone(), "counter")], 1)
+        .await;
+    assert_eq!(d.running()[&id], vec!["b".to_owned()]);
+    d.net
+        .partition(&[vec![full("a")], vec![full("b"), full("c")]]);
+    wait_until("a runs its own instance while b runs the first", || {
+        d.hub("a").local_child(&id).is_some() && d.hub("b").local_child(&id).is_some()
+    })
+    .await;
+    d.net.heal();
+    d.wait_members().await;
+    wait_until("one instance, on the ring owner b", || {
+        d.running().get(&id) == Some(&vec!["b".to_owned()])
+    })
+    .await;
+    // And it stays that way: two more rounds on a change nothing.
+    let rounds_on_a = |d: &Durable| {
+        d.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| matches!(e, HookEvent::ReconcileRound { node, .. } if node == "a@test"))
+            .count()
+    };
+    let seen = rounds_on_a(&d);
+    wait_until("two more rounds on a", || rounds_on_a(&d) >= seen + 2).await;
+    assert_eq!(d.running().get(&id), Some(&vec!["b".to_owned()]));
+    assert_eq!(d.versions(), vec![1, 1, 1], "no mutation");
     stop_all(&d).await;
 }
