@@ -314,6 +314,63 @@ mod tests {
         ));
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_budgeted_hook_waits_for_each_handler_at_most_its_budget() {
+        let hooks = Hooks::new();
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let held = Mutex::new(held);
+        let (finished_tx, finished) = std::sync::mpsc::channel::<&str>();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (slow_log, quick_log) = (log.clone(), log.clone());
+        let slow_done = finished_tx.clone();
+        hooks
+            .register(
+                HookKey::PreRecoveryReplay,
+                HookHandler::observe("slow", 10, move |_| {
+                    slow_log.lock().unwrap().push("slow began");
+                    // Blocks until the test releases it, long after the budget.
+                    let _ = held.lock().unwrap().recv();
+                    let _ = slow_done.send("slow");
+                }),
+            )
+            .unwrap();
+        hooks
+            .register(
+                HookKey::PreRecoveryReplay,
+                HookHandler::observe("quick", 0, move |_| {
+                    quick_log.lock().unwrap().push("quick");
+                }),
+            )
+            .unwrap();
+        let event = || HookEvent::PreRecoveryReplay {
+            node: "n@h".into(),
+            version: 3,
+            declared: 2,
+        };
+        // Without the budget this would wait for "slow", which waits for the test: a hang, caught
+        // by the outer timeout.
+        tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            hooks.fire_budgeted(
+                HookKey::PreRecoveryReplay,
+                // Long enough for a trivial handler on a loaded machine, far shorter than "slow".
+                std::time::Duration::from_secs(1),
+                event,
+            ),
+        )
+        .await
+        .expect("the budget bounds the wait for the slow handler");
+        // Both ran, in priority order, and the quick one before the call returned.
+        assert_eq!(*log.lock().unwrap(), ["slow began", "quick"]);
+        // The slow handler was left running, not cancelled: it finishes once released.
+        assert!(finished.try_recv().is_err(), "the slow handler is still waiting");
+        release.send(()).unwrap();
+        assert_eq!(
+            finished.recv_timeout(std::time::Duration::from_secs(30)),
+            Ok("slow")
+        );
+    }
+
     #[test]
     fn alter_handlers_modify_specs_but_not_ids() {
         let hooks = Hooks::new();
