@@ -36,10 +36,18 @@ fn run_node(flags: process_hub_actors::cli::node_settings::NodeFlags) -> Result<
             std::process::exit(EXIT_USAGE);
         }
     };
-    runtime()
+    let runtime = runtime();
+    let outcome = runtime
         .block_on(process_hub_actors::node::run(settings))
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string());
+    // The hub has shut down. A blocking read the node cannot cancel (a remote manifest on a
+    // hung mount) must not keep the process from exiting.
+    runtime.shutdown_timeout(EXIT_GRACE);
+    outcome
 }
+
+/// How long a node, once its hub has shut down, waits for blocking work still running.
+const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn run_demo(args: process_hub_actors::demo::DemoArgs) -> Result<(), String> {
     let report = process_hub_actors::demo::run(&args).map_err(|e| e.to_string())?;

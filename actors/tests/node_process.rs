@@ -1,5 +1,5 @@
 //! One real `process-hub node` process: it serves the admin API on the hub, refuses bad flags
-//! with exit status 2, and exits 0 on SIGTERM.
+//! with exit status 2, and exits 0 on SIGTERM, also while a read of its remote manifest hangs.
 
 use std::path::Path;
 use std::process::Command;
@@ -120,4 +120,43 @@ fn the_admin_port_taken_is_a_clear_error() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("admin API on"), "{stderr}");
     drop(taken);
+}
+
+#[test]
+fn a_node_whose_manifest_never_answers_still_boots_and_exits_on_sigterm() {
+    // The manifest file is a FIFO nobody writes: every read of it (the boot's fetch, each ship)
+    // blocks in a thread the node cannot cancel.
+    let manifest_dir = tempfile::tempdir().unwrap();
+    let fifo = manifest_dir.path().join("declared-manifest.json");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let options = ClusterOptions {
+        extra_args: vec![
+            "--auto-recovery".into(),
+            "--remote-manifest".into(),
+            manifest_dir.path().display().to_string(),
+        ],
+        ..ClusterOptions::default()
+    };
+    let mut cluster = LocalCluster::start(binary(), 1, &options, None).expect("node spawns");
+    // The boot's fetch gives up after the hub's default timeout (10 s).
+    cluster
+        .wait_formed(Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("{e}\n{}", cluster.nodes[0].log_tail(30)));
+    let client = cluster.nodes[0].client();
+    let started = client
+        .start(&[StartSpec {
+            durable: true,
+            ..counter("d")
+        }])
+        .expect("a durable start answers while its ship hangs");
+    assert_eq!(started.started.len(), 1, "{started:?}");
+    let status = cluster.nodes[0].terminate_status(Duration::from_secs(30));
+    // Let the blocked reads go (the process is gone, or this frees it).
+    let _ = std::fs::remove_file(&fifo);
+    let status = status.expect("the node exits on SIGTERM although a manifest read hangs");
+    assert!(status.success(), "exit status {status:?}");
 }

@@ -363,7 +363,10 @@ mod tests {
         // Both ran, in priority order, and the quick one before the call returned.
         assert_eq!(*log.lock().unwrap(), ["slow began", "quick"]);
         // The slow handler was left running, not cancelled: it finishes once released.
-        assert!(finished.try_recv().is_err(), "the slow handler is still waiting");
+        assert!(
+            finished.try_recv().is_err(),
+            "the slow handler is still waiting"
+        );
         release.send(()).unwrap();
         assert_eq!(
             finished.recv_timeout(std::time::Duration::from_secs(30)),

@@ -54,7 +54,7 @@ use crate::core::manifest_ship::ShipBackoff;
 use crate::hooks::{HookEvent, HookKey};
 use crate::model::{ChildId, ChildSpec, NodeName};
 use crate::recovery::declared_store::DeclaredStore;
-use crate::recovery::manifest::ManifestShipper;
+use crate::recovery::manifest::{fetch_within, ManifestShipper};
 
 pub(crate) enum DeclaredMsg {
     /// A start with `durable: true`.
@@ -230,14 +230,16 @@ impl Actor for DeclaredLeader {
         };
         let fetched = match &recovery.manifest {
             None => ManifestFetch::Disabled,
-            Some(manifest) => match manifest.fetch().await {
-                Ok(Some(list)) => ManifestFetch::Found(list),
-                Ok(None) => ManifestFetch::Absent,
-                Err(e) => {
-                    tracing::error!(error = %e, "remote manifest fetch failed at boot");
-                    ManifestFetch::Failed(e.to_string())
+            Some(manifest) => {
+                match fetch_within(manifest.as_ref(), hub.config.default_timeout()).await {
+                    Ok(Some(list)) => ManifestFetch::Found(list),
+                    Ok(None) => ManifestFetch::Absent,
+                    Err(e) => {
+                        tracing::error!(error = %e, "remote manifest fetch failed at boot");
+                        ManifestFetch::Failed(e.to_string())
+                    }
                 }
-            },
+            }
         };
         let rows = hub.storage.export_all();
         let evidence = DurableEvidence {

@@ -37,6 +37,7 @@ use crate::core::reconcile::{plan_round, OrphanStart, RoundStats, StopReason};
 use crate::core::recovery::{RecoveryState, RoundDecision, RoundSchedule, StartPacer};
 use crate::hooks::{HookEvent, HookKey};
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName};
+use crate::recovery::manifest::fetch_within;
 
 pub(crate) enum ReconcilerMsg {
     /// Check the schedule.
@@ -307,7 +308,7 @@ async fn refetch_manifest(
     recovery: &RecoveryShared,
 ) -> Option<super::recovery_shared::DeclaredSnapshot> {
     let manifest = recovery.manifest.as_ref()?;
-    let list = match manifest.fetch().await {
+    let list = match fetch_within(manifest.as_ref(), hub.config.default_timeout()).await {
         Ok(Some(list)) if list.version() > 0 => list,
         Ok(_) => return None,
         Err(e) => {

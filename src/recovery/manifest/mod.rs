@@ -82,6 +82,15 @@ pub enum ManifestError {
         /// Conditional writes attempted.
         attempts: u32,
     },
+    /// The manifest did not answer within the time the caller allows (a hung mount, an
+    /// endpoint that accepts and never replies); the caller carries on without it.
+    #[error("remote manifest {location} did not answer within {waited_ms} ms")]
+    TimedOut {
+        /// Where the manifest lives.
+        location: String,
+        /// How long the caller waited.
+        waited_ms: u64,
+    },
     /// The location needs a cargo feature this build does not have.
     #[error("remote manifest {location} needs the `{feature}` cargo feature")]
     FeatureMissing {
@@ -121,6 +130,22 @@ pub trait RemoteManifest: Send + Sync + 'static {
         &'a self,
         list: &'a DeclaredList,
     ) -> BoxFuture<'a, Result<ShipOutcome, ManifestError>>;
+}
+
+/// Reads the stored copy, giving up after `timeout`. The hub's boot and its parked rounds read
+/// the manifest this way: an off-cluster store that never answers must not keep a node from
+/// starting or from reconciling.
+pub async fn fetch_within(
+    manifest: &dyn RemoteManifest,
+    timeout: std::time::Duration,
+) -> Result<Option<DeclaredList>, ManifestError> {
+    match tokio::time::timeout(timeout, manifest.fetch()).await {
+        Ok(fetched) => fetched,
+        Err(_) => Err(ManifestError::TimedOut {
+            location: manifest.location(),
+            waited_ms: timeout.as_millis() as u64,
+        }),
+    }
 }
 
 /// Opens the adapter for a configured location.
