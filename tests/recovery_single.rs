@@ -1,7 +1,8 @@
 //! Durable children and orphan recovery on one node (issue 5, `docs/recovery.md`): durable
 //! starts and stops, a restart on the same data directory with a memory registry, first-boot
 //! seeding, a lost list (parked, then restored from a manifest or cleared), a newer format, the
-//! `durable` preconditions, `await_normal`, and the recovery hooks.
+//! `durable` preconditions, `await_normal`, the recovery hooks, a failing or never-answering
+//! manifest (commands unaffected, the boot bounded), and recovery starts paced per round.
 
 mod common;
 
@@ -696,5 +697,45 @@ async fn a_manifest_that_never_answers_holds_up_neither_the_boot_nor_durable_com
         recorded.any(|e| matches!(e, HookEvent::ManifestShipFailed { .. }))
     })
     .await;
+    stop(hub, join).await;
+}
+
+#[tokio::test]
+async fn a_cold_start_is_paced_by_the_per_round_start_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids: Vec<String> = (0..30).map(|i| format!("p{i:02}")).collect();
+    let names: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let (hub, join) = spawn(config("r-paced", dir.path()), &Recorded::default()).await;
+    hub.start_children(specs(&names), durable()).await.unwrap();
+    stop(hub, join).await;
+
+    // The memory registry comes back empty: all 30 are orphans, 10 a round at most.
+    let cfg = ProcessHub {
+        auto_recovery: Some(AutoRecoveryConfig {
+            start_budget: process_hub::StartBudget {
+                max_starts_per_round: Some(10),
+                ..Default::default()
+            },
+            ..recovery()
+        }),
+        ..config("r-paced", dir.path())
+    };
+    let recorded = Recorded::default();
+    let (hub, join) = spawn(cfg, &recorded).await;
+    wait_until("all 30 run again", || {
+        names.iter().all(|id| runs_here(&hub, id))
+    })
+    .await;
+    let started: Vec<usize> = recorded
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            HookEvent::ReconcileRound { stats, .. } if stats.started > 0 => Some(stats.started),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(started, [10, 10, 10], "starts per round");
     stop(hub, join).await;
 }
