@@ -1,113 +1,25 @@
 //! Durable children and orphan recovery on one node (issue 5, `docs/recovery.md`): durable
 //! starts and stops, a restart on the same data directory with a memory registry, first-boot
-//! seeding, a lost list (parked, then restored from a manifest or cleared), a newer format, the
-//! `durable` preconditions, `await_normal`, the recovery hooks, a failing or never-answering
-//! manifest (commands unaffected, the boot bounded), and recovery starts paced per round.
+//! seeding, a lost list (parked, then cleared), a newer format, the `durable` preconditions,
+//! `await_normal`, the recovery hooks, and recovery starts paced per round. The remote
+//! manifest's cases are in `recovery_manifest.rs`.
 
 mod common;
+#[path = "common/recovery_hub.rs"]
+mod recovery_hub;
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
 use std::time::Duration;
 
 use common::{wait_until, DEADLINE};
 use process_hub::recovery::declared_store::{DECLARED_FILE, SEEDED_MARKER_FILE};
 use process_hub::storage::{BackendConfig, StorageError};
 use process_hub::{
-    AutoRecoveryConfig, ChildId, ChildSpec, ChildStartError, HookEvent, HookHandler, HookKey, Hub,
-    ManifestLocation, ProcessHub, ProcessScope, RecoveryError, RecoveryState, Restart, SpawnError,
-    StartError, StartOptions, StopError, StopOptions,
+    AutoRecoveryConfig, ChildId, ChildSpec, ChildStartError, HookEvent, Hub, ProcessHub,
+    ProcessScope, RecoveryError, RecoveryState, Restart, SpawnError, StartError, StartOptions,
+    StopError, StopOptions,
 };
-use tokio::task::JoinHandle;
-
-fn recovery() -> AutoRecoveryConfig {
-    AutoRecoveryConfig {
-        reconcile_grace_ms: 50,
-        reconcile_interval_ms: 1000,
-        ..AutoRecoveryConfig::default()
-    }
-}
-
-fn config(hub_id: &str, dir: &Path) -> ProcessHub {
-    ProcessHub::builder(hub_id)
-        .node_name("a@127.0.0.1")
-        .data_dir(dir)
-        .auto_recovery(recovery())
-        .build()
-        .unwrap()
-}
-
-fn hub_dir(dir: &Path, hub_id: &str) -> PathBuf {
-    dir.join("process_hub").join(hub_id)
-}
-
-/// Hook events recorded in order.
-#[derive(Clone, Default)]
-struct Recorded(Arc<Mutex<Vec<HookEvent>>>);
-
-impl Recorded {
-    fn handler(&self, id: &str) -> HookHandler {
-        let events = self.0.clone();
-        HookHandler::observe(id, 0, move |e| events.lock().unwrap().push(e.clone()))
-    }
-
-    fn count(&self, pred: impl Fn(&HookEvent) -> bool) -> usize {
-        self.0.lock().unwrap().iter().filter(|e| pred(e)).count()
-    }
-
-    fn any(&self, pred: impl Fn(&HookEvent) -> bool) -> bool {
-        self.count(pred) > 0
-    }
-}
-
-const RECOVERY_KEYS: [HookKey; 8] = [
-    HookKey::RecoveryStateChanged,
-    HookKey::PreRecoveryReplay,
-    HookKey::PostRecoveryReplay,
-    HookKey::ReconcileRound,
-    HookKey::ReconcileDuplicate,
-    HookKey::DeclaredTiebreak,
-    HookKey::DeclaredParked,
-    HookKey::ManifestShipFailed,
-];
-
-async fn spawn(config: ProcessHub, recorded: &Recorded) -> (Hub, JoinHandle<()>) {
-    let mut builder = Hub::builder(config, process_hub_actors::default_kinds());
-    for key in RECOVERY_KEYS {
-        builder = builder.hook(key, recorded.handler("rec"));
-    }
-    builder.spawn().await.expect("hub spawns")
-}
-
-/// Shuts the hub down and waits until its stores are closed (so this process may reopen them).
-async fn stop(hub: Hub, join: JoinHandle<()>) {
-    hub.shutdown().await.unwrap();
-    drop(hub);
-    join.await.unwrap();
-}
-
-fn specs(ids: &[&str]) -> Vec<ChildSpec> {
-    ids.iter()
-        .map(|id| ChildSpec::new(*id, "counter"))
-        .collect()
-}
-
-fn declared_ids(hub: &Hub) -> Vec<String> {
-    hub.declared_children()
-        .unwrap()
-        .children
-        .iter()
-        .map(|c| c.spec.id.to_string())
-        .collect()
-}
-
-fn runs_here(hub: &Hub, id: &str) -> bool {
-    hub.local_child(&ChildId::from(id)).is_some()
-}
-
-fn durable() -> StartOptions {
-    StartOptions::new().durable(true)
-}
+use recovery_hub::*;
 
 #[tokio::test]
 async fn a_durable_start_declares_and_a_stop_undeclares() {
@@ -361,78 +273,6 @@ async fn the_first_boot_seeds_the_list_from_durable_rows_and_waits_two_rounds_fo
 }
 
 #[tokio::test]
-async fn a_lost_list_parks_until_the_manifest_answers() {
-    let dir = tempfile::tempdir().unwrap();
-    let manifest_dir = dir.path().join("off-cluster");
-    let away = dir.path().join("off-cluster-away");
-    std::fs::create_dir_all(&manifest_dir).unwrap();
-    let cfg = ProcessHub {
-        auto_recovery: Some(AutoRecoveryConfig {
-            remote_manifest: Some(ManifestLocation::LocalPath {
-                path: manifest_dir.clone(),
-            }),
-            ..recovery()
-        }),
-        ..config("r-park", dir.path())
-    };
-    let (hub, join) = spawn(cfg.clone(), &Recorded::default()).await;
-    hub.start_children(specs(&["m1", "m2"]), durable())
-        .await
-        .unwrap();
-    let manifest_file = manifest_dir.join("declared-manifest.json");
-    wait_until("the manifest holds version 2", || {
-        std::fs::read(&manifest_file)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-            .is_some_and(|v| v["version"] == 2)
-    })
-    .await;
-    stop(hub, join).await;
-
-    // The list file is lost (its marker survives) and the manifest is unreachable.
-    std::fs::remove_file(hub_dir(dir.path(), "r-park").join(DECLARED_FILE)).unwrap();
-    std::fs::rename(&manifest_dir, &away).unwrap();
-    let recorded = Recorded::default();
-    let (hub, join) = spawn(cfg, &recorded).await;
-    assert!(hub.declared_children().unwrap().parked);
-    assert!(recorded.any(|e| matches!(
-        e,
-        HookEvent::DeclaredParked {
-            corrupt: false,
-            seeded_marker: true,
-            ..
-        }
-    )));
-    // Parked: mutations are refused, rounds do nothing, yet the hub reaches normal.
-    assert_eq!(
-        hub.start_child(ChildSpec::new("new", "counter"), durable())
-            .await
-            .unwrap_err(),
-        StartError::Declared(RecoveryError::DeclaredParked)
-    );
-    hub.await_normal(DEADLINE).await.unwrap();
-    assert!(recorded.any(|e| matches!(e, HookEvent::ReconcileRound { parked: true, .. })));
-    assert!(!runs_here(&hub, "m1"));
-    // Plain starts keep working.
-    assert!(hub
-        .start_child(ChildSpec::new("plain", "counter"), StartOptions::new())
-        .await
-        .unwrap()
-        .is_ok());
-
-    // The manifest is back: a later round restores the list and the children.
-    std::fs::rename(&away, &manifest_dir).unwrap();
-    wait_until("the declared children are restored", || {
-        runs_here(&hub, "m1") && runs_here(&hub, "m2")
-    })
-    .await;
-    let view = hub.declared_children().unwrap();
-    assert!(!view.parked);
-    assert_eq!(view.version, 2);
-    stop(hub, join).await;
-}
-
-#[tokio::test]
 async fn a_lost_list_parks_until_the_operator_clears_it() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config("r-clear", dir.path());
@@ -568,136 +408,6 @@ fn write_format_marker(file: &Path, version: u32) {
     meta.put(&mut wtxn, b"format", &version.to_be_bytes())
         .unwrap();
     wtxn.commit().unwrap();
-}
-
-/// A config whose manifest goes to `location`.
-fn with_manifest(hub_id: &str, dir: &Path, location: ManifestLocation) -> ProcessHub {
-    ProcessHub {
-        auto_recovery: Some(AutoRecoveryConfig {
-            remote_manifest: Some(location),
-            ..recovery()
-        }),
-        ..config(hub_id, dir)
-    }
-}
-
-#[tokio::test]
-async fn a_failing_manifest_fires_its_hook_and_durable_commands_still_succeed() {
-    let dir = tempfile::tempdir().unwrap();
-    // The manifest's directory would be inside a regular file: every write fails.
-    let blocker = dir.path().join("not-a-directory");
-    std::fs::write(&blocker, b"x").unwrap();
-    let location = ManifestLocation::LocalPath {
-        path: blocker.join("manifest"),
-    };
-    let recorded = Recorded::default();
-    let (hub, join) = spawn(
-        with_manifest("r-ship-fail", dir.path(), location),
-        &recorded,
-    )
-    .await;
-    for id in ["s1", "s2", "s3"] {
-        assert!(hub
-            .start_child(ChildSpec::new(id, "counter"), durable())
-            .await
-            .unwrap()
-            .is_ok());
-    }
-    hub.stop_child("s2", StopOptions::new()).await.unwrap();
-    assert_eq!(declared_ids(&hub), ["s1", "s3"]);
-    wait_until("manifest_ship_failed fires", || {
-        recorded.any(|e| {
-            matches!(e, HookEvent::ManifestShipFailed { failures, location, .. }
-                if *failures >= 1 && location.contains("not-a-directory"))
-        })
-    })
-    .await;
-    stop(hub, join).await;
-}
-
-/// A FIFO standing in for the manifest file: every read of it blocks until a writer opens it.
-/// Dropping this opens it for writing (waking every blocked reader, which then reads `bytes`
-/// or nothing) and removes it, so the blocking threads end and the runtime can shut down.
-struct HangingManifest {
-    path: PathBuf,
-}
-
-impl HangingManifest {
-    fn new(path: PathBuf) -> Self {
-        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap();
-        Self { path }
-    }
-
-    /// Whether a reader is blocked on it: a non-blocking open for writing fails (ENXIO) when no
-    /// reader has the FIFO open. Opening it wakes them; they read `bytes` and the end.
-    fn release(&self, bytes: &[u8]) -> bool {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let writer = std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
-            .open(&self.path);
-        let _ = std::fs::remove_file(&self.path);
-        match writer {
-            Ok(mut w) => {
-                let _ = w.write_all(bytes);
-                true
-            }
-            Err(_) => false,
-        }
-    }
-}
-
-impl Drop for HangingManifest {
-    fn drop(&mut self) {
-        self.release(b"");
-    }
-}
-
-#[tokio::test]
-async fn a_manifest_that_never_answers_holds_up_neither_the_boot_nor_durable_commands() {
-    let dir = tempfile::tempdir().unwrap();
-    let manifest_dir = dir.path().join("off-cluster");
-    std::fs::create_dir_all(&manifest_dir).unwrap();
-    let hanging = HangingManifest::new(manifest_dir.join("declared-manifest.json"));
-    let cfg = ProcessHub {
-        // The boot's manifest read gives up after the hub's default timeout.
-        default_timeout_ms: 500,
-        ..with_manifest(
-            "r-ship-hang",
-            dir.path(),
-            ManifestLocation::LocalPath {
-                path: manifest_dir.clone(),
-            },
-        )
-    };
-    let recorded = Recorded::default();
-    let (hub, join) = tokio::time::timeout(DEADLINE, spawn(cfg, &recorded))
-        .await
-        .expect("the hub boots although the manifest never answers");
-    let commands = tokio::time::timeout(DEADLINE, async {
-        for id in ["h1", "h2", "h3"] {
-            hub.start_child(ChildSpec::new(id, "counter"), durable())
-                .await
-                .unwrap();
-        }
-        hub.stop_child("h1", StopOptions::new()).await.unwrap();
-    })
-    .await;
-    assert!(commands.is_ok(), "durable commands waited for the manifest");
-    assert_eq!(declared_ids(&hub), ["h2", "h3"]);
-    hub.await_normal(DEADLINE).await.unwrap();
-    // A ship was stuck reading the manifest all along; garbage ends it with a failure, which
-    // the hook reports, and the next attempt, with the FIFO gone, ships the list.
-    assert!(
-        hanging.release(b"not a manifest"),
-        "no ship was waiting on the manifest"
-    );
-    wait_until("manifest_ship_failed fires", || {
-        recorded.any(|e| matches!(e, HookEvent::ManifestShipFailed { .. }))
-    })
-    .await;
-    stop(hub, join).await;
 }
 
 #[tokio::test]
