@@ -18,6 +18,27 @@ async fn hub() -> Hub {
     hub
 }
 
+/// A hub with auto-recovery on `dir`, whose first round comes 50 ms after its start.
+fn durable_config(hub_id: &str, dir: &std::path::Path) -> ProcessHub {
+    let auto = process_hub::AutoRecoveryConfig {
+        reconcile_grace_ms: 50,
+        reconcile_interval_ms: 1_000,
+        ..Default::default()
+    };
+    ProcessHub::builder(hub_id)
+        .node_name("a@127.0.0.1")
+        .data_dir(dir)
+        .auto_recovery(auto)
+        .build()
+        .expect("valid config")
+}
+
+/// `POST /v1/children` of one durable `counter` child.
+async fn start_durable(hub: &Hub, id: &str) -> (StatusCode, Value) {
+    let spec = json!({"id": id, "kind": "counter", "durable": true});
+    call(hub, "POST", "/v1/children", Some(spec)).await
+}
+
 async fn call(hub: &Hub, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {
     common::call_admin(hub, method, path, body).await
 }
@@ -226,28 +247,12 @@ async fn reserved_metadata_is_invalid_input() {
 #[tokio::test]
 async fn durable_starts_and_the_declared_list_over_http() {
     let dir = tempfile::tempdir().unwrap();
-    let auto = process_hub::AutoRecoveryConfig {
-        reconcile_grace_ms: 50,
-        reconcile_interval_ms: 1_000,
-        ..Default::default()
-    };
-    let config = ProcessHub::builder("admin-durable")
-        .node_name("a@127.0.0.1")
-        .data_dir(dir.path())
-        .auto_recovery(auto)
-        .build()
-        .expect("valid config");
+    let config = durable_config("admin-durable", dir.path());
     let (hub, _join) = Hub::spawn(config, process_hub_actors::default_kinds())
         .await
         .expect("hub spawns");
 
-    let (status, body) = call(
-        &hub,
-        "POST",
-        "/v1/children",
-        Some(json!({"id": "d1", "kind": "counter", "durable": true})),
-    )
-    .await;
+    let (status, body) = start_durable(&hub, "d1").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["started"][0]["id"], "d1");
 
@@ -286,27 +291,11 @@ async fn durable_starts_and_the_declared_list_over_http() {
 #[tokio::test]
 async fn a_parked_hub_says_so_over_http_until_the_operator_clears_it() {
     let dir = tempfile::tempdir().unwrap();
-    let auto = process_hub::AutoRecoveryConfig {
-        reconcile_grace_ms: 50,
-        reconcile_interval_ms: 1_000,
-        ..Default::default()
-    };
-    let config = ProcessHub::builder("admin-parked")
-        .node_name("a@127.0.0.1")
-        .data_dir(dir.path())
-        .auto_recovery(auto)
-        .build()
-        .expect("valid config");
+    let config = durable_config("admin-parked", dir.path());
     let (hub, join) = Hub::spawn(config.clone(), process_hub_actors::default_kinds())
         .await
         .expect("hub spawns");
-    let (status, body) = call(
-        &hub,
-        "POST",
-        "/v1/children",
-        Some(json!({"id": "d1", "kind": "counter", "durable": true})),
-    )
-    .await;
+    let (status, body) = start_durable(&hub, "d1").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     hub.shutdown().await.unwrap();
     join.await.unwrap();
@@ -323,13 +312,7 @@ async fn a_parked_hub_says_so_over_http_until_the_operator_clears_it() {
     assert_eq!(body["parked"], true, "{body}");
     let (_, body) = call(&hub, "GET", "/v1/declared", None).await;
     assert_eq!(body["parked"], true, "{body}");
-    let (status, body) = call(
-        &hub,
-        "POST",
-        "/v1/children",
-        Some(json!({"id": "d2", "kind": "counter", "durable": true})),
-    )
-    .await;
+    let (status, body) = start_durable(&hub, "d2").await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert_eq!(body["error"], "declared_parked", "{body}");
 
@@ -337,13 +320,7 @@ async fn a_parked_hub_says_so_over_http_until_the_operator_clears_it() {
     assert_eq!(status, StatusCode::OK, "{body}");
     let (_, body) = call(&hub, "GET", "/v1/health", None).await;
     assert_eq!(body["parked"], false, "{body}");
-    let (status, body) = call(
-        &hub,
-        "POST",
-        "/v1/children",
-        Some(json!({"id": "d2", "kind": "counter", "durable": true})),
-    )
-    .await;
+    let (status, body) = start_durable(&hub, "d2").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     hub.shutdown().await.unwrap();
 }

@@ -85,16 +85,7 @@ async fn a_child_stopped_while_a_node_was_away_stays_stopped() {
     let kept = ids(&all[5..]);
     d.wait_exactly(&kept, &dead, "after the rejoin").await;
     // Two more rounds on c change nothing.
-    let rounds = |d: &Durable| {
-        d.events
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|e| matches!(e, HookEvent::ReconcileRound { node, .. } if node == "c@test"))
-            .count()
-    };
-    let seen = rounds(&d);
-    wait_until("two more rounds on c", || rounds(&d) >= seen + 2).await;
+    d.wait_rounds("c", d.rounds_on("c"), 2).await;
     d.exactly(&kept, &dead).unwrap();
     stop_all(&d).await;
 }
@@ -274,17 +265,12 @@ async fn a_node_that_rejoins_with_nothing_changed_starts_and_stops_nothing() {
     d.wait_members().await;
     d.wait_exactly(&ids(&all), &BTreeSet::new(), "re-homed on a and b")
         .await;
+    let seen = d.rounds_on("c");
     let before = d.events.lock().unwrap().len();
     let c = d.restart("c").await;
     d.wait_members().await;
     c.await_normal(DEADLINE).await.unwrap();
-    let rounds_on_c = |d: &Durable| {
-        d.events.lock().unwrap()[before..]
-            .iter()
-            .filter(|e| matches!(e, HookEvent::ReconcileRound { node, parked: false, .. } if node == "c@test"))
-            .count()
-    };
-    wait_until("two rounds on c after its return", || rounds_on_c(&d) >= 2).await;
+    d.wait_rounds("c", seen, 2).await;
     d.wait_exactly(&ids(&all), &BTreeSet::new(), "after the rejoin")
         .await;
     let events = d.events.lock().unwrap()[before..].to_vec();
@@ -528,16 +514,7 @@ async fn a_child_left_running_on_both_sides_of_a_partition_runs_once_on_its_owne
     })
     .await;
     // And it stays that way: two more rounds on a change nothing.
-    let rounds_on_a = |d: &Durable| {
-        d.events
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|e| matches!(e, HookEvent::ReconcileRound { node, .. } if node == "a@test"))
-            .count()
-    };
-    let seen = rounds_on_a(&d);
-    wait_until("two more rounds on a", || rounds_on_a(&d) >= seen + 2).await;
+    d.wait_rounds("a", d.rounds_on("a"), 2).await;
     assert_eq!(d.running().get(&id), Some(&vec!["b".to_owned()]));
     assert_eq!(d.versions(), vec![1, 1, 1], "no mutation");
     stop_all(&d).await;

@@ -23,6 +23,41 @@ use process_hub::{ChildId, ChildSpec, NodeName, StopOptions};
 ///   or of a failed mutation that did not take) runs anywhere.
 ///
 /// The seed is printed for replay.
+/// What the run asked for, and what it was told.
+#[derive(Default)]
+struct Ledger {
+    /// Acknowledged declarations not stopped since.
+    declared: BTreeSet<ChildId>,
+    /// Acknowledged stops.
+    stopped: BTreeSet<ChildId>,
+    /// Mutations that failed and may still have been applied (their answer was lost).
+    unknown: BTreeSet<ChildId>,
+    /// The number of the last child named (`f1`, `f2`, ...).
+    next: usize,
+}
+
+impl Ledger {
+    /// Declares `n` new children through `node` and records what it answered.
+    async fn start(&mut self, d: &Durable, node: &str, n: usize, when: &str) {
+        let batch: Vec<ChildSpec> = (0..n)
+            .map(|_| {
+                self.next += 1;
+                ChildSpec::new(format!("f{}", self.next), "counter")
+            })
+            .collect();
+        let outcome = d.hub(node).start_children(batch.clone(), durable()).await;
+        println!(
+            "{when}: start {:?} on {node}: {}",
+            ids(&batch),
+            outcome.is_ok()
+        );
+        match outcome {
+            Ok(_) => self.declared.extend(ids(&batch)),
+            Err(_) => self.unknown.extend(ids(&batch)),
+        }
+    }
+}
+
 /// `"a"` for `"a@test"`.
 fn short(full: &str) -> &str {
     full.split('@').next().unwrap_or(full)
@@ -44,10 +79,7 @@ async fn seeded_random_faults_keep_the_declared_children() {
     let mut rng = StdRng::seed_from_u64(seed);
     let names = ["a", "b", "c"];
     let mut d = Durable::new(seed, &names, false).await;
-    let mut declared: BTreeSet<ChildId> = BTreeSet::new();
-    let mut stopped: BTreeSet<ChildId> = BTreeSet::new();
-    let mut unknown: BTreeSet<ChildId> = BTreeSet::new();
-    let mut next = 0;
+    let mut run = Ledger::default();
     for step in 0..8 {
         let fault = rng.gen_range(0..3);
         if fault == 2 {
@@ -55,25 +87,12 @@ async fn seeded_random_faults_keep_the_declared_children() {
             d.net.set_drop_probability(0.3);
         }
         let node = names[rng.gen_range(0..3)];
-        let batch: Vec<ChildSpec> = (0..rng.gen_range(1..6))
-            .map(|_| {
-                next += 1;
-                ChildSpec::new(format!("f{next}"), "counter")
-            })
-            .collect();
-        let outcome = d.hub(node).start_children(batch.clone(), durable()).await;
-        println!(
-            "step {step}: start {:?} on {node}: {}",
-            ids(&batch),
-            outcome.is_ok()
-        );
-        match outcome {
-            Ok(_) => declared.extend(ids(&batch)),
-            Err(_) => unknown.extend(ids(&batch)),
-        }
-        if let Some(victim) = declared
+        let n = rng.gen_range(1..6);
+        run.start(&d, node, n, &format!("step {step}")).await;
+        if let Some(victim) = run
+            .declared
             .iter()
-            .nth(rng.gen_range(0..declared.len().max(1)))
+            .nth(rng.gen_range(0..run.declared.len().max(1)))
             .cloned()
         {
             let node = names[rng.gen_range(0..3)];
@@ -82,10 +101,10 @@ async fn seeded_random_faults_keep_the_declared_children() {
                 .stop_child(victim.clone(), StopOptions::new())
                 .await;
             println!("step {step}: stop {victim} on {node}: {outcome:?}");
-            declared.remove(&victim);
+            run.declared.remove(&victim);
             match outcome {
-                Ok(_) => stopped.insert(victim),
-                Err(_) => unknown.insert(victim),
+                Ok(_) => run.stopped.insert(victim),
+                Err(_) => run.unknown.insert(victim),
             };
         }
         match fault {
@@ -114,22 +133,9 @@ async fn seeded_random_faults_keep_the_declared_children() {
                 })
                 .await;
                 let node = short(&rest[rng.gen_range(0..rest.len())]);
-                let batch: Vec<ChildSpec> = (0..rng.gen_range(1..4))
-                    .map(|_| {
-                        next += 1;
-                        ChildSpec::new(format!("f{next}"), "counter")
-                    })
-                    .collect();
-                let outcome = d.hub(node).start_children(batch.clone(), durable()).await;
-                println!(
-                    "step {step}: start {:?} on {node} (majority side): {}",
-                    ids(&batch),
-                    outcome.is_ok()
-                );
-                match outcome {
-                    Ok(_) => declared.extend(ids(&batch)),
-                    Err(_) => unknown.extend(ids(&batch)),
-                }
+                let n = rng.gen_range(1..4);
+                run.start(&d, node, n, &format!("step {step} (majority side)"))
+                    .await;
                 d.net.heal();
             }
             _ => {
@@ -143,9 +149,9 @@ async fn seeded_random_faults_keep_the_declared_children() {
     }
     println!(
         "declared {}, stopped {}, unknown {}",
-        declared.len(),
-        stopped.len(),
-        unknown.len()
+        run.declared.len(),
+        run.stopped.len(),
+        run.unknown.len()
     );
     let top = d.versions().into_iter().max().unwrap_or(0);
     d.wait_versions(top).await;
@@ -161,23 +167,27 @@ async fn seeded_random_faults_keep_the_declared_children() {
         lists.values().all(|l| *l == list),
         "seed {seed}: the nodes' lists differ at version {top}: {lists:?}"
     );
-    let lost: Vec<&ChildId> = declared
-        .difference(&unknown)
+    let lost: Vec<&ChildId> = run
+        .declared
+        .difference(&run.unknown)
         .filter(|id| !list.contains(*id))
         .collect();
     assert!(
         lost.is_empty(),
         "seed {seed}: acknowledged declarations lost: {lost:?}"
     );
-    let undone: Vec<&ChildId> = stopped
-        .difference(&unknown)
+    let undone: Vec<&ChildId> = run
+        .stopped
+        .difference(&run.unknown)
         .filter(|id| list.contains(*id))
         .collect();
     assert!(
         undone.is_empty(),
         "seed {seed}: acknowledged stops undone: {undone:?}"
     );
-    let started: BTreeSet<ChildId> = (1..=next).map(|n| ChildId::from(format!("f{n}"))).collect();
+    let started: BTreeSet<ChildId> = (1..=run.next)
+        .map(|n| ChildId::from(format!("f{n}")))
+        .collect();
     let dead: BTreeSet<ChildId> = started.difference(&list).cloned().collect();
     let start = tokio::time::Instant::now();
     loop {

@@ -330,6 +330,25 @@ impl Durable {
             .collect()
     }
 
+    /// Reconcile rounds `name` has run that were not parked (a parked round does nothing).
+    pub fn rounds_on(&self, name: &str) -> usize {
+        let node = full(name);
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| matches!(e, HookEvent::ReconcileRound { node: n, parked: false, .. } if *n == node))
+            .count()
+    }
+
+    /// Waits until `name` has run `more` rounds beyond the `seen` counted earlier.
+    pub async fn wait_rounds(&self, name: &str, seen: usize, more: usize) {
+        wait_until(&format!("{more} more rounds on {name}"), || {
+            self.rounds_on(name) >= seen + more
+        })
+        .await;
+    }
+
     pub fn hooked(&self, pred: impl Fn(&HookEvent) -> bool) -> bool {
         self.events.lock().unwrap().iter().any(pred)
     }
