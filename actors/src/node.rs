@@ -77,6 +77,10 @@ pub fn hub_config(settings: &NodeSettings) -> Result<ProcessHub, process_hub::Co
             auto.reconcile_interval_ms = interval;
         }
         auto.remote_manifest = recovery.remote_manifest.clone();
+        if let Some(per_second) = recovery.recovery_starts_per_second {
+            auto.start_budget.max_starts_per_second = per_second;
+        }
+        auto.start_budget.max_starts_per_round = recovery.recovery_starts_per_round;
         if recovery.declared_fsync_per_mutation {
             auto.declared_commit = process_hub::DeclaredCommit::PerMutation;
         }
@@ -217,6 +221,8 @@ mod tests {
             reconcile_grace_ms: Some(500),
             reconcile_interval_ms: Some(2_000),
             remote_manifest: Some("/tmp/ph-manifest".into()),
+            recovery_starts_per_second: Some(500),
+            recovery_starts_per_round: Some(2_000),
             ..Default::default()
         };
         let config = hub_config(&flags.clone().resolve().unwrap()).unwrap();
@@ -224,6 +230,8 @@ mod tests {
         assert_eq!(auto.reconcile_grace_ms, 500);
         assert_eq!(auto.reconcile_interval_ms, 2_000);
         assert!(auto.remote_manifest.is_some());
+        assert_eq!(auto.start_budget.max_starts_per_second, 500);
+        assert_eq!(auto.start_budget.max_starts_per_round, Some(2_000));
         assert_eq!(auto.declared_commit, process_hub::DeclaredCommit::Group);
 
         // The hidden benchmarking knob selects one fsync per mutation.
@@ -238,6 +246,12 @@ mod tests {
         );
 
         // Out of range: refused by the hub's config, naming the option.
+        let zero = NodeFlags {
+            recovery_starts_per_second: Some(0),
+            ..flags.clone()
+        };
+        let err = hub_config(&zero.resolve().unwrap()).unwrap_err();
+        assert!(err.to_string().contains("max_starts_per_second"), "{err}");
         flags.reconcile_grace_ms = Some(10);
         let err = hub_config(&flags.clone().resolve().unwrap()).unwrap_err();
         assert!(err.to_string().contains("reconcile_grace_ms"), "{err}");

@@ -69,6 +69,14 @@ pub struct NodeFlags {
     /// An off-cluster copy of the declared list: a directory path or `s3://BUCKET/PREFIX`.
     #[arg(long)]
     pub remote_manifest: Option<String>,
+    /// Admission control: sustained recovery starts per second on this node (bursts up to one
+    /// second's worth; default 10000, range [1, 10000000]).
+    #[arg(long)]
+    pub recovery_starts_per_second: Option<u32>,
+    /// Admission control: most recovery starts one reconcile round submits from this node; the
+    /// rest wait for the next round (default unlimited, range [1, 10000000]).
+    #[arg(long)]
+    pub recovery_starts_per_round: Option<u32>,
     /// Benchmarking/compat knob: commit the declared list with one fsync per mutation instead
     /// of group commit (the baseline of `bench recovery`). Needs --auto-recovery.
     #[arg(long, hide = true)]
@@ -94,6 +102,8 @@ struct FileSettings {
     reconcile_grace_ms: Option<u64>,
     reconcile_interval_ms: Option<u64>,
     remote_manifest: Option<String>,
+    recovery_starts_per_second: Option<u32>,
+    recovery_starts_per_round: Option<u32>,
     #[serde(default)]
     declared_fsync_per_mutation: bool,
 }
@@ -133,6 +143,10 @@ pub struct AutoRecoverySettings {
     pub reconcile_interval_ms: Option<u64>,
     /// `--remote-manifest`, parsed.
     pub remote_manifest: Option<process_hub::ManifestLocation>,
+    /// `--recovery-starts-per-second`.
+    pub recovery_starts_per_second: Option<u32>,
+    /// `--recovery-starts-per-round`.
+    pub recovery_starts_per_round: Option<u32>,
     /// `--declared-fsync-per-mutation` (hidden): one fsync per declared-list mutation.
     pub declared_fsync_per_mutation: bool,
 }
@@ -271,6 +285,12 @@ impl NodeFlags {
         let reconcile_grace_ms = self.reconcile_grace_ms.or(file.reconcile_grace_ms);
         let reconcile_interval_ms = self.reconcile_interval_ms.or(file.reconcile_interval_ms);
         let remote_manifest = self.remote_manifest.or(file.remote_manifest);
+        let recovery_starts_per_second = self
+            .recovery_starts_per_second
+            .or(file.recovery_starts_per_second);
+        let recovery_starts_per_round = self
+            .recovery_starts_per_round
+            .or(file.recovery_starts_per_round);
         let declared_fsync_per_mutation =
             self.declared_fsync_per_mutation || file.declared_fsync_per_mutation;
         let auto_recovery = if self.auto_recovery || file.auto_recovery {
@@ -288,6 +308,8 @@ impl NodeFlags {
                 reconcile_grace_ms,
                 reconcile_interval_ms,
                 remote_manifest,
+                recovery_starts_per_second,
+                recovery_starts_per_round,
                 declared_fsync_per_mutation,
             })
         } else {
@@ -295,6 +317,14 @@ impl NodeFlags {
                 ("reconcile-grace-ms", reconcile_grace_ms.is_some()),
                 ("reconcile-interval-ms", reconcile_interval_ms.is_some()),
                 ("remote-manifest", remote_manifest.is_some()),
+                (
+                    "recovery-starts-per-second",
+                    recovery_starts_per_second.is_some(),
+                ),
+                (
+                    "recovery-starts-per-round",
+                    recovery_starts_per_round.is_some(),
+                ),
                 ("declared-fsync-per-mutation", declared_fsync_per_mutation),
             ];
             if let Some((setting, _)) = given.into_iter().find(|(_, set)| *set) {
