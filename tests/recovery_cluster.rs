@@ -18,7 +18,6 @@ use std::sync::Arc;
 
 use durable_cluster::*;
 use process_hub::cluster::wire::WireMsg;
-use process_hub::core::placement::HashRing;
 use process_hub::storage::BackendConfig;
 use process_hub::{
     ChildId, ChildSpec, HookEvent, RecoveryError, StartError, StartOptions, StopError, StopOptions,
@@ -231,11 +230,7 @@ async fn without_a_reachable_leader_durable_starts_return_no_leader() {
     );
     assert_eq!(d.running()[&ChildId::from("before")].len(), 1);
     // Everything else keeps working: a plain child b owns starts and stops, reads answer.
-    let ring = HashRing::new(["a", "b"].map(full));
-    let plain = (0..)
-        .map(|i| ChildId::from(format!("plain{i}")))
-        .find(|id| ring.owner(id) == Some(&full("b")))
-        .unwrap();
+    let plain = id_owned_by("b", &["a", "b"], "plain");
     d.hub("b")
         .start_child(
             ChildSpec::new(plain.clone(), "counter"),
@@ -445,11 +440,7 @@ async fn a_stop_whose_child_a_round_stops_first_still_reports_it_stopped() {
     // child; the leader's answer to b's undeclare is held until b's round ran (the stop's and
     // the undeclare's timeouts are above the test's deadline).
     let d = Durable::with_timeout(60, &["a", "b", "c"], DEADLINE * 2).await;
-    let ring = HashRing::new(["a", "b", "c"].map(full));
-    let id = (0..)
-        .map(|i| ChildId::from(format!("late{i}")))
-        .find(|id| ring.owner(id) == Some(&full("b")))
-        .unwrap();
+    let id = id_owned_by("b", &["a", "b", "c"], "late");
     d.declare_all("a", &[ChildSpec::new(id.clone(), "counter")], 1)
         .await;
     assert_eq!(d.running()[&id], vec!["b".to_owned()]);
@@ -493,11 +484,7 @@ async fn a_stop_whose_child_a_round_stops_first_still_reports_it_stopped() {
 async fn a_child_left_running_on_both_sides_of_a_partition_runs_once_on_its_owner_after_the_heal() {
     let d = Durable::new(62, &["a", "b", "c"], false).await;
     // A declared child that b owns in the full ring: cut off from b, a takes it over.
-    let ring = HashRing::new(["a", "b", "c"].map(full));
-    let id = (0..)
-        .map(|i| ChildId::from(format!("dup{i}")))
-        .find(|id| ring.owner(id) == Some(&full("b")))
-        .unwrap();
+    let id = id_owned_by("b", &["a", "b", "c"], "dup");
     d.declare_all("a", &[ChildSpec::new(id.clone(), "counter")], 1)
         .await;
     assert_eq!(d.running()[&id], vec!["b".to_owned()]);

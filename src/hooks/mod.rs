@@ -319,10 +319,9 @@ mod tests {
         let hooks = Hooks::new();
         let (release, held) = std::sync::mpsc::channel::<()>();
         let held = Mutex::new(held);
-        let (finished_tx, finished) = std::sync::mpsc::channel::<&str>();
+        let (slow_done, finished) = std::sync::mpsc::channel::<&str>();
         let log = Arc::new(Mutex::new(Vec::new()));
         let (slow_log, quick_log) = (log.clone(), log.clone());
-        let slow_done = finished_tx.clone();
         hooks
             .register(
                 HookKey::PreRecoveryReplay,

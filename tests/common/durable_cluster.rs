@@ -399,6 +399,15 @@ pub fn gated_kinds(gate: &Arc<AtomicBool>) -> process_hub::ChildKinds {
     kinds
 }
 
+/// The first id `{prefix}{i}` that `owner` owns in a ring of `members` (names without host).
+pub fn id_owned_by(owner: &str, members: &[&str], prefix: &str) -> ChildId {
+    let ring = process_hub::core::placement::HashRing::new(members.iter().map(|m| full(m)));
+    (0..)
+        .map(|i| ChildId::from(format!("{prefix}{i}")))
+        .find(|id| ring.owner(id) == Some(&full(owner)))
+        .expect("some id is owned by every member")
+}
+
 pub fn full(name: &str) -> String {
     format!("{name}@test")
 }
