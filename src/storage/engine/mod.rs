@@ -12,9 +12,9 @@
 //!   unreadable file is rotated to `<file>.corrupt-<stamp>`, logged at ERROR, and replaced by an
 //!   empty store).
 //!
-//! Nothing here answers a write before it is synced. LMDB's `NO_SYNC`, `MAP_ASYNC` and
-//! `WRITE_MAP` are never used; group commit sets `NO_META_SYNC` and makes up for it with a flush
-//! before any answer (see [`MarkerSync`]).
+//! Nothing here answers a write before it is synced: every commit uses LMDB's default, fully
+//! synchronous flags (`NO_SYNC`, `NO_META_SYNC`, `MAP_ASYNC` and `WRITE_MAP` are never used), so
+//! a commit has synced its data pages and then its meta page when it returns.
 
 pub(crate) mod format;
 mod group_commit;
@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 pub use group_commit::CommitStats;
 pub(crate) use group_commit::Done;
-use group_commit::{Committed, GroupCommitter, GroupFailure, GroupSink};
+use group_commit::{GroupCommitter, GroupFailure, GroupSink};
 
 use super::{Commit, StorageError};
 use format::MarkerCheck;
@@ -178,7 +178,6 @@ impl Engine {
             env: env.clone(),
             data,
             path: path.to_owned(),
-            marker_sync: MarkerSync::of(options.commit_mode),
         };
         let writer = GroupCommitter::spawn(format!("ph-writer-{}", spec.kind), sink, max_group)
             .map_err(|e| fatal(format!("cannot start the writer thread: {e}")))?;
@@ -247,18 +246,11 @@ fn open_env(path: &Path, options: &DiskOptions) -> heed::Result<Env<WithoutTls>>
     let map_size = options.map_size.max(page).div_ceil(page) * page;
     let mut builder = EnvOpenOptions::new().read_txn_without_tls();
     builder.map_size(map_size).max_dbs(4).max_readers(1024);
-    let mut flags = EnvFlags::NO_SUB_DIR;
-    if MarkerSync::of(options.commit_mode) == MarkerSync::Deferred {
-        flags |= EnvFlags::NO_META_SYNC;
-    }
-    // SAFETY: NO_SUB_DIR only changes the file layout (a file instead of a directory).
-    // NO_META_SYNC keeps LMDB's integrity (a commit still syncs its data pages before writing
-    // its meta page, so a crash can only lose the latest commits, never tear the tree); what it
-    // gives up, the durability of the last commit, is restored by the writer thread, which
-    // answers a commit only after a later successful sync of the file ([`MarkerSync`]). The
-    // memory map is only touched through heed, and the files are only modified through LMDB.
+    // SAFETY: NO_SUB_DIR only changes the file layout (a file instead of a directory); every
+    // other flag stays LMDB's synchronous default. The memory map is only touched through heed,
+    // and the files are only modified through LMDB.
     unsafe {
-        builder.flags(flags);
+        builder.flags(EnvFlags::NO_SUB_DIR);
         builder.open(path)
     }
 }
@@ -326,8 +318,6 @@ fn prepare(env: &Env<WithoutTls>, path: &Path, spec: StoreSpec) -> Result<Db, Op
         }
     };
     wtxn.commit().map_err(|e| classify(e, &fatal))?;
-    // With a deferred marker sync, the commit above is durable only after a flush.
-    env.force_sync().map_err(|e| classify(e, &fatal))?;
     Ok(data)
 }
 
@@ -351,44 +341,11 @@ fn page_size() -> usize {
     64 * 1024
 }
 
-/// When a commit's meta page (LMDB's marker of the committed tree) reaches the disk.
-///
-/// An LMDB commit writes the changed pages, syncs the file, then writes the meta page that
-/// points at the new tree. By default the meta page is written synchronously too (`O_DSYNC`):
-/// two flushes per commit, and the commit is durable when it returns.
-///
-/// `Deferred` (`NO_META_SYNC`) leaves the meta page in the page cache: one flush per commit, and
-/// the commit is durable only once the file is synced again. That is *not* durable on its own,
-/// so the writer thread never answers such a commit before the next sync: the next commit's own
-/// data sync (which covers the earlier meta page, written through the same file) or, when
-/// nothing is queued behind it, an explicit [`Env::force_sync`]. Integrity is LMDB's: the data
-/// pages of a commit are synced before its meta page is written, and a commit never reuses
-/// pages the previous committed tree needs, so a crash falls back to the last meta page on disk
-/// with an intact tree. Everything answered `Ok` was synced before the answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum MarkerSync {
-    /// LMDB's default: every commit syncs its meta page. The benchmark's per-operation baseline
-    /// keeps the original's profile this way.
-    WithCommit,
-    /// The meta page is synced by the next commit or an explicit flush (group commit).
-    Deferred,
-}
-
-impl MarkerSync {
-    fn of(mode: CommitMode) -> Self {
-        match mode {
-            CommitMode::Group => MarkerSync::Deferred,
-            CommitMode::PerOperation => MarkerSync::WithCommit,
-        }
-    }
-}
-
 /// The writer thread's side of the store: applies groups of batches in one write transaction.
 struct LmdbSink {
     env: Env<WithoutTls>,
     data: Db,
     path: PathBuf,
-    marker_sync: MarkerSync,
 }
 
 impl LmdbSink {
@@ -403,7 +360,7 @@ impl LmdbSink {
 impl GroupSink for LmdbSink {
     type Batch = Vec<KvOp>;
 
-    fn write_group(&mut self, batches: &[&Vec<KvOp>]) -> Result<Committed, GroupFailure> {
+    fn write_group(&mut self, batches: &[&Vec<KvOp>]) -> Result<(), GroupFailure> {
         let mut wtxn = self
             .env
             .write_txn()
@@ -425,15 +382,7 @@ impl GroupSink for LmdbSink {
             }
         }
         wtxn.commit()
-            .map_err(|e| GroupFailure::Commit(self.write_error(e)))?;
-        Ok(match self.marker_sync {
-            MarkerSync::WithCommit => Committed::Durable,
-            MarkerSync::Deferred => Committed::AwaitsFlush,
-        })
-    }
-
-    fn flush(&mut self) -> Result<(), StorageError> {
-        self.env.force_sync().map_err(|e| self.write_error(e))
+            .map_err(|e| GroupFailure::Commit(self.write_error(e)))
     }
 }
 

@@ -1,41 +1,29 @@
-//! Group commit: many writers, one transaction, one flush.
+//! Group commit: many writers, one transaction, one fsync.
 //!
 //! A dedicated writer thread owns every write transaction. Writers enqueue their batch (the queue
 //! order is the apply order) and get called back once it is durable. The thread blocks on the
 //! queue while idle; when a batch arrives it takes everything already queued behind it, applies
-//! all of it in one transaction and commits. A group never waits to fill while anything is
-//! queued or the store is idle: a lone writer pays exactly one commit and flush per write and
-//! waits for nothing else, while 64 concurrent writers share one commit between them, because
-//! the queue fills up while the disk works.
+//! all of it in one transaction and commits; the commit syncs the disk before it returns.
 //!
-//! The commit and its flush are pipelined when the sink allows it ([`Committed::AwaitsFlush`],
-//! the LMDB sink in [`CommitMode::Group`](super::CommitMode::Group)): a commit syncs its data
-//! pages and writes its marker page, but leaves the marker to the *next* flush. If batches are
-//! queued, that next flush is the next group's commit, which syncs the disk (covering the
-//! previous marker) before writing its own marker; only then are the previous group's writers
-//! answered. If nothing is queued, the writer flushes explicitly and answers. Under load this
-//! halves the flushes per group and overlaps one group's writers waking up and coming back with
-//! the next group's commit; a lone writer still gets its flush straight after its commit. One
-//! case waits ([`Step::Linger`]): nothing is queued, a group awaits its flush, and the commit
-//! just made answered other writers, who are on their way back. Then the writer waits for them
-//! (until as many batches as it answered are queued), at most as long as the last commit took
-//! (and [`MAX_LINGER`]), and lets their commit be the flush: an explicit flush would occupy the
-//! disk as long and carry no write.
-//! Sinks that flush within the commit ([`Committed::Durable`]) are answered right after it.
+//! One wait is added, and only under load ([`Returning`]): the writers a commit has just
+//! answered come straight back with their next write, so the next group is held open until they
+//! are in it too, at most as long as a commit takes (and [`returning::MAX_GATHER`]). Without
+//! it, concurrent writers split into cohorts that take turns, each fsync carrying one cohort;
+//! with it, every fsync carries all of them. An idle store and a lone writer never wait: the
+//! first batch after a pause commits at once, and a lone writer's group is complete when it is
+//! back.
 //!
-//! Waking the waiters is handed to a second thread, so the writer starts the next transaction
-//! (with whatever queued meanwhile) while the previous group's writers are still being woken:
-//! on a small machine the wake-ups, not the disk, would otherwise bound throughput. Waiters are
-//! still answered strictly in apply order, by that one thread.
+//! Waking the waiters is handed to a second thread, so the writer starts gathering the next group
+//! while the previous group's writers are still being woken: on a small machine the wake-ups
+//! would otherwise lengthen every cycle. Waiters are still answered strictly in apply order, by
+//! that one thread.
 //!
 //! A failing batch must not fail its neighbours. When a group does not go through, the thread
 //! splits it: the batches before the failing one are committed together, the failing one is
 //! retried alone (and gets the error if it fails again), the rest form a new group. If the commit
-//! itself fails, every batch is retried on its own. A commit that fails, or a flush that fails,
-//! answers the batches still awaiting a flush with its error: whether they reached the disk is
-//! then unknown, and an `Ok` must mean durable.
+//! itself fails, every batch is retried on its own.
 
-mod outcomes;
+mod returning;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -44,7 +32,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::storage::StorageError;
-use outcomes::{Outcome, Outcomes};
+use returning::Returning;
 
 /// Called once with a batch's outcome, on the notifier thread, in apply order.
 pub(crate) type Done = Box<dyn FnOnce(Result<(), StorageError>) + Send>;
@@ -58,26 +46,13 @@ pub(crate) enum GroupFailure {
     Commit(StorageError),
 }
 
-/// What a successful commit made durable.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Committed {
-    /// The group, and everything committed before it, is on disk.
-    Durable,
-    /// Everything committed before the group is on disk; the group itself is committed (readers
-    /// see it) and is on disk once the next commit succeeds or [`GroupSink::flush`] does.
-    AwaitsFlush,
-}
-
 /// What the writer thread writes to: applies a group of batches in one transaction.
 pub(crate) trait GroupSink: Send + 'static {
     /// One caller's unit of atomicity.
     type Batch: Send + 'static;
-    /// Applies `batches` in order in one transaction and commits it, or commits nothing. A
-    /// successful commit flushes the disk after everything committed before it.
-    fn write_group(&mut self, batches: &[&Self::Batch]) -> Result<Committed, GroupFailure>;
-    /// Makes every committed group durable. Called only after a commit that answered
-    /// [`Committed::AwaitsFlush`], when no other group is queued to flush it.
-    fn flush(&mut self) -> Result<(), StorageError>;
+    /// Applies `batches` in order in one transaction and commits it durably (synced before it
+    /// returns `Ok`), or commits nothing.
+    fn write_group(&mut self, batches: &[&Self::Batch]) -> Result<(), GroupFailure>;
 }
 
 /// Counters of what the writer did, for tests and benchmarks.
@@ -89,9 +64,6 @@ pub struct CommitStats {
     pub batches_ok: u64,
     /// Batches answered with an error.
     pub batches_failed: u64,
-    /// Explicit flushes: a commit whose marker no later commit flushed, because nothing was
-    /// queued behind it (the idle or lone-writer case of a pipelined store).
-    pub flushes: u64,
 }
 
 #[derive(Default)]
@@ -99,7 +71,8 @@ struct Counters {
     commits: AtomicU64,
     batches_ok: AtomicU64,
     batches_failed: AtomicU64,
-    flushes: AtomicU64,
+    /// Batches ever submitted: with what the writer has taken, how many are queued.
+    submitted: AtomicU64,
 }
 
 struct Job<B> {
@@ -116,12 +89,26 @@ pub(crate) struct GroupCommitter<B: Send + 'static> {
 }
 
 /// Outcomes of one group, in apply order, on their way to the notifier thread.
-type Answers = Vec<Outcome<Done>>;
+type Answers = Vec<(Done, Result<(), StorageError>)>;
 
 impl<B: Send + 'static> GroupCommitter<B> {
     /// Starts the writer thread. `max_group` caps the batches per transaction (1 turns group
     /// commit off: one transaction and fsync per batch).
     pub(crate) fn spawn<S>(name: String, sink: S, max_group: usize) -> std::io::Result<Self>
+    where
+        S: GroupSink<Batch = B>,
+    {
+        Self::spawn_with(name, sink, max_group, returning::MAX_GATHER)
+    }
+
+    /// [`spawn`](Self::spawn) with another cap on how long a group is held open for returning
+    /// writers (tests make it long, so that timing cannot decide what they check).
+    fn spawn_with<S>(
+        name: String,
+        sink: S,
+        max_group: usize,
+        max_gather: Duration,
+    ) -> std::io::Result<Self>
     where
         S: GroupSink<Batch = B>,
     {
@@ -140,14 +127,15 @@ impl<B: Send + 'static> GroupCommitter<B> {
         let writer = Writer {
             sink,
             counters: counters.clone(),
-            outcomes: Outcomes::default(),
-            expected: 0,
+            max_group: max_group.max(1),
+            max_gather,
+            taken: 0,
+            returning: None,
             last_commit: Duration::ZERO,
         };
-        let max_group = max_group.max(1);
         let thread = std::thread::Builder::new()
             .name(name)
-            .spawn(move || writer.run(rx, notify, max_group))?;
+            .spawn(move || writer.run(rx, notify))?;
         Ok(Self {
             queue: Some(queue),
             threads: vec![thread, notifier],
@@ -163,6 +151,8 @@ impl<B: Send + 'static> GroupCommitter<B> {
         let Some(queue) = &self.queue else {
             return Err(job.done);
         };
+        // Counted before it is queued, so the writer never sees more taken than submitted.
+        self.counters.submitted.fetch_add(1, Ordering::Relaxed);
         queue.send(job).map_err(|mpsc::SendError(job)| job.done)
     }
 
@@ -172,15 +162,13 @@ impl<B: Send + 'static> GroupCommitter<B> {
             commits: self.counters.commits.load(Ordering::Relaxed),
             batches_ok: self.counters.batches_ok.load(Ordering::Relaxed),
             batches_failed: self.counters.batches_failed.load(Ordering::Relaxed),
-            flushes: self.counters.flushes.load(Ordering::Relaxed),
         }
     }
 }
 
 impl<B: Send + 'static> Drop for GroupCommitter<B> {
     fn drop(&mut self) {
-        // The writer drains the queue, flushes and exits, which ends the notifier after the
-        // last answer.
+        // The writer drains the queue and exits, which ends the notifier after the last answer.
         self.queue.take();
         for thread in self.threads.drain(..) {
             if thread.join().is_err() {
@@ -200,143 +188,63 @@ fn drain<B>(rx: &mpsc::Receiver<Job<B>>, group: &mut Vec<Job<B>>, max: usize) {
     }
 }
 
-/// What the writer does next.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Step {
-    /// Commit the queued batches (the commit also flushes what awaits a flush).
-    Commit,
-    /// Nothing is queued, committed batches await a flush, and the writers the last commit
-    /// answered are on their way back: wait for them, at most as long as a flush takes, and
-    /// let their commit be the flush. A flush in its place would cost the disk as much
-    /// and carry no new write.
-    Linger,
-    /// Nothing is queued, committed batches await a flush and nobody is expected: flush now.
-    Flush,
-    /// Nothing to do: block until a batch arrives (or the store closes).
-    Wait,
-}
-
-/// The writer's decision. `awaits_flush`: committed batches wait for a flush; `queued`: a batch
-/// is queued; `expected`: the last commit answered writers of an earlier group, who may be back
-/// soon. An idle store or a lone writer never waits (a lone writer is answered only by its own
-/// flush, so nobody is expected).
-fn next_step(awaits_flush: bool, queued: bool, expected: bool) -> Step {
-    match (queued, awaits_flush, expected) {
-        (true, _, _) => Step::Commit,
-        (false, true, true) => Step::Linger,
-        (false, true, false) => Step::Flush,
-        (false, false, _) => Step::Wait,
-    }
-}
-
-/// The longest the writer lingers for returning writers, whatever the disk's speed.
-const MAX_LINGER: Duration = Duration::from_millis(1);
-
 struct Writer<S> {
     sink: S,
     counters: Arc<Counters>,
-    outcomes: Outcomes<Done>,
-    /// How many batches of an earlier group the last commit answered: writers expected back
-    /// (see [`Step::Linger`]).
-    expected: usize,
-    /// How long the last commit took: what a flush costs, the bound of a linger.
+    max_group: usize,
+    /// The longest a group is held open for returning writers.
+    max_gather: Duration,
+    /// Batches taken off the queue so far.
+    taken: u64,
+    /// The writers the last answer woke, expected back with their next batch.
+    returning: Option<Returning>,
+    /// How long the last commit took: what holding a group open may cost at most.
     last_commit: Duration,
 }
 
 impl<S: GroupSink> Writer<S> {
-    fn run(
-        mut self,
-        rx: mpsc::Receiver<Job<S::Batch>>,
-        notify: mpsc::Sender<Answers>,
-        max_group: usize,
-    ) {
-        loop {
-            let queued = rx.try_recv().ok();
-            let step = next_step(
-                self.outcomes.awaits_flush(),
-                queued.is_some(),
-                self.expected > 0,
-            );
-            let mut group = Vec::new();
-            match step {
-                Step::Commit => group.extend(queued),
-                Step::Linger => {
-                    self.linger(&rx, &mut group, max_group);
-                    if group.is_empty() {
-                        self.flush();
-                    }
-                }
-                Step::Flush => self.flush(),
-                // Blocking here is the "no waiting window": an idle writer commits the first
-                // batch the moment it arrives, together with whatever queued up behind it.
-                Step::Wait => match rx.recv() {
-                    Ok(job) => group.push(job),
-                    Err(mpsc::RecvError) => break,
-                },
+    fn run(mut self, rx: mpsc::Receiver<Job<S::Batch>>, notify: mpsc::Sender<Answers>) {
+        // Blocking here is the "no waiting window" of an idle store: the first batch is
+        // committed the moment it arrives, together with whatever queued up behind it.
+        while let Ok(first) = rx.recv() {
+            let mut group = vec![first];
+            drain(&rx, &mut group, self.max_group);
+            if let Some(returning) = self.returning.take() {
+                gather(&rx, &mut group, returning, self.max_group);
             }
-            if !group.is_empty() {
-                drain(&rx, &mut group, max_group);
-                // A successful commit answers the batches that await a flush: their writers are
-                // the ones expected back afterwards.
-                self.expected = self.outcomes.unflushed();
-                let began = Instant::now();
-                self.commit_isolated(group);
-                self.last_commit = began.elapsed();
-            }
-            self.hand_out(&notify);
+            self.taken += group.len() as u64;
+            let mut answers = Vec::with_capacity(group.len());
+            let began = Instant::now();
+            self.commit_isolated(group, &mut answers);
+            self.last_commit = began.elapsed();
+            self.hand_out(answers, &notify);
         }
     }
 
-    /// Waits for the writers the last commit answered to come back, until as many batches as
-    /// were answered are queued, for at most as long as the last commit took (and
-    /// [`MAX_LINGER`]).
-    fn linger(
-        &mut self,
-        rx: &mpsc::Receiver<Job<S::Batch>>,
-        group: &mut Vec<Job<S::Batch>>,
-        max_group: usize,
-    ) {
-        let target = std::mem::take(&mut self.expected).min(max_group);
-        let deadline = Instant::now() + self.last_commit.min(MAX_LINGER);
-        while group.len() < target {
-            let now = Instant::now();
-            if now >= deadline {
-                break;
-            }
-            match rx.recv_timeout(deadline - now) {
-                Ok(job) => {
-                    group.push(job);
-                    drain(rx, group, target);
-                }
-                Err(_) => break,
-            }
-        }
-    }
-
-    /// Flushes the committed batches that await it and settles them.
-    fn flush(&mut self) {
-        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
-        match self.sink.flush() {
-            Ok(()) => self.outcomes.flushed(),
-            Err(error) => {
-                tracing::error!(%error, "storage flush failed; the writes it covered get the error");
-                self.outcomes.flush_failed(&error);
-            }
-        }
-    }
-
-    /// Sends the answers that are ready to the notifier thread, in apply order.
-    fn hand_out(&mut self, notify: &mpsc::Sender<Answers>) {
-        let answers = self.outcomes.take_ready();
-        if answers.is_empty() {
-            return;
-        }
+    /// Sends a group's answers to the notifier thread, in apply order, and notes who will be
+    /// back.
+    fn hand_out(&mut self, answers: Answers, notify: &mpsc::Sender<Answers>) {
         let failed = answers.iter().filter(|(_, r)| r.is_err()).count() as u64;
         let ok = answers.len() as u64 - failed;
         self.counters.batches_ok.fetch_add(ok, Ordering::Relaxed);
         self.counters
             .batches_failed
             .fetch_add(failed, Ordering::Relaxed);
+        // Read before the answers go out: whatever is queued now was not sent by a writer
+        // this answer wakes.
+        let queued = self
+            .counters
+            .submitted
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.taken);
+        self.returning = Returning::after_answer(
+            answers.len(),
+            usize::try_from(queued).unwrap_or(usize::MAX),
+            Instant::now(),
+            self.last_commit,
+            self.max_gather,
+            self.max_group,
+        );
         if let Err(mpsc::SendError(answers)) = notify.send(answers) {
             // The notifier is gone (it panicked in a callback): answer here instead.
             for (done, outcome) in answers {
@@ -347,7 +255,7 @@ impl<S: GroupSink> Writer<S> {
 
     /// Commits `jobs` in one transaction if possible, otherwise splits them so that only the
     /// batches that fail on their own get an error. Records every job's outcome, in order.
-    fn commit_isolated(&mut self, mut jobs: Vec<Job<S::Batch>>) {
+    fn commit_isolated(&mut self, mut jobs: Vec<Job<S::Batch>>, answers: &mut Answers) {
         if jobs.is_empty() {
             return;
         }
@@ -356,39 +264,48 @@ impl<S: GroupSink> Writer<S> {
             self.sink.write_group(&batches)
         };
         match outcome {
-            Ok(committed) => {
+            Ok(()) => {
                 self.counters.commits.fetch_add(1, Ordering::Relaxed);
-                self.outcomes
-                    .committed(jobs.into_iter().map(|job| job.done), committed);
+                answers.extend(jobs.into_iter().map(|job| (job.done, Ok(()))));
             }
-            Err(GroupFailure::Apply { error, .. }) if jobs.len() == 1 => {
-                if let Some(job) = jobs.pop() {
-                    self.outcomes.failed(job.done, error);
-                }
-            }
-            Err(GroupFailure::Commit(error)) if jobs.len() == 1 => {
-                // The failed commit may have been a failed flush: what awaited one is unknown.
-                self.outcomes.flush_failed(&error);
-                if let Some(job) = jobs.pop() {
-                    self.outcomes.failed(job.done, error);
-                }
+            Err(GroupFailure::Apply { error, .. } | GroupFailure::Commit(error))
+                if jobs.len() == 1 =>
+            {
+                answers.extend(jobs.pop().map(|job| (job.done, Err(error))));
             }
             Err(GroupFailure::Apply { index, .. }) => {
                 let index = index.min(jobs.len() - 1);
                 let rest = jobs.split_off(index + 1);
                 let failing = jobs.pop();
-                self.commit_isolated(jobs);
+                self.commit_isolated(jobs, answers);
                 if let Some(failing) = failing {
-                    self.commit_isolated(vec![failing]);
+                    self.commit_isolated(vec![failing], answers);
                 }
-                self.commit_isolated(rest);
+                self.commit_isolated(rest, answers);
             }
-            Err(GroupFailure::Commit(error)) => {
-                self.outcomes.flush_failed(&error);
+            Err(GroupFailure::Commit(_)) => {
                 for job in jobs {
-                    self.commit_isolated(vec![job]);
+                    self.commit_isolated(vec![job], answers);
                 }
             }
+        }
+    }
+}
+
+/// Holds `group` open until the writers expected back are in it, or waiting no longer pays off.
+fn gather<B>(
+    rx: &mpsc::Receiver<Job<B>>,
+    group: &mut Vec<Job<B>>,
+    returning: Returning,
+    max_group: usize,
+) {
+    while let Some(wait) = returning.wait(group.len(), Instant::now()) {
+        match rx.recv_timeout(wait) {
+            Ok(job) => {
+                group.push(job);
+                drain(rx, group, max_group);
+            }
+            Err(_) => break,
         }
     }
 }
