@@ -41,6 +41,15 @@ fn bench_storage_prints_one_json_object_with_verified_writes() {
         report["per_op_sync"]["fsync_commits"], 96,
         "one commit per write"
     );
+    assert_eq!(report["per_op_sync"]["writes_per_commit"], 1.0, "{report}");
+    let shared = report["group_commit"]["writes_per_commit"]
+        .as_f64()
+        .unwrap();
+    let commits = report["group_commit"]["fsync_commits"].as_f64().unwrap();
+    assert!(
+        shared >= 1.0 && (shared - 96.0 / commits).abs() < 0.01,
+        "{report}"
+    );
     assert!(report["ratio"].as_f64().unwrap() > 0.0);
     assert!(report["lookup_ns_p50"].as_f64().unwrap() > 0.0);
     assert_eq!(report["writers"], 8);
