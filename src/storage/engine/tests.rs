@@ -211,3 +211,22 @@ fn rotation_names_never_collide() {
     let b = corrupt_path(Path::new("/x/t.lmdb"), format::unique_stamp());
     assert_ne!(a, b);
 }
+
+#[test]
+fn every_commit_mode_opens_with_synchronous_commits() {
+    // An `Ok` means on disk only because LMDB syncs a commit's pages and meta page before the
+    // commit returns: none of the flags that defer or skip those syncs may ever be set.
+    let weakening = EnvFlags::NO_SYNC | EnvFlags::NO_META_SYNC | EnvFlags::MAP_ASYNC;
+    for commit_mode in [CommitMode::Group, CommitMode::PerOperation] {
+        let dir = tempfile::tempdir().unwrap();
+        let options = DiskOptions {
+            commit_mode,
+            ..DiskOptions::default()
+        };
+        let engine = open(dir.path(), &options).unwrap();
+        let flags = engine.env.get_flags().unwrap();
+        assert_eq!(flags & weakening.bits(), 0, "{commit_mode:?}: {flags:#x}");
+        assert_eq!(flags & EnvFlags::WRITE_MAP.bits(), 0, "{commit_mode:?}");
+        assert_ne!(flags & EnvFlags::NO_SUB_DIR.bits(), 0, "{commit_mode:?}");
+    }
+}

@@ -9,9 +9,11 @@
 //! answered come straight back with their next write, so the next group is held open until they
 //! are in it too, at most as long as a commit takes (and [`returning::MAX_GATHER`]). Without
 //! it, concurrent writers split into cohorts that take turns, each fsync carrying one cohort;
-//! with it, every fsync carries all of them. An idle store and a lone writer never wait: the
-//! first batch after a pause commits at once, and a lone writer's group is complete when it is
-//! back.
+//! with it, every fsync carries all of them. An idle store and a writer with one write at a time
+//! never wait: the first batch after a pause commits at once, and such a writer's group is
+//! complete when it is back. A caller that keeps several writes in flight and does not come back
+//! when answered makes holds run to their bound; holds that do not pay off are skipped more and
+//! more often ([`Backoff`]).
 //!
 //! Waking the waiters is handed to a second thread, so the writer starts gathering the next group
 //! while the previous group's writers are still being woken: on a small machine the wake-ups
@@ -32,7 +34,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::storage::StorageError;
-use returning::Returning;
+use returning::{Backoff, Returning};
 
 /// Called once with a batch's outcome, on the notifier thread, in apply order.
 pub(crate) type Done = Box<dyn FnOnce(Result<(), StorageError>) + Send>;
@@ -119,9 +121,7 @@ impl<B: Send + 'static> GroupCommitter<B> {
             .name(format!("{name}-notify"))
             .spawn(move || {
                 for group in answers {
-                    for (done, outcome) in group {
-                        done(outcome);
-                    }
+                    answer_all(group);
                 }
             })?;
         let writer = Writer {
@@ -131,6 +131,7 @@ impl<B: Send + 'static> GroupCommitter<B> {
             max_gather,
             taken: 0,
             returning: None,
+            backoff: Backoff::default(),
             last_commit: Duration::ZERO,
         };
         let thread = std::thread::Builder::new()
@@ -178,6 +179,19 @@ impl<B: Send + 'static> Drop for GroupCommitter<B> {
     }
 }
 
+/// Calls every callback of a group, in order. A callback that panics is logged and does not keep
+/// the batches after it (durable as well) from being answered.
+fn answer_all(answers: Answers) {
+    for (done, outcome) in answers {
+        let called = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| done(outcome)));
+        if called.is_err() {
+            tracing::error!(
+                "a storage write's callback panicked; the next ones are still answered"
+            );
+        }
+    }
+}
+
 /// Takes whatever is queued, up to `max` batches in `group`.
 fn drain<B>(rx: &mpsc::Receiver<Job<B>>, group: &mut Vec<Job<B>>, max: usize) {
     while group.len() < max {
@@ -198,6 +212,8 @@ struct Writer<S> {
     taken: u64,
     /// The writers the last answer woke, expected back with their next batch.
     returning: Option<Returning>,
+    /// Whether holding groups open for returning writers has been paying off.
+    backoff: Backoff,
     /// How long the last commit took: what holding a group open may cost at most.
     last_commit: Duration,
 }
@@ -210,7 +226,10 @@ impl<S: GroupSink> Writer<S> {
             let mut group = vec![first];
             drain(&rx, &mut group, self.max_group);
             if let Some(returning) = self.returning.take() {
-                gather(&rx, &mut group, returning, self.max_group);
+                if self.backoff.may_hold() {
+                    let complete = gather(&rx, &mut group, returning, self.max_group);
+                    self.backoff.held(complete);
+                }
             }
             self.taken += group.len() as u64;
             let mut answers = Vec::with_capacity(group.len());
@@ -246,46 +265,46 @@ impl<S: GroupSink> Writer<S> {
             self.max_group,
         );
         if let Err(mpsc::SendError(answers)) = notify.send(answers) {
-            // The notifier is gone (it panicked in a callback): answer here instead.
-            for (done, outcome) in answers {
-                done(outcome);
-            }
+            // The notifier is gone: answer here instead.
+            answer_all(answers);
         }
     }
 
     /// Commits `jobs` in one transaction if possible, otherwise splits them so that only the
     /// batches that fail on their own get an error. Records every job's outcome, in order.
-    fn commit_isolated(&mut self, mut jobs: Vec<Job<S::Batch>>, answers: &mut Answers) {
-        if jobs.is_empty() {
-            return;
-        }
-        let outcome = {
-            let batches: Vec<&S::Batch> = jobs.iter().map(|j| &j.batch).collect();
-            self.sink.write_group(&batches)
-        };
-        match outcome {
-            Ok(()) => {
-                self.counters.commits.fetch_add(1, Ordering::Relaxed);
-                answers.extend(jobs.into_iter().map(|job| (job.done, Ok(()))));
+    /// Iterative: a group where every batch fails (a full map) is split 4096 times, which
+    /// recursion would pay for in stack.
+    fn commit_isolated(&mut self, jobs: Vec<Job<S::Batch>>, answers: &mut Answers) {
+        // Groups still to commit, the next one last (so that answers keep the apply order).
+        let mut todo = vec![jobs];
+        while let Some(mut jobs) = todo.pop() {
+            if jobs.is_empty() {
+                continue;
             }
-            Err(GroupFailure::Apply { error, .. } | GroupFailure::Commit(error))
-                if jobs.len() == 1 =>
-            {
-                answers.extend(jobs.pop().map(|job| (job.done, Err(error))));
-            }
-            Err(GroupFailure::Apply { index, .. }) => {
-                let index = index.min(jobs.len() - 1);
-                let rest = jobs.split_off(index + 1);
-                let failing = jobs.pop();
-                self.commit_isolated(jobs, answers);
-                if let Some(failing) = failing {
-                    self.commit_isolated(vec![failing], answers);
+            let outcome = {
+                let batches: Vec<&S::Batch> = jobs.iter().map(|j| &j.batch).collect();
+                self.sink.write_group(&batches)
+            };
+            match outcome {
+                Ok(()) => {
+                    self.counters.commits.fetch_add(1, Ordering::Relaxed);
+                    answers.extend(jobs.into_iter().map(|job| (job.done, Ok(()))));
                 }
-                self.commit_isolated(rest, answers);
-            }
-            Err(GroupFailure::Commit(_)) => {
-                for job in jobs {
-                    self.commit_isolated(vec![job], answers);
+                Err(GroupFailure::Apply { error, .. } | GroupFailure::Commit(error))
+                    if jobs.len() == 1 =>
+                {
+                    answers.extend(jobs.pop().map(|job| (job.done, Err(error))));
+                }
+                Err(GroupFailure::Apply { index, .. }) => {
+                    // The batches before the failing one together, the failing one alone (it
+                    // gets the error if it fails again), then the rest.
+                    let index = index.min(jobs.len() - 1);
+                    let rest = jobs.split_off(index + 1);
+                    let failing = jobs.split_off(index);
+                    todo.extend([rest, failing, jobs]);
+                }
+                Err(GroupFailure::Commit(_)) => {
+                    todo.extend(jobs.into_iter().rev().map(|job| vec![job]));
                 }
             }
         }
@@ -293,21 +312,25 @@ impl<S: GroupSink> Writer<S> {
 }
 
 /// Holds `group` open until the writers expected back are in it, or waiting no longer pays off.
+/// Returns whether the group was completed (a closed store counts as complete: nobody is late).
 fn gather<B>(
     rx: &mpsc::Receiver<Job<B>>,
     group: &mut Vec<Job<B>>,
     returning: Returning,
     max_group: usize,
-) {
+) -> bool {
     while let Some(wait) = returning.wait(group.len(), Instant::now()) {
         match rx.recv_timeout(wait) {
             Ok(job) => {
                 group.push(job);
                 drain(rx, group, max_group);
             }
-            Err(_) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => return false,
+            Err(mpsc::RecvTimeoutError::Disconnected) => return true,
         }
     }
+    // `wait` ends at the bound too: the group is complete only if it says so.
+    returning.complete(group.len())
 }
 
 #[cfg(test)]

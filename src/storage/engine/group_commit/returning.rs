@@ -5,7 +5,8 @@
 //! into cohorts that take turns (one committing while the other comes back), and each fsync would
 //! carry only one cohort. Holding the group open until the answered writers are back lets every
 //! fsync carry all of them. The wait is bounded so that writers that do not come back cost little,
-//! and it never applies to an idle store or a lone writer. Pure decision logic, no IO.
+//! it never applies to an idle store or a writer with one write at a time, and it backs off
+//! ([`Backoff`]) where it does not pay off. Pure decision logic, no IO.
 
 use std::time::{Duration, Instant};
 
@@ -44,7 +45,51 @@ impl Returning {
     /// How much longer a group of `len` batches should wait at `now`: `None` to commit now
     /// (the group is complete, or waiting no longer pays off).
     pub(super) fn wait(&self, len: usize, now: Instant) -> Option<Duration> {
-        (len < self.target && now < self.until).then(|| self.until - now)
+        (!self.complete(len) && now < self.until).then(|| self.until - now)
+    }
+
+    /// Whether a group of `len` batches holds everyone expected.
+    pub(super) fn complete(&self, len: usize) -> bool {
+        len >= self.target
+    }
+}
+
+/// The most holds skipped in a row after holds that did not pay off: `2^5 - 1`.
+const MAX_MISSES: u32 = 5;
+
+/// Whether holding groups open has been paying off lately.
+///
+/// Not every answered batch brings its writer back: a caller that keeps several writes in flight
+/// and moves on (an actor submitting its mutations one after another) is answered batch by batch
+/// but submits at its own pace, and for it a hold would run to its bound every time. So a hold
+/// that ends at its bound short of its group makes the writer skip the next holds — 1, then 3,
+/// 7, 15, up to 31 in a row — and a hold that completes its group resets that.
+#[derive(Debug, Default)]
+pub(super) struct Backoff {
+    /// Holds in a row that ended at their bound.
+    misses: u32,
+    /// Holds still to skip.
+    skip: u32,
+}
+
+impl Backoff {
+    /// Whether the next group may be held open; counts a skipped hold.
+    pub(super) fn may_hold(&mut self) -> bool {
+        if self.skip == 0 {
+            return true;
+        }
+        self.skip -= 1;
+        false
+    }
+
+    /// A hold ended, with its group `complete` or at its bound.
+    pub(super) fn held(&mut self, complete: bool) {
+        if complete {
+            self.misses = 0;
+        } else {
+            self.misses = (self.misses + 1).min(MAX_MISSES);
+            self.skip = (1 << self.misses) - 1;
+        }
     }
 }
 
@@ -96,6 +141,31 @@ mod tests {
             Returning::after_answer(64, 0, now, Duration::from_secs(2), MAX_GATHER, 4096).unwrap();
         assert_eq!(r.wait(1, now), Some(MAX_GATHER));
         assert_eq!(r.wait(1, now + MAX_GATHER), None);
+    }
+
+    #[test]
+    fn holds_that_do_not_pay_off_are_skipped_more_and_more() {
+        let mut backoff = Backoff::default();
+        assert!(backoff.may_hold());
+        let mut skipped = Vec::new();
+        for _ in 0..7 {
+            backoff.held(false);
+            let mut n = 0;
+            while !backoff.may_hold() {
+                n += 1;
+            }
+            skipped.push(n);
+        }
+        assert_eq!(skipped, vec![1, 3, 7, 15, 31, 31, 31]);
+        // A hold that completes its group: every next group may be held again.
+        backoff.held(true);
+        assert!(backoff.may_hold() && backoff.may_hold());
+        backoff.held(false);
+        assert!(
+            !backoff.may_hold(),
+            "one miss after a success skips one hold"
+        );
+        assert!(backoff.may_hold());
     }
 
     #[test]

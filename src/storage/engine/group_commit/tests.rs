@@ -229,6 +229,48 @@ fn answered_writers_share_the_next_commit_with_those_queued_meanwhile() {
 }
 
 #[test]
+fn a_group_where_every_batch_fails_answers_each_with_its_error() {
+    // Each batch fails even alone (as with a full map): 4096 splits, answered in order.
+    let probe = Probe::default();
+    probe.state().fail_apply = (0..=4095).collect();
+    let answers = run_held(&probe, 1..=4095);
+    let answers = answers.lock().unwrap();
+    assert_eq!(answers.len(), 4096);
+    for (i, (id, r, _)) in answers.iter().enumerate() {
+        assert_eq!(*id as usize, i, "apply order");
+        assert_eq!(r, &Err(StorageError::Backend(format!("bad {id}"))));
+    }
+    assert!(probe.state().committed.is_empty());
+}
+
+#[test]
+fn a_panicking_callback_does_not_keep_the_others_from_their_answers() {
+    let probe = Probe::default();
+    probe.state().hold_first = true;
+    let committer = GroupCommitter::spawn("t".into(), probe.clone(), 1024).unwrap();
+    let (tx, rx) = mpsc::channel();
+    assert!(committer.submit(0, Box::new(|_| {})).is_ok());
+    wait_until(|| probe.state().groups.len() == 1);
+    for i in 1..=3u32 {
+        let tx = tx.clone();
+        let done: Done = Box::new(move |r| {
+            assert!(i != 2, "a caller's callback panics");
+            tx.send((i, r)).unwrap();
+        });
+        assert!(committer.submit(i, done).is_ok());
+    }
+    probe.release();
+    assert_eq!(rx.recv().unwrap(), (1, Ok(())));
+    assert_eq!(rx.recv().unwrap(), (3, Ok(())));
+    // The notifier survived: later groups are answered too.
+    let tx2 = tx.clone();
+    assert!(committer
+        .submit(4, Box::new(move |r| tx2.send((4, r)).unwrap()))
+        .is_ok());
+    assert_eq!(rx.recv().unwrap(), (4, Ok(())));
+}
+
+#[test]
 fn submitting_after_the_writer_is_gone_fails_cleanly() {
     let probe = Probe::default();
     let mut committer = GroupCommitter::spawn("t".into(), probe, 8).unwrap();
