@@ -147,8 +147,39 @@ pub struct DeclaredList {
 #[derive(Deserialize)]
 struct ListRepr {
     version: u64,
+    #[serde(deserialize_with = "children_entry_by_entry")]
     children: DeclaredChildren,
     last_mutated_by: Option<NodeName>,
+}
+
+/// Reads the children one entry at a time. `imbl`'s own `Deserialize` reserves room for as many
+/// entries as the length prefix claims before reading any, so a damaged frame or file claiming
+/// billions of entries would abort the process on the allocation; read entry by entry, it ends
+/// with an error at the end of the input instead.
+fn children_entry_by_entry<'de, D>(deserializer: D) -> Result<DeclaredChildren, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct Children;
+    impl<'de> serde::de::Visitor<'de> for Children {
+        type Value = DeclaredChildren;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map of declared children")
+        }
+
+        fn visit_map<A>(self, mut map: A) -> Result<Self::Value, A::Error>
+        where
+            A: serde::de::MapAccess<'de>,
+        {
+            let mut children = DeclaredChildren::new();
+            while let Some((id, child)) = map.next_entry()? {
+                children.insert(id, child);
+            }
+            Ok(children)
+        }
+    }
+    deserializer.deserialize_map(Children)
 }
 
 impl From<ListRepr> for DeclaredList {

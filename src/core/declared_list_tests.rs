@@ -321,3 +321,14 @@ proptest! {
         prop_assert!(!(ahead && reverse));
     }
 }
+
+#[test]
+fn a_forged_length_prefix_is_an_error_not_an_allocation() {
+    // A damaged frame or file claiming 2^34 children: decoding must fail at the end of the input,
+    // not reserve room for them up front (an allocation failure aborts the process).
+    let list = list_with(&["a", "b"], "n1");
+    let mut bin = bincode::serialize(&list).unwrap();
+    // The version (u64), then the children's length prefix (u64).
+    bin[8..16].copy_from_slice(&(1u64 << 34).to_le_bytes());
+    assert!(bincode::deserialize::<DeclaredList>(&bin).is_err());
+}
