@@ -2,28 +2,31 @@
 //! on stdout, nothing lost or resurrected, and the warm-up children gone before the measured
 //! declare (they would otherwise show up running after the outage).
 
-use std::process::Command;
+mod common;
 
 #[test]
 fn bench_recovery_warms_up_then_reports_a_clean_recovery() {
-    let output = Command::new(env!("CARGO_BIN_EXE_process-hub"))
-        .args(["bench", "recovery", "--json", "--nodes", "2"])
-        .args(["--children", "40", "--batch", "10", "--warmup", "30"])
-        .args(["--baseline-children", "10", "--reconcile-grace-ms", "500"])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (report, stderr) = common::report_of([
+        "bench",
+        "recovery",
+        "--json",
+        "--nodes",
+        "2",
+        "--children",
+        "40",
+        "--batch",
+        "10",
+        "--warmup",
+        "30",
+        "--baseline-children",
+        "10",
+        "--reconcile-grace-ms",
+        "500",
+    ]);
     assert!(
         stderr.contains("warm-up: 30 plain children started and stopped"),
         "{stderr}"
     );
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let report: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(report["warmup_children"], 30, "{report}");
     assert_eq!(report["baseline_warmup_children"], 30, "{report}");
     assert_eq!(report["baseline_children"], 10, "{report}");

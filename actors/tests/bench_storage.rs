@@ -1,32 +1,24 @@
 //! `process-hub bench storage --json` keeps its contract: one JSON object on stdout with the
 //! documented fields, and every acknowledged write verified on disk in both modes.
 
-use std::process::Command;
+mod common;
 
 #[test]
 fn bench_storage_prints_one_json_object_with_verified_writes() {
     let dir = tempfile::tempdir().unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_process-hub"))
-        .args([
-            "bench",
-            "storage",
-            "--json",
-            "--ops",
-            "96",
-            "--writers",
-            "8",
-        ])
-        .args(["--rows", "1000", "--dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let report: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let (report, _) = common::report_of([
+        "bench",
+        "storage",
+        "--json",
+        "--ops",
+        "96",
+        "--writers",
+        "8",
+        "--rows",
+        "1000",
+        "--dir",
+        dir.path().to_str().unwrap(),
+    ]);
     for mode in ["group_commit", "per_op_sync"] {
         assert_eq!(report[mode]["verified_rows"], 96, "{mode}: {report}");
         assert!(

@@ -2,7 +2,7 @@
 //! with `--durable`, which adds the whole-cluster outage to the plain demo's failover): it must
 //! finish, and its report must show nothing lost, resurrected or duplicated.
 
-use std::process::Command;
+mod common;
 
 use serde_json::Value;
 
@@ -23,27 +23,17 @@ fn sum(counts: &[(String, u64)]) -> u64 {
 fn the_durable_demo_loses_nothing_through_a_failover_and_a_whole_cluster_outage() {
     let workdir = tempfile::tempdir().unwrap();
     let children = 300;
-    let output = Command::new(env!("CARGO_BIN_EXE_process-hub"))
-        .args([
-            "demo",
-            "--durable",
-            "--json",
-            "--children",
-            "300",
-            "--batch",
-            "50",
-        ])
-        .arg("--workdir")
-        .arg(workdir.path())
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: Value = serde_json::from_str(String::from_utf8(output.stdout).unwrap().trim())
-        .expect("one JSON object on stdout");
+    let (report, _) = common::report_of([
+        "demo",
+        "--durable",
+        "--json",
+        "--children",
+        "300",
+        "--batch",
+        "50",
+        "--workdir",
+        workdir.path().to_str().unwrap(),
+    ]);
 
     // The plain demo: every child placed, then moved off the killed node.
     assert_eq!(report["children"], children, "{report}");
