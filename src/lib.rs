@@ -26,6 +26,7 @@
 pub mod admin;
 pub mod cluster;
 pub mod core;
+pub mod manifest;
 pub mod model;
 pub mod recovery;
 pub mod storage;
@@ -38,6 +39,7 @@ pub mod kinds;
 mod api;
 mod hub;
 
+pub use api::AwaitNormalTimeout;
 pub use api::{
     ChildFailure, ChildInfo, ChildMessageError, ChildStartError, ChildStopError, Hub, HubBuilder,
     HubMsg, OnFailure, ProcessEntry, ProcessScope, ShutdownTimedOut, SpawnError, StartError,
@@ -45,14 +47,13 @@ pub use api::{
     StoppedChild,
 };
 pub use api::{DeclaredView, RecoveryError};
+pub use config::{
+    AutoRecoveryConfig, DeclaredCommit, LeaderElector, ManifestLocation, StartBudget,
+};
 pub use config::{ConfigError, ProcessHub, ProcessHubBuilder};
 pub use core::declared_list::DeclaredChild;
 pub use core::recovery::RecoveryState;
-pub use core::recovery_config::DeclaredCommit;
-pub use core::recovery_config::{AutoRecoveryConfig, ManifestLocation, StartBudget};
 pub use events::{EventSink, HubEvent, SubscriptionId};
 pub use hooks::{HookAction, HookError, HookEvent, HookHandler, HookKey, Hooks};
 pub use kinds::{ChildKinds, KindError};
 pub use model::{ChildArgs, ChildId, ChildSpec, Metadata, NodeName, Pid, Restart, Row, Shutdown};
-pub use recovery::elector::LeaderElector;
-pub use recovery::state_watch::AwaitNormalTimeout;

@@ -198,7 +198,7 @@ pub enum SpawnError {
     Hook(#[from] crate::hooks::HookError),
     /// The remote manifest configured in `auto_recovery` cannot be used.
     #[error(transparent)]
-    Manifest(#[from] crate::recovery::manifest::ManifestError),
+    Manifest(#[from] crate::manifest::ManifestError),
     /// A static child (`child_specs`) did not start; the hub was shut down again.
     #[error("static children failed to start: {}", describe(.errors))]
     StaticChildren {
@@ -243,4 +243,12 @@ impl From<crate::cluster::wire::ChildFailure> for ChildMessageError {
             message: f.message,
         }
     }
+}
+
+/// `await_normal` gave up before the first round completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the hub did not reach the normal recovery state within {waited_ms} ms")]
+pub struct AwaitNormalTimeout {
+    /// How long the caller waited.
+    pub waited_ms: u64,
 }

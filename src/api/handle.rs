@@ -8,25 +8,24 @@ use ractor::{Actor, ActorCell, ActorRef, ActorStatus};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::declared::{open_recovery, DeclaredView};
+use super::declared::DeclaredView;
+use super::errors::AwaitNormalTimeout;
 use super::errors::{ChildMessageError, RecoveryError, SpawnError, StartError, StopError};
 use super::msg::HubMsg;
 use super::options::{StartOptions, StopOptions};
 use super::reads;
 use super::results::{ChildInfo, ProcessEntry, ProcessScope, StartResult, StopResult};
 use crate::cluster::transport::Network;
+use crate::config::LeaderElector;
 use crate::config::ProcessHub;
 use crate::core::recovery::RecoveryState;
 use crate::events::{EventSink, HubEvent, SubscriptionId};
 use crate::hooks::{HookError, HookHandler, HookKey, Hooks};
-use crate::hub::cluster::ClusterMsg;
-use crate::hub::coordinator::CoordinatorMsg;
+use crate::hub::shared::recovery::RecoveryShared;
 use crate::hub::supervisor::HubSupervisor;
 use crate::hub::HubShared;
 use crate::kinds::ChildKinds;
 use crate::model::{ChildId, ChildSpec, NodeName, Pid, Row};
-use crate::recovery::elector::LeaderElector;
-use crate::recovery::state_watch::AwaitNormalTimeout;
 use crate::storage::open_backend;
 
 /// A graceful shutdown did not finish within the hub's `shutdown_timeout_ms`.
@@ -123,7 +122,7 @@ impl HubBuilder {
             hooks.register(key, handler)?;
         }
         let statics = self.config.child_specs.clone();
-        let recovery = open_recovery(&self.config)?;
+        let recovery = RecoveryShared::open(&self.config)?;
         if let (Some(recovery), Some(elector)) = (&recovery, self.elector) {
             let _ = recovery.elector.set(elector);
         }
@@ -448,14 +447,11 @@ impl Hub {
         payload: Vec<u8>,
     ) -> Result<(), ChildMessageError> {
         let id = id.into();
-        let Some(coordinator) = self.shared.coordinator() else {
-            return Err(unavailable(&self.shared.node, &id));
-        };
-        coordinator
-            .cast(CoordinatorMsg::Cluster(ClusterMsg::ChildCast {
+        self.root
+            .cast(HubMsg::CastChild {
                 id: id.clone(),
                 payload,
-            }))
+            })
             .map_err(|_| unavailable(&self.shared.node, &id))
     }
 
@@ -468,22 +464,17 @@ impl Hub {
         timeout: Duration,
     ) -> Result<Vec<u8>, ChildMessageError> {
         let id = id.into();
-        let Some(coordinator) = self.shared.coordinator() else {
-            return Err(unavailable(&self.shared.node, &id));
-        };
-        let call = coordinator.call(
-            |reply| {
-                CoordinatorMsg::Cluster(ClusterMsg::ChildCall {
-                    id: id.clone(),
-                    payload,
-                    timeout,
-                    reply,
-                })
+        let call = self.root.call(
+            |reply| HubMsg::CallChild {
+                id: id.clone(),
+                payload,
+                timeout,
+                reply,
             },
             Some(timeout + Duration::from_millis(100)),
         );
         match call.await {
-            Ok(ractor::rpc::CallResult::Success(result)) => result.map_err(Into::into),
+            Ok(ractor::rpc::CallResult::Success(result)) => result,
             Ok(ractor::rpc::CallResult::Timeout) => Err(ChildMessageError {
                 id,
                 node: self.shared.node.clone(),
@@ -499,15 +490,11 @@ impl Hub {
     /// this node) and awaited, then the local copies stop with the hub. On one node it is
     /// `shutdown`. Used by the node binary on SIGTERM.
     pub async fn leave(&self) -> Result<(), ShutdownTimedOut> {
-        if let Some(coordinator) = self.shared.coordinator() {
-            let budget = self.shared.config.default_timeout() + Duration::from_secs(1);
-            let _ = coordinator
-                .call(
-                    |reply| CoordinatorMsg::Cluster(ClusterMsg::Leave { reply }),
-                    Some(budget),
-                )
-                .await;
-        }
+        let budget = self.shared.config.default_timeout() + Duration::from_secs(1);
+        let _ = self
+            .root
+            .call(|reply| HubMsg::Leave { reply }, Some(budget))
+            .await;
         self.shutdown().await
     }
 
@@ -516,12 +503,11 @@ impl Hub {
     /// Rows stay in the registry backend, so a durable hub finds them at its next boot.
     pub async fn shutdown(&self) -> Result<(), ShutdownTimedOut> {
         let budget = self.shared.config.shutdown_timeout() + Duration::from_secs(5);
-        match self
-            .root
-            .stop_and_wait(Some("shutdown".into()), Some(budget))
-            .await
-        {
-            Err(ractor::RactorErr::Timeout) => {
+        if self.root.cast(HubMsg::Shutdown).is_err() {
+            return Ok(()); // not running
+        }
+        match self.root.wait(Some(budget)).await {
+            Err(_) => {
                 self.root.kill();
                 Err(ShutdownTimedOut(budget))
             }

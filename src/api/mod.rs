@@ -10,8 +10,8 @@ pub(crate) mod results;
 
 pub use declared::DeclaredView;
 pub use errors::{
-    ChildMessageError, ChildStartError, ChildStopError, RecoveryError, SpawnError, StartError,
-    StopError,
+    AwaitNormalTimeout, ChildMessageError, ChildStartError, ChildStopError, RecoveryError,
+    SpawnError, StartError, StopError,
 };
 pub use handle::{Hub, HubBuilder, ShutdownTimedOut};
 pub use msg::HubMsg;

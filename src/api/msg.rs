@@ -6,11 +6,12 @@
 //! answered here read the same registry view the handle reads directly.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use ractor::RpcReplyPort;
 
 use super::declared::DeclaredView;
-use super::errors::{RecoveryError, StartError, StopError};
+use super::errors::{ChildMessageError, RecoveryError, StartError, StopError};
 use super::options::{StartOptions, StopOptions};
 use super::results::{ChildInfo, ProcessEntry, ProcessScope, StartResult, StopResult};
 use crate::events::{EventSink, SubscriptionId};
@@ -138,6 +139,37 @@ pub enum HubMsg {
         /// The answer.
         reply: RpcReplyPort<Result<u64, RecoveryError>>,
     },
+    /// Send `payload` to child `id` wherever it runs, fire and forget (see
+    /// [`crate::Hub::cast_child`]).
+    CastChild {
+        /// The child.
+        id: ChildId,
+        /// What the kind's command handler decodes.
+        payload: Vec<u8>,
+    },
+    /// Send `payload` to child `id` wherever it runs and answer with the kind's reply (see
+    /// [`crate::Hub::call_child`]).
+    CallChild {
+        /// The child.
+        id: ChildId,
+        /// What the kind's command handler decodes.
+        payload: Vec<u8>,
+        /// How long the child may take.
+        timeout: Duration,
+        /// The answer.
+        reply: RpcReplyPort<Result<Vec<u8>, ChildMessageError>>,
+    },
+    /// Hand this node's children to their next owners (the ring without this node) and tell
+    /// the peers this node is leaving; answered once the handover is done. The hub keeps
+    /// running: send [`HubMsg::Shutdown`] next.
+    Leave {
+        /// Answered when every child was handed over (or failed to be).
+        reply: RpcReplyPort<()>,
+    },
+    /// Stop the hub gracefully: `coordinator_shutdown` hooks, then the Coordinator, the
+    /// children (each with its shutdown grace) and last the Registry. The root actor stops once
+    /// all of them did; wait for it with `ActorCell::wait` or the spawn's join handle.
+    Shutdown,
 }
 
 impl ractor::Message for HubMsg {}

@@ -81,12 +81,9 @@ pub(crate) fn tag_query(hub: &HubShared, tag: &str) -> Vec<ProcessEntry> {
 
 pub(crate) fn nodes(hub: &HubShared, include_local: bool) -> Vec<NodeName> {
     let mut members: Vec<NodeName> = hub
-        .members
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .filter(|n| include_local || **n != hub.node)
-        .cloned()
+        .members()
+        .into_iter()
+        .filter(|n| include_local || *n != hub.node)
         .collect();
     members.sort();
     members

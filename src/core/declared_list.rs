@@ -19,7 +19,7 @@
 //! copy also keeps a [`DeclaredList::digest`] of its content, updated per entry, so a peer can
 //! check that a delta's base (`crate::core::declared_delta`) is exactly its own copy.
 //!
-//! Pure: no IO, no clock. The store that persists a copy is `crate::recovery::declared_store`.
+//! Pure: no IO, no clock. The store that persists a copy is `crate::storage::declared_store`.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;

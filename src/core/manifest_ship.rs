@@ -8,7 +8,7 @@
 //! dropped. A failed ship is retried after an exponentially growing delay (reset by a success),
 //! with the newest version waiting at that time.
 //!
-//! The task that runs this against a `RemoteManifest` is `crate::recovery::manifest::shipper`.
+//! The task that runs this against a `RemoteManifest` is `crate::manifest::shipper`.
 
 use std::cmp::Ordering;
 

@@ -15,7 +15,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::recovery_config::{AutoRecoveryConfig, StartBudget};
+use crate::config::{AutoRecoveryConfig, StartBudget};
 
 /// Whether the hub's first reconcile round has completed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -8,14 +8,8 @@ use std::sync::Arc;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::task::JoinHandle;
 
-use super::registry::RegistryMsg;
+use super::protocol::{JanitorMsg, RegistryMsg};
 use super::HubShared;
-
-pub(crate) enum JanitorMsg {
-    Sweep,
-}
-
-impl ractor::Message for JanitorMsg {}
 
 pub(crate) struct Janitor;
 
@@ -82,7 +76,8 @@ mod tests {
     use super::*;
     use crate::config::ProcessHub;
     use crate::hooks::Hooks;
-    use crate::hub::registry::{Registry, RegistryArgs, RegistryOp};
+    use crate::hub::protocol::RegistryOp;
+    use crate::hub::registry::{Registry, RegistryArgs};
     use crate::kinds::ChildKinds;
     use crate::model::{ChildSpec, Metadata, Row};
     use crate::storage::{MemoryStorage, Storage};

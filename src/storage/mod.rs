@@ -14,6 +14,7 @@
 //! many writes in flight and let the backend batch them into one fsync.
 
 mod commit;
+pub mod declared_store;
 mod durable;
 pub(crate) mod engine;
 mod lmdb;

@@ -23,8 +23,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 
-use super::delivery::{NodeStartReport, StartBatch, StopBatch};
-use super::registry::{RegistryMsg, RegistryOp, WriteDone};
+use super::protocol::{ChildSupMsg, NodeStartReport, RegistryOp, StartBatch, WriteDone};
 use super::HubShared;
 use crate::api::errors::ChildStartError;
 use crate::core::{
@@ -38,26 +37,6 @@ use crate::storage::{now_ms, StorageError};
 mod stopping;
 
 use stopping::StopGroup;
-
-pub(crate) enum ChildSupMsg {
-    Start(StartBatch),
-    Stop(StopBatch),
-    /// Try again to restart a child whose restart failed.
-    RetryRestart {
-        id: ChildId,
-    },
-    /// The grace of the children of stop group `group` with grace <= `grace_ms` is over.
-    StopDeadline {
-        group: u64,
-        grace_ms: u64,
-    },
-    /// Rows of these children could not be written: stop them again.
-    Discard {
-        ids: Vec<ChildId>,
-    },
-}
-
-impl ractor::Message for ChildSupMsg {}
 
 struct RunningChild {
     spec: ChildSpec,
@@ -99,22 +78,7 @@ impl ChildSupState {
     }
 
     fn write(&self, ops: Vec<RegistryOp>, done: Option<WriteDone>) {
-        match self.shared.registry() {
-            Some(registry) => {
-                if let Err(ractor::MessagingErr::SendErr(RegistryMsg::Write {
-                    done: Some(done),
-                    ..
-                })) = registry.cast(RegistryMsg::Write { ops, done })
-                {
-                    done(Err(StorageError::Closed));
-                }
-            }
-            None => {
-                if let Some(done) = done {
-                    done(Err(StorageError::Closed));
-                }
-            }
-        }
+        self.shared.write_registry(ops, done);
     }
 
     fn track(&mut self, spec: ChildSpec, cell: ActorCell) -> Pid {

@@ -8,10 +8,9 @@ use std::time::Duration;
 use ractor::{ActorCell, ActorId, ActorRef};
 use tokio::task::JoinHandle;
 
-use super::{ChildSupMsg, ChildSupState};
+use super::ChildSupState;
 use crate::api::errors::ChildStopError;
-use crate::hub::delivery::{NodeStopReport, StopBatch, StopReply};
-use crate::hub::registry::RegistryOp;
+use crate::hub::protocol::{ChildSupMsg, NodeStopReport, RegistryOp, StopBatch, StopReply};
 use crate::model::{ChildId, Shutdown};
 use crate::storage::StorageError;
 

@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 
 use ractor::ActorRef;
 
-use super::{CoordinatorMsg, CoordinatorState, PendingOperation, StartPurpose, StopPurpose};
+use super::{CoordinatorState, PendingOperation, StartPurpose, StopPurpose};
 use crate::api::errors::{ChildStartError, ChildStopError};
 use crate::api::options::OnFailure;
 use crate::api::results::{ChildFailure, StartedChild, StopFailure, StopResult, StoppedChild};
-use crate::hub::delivery::{NodeStartReport, NodeStopReport};
+use crate::hub::protocol::{CoordinatorMsg, NodeStartReport, NodeStopReport};
 use crate::model::{ChildId, NodeName};
 
 impl CoordinatorState {

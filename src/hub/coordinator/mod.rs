@@ -1,73 +1,51 @@
-//! The Coordinator actor: the start/stop pipeline and the table of pending operations.
+//! The Coordinator actor: the start/stop pipeline, pending operations, and (when the hub spans
+//! nodes) membership, the placement ring, redistribution and messages to children by id.
 //!
-//! A start request goes validate -> plan (dedupe, `check_existing` against the registry view,
-//! owner per child: [`crate::core::plan_start`]) -> group by node -> deliver one batch per node
-//! -> collect the nodes' answers in `pending_operations`, keyed by request id, with a timeout.
-//! Stops find the hosting nodes in the registry view and go the same way. Results arrive as
-//! messages, so the coordinator never waits on a node and keeps serving other requests.
+//! - [`pipeline`]: a start request goes validate -> plan (dedupe, `check_existing` against the
+//!   registry view, owner per child: [`crate::core::plan_start`]) -> group by node -> deliver one
+//!   batch per node -> collect the nodes' answers in `pending_operations`, keyed by request id,
+//!   with a timeout. Stops find the hosting nodes in the registry view and go the same way;
+//! - [`answers`]: the nodes' reports and timeouts completing the pending operations, rollback;
+//! - [`cluster`]: the cluster state (the seed's `Coordinator.State` fields that one node does
+//!   not need) and sending batches to peers;
+//! - [`membership`]: peers up and down, boot tokens, grace periods, `cluster_settled`, and
+//!   publishing the members and the ring every other actor reads;
+//! - [`remote`]: the hub protocol on the receiving side (peers' starts and stops, their replies);
+//! - [`rebalance`]: carrying out the pure redistribution plan, retries, the graceful leave;
+//! - [`relay`]: requests this node waits on for someone else;
+//! - [`messaging`]: messages to a child by id;
+//! - [`timers`]: the cluster half's timers and completions, and their dispatch.
 //!
-//! On one node the owner is always this node and delivery is a message to the local child
-//! supervisor. Routing is isolated in [`CoordinatorState::owner_of`] (placement) and
-//! [`super::delivery`] (how a batch reaches a node and its answer comes back): the cluster adds
-//! placement over its members and a remote branch there, and the rest of the pipeline (pending
-//! table, timeouts, rollback) stays as it is.
-//!
-//! The state is the seed's `Coordinator.State` cut to what one node needs: the hub's fixed parts
-//! (`hub`), `pending_operations`, and the request id counter.
+//! Results arrive as messages, so the Coordinator never waits on a node and keeps serving other
+//! requests. The state is shaped like the seed's `Coordinator.State`: the hub's fixed parts
+//! (`hub`), `pending_operations`, the request id counter and the cluster's bookkeeping.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+mod answers;
+mod cluster;
+mod membership;
+mod messaging;
+mod pipeline;
+mod rebalance;
+mod relay;
+mod remote;
+mod timers;
+
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr};
 use tokio::task::JoinHandle;
 
-use super::cluster::{ClusterMsg, ClusterState};
-use super::delivery::{
-    self, NodeStartReport, NodeStopReport, StartBatch, StartReply, StopBatch, StopReply,
-};
+use super::protocol::{CoordinatorMsg, StartReplyPort, StopReplyPort};
 use super::HubShared;
-use crate::api::errors::{ChildStartError, ChildStopError, StartError, StopError};
-use crate::api::options::{OnFailure, StartOptions, StopOptions};
-use crate::api::results::{ChildFailure, StartResult, StopFailure, StopResult};
-use crate::cluster::transport::{sink_to_actor, TransportEvent};
-use crate::core::{plan_start, Rejection};
-use crate::model::{ChildId, ChildSpec, Metadata, NodeName};
+use crate::api::errors::{StartError, StopError};
+use crate::api::options::OnFailure;
+use crate::api::results::{StartResult, StopFailure};
+use crate::cluster::transport::sink_to_actor;
+use crate::model::{ChildId, NodeName};
 
-mod answers;
-
-pub(crate) type StartReplyPort = RpcReplyPort<Result<StartResult, StartError>>;
-pub(crate) type StopReplyPort = RpcReplyPort<Result<StopResult, StopError>>;
-
-pub(crate) enum CoordinatorMsg {
-    Start {
-        specs: Vec<ChildSpec>,
-        opts: StartOptions,
-        reply: StartReplyPort,
-    },
-    Stop {
-        ids: Vec<ChildId>,
-        opts: StopOptions,
-        reply: StopReplyPort,
-    },
-    NodeStarted {
-        request_id: u64,
-        report: NodeStartReport,
-    },
-    NodeStopped {
-        request_id: u64,
-        report: NodeStopReport,
-    },
-    Timeout {
-        request_id: u64,
-    },
-    /// Something from the cluster transport (peers up/down, their messages).
-    Transport(TransportEvent),
-    /// Cluster: a timer or a write completion, see [`ClusterMsg`].
-    Cluster(ClusterMsg),
-}
-
-impl ractor::Message for CoordinatorMsg {}
+use cluster::ClusterState;
 
 pub(crate) type Timer = JoinHandle<Result<(), MessagingErr<CoordinatorMsg>>>;
 
@@ -76,7 +54,7 @@ pub(crate) enum StartPurpose {
     /// A caller of the API.
     Request(StartReplyPort),
     /// The cluster's own re-placement (migration, failover, handover); failures are retried.
-    Internal(super::cluster::Internal),
+    Internal(cluster::Internal),
 }
 
 pub(crate) struct PendingStart {
@@ -141,81 +119,6 @@ impl CoordinatorState {
         self.next_request_id
     }
 
-    /// Sends a start batch to `node`; when awaited its answer comes back as `NodeStarted`
-    /// (from this node) or as a `StartReply` over the wire (from a peer).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn deliver_start(
-        &self,
-        myself: &ActorRef<CoordinatorMsg>,
-        node: &NodeName,
-        request_id: u64,
-        children: Vec<(ChildSpec, Metadata)>,
-        existing_ok: bool,
-        durable: &BTreeSet<ChildId>,
-        awaited: bool,
-    ) {
-        let durable: BTreeSet<ChildId> = children
-            .iter()
-            .filter(|(spec, _)| durable.contains(&spec.id))
-            .map(|(spec, _)| spec.id.clone())
-            .collect();
-        let coordinator = myself.clone();
-        let reply: StartReply = if awaited {
-            Box::new(move |report| {
-                let _ = coordinator.cast(CoordinatorMsg::NodeStarted { request_id, report });
-            })
-        } else {
-            Box::new(|report: NodeStartReport| {
-                for (id, e) in report.errors {
-                    tracing::warn!(child = %id, node = %report.node, error = %e, "child did not start");
-                }
-            })
-        };
-        let batch = StartBatch {
-            children,
-            existing_ok,
-            durable,
-            reply,
-        };
-        match &self.cluster {
-            Some(cluster) if node != &self.hub.node => {
-                cluster.send_start(&self.hub.node, node, request_id, batch)
-            }
-            _ => delivery::deliver_start(&self.hub, node, batch),
-        }
-    }
-
-    /// Sends a stop batch to `node`; when awaited its answer comes back as `NodeStopped`.
-    pub(crate) fn deliver_stop(
-        &self,
-        myself: &ActorRef<CoordinatorMsg>,
-        node: &NodeName,
-        request_id: u64,
-        ids: Vec<ChildId>,
-        awaited: bool,
-        release: bool,
-    ) {
-        let coordinator = myself.clone();
-        let reply: StopReply = if awaited {
-            Box::new(move |report| {
-                let _ = coordinator.cast(CoordinatorMsg::NodeStopped { request_id, report });
-            })
-        } else {
-            Box::new(|_| {})
-        };
-        let batch = StopBatch {
-            ids,
-            reply,
-            release,
-        };
-        match &self.cluster {
-            Some(cluster) if node != &self.hub.node => {
-                cluster.send_stop(&self.hub.node, node, request_id, batch)
-            }
-            _ => delivery::deliver_stop(&self.hub, node, batch),
-        }
-    }
-
     pub(crate) fn arm_timer(
         &self,
         myself: &ActorRef<CoordinatorMsg>,
@@ -224,246 +127,6 @@ impl CoordinatorState {
     ) -> Option<Timer> {
         (!timeout.is_zero())
             .then(|| myself.send_after(timeout, move || CoordinatorMsg::Timeout { request_id }))
-    }
-
-    fn start(
-        &mut self,
-        myself: &ActorRef<CoordinatorMsg>,
-        specs: Vec<ChildSpec>,
-        opts: StartOptions,
-        reply: StartReplyPort,
-    ) {
-        let timeout = match opts.validate(specs.len(), self.hub.config.default_timeout()) {
-            Ok(timeout) => timeout,
-            Err(e) => {
-                let _ = reply.send(Err(e));
-                return;
-            }
-        };
-        let storage = self.hub.storage.clone();
-        let plan = plan_start(
-            specs,
-            opts.check_existing,
-            |id| storage.contains(id),
-            |id| self.owner_of(id),
-        );
-        let node = self.hub.node.clone();
-        let mut result = StartResult {
-            awaited: opts.awaitable,
-            ..StartResult::default()
-        };
-        for (id, rejection) in plan.rejected {
-            let reason = match rejection {
-                Rejection::AlreadyStarted => ChildStartError::AlreadyStarted,
-                Rejection::InvalidId(reason) => ChildStartError::InvalidId { reason },
-            };
-            result.errors.push(ChildFailure {
-                id,
-                node: node.clone(),
-                reason,
-            });
-        }
-        if plan.by_node.is_empty() {
-            let _ = reply.send(Ok(result));
-            return;
-        }
-        let request_id = self.next_id();
-        let existing_ok = !opts.check_existing;
-        let durable: BTreeSet<ChildId> = if opts.durable {
-            plan.by_node
-                .values()
-                .flatten()
-                .map(|c| c.spec.id.clone())
-                .collect()
-        } else {
-            BTreeSet::new()
-        };
-        if !opts.awaitable {
-            for (node, children) in plan.by_node {
-                let children = children
-                    .into_iter()
-                    .map(|c| (c.spec, opts.metadata.clone()))
-                    .collect();
-                self.deliver_start(
-                    myself,
-                    &node,
-                    request_id,
-                    children,
-                    existing_ok,
-                    &durable,
-                    false,
-                );
-            }
-            let _ = reply.send(Ok(result));
-            return;
-        }
-        let by_node = plan
-            .by_node
-            .into_iter()
-            .map(|(node, children)| {
-                let children = children
-                    .into_iter()
-                    .map(|c| (c.spec, opts.metadata.clone()))
-                    .collect();
-                (node, children)
-            })
-            .collect();
-        self.begin_start(
-            myself,
-            request_id,
-            by_node,
-            existing_ok,
-            durable,
-            result,
-            StartPurpose::Request(reply),
-            opts.on_failure,
-            timeout,
-        );
-    }
-
-    /// Delivers planned batches and waits for them in `pending_operations[request_id]`.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn begin_start(
-        &mut self,
-        myself: &ActorRef<CoordinatorMsg>,
-        request_id: u64,
-        by_node: BTreeMap<NodeName, Vec<(ChildSpec, Metadata)>>,
-        existing_ok: bool,
-        durable: BTreeSet<ChildId>,
-        result: StartResult,
-        purpose: StartPurpose,
-        on_failure: OnFailure,
-        timeout: Duration,
-    ) {
-        let awaiting = by_node
-            .iter()
-            .flat_map(|(node, children)| {
-                children
-                    .iter()
-                    .map(move |(spec, _)| (spec.id.clone(), node.clone()))
-            })
-            .collect();
-        self.pending_operations.insert(
-            request_id,
-            PendingOperation::Start(PendingStart {
-                purpose,
-                awaiting,
-                result,
-                on_failure,
-                timeout,
-                timer: self.arm_timer(myself, request_id, timeout),
-            }),
-        );
-        for (node, children) in by_node {
-            self.deliver_start(
-                myself,
-                &node,
-                request_id,
-                children,
-                existing_ok,
-                &durable,
-                true,
-            );
-        }
-        if timeout.is_zero() {
-            self.on_timeout(myself, request_id);
-        }
-    }
-
-    fn stop(
-        &mut self,
-        myself: &ActorRef<CoordinatorMsg>,
-        ids: Vec<ChildId>,
-        opts: StopOptions,
-        reply: StopReplyPort,
-    ) {
-        let timeout = match opts.validate(ids.len(), self.hub.config.default_timeout()) {
-            Ok(timeout) => timeout,
-            Err(e) => {
-                let _ = reply.send(Err(e));
-                return;
-            }
-        };
-        let mut errors = Vec::new();
-        let mut by_node: BTreeMap<NodeName, Vec<ChildId>> = BTreeMap::new();
-        let mut seen = std::collections::HashSet::new();
-        for id in ids {
-            if !seen.insert(id.clone()) {
-                continue;
-            }
-            match self.hub.storage.get(&id) {
-                // Unknown here, but a peer may have just started it (its row is on the way):
-                // starts go to the ring owner, so the owner is asked.
-                None if self.owner_of(&id) != self.hub.node => {
-                    by_node.entry(self.owner_of(&id)).or_default().push(id);
-                }
-                None => errors.push(StopFailure {
-                    id,
-                    node: None,
-                    reason: ChildStopError::NotFound,
-                }),
-                Some(row) if row.node_pids.is_empty() => {
-                    // A row nothing runs (left by a previous run): its owner forgets it.
-                    by_node.entry(self.owner_of(&id)).or_default().push(id);
-                }
-                Some(row) => {
-                    for node in row.node_pids.keys() {
-                        by_node.entry(node.clone()).or_default().push(id.clone());
-                    }
-                }
-            }
-        }
-        let request_id = self.next_id();
-        if !opts.awaitable || by_node.is_empty() {
-            for (node, ids) in by_node {
-                self.deliver_stop(myself, &node, request_id, ids, false, false);
-            }
-            let _ = reply.send(Ok(StopResult {
-                awaited: opts.awaitable,
-                stopped: Vec::new(),
-                errors,
-            }));
-            return;
-        }
-        self.begin_stop(
-            myself,
-            request_id,
-            by_node,
-            errors,
-            StopPurpose::Request(reply),
-            timeout,
-        );
-    }
-
-    pub(crate) fn begin_stop(
-        &mut self,
-        myself: &ActorRef<CoordinatorMsg>,
-        request_id: u64,
-        by_node: BTreeMap<NodeName, Vec<ChildId>>,
-        errors: Vec<StopFailure>,
-        purpose: StopPurpose,
-        timeout: Duration,
-    ) {
-        let release = matches!(purpose, StopPurpose::Migration { .. });
-        self.pending_operations.insert(
-            request_id,
-            PendingOperation::Stop(PendingStop {
-                purpose,
-                awaiting: by_node
-                    .iter()
-                    .map(|(n, ids)| (n.clone(), ids.clone()))
-                    .collect(),
-                stopped: BTreeMap::new(),
-                errors,
-                timer: self.arm_timer(myself, request_id, timeout),
-            }),
-        );
-        for (node, ids) in by_node {
-            self.deliver_stop(myself, &node, request_id, ids, true, release);
-        }
-        if timeout.is_zero() {
-            self.on_timeout(myself, request_id);
-        }
     }
 }
 

@@ -28,7 +28,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use crate::core::declared_list::{precedence, DeclaredChild, DeclaredList};
-use crate::core::recovery_config::ManifestLocation;
+use crate::config::ManifestLocation;
 use crate::model::NodeName;
 
 pub use local_path::LocalPathManifest;

@@ -7,47 +7,10 @@
 
 use std::time::{Duration, Instant};
 
-use ractor::{ActorRef, RpcReplyPort};
+use ractor::ActorRef;
 
-use super::messaging::ChildCallReplyPort;
-use crate::hub::coordinator::{CoordinatorMsg, CoordinatorState, Timer};
-use crate::hub::delivery::NodeStartReport;
-use crate::hub::registry::{RegistryMsg, RegistryOp};
-use crate::model::{ChildId, NodeName};
-
-/// Timers and completions of the cluster half, cast back into the Coordinator.
-pub(crate) enum ClusterMsg {
-    /// A membership batch may be due.
-    Flush,
-    /// `node`'s grace period after a `NodeDown` ran out.
-    GraceExpired { node: NodeName },
-    /// The Registry committed the reaping of `node`'s bindings.
-    Reaped { node: NodeName },
-    /// The Registry merged `from`'s full sync.
-    Synced { from: NodeName },
-    /// Time to send this node's full sync.
-    SyncTick,
-    /// Retry failed migrations and re-placements.
-    Retry,
-    /// Hand this node's children to their next owners (graceful leave).
-    Leave { reply: RpcReplyPort<()> },
-    /// A start reply for this node that did not come over the wire (forwarded back here).
-    StartOutcome {
-        request_id: u64,
-        report: NodeStartReport,
-    },
-    /// A message for a child by id (from the handle).
-    ChildCast { id: ChildId, payload: Vec<u8> },
-    /// A request for a child by id (from the handle).
-    ChildCall {
-        id: ChildId,
-        payload: Vec<u8>,
-        timeout: Duration,
-        reply: ChildCallReplyPort,
-    },
-    /// A child call's deadline passed.
-    CallTimeout { request_id: u64 },
-}
+use super::{CoordinatorState, Timer};
+use crate::hub::protocol::{ClusterMsg, CoordinatorMsg, ReconcilerMsg, RegistryMsg, RegistryOp};
 
 fn arm(myself: &ActorRef<CoordinatorMsg>, after: Duration, msg: fn() -> ClusterMsg) -> Timer {
     myself.send_after(after, move || CoordinatorMsg::Cluster(msg()))
@@ -135,8 +98,7 @@ impl CoordinatorState {
                     cluster.delivered_by.insert(from.clone());
                     // Durable children: a completed sync round may call for a reconcile.
                     if let Some(reconciler) = self.hub.reconciler() {
-                        let _ =
-                            reconciler.cast(crate::hub::reconciler::ReconcilerMsg::SyncCompleted);
+                        let _ = reconciler.cast(ReconcilerMsg::SyncCompleted);
                     }
                     // A sync can reveal duplicates (after a partition) or orphans: a pass,
                     // batched with the other events.

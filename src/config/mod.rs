@@ -13,7 +13,15 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::recovery_config::{AutoRecoveryConfig, AutoRecoveryConfigError};
+pub mod elector;
+pub mod recovery;
+
+pub use elector::LeaderElector;
+pub use recovery::{
+    AutoRecoveryConfig, AutoRecoveryConfigError, ConfigWarning, DeclaredCommit, ManifestLocation,
+    StartBudget,
+};
+
 use crate::model::{ChildId, ChildSpec, NodeName};
 use crate::storage::BackendConfig;
 

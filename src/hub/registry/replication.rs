@@ -17,7 +17,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use super::registry::{own_view, Effect, RegistryState};
+use super::{own_view, Effect, RegistryState};
 use crate::cluster::wire::{RegistryChange, WireMsg};
 use crate::model::{apply_observation, merge_rows_owned, ChildId, NodeName, Row};
 use crate::storage::{now_ms, Mutation};

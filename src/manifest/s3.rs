@@ -20,7 +20,7 @@ use super::{
     beats_stored, decode, encode, ManifestError, RemoteManifest, ShipOutcome, MANIFEST_NAME,
 };
 use crate::core::declared_list::DeclaredList;
-use crate::core::recovery_config::ManifestLocation;
+use crate::config::ManifestLocation;
 
 /// How many conditional writes a ship attempts before reporting contention.
 const MAX_ATTEMPTS: u32 = 5;

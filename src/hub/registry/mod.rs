@@ -15,10 +15,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+mod replication;
+
+use super::protocol::{RegistryMsg, RegistryOp, WriteDone};
 use super::HubShared;
 use crate::cluster::wire::RegistryChange;
 use crate::events::HubEvent;
@@ -28,58 +31,6 @@ use crate::storage::{now_ms, Commit, Mutation, StorageError};
 
 /// Overlay slots kept allocated once every staged row is committed (more are given back).
 const OVERLAY_KEEP: usize = 1024;
-
-/// One change a writer asks for.
-#[derive(Clone, Debug)]
-pub(crate) enum RegistryOp {
-    /// Insert (or replace) a row authored here, with this node's observation in it.
-    Insert(Row),
-    /// A child got a new pid on `node` (a restart).
-    SetPid {
-        id: ChildId,
-        node: NodeName,
-        pid: Pid,
-    },
-    /// `node` no longer runs the child; the row goes when no node runs it.
-    Unbind { id: ChildId, node: NodeName },
-    /// `node` handed the child over (a migration): like `Unbind`, but a row left with no
-    /// binding stays as a stub (`stub_ttl_ms`) until the new owner records it, so the child
-    /// is never forgotten while it moves.
-    Release { id: ChildId, node: NodeName },
-    /// Insert a row that disappears after `ttl` (swept by the janitor).
-    #[allow(dead_code)] // kept for writers of expiring rows (stubs are written by `Reap`)
-    PutWithTtl { row: Row, ttl: Duration },
-    /// Changes broadcast by peer `from` (its own observations only; never re-broadcast).
-    Merge {
-        from: NodeName,
-        changes: Vec<RegistryChange>,
-    },
-    /// Peer `from`'s full set of observations: upsert them, and unbind `from` from every row
-    /// it no longer reports.
-    Sync { from: NodeName, rows: Vec<Row> },
-    /// `node` is gone (its grace ran out, or it restarted): drop its bindings; rows left with
-    /// none become stubs that expire after `ttl` unless a new owner starts them first.
-    Reap { node: NodeName, ttl: Duration },
-}
-
-/// Called with the outcome once a write is committed.
-pub(crate) type WriteDone = Box<dyn FnOnce(Result<(), StorageError>) + Send>;
-
-pub(crate) enum RegistryMsg {
-    /// Apply `ops` in order; `done` runs after the commit.
-    Write {
-        ops: Vec<RegistryOp>,
-        done: Option<WriteDone>,
-    },
-    /// The completion task finished every batch up to `upto`.
-    Committed { upto: u64 },
-    /// Remove expired TTL rows; answers how many were removed.
-    SweepExpired { reply: Option<RpcReplyPort<usize>> },
-    /// Send this node's observations as a `FullSync` to `to` (every peer with `None`).
-    SendFullSync { to: Option<NodeName> },
-}
-
-impl ractor::Message for RegistryMsg {}
 
 /// What happened to a row, reported after the commit.
 pub(super) enum Effect {

@@ -32,70 +32,31 @@
 
 use std::sync::Arc;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 mod broadcast;
+mod forward;
 mod mutation;
 mod persist;
+mod remote;
 
 use self::broadcast::{Outbox, WholeRequests};
 use self::persist::{AfterPersist, PersistFailed};
-use super::coordinator::{StartReplyPort, StopReplyPort};
-use super::declared_remote::{refusal_error, send_mutate_reply, RemoteMutations};
-use super::recovery_shared::{leader, RecoveryShared};
+pub(crate) use self::remote::deliver_wire;
+use self::remote::{refusal_error, send_mutate_reply, RemoteMutations};
+use super::protocol::DeclaredMsg;
+use super::shared::recovery::RecoveryShared;
 use super::HubShared;
 use crate::api::errors::RecoveryError;
-use crate::api::options::{StartOptions, StopOptions};
 use crate::cluster::wire::WireMsg;
 use crate::core::boot::{decide_boot, DurableEvidence, ManifestFetch};
 use crate::core::declared_list::DeclaredList;
 use crate::core::declared_state::DeclaredState;
 use crate::core::manifest_ship::ShipBackoff;
 use crate::hooks::{HookEvent, HookKey};
-use crate::model::{ChildId, ChildSpec, NodeName};
-use crate::recovery::declared_store::DeclaredStore;
-use crate::recovery::manifest::{fetch_within, ManifestShipper};
-
-pub(crate) enum DeclaredMsg {
-    /// A start with `durable: true`.
-    DurableStart {
-        specs: Vec<ChildSpec>,
-        opts: StartOptions,
-        reply: StartReplyPort,
-    },
-    /// Every stop request while recovery is on.
-    Stop {
-        ids: Vec<ChildId>,
-        opts: StopOptions,
-        reply: StopReplyPort,
-    },
-    /// The operator's `clear`.
-    Clear {
-        reply: RpcReplyPort<Result<u64, RecoveryError>>,
-    },
-    /// A copy from a peer (a leader's broadcast, a peer at join) or a later manifest fetch.
-    /// `done` is told once the adopted copy (if any) is persisted and published.
-    Offer {
-        list: DeclaredList,
-        done: Option<tokio::sync::oneshot::Sender<()>>,
-    },
-    /// Undeclare children whose start can never succeed (unknown kind, bad arguments).
-    Forget { ids: Vec<ChildId> },
-    /// A declared-list message from peer `from` (offer, mutation, mutation reply).
-    Wire { from: NodeName, msg: WireMsg },
-    /// Peer `node` came up: send it this node's copy (boot adoption on both sides).
-    PeerUp { node: NodeName },
-    /// Peer `node` went down: mutations waiting on it as the leader fail now.
-    PeerDown { node: NodeName },
-    /// Ask these peers for their copies (the Reconciler has not heard from them).
-    Solicit { nodes: Vec<NodeName> },
-    /// A mutation sent to the leader was not answered in time.
-    MutateTimeout { request_id: u64 },
-    /// A persist failed: rebuild from the disk.
-    PersistFailed { message: String },
-}
-
-impl ractor::Message for DeclaredMsg {}
+use crate::manifest::{fetch_within, ManifestShipper};
+use crate::model::NodeName;
+use crate::storage::declared_store::DeclaredStore;
 
 pub(crate) struct DeclaredLeader;
 
@@ -129,7 +90,7 @@ impl DeclaredLeaderState {
         done: Option<tokio::sync::oneshot::Sender<()>>,
     ) {
         let recovery = self.recovery.clone();
-        let is_leader = leader(&self.hub).as_deref() == Some(self.hub.node.as_str());
+        let is_leader = self.hub.is_leader();
         let effects = self.state.offer(&list, is_leader);
         let mut after = AfterPersist::default();
         self.apply(effects, &mut after);
@@ -161,7 +122,7 @@ impl DeclaredLeaderState {
                 let hub = self.hub.clone();
                 let answer: Then =
                     Box::new(move |result| send_mutate_reply(&hub, &reply_to, request_id, result));
-                match leader(&self.hub) {
+                match self.hub.leader() {
                     Some(l) if l == self.hub.node => self.mutate_here(myself, op, answer),
                     other => answer(Err(RecoveryError::NoLeader {
                         reason: format!(
@@ -286,7 +247,7 @@ impl Actor for DeclaredLeader {
         }
         let list = leader_state.state.list().clone();
         recovery.publish(&list, leader_state.parked());
-        let is_leader = leader(&hub).as_deref() == Some(hub.node.as_str());
+        let is_leader = hub.is_leader();
         if let (true, Some(shipper)) = (is_leader && list.version() > 0, &leader_state.shipper) {
             // The manifest catches up with what this node holds (a ship never lowers it).
             shipper.offer(&list);

@@ -18,14 +18,14 @@ use std::time::{Duration, Instant};
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use super::child_supervisor::{ChildSupArgs, ChildSupervisor};
-use super::coordinator::{Coordinator, CoordinatorMsg};
-use super::coordinator::{StartReplyPort, StopReplyPort};
-use super::declared_leader::{DeclaredLeader, DeclaredLeaderArgs, DeclaredMsg};
+use super::coordinator::Coordinator;
+use super::declared::{DeclaredLeader, DeclaredLeaderArgs};
 use super::janitor::Janitor;
+use super::protocol::{ClusterMsg, CoordinatorMsg, DeclaredMsg, StartReplyPort, StopReplyPort};
 use super::reconciler::{Reconciler, ReconcilerArgs};
 use super::registry::{Registry, RegistryArgs};
 use super::HubShared;
-use crate::api::errors::{RecoveryError, StartError, StopError};
+use crate::api::errors::{ChildMessageError, RecoveryError, StartError, StopError};
 use crate::api::msg::HubMsg;
 use crate::api::options::{StartOptions, StopOptions};
 use crate::api::reads;
@@ -140,7 +140,7 @@ struct NoRecovery;
 
 fn recovery_of(
     shared: &HubShared,
-) -> Result<Arc<super::recovery_shared::RecoveryShared>, ActorProcessingErr> {
+) -> Result<Arc<super::shared::recovery::RecoveryShared>, ActorProcessingErr> {
     shared
         .recovery
         .clone()
@@ -155,28 +155,10 @@ impl HubSupState {
             .map(|(_, c)| c.clone())
     }
 
-    fn forward_start(&self, msg: CoordinatorMsg) {
-        let Some(coordinator) = self.shared.coordinator() else {
-            if let CoordinatorMsg::Start { reply, .. } = msg {
-                let _ = reply.send(Err(StartError::HubUnavailable(
-                    "coordinator is restarting".into(),
-                )));
-            }
-            return;
-        };
-        if let Err(ractor::MessagingErr::SendErr(CoordinatorMsg::Start { reply, .. })) =
-            coordinator.cast(msg)
-        {
-            let _ = reply.send(Err(StartError::HubUnavailable(
-                "coordinator is restarting".into(),
-            )));
-        }
-    }
-
     /// A start: `durable: true` goes through the DeclaredLeader (declare, then start).
     fn route_start(&self, specs: Vec<ChildSpec>, opts: StartOptions, reply: StartReplyPort) {
         if !opts.durable {
-            return self.forward_start(CoordinatorMsg::Start { specs, opts, reply });
+            return self.shared.start_through_coordinator(specs, opts, reply);
         }
         if self.shared.recovery.is_none() {
             let _ = reply.send(Err(StartError::Declared(
@@ -200,7 +182,7 @@ impl HubSupState {
     /// before it is terminated).
     fn route_stop(&self, ids: Vec<ChildId>, opts: StopOptions, reply: StopReplyPort) {
         if self.shared.recovery.is_none() {
-            return self.forward_stop(CoordinatorMsg::Stop { ids, opts, reply });
+            return self.shared.stop_through_coordinator(ids, opts, reply);
         }
         let unavailable = || StopError::HubUnavailable("declared leader is restarting".into());
         let Some(leader) = self.shared.declared_leader() else {
@@ -211,24 +193,6 @@ impl HubSupState {
             leader.cast(DeclaredMsg::Stop { ids, opts, reply })
         {
             let _ = reply.send(Err(unavailable()));
-        }
-    }
-
-    fn forward_stop(&self, msg: CoordinatorMsg) {
-        let Some(coordinator) = self.shared.coordinator() else {
-            if let CoordinatorMsg::Stop { reply, .. } = msg {
-                let _ = reply.send(Err(StopError::HubUnavailable(
-                    "coordinator is restarting".into(),
-                )));
-            }
-            return;
-        };
-        if let Err(ractor::MessagingErr::SendErr(CoordinatorMsg::Stop { reply, .. })) =
-            coordinator.cast(msg)
-        {
-            let _ = reply.send(Err(StopError::HubUnavailable(
-                "coordinator is restarting".into(),
-            )));
         }
     }
 }
@@ -313,7 +277,7 @@ impl Actor for HubSupervisor {
 
     async fn handle(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         msg: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
@@ -387,6 +351,66 @@ impl Actor for HubSupervisor {
             } => {
                 let _ = reply.send(hub.hooks.register(key, handler));
             }
+            HubMsg::CastChild { id, payload } => {
+                let msg = CoordinatorMsg::Cluster(ClusterMsg::ChildCast { id, payload });
+                let sent = hub.coordinator().is_some_and(|c| c.cast(msg).is_ok());
+                if !sent {
+                    tracing::debug!("child cast dropped: the coordinator is restarting");
+                }
+            }
+            HubMsg::CallChild {
+                id,
+                payload,
+                timeout,
+                reply,
+            } => {
+                let refuse = |reply: ractor::RpcReplyPort<_>, id: ChildId| {
+                    let _ = reply.send(Err(ChildMessageError {
+                        id,
+                        node: hub.node.clone(),
+                        code: "hub_unavailable".into(),
+                        message: "the coordinator is restarting".into(),
+                    }));
+                };
+                let msg = CoordinatorMsg::Cluster(ClusterMsg::ChildCall {
+                    id,
+                    payload,
+                    timeout,
+                    reply,
+                });
+                match hub.coordinator() {
+                    None => {
+                        if let CoordinatorMsg::Cluster(ClusterMsg::ChildCall {
+                            id, reply, ..
+                        }) = msg
+                        {
+                            refuse(reply, id);
+                        }
+                    }
+                    Some(coordinator) => {
+                        if let Err(ractor::MessagingErr::SendErr(CoordinatorMsg::Cluster(
+                            ClusterMsg::ChildCall { id, reply, .. },
+                        ))) = coordinator.cast(msg)
+                        {
+                            refuse(reply, id);
+                        }
+                    }
+                }
+            }
+            HubMsg::Leave { reply } => match hub.coordinator() {
+                Some(coordinator) => {
+                    if let Err(ractor::MessagingErr::SendErr(CoordinatorMsg::Cluster(
+                        ClusterMsg::Leave { reply },
+                    ))) = coordinator.cast(CoordinatorMsg::Cluster(ClusterMsg::Leave { reply }))
+                    {
+                        let _ = reply.send(());
+                    }
+                }
+                None => {
+                    let _ = reply.send(());
+                }
+            },
+            HubMsg::Shutdown => myself.stop(Some("shutdown".into())),
             HubMsg::CancelHook {
                 key,
                 handler_id,

@@ -3,27 +3,23 @@
 //! persisted (read without an actor round trip), the remote manifest, and the store opened at
 //! spawn for the DeclaredLeader to take.
 //!
-//! It also holds the **cluster seam** of recovery ([`leader`], [`owner_of`], [`peers`]): the
-//! few decisions that depend on who else is in the hub. On one node the node is its own leader
-//! and owner and has no peers; the cluster answers them from its membership and ring without
-//! changing the actors.
+//! Who leads, owns and peers is read from the membership the Coordinator publishes
+//! ([`HubShared::leader`](super::HubShared::leader), [`HubShared::ring`](super::HubShared::ring),
+//! [`HubShared::peers`](super::HubShared::peers)).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
-use super::HubShared;
+use super::recovery_state::RecoveryStateWatch;
+use crate::config::{AutoRecoveryConfig, DeclaredCommit, LeaderElector, ProcessHub};
 use crate::core::declared_list::{announced_ahead, DeclaredList};
-use crate::core::declared_state::choose_leader;
-use crate::core::placement::HashRing;
 use crate::core::recovery::RecoveryState;
-use crate::core::recovery_config::{AutoRecoveryConfig, DeclaredCommit};
-use crate::model::{ChildId, NodeName};
-use crate::recovery::declared_store::{DeclaredStore, StoredList};
-use crate::recovery::elector::LeaderElector;
-use crate::recovery::manifest::RemoteManifest;
-use crate::recovery::state_watch::RecoveryStateWatch;
+use crate::manifest::{open_manifest, RemoteManifest};
+use crate::model::NodeName;
+use crate::storage::declared_store::{DeclaredStore, StoredList};
 use crate::storage::engine::{CommitMode, DiskOptions};
+use crate::storage::StorageError;
 
 /// How the declared store of a hub with `config` is opened: the default disk options, with the
 /// commit mode of `declared_commit` (group commit unless the per-mutation knob is set).
@@ -67,6 +63,35 @@ pub(crate) struct RecoveryShared {
 }
 
 impl RecoveryShared {
+    /// Opens what `auto_recovery` needs before the actors boot: the declared store beside the
+    /// registry (a newer format fails the spawn with `StorageError::NewerFormat`) and the remote
+    /// manifest's adapter. `None` without `auto_recovery`.
+    pub fn open(config: &ProcessHub) -> Result<Option<Arc<Self>>, crate::api::errors::SpawnError> {
+        let Some(recovery) = &config.auto_recovery else {
+            return Ok(None);
+        };
+        let dir = config
+            .registry_backend
+            .disk_path(&config.data_dir, &config.hub_id)
+            .unwrap_or_else(|| DeclaredStore::dir_for(&config.data_dir, &config.hub_id));
+        std::fs::create_dir_all(&dir).map_err(|e| StorageError::Open {
+            path: dir.clone(),
+            message: e.to_string(),
+        })?;
+        let store = DeclaredStore::open(&dir, &declared_disk_options(recovery))?;
+        let manifest = recovery
+            .remote_manifest
+            .as_ref()
+            .map(open_manifest)
+            .transpose()?;
+        Ok(Some(Arc::new(Self::new(
+            recovery.clone(),
+            dir,
+            store,
+            manifest,
+        ))))
+    }
+
     pub fn new(
         config: AutoRecoveryConfig,
         dir: PathBuf,
@@ -206,51 +231,4 @@ impl RecoveryShared {
             .unwrap_or_else(|e| e.into_inner())
             .take()
     }
-}
-
-/// The hub's members as a set (this node included).
-fn members(hub: &HubShared) -> BTreeSet<NodeName> {
-    let members = hub.members.read().unwrap_or_else(|e| e.into_inner());
-    let mut set: BTreeSet<NodeName> = members.iter().cloned().collect();
-    set.insert(hub.node.clone());
-    set
-}
-
-/// The declared-list leader: [`choose_leader`] over the hub's members, with the elector's
-/// choice when there is one (validated: a non-member falls back to the lowest member). On one
-/// node, this node.
-pub(crate) fn leader(hub: &HubShared) -> Option<NodeName> {
-    let members = members(hub);
-    let elected = hub
-        .recovery
-        .as_ref()
-        .and_then(|r| r.elector.get())
-        .and_then(|e| e.elect(&members));
-    choose_leader(&members, elected.as_deref())
-}
-
-/// The placement ring over the hub's members, as the reconcile plans with it (the same ring the
-/// Coordinator routes starts with, built from the published members).
-pub(crate) fn ring(hub: &HubShared) -> HashRing {
-    HashRing::new(members(hub))
-}
-
-/// The ring owner of a child (this node when the ring is empty).
-pub(crate) fn owner_of(hub: &HubShared, ring: &HashRing, id: &ChildId) -> NodeName {
-    ring.owner(id).cloned().unwrap_or_else(|| hub.node.clone())
-}
-
-/// The members a new declared version is broadcast to (every member but this node). On one
-/// node there are none; the cluster sends the list to each.
-pub(crate) fn peers(hub: &HubShared) -> Vec<NodeName> {
-    members(hub)
-        .into_iter()
-        .filter(|n| n != &hub.node)
-        .collect()
-}
-
-/// Whether this node's view is the whole hub (no peers), so that every interval counts as a
-/// completed synchronisation round.
-pub(crate) fn alone(hub: &HubShared) -> bool {
-    peers(hub).is_empty()
 }

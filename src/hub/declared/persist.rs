@@ -8,12 +8,13 @@
 use ractor::ActorRef;
 
 use super::broadcast::broadcast_message;
-use super::{DeclaredLeaderState, DeclaredMsg};
+use super::DeclaredLeaderState;
 use crate::core::boot::ParkReason;
 use crate::core::declared_delta::ListStamp;
 use crate::core::declared_list::DeclaredChange;
 use crate::core::declared_state::DeclaredEffect;
 use crate::hooks::{HookEvent, HookKey};
+use crate::hub::protocol::DeclaredMsg;
 use crate::hub::HubShared;
 use crate::storage::{Commit, CommitMode, StorageError};
 

@@ -20,10 +20,10 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
-use super::messaging;
+use super::messaging::{self, answer_call};
+use super::CoordinatorState;
 use crate::api::errors::ChildStartError;
 use crate::cluster::wire::{RequestId, StartedChild, WireMsg};
-use crate::hub::coordinator::CoordinatorState;
 use crate::model::{ChildId, NodeName};
 
 /// A forwarded start is forgotten after this many `default_timeout`s without an answer: only a
@@ -259,12 +259,15 @@ impl CoordinatorState {
                 if let Some(t) = timer {
                     t.abort();
                 }
-                let _ = reply.send(Err(messaging::failure(
-                    node,
-                    Some(&child),
-                    "unreachable",
-                    &format!("node {node} went down (seen from {local})"),
-                )));
+                answer_call(
+                    reply,
+                    Err(messaging::failure(
+                        node,
+                        Some(&child),
+                        "unreachable",
+                        &format!("node {node} went down (seen from {local})"),
+                    )),
+                );
             }
         }
     }

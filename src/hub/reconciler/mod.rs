@@ -27,38 +27,17 @@ use std::time::{Duration, Instant};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::task::JoinHandle;
 
-use super::coordinator::CoordinatorMsg;
-use super::delivery::{self, NodeStopReport, StopBatch};
-use super::recovery_shared::{alone, owner_of, peers, ring, RecoveryShared};
-use super::registry::{RegistryMsg, RegistryOp};
+use super::protocol::{
+    DeclaredMsg, NodeStopReport, ReconcilerMsg, RegistryOp, RoundReport, StopBatch,
+};
+use super::shared::recovery::{DeclaredSnapshot, RecoveryShared};
 use super::HubShared;
 use crate::api::options::StartOptions;
-use crate::core::reconcile::{plan_round, OrphanStart, RoundStats, StopReason};
+use crate::core::reconcile::{plan_round, OrphanStart, StopReason};
 use crate::core::recovery::{RecoveryState, RoundDecision, RoundSchedule, StartPacer};
 use crate::hooks::{HookEvent, HookKey};
+use crate::manifest::fetch_within;
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName};
-use crate::recovery::manifest::fetch_within;
-
-pub(crate) enum ReconcilerMsg {
-    /// Check the schedule.
-    Poll,
-    /// A synchronisation round completed (the cluster's sync sends it; a node without peers
-    /// uses the interval tick instead).
-    SyncCompleted,
-    /// The interval tick of a node without peers.
-    Tick,
-    /// The running round finished.
-    RoundDone(Box<RoundReport>),
-}
-
-impl ractor::Message for ReconcilerMsg {}
-
-pub(crate) struct RoundReport {
-    stats: RoundStats,
-    first: bool,
-    pending: BTreeSet<ChildId>,
-    pacer: StartPacer,
-}
 
 pub(crate) struct Reconciler;
 
@@ -175,7 +154,7 @@ async fn run_round(
     }
     // A node that has not weighed every peer's copy may be behind a newer version: an
     // outdated copy could restart a child stopped since, so it plans parked and asks again.
-    let peers = peers(&hub);
+    let peers = hub.peers();
     let mut unheard = recovery.unheard(&peers);
     if let Err(leader) = leader_answered {
         unheard.push(leader);
@@ -192,16 +171,16 @@ async fn run_round(
         unheard.sort();
         unheard.dedup();
         if let Some(leader) = hub.declared_leader() {
-            let _ = leader.cast(super::declared_leader::DeclaredMsg::Solicit {
+            let _ = leader.cast(DeclaredMsg::Solicit {
                 nodes: unheard.clone(),
             });
         }
     }
-    let ring = ring(&hub);
+    let ring = hub.ring();
     let plan = plan_round(
         &snapshot.list,
         rows.iter(),
-        |id| owner_of(&hub, &ring, id),
+        |id| hub.owner_of(&ring, id),
         &hub.node,
         &previous_pending,
         snapshot.parked || !unheard.is_empty(),
@@ -275,7 +254,7 @@ async fn run_round(
 /// stop's broadcast may still be in flight while the child is already gone. `Err(leader)`
 /// when it did not answer in time (the round is parked; the next one asks again).
 async fn confirm_with_leader(hub: &HubShared, recovery: &RecoveryShared) -> Result<(), NodeName> {
-    let Some(leader) = super::recovery_shared::leader(hub) else {
+    let Some(leader) = hub.leader() else {
         return Ok(());
     };
     if leader == hub.node {
@@ -303,10 +282,7 @@ async fn confirm_with_leader(hub: &HubShared, recovery: &RecoveryShared) -> Resu
 
 /// A parked node asks the remote manifest again each round (its boot fetch may have failed):
 /// a real copy is offered to the DeclaredLeader, which unparks, and the round plans from it.
-async fn refetch_manifest(
-    hub: &HubShared,
-    recovery: &RecoveryShared,
-) -> Option<super::recovery_shared::DeclaredSnapshot> {
+async fn refetch_manifest(hub: &HubShared, recovery: &RecoveryShared) -> Option<DeclaredSnapshot> {
     let manifest = recovery.manifest.as_ref()?;
     let list = match fetch_within(manifest.as_ref(), hub.config.default_timeout()).await {
         Ok(Some(list)) if list.version() > 0 => list,
@@ -323,7 +299,7 @@ async fn refetch_manifest(
     let leader = hub.declared_leader()?;
     let (tx, rx) = tokio::sync::oneshot::channel();
     leader
-        .cast(super::declared_leader::DeclaredMsg::Offer {
+        .cast(DeclaredMsg::Offer {
             list,
             done: Some(tx),
         })
@@ -343,7 +319,7 @@ async fn stop_local(hub: &HubShared, ids: Vec<ChildId>) -> NodeStopReport {
             let _ = tx.send(report);
         }),
     };
-    delivery::deliver_stop(hub, &hub.node, batch);
+    hub.deliver_stop(&hub.node, batch);
     let wait = hub.config.default_timeout() + hub.config.shutdown_timeout();
     match tokio::time::timeout(wait, rx).await {
         Ok(Ok(report)) => report,
@@ -353,9 +329,6 @@ async fn stop_local(hub: &HubShared, ids: Vec<ChildId>) -> NodeStopReport {
 
 /// Removes stale rows (bound nowhere) through the single writer.
 async fn remove_rows(hub: &HubShared, ids: Vec<ChildId>) {
-    let Some(registry) = hub.registry() else {
-        return;
-    };
     let (tx, rx) = tokio::sync::oneshot::channel();
     let ops = ids
         .into_iter()
@@ -367,15 +340,7 @@ async fn remove_rows(hub: &HubShared, ids: Vec<ChildId>) {
     let done = Box::new(move |outcome| {
         let _ = tx.send(outcome);
     });
-    if registry
-        .cast(RegistryMsg::Write {
-            ops,
-            done: Some(done),
-        })
-        .is_err()
-    {
-        return;
-    }
+    hub.write_registry(ops, Some(done));
     if let Ok(Err(e)) = rx.await {
         tracing::warn!(error = %e, "stale durable rows not removed; next round retries");
     }
@@ -472,19 +437,8 @@ fn submit(hub: &HubShared, batch: Vec<OrphanStart>) -> Vec<StartAnswer> {
             .check_existing(check_existing)
             .durable(true);
         opts.metadata = metadata;
-        let Some(coordinator) = hub.coordinator() else {
-            continue;
-        };
-        if coordinator
-            .cast(CoordinatorMsg::Start {
-                specs,
-                opts,
-                reply: tx.into(),
-            })
-            .is_ok()
-        {
-            answers.push(rx);
-        }
+        hub.start_through_coordinator(specs, opts, tx.into());
+        answers.push(rx);
     }
     answers
 }
@@ -553,7 +507,7 @@ impl Actor for Reconciler {
                 state.poll(&myself);
             }
             ReconcilerMsg::Tick => {
-                if alone(&state.hub) {
+                if state.hub.alone() {
                     state.schedule.on_sync_completed();
                     state.poll(&myself);
                 }

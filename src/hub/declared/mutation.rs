@@ -8,17 +8,14 @@ use std::collections::BTreeSet;
 
 use ractor::{ActorRef, RpcReplyPort};
 
+use super::forward::{forward_undeclared_stop, start_declared, undeclared_by_stop};
 use super::persist::AfterPersist;
-use super::{DeclaredLeaderState, DeclaredMsg, Then};
+use super::{DeclaredLeaderState, Then};
 use crate::api::errors::{ChildStartError, RecoveryError, StartError, StopError};
 use crate::api::options::{StartOptions, StopOptions};
 use crate::api::results::ChildFailure;
 use crate::cluster::wire::DeclaredOp;
-use crate::hub::coordinator::{StartReplyPort, StopReplyPort};
-use crate::hub::declared_forward::{
-    forward_start, forward_stop, forward_undeclared_stop, start_declared, undeclared_by_stop,
-};
-use crate::hub::recovery_shared::leader;
+use crate::hub::protocol::{DeclaredMsg, StartReplyPort, StopReplyPort};
 use crate::model::{ChildId, ChildSpec, Restart, RESERVED_METADATA_KEY};
 
 impl DeclaredLeaderState {
@@ -77,7 +74,7 @@ impl DeclaredLeaderState {
     /// Applies `op` through the leader: here when this node leads, else over the wire; `then`
     /// runs once the leader persisted it (or refused, or could not be reached: `no_leader`).
     pub(super) fn mutate(&mut self, myself: &ActorRef<DeclaredMsg>, op: DeclaredOp, then: Then) {
-        match leader(&self.hub) {
+        match self.hub.leader() {
             None => then(Err(RecoveryError::NoLeader {
                 reason: "the hub has no members".into(),
             })),
@@ -95,7 +92,7 @@ impl DeclaredLeaderState {
     ) {
         if specs.is_empty() || opts.metadata.contains_key(RESERVED_METADATA_KEY) {
             // The Coordinator's validation answers these.
-            return forward_start(&self.hub, specs, opts, reply);
+            return self.hub.start_through_coordinator(specs, opts, reply);
         }
         let mut refused = Vec::new();
         let mut accepted = Vec::new();
@@ -164,11 +161,11 @@ impl DeclaredLeaderState {
             let _ = reply.send(Err(StopError::Declared(RecoveryError::DeclaredParked)));
             return;
         }
-        let leader = leader(&self.hub);
+        let leader = self.hub.leader();
         let here = leader.as_deref() == Some(self.hub.node.as_str());
         if declared.is_empty() && (here || leader.is_none()) {
             // The leader's own copy is the truth: nothing to undeclare.
-            return forward_stop(&self.hub, ids, opts, reply);
+            return self.hub.stop_through_coordinator(ids, opts, reply);
         }
         // Not the leader: this copy may be behind (a declaration whose broadcast has not
         // arrived yet), so the leader undeclares whichever of these it declares. If it cannot
@@ -194,7 +191,7 @@ impl DeclaredLeaderState {
                     | RecoveryError::DeclaredParked),
                 ) if !may_be_declared => {
                     tracing::debug!(error = %e, "stop of children not declared here; no leader to ask");
-                    forward_stop(&hub, ids, opts, reply)
+                    hub.stop_through_coordinator(ids, opts, reply)
                 }
                 Err(e) => {
                     let _ = reply.send(Err(StopError::Declared(e)));

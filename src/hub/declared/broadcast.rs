@@ -19,12 +19,12 @@ use std::time::Instant;
 
 use ractor::ActorRef;
 
-use super::{AfterPersist, DeclaredLeaderState, DeclaredMsg};
+use super::{AfterPersist, DeclaredLeaderState};
 use crate::cluster::wire::WireMsg;
 use crate::core::declared_delta::{DeclaredDelta, ListStamp};
 use crate::core::declared_list::DeclaredList;
 use crate::core::declared_state::DeltaReceipt;
-use crate::hub::recovery_shared::{leader, peers};
+use crate::hub::protocol::DeclaredMsg;
 use crate::hub::HubShared;
 use crate::model::NodeName;
 
@@ -59,7 +59,7 @@ impl Outbox {
     /// An outbox sending to the hub's peers (none: nothing is encoded).
     pub(crate) fn for_hub(hub: Arc<HubShared>) -> Arc<Self> {
         Self::new(move |msg| {
-            if peers(&hub).is_empty() {
+            if hub.alone() {
                 return;
             }
             if let Some(transport) = hub.transport() {
@@ -160,7 +160,7 @@ impl DeclaredLeaderState {
         from: NodeName,
         delta: DeclaredDelta,
     ) {
-        let is_leader = leader(&self.hub).as_deref() == Some(self.hub.node.as_str());
+        let is_leader = self.hub.is_leader();
         match self.state.delta(&delta, is_leader) {
             DeltaReceipt::Applied(effects) => {
                 let mut after = AfterPersist::default();

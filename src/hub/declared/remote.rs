@@ -14,10 +14,11 @@ use std::collections::HashMap;
 
 use ractor::ActorRef;
 
-use super::declared_leader::{DeclaredMsg, Then};
-use super::HubShared;
+use super::Then;
 use crate::api::errors::RecoveryError;
 use crate::cluster::wire::{DeclaredOp, DeclaredRefusal, RequestId, WireMsg};
+use crate::hub::protocol::DeclaredMsg;
+use crate::hub::HubShared;
 use crate::model::NodeName;
 
 type Timer = tokio::task::JoinHandle<Result<(), ractor::MessagingErr<DeclaredMsg>>>;

@@ -23,13 +23,14 @@ use std::time::Duration;
 
 use ractor::{ActorRef, RpcReplyPort};
 
-use super::{ClusterMsg, Internal};
+use super::cluster::Internal;
+use super::{CoordinatorState, StartPurpose, StopPurpose};
 use crate::api::errors::{ChildStartError, ChildStopError};
 use crate::api::options::OnFailure;
 use crate::api::results::{StartResult, StopFailure};
 use crate::cluster::wire::WireMsg;
 use crate::hooks::{HookEvent, HookKey};
-use crate::hub::coordinator::{CoordinatorMsg, CoordinatorState, StartPurpose, StopPurpose};
+use crate::hub::protocol::{ClusterMsg, CoordinatorMsg};
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName, Row};
 
 type Batches = BTreeMap<NodeName, Vec<(ChildSpec, Metadata)>>;
@@ -61,9 +62,7 @@ impl DeclaredCheck {
             return Self::Off;
         };
         let snapshot = recovery.snapshot();
-        let behind = !recovery
-            .ahead_of_me(&crate::hub::recovery_shared::peers(hub))
-            .is_empty();
+        let behind = !recovery.ahead_of_me(&hub.peers()).is_empty();
         if snapshot.parked || behind {
             Self::Untrusted
         } else {

@@ -1,17 +1,17 @@
 //! Where the DeclaredLeader hands requests on once the declared list allows them: the
-//! Coordinator's normal start and stop paths (add before start, remove before terminate).
+//! Coordinator's normal start and stop paths (add before start, remove before terminate),
+//! and what it makes of their answers.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use ractor::ActorRef;
 
-use super::coordinator::{CoordinatorMsg, StartReplyPort, StopReplyPort};
-use super::declared_leader::DeclaredMsg;
-use super::HubShared;
 use crate::api::errors::{ChildStartError, ChildStopError, StartError, StopError};
 use crate::api::options::{StartOptions, StopOptions};
 use crate::api::results::{ChildFailure, StopResult, StoppedChild};
+use crate::hub::protocol::{DeclaredMsg, StartReplyPort, StopReplyPort};
+use crate::hub::HubShared;
 use crate::model::{ChildId, ChildSpec, NodeName};
 
 /// After the declaration is durable: start through the Coordinator, merge the refusals, and
@@ -25,7 +25,7 @@ pub(crate) async fn start_declared(
     reply: StartReplyPort,
 ) {
     let (tx, rx) = tokio::sync::oneshot::channel();
-    forward_start(&hub, accepted, opts, tx.into());
+    hub.start_through_coordinator(accepted, opts, tx.into());
     let answer = rx
         .await
         .unwrap_or_else(|_| Err(StartError::HubUnavailable("the coordinator stopped".into())));
@@ -48,44 +48,6 @@ pub(crate) async fn start_declared(
         result
     });
     let _ = reply.send(answer);
-}
-
-/// Forwards a start to the Coordinator (answers `HubUnavailable` if it is restarting).
-pub(crate) fn forward_start(
-    hub: &HubShared,
-    specs: Vec<ChildSpec>,
-    opts: StartOptions,
-    reply: StartReplyPort,
-) {
-    let unavailable = || StartError::HubUnavailable("coordinator is restarting".into());
-    let Some(coordinator) = hub.coordinator() else {
-        let _ = reply.send(Err(unavailable()));
-        return;
-    };
-    if let Err(ractor::MessagingErr::SendErr(CoordinatorMsg::Start { reply, .. })) =
-        coordinator.cast(CoordinatorMsg::Start { specs, opts, reply })
-    {
-        let _ = reply.send(Err(unavailable()));
-    }
-}
-
-/// Forwards a stop to the Coordinator (answers `HubUnavailable` if it is restarting).
-pub(crate) fn forward_stop(
-    hub: &HubShared,
-    ids: Vec<ChildId>,
-    opts: StopOptions,
-    reply: StopReplyPort,
-) {
-    let unavailable = || StopError::HubUnavailable("coordinator is restarting".into());
-    let Some(coordinator) = hub.coordinator() else {
-        let _ = reply.send(Err(unavailable()));
-        return;
-    };
-    if let Err(ractor::MessagingErr::SendErr(CoordinatorMsg::Stop { reply, .. })) =
-        coordinator.cast(CoordinatorMsg::Stop { ids, opts, reply })
-    {
-        let _ = reply.send(Err(unavailable()));
-    }
 }
 
 /// The durable children a stop undeclares, as this node knew them before the undeclare: each
@@ -125,10 +87,10 @@ pub(crate) fn forward_undeclared_stop(
     undeclared: Undeclared,
 ) {
     if undeclared.is_empty() || !opts.awaitable {
-        return forward_stop(hub, ids, opts, reply);
+        return hub.stop_through_coordinator(ids, opts, reply);
     }
     let (tx, rx) = tokio::sync::oneshot::channel();
-    forward_stop(hub, ids, opts, tx.into());
+    hub.stop_through_coordinator(ids, opts, tx.into());
     tokio::spawn(async move {
         let answer = rx
             .await

@@ -12,15 +12,18 @@
 
 use std::time::Duration;
 
-use ractor::{ActorRef, RpcReplyPort};
+use ractor::ActorRef;
 
-use super::{ClusterMsg, MAX_HOPS};
+use super::cluster::MAX_HOPS;
+use super::CoordinatorState;
 use crate::cluster::wire::{ChildFailure, RequestId, WireMsg};
-use crate::hub::coordinator::{CoordinatorMsg, CoordinatorState};
+use crate::hub::protocol::{ChildCallReplyPort, ClusterMsg, CoordinatorMsg};
 use crate::model::{ChildId, NodeName};
 
-/// Where a child call's answer goes.
-pub(crate) type ChildCallReplyPort = RpcReplyPort<Result<Vec<u8>, ChildFailure>>;
+/// Answers a child call (the wire's failure becomes the API's error).
+pub(super) fn answer_call(reply: ChildCallReplyPort, result: Result<Vec<u8>, ChildFailure>) {
+    let _ = reply.send(result.map_err(Into::into));
+}
 
 /// A failure with a code.
 pub(crate) fn failure(
@@ -137,15 +140,18 @@ impl CoordinatorState {
         let node = self.hub.node.clone();
         match self.route(&id) {
             Route::Here => self.run_here(&id, payload, move |outcome| {
-                let _ = reply.send(outcome);
+                answer_call(reply, outcome);
             }),
             Route::Nowhere => {
-                let _ = reply.send(Err(failure(
-                    &node,
-                    Some(&id),
-                    "not_found",
-                    "no node runs the child",
-                )));
+                answer_call(
+                    reply,
+                    Err(failure(
+                        &node,
+                        Some(&id),
+                        "not_found",
+                        "no node runs the child",
+                    )),
+                );
             }
             Route::Peer(peer) => {
                 let request_id = self.next_id();
@@ -160,12 +166,10 @@ impl CoordinatorState {
                     return;
                 };
                 if let Err(e) = cluster.transport.send(&peer, &msg) {
-                    let _ = reply.send(Err(failure(
-                        &peer,
-                        Some(&id),
-                        "unreachable",
-                        &e.to_string(),
-                    )));
+                    answer_call(
+                        reply,
+                        Err(failure(&peer, Some(&id), "unreachable", &e.to_string())),
+                    );
                     return;
                 }
                 let timer = myself.send_after(timeout, move || {
@@ -259,12 +263,15 @@ impl CoordinatorState {
         if let Some(cluster) = &mut self.cluster {
             cluster.relay.call_done(request_id);
             if let Some((reply, _)) = cluster.calls.remove(&request_id) {
-                let _ = reply.send(Err(failure(
-                    &node,
-                    None,
-                    "timeout",
-                    "the child did not answer in time",
-                )));
+                answer_call(
+                    reply,
+                    Err(failure(
+                        &node,
+                        None,
+                        "timeout",
+                        "the child did not answer in time",
+                    )),
+                );
             }
         }
     }
@@ -280,7 +287,7 @@ impl CoordinatorState {
                 if let Some(t) = timer {
                     t.abort();
                 }
-                let _ = reply.send(result);
+                answer_call(reply, result);
             }
         }
     }

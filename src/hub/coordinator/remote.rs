@@ -14,13 +14,15 @@ use std::collections::BTreeMap;
 
 use ractor::ActorRef;
 
-use super::{ClusterMsg, MAX_HOPS};
+use super::cluster::MAX_HOPS;
+use super::CoordinatorState;
 use crate::api::errors::{ChildStartError, ChildStopError};
 use crate::cluster::wire::{self, RequestId, StartItem, StartedChild, WireMsg};
 use crate::hooks::{HookEvent, HookKey};
-use crate::hub::coordinator::{CoordinatorMsg, CoordinatorState};
-use crate::hub::delivery::{self, NodeStartReport, NodeStopReport, StartBatch, StopBatch};
-use crate::hub::registry::{RegistryMsg, RegistryOp};
+use crate::hub::protocol::{
+    ClusterMsg, CoordinatorMsg, DeclaredMsg, NodeStartReport, NodeStopReport, RegistryMsg,
+    RegistryOp, StartBatch, StartReply, StopBatch, StopReply,
+};
 use crate::model::{ChildId, NodeName, Row};
 
 fn code_of<E: serde::Serialize>(e: &E) -> (String, String) {
@@ -183,7 +185,7 @@ impl CoordinatorState {
             | WireMsg::DeclaredDelta { .. }
             | WireMsg::DeclaredMutate { .. }
             | WireMsg::DeclaredMutateReply { .. }) => {
-                crate::hub::declared_remote::deliver_wire(&self.hub, from, msg)
+                crate::hub::declared::deliver_wire(&self.hub, from, msg)
             }
             WireMsg::DeclaredVersion {
                 version,
@@ -197,9 +199,7 @@ impl CoordinatorState {
                 if recovery.note_announced(from.clone(), version, last_mutated_by) {
                     tracing::info!(peer = %from, version, "a peer announced a newer declared copy; fetching it");
                     if let Some(leader) = self.hub.declared_leader() {
-                        let _ = leader.cast(crate::hub::declared_leader::DeclaredMsg::Solicit {
-                            nodes: vec![from],
-                        });
+                        let _ = leader.cast(DeclaredMsg::Solicit { nodes: vec![from] });
                     }
                 }
             }
@@ -351,7 +351,7 @@ impl CoordinatorState {
         }
         let transport = self.cluster.as_ref().map(|c| c.transport.clone());
         let coordinator = myself.clone();
-        let reply: delivery::StartReply = if reply_to == local {
+        let reply: StartReply = if reply_to == local {
             Box::new(move |report| {
                 let _ = coordinator.cast(CoordinatorMsg::Cluster(ClusterMsg::StartOutcome {
                     request_id: request_id.0,
@@ -367,8 +367,7 @@ impl CoordinatorState {
                 }
             })
         };
-        delivery::deliver_start(
-            &self.hub,
+        self.hub.deliver_start(
             &local,
             StartBatch {
                 children: here,
@@ -387,7 +386,7 @@ impl CoordinatorState {
         ids: Vec<ChildId>,
     ) {
         let transport = self.cluster.as_ref().map(|c| c.transport.clone());
-        let reply: delivery::StopReply = Box::new(move |report: NodeStopReport| {
+        let reply: StopReply = Box::new(move |report: NodeStopReport| {
             let node = report.node.clone();
             let msg = WireMsg::StopReply {
                 request_id,
@@ -413,7 +412,7 @@ impl CoordinatorState {
             reply,
             release: false,
         };
-        delivery::deliver_stop(&self.hub, &self.hub.node, batch);
+        self.hub.deliver_stop(&self.hub.node, batch);
     }
 }
 

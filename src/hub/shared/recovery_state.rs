@@ -9,19 +9,12 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::api::errors::AwaitNormalTimeout;
 use crate::core::recovery::RecoveryState;
-
-/// `await_normal` gave up before the first round completed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the hub did not reach the normal recovery state within {waited_ms} ms")]
-pub struct AwaitNormalTimeout {
-    /// How long the caller waited.
-    pub waited_ms: u64,
-}
 
 /// The published recovery state of one hub on one node. Cheap to clone.
 #[derive(Clone, Debug)]
-pub struct RecoveryStateWatch {
+pub(crate) struct RecoveryStateWatch {
     tx: watch::Sender<RecoveryState>,
 }
 

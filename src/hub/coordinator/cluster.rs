@@ -1,0 +1,257 @@
+//! The Coordinator's cluster state: what a hub that spans nodes keeps beyond the pipeline (the
+//! seed's `Coordinator.State` fields that a single node does not need), and sending batches
+//! to peers.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{ActorRef, RpcReplyPort};
+
+use super::{relay, CoordinatorState, Timer};
+use crate::api::errors::{ChildStartError, ChildStopError};
+use crate::cluster::transport::{EventSink, Network, Transport, TransportError};
+use crate::cluster::wire::{RequestId, StartItem, WireMsg};
+use crate::core::boot_token::BootTokens;
+use crate::core::event_batch::{BatchConfig, EventBatch};
+use crate::core::placement::HashRing;
+use crate::core::sync_parts::SyncAssembler;
+use crate::hub::protocol::{
+    ChildCallReplyPort, ClusterMsg, CoordinatorMsg, NodeStartReport, NodeStopReport, RegistryMsg,
+    RegistryOp, StartBatch, StopBatch,
+};
+use crate::hub::HubShared;
+use crate::model::{ChildId, NodeName, Row};
+
+/// How many times a start may be forwarded between nodes whose rings disagree.
+pub(super) const MAX_HOPS: u8 = 3;
+
+/// What an internal start (a migration, a re-placement, a handover) does when it completes.
+pub(crate) enum Internal {
+    /// Failures are retried on the `migration_retry_ms` timer.
+    Replace { rows: HashMap<ChildId, Row> },
+    /// A graceful leave: answer when every child was handed over (or failed to be).
+    Handover {
+        rows: HashMap<ChildId, Row>,
+        reply: Option<RpcReplyPort<()>>,
+    },
+}
+
+/// The coordinator's cluster state.
+pub(crate) struct ClusterState {
+    pub transport: Arc<dyn Transport>,
+    /// Members that own children: up peers (minus those that said goodbye) and this node.
+    pub ring: HashRing,
+    /// Peers up for this hub.
+    pub peers: BTreeSet<NodeName>,
+    /// Peers that announced a graceful leave: no grace when they go down.
+    pub leaving: HashSet<NodeName>,
+    pub tokens: BootTokens,
+    /// Joins (and syncs) waiting for a redistribution pass.
+    pub joins: EventBatch,
+    /// Nodes gone for good (grace over, reaped) waiting for a re-placement pass.
+    pub leaves: EventBatch,
+    pub flush_timer: Option<Timer>,
+    pub grace_timers: HashMap<NodeName, Timer>,
+    /// Peers whose registry has been merged since they came up (`registry_delivered_by`).
+    pub delivered_by: BTreeSet<NodeName>,
+    /// Children with a migration or re-placement in flight: passes skip them.
+    pub migrating: HashSet<ChildId>,
+    /// Children whose migration or re-placement failed, waiting for the retry timer.
+    pub failed: HashMap<ChildId, Row>,
+    pub retry_timer: Option<Timer>,
+    pub sync_timer: Option<Timer>,
+    /// This node is leaving: no more passes.
+    pub self_leaving: bool,
+    /// Child calls waiting for a reply.
+    pub calls: HashMap<u64, (ChildCallReplyPort, Option<Timer>)>,
+    /// Full syncs arriving in parts, applied once complete.
+    pub sync_parts: SyncAssembler,
+    /// Forwarded starts and child calls waiting on a peer (failed at once when it goes down).
+    pub relay: relay::Relays,
+}
+
+impl ClusterState {
+    /// Opens the hub's endpoint on `network` and publishes it for the Registry.
+    pub fn open(
+        hub: &HubShared,
+        network: &dyn Network,
+        sink: EventSink,
+    ) -> Result<Self, TransportError> {
+        let transport = network.open_hub(&hub.config.hub_id, sink)?;
+        hub.set_transport(Some(transport.clone()));
+        hub.publish_membership(vec![hub.node.clone()], HashRing::new([hub.node.clone()]));
+        hub.settled.send_replace(true);
+        let batch = BatchConfig {
+            debounce: Duration::from_millis(hub.config.membership_debounce_ms),
+            max_wait: Duration::from_millis(hub.config.membership_max_wait_ms),
+        };
+        Ok(Self {
+            transport,
+            ring: HashRing::new([hub.node.clone()]),
+            peers: BTreeSet::new(),
+            leaving: HashSet::new(),
+            tokens: BootTokens::new(),
+            joins: EventBatch::new(batch),
+            leaves: EventBatch::new(batch),
+            flush_timer: None,
+            grace_timers: HashMap::new(),
+            delivered_by: BTreeSet::new(),
+            migrating: HashSet::new(),
+            failed: HashMap::new(),
+            retry_timer: None,
+            sync_timer: None,
+            self_leaving: false,
+            calls: HashMap::new(),
+            sync_parts: SyncAssembler::new(),
+            relay: relay::Relays::default(),
+        })
+    }
+
+    /// Sends a start batch to peer `node`; a send failure answers `node_unavailable` at once.
+    pub fn send_start(
+        &self,
+        local: &NodeName,
+        node: &NodeName,
+        request_id: u64,
+        batch: StartBatch,
+    ) {
+        let msg = WireMsg::StartChildren {
+            request_id: RequestId(request_id),
+            reply_to: local.clone(),
+            hops: 0,
+            check_existing: !batch.existing_ok,
+            children: batch
+                .children
+                .iter()
+                .map(|(spec, metadata)| StartItem {
+                    spec: spec.clone(),
+                    metadata: metadata.clone(),
+                    durable: batch.durable.contains(&spec.id),
+                })
+                .collect(),
+        };
+        if let Err(e) = self.transport.send(node, &msg) {
+            let reason = e.to_string();
+            (batch.reply)(NodeStartReport {
+                node: node.clone(),
+                started: Vec::new(),
+                errors: batch
+                    .children
+                    .into_iter()
+                    .map(|(spec, _)| {
+                        let reason = reason.clone();
+                        (spec.id, ChildStartError::NodeUnavailable { reason })
+                    })
+                    .collect(),
+            });
+        }
+    }
+
+    /// Sends a stop batch to peer `node`; a send failure answers `node_unavailable` at once.
+    pub fn send_stop(&self, local: &NodeName, node: &NodeName, request_id: u64, batch: StopBatch) {
+        let msg = WireMsg::StopChildren {
+            request_id: RequestId(request_id),
+            reply_to: local.clone(),
+            ids: batch.ids.clone(),
+        };
+        if let Err(e) = self.transport.send(node, &msg) {
+            let reason = e.to_string();
+            (batch.reply)(NodeStopReport {
+                node: node.clone(),
+                stopped: Vec::new(),
+                errors: batch
+                    .ids
+                    .into_iter()
+                    .map(|id| {
+                        let reason = reason.clone();
+                        (id, ChildStopError::NodeUnavailable { reason })
+                    })
+                    .collect(),
+            });
+        }
+    }
+
+    /// Every peer's registry has been merged.
+    pub(super) fn settled(&self) -> bool {
+        self.peers.iter().all(|p| self.delivered_by.contains(p))
+    }
+}
+
+impl CoordinatorState {
+    pub(super) fn registry_write(
+        &self,
+        myself: &ActorRef<CoordinatorMsg>,
+        ops: Vec<RegistryOp>,
+        then: Option<ClusterMsg>,
+    ) {
+        let Some(registry) = self.hub.registry() else {
+            tracing::warn!("registry is restarting; a cluster registry write was skipped");
+            return;
+        };
+        let coordinator = myself.clone();
+        let done = then.map(|msg| {
+            Box::new(move |_outcome| {
+                let _ = coordinator.cast(CoordinatorMsg::Cluster(msg));
+            }) as crate::hub::protocol::WriteDone
+        });
+        let _ = registry.cast(RegistryMsg::Write { ops, done });
+    }
+
+    /// Tells the peers this node's declared version, ahead of its `FullSync` on the same links,
+    /// so a peer that missed a broadcast catches up before its next round (a parked copy
+    /// means nothing and is not announced).
+    pub(super) fn announce_declared_version(&self) {
+        let (Some(msg), Some(transport)) = (self.declared_announcement(), self.hub.transport())
+        else {
+            return;
+        };
+        if let Err(error) = transport.broadcast(&msg) {
+            tracing::debug!(%error, "declared version not announced");
+        }
+    }
+
+    /// This node's declared version as announced to peers (none without auto-recovery or
+    /// while parked: a parked copy means nothing). The published copy is the persisted one, and
+    /// a stop's removal is published before its terminate, so an answer given after a child
+    /// stopped never predates its removal.
+    pub(super) fn declared_announcement(&self) -> Option<WireMsg> {
+        let snapshot = self.hub.recovery.as_ref()?.snapshot();
+        (!snapshot.parked).then(|| WireMsg::DeclaredVersion {
+            version: snapshot.list.version(),
+            last_mutated_by: snapshot.list.last_mutated_by().map(str::to_owned),
+        })
+    }
+
+    /// Drops the endpoint and every timer (the Coordinator is stopping).
+    pub(super) fn close_cluster(&mut self) {
+        let Some(mut cluster) = self.cluster.take() else {
+            return;
+        };
+        for t in cluster
+            .grace_timers
+            .drain()
+            .map(|(_, t)| t)
+            .chain(cluster.flush_timer.take())
+            .chain(cluster.retry_timer.take())
+            .chain(cluster.sync_timer.take())
+        {
+            t.abort();
+        }
+        for (_, (reply, timer)) in cluster.calls.drain() {
+            if let Some(t) = timer {
+                t.abort();
+            }
+            super::messaging::answer_call(
+                reply,
+                Err(super::messaging::failure(
+                    &self.hub.node,
+                    None,
+                    "hub_unavailable",
+                    "hub is shutting down",
+                )),
+            );
+        }
+        self.hub.set_transport(None);
+    }
+}

@@ -1,0 +1,199 @@
+//! Membership: `NodeUp` / `NodeDown` from the transport, boot tokens (a new token = the node
+//! restarted: reap its bindings now; the same token after a flap: keep them), the grace timer of
+//! a node that went down, the batches of membership events (`core::event_batch`),
+//! `registry_delivered_by` and `cluster_settled`, and publishing the members and the ring that
+//! every other actor reads.
+
+use std::time::{Duration, Instant};
+
+use ractor::ActorRef;
+
+use super::{CoordinatorState, PendingOperation};
+use crate::api::errors::{ChildStartError, ChildStopError};
+use crate::cluster::transport::TransportEvent;
+use crate::cluster::wire::WireMsg;
+use crate::core::boot_token::PeerBoot;
+use crate::hooks::{HookEvent, HookKey};
+use crate::hub::protocol::{ClusterMsg, CoordinatorMsg, DeclaredMsg, NodeStopReport, RegistryOp};
+use crate::model::{ChildId, NodeName};
+
+impl CoordinatorState {
+    /// Publishes the members and the ring for the other actors (and `cluster_settled`).
+    pub(super) fn publish_membership(&self) {
+        let Some(cluster) = &self.cluster else {
+            return;
+        };
+        let mut members: Vec<NodeName> = cluster.peers.iter().cloned().collect();
+        members.push(self.hub.node.clone());
+        members.sort();
+        self.hub.publish_membership(members, cluster.ring.clone());
+        self.hub.settled.send_replace(cluster.settled());
+    }
+
+    pub(super) fn on_transport(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        event: TransportEvent,
+    ) {
+        match event {
+            TransportEvent::NodeUp { node, boot_token } => {
+                self.on_node_up(myself, node, boot_token)
+            }
+            TransportEvent::NodeDown { node } => self.on_node_down(myself, node),
+            TransportEvent::Message { from, msg } => self.on_wire(myself, from, msg),
+        }
+    }
+
+    fn on_node_up(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        node: NodeName,
+        boot_token: crate::core::boot_token::BootToken,
+    ) {
+        let hub = self.hub.clone();
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        hub.hooks
+            .fire(HookKey::PreClusterJoin, || HookEvent::PreClusterJoin {
+                node: node.clone(),
+            });
+        let verdict = cluster.tokens.observe(&node, boot_token);
+        if let Some(t) = cluster.grace_timers.remove(&node) {
+            t.abort();
+        }
+        cluster.leaving.remove(&node);
+        cluster.peers.insert(node.clone());
+        cluster.ring.add(node.clone());
+        cluster.delivered_by.remove(&node);
+        // Ask for the peer's registry; `cluster_settled` waits for it.
+        if let Err(e) = cluster.transport.send(&node, &WireMsg::SyncRequest) {
+            tracing::debug!(peer = %node, error = %e, "sync request not sent");
+        }
+        let restarted = matches!(verdict, PeerBoot::Restarted { .. });
+        tracing::info!(peer = %node, restarted, "peer up");
+        self.publish_membership();
+        // Durable children: offer the peer this node's declared list (boot adoption).
+        if let Some(declared) = hub.declared_leader() {
+            let _ = declared.cast(DeclaredMsg::PeerUp { node: node.clone() });
+        }
+        if restarted {
+            // Its previous boot's children died with it: reap now, not after a grace; the
+            // pass after the reap re-places them.
+            let ttl = Duration::from_millis(hub.config.stub_ttl_ms);
+            self.registry_write(
+                myself,
+                vec![RegistryOp::Reap {
+                    node: node.clone(),
+                    ttl,
+                }],
+                Some(ClusterMsg::Reaped { node: node.clone() }),
+            );
+        } else if let Some(cluster) = &mut self.cluster {
+            cluster.joins.on_event(node.clone(), Instant::now());
+            self.arm_flush(myself);
+        }
+        hub.hooks
+            .fire(HookKey::PostClusterJoin, || HookEvent::PostClusterJoin {
+                node,
+            });
+    }
+
+    fn on_node_down(&mut self, myself: &ActorRef<CoordinatorMsg>, node: NodeName) {
+        let hub = self.hub.clone();
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        if !cluster.peers.remove(&node) {
+            return;
+        }
+        hub.hooks
+            .fire(HookKey::PreClusterLeave, || HookEvent::PreClusterLeave {
+                node: node.clone(),
+            });
+        cluster.ring.remove(&node);
+        cluster.delivered_by.remove(&node);
+        cluster.sync_parts.forget(&node);
+        cluster.joins.cancel(&node);
+        let graceful = cluster.leaving.remove(&node);
+        let grace = if graceful {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(hub.config.nodedown_grace_ms)
+        };
+        tracing::info!(peer = %node, graceful, grace_ms = grace.as_millis() as u64, "peer down");
+        let expired = node.clone();
+        let timer = myself.send_after(grace, move || {
+            CoordinatorMsg::Cluster(ClusterMsg::GraceExpired { node: expired })
+        });
+        if let Some(old) = cluster.grace_timers.insert(node.clone(), timer) {
+            old.abort();
+        }
+        self.publish_membership();
+        self.fail_pending_on(myself, &node);
+        self.fail_relayed_on(&node);
+        if let Some(declared) = hub.declared_leader() {
+            let _ = declared.cast(DeclaredMsg::PeerDown { node: node.clone() });
+        }
+        hub.hooks
+            .fire(HookKey::PostClusterLeave, || HookEvent::PostClusterLeave {
+                node,
+            });
+    }
+
+    /// Requests waiting on a node that went down are answered `node_unavailable` now rather
+    /// than at their timeout.
+    fn fail_pending_on(&mut self, myself: &ActorRef<CoordinatorMsg>, node: &NodeName) {
+        let mut starts = Vec::new();
+        let mut stops = Vec::new();
+        for (request_id, op) in &self.pending_operations {
+            match op {
+                PendingOperation::Start(op) => {
+                    let ids: Vec<ChildId> = op
+                        .awaiting
+                        .iter()
+                        .filter(|(_, n)| *n == node)
+                        .map(|(id, _)| id.clone())
+                        .collect();
+                    if !ids.is_empty() {
+                        starts.push((*request_id, ids));
+                    }
+                }
+                PendingOperation::Stop(op) => {
+                    if let Some(ids) = op.awaiting.get(node) {
+                        stops.push((*request_id, ids.clone()));
+                    }
+                }
+            }
+        }
+        let reason = format!("node {node} went down");
+        for (request_id, ids) in starts {
+            let errors = ids
+                .into_iter()
+                .map(|id| {
+                    let reason = reason.clone();
+                    (
+                        id,
+                        node.clone(),
+                        ChildStartError::NodeUnavailable { reason },
+                    )
+                })
+                .collect();
+            self.on_start_outcome(myself, request_id, Vec::new(), errors);
+        }
+        for (request_id, ids) in stops {
+            let report = NodeStopReport {
+                node: node.clone(),
+                stopped: Vec::new(),
+                errors: ids
+                    .into_iter()
+                    .map(|id| {
+                        let reason = reason.clone();
+                        (id, ChildStopError::NodeUnavailable { reason })
+                    })
+                    .collect(),
+            };
+            self.on_node_stopped(myself, request_id, report);
+        }
+    }
+}

@@ -1,0 +1,343 @@
+//! The start/stop pipeline: validate, plan, deliver one batch per node, and wait for the
+//! nodes' answers in `pending_operations` (see the [module doc](super)).
+//!
+//! On one node the owner is always this node and delivery is a message to the local
+//! ChildSupervisor (`HubShared::deliver_start`). Routing is isolated in
+//! [`CoordinatorState::owner_of`] (placement) and [`CoordinatorState::deliver_start`] (local or
+//! over the wire), so the rest of the pipeline (pending table, timeouts, rollback) is the same on
+//! one node and many.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use ractor::ActorRef;
+
+use super::{
+    CoordinatorState, PendingOperation, PendingStart, PendingStop, StartPurpose, StopPurpose,
+};
+use crate::api::errors::ChildStartError;
+use crate::api::errors::ChildStopError;
+use crate::api::options::{OnFailure, StartOptions, StopOptions};
+use crate::api::results::{ChildFailure, StartResult, StopFailure, StopResult};
+use crate::core::{plan_start, Rejection};
+use crate::hub::protocol::{
+    CoordinatorMsg, NodeStartReport, StartBatch, StartReply, StartReplyPort, StopBatch, StopReply,
+    StopReplyPort,
+};
+use crate::model::{ChildId, ChildSpec, Metadata, NodeName};
+
+impl CoordinatorState {
+    /// (from this node) or as a `StartReply` over the wire (from a peer).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn deliver_start(
+        &self,
+        myself: &ActorRef<CoordinatorMsg>,
+        node: &NodeName,
+        request_id: u64,
+        children: Vec<(ChildSpec, Metadata)>,
+        existing_ok: bool,
+        durable: &BTreeSet<ChildId>,
+        awaited: bool,
+    ) {
+        let durable: BTreeSet<ChildId> = children
+            .iter()
+            .filter(|(spec, _)| durable.contains(&spec.id))
+            .map(|(spec, _)| spec.id.clone())
+            .collect();
+        let coordinator = myself.clone();
+        let reply: StartReply = if awaited {
+            Box::new(move |report| {
+                let _ = coordinator.cast(CoordinatorMsg::NodeStarted { request_id, report });
+            })
+        } else {
+            Box::new(|report: NodeStartReport| {
+                for (id, e) in report.errors {
+                    tracing::warn!(child = %id, node = %report.node, error = %e, "child did not start");
+                }
+            })
+        };
+        let batch = StartBatch {
+            children,
+            existing_ok,
+            durable,
+            reply,
+        };
+        match &self.cluster {
+            Some(cluster) if node != &self.hub.node => {
+                cluster.send_start(&self.hub.node, node, request_id, batch)
+            }
+            _ => self.hub.deliver_start(node, batch),
+        }
+    }
+
+    /// Sends a stop batch to `node`; when awaited its answer comes back as `NodeStopped`.
+    pub(crate) fn deliver_stop(
+        &self,
+        myself: &ActorRef<CoordinatorMsg>,
+        node: &NodeName,
+        request_id: u64,
+        ids: Vec<ChildId>,
+        awaited: bool,
+        release: bool,
+    ) {
+        let coordinator = myself.clone();
+        let reply: StopReply = if awaited {
+            Box::new(move |report| {
+                let _ = coordinator.cast(CoordinatorMsg::NodeStopped { request_id, report });
+            })
+        } else {
+            Box::new(|_| {})
+        };
+        let batch = StopBatch {
+            ids,
+            reply,
+            release,
+        };
+        match &self.cluster {
+            Some(cluster) if node != &self.hub.node => {
+                cluster.send_stop(&self.hub.node, node, request_id, batch)
+            }
+            _ => self.hub.deliver_stop(node, batch),
+        }
+    }
+
+    pub(super) fn start(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        specs: Vec<ChildSpec>,
+        opts: StartOptions,
+        reply: StartReplyPort,
+    ) {
+        let timeout = match opts.validate(specs.len(), self.hub.config.default_timeout()) {
+            Ok(timeout) => timeout,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
+        let storage = self.hub.storage.clone();
+        let plan = plan_start(
+            specs,
+            opts.check_existing,
+            |id| storage.contains(id),
+            |id| self.owner_of(id),
+        );
+        let node = self.hub.node.clone();
+        let mut result = StartResult {
+            awaited: opts.awaitable,
+            ..StartResult::default()
+        };
+        for (id, rejection) in plan.rejected {
+            let reason = match rejection {
+                Rejection::AlreadyStarted => ChildStartError::AlreadyStarted,
+                Rejection::InvalidId(reason) => ChildStartError::InvalidId { reason },
+            };
+            result.errors.push(ChildFailure {
+                id,
+                node: node.clone(),
+                reason,
+            });
+        }
+        if plan.by_node.is_empty() {
+            let _ = reply.send(Ok(result));
+            return;
+        }
+        let request_id = self.next_id();
+        let existing_ok = !opts.check_existing;
+        let durable: BTreeSet<ChildId> = if opts.durable {
+            plan.by_node
+                .values()
+                .flatten()
+                .map(|c| c.spec.id.clone())
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
+        if !opts.awaitable {
+            for (node, children) in plan.by_node {
+                let children = children
+                    .into_iter()
+                    .map(|c| (c.spec, opts.metadata.clone()))
+                    .collect();
+                self.deliver_start(
+                    myself,
+                    &node,
+                    request_id,
+                    children,
+                    existing_ok,
+                    &durable,
+                    false,
+                );
+            }
+            let _ = reply.send(Ok(result));
+            return;
+        }
+        let by_node = plan
+            .by_node
+            .into_iter()
+            .map(|(node, children)| {
+                let children = children
+                    .into_iter()
+                    .map(|c| (c.spec, opts.metadata.clone()))
+                    .collect();
+                (node, children)
+            })
+            .collect();
+        self.begin_start(
+            myself,
+            request_id,
+            by_node,
+            existing_ok,
+            durable,
+            result,
+            StartPurpose::Request(reply),
+            opts.on_failure,
+            timeout,
+        );
+    }
+
+    /// Delivers planned batches and waits for them in `pending_operations[request_id]`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn begin_start(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        request_id: u64,
+        by_node: BTreeMap<NodeName, Vec<(ChildSpec, Metadata)>>,
+        existing_ok: bool,
+        durable: BTreeSet<ChildId>,
+        result: StartResult,
+        purpose: StartPurpose,
+        on_failure: OnFailure,
+        timeout: Duration,
+    ) {
+        let awaiting = by_node
+            .iter()
+            .flat_map(|(node, children)| {
+                children
+                    .iter()
+                    .map(move |(spec, _)| (spec.id.clone(), node.clone()))
+            })
+            .collect();
+        self.pending_operations.insert(
+            request_id,
+            PendingOperation::Start(PendingStart {
+                purpose,
+                awaiting,
+                result,
+                on_failure,
+                timeout,
+                timer: self.arm_timer(myself, request_id, timeout),
+            }),
+        );
+        for (node, children) in by_node {
+            self.deliver_start(
+                myself,
+                &node,
+                request_id,
+                children,
+                existing_ok,
+                &durable,
+                true,
+            );
+        }
+        if timeout.is_zero() {
+            self.on_timeout(myself, request_id);
+        }
+    }
+
+    pub(super) fn stop(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        ids: Vec<ChildId>,
+        opts: StopOptions,
+        reply: StopReplyPort,
+    ) {
+        let timeout = match opts.validate(ids.len(), self.hub.config.default_timeout()) {
+            Ok(timeout) => timeout,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
+        let mut errors = Vec::new();
+        let mut by_node: BTreeMap<NodeName, Vec<ChildId>> = BTreeMap::new();
+        let mut seen = std::collections::HashSet::new();
+        for id in ids {
+            if !seen.insert(id.clone()) {
+                continue;
+            }
+            match self.hub.storage.get(&id) {
+                // Unknown here, but a peer may have just started it (its row is on the way):
+                // starts go to the ring owner, so the owner is asked.
+                None if self.owner_of(&id) != self.hub.node => {
+                    by_node.entry(self.owner_of(&id)).or_default().push(id);
+                }
+                None => errors.push(StopFailure {
+                    id,
+                    node: None,
+                    reason: ChildStopError::NotFound,
+                }),
+                Some(row) if row.node_pids.is_empty() => {
+                    // A row nothing runs (left by a previous run): its owner forgets it.
+                    by_node.entry(self.owner_of(&id)).or_default().push(id);
+                }
+                Some(row) => {
+                    for node in row.node_pids.keys() {
+                        by_node.entry(node.clone()).or_default().push(id.clone());
+                    }
+                }
+            }
+        }
+        let request_id = self.next_id();
+        if !opts.awaitable || by_node.is_empty() {
+            for (node, ids) in by_node {
+                self.deliver_stop(myself, &node, request_id, ids, false, false);
+            }
+            let _ = reply.send(Ok(StopResult {
+                awaited: opts.awaitable,
+                stopped: Vec::new(),
+                errors,
+            }));
+            return;
+        }
+        self.begin_stop(
+            myself,
+            request_id,
+            by_node,
+            errors,
+            StopPurpose::Request(reply),
+            timeout,
+        );
+    }
+
+    pub(crate) fn begin_stop(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        request_id: u64,
+        by_node: BTreeMap<NodeName, Vec<ChildId>>,
+        errors: Vec<StopFailure>,
+        purpose: StopPurpose,
+        timeout: Duration,
+    ) {
+        let release = matches!(purpose, StopPurpose::Migration { .. });
+        self.pending_operations.insert(
+            request_id,
+            PendingOperation::Stop(PendingStop {
+                purpose,
+                awaiting: by_node
+                    .iter()
+                    .map(|(n, ids)| (n.clone(), ids.clone()))
+                    .collect(),
+                stopped: BTreeMap::new(),
+                errors,
+                timer: self.arm_timer(myself, request_id, timeout),
+            }),
+        );
+        for (node, ids) in by_node {
+            self.deliver_stop(myself, &node, request_id, ids, true, release);
+        }
+        if timeout.is_zero() {
+            self.on_timeout(myself, request_id);
+        }
+    }
+}

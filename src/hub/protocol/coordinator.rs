@@ -1,0 +1,83 @@
+//! The Coordinator's messages: requests to start and stop children, the nodes' answers, the
+//! transport's events, and the cluster half's timers and completions ([`ClusterMsg`]).
+
+use std::time::Duration;
+
+use ractor::RpcReplyPort;
+
+use super::child_supervisor::{NodeStartReport, NodeStopReport};
+use crate::api::errors::{ChildMessageError, StartError, StopError};
+use crate::api::options::{StartOptions, StopOptions};
+use crate::api::results::{StartResult, StopResult};
+use crate::cluster::transport::TransportEvent;
+use crate::model::{ChildId, ChildSpec, NodeName};
+
+pub(crate) type StartReplyPort = RpcReplyPort<Result<StartResult, StartError>>;
+pub(crate) type StopReplyPort = RpcReplyPort<Result<StopResult, StopError>>;
+
+/// Where a child call's answer goes.
+pub(crate) type ChildCallReplyPort = RpcReplyPort<Result<Vec<u8>, ChildMessageError>>;
+
+pub(crate) enum CoordinatorMsg {
+    Start {
+        specs: Vec<ChildSpec>,
+        opts: StartOptions,
+        reply: StartReplyPort,
+    },
+    Stop {
+        ids: Vec<ChildId>,
+        opts: StopOptions,
+        reply: StopReplyPort,
+    },
+    NodeStarted {
+        request_id: u64,
+        report: NodeStartReport,
+    },
+    NodeStopped {
+        request_id: u64,
+        report: NodeStopReport,
+    },
+    Timeout {
+        request_id: u64,
+    },
+    /// Something from the cluster transport (peers up/down, their messages).
+    Transport(TransportEvent),
+    /// Cluster: a timer or a write completion, see [`ClusterMsg`].
+    Cluster(ClusterMsg),
+}
+
+impl ractor::Message for CoordinatorMsg {}
+
+/// Timers and completions of the cluster half, cast back into the Coordinator.
+pub(crate) enum ClusterMsg {
+    /// A membership batch may be due.
+    Flush,
+    /// `node`'s grace period after a `NodeDown` ran out.
+    GraceExpired { node: NodeName },
+    /// The Registry committed the reaping of `node`'s bindings.
+    Reaped { node: NodeName },
+    /// The Registry merged `from`'s full sync.
+    Synced { from: NodeName },
+    /// Time to send this node's full sync.
+    SyncTick,
+    /// Retry failed migrations and re-placements.
+    Retry,
+    /// Hand this node's children to their next owners (graceful leave).
+    Leave { reply: RpcReplyPort<()> },
+    /// A start reply for this node that did not come over the wire (forwarded back here).
+    StartOutcome {
+        request_id: u64,
+        report: NodeStartReport,
+    },
+    /// A message for a child by id (from the handle).
+    ChildCast { id: ChildId, payload: Vec<u8> },
+    /// A request for a child by id (from the handle).
+    ChildCall {
+        id: ChildId,
+        payload: Vec<u8>,
+        timeout: Duration,
+        reply: ChildCallReplyPort,
+    },
+    /// A child call's deadline passed.
+    CallTimeout { request_id: u64 },
+}

@@ -1,0 +1,52 @@
+//! The DeclaredLeader's messages: durable starts and every stop while recovery is on, the
+//! operator's clear, copies and mutations from peers, and membership changes.
+
+use ractor::RpcReplyPort;
+
+use super::coordinator::{StartReplyPort, StopReplyPort};
+use crate::api::errors::RecoveryError;
+use crate::api::options::{StartOptions, StopOptions};
+use crate::cluster::wire::WireMsg;
+use crate::core::declared_list::DeclaredList;
+use crate::model::{ChildId, ChildSpec, NodeName};
+
+pub(crate) enum DeclaredMsg {
+    /// A start with `durable: true`.
+    DurableStart {
+        specs: Vec<ChildSpec>,
+        opts: StartOptions,
+        reply: StartReplyPort,
+    },
+    /// Every stop request while recovery is on.
+    Stop {
+        ids: Vec<ChildId>,
+        opts: StopOptions,
+        reply: StopReplyPort,
+    },
+    /// The operator's `clear`.
+    Clear {
+        reply: RpcReplyPort<Result<u64, RecoveryError>>,
+    },
+    /// A copy from a peer (a leader's broadcast, a peer at join) or a later manifest fetch.
+    /// `done` is told once the adopted copy (if any) is persisted and published.
+    Offer {
+        list: DeclaredList,
+        done: Option<tokio::sync::oneshot::Sender<()>>,
+    },
+    /// Undeclare children whose start can never succeed (unknown kind, bad arguments).
+    Forget { ids: Vec<ChildId> },
+    /// A declared-list message from peer `from` (offer, mutation, mutation reply).
+    Wire { from: NodeName, msg: WireMsg },
+    /// Peer `node` came up: send it this node's copy (boot adoption on both sides).
+    PeerUp { node: NodeName },
+    /// Peer `node` went down: mutations waiting on it as the leader fail now.
+    PeerDown { node: NodeName },
+    /// Ask these peers for their copies (the Reconciler has not heard from them).
+    Solicit { nodes: Vec<NodeName> },
+    /// A mutation sent to the leader was not answered in time.
+    MutateTimeout { request_id: u64 },
+    /// A persist failed: rebuild from the disk.
+    PersistFailed { message: String },
+}
+
+impl ractor::Message for DeclaredMsg {}

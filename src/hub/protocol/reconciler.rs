@@ -1,0 +1,32 @@
+//! The Reconciler's messages: the schedule's wake-ups and the report of a finished round.
+
+use std::collections::BTreeSet;
+
+use crate::core::reconcile::RoundStats;
+use crate::core::recovery::StartPacer;
+use crate::model::ChildId;
+
+pub(crate) enum ReconcilerMsg {
+    /// Check the schedule.
+    Poll,
+    /// A synchronisation round completed (the cluster's sync sends it; a node without peers
+    /// uses the interval tick instead).
+    SyncCompleted,
+    /// The interval tick of a node without peers.
+    Tick,
+    /// The running round finished.
+    RoundDone(Box<RoundReport>),
+}
+
+impl ractor::Message for ReconcilerMsg {}
+
+/// What a finished round hands back to the actor.
+pub(crate) struct RoundReport {
+    pub stats: RoundStats,
+    /// The round was the first since boot (its completion ends `recovering`).
+    pub first: bool,
+    /// Mid-migration children carried to the next round.
+    pub pending: BTreeSet<ChildId>,
+    /// The start budget, lent to the round while it ran.
+    pub pacer: StartPacer,
+}

@@ -1,0 +1,62 @@
+//! The Registry's messages: writes as operations (not raw mutations), their completions, and
+//! the replication requests it serves.
+
+use std::time::Duration;
+
+use ractor::RpcReplyPort;
+
+use crate::cluster::wire::RegistryChange;
+use crate::model::{ChildId, NodeName, Pid, Row};
+use crate::storage::StorageError;
+
+/// One change a writer asks for.
+#[derive(Clone, Debug)]
+pub(crate) enum RegistryOp {
+    /// Insert (or replace) a row authored here, with this node's observation in it.
+    Insert(Row),
+    /// A child got a new pid on `node` (a restart).
+    SetPid {
+        id: ChildId,
+        node: NodeName,
+        pid: Pid,
+    },
+    /// `node` no longer runs the child; the row goes when no node runs it.
+    Unbind { id: ChildId, node: NodeName },
+    /// `node` handed the child over (a migration): like `Unbind`, but a row left with no
+    /// binding stays as a stub (`stub_ttl_ms`) until the new owner records it, so the child
+    /// is never forgotten while it moves.
+    Release { id: ChildId, node: NodeName },
+    /// Insert a row that disappears after `ttl` (swept by the janitor).
+    #[allow(dead_code)] // kept for writers of expiring rows (stubs are written by `Reap`)
+    PutWithTtl { row: Row, ttl: Duration },
+    /// Changes broadcast by peer `from` (its own observations only; never re-broadcast).
+    Merge {
+        from: NodeName,
+        changes: Vec<RegistryChange>,
+    },
+    /// Peer `from`'s full set of observations: upsert them, and unbind `from` from every row
+    /// it no longer reports.
+    Sync { from: NodeName, rows: Vec<Row> },
+    /// `node` is gone (its grace ran out, or it restarted): drop its bindings; rows left with
+    /// none become stubs that expire after `ttl` unless a new owner starts them first.
+    Reap { node: NodeName, ttl: Duration },
+}
+
+/// Called with the outcome once a write is committed.
+pub(crate) type WriteDone = Box<dyn FnOnce(Result<(), StorageError>) + Send>;
+
+pub(crate) enum RegistryMsg {
+    /// Apply `ops` in order; `done` runs after the commit.
+    Write {
+        ops: Vec<RegistryOp>,
+        done: Option<WriteDone>,
+    },
+    /// The completion task finished every batch up to `upto`.
+    Committed { upto: u64 },
+    /// Remove expired TTL rows; answers how many were removed.
+    SweepExpired { reply: Option<RpcReplyPort<usize>> },
+    /// Send this node's observations as a `FullSync` to `to` (every peer with `None`).
+    SendFullSync { to: Option<NodeName> },
+}
+
+impl ractor::Message for RegistryMsg {}

@@ -1,0 +1,271 @@
+//! What a hub's actors share ([`HubShared`]), and the helpers that hand a request to a sibling.
+//!
+//! Nothing here is an actor: it is the config, the registry read view (reads never go through an
+//! actor, like ETS), hooks, the event bus, the kind table, the current refs of the sibling actors
+//! (a restarted actor has a new ref, so siblings look it up at send time) and the membership as
+//! the Coordinator last published it: the members and the one placement ring every actor reads.
+//!
+//! - [`recovery`]: what the recovery actors share (the declared list as persisted, the peers'
+//!   announced versions), present only with `auto_recovery`;
+//! - [`recovery_state`]: the published recovery state behind `recovery_state` / `await_normal`;
+//! - [`post`]: handing batches and requests to a sibling actor, answering them when it is away.
+
+pub(crate) mod post;
+pub(crate) mod recovery;
+pub(crate) mod recovery_state;
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use dashmap::DashMap;
+use ractor::{ActorCell, ActorRef};
+
+use crate::cluster::transport::{Network, Transport};
+use crate::config::ProcessHub;
+use crate::core::declared_state::choose_leader;
+use crate::core::placement::HashRing;
+use crate::events::EventBus;
+use crate::hooks::Hooks;
+use crate::kinds::ChildKinds;
+use crate::model::{ChildId, NodeName};
+use crate::storage::Storage;
+
+use super::protocol::{ChildSupMsg, CoordinatorMsg, DeclaredMsg, ReconcilerMsg, RegistryMsg};
+use recovery::RecoveryShared;
+
+/// The membership as last published by the Coordinator.
+struct Membership {
+    members: Vec<NodeName>,
+    ring: Arc<HashRing>,
+}
+
+impl Membership {
+    fn alone(node: &NodeName) -> Self {
+        Self {
+            members: vec![node.clone()],
+            ring: Arc::new(HashRing::new([node.clone()])),
+        }
+    }
+}
+
+/// The refs of the hub's actors as of now.
+#[derive(Default)]
+pub(crate) struct ActorRefs {
+    pub registry: Option<ActorRef<RegistryMsg>>,
+    pub child_supervisor: Option<ActorRef<ChildSupMsg>>,
+    pub coordinator: Option<ActorRef<CoordinatorMsg>>,
+    pub declared_leader: Option<ActorRef<DeclaredMsg>>,
+    pub reconciler: Option<ActorRef<ReconcilerMsg>>,
+}
+
+/// State shared by a hub's actors and its handles.
+pub(crate) struct HubShared {
+    pub config: ProcessHub,
+    pub node: NodeName,
+    pub storage: Arc<dyn Storage>,
+    pub kinds: ChildKinds,
+    pub hooks: Hooks,
+    pub events: EventBus,
+    pub refs: RwLock<ActorRefs>,
+    /// The members and the ring as the Coordinator last published them.
+    membership: RwLock<Membership>,
+    /// The actors of this node's children, for `Hub::local_child`.
+    pub local_children: DashMap<ChildId, ActorCell>,
+    /// Durable children and orphan recovery, when `auto_recovery` is on.
+    pub recovery: Option<Arc<RecoveryShared>>,
+    /// The node's network when the hub spans nodes (`HubBuilder::network`); `None`: one node.
+    pub network: Option<Arc<dyn Network>>,
+    /// This hub's endpoint on the network, opened by the Coordinator in `pre_start` (a restarted
+    /// Coordinator re-opens it). The Registry broadcasts its deltas through it.
+    pub transport: RwLock<Option<Arc<dyn Transport>>>,
+    /// `true` when every member has delivered its registry to this node (`cluster_settled`).
+    pub settled: tokio::sync::watch::Sender<bool>,
+    epoch: Instant,
+}
+
+impl HubShared {
+    #[cfg(test)]
+    pub fn new(
+        config: ProcessHub,
+        storage: Arc<dyn Storage>,
+        kinds: ChildKinds,
+        hooks: Hooks,
+    ) -> Self {
+        Self::with_network(config, storage, kinds, hooks, None)
+    }
+
+    /// A hub on `network` (or on one node with `None`). With a network the node's name is the
+    /// network's: the config's `node_name` is ignored (and logged when it differs from it), so
+    /// one `ClusterNode` cannot host hubs that disagree about who they are.
+    pub fn with_network(
+        config: ProcessHub,
+        storage: Arc<dyn Storage>,
+        kinds: ChildKinds,
+        hooks: Hooks,
+        network: Option<Arc<dyn Network>>,
+    ) -> Self {
+        let node = match &network {
+            Some(net) => {
+                if net.local_node() != &config.node_name {
+                    tracing::info!(config = %config.node_name, network = %net.local_node(),
+                        "node_name is taken from the network");
+                }
+                net.local_node().clone()
+            }
+            None => config.node_name.clone(),
+        };
+        Self {
+            membership: RwLock::new(Membership::alone(&node)),
+            config,
+            node,
+            storage,
+            kinds,
+            hooks,
+            events: EventBus::new(),
+            refs: RwLock::new(ActorRefs::default()),
+            local_children: DashMap::new(),
+            recovery: None,
+            // One node is settled by definition; a clustered hub is settled once its peers'
+            // registries arrived (a lone clustered node also counts as settled).
+            settled: tokio::sync::watch::Sender::new(true),
+            transport: RwLock::new(None),
+            network,
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Monotonic milliseconds since the hub was created (restart intensity, timers).
+    pub fn mono_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    pub fn registry(&self) -> Option<ActorRef<RegistryMsg>> {
+        self.refs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .registry
+            .clone()
+    }
+
+    pub fn child_supervisor(&self) -> Option<ActorRef<ChildSupMsg>> {
+        self.refs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .child_supervisor
+            .clone()
+    }
+
+    pub fn coordinator(&self) -> Option<ActorRef<CoordinatorMsg>> {
+        self.refs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .coordinator
+            .clone()
+    }
+
+    pub fn reconciler(&self) -> Option<ActorRef<ReconcilerMsg>> {
+        self.refs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .reconciler
+            .clone()
+    }
+
+    pub fn declared_leader(&self) -> Option<ActorRef<DeclaredMsg>> {
+        self.refs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .declared_leader
+            .clone()
+    }
+
+    /// The hub's endpoint, when clustered and open.
+    pub fn transport(&self) -> Option<Arc<dyn Transport>> {
+        self.transport
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Replaces the hub's endpoint.
+    pub fn set_transport(&self, transport: Option<Arc<dyn Transport>>) {
+        *self.transport.write().unwrap_or_else(|e| e.into_inner()) = transport;
+    }
+
+    /// Whether the hub spans nodes.
+    pub fn clustered(&self) -> bool {
+        self.network.is_some()
+    }
+
+    /// Publishes the membership: `members` (sorted, this node included) and the placement ring
+    /// the Coordinator routes with. Only the Coordinator calls it; every other actor reads.
+    pub fn publish_membership(&self, members: Vec<NodeName>, ring: HashRing) {
+        *self.membership.write().unwrap_or_else(|e| e.into_inner()) = Membership {
+            members,
+            ring: Arc::new(ring),
+        };
+    }
+
+    fn membership(&self) -> std::sync::RwLockReadGuard<'_, Membership> {
+        self.membership.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The members (sorted, this node included).
+    pub fn members(&self) -> Vec<NodeName> {
+        self.membership().members.clone()
+    }
+
+    /// Whether `node` is a member now.
+    pub fn is_member(&self, node: &str) -> bool {
+        self.membership().members.iter().any(|n| n == node)
+    }
+
+    /// The placement ring: the Coordinator's, which drops a peer as soon as it says goodbye
+    /// (members keep it until it goes down), so every actor places children alike.
+    pub fn ring(&self) -> Arc<HashRing> {
+        self.membership().ring.clone()
+    }
+
+    /// The ring owner of a child (this node when the ring is empty).
+    pub fn owner_of(&self, ring: &HashRing, id: &ChildId) -> NodeName {
+        ring.owner(id).cloned().unwrap_or_else(|| self.node.clone())
+    }
+
+    /// Every member but this node.
+    pub fn peers(&self) -> Vec<NodeName> {
+        self.membership()
+            .members
+            .iter()
+            .filter(|n| **n != self.node)
+            .cloned()
+            .collect()
+    }
+
+    /// Whether this node's view is the whole hub (no peers).
+    pub fn alone(&self) -> bool {
+        self.peers().is_empty()
+    }
+
+    /// The declared-list leader: [`choose_leader`] over the members, with the elector's choice
+    /// when there is one (validated: a non-member falls back to the lowest member). On one node,
+    /// this node.
+    pub fn leader(&self) -> Option<NodeName> {
+        let members: BTreeSet<NodeName> = self.membership().members.iter().cloned().collect();
+        let elected = self
+            .recovery
+            .as_ref()
+            .and_then(|r| r.elector.get())
+            .and_then(|e| e.elect(&members));
+        choose_leader(&members, elected.as_deref())
+    }
+
+    /// Whether this node leads the declared list.
+    pub fn is_leader(&self) -> bool {
+        self.leader().as_deref() == Some(self.node.as_str())
+    }
+
+    pub fn set_refs(&self, f: impl FnOnce(&mut ActorRefs)) {
+        f(&mut self.refs.write().unwrap_or_else(|e| e.into_inner()));
+    }
+}

@@ -1,0 +1,143 @@
+//! Handing work to a sibling actor.
+//!
+//! A sibling may be away for a moment (its supervisor is restarting it), and a request must
+//! never be left without an answer: each helper here answers the request itself (`node_unavailable`
+//! for a batch, `hub_unavailable` for a request, `StorageError::Closed` for a write) when the
+//! sibling cannot take it.
+
+use super::HubShared;
+use crate::api::errors::{ChildStartError, ChildStopError, StartError, StopError};
+use crate::api::options::{StartOptions, StopOptions};
+use crate::hub::protocol::{
+    ChildSupMsg, CoordinatorMsg, NodeStartReport, NodeStopReport, RegistryMsg, RegistryOp,
+    StartBatch, StartReplyPort, StopBatch, StopReplyPort, WriteDone,
+};
+use crate::model::{ChildId, ChildSpec, NodeName};
+use crate::storage::StorageError;
+
+fn start_unavailable(node: &NodeName, batch: StartBatch, reason: &str) {
+    let errors = batch
+        .children
+        .into_iter()
+        .map(|(spec, _)| {
+            (
+                spec.id,
+                ChildStartError::NodeUnavailable {
+                    reason: reason.to_owned(),
+                },
+            )
+        })
+        .collect();
+    (batch.reply)(NodeStartReport {
+        node: node.clone(),
+        started: Vec::new(),
+        errors,
+    });
+}
+
+fn stop_unavailable(node: &NodeName, batch: StopBatch, reason: &str) {
+    let errors = batch
+        .ids
+        .into_iter()
+        .map(|id| {
+            (
+                id,
+                ChildStopError::NodeUnavailable {
+                    reason: reason.to_owned(),
+                },
+            )
+        })
+        .collect();
+    (batch.reply)(NodeStopReport {
+        node: node.clone(),
+        stopped: Vec::new(),
+        errors,
+    });
+}
+
+impl HubShared {
+    /// Delivers a start batch to `node`; its reply runs exactly once.
+    pub fn deliver_start(&self, node: &NodeName, batch: StartBatch) {
+        if node != &self.node {
+            return start_unavailable(node, batch, "not a member of this hub");
+        }
+        let Some(supervisor) = self.child_supervisor() else {
+            return start_unavailable(node, batch, "child supervisor is restarting");
+        };
+        if let Err(ractor::MessagingErr::SendErr(ChildSupMsg::Start(batch))) =
+            supervisor.cast(ChildSupMsg::Start(batch))
+        {
+            start_unavailable(node, batch, "child supervisor is restarting");
+        }
+    }
+
+    /// Delivers a stop batch to `node`; its reply runs exactly once.
+    pub fn deliver_stop(&self, node: &NodeName, batch: StopBatch) {
+        if node != &self.node {
+            return stop_unavailable(node, batch, "not a member of this hub");
+        }
+        let Some(supervisor) = self.child_supervisor() else {
+            return stop_unavailable(node, batch, "child supervisor is restarting");
+        };
+        if let Err(ractor::MessagingErr::SendErr(ChildSupMsg::Stop(batch))) =
+            supervisor.cast(ChildSupMsg::Stop(batch))
+        {
+            stop_unavailable(node, batch, "child supervisor is restarting");
+        }
+    }
+
+    /// Hands a start request to the Coordinator (answers `HubUnavailable` if it is restarting).
+    pub fn start_through_coordinator(
+        &self,
+        specs: Vec<ChildSpec>,
+        opts: StartOptions,
+        reply: StartReplyPort,
+    ) {
+        let unavailable = || StartError::HubUnavailable("coordinator is restarting".into());
+        let Some(coordinator) = self.coordinator() else {
+            let _ = reply.send(Err(unavailable()));
+            return;
+        };
+        if let Err(ractor::MessagingErr::SendErr(CoordinatorMsg::Start { reply, .. })) =
+            coordinator.cast(CoordinatorMsg::Start { specs, opts, reply })
+        {
+            let _ = reply.send(Err(unavailable()));
+        }
+    }
+
+    /// Hands a stop request to the Coordinator (answers `HubUnavailable` if it is restarting).
+    pub fn stop_through_coordinator(
+        &self,
+        ids: Vec<ChildId>,
+        opts: StopOptions,
+        reply: StopReplyPort,
+    ) {
+        let unavailable = || StopError::HubUnavailable("coordinator is restarting".into());
+        let Some(coordinator) = self.coordinator() else {
+            let _ = reply.send(Err(unavailable()));
+            return;
+        };
+        if let Err(ractor::MessagingErr::SendErr(CoordinatorMsg::Stop { reply, .. })) =
+            coordinator.cast(CoordinatorMsg::Stop { ids, opts, reply })
+        {
+            let _ = reply.send(Err(unavailable()));
+        }
+    }
+
+    /// Sends `ops` to the Registry; `done` runs after the commit, or with
+    /// `StorageError::Closed` when the Registry is away.
+    pub fn write_registry(&self, ops: Vec<RegistryOp>, done: Option<WriteDone>) {
+        let Some(registry) = self.registry() else {
+            if let Some(done) = done {
+                done(Err(StorageError::Closed));
+            }
+            return;
+        };
+        if let Err(ractor::MessagingErr::SendErr(RegistryMsg::Write {
+            done: Some(done), ..
+        })) = registry.cast(RegistryMsg::Write { ops, done })
+        {
+            done(Err(StorageError::Closed));
+        }
+    }
+}
