@@ -1,17 +1,18 @@
 //! The transport seam: how a hub reaches the hubs of the same hub id on other nodes.
 //!
-//! The hub (its Coordinator) sees two traits:
+//! The hub sees two traits:
 //! - [`Network`]: one per node, shared by all hubs of the node. [`Network::open_hub`] registers
 //!   a hub's endpoint and returns its [`Transport`].
 //! - [`Transport`]: one per hub per node. It sends [`WireMsg`]s to a peer by node name and
 //!   delivers [`TransportEvent`]s — peers of the same hub id coming up and going down, and their
 //!   messages — to the [`EventSink`] given at open.
 //!
-//! Events go to a callback rather than to a fixed actor type so that the Coordinator can wrap
-//! them in its own message enum ([`sink_to_actor`]) without this module knowing that enum. The
-//! sink is given at open (not subscribed later) so that no event can fall between the two; the
-//! transport announces every peer already up right after open. The callback is called from
-//! transport tasks, one event at a time per transport, and must not block (a `cast` is fine).
+//! Events go to a callback rather than to a fixed actor type so that the hub can hand each event
+//! to the actor that owns it (its wire inbox) without this module knowing the hub's actors; a
+//! single actor can use [`sink_to_actor`]. The sink is given at open (not subscribed later) so
+//! that no event can fall between the two; the transport announces every peer already up right
+//! after open. The callback is called from transport tasks, one event at a time per transport,
+//! and must not block (a `cast` is fine).
 //!
 //! Promises, identical for both implementations:
 //! - hubs discover each other per hub id: a hub sees `NodeUp` only for nodes where a hub of the
@@ -23,17 +24,14 @@
 //!   lost around a `NodeDown`. The hub's full sync and request timeouts cover losses;
 //! - a frame that does not decode, or is for another hub, is logged and dropped.
 //!
-//! Wiring into an actor (the Coordinator opens its endpoint in `pre_start`, so a restarted
-//! Coordinator re-opens and is told every peer again):
+//! Wiring into one actor (the hub's Coordinator opens its endpoint in `pre_start`, with the
+//! hub's inbox as the sink, so a restarted Coordinator re-opens and is told every peer again):
 //!
 //! ```ignore
-//! // CoordinatorMsg has a variant `Transport(TransportEvent)`.
-//! let transport = args.network.open_hub(
-//!     &args.hub_id,
-//!     sink_to_actor(myself.clone(), CoordinatorMsg::Transport),
-//! )?;
+//! // MyMsg has a variant `Transport(TransportEvent)`.
+//! let transport = network.open_hub(hub_id, sink_to_actor(myself.clone(), MyMsg::Transport))?;
 //! // later, in `handle`:
-//! transport.send(&owner, &WireMsg::StartChildren { request_id, reply_to, hops: 0, check_existing, children })?;
+//! transport.send(&peer, &WireMsg::SyncRequest)?;
 //! ```
 
 use std::sync::Arc;

@@ -26,6 +26,7 @@
 pub(crate) mod child_supervisor;
 pub(crate) mod coordinator;
 pub(crate) mod declared;
+pub(crate) mod inbox;
 pub(crate) mod janitor;
 pub(crate) mod protocol;
 pub(crate) mod reconciler;

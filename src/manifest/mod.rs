@@ -27,8 +27,8 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
-use crate::core::declared_list::{precedence, DeclaredChild, DeclaredList};
 use crate::config::ManifestLocation;
+use crate::core::declared_list::{precedence, DeclaredChild, DeclaredList};
 use crate::model::NodeName;
 
 pub use local_path::LocalPathManifest;

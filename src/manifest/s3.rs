@@ -19,8 +19,8 @@ use object_store::{GetOptions, ObjectStore, PutMode, PutOptions, PutPayload, Upd
 use super::{
     beats_stored, decode, encode, ManifestError, RemoteManifest, ShipOutcome, MANIFEST_NAME,
 };
-use crate::core::declared_list::DeclaredList;
 use crate::config::ManifestLocation;
+use crate::core::declared_list::DeclaredList;
 
 /// How many conditional writes a ship attempts before reporting contention.
 const MAX_ATTEMPTS: u32 = 5;

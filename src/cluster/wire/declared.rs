@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::api::errors::RecoveryError;
 use crate::model::{ChildId, ChildSpec, Metadata};
 
 /// A mutation of the declared list routed to the leader.
@@ -31,4 +32,33 @@ pub struct DeclaredRefusal {
     pub code: String,
     /// Details.
     pub message: String,
+}
+
+impl From<&RecoveryError> for DeclaredRefusal {
+    fn from(e: &RecoveryError) -> Self {
+        let code = match e {
+            RecoveryError::AutoRecoveryDisabled => "auto_recovery_disabled",
+            RecoveryError::NoLeader { .. } => "no_leader",
+            RecoveryError::DeclaredParked => "declared_parked",
+            RecoveryError::Storage { .. } => "storage",
+            RecoveryError::HubUnavailable { .. } => "hub_unavailable",
+        };
+        Self {
+            code: code.into(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<DeclaredRefusal> for RecoveryError {
+    /// An unknown code (a newer peer) is reported as `no_leader`: the mutation did not happen.
+    fn from(r: DeclaredRefusal) -> Self {
+        match r.code.as_str() {
+            "auto_recovery_disabled" => RecoveryError::AutoRecoveryDisabled,
+            "declared_parked" => RecoveryError::DeclaredParked,
+            "storage" => RecoveryError::Storage { message: r.message },
+            "hub_unavailable" => RecoveryError::HubUnavailable { reason: r.message },
+            _ => RecoveryError::NoLeader { reason: r.message },
+        }
+    }
 }

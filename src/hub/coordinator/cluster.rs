@@ -15,7 +15,6 @@ use crate::cluster::wire::{RequestId, StartItem, WireMsg};
 use crate::core::boot_token::BootTokens;
 use crate::core::event_batch::{BatchConfig, EventBatch};
 use crate::core::placement::HashRing;
-use crate::core::sync_parts::SyncAssembler;
 use crate::hub::protocol::{
     ChildCallReplyPort, ClusterMsg, CoordinatorMsg, NodeStartReport, NodeStopReport, RegistryMsg,
     RegistryOp, StartBatch, StopBatch,
@@ -65,8 +64,6 @@ pub(crate) struct ClusterState {
     pub self_leaving: bool,
     /// Child calls waiting for a reply.
     pub calls: HashMap<u64, (ChildCallReplyPort, Option<Timer>)>,
-    /// Full syncs arriving in parts, applied once complete.
-    pub sync_parts: SyncAssembler,
     /// Forwarded starts and child calls waiting on a peer (failed at once when it goes down).
     pub relay: relay::Relays,
 }
@@ -103,7 +100,6 @@ impl ClusterState {
             sync_timer: None,
             self_leaving: false,
             calls: HashMap::new(),
-            sync_parts: SyncAssembler::new(),
             relay: relay::Relays::default(),
         })
     }
@@ -202,25 +198,13 @@ impl CoordinatorState {
     /// so a peer that missed a broadcast catches up before its next round (a parked copy
     /// means nothing and is not announced).
     pub(super) fn announce_declared_version(&self) {
-        let (Some(msg), Some(transport)) = (self.declared_announcement(), self.hub.transport())
-        else {
+        let announcement = self.hub.recovery.as_ref().and_then(|r| r.announcement());
+        let (Some(msg), Some(transport)) = (announcement, self.hub.transport()) else {
             return;
         };
         if let Err(error) = transport.broadcast(&msg) {
             tracing::debug!(%error, "declared version not announced");
         }
-    }
-
-    /// This node's declared version as announced to peers (none without auto-recovery or
-    /// while parked: a parked copy means nothing). The published copy is the persisted one, and
-    /// a stop's removal is published before its terminate, so an answer given after a child
-    /// stopped never predates its removal.
-    pub(super) fn declared_announcement(&self) -> Option<WireMsg> {
-        let snapshot = self.hub.recovery.as_ref()?.snapshot();
-        (!snapshot.parked).then(|| WireMsg::DeclaredVersion {
-            version: snapshot.list.version(),
-            last_mutated_by: snapshot.list.last_mutated_by().map(str::to_owned),
-        })
     }
 
     /// Drops the endpoint and every timer (the Coordinator is stopping).

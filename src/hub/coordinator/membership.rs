@@ -113,7 +113,6 @@ impl CoordinatorState {
             });
         cluster.ring.remove(&node);
         cluster.delivered_by.remove(&node);
-        cluster.sync_parts.forget(&node);
         cluster.joins.cancel(&node);
         let graceful = cluster.leaving.remove(&node);
         let grace = if graceful {

@@ -42,7 +42,6 @@ use super::HubShared;
 use crate::api::errors::{StartError, StopError};
 use crate::api::options::OnFailure;
 use crate::api::results::{StartResult, StopFailure};
-use crate::cluster::transport::sink_to_actor;
 use crate::model::{ChildId, NodeName};
 
 use cluster::ClusterState;
@@ -146,7 +145,7 @@ impl Actor for Coordinator {
             Some(network) => Some(ClusterState::open(
                 &hub,
                 network.as_ref(),
-                sink_to_actor(myself.clone(), CoordinatorMsg::Transport),
+                crate::hub::inbox::sink(&hub, myself.clone()),
             )?),
             None => None,
         };

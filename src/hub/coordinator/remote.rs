@@ -20,10 +20,10 @@ use crate::api::errors::{ChildStartError, ChildStopError};
 use crate::cluster::wire::{self, RequestId, StartItem, StartedChild, WireMsg};
 use crate::hooks::{HookEvent, HookKey};
 use crate::hub::protocol::{
-    ClusterMsg, CoordinatorMsg, DeclaredMsg, NodeStartReport, NodeStopReport, RegistryMsg,
-    RegistryOp, StartBatch, StartReply, StopBatch, StopReply,
+    ClusterMsg, CoordinatorMsg, NodeStartReport, NodeStopReport, StartBatch, StartReply, StopBatch,
+    StopReply,
 };
-use crate::model::{ChildId, NodeName, Row};
+use crate::model::{ChildId, NodeName};
 
 fn code_of<E: serde::Serialize>(e: &E) -> (String, String) {
     let json = serde_json::to_value(e).unwrap_or_default();
@@ -128,39 +128,6 @@ impl CoordinatorState {
                 };
                 self.on_node_stopped(myself, request_id.0, report);
             }
-            WireMsg::RegistryDelta { changes } => {
-                self.registry_write(myself, vec![RegistryOp::Merge { from, changes }], None)
-            }
-            WireMsg::FullSync { rows } => self.apply_full_sync(myself, from, rows),
-            WireMsg::DeclaredVersionQuery => {
-                let transport = self.cluster.as_ref().map(|c| c.transport.clone());
-                if let (Some(msg), Some(transport)) = (self.declared_announcement(), transport) {
-                    if let Err(e) = transport.send(&from, &msg) {
-                        tracing::debug!(peer = %from, error = %e, "declared version not answered");
-                    }
-                }
-            }
-            WireMsg::FullSyncPart {
-                sync_id,
-                index,
-                total,
-                rows,
-            } => {
-                let Some(cluster) = &mut self.cluster else {
-                    return;
-                };
-                if let Some(rows) = cluster
-                    .sync_parts
-                    .accept(&from, sync_id, index, total, rows)
-                {
-                    self.apply_full_sync(myself, from, rows);
-                }
-            }
-            WireMsg::SyncRequest => {
-                if let Some(registry) = self.hub.registry() {
-                    let _ = registry.cast(RegistryMsg::SendFullSync { to: Some(from) });
-                }
-            }
             WireMsg::Goodbye => {
                 // The peer hands its children over and leaves: take it out of the ring now (so
                 // nobody migrates children back to it) and skip the grace when it goes down.
@@ -169,6 +136,7 @@ impl CoordinatorState {
                     cluster.leaving.insert(from.clone());
                     cluster.ring.remove(&from);
                 }
+                self.publish_membership();
             }
             WireMsg::ChildCast { id, payload, hops } => self.child_cast(id, payload, hops),
             WireMsg::ChildCall {
@@ -181,29 +149,10 @@ impl CoordinatorState {
             WireMsg::ChildCallReply { request_id, result } => {
                 self.child_call_done(request_id.0, result)
             }
-            msg @ (WireMsg::DeclaredOffer { .. }
-            | WireMsg::DeclaredDelta { .. }
-            | WireMsg::DeclaredMutate { .. }
-            | WireMsg::DeclaredMutateReply { .. }) => {
-                crate::hub::declared::deliver_wire(&self.hub, from, msg)
+            // The inbox hands every other message to the actor that owns it.
+            other => {
+                tracing::debug!(peer = %from, kind = other.kind(), "not a Coordinator message")
             }
-            WireMsg::DeclaredVersion {
-                version,
-                last_mutated_by,
-            } => {
-                // Recorded here, in arrival order, so the round that follows this peer's
-                // `FullSync` already knows whether this node's copy is outdated.
-                let Some(recovery) = &self.hub.recovery else {
-                    return;
-                };
-                if recovery.note_announced(from.clone(), version, last_mutated_by) {
-                    tracing::info!(peer = %from, version, "a peer announced a newer declared copy; fetching it");
-                    if let Some(leader) = self.hub.declared_leader() {
-                        let _ = leader.cast(DeclaredMsg::Solicit { nodes: vec![from] });
-                    }
-                }
-            }
-            WireMsg::Hello { .. } | WireMsg::Heartbeat { .. } => {}
         }
     }
 
@@ -212,24 +161,6 @@ impl CoordinatorState {
         self.cluster
             .as_ref()
             .is_some_and(|c| c.relay.is_forward_reply(msg))
-    }
-
-    /// Applies peer `from`'s complete observations (one frame or reassembled parts); the
-    /// write's completion counts as a delivered registry (`Synced`).
-    fn apply_full_sync(
-        &mut self,
-        myself: &ActorRef<CoordinatorMsg>,
-        from: NodeName,
-        rows: Vec<Row>,
-    ) {
-        self.registry_write(
-            myself,
-            vec![RegistryOp::Sync {
-                from: from.clone(),
-                rows,
-            }],
-            Some(ClusterMsg::Synced { from }),
-        );
     }
 
     /// Sends `msg` to `to`, or hands it to this Coordinator when `to` is this node.

@@ -42,8 +42,7 @@ mod remote;
 
 use self::broadcast::{Outbox, WholeRequests};
 use self::persist::{AfterPersist, PersistFailed};
-pub(crate) use self::remote::deliver_wire;
-use self::remote::{refusal_error, send_mutate_reply, RemoteMutations};
+use self::remote::RemoteMutations;
 use super::protocol::DeclaredMsg;
 use super::shared::recovery::RecoveryShared;
 use super::HubShared;
@@ -121,7 +120,7 @@ impl DeclaredLeaderState {
             } => {
                 let hub = self.hub.clone();
                 let answer: Then =
-                    Box::new(move |result| send_mutate_reply(&hub, &reply_to, request_id, result));
+                    Box::new(move |result| hub.reply_mutation(&reply_to, request_id, result));
                 match self.hub.leader() {
                     Some(l) if l == self.hub.node => self.mutate_here(myself, op, answer),
                     other => answer(Err(RecoveryError::NoLeader {
@@ -135,7 +134,17 @@ impl DeclaredLeaderState {
             }
             WireMsg::DeclaredMutateReply { request_id, result } => self
                 .remote
-                .answered(request_id.0, result.map_err(refusal_error)),
+                .answered(request_id.0, result.map_err(Into::into)),
+            WireMsg::DeclaredVersionQuery => {
+                let (Some(msg), Some(transport)) =
+                    (self.recovery.announcement(), self.hub.transport())
+                else {
+                    return;
+                };
+                if let Err(e) = transport.send(&from, &msg) {
+                    tracing::debug!(peer = %from, error = %e, "declared version not answered");
+                }
+            }
             other => {
                 tracing::debug!(peer = %from, kind = other.kind(), "not a declared-list message")
             }

@@ -16,7 +16,7 @@ use ractor::ActorRef;
 
 use super::Then;
 use crate::api::errors::RecoveryError;
-use crate::cluster::wire::{DeclaredOp, DeclaredRefusal, RequestId, WireMsg};
+use crate::cluster::wire::{DeclaredOp, RequestId, WireMsg};
 use crate::hub::protocol::DeclaredMsg;
 use crate::hub::HubShared;
 use crate::model::NodeName;
@@ -116,88 +116,5 @@ impl Drop for RemoteMutations {
                 reason: "the declared leader stopped".into(),
             }));
         }
-    }
-}
-
-/// The wire form of a refusal.
-pub(crate) fn refusal_of(e: &RecoveryError) -> DeclaredRefusal {
-    let code = match e {
-        RecoveryError::AutoRecoveryDisabled => "auto_recovery_disabled",
-        RecoveryError::NoLeader { .. } => "no_leader",
-        RecoveryError::DeclaredParked => "declared_parked",
-        RecoveryError::Storage { .. } => "storage",
-        RecoveryError::HubUnavailable { .. } => "hub_unavailable",
-    };
-    DeclaredRefusal {
-        code: code.into(),
-        message: e.to_string(),
-    }
-}
-
-/// A refusal from the wire. An unknown code (a newer peer) is reported as `no_leader`: the
-/// mutation did not happen.
-pub(crate) fn refusal_error(r: DeclaredRefusal) -> RecoveryError {
-    match r.code.as_str() {
-        "auto_recovery_disabled" => RecoveryError::AutoRecoveryDisabled,
-        "declared_parked" => RecoveryError::DeclaredParked,
-        "storage" => RecoveryError::Storage { message: r.message },
-        "hub_unavailable" => RecoveryError::HubUnavailable { reason: r.message },
-        _ => RecoveryError::NoLeader { reason: r.message },
-    }
-}
-
-/// Answers a remote mutation.
-pub(crate) fn send_mutate_reply(
-    hub: &HubShared,
-    to: &NodeName,
-    request_id: RequestId,
-    result: Result<u64, RecoveryError>,
-) {
-    let Some(transport) = hub.transport() else {
-        return;
-    };
-    let msg = WireMsg::DeclaredMutateReply {
-        request_id,
-        result: result.map_err(|e| refusal_of(&e)),
-    };
-    if let Err(e) = transport.send(to, &msg) {
-        tracing::debug!(peer = %to, error = %e, "declared mutation reply not sent");
-    }
-}
-
-/// Hands a declared-list message from peer `from` to the DeclaredLeader (called by the
-/// Coordinator, which receives the hub's wire messages). Without one, a mutation is refused so
-/// its sender does not wait for nothing.
-pub(crate) fn deliver_wire(hub: &HubShared, from: NodeName, msg: WireMsg) {
-    let refuse = |msg: &WireMsg, error: RecoveryError| {
-        if let WireMsg::DeclaredMutate {
-            request_id,
-            reply_to,
-            ..
-        } = msg
-        {
-            send_mutate_reply(hub, reply_to, *request_id, Err(error));
-        }
-    };
-    if hub.recovery.is_none() {
-        return refuse(&msg, RecoveryError::AutoRecoveryDisabled);
-    }
-    let Some(leader) = hub.declared_leader() else {
-        return refuse(
-            &msg,
-            RecoveryError::HubUnavailable {
-                reason: "declared leader is restarting".into(),
-            },
-        );
-    };
-    if let Err(ractor::MessagingErr::SendErr(DeclaredMsg::Wire { msg, .. })) =
-        leader.cast(DeclaredMsg::Wire { from, msg })
-    {
-        refuse(
-            &msg,
-            RecoveryError::HubUnavailable {
-                reason: "declared leader is restarting".into(),
-            },
-        );
     }
 }

@@ -57,6 +57,23 @@ pub(crate) enum RegistryMsg {
     SweepExpired { reply: Option<RpcReplyPort<usize>> },
     /// Send this node's observations as a `FullSync` to `to` (every peer with `None`).
     SendFullSync { to: Option<NodeName> },
+    /// Peer `from`'s changes (a `RegistryDelta`).
+    Merge {
+        from: NodeName,
+        changes: Vec<RegistryChange>,
+    },
+    /// Peer `from`'s full sync: applied whole, then the Coordinator is told (`Synced`).
+    PeerSync { from: NodeName, rows: Vec<Row> },
+    /// One part of peer `from`'s full sync; applied like `PeerSync` once every part arrived.
+    PeerSyncPart {
+        from: NodeName,
+        sync_id: u64,
+        index: u32,
+        total: u32,
+        rows: Vec<Row>,
+    },
+    /// Peer `node` went down: its unfinished sync is forgotten.
+    PeerDown { node: NodeName },
 }
 
 impl ractor::Message for RegistryMsg {}

@@ -24,6 +24,7 @@ mod replication;
 use super::protocol::{RegistryMsg, RegistryOp, WriteDone};
 use super::HubShared;
 use crate::cluster::wire::RegistryChange;
+use crate::core::sync_parts::SyncAssembler;
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
 use crate::model::{apply_observation, ChildId, NodeName, Pid, Row};
@@ -78,6 +79,8 @@ pub(crate) struct RegistryState {
     pub(super) expiries: HashMap<ChildId, u64>,
     pump: mpsc::UnboundedSender<PumpItem>,
     pump_task: JoinHandle<()>,
+    /// Peers' full syncs arriving in parts, applied once complete.
+    pub(super) sync_parts: SyncAssembler,
 }
 
 impl RegistryState {
@@ -221,6 +224,19 @@ impl RegistryState {
         (mutations, effects)
     }
 
+    /// Applies `ops` as one write turn: plans them, broadcasts this node's changed observations
+    /// (one delta per turn, whatever the batch size), then submits the mutations. The delta
+    /// leaves before the submit so that it leaves before the writer is answered (a reply races
+    /// the rest of this turn once the completion task has the commit).
+    fn write(&mut self, ops: Vec<RegistryOp>, done: Option<WriteDone>) {
+        self.seq += 1;
+        let seq = self.seq;
+        let mut delta = Vec::new();
+        let (mutations, effects) = self.plan(ops, seq, &mut delta);
+        self.broadcast_delta(delta);
+        self.submit(mutations, effects, done, seq);
+    }
+
     fn submit(
         &mut self,
         mutations: Vec<Mutation>,
@@ -357,6 +373,7 @@ impl Actor for Registry {
             expiries: HashMap::new(),
             pump: tx,
             pump_task,
+            sync_parts: SyncAssembler::new(),
         })
     }
 
@@ -380,17 +397,23 @@ impl Actor for Registry {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            RegistryMsg::Write { ops, done } => {
-                state.seq += 1;
-                let seq = state.seq;
-                let mut delta = Vec::new();
-                let (mutations, effects) = state.plan(ops, seq, &mut delta);
-                // One delta per registry turn, whatever the batch size; sent before the
-                // submit so that it leaves before the writer is answered (a reply races the
-                // rest of this handler once the completion task has the commit).
-                state.broadcast_delta(delta);
-                state.submit(mutations, effects, done, seq);
+            RegistryMsg::Write { ops, done } => state.write(ops, done),
+            RegistryMsg::Merge { from, changes } => {
+                state.write(vec![RegistryOp::Merge { from, changes }], None)
             }
+            RegistryMsg::PeerSync { from, rows } => state.apply_peer_sync(from, rows),
+            RegistryMsg::PeerSyncPart {
+                from,
+                sync_id,
+                index,
+                total,
+                rows,
+            } => {
+                if let Some(rows) = state.sync_parts.accept(&from, sync_id, index, total, rows) {
+                    state.apply_peer_sync(from, rows);
+                }
+            }
+            RegistryMsg::PeerDown { node } => state.sync_parts.forget(&node),
             RegistryMsg::Committed { upto } => {
                 state.overlay.retain(|_, (seq, _)| *seq > upto);
                 if state.overlay.is_empty() && state.overlay.capacity() > OVERLAY_KEEP {

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use super::{own_view, Effect, RegistryState};
 use crate::cluster::wire::{RegistryChange, WireMsg};
+use crate::hub::protocol::{ClusterMsg, CoordinatorMsg, RegistryOp, WriteDone};
 use crate::model::{apply_observation, merge_rows_owned, ChildId, NodeName, Row};
 use crate::storage::{now_ms, Mutation};
 
@@ -210,6 +211,20 @@ impl RegistryState {
         for row in bound {
             self.unbind_row(row, node, Some(ttl), seq, mutations, effects);
         }
+    }
+
+    /// Applies peer `from`'s complete observations (one frame or reassembled parts); once
+    /// committed, the Coordinator counts `from`'s registry as delivered (`Synced`).
+    pub(super) fn apply_peer_sync(&mut self, from: NodeName, rows: Vec<Row>) {
+        let hub = self.shared.clone();
+        let synced = from.clone();
+        let done: WriteDone = Box::new(move |_outcome| {
+            if let Some(coordinator) = hub.coordinator() {
+                let msg = CoordinatorMsg::Cluster(ClusterMsg::Synced { from: synced });
+                let _ = coordinator.cast(msg);
+            }
+        });
+        self.write(vec![RegistryOp::Sync { from, rows }], Some(done));
     }
 
     /// Broadcasts this node's changed observations of one write turn.

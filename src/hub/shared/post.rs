@@ -6,8 +6,9 @@
 //! sibling cannot take it.
 
 use super::HubShared;
-use crate::api::errors::{ChildStartError, ChildStopError, StartError, StopError};
+use crate::api::errors::{ChildStartError, ChildStopError, RecoveryError, StartError, StopError};
 use crate::api::options::{StartOptions, StopOptions};
+use crate::cluster::wire::{RequestId, WireMsg};
 use crate::hub::protocol::{
     ChildSupMsg, CoordinatorMsg, NodeStartReport, NodeStopReport, RegistryMsg, RegistryOp,
     StartBatch, StartReplyPort, StopBatch, StopReplyPort, WriteDone,
@@ -138,6 +139,38 @@ impl HubShared {
         })) = registry.cast(RegistryMsg::Write { ops, done })
         {
             done(Err(StorageError::Closed));
+        }
+    }
+
+    /// Answers a declared-list mutation that peer `to` sent to this node as its leader.
+    pub fn reply_mutation(
+        &self,
+        to: &NodeName,
+        request_id: RequestId,
+        result: Result<u64, RecoveryError>,
+    ) {
+        let Some(transport) = self.transport() else {
+            return;
+        };
+        let msg = WireMsg::DeclaredMutateReply {
+            request_id,
+            result: result.map_err(|e| (&e).into()),
+        };
+        if let Err(e) = transport.send(to, &msg) {
+            tracing::debug!(peer = %to, error = %e, "declared mutation reply not sent");
+        }
+    }
+
+    /// Refuses `msg` with `error` when it is a mutation (its sender waits for an answer);
+    /// anything else is dropped.
+    pub fn refuse_mutation(&self, msg: &WireMsg, error: RecoveryError) {
+        if let WireMsg::DeclaredMutate {
+            request_id,
+            reply_to,
+            ..
+        } = msg
+        {
+            self.reply_mutation(reply_to, *request_id, Err(error));
         }
     }
 }

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use super::recovery_state::RecoveryStateWatch;
+use crate::cluster::wire::WireMsg;
 use crate::config::{AutoRecoveryConfig, DeclaredCommit, LeaderElector, ProcessHub};
 use crate::core::declared_list::{announced_ahead, DeclaredList};
 use crate::core::recovery::RecoveryState;
@@ -134,6 +135,18 @@ impl RecoveryShared {
                 parked,
             };
         }
+    }
+
+    /// This node's declared version as announced to peers (none while parked: a parked copy
+    /// means nothing). The published copy is the persisted one, and a stop's removal is
+    /// published before its terminate, so an answer given after a child stopped never predates
+    /// its removal.
+    pub fn announcement(&self) -> Option<WireMsg> {
+        let snapshot = self.snapshot();
+        (!snapshot.parked).then(|| WireMsg::DeclaredVersion {
+            version: snapshot.list.version(),
+            last_mutated_by: snapshot.list.last_mutated_by().map(str::to_owned),
+        })
     }
 
     /// `node`'s copy was weighed (adopted if newer).

@@ -1,0 +1,166 @@
+//! The hub's one wire inbox: every event of the hub's transport goes through here to the actor
+//! that owns it.
+//!
+//! | what arrives | who owns it |
+//! |---|---|
+//! | `NodeUp`, `NodeDown` | the Coordinator (membership, the ring); the Registry also hears `NodeDown` (it forgets the peer's unfinished sync) |
+//! | starts, stops, their replies, child messages, `Goodbye` | the Coordinator |
+//! | `RegistryDelta`, `FullSync`, `FullSyncPart`, `SyncRequest` | the Registry |
+//! | `DeclaredOffer`, `DeclaredDelta`, `DeclaredMutate`, `DeclaredMutateReply`, `DeclaredVersionQuery` | the DeclaredLeader |
+//! | `DeclaredVersion` | recorded here, in arrival order, in the recovery state the rounds read |
+//!
+//! **Order.** The transport calls the inbox one event at a time per peer, in the order the peer
+//! sent them, and each event becomes one cast into one mailbox, so what one peer sends to one
+//! actor arrives in order. A peer's `DeclaredVersion` (which it sends ahead of its `FullSync`)
+//! is recorded before the inbox returns, so it is known before the Registry merges that sync and
+//! before the reconcile round the sync's completion may start.
+//!
+//! **Never left unanswered.** A declared-list mutation that no DeclaredLeader can take (recovery
+//! is off, or the actor is restarting) is refused back to its sender at once, so the sender does
+//! not wait for its timeout.
+//!
+//! The transport may call the inbox with its own locks held (the in-process router does): the
+//! inbox only casts into mailboxes and never calls back into the transport.
+
+use std::sync::{Arc, Weak};
+
+use ractor::ActorRef;
+
+use super::protocol::{CoordinatorMsg, DeclaredMsg, RegistryMsg};
+use super::HubShared;
+use crate::api::errors::RecoveryError;
+use crate::cluster::transport::{EventSink, TransportEvent};
+use crate::cluster::wire::WireMsg;
+use crate::model::NodeName;
+
+/// The sink of the endpoint that `coordinator` opens. The Coordinator's own events go to the
+/// Coordinator that opened the endpoint (it opens it in `pre_start`, before its ref is
+/// published, and the transport announces the peers already up right away); the other actors
+/// are looked up at delivery. Holds the hub weakly: the endpoint (and so this sink) may outlive
+/// the hub for a moment while it closes.
+pub(crate) fn sink(hub: &Arc<HubShared>, coordinator: ActorRef<CoordinatorMsg>) -> EventSink {
+    let inbox = Inbox {
+        hub: Arc::downgrade(hub),
+        coordinator,
+    };
+    Arc::new(move |event| inbox.deliver(event))
+}
+
+struct Inbox {
+    hub: Weak<HubShared>,
+    coordinator: ActorRef<CoordinatorMsg>,
+}
+
+impl Inbox {
+    fn deliver(&self, event: TransportEvent) {
+        let Some(hub) = self.hub.upgrade() else {
+            return;
+        };
+        match event {
+            TransportEvent::NodeDown { node } => {
+                if let Some(registry) = hub.registry() {
+                    let _ = registry.cast(RegistryMsg::PeerDown { node: node.clone() });
+                }
+                self.to_coordinator(TransportEvent::NodeDown { node });
+            }
+            up @ TransportEvent::NodeUp { .. } => self.to_coordinator(up),
+            TransportEvent::Message { from, msg } => self.deliver_message(&hub, from, msg),
+        }
+    }
+
+    /// A stopped Coordinator's endpoint is replaced by its successor's, which is told every
+    /// peer again; what was sent to the old one is answered by its senders' timeouts.
+    fn to_coordinator(&self, event: TransportEvent) {
+        let _ = self.coordinator.cast(CoordinatorMsg::Transport(event));
+    }
+
+    fn deliver_message(&self, hub: &HubShared, from: NodeName, msg: WireMsg) {
+        match msg {
+            msg @ (WireMsg::StartChildren { .. }
+            | WireMsg::StartReply { .. }
+            | WireMsg::StopChildren { .. }
+            | WireMsg::StopReply { .. }
+            | WireMsg::ChildCast { .. }
+            | WireMsg::ChildCall { .. }
+            | WireMsg::ChildCallReply { .. }
+            | WireMsg::Goodbye) => self.to_coordinator(TransportEvent::Message { from, msg }),
+            WireMsg::RegistryDelta { changes } => {
+                to_registry(hub, RegistryMsg::Merge { from, changes })
+            }
+            WireMsg::FullSync { rows } => to_registry(hub, RegistryMsg::PeerSync { from, rows }),
+            WireMsg::FullSyncPart {
+                sync_id,
+                index,
+                total,
+                rows,
+            } => to_registry(
+                hub,
+                RegistryMsg::PeerSyncPart {
+                    from,
+                    sync_id,
+                    index,
+                    total,
+                    rows,
+                },
+            ),
+            WireMsg::SyncRequest => to_registry(hub, RegistryMsg::SendFullSync { to: Some(from) }),
+            WireMsg::DeclaredVersion {
+                version,
+                last_mutated_by,
+            } => note_declared_version(hub, from, version, last_mutated_by),
+            msg @ (WireMsg::DeclaredOffer { .. }
+            | WireMsg::DeclaredDelta { .. }
+            | WireMsg::DeclaredMutate { .. }
+            | WireMsg::DeclaredMutateReply { .. }
+            | WireMsg::DeclaredVersionQuery) => to_declared_leader(hub, from, msg),
+            // The transport consumes these; nothing of the hub's owns them.
+            WireMsg::Hello { .. } | WireMsg::Heartbeat { .. } => {}
+        }
+    }
+}
+
+fn to_registry(hub: &HubShared, msg: RegistryMsg) {
+    match hub.registry() {
+        Some(registry) => {
+            let _ = registry.cast(msg);
+        }
+        // The next full sync heals what this carried.
+        None => tracing::warn!("registry is restarting; a peer's registry update was skipped"),
+    }
+}
+
+/// Recorded at arrival, so the round that follows this peer's `FullSync` already knows whether
+/// this node's copy is outdated; a newer copy is then fetched from the peer.
+fn note_declared_version(
+    hub: &HubShared,
+    from: NodeName,
+    version: u64,
+    last_mutated_by: Option<NodeName>,
+) {
+    let Some(recovery) = &hub.recovery else {
+        return;
+    };
+    if recovery.note_announced(from.clone(), version, last_mutated_by) {
+        tracing::info!(peer = %from, version, "a peer announced a newer declared copy; fetching it");
+        if let Some(leader) = hub.declared_leader() {
+            let _ = leader.cast(DeclaredMsg::Solicit { nodes: vec![from] });
+        }
+    }
+}
+
+fn to_declared_leader(hub: &HubShared, from: NodeName, msg: WireMsg) {
+    if hub.recovery.is_none() {
+        return hub.refuse_mutation(&msg, RecoveryError::AutoRecoveryDisabled);
+    }
+    let restarting = || RecoveryError::HubUnavailable {
+        reason: "declared leader is restarting".into(),
+    };
+    let Some(leader) = hub.declared_leader() else {
+        return hub.refuse_mutation(&msg, restarting());
+    };
+    if let Err(ractor::MessagingErr::SendErr(DeclaredMsg::Wire { msg, .. })) =
+        leader.cast(DeclaredMsg::Wire { from, msg })
+    {
+        hub.refuse_mutation(&msg, restarting());
+    }
+}
