@@ -17,6 +17,7 @@ pub mod manifest_ship;
 pub mod placement;
 pub mod reconcile;
 pub mod recovery;
+pub mod redistribution;
 pub mod sync_parts;
 
 mod intensity;

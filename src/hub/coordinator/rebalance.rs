@@ -1,16 +1,13 @@
-//! Redistribution: what moves when the members change, and the graceful leave.
+//! Redistribution carried out: what moves when the members change, and the graceful leave.
 //!
 //! One pass per due batch of membership events (`core::event_batch`), whatever the number of
-//! events in it, and O(rows) per pass (one scan of the registry view, never per event):
-//! - a child running here whose ring owner is another up member is **migrated** by cold swap:
-//!   stopped here (one stop batch per owner), then started on the owner (one start batch per
-//!   owner, awaited) with `check_existing: false`, so an owner already running it (a duplicate
-//!   after a partition) just keeps its copy;
-//! - a row no live node runs (its node's bindings were reaped: grace over, or the node
-//!   restarted; or a migration lost its second half) is **re-placed**: its owner starts it, and
-//!   every other node holding the stub sends the owner the start too (the owner may not hold it:
-//!   a restarted node starts empty); the owner's supervisor keeps it to one child, and it is one
-//!   batch per owner per pass, never a frame per child.
+//! events in it, and O(rows) per pass (one scan of the registry view, never per event). The
+//! decision is the pure [`plan_redistribution`]; this file carries it out:
+//! - a **migration** is a cold swap: stopped here (one stop batch per owner), then started on
+//!   the owner (one start batch per owner, awaited) with `check_existing: false`, so an owner
+//!   already running it (a duplicate after a partition) just keeps its copy;
+//! - a **re-placement** is one start batch per owner per pass, never a frame per child; every
+//!   node holding the stub sends it, and the owner's supervisor keeps one child.
 //!
 //! A migration's stop *releases* the child (`RegistryOp::Release`, wire `Unbind`): its row stays
 //! as a stub on every node until the new owner's upsert replaces it, so a child whose migration
@@ -18,7 +15,7 @@
 //!
 //! Failed migrations and re-placements are retried on the `migration_retry_ms` timer.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use ractor::{ActorRef, RpcReplyPort};
@@ -29,6 +26,7 @@ use crate::api::errors::{ChildStartError, ChildStopError};
 use crate::api::options::OnFailure;
 use crate::api::results::{StartResult, StopFailure};
 use crate::cluster::wire::WireMsg;
+use crate::core::redistribution::{plan_redistribution, DeclaredKnowledge, Liveness};
 use crate::hooks::{HookEvent, HookKey};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg};
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName, Row};
@@ -44,43 +42,6 @@ fn batches<'a>(rows: impl IntoIterator<Item = (&'a NodeName, &'a Row)>) -> Batch
             .push((row.spec.clone(), row.metadata.clone()));
     }
     by_node
-}
-
-/// What a redistribution pass knows of the declared list, read once per pass.
-enum DeclaredCheck {
-    /// Auto-recovery is off: rows decide.
-    Off,
-    /// The copy cannot be trusted (parked, or a peer announced a newer one).
-    Untrusted,
-    /// The current copy.
-    Current(std::sync::Arc<crate::core::declared_list::DeclaredList>),
-}
-
-impl DeclaredCheck {
-    fn read(hub: &crate::hub::HubShared) -> Self {
-        let Some(recovery) = &hub.recovery else {
-            return Self::Off;
-        };
-        let snapshot = recovery.snapshot();
-        let behind = !recovery.ahead_of_me(&hub.peers()).is_empty();
-        if snapshot.parked || behind {
-            Self::Untrusted
-        } else {
-            Self::Current(snapshot.list)
-        }
-    }
-
-    /// Whether a row may be re-placed from the registry alone: always for a child that was
-    /// never durable; for a durable one only when the current copy declares it. A stale row of
-    /// a stopped durable child would otherwise come back from a returning node's disk.
-    fn allows(&self, row: &Row) -> bool {
-        match self {
-            Self::Off => true,
-            _ if !row.hub.durable => true,
-            Self::Untrusted => false,
-            Self::Current(list) => list.contains(&row.spec.id),
-        }
-    }
 }
 
 impl CoordinatorState {
@@ -158,55 +119,46 @@ impl CoordinatorState {
                 left: left.to_vec(),
             }
         });
-        let mut migrate: BTreeMap<NodeName, Vec<Row>> = BTreeMap::new();
-        let mut replace: Vec<(NodeName, Row)> = Vec::new();
-        let declared = DeclaredCheck::read(&hub);
-        for row in hub.storage.export_all() {
-            let id = &row.spec.id;
-            if cluster.migrating.contains(id) || cluster.failed.contains_key(id) {
-                continue;
-            }
-            let Some(owner) = cluster.ring.owner(id).cloned() else {
-                continue;
-            };
-            if row.node_pids.contains_key(&me) {
-                if owner != me && cluster.peers.contains(&owner) {
-                    migrate.entry(owner).or_default().push(row);
+        let snapshot = hub.recovery.as_ref().map(|r| r.snapshot());
+        let declared = match (&hub.recovery, &snapshot) {
+            (Some(recovery), Some(snapshot)) => {
+                let behind = !recovery.ahead_of_me(&hub.peers()).is_empty();
+                if snapshot.parked || behind {
+                    DeclaredKnowledge::Untrusted
+                } else {
+                    DeclaredKnowledge::Current(&snapshot.list)
                 }
-                continue;
             }
-            let live = row
-                .node_pids
-                .keys()
-                .any(|n| cluster.peers.contains(n) || cluster.grace_timers.contains_key(n));
-            if live {
-                continue;
-            }
-            if !declared.allows(&row) {
-                // A durable row the declared list does not hold (a child stopped while the
-                // node that kept this row was away): the reconcile decides, never the row.
-                continue;
-            }
-            // The owner starts it; every other holder of the stub asks the owner too (the owner
-            // may not hold it: a restarted node starts empty), and the owner's supervisor keeps
-            // it to one child. One batch per owner per pass, not one frame per child.
-            replace.push((owner, row));
-        }
-        let migrating: usize = migrate.values().map(Vec::len).sum();
-        let replacing = replace.len();
+            _ => DeclaredKnowledge::Off,
+        };
+        let in_grace: BTreeSet<NodeName> = cluster.grace_timers.keys().cloned().collect();
+        let busy: BTreeSet<ChildId> = cluster
+            .migrating
+            .iter()
+            .chain(cluster.failed.keys())
+            .cloned()
+            .collect();
+        let rows = hub.storage.export_all();
+        let live = Liveness {
+            me: &me,
+            up: &cluster.peers,
+            in_grace: &in_grace,
+        };
+        let plan = plan_redistribution(&rows, &cluster.ring, live, declared, &busy);
+        let (migrating, replacing) = (plan.migrating(), plan.replacing());
         if migrating + replacing > 0 {
-            tracing::info!(migrating, replacing, ?joined, ?left, "redistribution pass");
+            tracing::info!(
+                migrating,
+                replacing,
+                held_back = plan.held_back.len(),
+                ?joined,
+                ?left,
+                "redistribution pass"
+            );
         }
-        for rows in migrate.values() {
-            for row in rows {
-                cluster.migrating.insert(row.spec.id.clone());
-            }
-        }
-        for (_, row) in &replace {
-            cluster.migrating.insert(row.spec.id.clone());
-        }
+        cluster.migrating.extend(plan.children().cloned());
         // Cold swap: stop here first (one batch per new owner), start there when stopped.
-        for (target, rows) in migrate {
+        for (target, rows) in plan.migrations {
             let request_id = self.next_id();
             let timeout = self.internal_timeout();
             let ids = rows.iter().map(|r| r.spec.id.clone()).collect();
@@ -220,6 +172,14 @@ impl CoordinatorState {
                 timeout,
             );
         }
+        // The owner starts it; every other holder of the stub asks the owner too (the owner may
+        // not hold it: a restarted node starts empty), and the owner's supervisor keeps it to
+        // one child. One batch per owner per pass, not one frame per child.
+        let replace: Vec<(NodeName, Row)> = plan
+            .replacements
+            .into_iter()
+            .flat_map(|(owner, rows)| rows.into_iter().map(move |r| (owner.clone(), r)))
+            .collect();
         let by_node = batches(replace.iter().map(|(n, r)| (n, r)));
         let rows = replace
             .into_iter()

@@ -1,0 +1,158 @@
+//! Redistribution planning: which children move when the membership changes, and where to.
+//!
+//! A pass runs when a batch of membership events is due (`core::event_batch`). From this node's
+//! registry copy, the ring and who is up, it decides two things:
+//! - **migrations**: a child this node runs whose ring owner is another member that is up moves
+//!   there (cold swap: stopped here, then started on the owner);
+//! - **re-placements**: a child no live node runs (its node's bindings were reaped: the grace ran
+//!   out or the node restarted, or a migration lost its second half) is started on its owner.
+//!   Every node holding the stub plans the same start and the owner's supervisor keeps one
+//!   child; a node that does not hold the row (it restarted empty) learns it from the others.
+//!
+//! A node counts as live while it is up or within its grace period after going down, so a flap
+//! shorter than the grace moves nothing. A child with a migration or a re-placement in flight,
+//! or one waiting for a retry, is left alone.
+//!
+//! With durable children a row alone is not enough to bring a durable child back: it may be a
+//! stale row of a child stopped while the node that kept the row was away. Such a row is
+//! re-placed only when the declared list this node trusts declares it; otherwise it is held
+//! back and the reconcile round decides.
+//!
+//! Pure: the Coordinator gathers the inputs, calls [`plan_redistribution`] and carries the plan
+//! out (stops, starts, retries).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::core::declared_list::DeclaredList;
+use crate::core::placement::HashRing;
+use crate::model::{ChildId, NodeName, Row};
+
+/// What a pass knows of the declared list.
+#[derive(Clone, Copy, Debug)]
+pub enum DeclaredKnowledge<'a> {
+    /// Auto-recovery is off: rows decide.
+    Off,
+    /// This node's copy cannot be trusted (it is parked, or a peer announced a newer one).
+    Untrusted,
+    /// The copy this node trusts.
+    Current(&'a DeclaredList),
+}
+
+impl DeclaredKnowledge<'_> {
+    /// Whether `row` may be re-placed from the registry alone: always for a child that was never
+    /// durable, for a durable one only when the trusted copy declares it.
+    pub fn allows(&self, row: &Row) -> bool {
+        match self {
+            Self::Off => true,
+            _ if !row.hub.durable => true,
+            Self::Untrusted => false,
+            Self::Current(list) => list.contains(&row.spec.id),
+        }
+    }
+}
+
+/// Who is around, as this node sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct Liveness<'a> {
+    /// This node.
+    pub me: &'a NodeName,
+    /// The peers that are up (this node excluded).
+    pub up: &'a BTreeSet<NodeName>,
+    /// The peers that went down but are within their grace period: their children still count
+    /// as running.
+    pub in_grace: &'a BTreeSet<NodeName>,
+}
+
+impl Liveness<'_> {
+    fn is_member(&self, node: &NodeName) -> bool {
+        node == self.me || self.up.contains(node)
+    }
+
+    fn is_live(&self, node: &NodeName) -> bool {
+        self.up.contains(node) || self.in_grace.contains(node)
+    }
+}
+
+/// What one pass does.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RedistributionPlan {
+    /// Children running here to move, by their new owner (one stop batch here, then one start
+    /// batch there, per owner).
+    pub migrations: BTreeMap<NodeName, Vec<Row>>,
+    /// Children no live node runs, to start on their owner, by owner (one start batch each).
+    pub replacements: BTreeMap<NodeName, Vec<Row>>,
+    /// Durable rows no live node runs that the declared list does not let this node re-place.
+    pub held_back: Vec<ChildId>,
+}
+
+impl RedistributionPlan {
+    /// How many children migrate.
+    pub fn migrating(&self) -> usize {
+        self.migrations.values().map(Vec::len).sum()
+    }
+
+    /// How many children are re-placed.
+    pub fn replacing(&self) -> usize {
+        self.replacements.values().map(Vec::len).sum()
+    }
+
+    /// Every child the plan moves or starts.
+    pub fn children(&self) -> impl Iterator<Item = &ChildId> {
+        self.migrations
+            .values()
+            .chain(self.replacements.values())
+            .flatten()
+            .map(|row| &row.spec.id)
+    }
+}
+
+/// Plans one redistribution pass over `rows` (this node's registry copy).
+///
+/// Promises: every child appears at most once in the plan; a migration goes from this node to
+/// an up peer; a re-placement goes to a member (this node or an up peer); a durable row the
+/// declared list does not allow is never re-placed; a child in `busy` is left alone.
+pub fn plan_redistribution<'a>(
+    rows: impl IntoIterator<Item = &'a Row>,
+    ring: &HashRing,
+    live: Liveness<'_>,
+    declared: DeclaredKnowledge<'_>,
+    busy: &BTreeSet<ChildId>,
+) -> RedistributionPlan {
+    let mut plan = RedistributionPlan::default();
+    for row in rows {
+        let id = &row.spec.id;
+        if busy.contains(id) {
+            continue;
+        }
+        let Some(owner) = ring.owner(id) else {
+            continue;
+        };
+        if row.node_pids.contains_key(live.me) {
+            if owner != live.me && live.up.contains(owner) {
+                plan.migrations
+                    .entry(owner.clone())
+                    .or_default()
+                    .push(row.clone());
+            }
+            continue;
+        }
+        if row.node_pids.keys().any(|n| live.is_live(n)) {
+            continue;
+        }
+        if !declared.allows(row) {
+            plan.held_back.push(id.clone());
+            continue;
+        }
+        if live.is_member(owner) {
+            plan.replacements
+                .entry(owner.clone())
+                .or_default()
+                .push(row.clone());
+        }
+    }
+    plan
+}
+
+#[cfg(test)]
+#[path = "redistribution_tests.rs"]
+mod tests;

@@ -1,0 +1,311 @@
+//! Passes as scenarios, and the promises every plan keeps whatever the registry holds.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::model::{ChildSpec, Metadata, Pid};
+
+const NODES: [&str; 5] = ["a@h", "b@h", "c@h", "d@h", "e@h"];
+
+fn row(id: &str, durable: bool, bound: &[(&str, Pid)]) -> Row {
+    let mut row = Row::authored(
+        ChildSpec::new(id, "counter"),
+        Metadata::new(),
+        "a@h",
+        0,
+        durable,
+    )
+    .unwrap();
+    for (node, pid) in bound {
+        row.node_pids.insert((*node).to_owned(), *pid);
+    }
+    row
+}
+
+fn nodes(names: &[&str]) -> BTreeSet<NodeName> {
+    names.iter().map(|n| (*n).to_owned()).collect()
+}
+
+fn declared(ids: &[&str]) -> DeclaredList {
+    let mut list = DeclaredList::new();
+    for id in ids {
+        list.add(ChildSpec::new(*id, "counter"), Metadata::new(), "a@h")
+            .unwrap();
+    }
+    list
+}
+
+/// The first id `{prefix}{i}` that `owner` owns in `ring`.
+fn owned_by(ring: &HashRing, owner: &str, prefix: &str) -> String {
+    (0..)
+        .map(|i| format!("{prefix}{i}"))
+        .find(|id| ring.owner(&ChildId::from(id.as_str())).map(String::as_str) == Some(owner))
+        .unwrap()
+}
+
+fn ids(rows: &BTreeMap<NodeName, Vec<Row>>) -> BTreeMap<NodeName, Vec<String>> {
+    rows.iter()
+        .map(|(n, rows)| {
+            (
+                n.clone(),
+                rows.iter().map(|r| r.spec.id.to_string()).collect(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_joining_owner_takes_its_children_from_this_node() {
+    let me = "a@h".to_owned();
+    let up = nodes(&["b@h"]);
+    let ring = HashRing::new(["a@h", "b@h"]);
+    let mine = owned_by(&ring, "a@h", "x");
+    let theirs = owned_by(&ring, "b@h", "x");
+    let rows = [
+        row(&mine, false, &[("a@h", 1)]),
+        row(&theirs, false, &[("a@h", 2)]),
+    ];
+    let live = Liveness {
+        me: &me,
+        up: &up,
+        in_grace: &BTreeSet::new(),
+    };
+    let plan = plan_redistribution(&rows, &ring, live, DeclaredKnowledge::Off, &BTreeSet::new());
+    assert_eq!(
+        ids(&plan.migrations),
+        BTreeMap::from([("b@h".to_owned(), vec![theirs])])
+    );
+    assert!(plan.replacements.is_empty());
+}
+
+#[test]
+fn a_node_within_its_grace_still_counts_as_running_its_children() {
+    let me = "a@h".to_owned();
+    let ring = HashRing::new(["a@h"]);
+    let rows = [row("x", false, &[("b@h", 1)])];
+    let in_grace = nodes(&["b@h"]);
+    let live = Liveness {
+        me: &me,
+        up: &BTreeSet::new(),
+        in_grace: &in_grace,
+    };
+    let plan = plan_redistribution(&rows, &ring, live, DeclaredKnowledge::Off, &BTreeSet::new());
+    assert_eq!(plan, RedistributionPlan::default(), "a flap moves nothing");
+    let live = Liveness {
+        in_grace: &BTreeSet::new(),
+        ..live
+    };
+    let plan = plan_redistribution(&rows, &ring, live, DeclaredKnowledge::Off, &BTreeSet::new());
+    assert_eq!(
+        ids(&plan.replacements),
+        BTreeMap::from([("a@h".to_owned(), vec!["x".to_owned()])]),
+        "once the grace is over the stub is re-placed on its owner"
+    );
+}
+
+#[test]
+fn a_stale_durable_row_comes_back_only_if_declared() {
+    let me = "a@h".to_owned();
+    let ring = HashRing::new(["a@h"]);
+    let rows = [
+        row("kept", true, &[]),
+        row("stopped", true, &[]),
+        row("plain", false, &[]),
+    ];
+    let live = Liveness {
+        me: &me,
+        up: &BTreeSet::new(),
+        in_grace: &BTreeSet::new(),
+    };
+    let list = declared(&["kept"]);
+    let plan = plan_redistribution(
+        &rows,
+        &ring,
+        live,
+        DeclaredKnowledge::Current(&list),
+        &BTreeSet::new(),
+    );
+    assert_eq!(
+        ids(&plan.replacements),
+        BTreeMap::from([(
+            "a@h".to_owned(),
+            vec!["kept".to_owned(), "plain".to_owned()]
+        )])
+    );
+    assert_eq!(plan.held_back, vec![ChildId::from("stopped")]);
+    let plan = plan_redistribution(
+        &rows,
+        &ring,
+        live,
+        DeclaredKnowledge::Untrusted,
+        &BTreeSet::new(),
+    );
+    assert_eq!(
+        ids(&plan.replacements),
+        BTreeMap::from([("a@h".to_owned(), vec!["plain".to_owned()])]),
+        "an untrusted copy lets no durable row come back"
+    );
+}
+
+#[test]
+fn children_in_flight_are_left_alone() {
+    let me = "a@h".to_owned();
+    let up = nodes(&["b@h"]);
+    let ring = HashRing::new(["b@h"]);
+    let rows = [
+        row("moving", false, &[("a@h", 1)]),
+        row("orphan", false, &[]),
+    ];
+    let busy = BTreeSet::from([ChildId::from("moving"), ChildId::from("orphan")]);
+    let live = Liveness {
+        me: &me,
+        up: &up,
+        in_grace: &BTreeSet::new(),
+    };
+    let plan = plan_redistribution(&rows, &ring, live, DeclaredKnowledge::Off, &busy);
+    assert_eq!(plan, RedistributionPlan::default());
+}
+
+/// An arbitrary situation: who is up, in grace, on the ring; rows bound anywhere; a declared
+/// list; children in flight.
+#[derive(Debug, Clone)]
+struct Situation {
+    me: NodeName,
+    up: BTreeSet<NodeName>,
+    in_grace: BTreeSet<NodeName>,
+    ring: Vec<NodeName>,
+    rows: Vec<Row>,
+    declared: Vec<String>,
+    trusted: Option<bool>,
+    busy: BTreeSet<ChildId>,
+}
+
+fn situation() -> impl Strategy<Value = Situation> {
+    let node = || prop::sample::select(NODES.to_vec()).prop_map(str::to_owned);
+    let rows = (
+        0..40usize,
+        any::<bool>(),
+        prop::collection::btree_map(node(), 1..1000u64, 0..3),
+    );
+    (
+        node(),
+        prop::collection::btree_set(node(), 0..5),
+        prop::collection::btree_set(node(), 0..5),
+        prop::collection::btree_set(node(), 0..5),
+        prop::collection::vec(rows, 0..40),
+        prop::collection::btree_set(0..40usize, 0..20),
+        prop::option::of(any::<bool>()),
+        prop::collection::btree_set(0..40usize, 0..5),
+    )
+        .prop_map(|(me, up, grace, ring, rows, declared, trusted, busy)| {
+            let up: BTreeSet<NodeName> = up.into_iter().filter(|n| *n != me).collect();
+            let in_grace = grace
+                .into_iter()
+                .filter(|n| *n != me && !up.contains(n))
+                .collect();
+            // The Coordinator's ring holds this node and peers that are up (a peer that
+            // said goodbye is out of it while still up).
+            let mut ring: Vec<NodeName> = ring.into_iter().filter(|n| up.contains(n)).collect();
+            ring.push(me.clone());
+            let mut seen = BTreeSet::new();
+            let rows = rows
+                .into_iter()
+                .filter(|(i, _, _)| seen.insert(*i))
+                .map(|(i, durable, bound)| {
+                    let mut r = row(&format!("c{i}"), durable, &[]);
+                    r.node_pids = bound;
+                    r
+                })
+                .collect();
+            Situation {
+                me,
+                up,
+                in_grace,
+                ring,
+                rows,
+                declared: declared.into_iter().map(|i| format!("c{i}")).collect(),
+                trusted,
+                busy: busy
+                    .into_iter()
+                    .map(|i| ChildId::from(format!("c{i}")))
+                    .collect(),
+            }
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+    #[test]
+    fn every_plan_keeps_its_promises(s in situation()) {
+        let ring = HashRing::new(s.ring.iter().cloned());
+        let list = declared(&s.declared.iter().map(String::as_str).collect::<Vec<_>>());
+        let knowledge = match s.trusted {
+            None => DeclaredKnowledge::Off,
+            Some(false) => DeclaredKnowledge::Untrusted,
+            Some(true) => DeclaredKnowledge::Current(&list),
+        };
+        let live = Liveness { me: &s.me, up: &s.up, in_grace: &s.in_grace };
+        let plan = plan_redistribution(&s.rows, &ring, live, knowledge, &s.busy);
+
+        // Every child has exactly one target: it appears at most once in the plan.
+        let mut planned = BTreeSet::new();
+        for id in plan.children() {
+            prop_assert!(planned.insert(id.clone()), "{} planned twice", id);
+            prop_assert!(!s.busy.contains(id), "{} is in flight", id);
+        }
+        // Never migrate to a non-member, nor to this node; only what runs here migrates, and
+        // only to its owner.
+        for (target, rows) in &plan.migrations {
+            prop_assert!(s.up.contains(target), "migration to {} which is not up", target);
+            prop_assert!(target != &s.me);
+            for r in rows {
+                prop_assert!(r.node_pids.contains_key(&s.me));
+                prop_assert_eq!(ring.owner(&r.spec.id), Some(target));
+            }
+        }
+        for (target, rows) in &plan.replacements {
+            prop_assert!(target == &s.me || s.up.contains(target), "re-placement to {}", target);
+            for r in rows {
+                prop_assert_eq!(ring.owner(&r.spec.id), Some(target));
+                // Only children no live node runs.
+                let runs_somewhere = r
+                    .node_pids
+                    .keys()
+                    .any(|n| n == &s.me || s.up.contains(n) || s.in_grace.contains(n));
+                prop_assert!(!runs_somewhere, "{} runs on a live node", r.spec.id);
+                // Never a durable row the declared list does not hold.
+                if r.hub.durable {
+                    match s.trusted {
+                        None => {}
+                        Some(false) => prop_assert!(false, "durable {} re-placed untrusted", r.spec.id),
+                        Some(true) => prop_assert!(list.contains(&r.spec.id)),
+                    }
+                }
+            }
+        }
+        // Nothing is forgotten: a child running here owned by an up peer migrates, and a child
+        // no live node runs is re-placed or held back.
+        for r in &s.rows {
+            let id = &r.spec.id;
+            if s.busy.contains(id) {
+                continue;
+            }
+            let owner = ring.owner(id).unwrap();
+            let live_somewhere = r.node_pids.keys().any(|n| {
+                n == &s.me || s.up.contains(n) || s.in_grace.contains(n)
+            });
+            if r.node_pids.contains_key(&s.me) && owner != &s.me {
+                prop_assert!(planned.contains(id), "{} should migrate to {}", id, owner);
+            } else if !live_somewhere {
+                prop_assert!(
+                    planned.contains(id) || plan.held_back.contains(id),
+                    "{} is an orphan nobody re-places",
+                    id
+                );
+            }
+        }
+    }
+}
