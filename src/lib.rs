@@ -24,6 +24,7 @@
 
 #[cfg(feature = "admin")]
 pub mod admin;
+pub mod clock;
 pub mod cluster;
 pub mod core;
 pub mod manifest;

@@ -6,25 +6,36 @@
 
 use dashmap::DashMap;
 
-use super::{now_ms, Commit, Mutation, Storage, StoredRow};
+use super::{Commit, Mutation, Storage, StoredRow};
+use crate::clock::Clock;
 use crate::model::{ChildId, Row};
 
 /// In-memory registry storage.
 #[derive(Default)]
 pub struct MemoryStorage {
     rows: DashMap<ChildId, StoredRow>,
+    /// The time of day TTLs are measured with.
+    clock: Clock,
 }
 
 impl MemoryStorage {
-    /// An empty store.
+    /// An empty store on the system clock.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty store whose TTLs follow `clock`.
+    pub fn with_clock(clock: Clock) -> Self {
+        Self {
+            rows: DashMap::new(),
+            clock,
+        }
     }
 
     /// Applies a batch; infallible in memory. Shared with the `durable` backend, which keeps its
     /// read copy here.
     pub fn apply_in_memory(&self, batch: &[Mutation]) {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         for mutation in batch {
             match mutation {
                 Mutation::Put { row, ttl } => {
@@ -49,7 +60,7 @@ impl MemoryStorage {
     /// instead of cloning them (a row is half a dozen small allocations; every registry write
     /// of every node goes through here).
     pub fn apply_owned(&self, batch: Vec<Mutation>) {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         for mutation in batch {
             match mutation {
                 Mutation::Put { row, ttl } => {
@@ -99,7 +110,7 @@ impl Storage for MemoryStorage {
     }
 
     fn get(&self, id: &ChildId) -> Option<Row> {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         self.rows
             .get(id)
             .filter(|e| e.is_live(now))
@@ -107,28 +118,31 @@ impl Storage for MemoryStorage {
     }
 
     fn export_all(&self) -> Vec<Row> {
-        let now = now_ms();
-        self.rows
+        let now = self.clock.now_ms();
+        let mut rows: Vec<Row> = self
+            .rows
             .iter()
             .filter(|e| e.is_live(now))
             .map(|e| e.row.clone())
-            .collect()
+            .collect();
+        rows.sort_unstable_by(|a, b| a.spec.id.cmp(&b.spec.id));
+        rows
     }
 
     fn len(&self) -> usize {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         self.rows.iter().filter(|e| e.is_live(now)).count()
     }
 
     fn for_each_row(&self, f: &mut dyn FnMut(&Row)) {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         for entry in self.rows.iter().filter(|e| e.is_live(now)) {
             f(&entry.row);
         }
     }
 
     fn contains(&self, id: &ChildId) -> bool {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         self.rows.get(id).is_some_and(|e| e.is_live(now))
     }
 }

@@ -149,7 +149,8 @@ pub trait Storage: Send + Sync + 'static {
     /// The live row with this id.
     fn get(&self, id: &ChildId) -> Option<Row>;
 
-    /// Every live row (order unspecified).
+    /// Every live row, in id order: every node walks its copy alike, so the passes and syncs
+    /// built from it do not depend on a hash map's layout.
     fn export_all(&self) -> Vec<Row>;
 
     /// The number of live rows.

@@ -16,7 +16,7 @@
 //! one id cannot both start it. Starting is sequential, like OTP's `start_child`: a child's
 //! `pre_start` holds the supervisor, so it should be quick.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,7 +32,7 @@ use crate::core::{
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
 use crate::model::{ChildId, ChildSpec, NodeName, Pid, Row, Shutdown};
-use crate::storage::{now_ms, StorageError};
+use crate::storage::StorageError;
 
 mod stopping;
 
@@ -54,12 +54,12 @@ pub(crate) struct ChildSupArgs {
 pub(crate) struct ChildSupState {
     shared: Arc<HubShared>,
     restore: bool,
-    children: HashMap<ChildId, RunningChild>,
-    by_actor: HashMap<ActorId, ChildId>,
+    children: BTreeMap<ChildId, RunningChild>,
+    by_actor: BTreeMap<ActorId, ChildId>,
     /// Children whose restart failed, waiting for a retry: spec and last pid.
-    awaiting_retry: HashMap<ChildId, (ChildSpec, Pid)>,
-    stopping: HashMap<ActorId, u64>,
-    stop_groups: HashMap<u64, StopGroup>,
+    awaiting_retry: BTreeMap<ChildId, (ChildSpec, Pid)>,
+    stopping: BTreeMap<ActorId, u64>,
+    stop_groups: BTreeMap<u64, StopGroup>,
     next_group: u64,
     intensity: RestartIntensity,
 }
@@ -107,7 +107,7 @@ impl ChildSupState {
             ..NodeStartReport::default()
         };
         let mut ops = Vec::with_capacity(batch.children.len());
-        let now = now_ms();
+        let now = shared.clock.now_ms();
         for (mut spec, metadata) in batch.children {
             if let Some(running) = self.children.get(&spec.id) {
                 if batch.existing_ok {
@@ -385,11 +385,11 @@ impl Actor for ChildSupervisor {
             intensity: RestartIntensity::new(cfg.max_restarts, cfg.max_seconds),
             shared: args.shared,
             restore: args.restore,
-            children: HashMap::new(),
-            by_actor: HashMap::new(),
-            awaiting_retry: HashMap::new(),
-            stopping: HashMap::new(),
-            stop_groups: HashMap::new(),
+            children: BTreeMap::new(),
+            by_actor: BTreeMap::new(),
+            awaiting_retry: BTreeMap::new(),
+            stopping: BTreeMap::new(),
+            stop_groups: BTreeMap::new(),
             next_group: 0,
         })
     }
@@ -413,11 +413,13 @@ impl Actor for ChildSupervisor {
     ) -> Result<(), ActorProcessingErr> {
         // A graceful stop: every child gets its own shutdown grace, all in parallel. Without
         // this, ractor would kill them when this actor exits, skipping their `post_stop`.
-        let children: Vec<RunningChild> = state.children.drain().map(|(_, c)| c).collect();
-        let stopping = state
-            .stop_groups
-            .drain()
-            .flat_map(|(_, g)| g.waiting.into_values().map(|c| (c.cell, c.grace_ms)));
+        let children: Vec<RunningChild> = std::mem::take(&mut state.children)
+            .into_iter()
+            .map(|(_, c)| c)
+            .collect();
+        let stopping = std::mem::take(&mut state.stop_groups)
+            .into_values()
+            .flat_map(|g| g.waiting.into_values().map(|c| (c.cell, c.grace_ms)));
         let all = children
             .into_iter()
             .map(|c| {

@@ -2,7 +2,7 @@
 //! child's exit, kills the ones whose shutdown grace runs out (one timer per distinct grace, not
 //! per child), then unbinds them all in one registry write and answers once.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use ractor::{ActorCell, ActorId, ActorRef};
@@ -23,7 +23,7 @@ pub(super) struct StoppingChild {
 pub(super) struct StopGroup {
     reply: Option<StopReply>,
     release: bool,
-    pub waiting: HashMap<ActorId, StoppingChild>,
+    pub waiting: BTreeMap<ActorId, StoppingChild>,
     pub stopped: Vec<ChildId>,
     timers: Vec<JoinHandle<Result<(), ractor::MessagingErr<ChildSupMsg>>>>,
 }
@@ -35,7 +35,7 @@ impl ChildSupState {
         let mut group = StopGroup {
             reply: Some(batch.reply),
             release: batch.release,
-            waiting: HashMap::new(),
+            waiting: BTreeMap::new(),
             stopped: Vec::new(),
             timers: Vec::new(),
         };

@@ -96,7 +96,7 @@ impl CoordinatorState {
     pub(crate) fn on_timeout(&mut self, myself: &ActorRef<CoordinatorMsg>, request_id: u64) {
         match self.pending_operations.get_mut(&request_id) {
             Some(PendingOperation::Start(op)) => {
-                for (id, node) in op.awaiting.drain() {
+                for (id, node) in std::mem::take(&mut op.awaiting).into_iter() {
                     op.result.errors.push(ChildFailure {
                         id,
                         node,
@@ -106,7 +106,7 @@ impl CoordinatorState {
                 self.finish_start(myself, request_id);
             }
             Some(PendingOperation::Stop(op)) => {
-                for (node, ids) in op.awaiting.drain() {
+                for (node, ids) in std::mem::take(&mut op.awaiting).into_iter() {
                     for id in ids {
                         op.errors.push(StopFailure {
                             id,

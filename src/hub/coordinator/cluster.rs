@@ -2,7 +2,7 @@
 //! seed's `Coordinator.State` fields that a single node does not need), and sending batches
 //! to peers.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,10 +28,10 @@ pub(super) const MAX_HOPS: u8 = 3;
 /// What an internal start (a migration, a re-placement, a handover) does when it completes.
 pub(crate) enum Internal {
     /// Failures are retried on the `migration_retry_ms` timer.
-    Replace { rows: HashMap<ChildId, Row> },
+    Replace { rows: BTreeMap<ChildId, Row> },
     /// A graceful leave: answer when every child was handed over (or failed to be).
     Handover {
-        rows: HashMap<ChildId, Row>,
+        rows: BTreeMap<ChildId, Row>,
         reply: Option<RpcReplyPort<()>>,
     },
 }
@@ -44,26 +44,26 @@ pub(crate) struct ClusterState {
     /// Peers up for this hub.
     pub peers: BTreeSet<NodeName>,
     /// Peers that announced a graceful leave: no grace when they go down.
-    pub leaving: HashSet<NodeName>,
+    pub leaving: BTreeSet<NodeName>,
     pub tokens: BootTokens,
     /// Joins (and syncs) waiting for a redistribution pass.
     pub joins: EventBatch,
     /// Nodes gone for good (grace over, reaped) waiting for a re-placement pass.
     pub leaves: EventBatch,
     pub flush_timer: Option<Timer>,
-    pub grace_timers: HashMap<NodeName, Timer>,
+    pub grace_timers: BTreeMap<NodeName, Timer>,
     /// Peers whose registry has been merged since they came up (`registry_delivered_by`).
     pub delivered_by: BTreeSet<NodeName>,
     /// Children with a migration or re-placement in flight: passes skip them.
-    pub migrating: HashSet<ChildId>,
+    pub migrating: BTreeSet<ChildId>,
     /// Children whose migration or re-placement failed, waiting for the retry timer.
-    pub failed: HashMap<ChildId, Row>,
+    pub failed: BTreeMap<ChildId, Row>,
     pub retry_timer: Option<Timer>,
     pub sync_timer: Option<Timer>,
     /// This node is leaving: no more passes.
     pub self_leaving: bool,
     /// Child calls waiting for a reply.
-    pub calls: HashMap<u64, (ChildCallReplyPort, Option<Timer>)>,
+    pub calls: BTreeMap<u64, (ChildCallReplyPort, Option<Timer>)>,
     /// Forwarded starts and child calls waiting on a peer (failed at once when it goes down).
     pub relay: relay::Relays,
 }
@@ -87,19 +87,19 @@ impl ClusterState {
             transport,
             ring: HashRing::new([hub.node.clone()]),
             peers: BTreeSet::new(),
-            leaving: HashSet::new(),
+            leaving: BTreeSet::new(),
             tokens: BootTokens::new(),
             joins: EventBatch::new(batch),
             leaves: EventBatch::new(batch),
             flush_timer: None,
-            grace_timers: HashMap::new(),
+            grace_timers: BTreeMap::new(),
             delivered_by: BTreeSet::new(),
-            migrating: HashSet::new(),
-            failed: HashMap::new(),
+            migrating: BTreeSet::new(),
+            failed: BTreeMap::new(),
             retry_timer: None,
             sync_timer: None,
             self_leaving: false,
-            calls: HashMap::new(),
+            calls: BTreeMap::new(),
             relay: relay::Relays::default(),
         })
     }
@@ -212,17 +212,15 @@ impl CoordinatorState {
         let Some(mut cluster) = self.cluster.take() else {
             return;
         };
-        for t in cluster
-            .grace_timers
-            .drain()
-            .map(|(_, t)| t)
+        for t in std::mem::take(&mut cluster.grace_timers)
+            .into_values()
             .chain(cluster.flush_timer.take())
             .chain(cluster.retry_timer.take())
             .chain(cluster.sync_timer.take())
         {
             t.abort();
         }
-        for (_, (reply, timer)) in cluster.calls.drain() {
+        for (_, (reply, timer)) in std::mem::take(&mut cluster.calls).into_iter() {
             if let Some(t) = timer {
                 t.abort();
             }

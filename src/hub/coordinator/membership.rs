@@ -4,7 +4,9 @@
 //! `registry_delivered_by` and `cluster_settled`, and publishing the members and the ring that
 //! every other actor reads.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use ractor::ActorRef;
 
@@ -90,7 +92,9 @@ impl CoordinatorState {
                 Some(ClusterMsg::Reaped { node: node.clone() }),
             );
         } else if let Some(cluster) = &mut self.cluster {
-            cluster.joins.on_event(node.clone(), Instant::now());
+            cluster
+                .joins
+                .on_event(node.clone(), Instant::now().into_std());
             self.arm_flush(myself);
         }
         hub.hooks

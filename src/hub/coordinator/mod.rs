@@ -30,7 +30,7 @@ mod relay;
 mod remote;
 mod timers;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -60,7 +60,7 @@ pub(crate) struct PendingStart {
     pub(crate) purpose: StartPurpose,
     /// Children not answered yet, with the node each was delivered to. Keyed by child, not by
     /// node: a node that does not own a child forwards it and the owner answers directly.
-    pub(crate) awaiting: HashMap<ChildId, NodeName>,
+    pub(crate) awaiting: BTreeMap<ChildId, NodeName>,
     pub(crate) result: StartResult,
     on_failure: OnFailure,
     timeout: Duration,
@@ -83,7 +83,7 @@ pub(crate) enum StopPurpose {
 
 pub(crate) struct PendingStop {
     pub(crate) purpose: StopPurpose,
-    pub(crate) awaiting: HashMap<NodeName, Vec<ChildId>>,
+    pub(crate) awaiting: BTreeMap<NodeName, Vec<ChildId>>,
     stopped: BTreeMap<ChildId, Vec<NodeName>>,
     pub(crate) errors: Vec<StopFailure>,
     timer: Option<Timer>,
@@ -98,7 +98,7 @@ pub(crate) struct Coordinator;
 
 pub(crate) struct CoordinatorState {
     pub(crate) hub: Arc<HubShared>,
-    pub(crate) pending_operations: HashMap<u64, PendingOperation>,
+    pub(crate) pending_operations: BTreeMap<u64, PendingOperation>,
     next_request_id: u64,
     /// Membership, ring and replication bookkeeping when the hub spans nodes.
     pub(crate) cluster: Option<ClusterState>,
@@ -151,7 +151,7 @@ impl Actor for Coordinator {
         };
         Ok(CoordinatorState {
             hub,
-            pending_operations: HashMap::new(),
+            pending_operations: BTreeMap::new(),
             next_request_id: 0,
             cluster,
         })
@@ -172,7 +172,7 @@ impl Actor for Coordinator {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         state.close_cluster();
-        for (_, op) in state.pending_operations.drain() {
+        for (_, op) in std::mem::take(&mut state.pending_operations).into_iter() {
             match op {
                 PendingOperation::Start(op) => {
                     if let StartPurpose::Request(reply) = op.purpose {

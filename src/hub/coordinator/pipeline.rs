@@ -261,7 +261,7 @@ impl CoordinatorState {
         };
         let mut errors = Vec::new();
         let mut by_node: BTreeMap<NodeName, Vec<ChildId>> = BTreeMap::new();
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = std::collections::BTreeSet::new();
         for id in ids {
             if !seen.insert(id.clone()) {
                 continue;

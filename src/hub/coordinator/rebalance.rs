@@ -15,7 +15,7 @@
 //!
 //! Failed migrations and re-placements are retried on the `migration_retry_ms` timer.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use ractor::{ActorRef, RpcReplyPort};
@@ -202,12 +202,12 @@ impl CoordinatorState {
         rows: Vec<Row>,
         stop_errors: Vec<StopFailure>,
     ) {
-        let refused: HashMap<ChildId, ChildStopError> = stop_errors
+        let refused: BTreeMap<ChildId, ChildStopError> = stop_errors
             .into_iter()
             .filter(|e| e.reason != ChildStopError::NotFound)
             .map(|e| (e.id, e.reason))
             .collect();
-        let mut moving = HashMap::new();
+        let mut moving = BTreeMap::new();
         let mut placed = Vec::new();
         for row in rows {
             let id = row.spec.id.clone();
@@ -293,9 +293,12 @@ impl CoordinatorState {
         if cluster.self_leaving {
             return;
         }
-        let failed: Vec<Row> = cluster.failed.drain().map(|(_, r)| r).collect();
+        let failed: Vec<Row> = std::mem::take(&mut cluster.failed)
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect();
         let mut placed = Vec::new();
-        let mut rows = HashMap::new();
+        let mut rows = BTreeMap::new();
         for row in failed {
             let running = self
                 .hub
@@ -333,7 +336,7 @@ impl CoordinatorState {
         let mut ring = cluster.ring.clone();
         ring.remove(&me);
         let mut placed = Vec::new();
-        let mut rows = HashMap::new();
+        let mut rows = BTreeMap::new();
         for row in self.hub.storage.export_all() {
             if !row.node_pids.contains_key(&me) {
                 continue;

@@ -17,8 +17,10 @@
 //! Everything here is bookkeeping of the Coordinator's cluster state; membership
 //! (`on_node_down`) calls [`CoordinatorState::fail_relayed_on`].
 
-use std::collections::{BTreeSet, HashMap};
-use std::time::{Duration, Instant};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::messaging::{self, answer_call};
 use super::CoordinatorState;
@@ -55,11 +57,11 @@ struct CallForward {
 #[derive(Default)]
 pub(crate) struct Relays {
     /// Forwarded starts by the request id this node gave them.
-    forwards: HashMap<u64, Forward>,
+    forwards: BTreeMap<u64, Forward>,
     /// The peer each pending child call (`ClusterState::calls`) was sent to, and the child.
-    call_peers: HashMap<u64, (NodeName, ChildId)>,
+    call_peers: BTreeMap<u64, (NodeName, ChildId)>,
     /// Forwarded child calls by the request id this node gave them.
-    call_forwards: HashMap<u64, CallForward>,
+    call_forwards: BTreeMap<u64, CallForward>,
 }
 
 impl Relays {
@@ -273,9 +275,9 @@ impl CoordinatorState {
     }
 }
 
-/// Removes and returns the entries of `map` that `pred` selects (`HashMap::extract_if` needs a
+/// Removes and returns the entries of `map` that `pred` selects (`BTreeMap::extract_if` needs a
 /// newer Rust than this crate's minimum).
-fn take_where<V>(map: &mut HashMap<u64, V>, pred: impl Fn(&V) -> bool) -> Vec<(u64, V)> {
+fn take_where<V>(map: &mut BTreeMap<u64, V>, pred: impl Fn(&V) -> bool) -> Vec<(u64, V)> {
     let ids: Vec<u64> = map
         .iter()
         .filter(|(_, v)| pred(v))

@@ -5,7 +5,9 @@
 //! membership handling (`super`) so that every way back into the cluster half reads in one
 //! place.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use ractor::ActorRef;
 
@@ -37,7 +39,7 @@ impl CoordinatorState {
             t.abort();
         }
         if let Some(deadline) = deadline {
-            let after = deadline.saturating_duration_since(Instant::now());
+            let after = deadline.saturating_duration_since(Instant::now().into_std());
             cluster.flush_timer = Some(arm(myself, after, || ClusterMsg::Flush));
         }
     }
@@ -86,7 +88,7 @@ impl CoordinatorState {
             }
             ClusterMsg::Reaped { node } => {
                 if let Some(cluster) = &mut self.cluster {
-                    cluster.leaves.on_event(node, Instant::now());
+                    cluster.leaves.on_event(node, Instant::now().into_std());
                 }
                 self.arm_flush(myself);
             }
@@ -102,7 +104,7 @@ impl CoordinatorState {
                     }
                     // A sync can reveal duplicates (after a partition) or orphans: a pass,
                     // batched with the other events.
-                    cluster.joins.on_event(from, Instant::now());
+                    cluster.joins.on_event(from, Instant::now().into_std());
                 }
                 self.publish_membership();
                 self.arm_flush(myself);
@@ -135,7 +137,7 @@ impl CoordinatorState {
         let Some(cluster) = &mut self.cluster else {
             return;
         };
-        let now = Instant::now();
+        let now = Instant::now().into_std();
         let joined = cluster.joins.take_due(now);
         let left = cluster.leaves.take_due(now);
         if joined.is_some() || left.is_some() {

@@ -10,7 +10,7 @@
 //! The leader then broadcasts the change ([`WireMsg::DeclaredDelta`]) to every peer, which
 //! fetches the whole copy ([`WireMsg::DeclaredOffer`]) when it cannot apply it.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use ractor::ActorRef;
 
@@ -26,9 +26,9 @@ type Timer = tokio::task::JoinHandle<Result<(), ractor::MessagingErr<DeclaredMsg
 /// Mutations sent to a remote leader, by request id.
 #[derive(Default)]
 pub(crate) struct RemoteMutations {
-    pending: HashMap<u64, (Then, Timer)>,
+    pending: BTreeMap<u64, (Then, Timer)>,
     /// The leader each pending mutation was sent to: it going down fails the mutation at once.
-    sent_to: HashMap<u64, NodeName>,
+    sent_to: BTreeMap<u64, NodeName>,
     next: u64,
 }
 
@@ -110,7 +110,7 @@ impl RemoteMutations {
 
 impl Drop for RemoteMutations {
     fn drop(&mut self) {
-        for (_, (then, timer)) in self.pending.drain() {
+        for (_, (then, timer)) in std::mem::take(&mut self.pending).into_iter() {
             timer.abort();
             then(Err(RecoveryError::HubUnavailable {
                 reason: "the declared leader stopped".into(),

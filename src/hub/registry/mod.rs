@@ -11,7 +11,7 @@
 //! actor keeps the rows it wrote in an overlay, so a read-modify-write (a restart's new pid)
 //! sees its own earlier writes whatever the backend's read-after-submit behaviour.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,7 +28,7 @@ use crate::core::sync_parts::SyncAssembler;
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
 use crate::model::{apply_observation, ChildId, NodeName, Pid, Row};
-use crate::storage::{now_ms, Commit, Mutation, StorageError};
+use crate::storage::{Commit, Mutation, StorageError};
 
 /// Overlay slots kept allocated once every staged row is committed (more are given back).
 const OVERLAY_KEEP: usize = 1024;
@@ -76,7 +76,7 @@ pub(crate) struct RegistryState {
     pub(super) shared: Arc<HubShared>,
     seq: u64,
     pub(super) overlay: HashMap<ChildId, (u64, Option<Row>)>,
-    pub(super) expiries: HashMap<ChildId, u64>,
+    pub(super) expiries: BTreeMap<ChildId, u64>,
     pump: mpsc::UnboundedSender<PumpItem>,
     pump_task: JoinHandle<()>,
     /// Peers' full syncs arriving in parts, applied once complete.
@@ -204,7 +204,8 @@ impl RegistryState {
                 RegistryOp::PutWithTtl { row, ttl } => {
                     let id = row.spec.id.clone();
                     self.stage(&id, Some(row.clone()), seq);
-                    self.expiries.insert(id, now_ms() + ttl.as_millis() as u64);
+                    self.expiries
+                        .insert(id, self.shared.clock.now_ms() + ttl.as_millis() as u64);
                     mutations.push(Mutation::Put {
                         row,
                         ttl: Some(ttl),
@@ -370,7 +371,7 @@ impl Actor for Registry {
             shared,
             seq: 0,
             overlay: HashMap::new(),
-            expiries: HashMap::new(),
+            expiries: BTreeMap::new(),
             pump: tx,
             pump_task,
             sync_parts: SyncAssembler::new(),
@@ -424,7 +425,7 @@ impl Actor for Registry {
                 }
             }
             RegistryMsg::SweepExpired { reply } => {
-                let now = now_ms();
+                let now = state.shared.clock.now_ms();
                 let expired: Vec<ChildId> = state
                     .expiries
                     .iter()

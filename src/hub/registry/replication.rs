@@ -14,14 +14,14 @@
 //! Remote changes go through the same single writer (the Registry actor) as local ones, so
 //! hooks, events and the overlay behave alike; they are never re-broadcast.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::{own_view, Effect, RegistryState};
 use crate::cluster::wire::{RegistryChange, WireMsg};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg, RegistryOp, WriteDone};
 use crate::model::{apply_observation, merge_rows_owned, ChildId, NodeName, Row};
-use crate::storage::{now_ms, Mutation};
+use crate::storage::Mutation;
 
 /// Largest number of changes in one delta frame (a row is a few hundred bytes; 16 MiB limit).
 pub(super) const DELTA_CHUNK: usize = 20_000;
@@ -35,7 +35,7 @@ static NEXT_SYNC_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64
 impl RegistryState {
     /// Every row as this actor sees it: committed rows with the staged overlay applied.
     pub(super) fn all_rows(&self) -> Vec<Row> {
-        let mut rows: HashMap<ChildId, Row> = self
+        let mut rows: BTreeMap<ChildId, Row> = self
             .shared
             .storage
             .export_all()
@@ -124,7 +124,8 @@ impl RegistryState {
         match stub_ttl {
             Some(ttl) => {
                 self.stage(&id, Some(row.clone()), seq);
-                self.expiries.insert(id, now_ms() + ttl.as_millis() as u64);
+                self.expiries
+                    .insert(id, self.shared.clock.now_ms() + ttl.as_millis() as u64);
                 mutations.push(Mutation::Put {
                     row,
                     ttl: Some(ttl),
@@ -177,7 +178,7 @@ impl RegistryState {
         mutations: &mut Vec<Mutation>,
         effects: &mut Vec<Effect>,
     ) {
-        let listed: HashSet<ChildId> = rows.iter().map(|r| r.spec.id.clone()).collect();
+        let listed: BTreeSet<ChildId> = rows.iter().map(|r| r.spec.id.clone()).collect();
         let stale: Vec<Row> = self
             .all_rows()
             .into_iter()

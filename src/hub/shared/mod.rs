@@ -16,11 +16,11 @@ pub(crate) mod recovery_state;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
-use std::time::Instant;
 
 use dashmap::DashMap;
 use ractor::{ActorCell, ActorRef};
 
+use crate::clock::Clock;
 use crate::cluster::transport::{Network, Transport};
 use crate::config::ProcessHub;
 use crate::core::declared_state::choose_leader;
@@ -81,7 +81,9 @@ pub(crate) struct HubShared {
     pub transport: RwLock<Option<Arc<dyn Transport>>>,
     /// `true` when every member has delivered its registry to this node (`cluster_settled`).
     pub settled: tokio::sync::watch::Sender<bool>,
-    epoch: Instant,
+    /// The time of day (row timestamps, TTL expiry); the storage's TTLs follow the same clock.
+    pub clock: Clock,
+    epoch: tokio::time::Instant,
 }
 
 impl HubShared {
@@ -131,7 +133,8 @@ impl HubShared {
             settled: tokio::sync::watch::Sender::new(true),
             transport: RwLock::new(None),
             network,
-            epoch: Instant::now(),
+            clock: Clock::system(),
+            epoch: tokio::time::Instant::now(),
         }
     }
 

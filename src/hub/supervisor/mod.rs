@@ -11,9 +11,11 @@
 //! the coordinator, the children (each with its shutdown grace), and last the registry, so every
 //! write that was acknowledged is committed.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 
@@ -61,7 +63,7 @@ pub(crate) struct HubSupervisor;
 
 pub(crate) struct HubSupState {
     shared: Arc<HubShared>,
-    roles: HashMap<ActorId, (Role, ActorCell)>,
+    roles: BTreeMap<ActorId, (Role, ActorCell)>,
     intensity: RestartIntensity,
 }
 
@@ -207,7 +209,7 @@ impl Actor for HubSupervisor {
         myself: ActorRef<Self::Msg>,
         shared: Arc<HubShared>,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let mut roles = HashMap::new();
+        let mut roles = BTreeMap::new();
         // Registry first (the others write to it), coordinator last (it accepts requests);
         // with auto_recovery the DeclaredLeader boots the list before the coordinator accepts
         // requests, and the Reconciler plans from it once everything runs.
