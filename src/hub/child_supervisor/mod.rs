@@ -413,10 +413,8 @@ impl Actor for ChildSupervisor {
     ) -> Result<(), ActorProcessingErr> {
         // A graceful stop: every child gets its own shutdown grace, all in parallel. Without
         // this, ractor would kill them when this actor exits, skipping their `post_stop`.
-        let children: Vec<RunningChild> = std::mem::take(&mut state.children)
-            .into_iter()
-            .map(|(_, c)| c)
-            .collect();
+        let children: Vec<RunningChild> =
+            std::mem::take(&mut state.children).into_values().collect();
         let stopping = std::mem::take(&mut state.stop_groups)
             .into_values()
             .flat_map(|g| g.waiting.into_values().map(|c| (c.cell, c.grace_ms)));

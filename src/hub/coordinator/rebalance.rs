@@ -293,10 +293,7 @@ impl CoordinatorState {
         if cluster.self_leaving {
             return;
         }
-        let failed: Vec<Row> = std::mem::take(&mut cluster.failed)
-            .into_iter()
-            .map(|(_, r)| r)
-            .collect();
+        let failed: Vec<Row> = std::mem::take(&mut cluster.failed).into_values().collect();
         let mut placed = Vec::new();
         let mut rows = BTreeMap::new();
         for row in failed {
