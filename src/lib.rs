@@ -30,6 +30,8 @@ pub mod core;
 pub mod manifest;
 pub mod model;
 pub mod recovery;
+#[cfg(feature = "sim")]
+pub mod sim;
 pub mod storage;
 
 pub mod config;

@@ -15,6 +15,7 @@ pub mod demo;
 pub mod harness;
 pub mod kv_shard;
 pub mod node;
+pub mod simulate;
 pub mod ticker;
 
 use process_hub::ChildKinds;

@@ -23,6 +23,8 @@ enum Command {
     Node(process_hub_actors::cli::node_settings::NodeFlags),
     /// Start a 3-node cluster on loopback, start children, SIGKILL a node, print the figures.
     Demo(process_hub_actors::demo::DemoArgs),
+    /// Run the deterministic simulator over many seeds (or one, with its trace).
+    Simulate(process_hub_actors::simulate::SimulateArgs),
 }
 
 /// Exit status for a configuration the command refuses (as clap uses for bad flags).
@@ -65,10 +67,10 @@ fn run_demo(args: process_hub_actors::demo::DemoArgs) -> Result<(), String> {
 /// each, plus its CPU at every start). Quiet unless the operator's filter names ractor.
 const RACTOR_SPANS_OFF: &str = "ractor::actor=warn";
 
-fn init_tracing() {
+fn init_tracing_with(default: &str) {
     let from_env = std::env::var("RUST_LOG").ok();
     let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     if !from_env.is_some_and(|f| f.contains("ractor")) {
         if let Ok(directive) = RACTOR_SPANS_OFF.parse() {
             filter = filter.add_directive(directive);
@@ -94,8 +96,13 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn main() {
-    init_tracing();
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Simulate(_)) {
+        // A run's hubs log every fault they weather; the run reports what matters.
+        init_tracing_with("error");
+    } else {
+        init_tracing_with("warn");
+    }
     let outcome: Result<(), String> = match cli.command {
         Command::Bench(cmd) => process_hub_actors::bench::run(cmd),
         Command::BaselineNode(args) => runtime()
@@ -103,6 +110,11 @@ fn main() {
             .map_err(|e| e.to_string()),
         Command::Node(flags) => run_node(flags),
         Command::Demo(args) => run_demo(args),
+        Command::Simulate(args) => match process_hub_actors::simulate::run(&args) {
+            Ok(true) => Ok(()),
+            Ok(false) => std::process::exit(1),
+            Err(e) => Err(e),
+        },
     };
     if let Err(message) = outcome {
         eprintln!("error: {message}");

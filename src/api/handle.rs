@@ -22,11 +22,12 @@ use crate::core::recovery::RecoveryState;
 use crate::events::{EventSink, HubEvent, SubscriptionId};
 use crate::hooks::{HookError, HookHandler, HookKey, Hooks};
 use crate::hub::shared::recovery::RecoveryShared;
+use crate::hub::shared::Environment;
 use crate::hub::supervisor::HubSupervisor;
 use crate::hub::HubShared;
 use crate::kinds::ChildKinds;
 use crate::model::{ChildId, ChildSpec, NodeName, Pid, Row};
-use crate::storage::open_backend;
+use crate::storage::{open_backend, BackendConfig, MemoryStorage, Storage};
 
 /// A graceful shutdown did not finish within the hub's `shutdown_timeout_ms`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -70,9 +71,17 @@ pub struct HubBuilder {
     supervisor: Option<ActorCell>,
     network: Option<Arc<dyn Network>>,
     elector: Option<Arc<dyn LeaderElector>>,
+    environment: Environment,
 }
 
 impl HubBuilder {
+    /// Runs the hub in `environment` (the simulator's clock, disk and injected bugs).
+    #[cfg(feature = "sim")]
+    pub(crate) fn environment(mut self, environment: Environment) -> Self {
+        self.environment = environment;
+        self
+    }
+
     /// Registers a hook handler before boot (so it also sees the static children).
     pub fn hook(mut self, key: HookKey, handler: HookHandler) -> Self {
         self.hooks.push((key, handler));
@@ -112,23 +121,29 @@ impl HubBuilder {
     /// static children (awaited). Fails, leaving nothing running, if any step fails.
     pub async fn spawn(self) -> Result<(Hub, JoinHandle<()>), SpawnError> {
         self.config.validate()?;
-        let storage = open_backend(
-            &self.config.registry_backend,
-            &self.config.data_dir,
-            &self.config.hub_id,
-        )?;
+        let environment = self.environment;
+        let storage: Arc<dyn Storage> = match &self.config.registry_backend {
+            BackendConfig::Memory => Arc::new(MemoryStorage::with_clock(environment.clock.clone())),
+            backend => open_backend(backend, &self.config.data_dir, &self.config.hub_id)?,
+        };
         let hooks = Hooks::new();
         for (key, handler) in self.hooks {
             hooks.register(key, handler)?;
         }
         let statics = self.config.child_specs.clone();
-        let recovery = RecoveryShared::open(&self.config)?;
+        let recovery = RecoveryShared::open(&self.config, &environment)?;
         if let (Some(recovery), Some(elector)) = (&recovery, self.elector) {
             let _ = recovery.elector.set(elector);
         }
         let mut shared =
             HubShared::with_network(self.config, storage, self.kinds, hooks, self.network);
         shared.recovery = recovery;
+        shared.clock = environment.clock;
+        #[cfg(feature = "sim")]
+        {
+            shared.bugs = environment.bugs;
+            shared.observer = environment.observer;
+        }
         let shared = Arc::new(shared);
         for sink in self.sinks {
             shared.events.subscribe(sink);
@@ -171,6 +186,7 @@ impl Hub {
             supervisor: None,
             network: None,
             elector: None,
+            environment: Environment::default(),
         }
     }
 
@@ -188,6 +204,12 @@ impl Hub {
         kinds: ChildKinds,
     ) -> Result<(Hub, JoinHandle<()>), SpawnError> {
         Self::builder(config, kinds).spawn().await
+    }
+
+    /// The state the hub's actors share (the simulator reads the supervisors' truth from it).
+    #[cfg(feature = "sim")]
+    pub(crate) fn shared(&self) -> &Arc<HubShared> {
+        &self.shared
     }
 
     /// The hub's root actor, for the `HubMsg` API.

@@ -31,6 +31,8 @@ use crate::core::boot::LocalList;
 use crate::core::declared_list::{DeclaredChange, DeclaredChild, DeclaredChildren, DeclaredList};
 use crate::model::{ChildId, NodeName};
 use crate::storage::engine::{format, CommitStats, DiskOptions, Engine, KvOp, StoreSpec};
+#[cfg(feature = "sim")]
+use crate::storage::SimulatedDisk;
 use crate::storage::{Commit, StorageError};
 
 /// The declared list's file name in the hub's directory.
@@ -83,8 +85,7 @@ impl StoredList {
 
 /// A node's declared-list store. Saves are submitted in order and resolve once durable.
 pub struct DeclaredStore {
-    engine: Engine,
-    marker: Arc<SeededMarker>,
+    medium: Medium,
     /// The children the saves submitted so far leave on disk, so a whole list (an adopted
     /// copy: one per leader broadcast on every peer) writes only what differs from it instead
     /// of every child. A failed save makes its owner reopen the store, which reloads this.
@@ -113,7 +114,7 @@ impl DeclaredStore {
             Some(rotated_to) => StoredList::Corrupt {
                 rotated_to: Some(rotated_to),
             },
-            None => match load(&engine) {
+            None => match load(|visit| engine.for_each(visit).map_err(|e| e.to_string())) {
                 Ok(Some(list)) => StoredList::Readable(list),
                 Ok(None) => StoredList::Missing,
                 Err(reason) => {
@@ -156,21 +157,63 @@ impl DeclaredStore {
             StoredList::Missing | StoredList::Corrupt { .. } => DeclaredChildren::new(),
         };
         let store = Self {
-            engine,
-            marker,
+            medium: Medium::Lmdb { engine, marker },
             on_disk: std::sync::Mutex::new(on_disk),
         };
         Ok((store, found))
     }
 
+    /// Opens the store kept on a simulated disk (the deterministic simulator's nodes), and
+    /// reports what it held. An inconsistent list is reported [`StoredList::Corrupt`] and the
+    /// disk wiped, as a rotated file leaves an empty store.
+    #[cfg(feature = "sim")]
+    pub fn open_simulated(disk: Arc<SimulatedDisk>) -> (Self, StoredList) {
+        let found = match load(|visit| {
+            disk.for_each(visit);
+            Ok(())
+        }) {
+            Ok(Some(list)) => StoredList::Readable(list),
+            Ok(None) => StoredList::Missing,
+            Err(reason) => {
+                tracing::error!(disk = %disk.path().display(), %reason, "corrupt declared list on a simulated disk");
+                let marker = disk.marker();
+                disk.wipe();
+                if let Some(version) = marker {
+                    disk.ensure_marker(version);
+                }
+                StoredList::Corrupt { rotated_to: None }
+            }
+        };
+        if let StoredList::Readable(list) = &found {
+            disk.ensure_marker(list.version());
+        }
+        let on_disk = match &found {
+            StoredList::Readable(list) => list.children().clone(),
+            StoredList::Missing | StoredList::Corrupt { .. } => DeclaredChildren::new(),
+        };
+        let store = Self {
+            medium: Medium::Simulated(disk),
+            on_disk: std::sync::Mutex::new(on_disk),
+        };
+        (store, found)
+    }
+
     /// The list file.
     pub fn path(&self) -> &Path {
-        self.engine.path()
+        match &self.medium {
+            Medium::Lmdb { engine, .. } => engine.path(),
+            #[cfg(feature = "sim")]
+            Medium::Simulated(disk) => disk.path(),
+        }
     }
 
     /// Whether the seeded marker exists beside the list (durable evidence).
     pub fn seeded_marker_present(&self) -> bool {
-        self.marker.present()
+        match &self.medium {
+            Medium::Lmdb { marker, .. } => marker.present(),
+            #[cfg(feature = "sim")]
+            Medium::Simulated(disk) => disk.marker().is_some(),
+        }
     }
 
     /// Persists one mutation's change (`list` is the list after it). Durable when the commit
@@ -245,28 +288,74 @@ impl DeclaredStore {
 
     /// Reads the stored list back (for diagnostics and tests; the hub keeps its copy in memory).
     pub fn load(&self) -> Result<Option<DeclaredList>, StorageError> {
-        load(&self.engine).map_err(StorageError::Backend)
+        match &self.medium {
+            Medium::Lmdb { engine, .. } => {
+                load(|visit| engine.for_each(visit).map_err(|e| e.to_string()))
+            }
+            #[cfg(feature = "sim")]
+            Medium::Simulated(disk) => load(|visit| {
+                disk.for_each(visit);
+                Ok(())
+            }),
+        }
+        .map_err(StorageError::Backend)
     }
 
     /// What the writer has committed so far.
     pub fn stats(&self) -> CommitStats {
-        self.engine.stats()
+        match &self.medium {
+            Medium::Lmdb { engine, .. } => engine.stats(),
+            #[cfg(feature = "sim")]
+            Medium::Simulated(disk) => disk.stats(),
+        }
     }
 
     fn submit(&self, ops: Vec<KvOp>, version: u64) -> Commit {
         let (sender, commit) = Commit::pending();
-        let marker = self.marker.clone();
-        let done = Box::new(move |outcome: Result<(), StorageError>| {
-            if outcome.is_ok() {
-                marker.ensure(version);
+        let submitted = match &self.medium {
+            Medium::Lmdb { engine, marker } => {
+                let marker = marker.clone();
+                engine.submit_with(
+                    ops,
+                    Box::new(move |outcome: Result<(), StorageError>| {
+                        if outcome.is_ok() {
+                            marker.ensure(version);
+                        }
+                        sender.resolve(outcome);
+                    }),
+                )
             }
-            sender.resolve(outcome);
-        });
-        if let Err(done) = self.engine.submit_with(ops, done) {
+            #[cfg(feature = "sim")]
+            Medium::Simulated(disk) => {
+                let marked = disk.clone();
+                disk.submit_with(
+                    ops,
+                    Box::new(move |outcome: Result<(), StorageError>| {
+                        if outcome.is_ok() {
+                            marked.ensure_marker(version);
+                        }
+                        sender.resolve(outcome);
+                    }),
+                )
+            }
+        };
+        if let Err(done) = submitted {
             done(Err(StorageError::Closed));
         }
         commit
     }
+}
+
+/// Where the store's bytes live.
+enum Medium {
+    /// An LMDB file on the shared engine, with the seeded marker file beside it.
+    Lmdb {
+        engine: Engine,
+        marker: Arc<SeededMarker>,
+    },
+    /// The simulator's in-memory disk (entries and marker together).
+    #[cfg(feature = "sim")]
+    Simulated(Arc<SimulatedDisk>),
 }
 
 /// What turns the children `on_disk` into `list`'s: the ids to delete and the entries to put.
@@ -399,31 +488,32 @@ fn validate_entry(key: &[u8], value: &[u8]) -> Result<(), String> {
     }
 }
 
-/// Reads the list; `Ok(None)` for an empty store, `Err` for an inconsistent one.
-fn load(engine: &Engine) -> Result<Option<DeclaredList>, String> {
+/// Reads the list from the entries `visit` walks; `Ok(None)` for an empty store, `Err` for an
+/// inconsistent one.
+fn load(
+    visit: impl FnOnce(&mut dyn FnMut(&[u8], &[u8])) -> Result<(), String>,
+) -> Result<Option<DeclaredList>, String> {
     let mut header: Option<Header> = None;
     let mut children = BTreeMap::new();
     let mut failure: Option<String> = None;
-    engine
-        .for_each(|key, value| {
-            if failure.is_some() {
-                return;
+    visit(&mut |key, value| {
+        if failure.is_some() {
+            return;
+        }
+        if key == HEADER_KEY {
+            match bincode::deserialize::<Header>(value) {
+                Ok(h) => header = Some(h),
+                Err(e) => failure = Some(format!("undecodable header: {e}")),
             }
-            if key == HEADER_KEY {
-                match bincode::deserialize::<Header>(value) {
-                    Ok(h) => header = Some(h),
-                    Err(e) => failure = Some(format!("undecodable header: {e}")),
+        } else {
+            match bincode::deserialize::<DeclaredChild>(value) {
+                Ok(child) => {
+                    children.insert(child.spec.id.clone(), child);
                 }
-            } else {
-                match bincode::deserialize::<DeclaredChild>(value) {
-                    Ok(child) => {
-                        children.insert(child.spec.id.clone(), child);
-                    }
-                    Err(e) => failure = Some(format!("undecodable entry: {e}")),
-                }
+                Err(e) => failure = Some(format!("undecodable entry: {e}")),
             }
-        })
-        .map_err(|e| e.to_string())?;
+        }
+    })?;
     if let Some(reason) = failure {
         return Err(reason);
     }

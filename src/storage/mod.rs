@@ -20,6 +20,8 @@ pub(crate) mod engine;
 mod lmdb;
 mod memory;
 mod registry_file;
+#[cfg(feature = "sim")]
+mod simulated_disk;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,6 +37,8 @@ pub use engine::{CommitMode, CommitStats, DiskOptions};
 pub use lmdb::LmdbStorage;
 pub use memory::MemoryStorage;
 pub use registry_file::{REGISTRY_FILE, REGISTRY_FORMAT_VERSION};
+#[cfg(feature = "sim")]
+pub use simulated_disk::SimulatedDisk;
 
 /// Why a storage operation failed. Cloneable because one failed group commit answers many
 /// waiters.

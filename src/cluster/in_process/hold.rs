@@ -57,7 +57,14 @@ impl InProcessCluster {
                 .map(|e| e.sink.clone());
             match sink {
                 Some(sink) if from_ok && state.reachable(&frame.from, &frame.to) => {
-                    Self::deliver(&mut state, &frame.hub_id, &frame.from, &sink, &frame.bytes);
+                    Self::deliver(
+                        &mut state,
+                        &frame.hub_id,
+                        &frame.from,
+                        &frame.to,
+                        &sink,
+                        &frame.bytes,
+                    );
                     delivered += 1;
                 }
                 _ => state.stats.dropped_in_flight += 1,

@@ -36,9 +36,11 @@ use crate::core::boot_token::BootToken;
 use crate::model::NodeName;
 
 mod hold;
+mod links;
 mod state;
 
 pub use hold::HoldFilter;
+pub use links::{FrameEvent, FrameFate, FrameObserver, LinkFaults};
 use state::{emit, ordered, Delayed, Endpoint, NodeState, RouterState};
 
 /// The router was asked for something impossible.
@@ -101,6 +103,8 @@ impl InProcessCluster {
                 hold: None,
                 held: Vec::new(),
                 lanes: HashMap::new(),
+                links: BTreeMap::new(),
+                observer: None,
                 next_id: 1,
                 stats: RouterStats::default(),
             })),
@@ -141,6 +145,11 @@ impl InProcessCluster {
     /// Node names, sorted.
     pub fn nodes(&self) -> Vec<NodeName> {
         self.lock().nodes.keys().cloned().collect()
+    }
+
+    /// Whether `a` and `b` are both running and the link between them is up.
+    pub fn reachable(&self, a: &str, b: &str) -> bool {
+        self.lock().reachable(a, b)
     }
 
     /// Whether `node` is running.
@@ -286,12 +295,19 @@ impl InProcessCluster {
         let sink = state
             .sink(hub_id, to)
             .ok_or_else(|| TransportError::Unreachable(to.to_owned()))?;
-        Self::deliver(&mut state, hub_id, from, &sink, &bytes);
+        Self::deliver(&mut state, hub_id, from, to, &sink, &bytes);
         Ok(())
     }
 
     /// Decodes and hands a frame to a sink (under the router's lock); counts the outcome.
-    fn deliver(state: &mut RouterState, hub_id: &str, from: &str, sink: &EventSink, bytes: &[u8]) {
+    fn deliver(
+        state: &mut RouterState,
+        hub_id: &str,
+        from: &str,
+        to: &str,
+        sink: &EventSink,
+        bytes: &[u8],
+    ) {
         match wire::decode_for(hub_id, bytes) {
             Ok(frame) if frame.from != from => {
                 tracing::warn!(hub_id, claimed = %frame.from, actual = from, "frame claims another sender; dropped");
@@ -299,6 +315,14 @@ impl InProcessCluster {
             }
             Ok(frame) => {
                 state.stats.delivered += 1;
+                if let Some(observer) = &state.observer {
+                    observer(&FrameEvent {
+                        from,
+                        to,
+                        kind: frame.payload.kind(),
+                        fate: FrameFate::Delivered,
+                    });
+                }
                 match frame.payload {
                     // Membership comes from the router's link table here.
                     WireMsg::Hello { .. } | WireMsg::Heartbeat { .. } => {}
@@ -335,9 +359,15 @@ impl InProcessCluster {
             return Err(TransportError::Unreachable(to.clone()));
         }
         let (to_endpoint, sink) = (target.id, target.sink.clone());
-        let drop_p = state.drop_probability;
+        let link = state
+            .links
+            .get(&(from.clone(), to.clone()))
+            .copied()
+            .unwrap_or_default();
+        let drop_p = state.drop_probability.max(link.drop_probability);
         if drop_p > 0.0 && state.rng.gen_bool(drop_p) {
             state.stats.dropped_random += 1;
+            state.observe(hub_id, from, to, &bytes, FrameFate::Dropped);
             return Ok(());
         }
         if !state.dropped_kinds.is_empty() {
@@ -353,15 +383,14 @@ impl InProcessCluster {
         let Some(bytes) = hold::hold_if_matched(&mut state, hub_id, sender, receiver, bytes) else {
             return Ok(());
         };
-        match state.delay {
-            None => Self::deliver(&mut state, hub_id, from, &sink, &bytes),
+        match link.delay.or(state.delay) {
+            None => Self::deliver(&mut state, hub_id, from, to, &sink, &bytes),
             Some((min, max)) => {
                 let delay = if max > min {
                     state.rng.gen_range(min..=max)
                 } else {
                     min
                 };
-                let lane_key = (hub_id.to_owned(), from.clone(), to.clone());
                 let item = Delayed {
                     at: tokio::time::Instant::now() + delay,
                     from: from.clone(),
@@ -369,6 +398,11 @@ impl InProcessCluster {
                     to_endpoint,
                     bytes,
                 };
+                if link.reorder {
+                    drop(state);
+                    return self.deliver_alone(hub_id, to, item);
+                }
+                let lane_key = (hub_id.to_owned(), from.clone(), to.clone());
                 let item = match state.lanes.get(&lane_key) {
                     Some(lane) => match lane.send(item) {
                         Ok(()) => return Ok(()),
@@ -410,24 +444,31 @@ impl InProcessCluster {
             let Some(router) = router.upgrade() else {
                 return;
             };
-            {
-                let mut state = router.lock().unwrap_or_else(|p| p.into_inner());
-                let from_ok = state
-                    .endpoints
-                    .get(&(hub_id.clone(), item.from.clone()))
-                    .map(|e| e.id)
-                    == Some(item.from_endpoint);
-                let to_sink = state
-                    .endpoints
-                    .get(&(hub_id.clone(), to.clone()))
-                    .filter(|e| e.id == item.to_endpoint)
-                    .map(|e| e.sink.clone());
-                match to_sink {
-                    Some(sink) if from_ok && state.reachable(&item.from, &to) => {
-                        Self::deliver(&mut state, &hub_id, &item.from, &sink, &item.bytes);
-                    }
-                    _ => state.stats.dropped_in_flight += 1,
-                }
+            let mut state = router.lock().unwrap_or_else(|p| p.into_inner());
+            Self::deliver_late(&mut state, &hub_id, &to, &item);
+        }
+    }
+
+    /// Delivers a frame that was delayed, if both its endpoints are still the ones it was sent
+    /// between and their link is up; else it is lost in flight.
+    fn deliver_late(state: &mut RouterState, hub_id: &str, to: &NodeName, item: &Delayed) {
+        let from_ok = state
+            .endpoints
+            .get(&(hub_id.to_owned(), item.from.clone()))
+            .map(|e| e.id)
+            == Some(item.from_endpoint);
+        let to_sink = state
+            .endpoints
+            .get(&(hub_id.to_owned(), to.clone()))
+            .filter(|e| e.id == item.to_endpoint)
+            .map(|e| e.sink.clone());
+        match to_sink {
+            Some(sink) if from_ok && state.reachable(&item.from, to) => {
+                Self::deliver(state, hub_id, &item.from, to, &sink, &item.bytes);
+            }
+            _ => {
+                state.stats.dropped_in_flight += 1;
+                state.observe(hub_id, &item.from, to, &item.bytes, FrameFate::LostInFlight);
             }
         }
     }

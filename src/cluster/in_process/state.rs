@@ -50,6 +50,10 @@ pub(super) struct RouterState {
     pub(super) lanes: HashMap<(String, NodeName, NodeName), mpsc::UnboundedSender<Delayed>>,
     pub(super) next_id: u64,
     pub(super) stats: RouterStats,
+    /// Faults of single directed links, `(from, to)`.
+    pub(super) links: BTreeMap<(NodeName, NodeName), super::LinkFaults>,
+    /// Told the fate of every frame.
+    pub(super) observer: Option<super::FrameObserver>,
 }
 
 impl RouterState {

@@ -24,6 +24,7 @@ use crate::hub::protocol::{
     CoordinatorMsg, NodeStartReport, StartBatch, StartReply, StartReplyPort, StopBatch, StopReply,
     StopReplyPort,
 };
+use crate::hub::shared::simulation::InjectedBug;
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName};
 
 impl CoordinatorState {
@@ -252,6 +253,10 @@ impl CoordinatorState {
         opts: StopOptions,
         reply: StopReplyPort,
     ) {
+        if self.hub.has_bug(InjectedBug::ForgetStopReplies) {
+            std::mem::forget(reply);
+            return;
+        }
         let timeout = match opts.validate(ids.len(), self.hub.config.default_timeout()) {
             Ok(timeout) => timeout,
             Err(e) => {

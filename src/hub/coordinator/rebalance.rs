@@ -29,6 +29,7 @@ use crate::cluster::wire::WireMsg;
 use crate::core::redistribution::{plan_redistribution, DeclaredKnowledge, Liveness};
 use crate::hooks::{HookEvent, HookKey};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg};
+use crate::hub::shared::simulation::InjectedBug;
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName, Row};
 
 type Batches = BTreeMap<NodeName, Vec<(ChildSpec, Metadata)>>;
@@ -144,7 +145,10 @@ impl CoordinatorState {
             up: &cluster.peers,
             in_grace: &in_grace,
         };
-        let plan = plan_redistribution(&rows, &cluster.ring, live, declared, &busy);
+        let mut plan = plan_redistribution(&rows, &cluster.ring, live, declared, &busy);
+        if hub.has_bug(InjectedBug::NeverMigrate) {
+            plan.migrations.clear();
+        }
         let (migrating, replacing) = (plan.migrating(), plan.replacing());
         if migrating + replacing > 0 {
             tracing::info!(

@@ -48,11 +48,12 @@ use super::shared::recovery::RecoveryShared;
 use super::HubShared;
 use crate::api::errors::RecoveryError;
 use crate::cluster::wire::WireMsg;
-use crate::core::boot::{decide_boot, DurableEvidence, ManifestFetch};
+use crate::core::boot::{decide_boot, BootDecision, CopySource, DurableEvidence, ManifestFetch};
 use crate::core::declared_list::DeclaredList;
 use crate::core::declared_state::DeclaredState;
 use crate::core::manifest_ship::ShipBackoff;
 use crate::hooks::{HookEvent, HookKey};
+use crate::hub::shared::simulation::InjectedBug;
 use crate::manifest::{fetch_within, ManifestShipper};
 use crate::model::NodeName;
 use crate::storage::declared_store::DeclaredStore;
@@ -90,7 +91,21 @@ impl DeclaredLeaderState {
     ) {
         let recovery = self.recovery.clone();
         let is_leader = self.hub.is_leader();
-        let effects = self.state.offer(&list, is_leader);
+        let effects = if self.hub.has_bug(InjectedBug::AdoptOlderCopies)
+            && list.version() < self.state.list().version()
+            && !self.parked()
+        {
+            let decision = BootDecision::Adopt {
+                list: list.clone(),
+                source: CopySource::Peer,
+                tiebreak: None,
+            };
+            let (state, effects) = DeclaredState::boot(&self.hub.node, decision, []);
+            self.state = state;
+            effects
+        } else {
+            self.state.offer(&list, is_leader)
+        };
         let mut after = AfterPersist::default();
         self.apply(effects, &mut after);
         self.finish(myself, after, move |_| {
@@ -194,10 +209,7 @@ impl Actor for DeclaredLeader {
         args: DeclaredLeaderArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let DeclaredLeaderArgs { hub, recovery } = args;
-        let (store, found) = match recovery.take_boot_store() {
-            Some(opened) => opened,
-            None => DeclaredStore::open(&recovery.dir, &recovery.disk_options())?,
-        };
+        let (store, found) = recovery.take_or_reopen_store()?;
         let fetched = match &recovery.manifest {
             None => ManifestFetch::Disabled,
             Some(manifest) => {

@@ -16,6 +16,7 @@ use crate::api::options::{StartOptions, StopOptions};
 use crate::api::results::ChildFailure;
 use crate::cluster::wire::DeclaredOp;
 use crate::hub::protocol::{DeclaredMsg, StartReplyPort, StopReplyPort};
+use crate::hub::shared::simulation::{InjectedBug, Observation};
 use crate::model::{ChildId, ChildSpec, Restart, RESERVED_METADATA_KEY};
 
 impl DeclaredLeaderState {
@@ -30,25 +31,48 @@ impl DeclaredLeaderState {
         if self.parked() && op != DeclaredOp::Clear {
             return then(Err(RecoveryError::DeclaredParked));
         }
+        let base = self.state.list().stamp();
         let mut after = AfterPersist {
             // A parked copy means nothing: its clear is broadcast whole.
-            base: (!self.parked()).then(|| self.state.list().stamp()),
+            base: (!self.parked()).then(|| base.clone()),
             ..AfterPersist::default()
         };
+        let (mut declared, mut undeclared, mut untouched) = (Vec::new(), Vec::new(), Vec::new());
+        let mut cleared = false;
         match op {
             DeclaredOp::Declare { children } => {
+                if self.hub.has_bug(InjectedBug::AcknowledgeWithoutDeclaring) {
+                    let version = self.state.list().version();
+                    return then(Ok(version));
+                }
                 for (spec, metadata) in children {
-                    match self.state.declare(spec.clone(), metadata) {
-                        Ok(effects) => self.apply(effects, &mut after),
-                        Err(e) => tracing::error!(child = %spec.id, error = %e, "cannot declare"),
+                    let id = spec.id.clone();
+                    match self.state.declare(spec, metadata) {
+                        Ok(effects) => {
+                            self.apply(effects, &mut after);
+                            declared.push(id);
+                        }
+                        Err(e) => tracing::error!(child = %id, error = %e, "cannot declare"),
                     }
                 }
             }
             DeclaredOp::Undeclare { ids } => {
                 for id in ids {
+                    let before = self.state.list().version();
                     match self.state.undeclare(&id) {
-                        Ok(effects) => self.apply(effects, &mut after),
-                        Err(e) => tracing::error!(child = %id, error = %e, "cannot undeclare"),
+                        Ok(effects) => {
+                            let changed = self.state.list().version() != before;
+                            self.apply(effects, &mut after);
+                            if changed {
+                                undeclared.push(id);
+                            } else {
+                                untouched.push(id);
+                            }
+                        }
+                        Err(e) => {
+                            tracing::error!(child = %id, error = %e, "cannot undeclare");
+                            untouched.push(id);
+                        }
                     }
                 }
             }
@@ -57,10 +81,24 @@ impl DeclaredLeaderState {
                 tracing::warn!(hub = %self.hub.config.hub_id, version = self.state.list().version(),
                     "declared list cleared by the operator");
                 self.apply(effects, &mut after);
+                cleared = true;
             }
         }
-        let version = self.state.list().version();
+        let result = self.state.list().stamp();
+        let version = result.version;
+        let hub = self.hub.clone();
         self.finish(myself, after, move |outcome| {
+            if outcome.is_ok() {
+                hub.observe(|| Observation::Authored {
+                    author: hub.node.clone(),
+                    base,
+                    result,
+                    declared,
+                    undeclared,
+                    untouched,
+                    cleared,
+                });
+            }
             then(
                 outcome
                     .map(|()| version)
@@ -161,10 +199,23 @@ impl DeclaredLeaderState {
             let _ = reply.send(Err(StopError::Declared(RecoveryError::DeclaredParked)));
             return;
         }
+        if self.hub.has_bug(InjectedBug::StopWithoutUndeclaring) {
+            return self.hub.stop_through_coordinator(ids, opts, reply);
+        }
         let leader = self.hub.leader();
         let here = leader.as_deref() == Some(self.hub.node.as_str());
         if declared.is_empty() && (here || leader.is_none()) {
             // The leader's own copy is the truth: nothing to undeclare.
+            let stamp = self.state.list().stamp();
+            self.hub.observe(|| Observation::Authored {
+                author: self.hub.node.clone(),
+                base: stamp.clone(),
+                result: stamp,
+                declared: Vec::new(),
+                undeclared: Vec::new(),
+                untouched: ids.clone(),
+                cleared: false,
+            });
             return self.hub.stop_through_coordinator(ids, opts, reply);
         }
         // Not the leader: this copy may be behind (a declaration whose broadcast has not

@@ -33,6 +33,7 @@ use super::protocol::{
     DeclaredMsg, NodeStopReport, ReconcilerMsg, RegistryOp, RoundReport, StopBatch,
 };
 use super::shared::recovery::{DeclaredSnapshot, RecoveryShared};
+use super::shared::simulation::InjectedBug;
 use super::HubShared;
 use crate::api::options::StartOptions;
 use crate::core::reconcile::{plan_round, OrphanStart, StopReason};
@@ -179,6 +180,12 @@ async fn run_round(
         }
     }
     let ring = hub.ring();
+    // With the two-round rule skipped, every unbound declared child counts as seen before.
+    let previous_pending = if hub.has_bug(InjectedBug::SkipTwoRoundRule) {
+        snapshot.list.children().keys().cloned().collect()
+    } else {
+        previous_pending
+    };
     let plan = plan_round(
         &snapshot.list,
         rows.iter(),

@@ -20,6 +20,7 @@ use std::time::Duration;
 use super::{own_view, Effect, RegistryState};
 use crate::cluster::wire::{RegistryChange, WireMsg};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg, RegistryOp, WriteDone};
+use crate::hub::shared::simulation::InjectedBug;
 use crate::model::{apply_observation, merge_rows_owned, ChildId, NodeName, Row};
 use crate::storage::Mutation;
 
@@ -184,6 +185,11 @@ impl RegistryState {
             .into_iter()
             .filter(|r| r.node_pids.contains_key(from) && !listed.contains(&r.spec.id))
             .collect();
+        let stale = if self.shared.has_bug(InjectedBug::KeepStaleBindings) {
+            Vec::new()
+        } else {
+            stale
+        };
         if !stale.is_empty() {
             tracing::debug!(peer = %from, rows = stale.len(), "full sync unbinds rows the peer no longer runs");
         }

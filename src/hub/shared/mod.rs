@@ -13,6 +13,7 @@
 pub(crate) mod post;
 pub(crate) mod recovery;
 pub(crate) mod recovery_state;
+pub(crate) mod simulation;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
@@ -33,6 +34,38 @@ use crate::storage::Storage;
 
 use super::protocol::{ChildSupMsg, CoordinatorMsg, DeclaredMsg, ReconcilerMsg, RegistryMsg};
 use recovery::RecoveryShared;
+
+/// What a hub takes from its surroundings besides its config and network: the time of day and,
+/// in the simulator, a simulated disk for the declared store and injected bugs.
+#[derive(Clone, Default)]
+pub(crate) struct Environment {
+    pub clock: Clock,
+    #[cfg(feature = "sim")]
+    pub declared_disk: Option<Arc<crate::storage::SimulatedDisk>>,
+    #[cfg(feature = "sim")]
+    pub bugs: BTreeSet<simulation::InjectedBug>,
+    #[cfg(feature = "sim")]
+    pub observer: Option<simulation::Observer>,
+}
+
+impl std::fmt::Debug for Environment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Environment")
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Environment {
+    /// Where the declared store lives when the environment decides it (the simulator's disk).
+    pub fn declared_medium(&self) -> Option<recovery::DeclaredMedium> {
+        #[cfg(feature = "sim")]
+        if let Some(disk) = &self.declared_disk {
+            return Some(recovery::DeclaredMedium::Simulated(disk.clone()));
+        }
+        None
+    }
+}
 
 /// The membership as last published by the Coordinator.
 struct Membership {
@@ -83,6 +116,12 @@ pub(crate) struct HubShared {
     pub settled: tokio::sync::watch::Sender<bool>,
     /// The time of day (row timestamps, TTL expiry); the storage's TTLs follow the same clock.
     pub clock: Clock,
+    /// Bugs the simulator injected into this hub.
+    #[cfg(feature = "sim")]
+    pub bugs: BTreeSet<simulation::InjectedBug>,
+    /// The simulator's observer of this hub.
+    #[cfg(feature = "sim")]
+    pub observer: Option<simulation::Observer>,
     epoch: tokio::time::Instant,
 }
 
@@ -134,8 +173,35 @@ impl HubShared {
             transport: RwLock::new(None),
             network,
             clock: Clock::system(),
+            #[cfg(feature = "sim")]
+            bugs: BTreeSet::new(),
+            #[cfg(feature = "sim")]
+            observer: None,
             epoch: tokio::time::Instant::now(),
         }
+    }
+
+    /// Whether the simulator injected `bug` into this hub (never, without the `sim` feature).
+    #[inline]
+    pub fn has_bug(&self, bug: simulation::InjectedBug) -> bool {
+        #[cfg(feature = "sim")]
+        return self.bugs.contains(&bug);
+        #[cfg(not(feature = "sim"))]
+        {
+            let _ = bug;
+            false
+        }
+    }
+
+    /// Tells the simulator's observer, if any, about `observation` (built only when one exists).
+    #[inline]
+    pub fn observe(&self, observation: impl FnOnce() -> simulation::Observation) {
+        #[cfg(feature = "sim")]
+        if let Some(observer) = &self.observer {
+            observer(observation());
+        }
+        #[cfg(not(feature = "sim"))]
+        let _ = observation;
     }
 
     /// Monotonic milliseconds since the hub was created (restart intensity, timers).

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use super::recovery_state::RecoveryStateWatch;
+use super::Environment;
 use crate::cluster::wire::WireMsg;
 use crate::config::{AutoRecoveryConfig, DeclaredCommit, LeaderElector, ProcessHub};
 use crate::core::declared_list::{announced_ahead, DeclaredList};
@@ -34,6 +35,25 @@ pub(crate) fn declared_disk_options(config: &AutoRecoveryConfig) -> DiskOptions 
     }
 }
 
+/// Where a hub's declared store lives.
+pub(crate) enum DeclaredMedium {
+    /// `declared.lmdb` and its marker in this directory.
+    Dir { dir: PathBuf, options: DiskOptions },
+    /// The simulator's in-memory disk.
+    #[cfg(feature = "sim")]
+    Simulated(Arc<crate::storage::SimulatedDisk>),
+}
+
+impl DeclaredMedium {
+    fn open(&self) -> Result<(DeclaredStore, StoredList), StorageError> {
+        match self {
+            Self::Dir { dir, options } => DeclaredStore::open(dir, options),
+            #[cfg(feature = "sim")]
+            Self::Simulated(disk) => Ok(DeclaredStore::open_simulated(disk.clone())),
+        }
+    }
+}
+
 /// The declared list as this node last persisted it, and whether it is parked.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct DeclaredSnapshot {
@@ -44,8 +64,8 @@ pub(crate) struct DeclaredSnapshot {
 /// Recovery state shared by the hub's actors and handles (present only with `auto_recovery`).
 pub(crate) struct RecoveryShared {
     pub config: AutoRecoveryConfig,
-    /// The directory of the declared store (beside the registry).
-    pub dir: PathBuf,
+    /// Where the declared store lives (beside the registry).
+    pub medium: DeclaredMedium,
     pub state: RecoveryStateWatch,
     /// The store opened at spawn (so a newer format fails the spawn), taken by the first
     /// DeclaredLeader; a restarted one reopens the directory.
@@ -67,19 +87,31 @@ impl RecoveryShared {
     /// Opens what `auto_recovery` needs before the actors boot: the declared store beside the
     /// registry (a newer format fails the spawn with `StorageError::NewerFormat`) and the remote
     /// manifest's adapter. `None` without `auto_recovery`.
-    pub fn open(config: &ProcessHub) -> Result<Option<Arc<Self>>, crate::api::errors::SpawnError> {
+    pub fn open(
+        config: &ProcessHub,
+        environment: &Environment,
+    ) -> Result<Option<Arc<Self>>, crate::api::errors::SpawnError> {
         let Some(recovery) = &config.auto_recovery else {
             return Ok(None);
         };
-        let dir = config
-            .registry_backend
-            .disk_path(&config.data_dir, &config.hub_id)
-            .unwrap_or_else(|| DeclaredStore::dir_for(&config.data_dir, &config.hub_id));
-        std::fs::create_dir_all(&dir).map_err(|e| StorageError::Open {
-            path: dir.clone(),
-            message: e.to_string(),
-        })?;
-        let store = DeclaredStore::open(&dir, &declared_disk_options(recovery))?;
+        let medium = match environment.declared_medium() {
+            Some(medium) => medium,
+            None => {
+                let dir = config
+                    .registry_backend
+                    .disk_path(&config.data_dir, &config.hub_id)
+                    .unwrap_or_else(|| DeclaredStore::dir_for(&config.data_dir, &config.hub_id));
+                std::fs::create_dir_all(&dir).map_err(|e| StorageError::Open {
+                    path: dir.clone(),
+                    message: e.to_string(),
+                })?;
+                DeclaredMedium::Dir {
+                    dir,
+                    options: declared_disk_options(recovery),
+                }
+            }
+        };
+        let store = medium.open()?;
         let manifest = recovery
             .remote_manifest
             .as_ref()
@@ -87,7 +119,7 @@ impl RecoveryShared {
             .transpose()?;
         Ok(Some(Arc::new(Self::new(
             recovery.clone(),
-            dir,
+            medium,
             store,
             manifest,
         ))))
@@ -95,13 +127,13 @@ impl RecoveryShared {
 
     pub fn new(
         config: AutoRecoveryConfig,
-        dir: PathBuf,
+        medium: DeclaredMedium,
         store: (DeclaredStore, StoredList),
         manifest: Option<Arc<dyn RemoteManifest>>,
     ) -> Self {
         Self {
             config,
-            dir,
+            medium,
             state: RecoveryStateWatch::new(RecoveryState::Recovering),
             boot_store: Mutex::new(Some(store)),
             manifest,
@@ -238,7 +270,15 @@ impl RecoveryShared {
         declared_disk_options(&self.config)
     }
 
-    pub fn take_boot_store(&self) -> Option<(DeclaredStore, StoredList)> {
+    /// The store opened at spawn, for the first DeclaredLeader; a restarted one reopens it.
+    pub fn take_or_reopen_store(&self) -> Result<(DeclaredStore, StoredList), StorageError> {
+        match self.take_boot_store() {
+            Some(opened) => Ok(opened),
+            None => self.medium.open(),
+        }
+    }
+
+    fn take_boot_store(&self) -> Option<(DeclaredStore, StoredList)> {
         self.boot_store
             .lock()
             .unwrap_or_else(|e| e.into_inner())

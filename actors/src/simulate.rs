@@ -1,0 +1,299 @@
+//! `process-hub simulate`: runs the deterministic simulator (`process_hub::sim`) over many seeds,
+//! or one seed with its trace.
+//!
+//! A sweep splits its seeds over `--jobs` processes of this binary (ractor's pid counter is
+//! process-wide, so seeds within one process run one after another), prints progress on stderr
+//! and, last on stdout, one JSON line:
+//! `{"seeds", "failed": [seed, ...], "steps", "invariant_checks", "virtual_ms", "wall_ms"}`.
+//! Each failing seed is reported on stderr with the command that replays it. The exit status is
+//! 1 when a seed failed.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use clap::Args;
+use process_hub::sim::{run_seed, InjectedBug, SeedReport, SimOptions, SweepReport};
+use serde::{Deserialize, Serialize};
+
+/// Flags of `process-hub simulate`.
+#[derive(Args, Debug, Clone)]
+pub struct SimulateArgs {
+    /// How many seeds to run (a sweep).
+    #[arg(long, default_value_t = 100, conflicts_with = "seed")]
+    pub seeds: u64,
+    /// The first seed of the sweep.
+    #[arg(long, default_value_t = 1)]
+    pub from: u64,
+    /// Run this one seed instead of a sweep.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// With `--seed`: print the run's trace, then `trace_hash=<hex>`.
+    #[arg(long, requires = "seed")]
+    pub trace: bool,
+    /// Print the sweep's result as one JSON line (always the last line of a sweep).
+    #[arg(long)]
+    pub json: bool,
+    /// Steps of workload and faults per seed.
+    #[arg(long, default_value_t = 40)]
+    pub steps: usize,
+    /// Processes the sweep runs in (default: the machine's cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Put this bug into every hub (to see the invariant that catches it); repeatable.
+    #[arg(long = "inject-bug", value_name = "BUG")]
+    pub bugs: Vec<InjectedBug>,
+    /// Run only the seeds `from + k` with `k % N == I` (`I/N`); what each job of a sweep runs.
+    #[arg(long, hide = true)]
+    pub shard: Option<String>,
+}
+
+/// One shard's result, as a job prints it for the sweep that started it.
+#[derive(Serialize, Deserialize, Default)]
+struct ShardLine {
+    seeds: u64,
+    failed: Vec<u64>,
+    steps: u64,
+    invariant_checks: u64,
+    virtual_ms: u64,
+    wall_ms: u64,
+}
+
+impl From<&SweepReport> for ShardLine {
+    fn from(r: &SweepReport) -> Self {
+        Self {
+            seeds: r.seeds,
+            failed: r.failed.clone(),
+            steps: r.steps,
+            invariant_checks: r.invariant_checks,
+            virtual_ms: r.virtual_ms,
+            wall_ms: r.wall_ms,
+        }
+    }
+}
+
+impl ShardLine {
+    fn report(&self) -> SweepReport {
+        SweepReport {
+            seeds: self.seeds,
+            failed: self.failed.clone(),
+            steps: self.steps,
+            invariant_checks: self.invariant_checks,
+            virtual_ms: self.virtual_ms,
+            wall_ms: self.wall_ms,
+        }
+    }
+}
+
+/// The command that replays `seed`.
+pub fn replay_command(seed: u64) -> String {
+    format!("bash scripts/simulate.sh --seed {seed} --trace")
+}
+
+fn options(args: &SimulateArgs, keep_trace: bool) -> SimOptions {
+    SimOptions {
+        steps: args.steps,
+        keep_trace,
+        bugs: args.bugs.iter().copied().collect(),
+        ..SimOptions::default()
+    }
+}
+
+fn describe_failure(report: &SeedReport) -> Option<String> {
+    let failure = report.failure.as_ref()?;
+    Some(format!(
+        "seed {} FAILED after step {} at {} ms: {} (replay: {})",
+        report.seed,
+        failure.step,
+        failure.at_ms,
+        failure.violation,
+        replay_command(report.seed)
+    ))
+}
+
+/// Runs the command; `Ok(true)` when every seed passed.
+pub fn run(args: &SimulateArgs) -> Result<bool, String> {
+    if let Some(seed) = args.seed {
+        return Ok(run_one(args, seed));
+    }
+    if let Some(shard) = &args.shard {
+        return run_shard(args, shard);
+    }
+    run_sweep(args)
+}
+
+fn run_one(args: &SimulateArgs, seed: u64) -> bool {
+    let report = run_seed(seed, &options(args, args.trace));
+    let mut out = std::io::stdout().lock();
+    for line in &report.trace {
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = writeln!(
+        out,
+        "seed {seed}: {} steps, {} invariant checks, {} ms virtual, {} ms wall, {} requests, {} superseded",
+        report.steps,
+        report.invariant_checks,
+        report.virtual_ms,
+        report.wall_ms,
+        report.requests,
+        report.superseded
+    );
+    if let Some(failure) = describe_failure(&report) {
+        let _ = writeln!(out, "{failure}");
+    }
+    let _ = writeln!(out, "trace_hash={:016x}", report.trace_hash);
+    report.failure.is_none()
+}
+
+fn parse_shard(shard: &str) -> Result<(u64, u64), String> {
+    let (i, n) = shard
+        .split_once('/')
+        .ok_or_else(|| format!("--shard {shard:?}: expected I/N"))?;
+    let i: u64 = i.parse().map_err(|_| format!("--shard {shard:?}: bad I"))?;
+    let n: u64 = n.parse().map_err(|_| format!("--shard {shard:?}: bad N"))?;
+    if n == 0 || i >= n {
+        return Err(format!("--shard {shard:?}: need 0 <= I < N"));
+    }
+    Ok((i, n))
+}
+
+/// One job of a sweep: its seeds one after another; a progress line per seed on stderr; its
+/// totals as the last line of stdout.
+fn run_shard(args: &SimulateArgs, shard: &str) -> Result<bool, String> {
+    let (index, count) = parse_shard(shard)?;
+    let mut sweep = SweepReport::default();
+    let options = options(args, false);
+    for k in (index..args.seeds).step_by(count as usize) {
+        let report = run_seed(args.from + k, &options);
+        sweep.add(&report);
+        match describe_failure(&report) {
+            Some(failure) => eprintln!("{failure}"),
+            None => eprintln!("seed {} ok ({} ms)", report.seed, report.wall_ms),
+        }
+    }
+    let line = serde_json::to_string(&ShardLine::from(&sweep)).map_err(|e| e.to_string())?;
+    println!("{line}");
+    Ok(sweep.failed.is_empty())
+}
+
+fn run_sweep(args: &SimulateArgs) -> Result<bool, String> {
+    let began = Instant::now();
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, 64)
+        .min(args.seeds.max(1) as usize);
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+    eprintln!(
+        "simulating seeds {}..{} in {jobs} processes",
+        args.from,
+        args.from + args.seeds
+    );
+    let mut children = Vec::new();
+    for i in 0..jobs {
+        let mut command = Command::new(&exe);
+        command.args([
+            "simulate",
+            "--seeds",
+            &args.seeds.to_string(),
+            "--from",
+            &args.from.to_string(),
+            "--steps",
+            &args.steps.to_string(),
+            "--shard",
+            &format!("{i}/{jobs}"),
+        ]);
+        for bug in &args.bugs {
+            command.args(["--inject-bug", bug.name()]);
+        }
+        let child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start a simulation job: {e}"))?;
+        children.push(child);
+    }
+    // Progress: every job's stderr lines, counted as they come.
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let mut readers = Vec::new();
+    for child in &mut children {
+        if let Some(stderr) = child.stderr.take() {
+            let tx = tx.clone();
+            readers.push(std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    let _ = tx.send(line);
+                }
+            }));
+        }
+    }
+    drop(tx);
+    let mut done = 0u64;
+    let step = (args.seeds / 20).max(1);
+    for line in rx {
+        if line.starts_with("seed ") {
+            done += 1;
+            if line.contains("FAILED") {
+                eprintln!("{line}");
+            } else if done.is_multiple_of(step) || done == args.seeds {
+                eprintln!(
+                    "  {done}/{} seeds, {} s",
+                    args.seeds,
+                    began.elapsed().as_secs()
+                );
+            }
+        } else {
+            eprintln!("{line}");
+        }
+    }
+    let mut total = SweepReport::default();
+    for child in children {
+        let output = child
+            .wait_with_output()
+            .map_err(|e| format!("a simulation job failed: {e}"))?;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let last = stdout.lines().last().unwrap_or_default();
+        let shard: ShardLine = serde_json::from_str(last).map_err(|e| {
+            format!(
+                "a simulation job ended without its result ({}): {e}",
+                output.status
+            )
+        })?;
+        total.merge(&shard.report());
+    }
+    for reader in readers {
+        let _ = reader.join();
+    }
+    let mut line = ShardLine::from(&total);
+    line.wall_ms = began.elapsed().as_millis() as u64;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&line).map_err(|e| e.to_string())?
+        );
+    } else {
+        println!(
+            "{} seeds, {} failed {:?}, {} steps, {} invariant checks, {} s virtual, {} ms wall",
+            line.seeds,
+            line.failed.len(),
+            line.failed,
+            line.steps,
+            line.invariant_checks,
+            line.virtual_ms / 1000,
+            line.wall_ms
+        );
+    }
+    Ok(total.failed.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_split_the_seeds() {
+        assert_eq!(parse_shard("1/4"), Ok((1, 4)));
+        assert!(parse_shard("4/4").is_err());
+        assert!(parse_shard("x").is_err());
+        assert!(parse_shard("0/0").is_err());
+    }
+}

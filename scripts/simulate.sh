@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs the deterministic simulator (process_hub::sim) through `process-hub simulate`.
+#
+#   bash scripts/simulate.sh --seeds N [--from S] [--json]   a sweep; the last line is its JSON
+#   bash scripts/simulate.sh --seed S --trace                 one seed's trace, then trace_hash=<hex>
+#
+# Builds the binary in release unless PROCESS_HUB_SIM_PROFILE=dev (the test script uses the dev
+# build it has already made). Every flag is passed to `process-hub simulate` (see its --help).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+profile="${PROCESS_HUB_SIM_PROFILE:-release}"
+if [ "$profile" = "dev" ]; then
+  cargo build --quiet -p process_hub_actors --bin process-hub >&2
+  bin=target/debug/process-hub
+else
+  cargo build --quiet --release -p process_hub_actors --bin process-hub >&2
+  bin=target/release/process-hub
+fi
+exec "$bin" simulate "$@"

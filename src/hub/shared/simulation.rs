@@ -1,0 +1,97 @@
+//! What the deterministic simulator (`process_hub::sim`) puts into a hub: bugs injected on
+//! purpose, to show that each of its invariants catches the bug it guards against, and an
+//! observer told of the events it judges by (who authored which declared version). Without the
+//! `sim` feature no hub can have either: every bug check is `false` and nothing is observed.
+
+use std::sync::Arc;
+
+use crate::core::declared_delta::ListStamp;
+use crate::model::{ChildId, NodeName};
+
+/// A bug the simulator can inject into a hub.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum InjectedBug {
+    /// The Reconciler starts a registered but unbound declared child in the first round that
+    /// sees it, skipping the two-round rule that lets a migration finish.
+    SkipTwoRoundRule,
+    /// The DeclaredLeader acknowledges a durable start without declaring the children.
+    AcknowledgeWithoutDeclaring,
+    /// A durable stop leaves the children declared (it only terminates them).
+    StopWithoutUndeclaring,
+    /// A peer's full sync does not unbind the rows the peer no longer runs.
+    KeepStaleBindings,
+    /// The redistribution pass never migrates a child to its new owner.
+    NeverMigrate,
+    /// The DeclaredLeader adopts any offered copy, even an older one.
+    AdoptOlderCopies,
+    /// The Coordinator never answers a stop request.
+    ForgetStopReplies,
+}
+
+impl InjectedBug {
+    /// Every bug.
+    pub const ALL: [InjectedBug; 7] = [
+        InjectedBug::SkipTwoRoundRule,
+        InjectedBug::AcknowledgeWithoutDeclaring,
+        InjectedBug::StopWithoutUndeclaring,
+        InjectedBug::KeepStaleBindings,
+        InjectedBug::NeverMigrate,
+        InjectedBug::AdoptOlderCopies,
+        InjectedBug::ForgetStopReplies,
+    ];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            InjectedBug::SkipTwoRoundRule => "skip_two_round_rule",
+            InjectedBug::AcknowledgeWithoutDeclaring => "acknowledge_without_declaring",
+            InjectedBug::StopWithoutUndeclaring => "stop_without_undeclaring",
+            InjectedBug::KeepStaleBindings => "keep_stale_bindings",
+            InjectedBug::NeverMigrate => "never_migrate",
+            InjectedBug::AdoptOlderCopies => "adopt_older_copies",
+            InjectedBug::ForgetStopReplies => "forget_stop_replies",
+        }
+    }
+}
+
+impl std::str::FromStr for InjectedBug {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|b| b.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(|b| b.name()).collect();
+                format!("unknown bug {s:?}; one of {}", names.join(", "))
+            })
+    }
+}
+
+/// An event of a hub that the simulator's invariants judge by.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Observation {
+    /// The declared list's leader `author` decided a mutation: the copy stamped `base` became
+    /// the copy stamped `result` (the same stamp when it changed nothing). Told once the
+    /// mutation is durable, before it is acknowledged.
+    Authored {
+        /// The leader that decided.
+        author: NodeName,
+        /// The copy before.
+        base: ListStamp,
+        /// The copy after.
+        result: ListStamp,
+        /// Children the mutation declared.
+        declared: Vec<ChildId>,
+        /// Children the mutation undeclared.
+        undeclared: Vec<ChildId>,
+        /// Children the mutation named but did not change (a stop of a child this copy does not
+        /// declare).
+        untouched: Vec<ChildId>,
+        /// The mutation was the operator's clear.
+        cleared: bool,
+    },
+}
+
+/// Told every [`Observation`]. Called from the hub's actors and tasks: it must not block.
+pub type Observer = Arc<dyn Fn(Observation) + Send + Sync>;

@@ -1,0 +1,279 @@
+//! The cluster under simulation: in-process nodes joined by the router, each with a hub, a
+//! simulated disk that outlives the node's crashes, and a clock that can be skewed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::child::sim_kinds;
+use super::trace::Trace;
+use crate::api::Hub;
+use crate::clock::Clock;
+use crate::cluster::in_process::{InProcessCluster, InProcessNode, LinkFaults};
+use crate::config::{AutoRecoveryConfig, ProcessHub};
+use crate::hub::shared::simulation::{InjectedBug, Observer};
+use crate::hub::shared::Environment;
+use crate::kinds::ChildKinds;
+use crate::model::{ChildId, NodeName, Pid};
+use crate::storage::SimulatedDisk;
+
+/// The hub id every simulated node runs.
+pub const SIM_HUB: &str = "sim";
+
+/// The wall-clock time every simulated clock starts at (2026-01-01T00:00:00Z).
+const EPOCH_MS: u64 = 1_767_225_600_000;
+
+/// The timing every simulated hub runs with: the production defaults scaled down, so that a
+/// run covers many membership changes, syncs and rounds in little virtual time.
+pub fn sim_config(node: &str) -> ProcessHub {
+    let recovery = AutoRecoveryConfig {
+        reconcile_grace_ms: 1_500,
+        reconcile_interval_ms: 2_000,
+        ..AutoRecoveryConfig::default()
+    };
+    ProcessHub::builder(SIM_HUB)
+        .node_name(node)
+        .cluster_timing(
+            Duration::from_millis(1_000),
+            Duration::from_millis(1_000),
+            Duration::from_millis(200),
+            Duration::from_millis(1_000),
+        )
+        .migration_retry(Duration::from_millis(500))
+        .default_timeout(Duration::from_secs(3))
+        .shutdown_timeout(Duration::from_secs(2))
+        .stub_ttl(Duration::from_secs(60))
+        .auto_recovery(recovery)
+        .build_unchecked()
+}
+
+/// Where a simulated node is in its life.
+pub enum NodeLife {
+    /// Running its hub.
+    Up(Hub),
+    /// Crashed (or not restarted yet): its disk waits for it.
+    Down,
+    /// Left the cluster gracefully; it may come back as a new boot.
+    Left,
+}
+
+/// One simulated node.
+pub struct SimNode {
+    /// `name@sim`.
+    pub name: NodeName,
+    /// Up, down or departed.
+    pub life: NodeLife,
+    /// Its disk: survives crashes, lost only by [`SimCluster::restart`] with `lose_disk`.
+    pub disk: Arc<SimulatedDisk>,
+    /// Its wall clock.
+    pub clock: Clock,
+    /// Bumped each time the disk is lost (versions are compared within one disk's life).
+    pub disk_generation: u64,
+}
+
+impl SimNode {
+    /// The hub, when the node is up.
+    pub fn hub(&self) -> Option<&Hub> {
+        match &self.life {
+            NodeLife::Up(hub) => Some(hub),
+            _ => None,
+        }
+    }
+}
+
+/// The simulated cluster.
+pub struct SimCluster {
+    /// The router joining the nodes (and injecting the link faults).
+    pub router: InProcessCluster,
+    /// Every node ever added, by name.
+    pub nodes: BTreeMap<NodeName, SimNode>,
+    kinds: ChildKinds,
+    bugs: BTreeSet<InjectedBug>,
+    observer: Observer,
+    /// The run's trace (every frame goes in).
+    pub trace: Arc<Trace>,
+}
+
+impl SimCluster {
+    /// An empty cluster whose router draws from `seed`.
+    pub fn new(
+        seed: u64,
+        bugs: BTreeSet<InjectedBug>,
+        trace: Arc<Trace>,
+        observer: Observer,
+    ) -> Self {
+        let router = InProcessCluster::new(seed);
+        let tap = trace.clone();
+        router.set_observer(Some(Arc::new(move |frame| tap.frame(frame))));
+        Self {
+            router,
+            nodes: BTreeMap::new(),
+            kinds: sim_kinds(),
+            bugs,
+            observer,
+            trace,
+        }
+    }
+
+    /// Adds a node `name@sim` and boots its hub.
+    pub async fn add(&mut self, name: &str) -> Result<(), String> {
+        let full = format!("{name}@sim");
+        let network = self
+            .router
+            .add_node(full.clone())
+            .map_err(|e| e.to_string())?;
+        self.nodes.insert(
+            full.clone(),
+            SimNode {
+                name: full.clone(),
+                life: NodeLife::Down,
+                disk: Arc::new(SimulatedDisk::new(&full)),
+                clock: Clock::following_tokio(EPOCH_MS),
+                disk_generation: 0,
+            },
+        );
+        self.boot(&full, network).await
+    }
+
+    async fn boot(&mut self, name: &str, network: InProcessNode) -> Result<(), String> {
+        let node = self.nodes.get_mut(name).ok_or("no such node")?;
+        let environment = Environment {
+            clock: node.clock.clone(),
+            declared_disk: Some(node.disk.clone()),
+            bugs: self.bugs.clone(),
+            observer: Some(self.observer.clone()),
+        };
+        let spawned = Hub::builder(sim_config(name), self.kinds.clone())
+            .network(Arc::new(network))
+            .environment(environment)
+            .spawn()
+            .await;
+        match spawned {
+            Ok((hub, _)) => {
+                node.life = NodeLife::Up(hub);
+                Ok(())
+            }
+            Err(e) => {
+                node.life = NodeLife::Down;
+                let _ = self.router.crash(name);
+                Err(format!("{name} did not boot: {e}"))
+            }
+        }
+    }
+
+    /// Crashes `name`: its endpoints vanish, its hub dies without a word, the writes its disk
+    /// had not applied are lost.
+    pub async fn crash(&mut self, name: &str) {
+        let Some(node) = self.nodes.get_mut(name) else {
+            return;
+        };
+        let _ = self.router.crash(name);
+        node.disk.crash();
+        if let NodeLife::Up(hub) = std::mem::replace(&mut node.life, NodeLife::Down) {
+            hub.actor().kill();
+            let _ = hub.actor().wait(Some(Duration::from_secs(5))).await;
+        }
+    }
+
+    /// Restarts a crashed (or departed) node with a new boot token, on its disk or, with
+    /// `lose_disk`, on an empty one.
+    pub async fn restart(&mut self, name: &str, lose_disk: bool) -> Result<(), String> {
+        let Some(node) = self.nodes.get_mut(name) else {
+            return Err(format!("no node {name}"));
+        };
+        if node.hub().is_some() {
+            return Err(format!("{name} is up"));
+        }
+        if lose_disk {
+            node.disk.wipe();
+            node.disk_generation += 1;
+        }
+        let network = self.router.restart(name).map_err(|e| e.to_string())?;
+        self.boot(name, network).await
+    }
+
+    /// `name` leaves gracefully: hands its children over, then shuts its hub down.
+    pub async fn leave(&mut self, name: &str) {
+        let Some(node) = self.nodes.get_mut(name) else {
+            return;
+        };
+        if let NodeLife::Up(hub) = std::mem::replace(&mut node.life, NodeLife::Left) {
+            let _ = hub.leave().await;
+        }
+        let _ = self.router.crash(name);
+        node.disk.crash();
+    }
+
+    /// The nodes that are up, sorted.
+    pub fn up(&self) -> Vec<NodeName> {
+        self.nodes
+            .values()
+            .filter(|n| n.hub().is_some())
+            .map(|n| n.name.clone())
+            .collect()
+    }
+
+    /// The nodes that are down (crashed, or left), sorted.
+    pub fn down(&self) -> Vec<NodeName> {
+        self.nodes
+            .values()
+            .filter(|n| n.hub().is_none())
+            .map(|n| n.name.clone())
+            .collect()
+    }
+
+    /// The hub of `name`, when it is up.
+    pub fn hub(&self, name: &str) -> Option<&Hub> {
+        self.nodes.get(name).and_then(SimNode::hub)
+    }
+
+    /// The nodes `name` can reach now (itself included), by the router's links: the ground
+    /// truth of who `name` shares a ring with.
+    pub fn component_of(&self, name: &str) -> BTreeSet<NodeName> {
+        self.up()
+            .into_iter()
+            .filter(|other| other == name || self.router.reachable(name, other))
+            .collect()
+    }
+
+    /// Splits the nodes that are up into `groups` (every link between groups is cut).
+    pub fn partition(&self, groups: &[Vec<NodeName>]) {
+        self.router.partition(groups);
+    }
+
+    /// Restores every link and removes every link fault.
+    pub fn heal(&self) {
+        self.router.heal();
+        self.router.clear_link_faults();
+        self.router.set_drop_probability(0.0);
+    }
+
+    /// Sets the faults of the link from `from` to `to`.
+    pub fn fault_link(&self, from: &str, to: &str, faults: LinkFaults) {
+        self.router.set_link_faults(from, to, faults);
+    }
+
+    /// What runs where: child -> (node -> pid), from the supervisors themselves.
+    pub fn running(&self) -> BTreeMap<ChildId, BTreeMap<NodeName, Pid>> {
+        let mut out: BTreeMap<ChildId, BTreeMap<NodeName, Pid>> = BTreeMap::new();
+        for node in self.nodes.values() {
+            let Some(hub) = node.hub() else { continue };
+            for entry in hub.shared().local_children.iter() {
+                out.entry(entry.key().clone())
+                    .or_default()
+                    .insert(node.name.clone(), entry.value().get_id().pid());
+            }
+        }
+        out
+    }
+
+    /// Stops every hub (the end of a run).
+    pub async fn shut_down(&mut self) {
+        for node in self.nodes.values_mut() {
+            if let NodeLife::Up(hub) = std::mem::replace(&mut node.life, NodeLife::Down) {
+                hub.actor().kill();
+                let _ = hub.actor().wait(Some(Duration::from_secs(5))).await;
+            }
+        }
+    }
+}

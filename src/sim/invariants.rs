@@ -1,0 +1,525 @@
+//! The invariants, as code: what must hold after every step and at quiescence, judged from what
+//! the nodes show ([`NodeView`]) and what the run was told ([`Ledger`]).
+//!
+//! | invariant | when | what |
+//! |---|---|---|
+//! | [`Invariant::DeclaredRunOnce`] | quiescence | every acknowledged durable start the final declared list keeps runs exactly once; the nodes agree on that list, and it is exactly what its leaders decided |
+//! | [`Invariant::StoppedStaysStopped`] | quiescence | an acknowledged durable stop the final list keeps is not running anywhere, nor is any durable child the list does not declare |
+//! | [`Invariant::RegistriesAgree`] | quiescence | every node's registry is the same, says the truth about what runs where, and each child runs once, on its ring owner |
+//! | [`Invariant::PlacementBounded`] | every step | no child runs on a node that is not its ring owner (over the nodes that node can reach) for longer than the bound |
+//! | [`Invariant::VersionsMonotonic`] | every step | a node's declared version never goes backwards while it keeps its disk |
+//! | [`Invariant::RequestsAnswered`] | every step, quiescence | no request is answered twice; at quiescence each was answered once |
+//!
+//! The declared list is the leader's, persisted before it is acknowledged and then broadcast; it
+//! is not a consensus log. So when two leaders mutate at once (a partition, or a leader that
+//! crashed before its broadcast left) one side's acknowledged mutations lose (the documented
+//! divergence: the higher version wins, a tie goes to the lowest mutator). The run therefore
+//! asks the hubs which leader decided what ([`Ledger::decisions`]) and holds an acknowledged
+//! mutation to the final list when the final list's lineage contains its decision; one on a
+//! losing branch only has to leave nothing running twice.
+//!
+//! The functions are public so the integration tests judge their clusters with the same code.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::ledger::{Decision, Ledger};
+use crate::api::Hub;
+use crate::core::declared_delta::ListStamp;
+use crate::core::placement::HashRing;
+use crate::model::{ChildId, NodeName, Pid};
+
+/// Which promise a check guards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Invariant {
+    /// Every acknowledged declared child runs exactly once at quiescence.
+    DeclaredRunOnce,
+    /// An acknowledged durable stop never runs again.
+    StoppedStaysStopped,
+    /// Registries agree at quiescence.
+    RegistriesAgree,
+    /// No child runs outside its owner set for longer than the bounds.
+    PlacementBounded,
+    /// Declared versions never go backwards on a node.
+    VersionsMonotonic,
+    /// Every request is answered exactly once.
+    RequestsAnswered,
+}
+
+impl Invariant {
+    /// Every invariant.
+    pub const ALL: [Invariant; 6] = [
+        Invariant::DeclaredRunOnce,
+        Invariant::StoppedStaysStopped,
+        Invariant::RegistriesAgree,
+        Invariant::PlacementBounded,
+        Invariant::VersionsMonotonic,
+        Invariant::RequestsAnswered,
+    ];
+
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Invariant::DeclaredRunOnce => "declared_run_once",
+            Invariant::StoppedStaysStopped => "stopped_stays_stopped",
+            Invariant::RegistriesAgree => "registries_agree",
+            Invariant::PlacementBounded => "placement_bounded",
+            Invariant::VersionsMonotonic => "versions_monotonic",
+            Invariant::RequestsAnswered => "requests_answered",
+        }
+    }
+}
+
+impl std::fmt::Display for Invariant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A broken invariant and what broke it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// Which invariant.
+    pub invariant: Invariant,
+    /// What broke it.
+    pub detail: String,
+}
+
+impl Violation {
+    fn new(invariant: Invariant, detail: impl Into<String>) -> Self {
+        Self {
+            invariant,
+            detail: detail.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.invariant, self.detail)
+    }
+}
+
+/// What one node shows: what its supervisor runs, its registry copy, its declared copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeView {
+    /// The node.
+    pub node: NodeName,
+    /// Children the node's supervisor runs, with their pids.
+    pub running: BTreeMap<ChildId, Pid>,
+    /// The registry copy: child -> node -> pid.
+    pub registry: BTreeMap<ChildId, BTreeMap<NodeName, Pid>>,
+    /// The members as the node sees them (itself included).
+    pub members: Vec<NodeName>,
+    /// The declared copy's stamp and children (`None` without auto-recovery or while parked).
+    pub declared: Option<(ListStamp, BTreeSet<ChildId>)>,
+}
+
+impl NodeView {
+    /// What `hub` shows now.
+    pub fn of(hub: &Hub) -> Self {
+        let shared = hub.shared();
+        let running = shared
+            .local_children
+            .iter()
+            .map(|e| (e.key().clone(), e.value().get_id().pid()))
+            .collect();
+        let registry = hub
+            .registry_dump()
+            .into_iter()
+            .map(|(id, row)| (id, row.node_pids))
+            .collect();
+        let declared = shared.recovery.as_ref().and_then(|r| {
+            let snapshot = r.snapshot();
+            (!snapshot.parked).then(|| {
+                let children = snapshot.list.children().keys().cloned().collect();
+                (snapshot.list.stamp(), children)
+            })
+        });
+        Self {
+            node: hub.node().clone(),
+            running,
+            registry,
+            members: hub.nodes(true),
+            declared,
+        }
+    }
+}
+
+/// Every node's registry is the same, and it tells the truth: a row bound on a node is run
+/// there under that pid, and whatever runs has its row.
+pub fn registries_agree(views: &[NodeView]) -> Result<(), Violation> {
+    let Some(first) = views.first() else {
+        return Ok(());
+    };
+    for view in &views[1..] {
+        if view.registry != first.registry {
+            let diff: Vec<String> = first
+                .registry
+                .keys()
+                .chain(view.registry.keys())
+                .filter(|id| first.registry.get(*id) != view.registry.get(*id))
+                .take(3)
+                .map(|id| {
+                    format!(
+                        "{id}: {:?} on {} vs {:?} on {}",
+                        first.registry.get(id),
+                        first.node,
+                        view.registry.get(id),
+                        view.node
+                    )
+                })
+                .collect();
+            return Err(Violation::new(
+                Invariant::RegistriesAgree,
+                format!("registries differ: {diff:?}"),
+            ));
+        }
+    }
+    let by_node: BTreeMap<&NodeName, &NodeView> = views.iter().map(|v| (&v.node, v)).collect();
+    for (id, nodes) in &first.registry {
+        for (node, pid) in nodes {
+            match by_node.get(node).map(|v| v.running.get(id)) {
+                Some(Some(running)) if running == pid => {}
+                Some(running) => {
+                    return Err(Violation::new(
+                        Invariant::RegistriesAgree,
+                        format!(
+                        "the registry binds {id} on {node} as {pid}, it runs there as {running:?}"
+                    ),
+                    ))
+                }
+                None => {
+                    return Err(Violation::new(
+                        Invariant::RegistriesAgree,
+                        format!("the registry binds {id} on {node}, which is down"),
+                    ))
+                }
+            }
+        }
+    }
+    for view in views {
+        for (id, pid) in &view.running {
+            if first.registry.get(id).and_then(|n| n.get(&view.node)) != Some(pid) {
+                return Err(Violation::new(
+                    Invariant::RegistriesAgree,
+                    format!(
+                        "{id} runs on {} as {pid} but the registry does not say so",
+                        view.node
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Each child of the (agreed) registry runs exactly once, on its ring owner among `members`.
+pub fn each_once_on_its_owner(views: &[NodeView], members: &[NodeName]) -> Result<(), Violation> {
+    let Some(first) = views.first() else {
+        return Ok(());
+    };
+    let ring = HashRing::new(members.iter().cloned());
+    for (id, nodes) in &first.registry {
+        let owner = ring.owner(id);
+        let on: Vec<&NodeName> = nodes.keys().collect();
+        if on.len() != 1 || Some(on[0]) != owner {
+            return Err(Violation::new(
+                Invariant::RegistriesAgree,
+                format!("{id} runs on {on:?}, its owner is {owner:?}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The nodes agree on one declared copy; returns it.
+pub fn declared_lists_agree(
+    views: &[NodeView],
+) -> Result<Option<(ListStamp, BTreeSet<ChildId>)>, Violation> {
+    let mut agreed: Option<&(ListStamp, BTreeSet<ChildId>)> = None;
+    for view in views {
+        let Some(copy) = &view.declared else {
+            return Err(Violation::new(
+                Invariant::DeclaredRunOnce,
+                format!("{} has no usable declared copy (parked)", view.node),
+            ));
+        };
+        match agreed {
+            None => agreed = Some(copy),
+            Some(first) if first == copy => {}
+            Some(first) => {
+                return Err(Violation::new(
+                    Invariant::DeclaredRunOnce,
+                    format!(
+                        "declared copies differ: v{} by {:?} on {} vs v{} by {:?}",
+                        first.0.version,
+                        first.0.last_mutated_by,
+                        views[0].node,
+                        copy.0.version,
+                        copy.0.last_mutated_by
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(agreed.cloned())
+}
+
+/// What the final declared list owes the run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeclaredVerdict {
+    /// Acknowledged durable starts whose decision is in the final list's lineage.
+    pub starts_in_force: usize,
+    /// Acknowledged durable stops whose decision is in the lineage (and not re-declared after).
+    pub stops_in_force: usize,
+    /// Acknowledged mutations that lost to another leader's (the documented divergence).
+    pub superseded: usize,
+    /// Children acknowledged stopped, in force: they must not run.
+    pub stopped: BTreeSet<ChildId>,
+}
+
+type StampKey = (u64, Option<NodeName>, u64);
+
+fn key(stamp: &ListStamp) -> StampKey {
+    (stamp.version, stamp.last_mutated_by.clone(), stamp.digest)
+}
+
+/// Judges the final declared copy (`stamp`, `children`) against what the leaders decided and
+/// what the run was told.
+pub fn judge_declared(
+    ledger: &Ledger,
+    stamp: &ListStamp,
+    children: &BTreeSet<ChildId>,
+) -> Result<DeclaredVerdict, Violation> {
+    // The lineage of the final copy: the decisions that led to it, oldest first.
+    let changing: BTreeMap<StampKey, &Decision> = ledger
+        .decisions
+        .iter()
+        .filter(|d| d.result != d.base)
+        .map(|d| (key(&d.result), d))
+        .collect();
+    let mut lineage: Vec<&Decision> = Vec::new();
+    let mut cursor = stamp.clone();
+    while cursor.version > 0 {
+        let Some(decision) = changing.get(&key(&cursor)) else {
+            return Err(Violation::new(
+                Invariant::DeclaredRunOnce,
+                format!(
+                    "the final copy's history breaks at v{} by {:?}: no leader decided it",
+                    cursor.version, cursor.last_mutated_by
+                ),
+            ));
+        };
+        lineage.push(decision);
+        cursor = decision.base.clone();
+    }
+    lineage.reverse();
+    let position: BTreeMap<StampKey, usize> = std::iter::once((key(&cursor), 0))
+        .chain(
+            lineage
+                .iter()
+                .enumerate()
+                .map(|(i, d)| (key(&d.result), i + 1)),
+        )
+        .collect();
+    // The copy is exactly what its leaders decided.
+    let mut folded = BTreeSet::new();
+    for decision in &lineage {
+        if decision.cleared {
+            folded.clear();
+        }
+        folded.extend(decision.declared.iter().cloned());
+        for id in &decision.undeclared {
+            folded.remove(id);
+        }
+    }
+    if &folded != children {
+        let extra: Vec<&ChildId> = children.difference(&folded).take(3).collect();
+        let missing: Vec<&ChildId> = folded.difference(children).take(3).collect();
+        return Err(Violation::new(
+            Invariant::DeclaredRunOnce,
+            format!("the agreed copy is not what its leaders decided: extra {extra:?}, missing {missing:?}"),
+        ));
+    }
+    let mut verdict = DeclaredVerdict::default();
+    for ack in &ledger.acknowledged {
+        let decided = |d: &&Decision| {
+            ack.ids.iter().all(|id| {
+                if ack.start {
+                    d.declared.contains(id)
+                } else {
+                    d.names(id) && !d.declared.contains(id)
+                }
+            })
+        };
+        let candidates: Vec<&Decision> = ledger.decisions.iter().filter(decided).collect();
+        if candidates.is_empty() {
+            let invariant = if ack.start {
+                Invariant::DeclaredRunOnce
+            } else {
+                Invariant::StoppedStaysStopped
+            };
+            return Err(Violation::new(
+                invariant,
+                format!(
+                    "request {}: a durable {} of {:?} was acknowledged, but no leader decided it",
+                    ack.request,
+                    if ack.start { "start" } else { "stop" },
+                    ack.ids
+                ),
+            ));
+        }
+        let Some(at) = candidates
+            .iter()
+            .filter_map(|d| position.get(&key(&d.result)).copied())
+            .max()
+        else {
+            verdict.superseded += 1;
+            continue;
+        };
+        if ack.start {
+            verdict.starts_in_force += 1;
+            continue;
+        }
+        let redeclared_later = lineage[at..]
+            .iter()
+            .any(|d| ack.ids.iter().any(|id| d.declared.contains(id)));
+        if redeclared_later {
+            verdict.superseded += 1;
+        } else {
+            verdict.stops_in_force += 1;
+            verdict.stopped.extend(ack.ids.iter().cloned());
+        }
+    }
+    Ok(verdict)
+}
+
+/// Every child of the final declared list runs exactly once; no other durable child runs (one
+/// acknowledged stopped least of all).
+pub fn declared_run_as_decided(
+    running: &BTreeMap<ChildId, BTreeMap<NodeName, Pid>>,
+    declared: &BTreeSet<ChildId>,
+    durable: &BTreeSet<ChildId>,
+    stopped: &BTreeSet<ChildId>,
+) -> Result<(), Violation> {
+    for id in declared {
+        let on = running.get(id).map_or(0, BTreeMap::len);
+        if on != 1 {
+            return Err(Violation::new(
+                Invariant::DeclaredRunOnce,
+                format!(
+                    "declared {id} runs {on} times ({:?})",
+                    running.get(id).map(|n| n.keys().collect::<Vec<_>>())
+                ),
+            ));
+        }
+    }
+    for id in durable.difference(declared) {
+        if let Some(nodes) = running.get(id) {
+            let invariant = if stopped.contains(id) {
+                Invariant::StoppedStaysStopped
+            } else {
+                Invariant::DeclaredRunOnce
+            };
+            return Err(Violation::new(
+                invariant,
+                format!(
+                    "durable {id} is not declared but runs on {:?}",
+                    nodes.keys().collect::<Vec<_>>()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Watches that no node's declared version goes backwards while it keeps its disk.
+#[derive(Default)]
+pub struct VersionWatch {
+    /// The highest version seen per node and disk.
+    seen: BTreeMap<(NodeName, u64), u64>,
+}
+
+impl VersionWatch {
+    /// Takes `version` as seen on `node` (its disk in generation `disk`).
+    pub fn observe(&mut self, node: &NodeName, disk: u64, version: u64) -> Result<(), Violation> {
+        let seen = self.seen.entry((node.clone(), disk)).or_insert(version);
+        if version < *seen {
+            return Err(Violation::new(
+                Invariant::VersionsMonotonic,
+                format!(
+                    "{node}'s declared version went from {} back to {version}",
+                    *seen
+                ),
+            ));
+        }
+        *seen = version;
+        Ok(())
+    }
+}
+
+/// Watches how long each child runs on a node that is not its owner.
+pub struct PlacementWatch {
+    bound_ms: u64,
+    /// `(node, child)` -> since when it runs there off its owner.
+    misplaced: BTreeMap<(NodeName, ChildId), u64>,
+}
+
+impl PlacementWatch {
+    /// A watch allowing `bound_ms` off the owner.
+    pub fn new(bound_ms: u64) -> Self {
+        Self {
+            bound_ms,
+            misplaced: BTreeMap::new(),
+        }
+    }
+
+    /// Takes what runs now: `placements` yields `(node, child, owner)` for every running
+    /// instance, with the owner over the nodes `node` can reach.
+    pub fn observe<'a>(
+        &mut self,
+        now_ms: u64,
+        placements: impl IntoIterator<Item = (&'a NodeName, &'a ChildId, Option<&'a NodeName>)>,
+    ) -> Result<(), Violation> {
+        let mut still = BTreeMap::new();
+        for (node, id, owner) in placements {
+            if owner == Some(node) {
+                continue;
+            }
+            let key = (node.clone(), id.clone());
+            let since = self.misplaced.get(&key).copied().unwrap_or(now_ms);
+            if now_ms.saturating_sub(since) > self.bound_ms {
+                return Err(Violation::new(
+                    Invariant::PlacementBounded,
+                    format!(
+                        "{id} has run on {node} for {} ms while its owner is {owner:?} (bound {} ms)",
+                        now_ms - since,
+                        self.bound_ms
+                    ),
+                ));
+            }
+            still.insert(key, since);
+        }
+        self.misplaced = still;
+        Ok(())
+    }
+}
+
+/// No request was answered twice; with `all`, every request was answered.
+pub fn requests_answered(ledger: &Ledger, all: bool) -> Result<(), Violation> {
+    let bad = if all {
+        ledger.unanswered()
+    } else {
+        ledger.answered_twice()
+    };
+    match bad.first() {
+        None => Ok(()),
+        Some((id, request)) => Err(Violation::new(
+            Invariant::RequestsAnswered,
+            format!(
+                "request {id} ({} through {} at {} ms) was answered {} times",
+                request.what, request.node, request.issued_ms, request.answers
+            ),
+        )),
+    }
+}

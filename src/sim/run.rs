@@ -1,0 +1,492 @@
+//! One run of the simulator: a seed, a cluster, a workload of requests and faults, the
+//! invariants checked after every step, then quiescence and the final checks.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::child::{SimChildMsg, SIM_KIND};
+use super::cluster::SimCluster;
+use super::invariants::{
+    declared_lists_agree, declared_run_as_decided, each_once_on_its_owner, judge_declared,
+    registries_agree, requests_answered, NodeView, PlacementWatch, VersionWatch, Violation,
+};
+use super::ledger::{Acknowledged, Ledger, SharedLedger};
+use super::trace::{short, Trace};
+use super::workload::{Op, Workload, WorldView};
+use crate::api::{StartOptions, StopOptions};
+use crate::core::placement::HashRing;
+use crate::hub::shared::simulation::InjectedBug;
+use crate::model::{ChildId, ChildSpec, NodeName, Pid};
+
+/// How a run goes.
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    /// Steps of workload and faults before quiescence.
+    pub steps: usize,
+    /// Bugs injected into every hub (none for a real run).
+    pub bugs: BTreeSet<InjectedBug>,
+    /// Keep the trace's lines (not only its hash).
+    pub keep_trace: bool,
+    /// How long a child may run off its owner.
+    pub placement_bound: Duration,
+    /// How long quiescence may take before the final checks count as failed.
+    pub quiescence: Duration,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        Self {
+            steps: 40,
+            bugs: BTreeSet::new(),
+            keep_trace: false,
+            placement_bound: Duration::from_secs(45),
+            quiescence: Duration::from_secs(120),
+        }
+    }
+}
+
+/// A broken invariant, and when.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// The invariant and what broke it.
+    pub violation: Violation,
+    /// The step it was found after (`steps` for quiescence).
+    pub step: usize,
+    /// Virtual milliseconds into the run.
+    pub at_ms: u64,
+}
+
+/// What one seed did.
+#[derive(Clone, Debug)]
+pub struct SeedReport {
+    /// The seed.
+    pub seed: u64,
+    /// Steps run (up to the failure, if any).
+    pub steps: usize,
+    /// Invariant checks made.
+    pub invariant_checks: u64,
+    /// Virtual time the run covered.
+    pub virtual_ms: u64,
+    /// Wall time it took.
+    pub wall_ms: u64,
+    /// The hash of the trace: the same for every run of the seed.
+    pub trace_hash: u64,
+    /// Lines in the trace.
+    pub trace_lines: u64,
+    /// Requests made.
+    pub requests: usize,
+    /// Acknowledged durable mutations that lost to another leader's (the documented divergence).
+    pub superseded: usize,
+    /// The broken invariant, if one broke.
+    pub failure: Option<Failure>,
+    /// The trace, when kept.
+    pub trace: Vec<String>,
+}
+
+/// Runs `seed` on a fresh single-threaded runtime in paused, auto-advancing time.
+pub fn run_seed(seed: u64, options: &SimOptions) -> SeedReport {
+    let began = Instant::now();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build();
+    let mut report = match runtime {
+        Ok(runtime) => runtime.block_on(Run::new(seed, options.clone()).go()),
+        Err(e) => SeedReport {
+            seed,
+            steps: 0,
+            invariant_checks: 0,
+            virtual_ms: 0,
+            wall_ms: 0,
+            trace_hash: 0,
+            trace_lines: 0,
+            requests: 0,
+            superseded: 0,
+            failure: Some(Failure {
+                violation: Violation {
+                    invariant: super::invariants::Invariant::RequestsAnswered,
+                    detail: format!("no runtime: {e}"),
+                },
+                step: 0,
+                at_ms: 0,
+            }),
+            trace: Vec::new(),
+        },
+    };
+    report.wall_ms = began.elapsed().as_millis() as u64;
+    report
+}
+
+struct Run {
+    seed: u64,
+    options: SimOptions,
+    rng: StdRng,
+    trace: Arc<Trace>,
+    ledger: SharedLedger,
+    cluster: SimCluster,
+    workload: Workload,
+    versions: VersionWatch,
+    placement: PlacementWatch,
+    checks: u64,
+    /// Acknowledged and not stopped since (what stops are drawn from).
+    live_plain: BTreeSet<ChildId>,
+    live_durable: Arc<Mutex<BTreeSet<ChildId>>>,
+}
+
+impl Run {
+    fn new(seed: u64, options: SimOptions) -> Self {
+        let trace = Arc::new(Trace::new(options.keep_trace));
+        let ledger: SharedLedger = Arc::new(Mutex::new(Ledger::default()));
+        let observed = ledger.clone();
+        let observer = Arc::new(move |o| lock(&observed).observe(o));
+        let cluster = SimCluster::new(
+            seed ^ 0x5eed_0fc1_u64,
+            options.bugs.clone(),
+            trace.clone(),
+            observer,
+        );
+        Self {
+            seed,
+            rng: StdRng::seed_from_u64(seed),
+            placement: PlacementWatch::new(options.placement_bound.as_millis() as u64),
+            options,
+            trace,
+            ledger,
+            cluster,
+            workload: Workload::new(),
+            versions: VersionWatch::default(),
+            checks: 0,
+            live_plain: BTreeSet::new(),
+            live_durable: Arc::default(),
+        }
+    }
+
+    fn report(&self, steps: usize, failure: Option<Failure>) -> SeedReport {
+        let ledger = lock(&self.ledger);
+        SeedReport {
+            seed: self.seed,
+            steps,
+            invariant_checks: self.checks,
+            virtual_ms: self.trace.now_ms(),
+            wall_ms: 0,
+            trace_hash: self.trace.hash(),
+            trace_lines: self.trace.len(),
+            requests: ledger.requests(),
+            superseded: 0,
+            failure,
+            trace: self.trace.lines(),
+        }
+    }
+
+    async fn go(mut self) -> SeedReport {
+        let nodes = self.rng.gen_range(3..=4);
+        for i in 1..=nodes {
+            if let Err(e) = self.cluster.add(&format!("n{i}")).await {
+                self.trace.line(format!("boot failed: {e}"));
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        for step in 0..self.options.steps {
+            let op = self.next_op();
+            self.trace.line(format!("step {step}: {op}"));
+            self.apply(op).await;
+            let pause = self.rng.gen_range(100..2_000);
+            tokio::time::sleep(Duration::from_millis(pause)).await;
+            self.cluster.router.set_drop_probability(0.0);
+            if let Err(violation) = self.check_always() {
+                return self.fail(step, violation).await;
+            }
+        }
+        self.quiesce().await
+    }
+
+    async fn fail(mut self, step: usize, violation: Violation) -> SeedReport {
+        self.trace.line(format!("VIOLATION {violation}"));
+        let failure = Failure {
+            violation,
+            step,
+            at_ms: self.trace.now_ms(),
+        };
+        let report = self.report(step, Some(failure));
+        self.cluster.shut_down().await;
+        report
+    }
+
+    fn next_op(&mut self) -> Op {
+        let up = self.cluster.up();
+        let down = self.cluster.down();
+        let running: BTreeSet<ChildId> = self.cluster.running().into_keys().collect();
+        let durable = lock(&self.live_durable).clone();
+        let world = WorldView {
+            up: &up,
+            down: &down,
+            all: self.cluster.nodes.len(),
+            plain: &self.live_plain,
+            durable: &durable,
+            running: &running,
+        };
+        self.workload.next(&mut self.rng, &world)
+    }
+
+    async fn apply(&mut self, op: Op) {
+        match op {
+            Op::Start { node, ids, durable } => self.start(&node, ids, durable),
+            Op::Stop { node, id, durable } => self.stop(&node, id, durable),
+            Op::FailChild { id } => {
+                for node in self.cluster.up() {
+                    let hub = self.cluster.hub(&node).cloned();
+                    if let Some(child) = hub.and_then(|h| h.local_child_ref::<SimChildMsg>(&id)) {
+                        let _ = child.cast(SimChildMsg::Fail);
+                    }
+                }
+            }
+            Op::Crash { node } => self.cluster.crash(&node).await,
+            Op::Restart { node, lose_disk } => {
+                if let Err(e) = self.cluster.restart(&node, lose_disk).await {
+                    self.trace
+                        .line(format!("restart of {} failed: {e}", short(&node)));
+                }
+            }
+            Op::Join { node } => {
+                if let Err(e) = self.cluster.add(short(&node)).await {
+                    self.trace
+                        .line(format!("join of {} failed: {e}", short(&node)));
+                }
+            }
+            Op::Leave { node } => self.cluster.leave(&node).await,
+            Op::Partition { groups } => self.cluster.partition(&groups),
+            Op::Heal => self.cluster.heal(),
+            Op::FaultLink { from, to, faults } => self.cluster.fault_link(&from, &to, faults),
+            Op::DropBurst { probability } => self.cluster.router.set_drop_probability(probability),
+            Op::SlowDisk { node, latency_ms } => {
+                if let Some(n) = self.cluster.nodes.get(&node) {
+                    n.disk.set_latency(Duration::from_millis(latency_ms));
+                }
+            }
+            Op::SkewClock { node, skew_ms } => {
+                if let Some(n) = self.cluster.nodes.get(&node) {
+                    n.clock.set_skew(skew_ms);
+                }
+            }
+            Op::Idle => {}
+        }
+    }
+
+    /// Sends a start through `node` as a task: it is answered while the run goes on.
+    fn start(&mut self, node: &str, ids: Vec<ChildId>, durable: bool) {
+        let Some(hub) = self.cluster.hub(node).cloned() else {
+            return;
+        };
+        let request = {
+            let mut ledger = lock(&self.ledger);
+            if durable {
+                ledger.durable.extend(ids.iter().cloned());
+            } else {
+                ledger.plain.extend(ids.iter().cloned());
+            }
+            ledger.issue(format!("start {ids:?}"), node, self.trace.now_ms())
+        };
+        if !durable {
+            // Stops of plain children are drawn from those started, whatever the answer.
+            self.live_plain.extend(ids.iter().cloned());
+        }
+        let specs = ids
+            .iter()
+            .map(|id| ChildSpec::new(id.clone(), SIM_KIND))
+            .collect();
+        let (ledger, trace, live) = (
+            self.ledger.clone(),
+            self.trace.clone(),
+            self.live_durable.clone(),
+        );
+        tokio::spawn(async move {
+            let answer = hub
+                .start_children(specs, StartOptions::new().durable(durable))
+                .await;
+            let mut ledger = lock(&ledger);
+            ledger.answered(request);
+            let summary = match &answer {
+                Ok(result) => {
+                    let mut codes: Vec<String> =
+                        result.errors.iter().map(|e| e.reason.to_string()).collect();
+                    codes.sort();
+                    format!("ok, {} started, errors {codes:?}", result.started.len())
+                }
+                Err(e) => format!("refused: {e}"),
+            };
+            trace.line(format!("answer r{request}: {summary}"));
+            if !durable {
+                return;
+            }
+            match answer {
+                Ok(_) => {
+                    ledger.acknowledged.push(Acknowledged {
+                        request,
+                        start: true,
+                        ids: ids.clone(),
+                        at_ms: trace.now_ms(),
+                    });
+                    lock(&live).extend(ids);
+                }
+                Err(_) => ledger.unknown.extend(ids),
+            }
+        });
+    }
+
+    /// Sends a stop through `node` as a task.
+    fn stop(&mut self, node: &str, id: ChildId, durable: bool) {
+        let Some(hub) = self.cluster.hub(node).cloned() else {
+            return;
+        };
+        let request = lock(&self.ledger).issue(format!("stop {id}"), node, self.trace.now_ms());
+        if durable {
+            lock(&self.live_durable).remove(&id);
+        } else {
+            self.live_plain.remove(&id);
+        }
+        let (ledger, trace) = (self.ledger.clone(), self.trace.clone());
+        tokio::spawn(async move {
+            let answer = hub.stop_child(id.clone(), StopOptions::new()).await;
+            let mut ledger = lock(&ledger);
+            ledger.answered(request);
+            let summary = match &answer {
+                Ok(result) => {
+                    let mut codes: Vec<String> =
+                        result.errors.iter().map(|e| e.reason.to_string()).collect();
+                    codes.sort();
+                    format!("ok, {} stopped, errors {codes:?}", result.stopped.len())
+                }
+                Err(e) => format!("refused: {e}"),
+            };
+            trace.line(format!("answer r{request}: {summary}"));
+            if !durable {
+                return;
+            }
+            match answer {
+                Ok(_) => ledger.acknowledged.push(Acknowledged {
+                    request,
+                    start: false,
+                    ids: vec![id],
+                    at_ms: trace.now_ms(),
+                }),
+                Err(_) => {
+                    ledger.unknown.insert(id);
+                }
+            }
+        });
+    }
+
+    /// The invariants that hold at every step.
+    fn check_always(&mut self) -> Result<(), Violation> {
+        self.checks += 1;
+        requests_answered(&lock(&self.ledger), false)?;
+        for node in self.cluster.nodes.values() {
+            let Some(hub) = node.hub() else { continue };
+            if let Some(view) = hub.declared_children().filter(|v| !v.parked) {
+                self.versions
+                    .observe(&node.name, node.disk_generation, view.version)?;
+            }
+        }
+        let running = self.cluster.running();
+        let mut rings: BTreeMap<NodeName, HashRing> = BTreeMap::new();
+        for node in self.cluster.up() {
+            let component = self.cluster.component_of(&node);
+            rings.insert(node, HashRing::new(component));
+        }
+        let placements: Vec<(&NodeName, &ChildId, Option<&NodeName>)> = running
+            .iter()
+            .flat_map(|(id, nodes)| {
+                let rings = &rings;
+                nodes
+                    .keys()
+                    .map(move |node| (node, id, rings.get(node).and_then(|r| r.owner(id))))
+            })
+            .collect();
+        self.placement.observe(self.trace.now_ms(), placements)?;
+        Ok(())
+    }
+
+    /// The invariants that hold once the cluster is whole and quiet.
+    fn check_quiescent(&mut self) -> Result<usize, Violation> {
+        self.checks += 1;
+        let up = self.cluster.up();
+        let views: Vec<NodeView> = up
+            .iter()
+            .filter_map(|n| self.cluster.hub(n))
+            .map(NodeView::of)
+            .collect();
+        registries_agree(&views)?;
+        each_once_on_its_owner(&views, &up)?;
+        let ledger = lock(&self.ledger);
+        let running: BTreeMap<ChildId, BTreeMap<NodeName, Pid>> = self.cluster.running();
+        let superseded = match declared_lists_agree(&views)? {
+            Some((stamp, children)) => {
+                let verdict = judge_declared(&ledger, &stamp, &children)?;
+                declared_run_as_decided(&running, &children, &ledger.durable, &verdict.stopped)?;
+                verdict.superseded
+            }
+            None => 0,
+        };
+        requests_answered(&ledger, true)?;
+        Ok(superseded)
+    }
+
+    /// Heals every fault, brings every node back, and waits until the quiescent invariants hold
+    /// (or the quiescence time is up: then the last violation is the failure).
+    async fn quiesce(mut self) -> SeedReport {
+        let steps = self.options.steps;
+        self.trace.line("quiesce: heal, restart every node");
+        self.cluster.heal();
+        for node in self.cluster.nodes.values() {
+            node.disk.set_latency(Duration::ZERO);
+        }
+        for node in self.cluster.down() {
+            if let Err(e) = self.cluster.restart(&node, false).await {
+                self.trace
+                    .line(format!("restart of {} failed: {e}", short(&node)));
+            }
+        }
+        let deadline = self.trace.now_ms() + self.options.quiescence.as_millis() as u64;
+        let mut last = None;
+        let mut held = 0;
+        loop {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            if let Err(violation) = self.check_always() {
+                return self.fail(steps, violation).await;
+            }
+            match self.check_quiescent() {
+                Ok(superseded) => {
+                    held += 1;
+                    if held >= 3 {
+                        self.trace.line(format!(
+                            "quiescent; {superseded} acknowledged mutations superseded"
+                        ));
+                        let mut report = self.report(steps, None);
+                        report.superseded = superseded;
+                        self.cluster.shut_down().await;
+                        return report;
+                    }
+                }
+                Err(violation) => {
+                    held = 0;
+                    last = Some(violation);
+                }
+            }
+            if self.trace.now_ms() > deadline {
+                let violation = last.unwrap_or(Violation {
+                    invariant: super::invariants::Invariant::RegistriesAgree,
+                    detail: "never quiescent".into(),
+                });
+                return self.fail(steps, violation).await;
+            }
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,320 @@
+//! The operations of a run: requests a user makes and faults the world makes, drawn from the
+//! run's seeded generator with weights that keep a cluster busy and broken in turns.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::Rng;
+
+use super::trace::short;
+use crate::cluster::in_process::LinkFaults;
+use crate::model::{ChildId, NodeName};
+
+/// The most nodes a run grows to.
+pub const MAX_NODES: usize = 5;
+
+/// One step of a run.
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// Start children (plain, or `durable`) through a node.
+    Start {
+        /// The node asked.
+        node: NodeName,
+        /// The children (new ids).
+        ids: Vec<ChildId>,
+        /// With `durable: true`.
+        durable: bool,
+    },
+    /// Stop a child through a node.
+    Stop {
+        /// The node asked.
+        node: NodeName,
+        /// The child.
+        id: ChildId,
+        /// It was started durably.
+        durable: bool,
+    },
+    /// Make a running child fail (its supervisor restarts it).
+    FailChild {
+        /// The child.
+        id: ChildId,
+    },
+    /// A node crashes (memory gone, disk kept).
+    Crash {
+        /// The node.
+        node: NodeName,
+    },
+    /// A crashed or departed node comes back, on its disk or an empty one.
+    Restart {
+        /// The node.
+        node: NodeName,
+        /// Its disk is lost.
+        lose_disk: bool,
+    },
+    /// A new node joins.
+    Join {
+        /// The new node.
+        node: NodeName,
+    },
+    /// A node leaves gracefully.
+    Leave {
+        /// The node.
+        node: NodeName,
+    },
+    /// The nodes are split into groups.
+    Partition {
+        /// The groups (every link between two groups is cut).
+        groups: Vec<Vec<NodeName>>,
+    },
+    /// Every link is restored and every link fault cleared.
+    Heal,
+    /// One directed link drops, delays or reorders.
+    FaultLink {
+        /// The sender.
+        from: NodeName,
+        /// The receiver.
+        to: NodeName,
+        /// What goes wrong.
+        faults: LinkFaults,
+    },
+    /// Every link drops frames for the length of the step.
+    DropBurst {
+        /// The chance each frame is lost.
+        probability: f64,
+    },
+    /// A node's disk gets slow (or fast again with zero).
+    SlowDisk {
+        /// The node.
+        node: NodeName,
+        /// How long each write waits.
+        latency_ms: u64,
+    },
+    /// A node's wall clock jumps.
+    SkewClock {
+        /// The node.
+        node: NodeName,
+        /// How far from true time it reads.
+        skew_ms: i64,
+    },
+    /// Nothing happens but time.
+    Idle,
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Op::Start { node, ids, durable } => write!(
+                f,
+                "start{} {:?} via {}",
+                if *durable { " durable" } else { "" },
+                ids.iter().map(ChildId::as_str).collect::<Vec<_>>(),
+                short(node)
+            ),
+            Op::Stop { node, id, durable } => write!(
+                f,
+                "stop{} {id} via {}",
+                if *durable { " durable" } else { "" },
+                short(node)
+            ),
+            Op::FailChild { id } => write!(f, "fail child {id}"),
+            Op::Crash { node } => write!(f, "crash {}", short(node)),
+            Op::Restart { node, lose_disk } => write!(
+                f,
+                "restart {}{}",
+                short(node),
+                if *lose_disk { " on an empty disk" } else { "" }
+            ),
+            Op::Join { node } => write!(f, "join {}", short(node)),
+            Op::Leave { node } => write!(f, "leave {}", short(node)),
+            Op::Partition { groups } => {
+                let groups: Vec<Vec<&str>> = groups
+                    .iter()
+                    .map(|g| g.iter().map(|n| short(n)).collect())
+                    .collect();
+                write!(f, "partition {groups:?}")
+            }
+            Op::Heal => write!(f, "heal"),
+            Op::FaultLink { from, to, faults } => write!(
+                f,
+                "fault link {}->{}: drop {:.2} delay {:?} reorder {}",
+                short(from),
+                short(to),
+                faults.drop_probability,
+                faults.delay.map(|(a, b)| (a.as_millis(), b.as_millis())),
+                faults.reorder
+            ),
+            Op::DropBurst { probability } => write!(f, "drop {probability:.2} of all frames"),
+            Op::SlowDisk { node, latency_ms } => {
+                write!(f, "disk of {} takes {latency_ms} ms", short(node))
+            }
+            Op::SkewClock { node, skew_ms } => {
+                write!(f, "clock of {} skewed {skew_ms} ms", short(node))
+            }
+            Op::Idle => write!(f, "idle"),
+        }
+    }
+}
+
+/// What the workload knows of the run so far, to draw sensible operations.
+pub struct WorldView<'a> {
+    /// Nodes that are up.
+    pub up: &'a [NodeName],
+    /// Nodes that are down or left.
+    pub down: &'a [NodeName],
+    /// Every node ever added.
+    pub all: usize,
+    /// Plain children started (acknowledged), not stopped.
+    pub plain: &'a BTreeSet<ChildId>,
+    /// Durable children declared (acknowledged), not stopped.
+    pub durable: &'a BTreeSet<ChildId>,
+    /// Children running now.
+    pub running: &'a BTreeSet<ChildId>,
+}
+
+/// Draws operations.
+pub struct Workload {
+    next_child: usize,
+}
+
+impl Workload {
+    /// A workload that has named no child yet.
+    pub fn new() -> Self {
+        Self { next_child: 0 }
+    }
+
+    fn ids(&mut self, prefix: &str, n: usize) -> Vec<ChildId> {
+        (0..n)
+            .map(|_| {
+                self.next_child += 1;
+                ChildId::from(format!("{prefix}{}", self.next_child))
+            })
+            .collect()
+    }
+
+    /// The next operation.
+    pub fn next(&mut self, rng: &mut StdRng, world: &WorldView<'_>) -> Op {
+        let pick = |rng: &mut StdRng, from: &[NodeName]| from.choose(rng).cloned();
+        for _ in 0..8 {
+            let roll = rng.gen_range(0..100);
+            let op = match roll {
+                0..=17 => pick(rng, world.up).map(|node| {
+                    let n = rng.gen_range(1..=4);
+                    Op::Start {
+                        node,
+                        ids: self.ids("c", n),
+                        durable: false,
+                    }
+                }),
+                18..=37 => pick(rng, world.up).map(|node| {
+                    let n = rng.gen_range(1..=4);
+                    Op::Start {
+                        node,
+                        ids: self.ids("d", n),
+                        durable: true,
+                    }
+                }),
+                38..=44 => {
+                    let plain: Vec<&ChildId> = world.plain.iter().collect();
+                    match (pick(rng, world.up), plain.choose(rng)) {
+                        (Some(node), Some(id)) => Some(Op::Stop {
+                            node,
+                            id: (*id).clone(),
+                            durable: false,
+                        }),
+                        _ => None,
+                    }
+                }
+                45..=53 => {
+                    let durable: Vec<&ChildId> = world.durable.iter().collect();
+                    match (pick(rng, world.up), durable.choose(rng)) {
+                        (Some(node), Some(id)) => Some(Op::Stop {
+                            node,
+                            id: (*id).clone(),
+                            durable: true,
+                        }),
+                        _ => None,
+                    }
+                }
+                54..=58 => {
+                    let running: Vec<&ChildId> = world.running.iter().collect();
+                    running
+                        .choose(rng)
+                        .map(|id| Op::FailChild { id: (*id).clone() })
+                }
+                59..=65 => pick(rng, world.up).map(|node| Op::Crash { node }),
+                66..=73 => pick(rng, world.down).map(|node| {
+                    // A disk is lost only while most nodes are up to hand its copy back.
+                    let lose_disk = world.up.len() * 2 > world.all && rng.gen_bool(0.3);
+                    Op::Restart { node, lose_disk }
+                }),
+                74..=75 if world.all < MAX_NODES => Some(Op::Join {
+                    node: format!("n{}@sim", world.all + 1),
+                }),
+                76..=77 if world.up.len() > 1 => pick(rng, world.up).map(|node| Op::Leave { node }),
+                78..=81 if world.up.len() > 1 => {
+                    let mut nodes = world.up.to_vec();
+                    nodes.shuffle(rng);
+                    let cut = rng.gen_range(1..nodes.len());
+                    let right = nodes.split_off(cut);
+                    Some(Op::Partition {
+                        groups: vec![nodes, right],
+                    })
+                }
+                82..=85 => Some(Op::Heal),
+                86..=89 if world.up.len() > 1 => {
+                    let mut nodes = world.up.to_vec();
+                    nodes.shuffle(rng);
+                    let delay = rng.gen_bool(0.7).then(|| {
+                        let low = rng.gen_range(1..50);
+                        (
+                            Duration::from_millis(low),
+                            Duration::from_millis(low + rng.gen_range(0..150)),
+                        )
+                    });
+                    Some(Op::FaultLink {
+                        from: nodes[0].clone(),
+                        to: nodes[1].clone(),
+                        faults: LinkFaults {
+                            drop_probability: if rng.gen_bool(0.5) {
+                                rng.gen_range(0.0..0.2)
+                            } else {
+                                0.0
+                            },
+                            delay,
+                            reorder: rng.gen_bool(0.5),
+                        },
+                    })
+                }
+                90..=91 => Some(Op::DropBurst {
+                    probability: rng.gen_range(0.05..0.3),
+                }),
+                92..=94 => pick(rng, world.up).map(|node| Op::SlowDisk {
+                    node,
+                    latency_ms: if rng.gen_bool(0.3) {
+                        0
+                    } else {
+                        rng.gen_range(1..300)
+                    },
+                }),
+                95..=96 => pick(rng, world.up).map(|node| Op::SkewClock {
+                    node,
+                    skew_ms: rng.gen_range(-600_000..600_000),
+                }),
+                _ => Some(Op::Idle),
+            };
+            if let Some(op) = op {
+                return op;
+            }
+        }
+        Op::Idle
+    }
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Self::new()
+    }
+}
