@@ -91,7 +91,7 @@ impl AdminOps for FakeHub {
 }
 
 async fn call(hub: &FakeHub, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {
-    common::call_admin(hub, method, path, body).await
+    common::admin::call_admin(hub, method, path, body).await
 }
 
 #[tokio::test]

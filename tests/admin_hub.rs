@@ -18,21 +18,6 @@ async fn hub() -> Hub {
     hub
 }
 
-/// A hub with auto-recovery on `dir`, whose first round comes 50 ms after its start.
-fn durable_config(hub_id: &str, dir: &std::path::Path) -> ProcessHub {
-    let auto = process_hub::AutoRecoveryConfig {
-        reconcile_grace_ms: 50,
-        reconcile_interval_ms: 1_000,
-        ..Default::default()
-    };
-    ProcessHub::builder(hub_id)
-        .node_name("a@127.0.0.1")
-        .data_dir(dir)
-        .auto_recovery(auto)
-        .build()
-        .expect("valid config")
-}
-
 /// `POST /v1/children` of one durable `counter` child.
 async fn start_durable(hub: &Hub, id: &str) -> (StatusCode, Value) {
     let spec = json!({"id": id, "kind": "counter", "durable": true});
@@ -40,7 +25,7 @@ async fn start_durable(hub: &Hub, id: &str) -> (StatusCode, Value) {
 }
 
 async fn call(hub: &Hub, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {
-    common::call_admin(hub, method, path, body).await
+    common::admin::call_admin(hub, method, path, body).await
 }
 
 #[tokio::test]
@@ -247,7 +232,7 @@ async fn reserved_metadata_is_invalid_input() {
 #[tokio::test]
 async fn durable_starts_and_the_declared_list_over_http() {
     let dir = tempfile::tempdir().unwrap();
-    let config = durable_config("admin-durable", dir.path());
+    let config = common::recovery_hub::config("admin-durable", dir.path());
     let (hub, _join) = Hub::spawn(config, process_hub_actors::default_kinds())
         .await
         .expect("hub spawns");
@@ -291,7 +276,7 @@ async fn durable_starts_and_the_declared_list_over_http() {
 #[tokio::test]
 async fn a_parked_hub_says_so_over_http_until_the_operator_clears_it() {
     let dir = tempfile::tempdir().unwrap();
-    let config = durable_config("admin-parked", dir.path());
+    let config = common::recovery_hub::config("admin-parked", dir.path());
     let (hub, join) = Hub::spawn(config.clone(), process_hub_actors::default_kinds())
         .await
         .expect("hub spawns");

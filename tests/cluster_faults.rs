@@ -1,20 +1,21 @@
 //! The hub across nodes under faults: partitions, crash + restart versus a flap, and a seeded
 //! random fault run (replay a failure with `PROCESS_HUB_CLUSTER_SEED=<seed>`).
 
-mod cluster_common;
+mod common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use cluster_common::*;
+use common::cluster::*;
+use common::wait_until;
 use process_hub::{NodeName, StartOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partition_then_heal_leaves_each_child_once_on_its_owner() {
-    let cluster = TestCluster::with_nodes(11, &["a", "b", "c"]).await;
-    let specs = specs("p", 300);
+    let cluster = TestCluster::with_nodes(11, &["a", "b", "c"], Options::plain()).await;
+    let specs = specs("p-", 300);
     let all = ids(&specs);
     cluster
         .hub("b")
@@ -50,12 +51,12 @@ fn pids_of(cluster: &TestCluster) -> BTreeMap<process_hub::ChildId, BTreeMap<Nod
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flap_keeps_children_and_restart_replaces_them() {
     // A long grace: a flap shorter than it must move nothing.
-    let mut cluster = TestCluster::new(12, Duration::from_secs(30));
+    let mut cluster = TestCluster::new(12, Options::plain().grace(Duration::from_secs(30)));
     for name in ["a", "b", "c"] {
         cluster.add(name).await;
     }
     cluster.wait_members().await;
-    let specs = specs("f", 200);
+    let specs = specs("f-", 200);
     let all = ids(&specs);
     cluster
         .hub("a")
@@ -104,12 +105,12 @@ async fn seeded_random_faults_converge() {
         .unwrap_or_else(rand::random);
     eprintln!("cluster fault run seed: {seed} (replay with PROCESS_HUB_CLUSTER_SEED={seed})");
     let names = ["a", "b", "c", "d", "e"];
-    let mut cluster = TestCluster::new(seed, Duration::from_millis(100));
+    let mut cluster = TestCluster::new(seed, Options::plain());
     for name in names {
         cluster.add(name).await;
     }
     cluster.wait_members().await;
-    let specs = specs("r", 250);
+    let specs = specs("r-", 250);
     let all = ids(&specs);
     cluster
         .hub("a")

@@ -1,18 +1,19 @@
 //! The hub across nodes on the in-process cluster: placement, replication, restarts,
 //! membership changes.
 
-mod cluster_common;
+mod common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use cluster_common::*;
+use common::cluster::*;
+use common::{wait_for_async, wait_until};
 use process_hub::{ChildStartError, StartOptions, StopOptions};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_and_stop_1000_children_with_identical_registries() {
-    let cluster = TestCluster::with_nodes(1, &["a", "b", "c"]).await;
-    let specs = specs("c", 1000);
+    let cluster = TestCluster::with_nodes(1, &["a", "b", "c"], Options::plain()).await;
+    let specs = specs("c-", 1000);
     let all = ids(&specs);
     let result = cluster
         .hub("a")
@@ -53,11 +54,11 @@ async fn start_and_stop_1000_children_with_identical_registries() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn periodic_sync_heals_lost_deltas() {
-    let cluster = TestCluster::with_nodes(2, &["a", "b", "c"]).await;
+    let cluster = TestCluster::with_nodes(2, &["a", "b", "c"], Options::plain()).await;
     let a = cluster.hub("a");
     // Children a owns, so the start itself needs no frame; then every frame is lost.
     let ring = process_hub::core::placement::HashRing::new(cluster.names());
-    let mine: Vec<_> = specs("s", 300)
+    let mine: Vec<_> = specs("s-", 300)
         .into_iter()
         .filter(|s| ring.owner(&s.id).map(String::as_str) == Some("a@test"))
         .collect();
@@ -80,8 +81,8 @@ async fn periodic_sync_heals_lost_deltas() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crashed_children_restart_with_new_pids_everywhere() {
-    let cluster = TestCluster::with_nodes(3, &["a", "b", "c"]).await;
-    let specs = specs("k", 100);
+    let cluster = TestCluster::with_nodes(3, &["a", "b", "c"], Options::plain()).await;
+    let specs = specs("k-", 100);
     let all = ids(&specs);
     cluster
         .hub("c")
@@ -109,8 +110,8 @@ async fn crashed_children_restart_with_new_pids_everywhere() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_join_and_leave_one_by_one() {
-    let mut cluster = TestCluster::with_nodes(4, &["a"]).await;
-    let specs = specs("j", 300);
+    let mut cluster = TestCluster::with_nodes(4, &["a"], Options::plain()).await;
+    let specs = specs("j-", 300);
     let all = ids(&specs);
     cluster
         .hub("a")
@@ -138,8 +139,8 @@ async fn nodes_join_and_leave_one_by_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_duplicate_starts_yield_one_child() {
-    let cluster = TestCluster::with_nodes(5, &["a", "b", "c"]).await;
-    let specs = specs("d", 60);
+    let cluster = TestCluster::with_nodes(5, &["a", "b", "c"], Options::plain()).await;
+    let specs = specs("d-", 60);
     let (ra, rb, rc) = tokio::join!(
         cluster
             .hub("a")
@@ -171,7 +172,7 @@ async fn concurrent_duplicate_starts_yield_one_child() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undecodable_frames_are_dropped_and_the_hub_keeps_working() {
-    let cluster = TestCluster::with_nodes(6, &["a", "b"]).await;
+    let cluster = TestCluster::with_nodes(6, &["a", "b"], Options::plain()).await;
     let before = cluster.net.stats().undecodable;
     for garbage in [
         vec![],
@@ -185,7 +186,7 @@ async fn undecodable_frames_are_dropped_and_the_hub_keeps_working() {
             .unwrap();
     }
     assert_eq!(cluster.net.stats().undecodable, before + 4);
-    let specs = specs("u", 20);
+    let specs = specs("u-", 20);
     let result = cluster
         .hub("b")
         .start_children(specs.clone(), StartOptions::new())
@@ -197,8 +198,8 @@ async fn undecodable_frames_are_dropped_and_the_hub_keeps_working() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn call_a_child_by_id_from_any_node() {
-    let cluster = TestCluster::with_nodes(7, &["a", "b", "c"]).await;
-    let specs = specs("m", 9);
+    let cluster = TestCluster::with_nodes(7, &["a", "b", "c"], Options::plain()).await;
+    let specs = specs("m-", 9);
     cluster
         .hub("a")
         .start_children(specs.clone(), StartOptions::new())
@@ -215,8 +216,9 @@ async fn call_a_child_by_id_from_any_node() {
                 .cast_child(spec.id.clone(), increment.clone())
                 .unwrap();
         }
-        wait_until_async(|| async {
+        wait_for_async("every node's casts reached the child", || async {
             let mut all = true;
+            let mut outs = Vec::new();
             for name in ["a", "b", "c"] {
                 let out = cluster
                     .hub(name)
@@ -224,8 +226,13 @@ async fn call_a_child_by_id_from_any_node() {
                     .await
                     .expect("routed to the child");
                 all &= out == b"6";
+                outs.push(String::from_utf8_lossy(&out).into_owned());
             }
-            all
+            if all {
+                Ok(())
+            } else {
+                Err(format!("{} answers {outs:?}", spec.id))
+            }
         })
         .await;
     }
@@ -247,25 +254,13 @@ async fn call_a_child_by_id_from_any_node() {
     assert_eq!(garbage.code, "command_failed");
 }
 
-async fn wait_until_async<F, Fut>(mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = tokio::time::Instant::now();
-    while !cond().await {
-        assert!(start.elapsed() < DEADLINE, "timed out");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_sync_in_parts_is_applied_only_once_complete() {
     // A node with more children than one frame holds sends its full sync in parts; a partial
     // sync must not be applied (it would unbind the sender from the missing parts' children).
     use process_hub::cluster::wire::{encode, WireMsg};
     use process_hub::{ChildId, ChildSpec, Metadata, Row};
-    let cluster = TestCluster::with_nodes(8, &["a", "b"]).await;
+    let cluster = TestCluster::with_nodes(8, &["a", "b"], Options::plain()).await;
     let row = |id: &str| {
         let mut row = Row::authored(
             ChildSpec::new(id, "counter"),
@@ -300,12 +295,8 @@ async fn a_full_sync_in_parts_is_applied_only_once_complete() {
         .net
         .inject_frame(HUB, "b@test", "a@test", part(0, &["p1", "p2"]))
         .unwrap();
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while !["p1", "p2", "p3", "p4"].iter().all(|id| known(id)) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the completed sync was not applied"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_until("the completed sync is applied", || {
+        ["p1", "p2", "p3", "p4"].iter().all(|id| known(id))
+    })
+    .await;
 }

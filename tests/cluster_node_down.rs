@@ -7,21 +7,20 @@
 //! [`FAST`] (20 s): far from both, so no tight timing is involved. The request is kept from
 //! being answered by holding its frame in the router, then the node is crashed.
 
-mod cluster_common;
-#[path = "common/durable_cluster.rs"]
-mod durable_cluster;
+mod common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cluster_common::*;
+use common::cluster::{full, stop_all, Options, TestCluster};
+use common::{durable, wait_until};
 use process_hub::cluster::in_process::InProcessCluster;
 use process_hub::cluster::wire::WireMsg;
 use process_hub::core::placement::HashRing;
 use process_hub::{
-    ChildFailure, ChildId, ChildSpec, ChildStartError, ChildStopError, Hub, ProcessHub,
-    RecoveryError, StartError, StartOptions, StopOptions,
+    ChildFailure, ChildId, ChildSpec, ChildStartError, ChildStopError, RecoveryError, StartError,
+    StartOptions, StopOptions,
 };
 
 /// The hubs' `default_timeout`: a request that waited for it would fail the test.
@@ -29,82 +28,18 @@ const LONG: Duration = Duration::from_secs(60);
 /// What each request must return within.
 const FAST: Duration = Duration::from_secs(20);
 
-fn full(name: &str) -> String {
-    format!("{name}@test")
+/// Three (or more) hubs with a 60 s `default_timeout` (and the hub's default migration retry).
+async fn cluster(seed: u64, names: &[&str]) -> TestCluster {
+    cluster_with_grace(seed, names, Duration::from_millis(100)).await
 }
 
-/// Three (or more) hubs with a 60 s `default_timeout`.
-struct Nodes {
-    net: InProcessCluster,
-    hubs: Vec<(String, Hub)>,
-}
-
-impl Nodes {
-    async fn new(seed: u64, names: &[&str]) -> Self {
-        Self::with_grace(seed, names, Duration::from_millis(100)).await
-    }
-
-    /// With `nodedown_grace` `grace` (a long one keeps a down node's children where they are).
-    async fn with_grace(seed: u64, names: &[&str], grace: Duration) -> Self {
-        let net = InProcessCluster::new(seed);
-        let mut hubs = Vec::new();
-        for name in names {
-            let node = net.add_node(full(name)).expect("new node");
-            let config: ProcessHub = ProcessHub::builder(HUB)
-                .cluster_timing(
-                    Duration::from_millis(300),
-                    grace,
-                    Duration::from_millis(20),
-                    Duration::from_millis(200),
-                )
-                .default_timeout(LONG)
-                .shutdown_timeout(Duration::from_secs(5))
-                .build()
-                .expect("valid config");
-            let (hub, _join) = Hub::builder(config, process_hub_actors::default_kinds())
-                .network(Arc::new(node))
-                .spawn()
-                .await
-                .expect("hub spawns");
-            hubs.push((full(name), hub));
-        }
-        let all: Vec<String> = hubs.iter().map(|(n, _)| n.clone()).collect();
-        wait_until("members agree", || {
-            hubs.iter()
-                .all(|(_, h)| h.nodes(true) == all && h.cluster_settled())
-        })
-        .await;
-        Self { net, hubs }
-    }
-
-    fn hub(&self, name: &str) -> &Hub {
-        let full = full(name);
-        &self.hubs.iter().find(|(n, _)| *n == full).expect("a hub").1
-    }
-
-    /// Holds every frame of `kind` sent to `to`.
-    fn hold(&self, kind: &'static str, to: &str) {
-        let to = full(to);
-        self.net
-            .hold_frames(Some(Arc::new(move |_, dest, msg: &WireMsg| {
-                dest == to && msg.kind() == kind
-            })));
-    }
-
-    async fn wait_held(&self) {
-        wait_until("the request is held", || self.net.held_frames() >= 1).await;
-    }
-
-    /// Crashes `name`: its endpoints vanish (peers see `NodeDown`) and its hub dies.
-    async fn crash(&mut self, name: &str) {
-        let full = full(name);
-        self.net.crash(&full).expect("crash");
-        if let Some(i) = self.hubs.iter().position(|(n, _)| *n == full) {
-            let (_, hub) = self.hubs.remove(i);
-            hub.actor().kill();
-            wait_until("crashed hub is dead", || !hub.is_alive()).await;
-        }
-    }
+/// With `nodedown_grace` `grace` (a long one keeps a down node's children where they are).
+async fn cluster_with_grace(seed: u64, names: &[&str], grace: Duration) -> TestCluster {
+    let options = Options {
+        migration_retry: None,
+        ..Options::plain().grace(grace).default_timeout(LONG)
+    };
+    TestCluster::with_nodes(seed, names, options).await
 }
 
 /// `n` ids owned by `owner` in a ring of `members` (and, if given, by `other_owner` in a ring
@@ -160,7 +95,7 @@ fn id_set<'a>(ids: impl IntoIterator<Item = &'a ChildId>) -> BTreeSet<ChildId> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_start_routed_to_a_node_that_crashes_before_answering_fails_at_once() {
-    let mut nodes = Nodes::new(41, &["a", "b", "c"]).await;
+    let mut nodes = cluster(41, &["a", "b", "c"]).await;
     let to_b = owned("s", 3, "b", &["a", "b", "c"], None);
     let to_c = owned("s", 3, "c", &["a", "b", "c"], None);
     nodes.hold("start_children", "c");
@@ -183,7 +118,7 @@ async fn a_start_routed_to_a_node_that_crashes_before_answering_fails_at_once() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stop_sent_to_a_node_that_crashes_before_answering_fails_at_once() {
-    let mut nodes = Nodes::new(42, &["a", "b", "c"]).await;
+    let mut nodes = cluster(42, &["a", "b", "c"]).await;
     let on_c = owned("t", 3, "c", &["a", "b", "c"], None);
     let result = nodes
         .hub("a")
@@ -219,8 +154,8 @@ async fn a_stop_sent_to_a_node_that_crashes_before_answering_fails_at_once() {
 
 /// Cuts a–c: a's ring is {a, b}, b's is {a, b, c}. A child b owns by a's ring and c by b's is
 /// sent by a to b, which forwards it to c; c cannot reach a.
-async fn forwarding_setup(seed: u64) -> (Nodes, Vec<ChildSpec>) {
-    let nodes = Nodes::new(seed, &["a", "b", "c"]).await;
+async fn forwarding_setup(seed: u64) -> (TestCluster, Vec<ChildSpec>) {
+    let nodes = cluster(seed, &["a", "b", "c"]).await;
     nodes.net.cut(&full("a"), &full("c"));
     let (ab, bc) = (vec![full("a"), full("b")], vec![full("b"), full("c")]);
     wait_until("a and c see each other down", || {
@@ -277,7 +212,7 @@ async fn a_forwarded_start_whose_owner_crashes_fails_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_call_to_a_node_that_crashes_fails_at_once() {
-    let mut nodes = Nodes::new(45, &["a", "b", "c"]).await;
+    let mut nodes = cluster(45, &["a", "b", "c"]).await;
     let on_c = owned("m", 1, "c", &["a", "b", "c"], None);
     let id = on_c[0].id.clone();
     nodes
@@ -306,10 +241,10 @@ async fn a_child_call_to_a_node_that_crashes_fails_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_durable_start_whose_leader_crashes_before_answering_fails_at_once() {
-    use durable_cluster::{durable, Durable};
     // a (the lowest member) leads the declared list; b's durable start is a mutation sent to a.
-    let mut d = Durable::with_timeout(46, &["a", "b"], LONG).await;
-    let a = durable_cluster::full("a");
+    let options = Options::durable().default_timeout(LONG);
+    let mut d = TestCluster::with_nodes(46, &["a", "b"], options).await;
+    let a = full("a");
     d.net
         .hold_frames(Some(Arc::new(move |_, to, msg: &WireMsg| {
             to == a && msg.kind() == "declared_mutate"
@@ -319,7 +254,7 @@ async fn a_durable_start_whose_leader_crashes_before_answering_fails_at_once() {
         b.start_child(ChildSpec::new("lost", "counter"), durable())
             .await
     });
-    durable_cluster::wait_until("the mutation is held", || d.net.held_frames() >= 1).await;
+    wait_until("the mutation is held", || d.net.held_frames() >= 1).await;
     d.crash("a").await;
     let err = within_fast(
         start,
@@ -333,13 +268,13 @@ async fn a_durable_start_whose_leader_crashes_before_answering_fails_at_once() {
     );
     assert!(d.hub("b").local_child(&ChildId::from("lost")).is_none());
     stop_holding(&d.net);
-    durable_cluster::stop_all(&d).await;
+    stop_all(&d).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forwarded_child_call_is_relayed_and_fails_at_once_when_the_next_node_crashes() {
     // A long grace: c's child stays bound to c in every registry while c is cut off or down.
-    let mut nodes = Nodes::with_grace(47, &["a", "b", "c"], LONG).await;
+    let mut nodes = cluster_with_grace(47, &["a", "b", "c"], LONG).await;
     // Runs on c; by a's ring without c its owner is b, so a sends its calls to b, which
     // forwards them to c (b's registry says c runs it).
     let spec = owned("n", 1, "c", &["a", "b", "c"], Some(("b", &["a", "b"])));

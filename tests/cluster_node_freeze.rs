@@ -1,15 +1,15 @@
 //! A frozen node (SIGSTOP: its TCP connection stays open) is declared down by the heartbeat
 //! failure detector, and comes back with the same boot token when it resumes (a flap).
 
-#[allow(dead_code)]
-mod support;
+mod common;
 
-use support::{free_port, Local, Peer};
+use common::free_port;
+use common::peers::{Local, Peer};
 
 #[test]
 #[ignore = "runs as the second node of the multi-process tests"]
 fn peer_node_entry() {
-    support::peer_node_entry();
+    common::peers::peer_node_entry();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,17 +1,15 @@
 //! Three nodes of one hub form a full mesh from a chain of seeds (transitive connections), and a
 //! node hosting only another hub id is connected but never seen by this hub.
 
-#[allow(dead_code)]
-mod support;
+mod common;
 
-use std::time::{Duration, Instant};
-
-use support::{free_port, Local, Peer, DEADLINE};
+use common::peers::{Local, Peer};
+use common::{free_port, wait_for_async};
 
 #[test]
 #[ignore = "runs as the second node of the multi-process tests"]
 fn peer_node_entry() {
-    support::peer_node_entry();
+    common::peers::peer_node_entry();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -45,15 +43,15 @@ async fn a_chain_of_seeds_forms_a_mesh_and_hubs_are_found_per_hub_id() {
     local.wait_all_up(&["one@127.0.0.1", "two@127.0.0.1"]).await;
     two.wait_line(|l| l == "UP local@127.0.0.1" || l.starts_with("UP local@127.0.0.1 "));
 
-    let end = Instant::now() + DEADLINE;
-    loop {
+    wait_for_async("`other` to connect", || async {
         let stats = local.node.stats().await.unwrap();
         if stats.connected.contains_key("other@127.0.0.1") {
-            break;
+            Ok(())
+        } else {
+            Err(format!("`other` never connected: {stats:?}"))
         }
-        assert!(Instant::now() < end, "`other` never connected: {stats:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
     assert_eq!(
         local.transport.peers(),
         vec!["one@127.0.0.1".to_owned(), "two@127.0.0.1".to_owned()],

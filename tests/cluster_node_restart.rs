@@ -1,17 +1,17 @@
 //! Two real nodes (OS processes) exchange frames; a SIGKILLed node is seen down, and when it
 //! restarts on the same port the survivor reconnects by itself and sees a new boot token.
 
-#[allow(dead_code)]
-mod support;
+mod common;
 
+use common::free_port;
+use common::peers::{Local, Peer};
 use process_hub::cluster::transport::TransportEvent;
 use process_hub::cluster::wire::WireMsg;
-use support::{free_port, Local, Peer};
 
 #[test]
 #[ignore = "runs as the second node of the multi-process tests"]
 fn peer_node_entry() {
-    support::peer_node_entry();
+    common::peers::peer_node_entry();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

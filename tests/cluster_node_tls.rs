@@ -1,17 +1,17 @@
 //! Two nodes connected over TLS (rustls, test CA in `tests/fixtures/tls`) exchange frames; a
 //! plain-TCP node cannot join a TLS listener.
 
-#[allow(dead_code)]
-mod support;
+mod common;
 
+use common::free_port;
+use common::peers::{tls_config, Local, Peer};
 use process_hub::cluster::transport::TransportEvent;
 use process_hub::cluster::wire::WireMsg;
-use support::{free_port, tls_config, Local, Peer};
 
 #[test]
 #[ignore = "runs as the second node of the multi-process tests"]
 fn peer_node_entry() {
-    support::peer_node_entry();
+    common::peers::peer_node_entry();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{spawn_hub, wait_until, DEADLINE};
+use common::{spawn_hub, wait_for_async, wait_until, DEADLINE};
 use process_hub::{
     ChildArgs, ChildId, ChildSpec, HookError, HookEvent, HookHandler, HookKey, Hub, HubEvent,
     HubMsg, ProcessHub, StartOptions, StopOptions,
@@ -248,19 +248,18 @@ async fn every_event_of_a_burst_of_10000_starts_reaches_every_subscriber() {
         .unwrap();
     assert_eq!(result.started.len(), n);
 
-    let start = tokio::time::Instant::now();
-    loop {
+    wait_for_async("every event reaches the actor", || async {
         let (unique, started, inserted) = call_t!(counter, CountingMsg::Counts, 10_000).unwrap();
         if unique == n && inserted == n {
             assert_eq!(started, n, "no duplicates");
-            break;
+            Ok(())
+        } else {
+            Err(format!(
+                "actor got {unique} starts, {inserted} inserts of {n}"
+            ))
         }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "actor got {unique} starts, {inserted} inserts of {n}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await;
     let mut started = HashSet::new();
     let mut inserted = 0;
     while started.len() < n || inserted < n {

@@ -5,8 +5,10 @@
 //! the test starts `moto_server` itself if it can, and otherwise FAILS with instructions: it is
 //! never skipped silently. The crate's tests always build the `s3` feature (see Cargo.toml).
 
+mod common;
+
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,10 +42,7 @@ fn server() -> (String, Option<OwnServer>) {
         wait_until_up(&endpoint);
         return (endpoint, None);
     }
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port");
+    let port = common::free_port();
     let child = Command::new("moto_server")
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])
         .stdout(Stdio::null())

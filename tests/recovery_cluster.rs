@@ -7,16 +7,14 @@
 //! first, and a child left running on both sides of a partition (one instance, on its ring
 //! owner, after the heal).
 
-#[path = "common/mod.rs"]
 mod common;
-#[path = "common/durable_cluster.rs"]
-mod durable_cluster;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use durable_cluster::*;
+use common::cluster::*;
+use common::{durable, wait_until, DEADLINE};
 use process_hub::cluster::wire::WireMsg;
 use process_hub::storage::BackendConfig;
 use process_hub::{
@@ -25,7 +23,7 @@ use process_hub::{
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_whole_cluster_outage_brings_back_every_declared_child_once() {
-    let mut d = Durable::new(51, &["a", "b", "c"], false).await;
+    let mut d = TestCluster::with_nodes(51, &["a", "b", "c"], Options::durable()).await;
     let all = specs("w", 30);
     // From a node that is not the leader: the declaration goes through a.
     let result = d
@@ -71,7 +69,7 @@ async fn a_child_stopped_while_a_node_was_away_stays_stopped() {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
-    let mut d = Durable::new(52, &["a", "b", "c"], false).await;
+    let mut d = TestCluster::with_nodes(52, &["a", "b", "c"], Options::durable()).await;
     let all = specs("r", 20);
     d.declare_all("a", &all, 20).await;
     let dead = d.stop_while_away("c", "b", &all[..5], 25).await;
@@ -91,7 +89,7 @@ async fn a_child_stopped_while_a_node_was_away_stays_stopped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_sides_of_a_partition_mutate_and_the_lowest_mutator_wins_the_tie() {
-    let d = Durable::new(53, &["a", "b", "c"], false).await;
+    let d = TestCluster::with_nodes(53, &["a", "b", "c"], Options::durable()).await;
     d.hub("a")
         .start_child(ChildSpec::new("base", "counter"), durable())
         .await
@@ -144,7 +142,7 @@ async fn both_sides_of_a_partition_mutate_and_the_lowest_mutator_wins_the_tie() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_disk_lost_with_a_remote_manifest_brings_every_declared_child_back() {
-    let mut d = Durable::new(54, &["a", "b", "c"], true).await;
+    let mut d = TestCluster::with_nodes(54, &["a", "b", "c"], Options::durable().manifest()).await;
     let all = specs("m", 12);
     d.hub("c")
         .start_children(all.clone(), durable())
@@ -186,7 +184,7 @@ async fn every_disk_lost_with_a_remote_manifest_brings_every_declared_child_back
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_reachable_leader_durable_starts_return_no_leader() {
-    let d = Durable::new(55, &["a", "b"], false).await;
+    let d = TestCluster::with_nodes(55, &["a", "b"], Options::durable()).await;
     d.hub("b")
         .start_child(ChildSpec::new("before", "counter"), durable())
         .await
@@ -205,7 +203,7 @@ async fn without_a_reachable_leader_durable_starts_return_no_leader() {
     );
     assert!(d.hub("b").local_child(&ChildId::from("lost")).is_none());
     // Over the admin API: 503 `no_leader`, for a start and for a stop of a declared child.
-    let (status, body) = common::call_admin(
+    let (status, body) = common::admin::call_admin(
         d.hub("b"),
         "POST",
         "/v1/children",
@@ -215,7 +213,7 @@ async fn without_a_reachable_leader_durable_starts_return_no_leader() {
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["error"], "no_leader", "{body}");
     let (status, body) =
-        common::call_admin(d.hub("b"), "DELETE", "/v1/children/before", None).await;
+        common::admin::call_admin(d.hub("b"), "DELETE", "/v1/children/before", None).await;
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["error"], "no_leader", "{body}");
     // A durable stop is refused the same way, and the child keeps running.
@@ -253,7 +251,7 @@ async fn without_a_reachable_leader_durable_starts_return_no_leader() {
 async fn a_node_that_rejoins_with_nothing_changed_starts_and_stops_nothing() {
     // The seed's single-node rejoin: the peers already run every declared child, so the
     // returning node's list and the cluster's running children differ in nothing.
-    let mut d = Durable::new(61, &["a", "b", "c"], false).await;
+    let mut d = TestCluster::with_nodes(61, &["a", "b", "c"], Options::durable()).await;
     let all = specs("j", 15);
     d.declare_all("a", &all, 15).await;
     d.crash("c").await;
@@ -291,7 +289,7 @@ async fn a_node_that_rejoins_with_nothing_changed_starts_and_stops_nothing() {
 async fn a_stop_that_crashed_halfway_is_finished_by_each_node_next_round() {
     // `clear` undeclares every child without terminating any: the state a stop leaves when it
     // crashes between the list removal and the terminate, on every node at once.
-    let d = Durable::new(56, &["a", "b", "c"], false).await;
+    let d = TestCluster::with_nodes(56, &["a", "b", "c"], Options::durable()).await;
     let all = specs("h", 12);
     d.hub("b")
         .start_children(all.clone(), durable())
@@ -328,11 +326,10 @@ async fn a_stop_that_crashed_halfway_is_finished_by_each_node_next_round() {
 async fn a_returning_disk_does_not_bring_back_a_child_stopped_while_it_was_away() {
     // With the registry on disk, the node that was away still holds rows of the children
     // stopped meanwhile. Those rows must not re-place the children: the declared list decides.
-    let mut d = Durable::with_backend(
+    let mut d = TestCluster::with_nodes(
         57,
         &["a", "b", "c"],
-        false,
-        BackendConfig::Durable { path: None },
+        Options::durable().backend(BackendConfig::Durable { path: None }),
     )
     .await;
     let all = specs("u", 15);
@@ -364,21 +361,15 @@ async fn a_returning_disk_does_not_bring_back_a_child_stopped_while_it_was_away(
 async fn an_elector_chooses_the_leader_among_the_members() {
     // Every node elects the highest member; when it leaves, the next highest leads.
     let highest: Elector = |members| members.iter().next_back().cloned();
-    let mut d = Durable::with_options(
-        58,
-        &["a", "b", "c"],
-        false,
-        BackendConfig::Memory,
-        Some(highest),
-    )
-    .await;
+    let mut d =
+        TestCluster::with_nodes(58, &["a", "b", "c"], Options::durable().elector(highest)).await;
     d.hub("a")
         .start_child(ChildSpec::new("e1", "counter"), durable())
         .await
         .unwrap();
     d.wait_versions(1).await;
     let mutator =
-        |d: &Durable, name: &str| d.hub(name).declared_children().unwrap().last_mutated_by;
+        |d: &TestCluster, name: &str| d.hub(name).declared_children().unwrap().last_mutated_by;
     for name in ["a", "b", "c"] {
         assert_eq!(mutator(&d, name).as_deref(), Some("c@test"), "on {name}");
     }
@@ -403,7 +394,12 @@ async fn an_unanswered_start_does_not_keep_the_first_round_from_completing() {
     // yet). The round waits for answers at most one reconcile interval, not the start timeout
     // (set above the test's deadline here), so every node still reaches `normal`.
     let gate = Arc::new(AtomicBool::new(true));
-    let mut d = Durable::with_kinds(59, &["a", "b", "c"], gated_kinds(&gate)).await;
+    let mut d = TestCluster::with_nodes(
+        59,
+        &["a", "b", "c"],
+        Options::durable().kinds(gated_kinds(&gate)),
+    )
+    .await;
     let slow = ChildSpec::new("slow", "gated-slow");
     d.declare_all("a", std::slice::from_ref(&slow), 1).await;
 
@@ -411,7 +407,7 @@ async fn an_unanswered_start_does_not_keep_the_first_round_from_completing() {
         d.crash(name).await;
     }
     gate.store(false, Ordering::SeqCst);
-    d.default_timeout = DEADLINE * 3;
+    d.options.default_timeout = DEADLINE * 3;
     for name in ["a", "b", "c"] {
         d.restart(name).await;
     }
@@ -439,7 +435,12 @@ async fn a_stop_whose_child_a_round_stops_first_still_reports_it_stopped() {
     // 404 from the admin API) for a child that was declared and running. Here b stops its own
     // child; the leader's answer to b's undeclare is held until b's round ran (the stop's and
     // the undeclare's timeouts are above the test's deadline).
-    let d = Durable::with_timeout(60, &["a", "b", "c"], DEADLINE * 2).await;
+    let d = TestCluster::with_nodes(
+        60,
+        &["a", "b", "c"],
+        Options::durable().default_timeout(DEADLINE * 2),
+    )
+    .await;
     let id = id_owned_by("b", &["a", "b", "c"], "late");
     d.declare_all("a", &[ChildSpec::new(id.clone(), "counter")], 1)
         .await;
@@ -482,7 +483,7 @@ async fn a_stop_whose_child_a_round_stops_first_still_reports_it_stopped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_left_running_on_both_sides_of_a_partition_runs_once_on_its_owner_after_the_heal() {
-    let d = Durable::new(62, &["a", "b", "c"], false).await;
+    let d = TestCluster::with_nodes(62, &["a", "b", "c"], Options::durable()).await;
     // A declared child that b owns in the full ring: cut off from b, a takes it over.
     let id = id_owned_by("b", &["a", "b", "c"], "dup");
     d.declare_all("a", &[ChildSpec::new(id.clone(), "counter")], 1)

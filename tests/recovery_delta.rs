@@ -4,15 +4,15 @@
 //! it is healed by the periodic version messages. Each test takes kinds of messages away from
 //! node c (`InProcessCluster::drop_kind`) to see what converges without them.
 
-#[path = "common/durable_cluster.rs"]
-mod durable_cluster;
+mod common;
 
-use durable_cluster::*;
+use common::cluster::*;
+use common::{durable, wait_until};
 use process_hub::{ChildId, StopOptions};
 
 /// Waits until every node's declared list is the leader's (a): same version, mutator and
 /// children.
-async fn wait_same_lists(d: &Durable, what: &str) {
+async fn wait_same_lists(d: &TestCluster, what: &str) {
     wait_until(what, || {
         let leader = d.hub("a").declared_children().unwrap();
         d.hubs
@@ -23,7 +23,7 @@ async fn wait_same_lists(d: &Durable, what: &str) {
 }
 
 /// Stops (undeclares) child `id` through node `on`.
-async fn stop_one(d: &Durable, on: &str, id: &str) {
+async fn stop_one(d: &TestCluster, on: &str, id: &str) {
     d.hub(on)
         .stop_children(vec![ChildId::from(id)], StopOptions::new())
         .await
@@ -31,7 +31,7 @@ async fn stop_one(d: &Durable, on: &str, id: &str) {
 }
 
 /// Waits until each of `nodes` holds declared version `version`.
-async fn wait_version_on(d: &Durable, nodes: &[&str], version: u64) {
+async fn wait_version_on(d: &TestCluster, nodes: &[&str], version: u64) {
     wait_until(&format!("{nodes:?} hold version {version}"), || {
         nodes
             .iter()
@@ -42,7 +42,7 @@ async fn wait_version_on(d: &Durable, nodes: &[&str], version: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deltas_alone_keep_every_copy_equal_through_concurrent_mutations() {
-    let d = Durable::new(71, &["a", "b", "c"], false).await;
+    let d = TestCluster::with_nodes(71, &["a", "b", "c"], Options::durable()).await;
     // c never receives a whole copy from now on: only the deltas can bring it along.
     d.net.drop_kind("declared_offer", &full("c"));
     let all = specs("d", 40);
@@ -78,7 +78,7 @@ async fn deltas_alone_keep_every_copy_equal_through_concurrent_mutations() {
 /// each of which makes it solicit the newer copy; this test does not tell the two apart).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_delta_is_healed_by_the_version_announcement() {
-    let d = Durable::new(72, &["a", "b", "c"], false).await;
+    let d = TestCluster::with_nodes(72, &["a", "b", "c"], Options::durable()).await;
     let all = specs("h", 6);
     d.declare_all("a", &all, 6).await;
     // Every delta to c is lost from now on.
@@ -105,7 +105,7 @@ async fn a_dropped_delta_is_healed_by_the_version_announcement() {
 /// this test does not tell the two apart; `core::declared_delta`'s tests pin the refusal).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_not_at_the_base_converges_on_the_whole_copy() {
-    let d = Durable::new(73, &["a", "b", "c"], false).await;
+    let d = TestCluster::with_nodes(73, &["a", "b", "c"], Options::durable()).await;
     let all = specs("f", 6);
     d.declare_all("a", &all, 6).await;
     // c hears no announcement in this test: what heals it is the fetch a delta triggers.

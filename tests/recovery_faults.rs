@@ -2,13 +2,13 @@
 //! (some with the disk lost), partitions, bursts of dropped frames, with durable starts and
 //! stops in between. Replay a printed seed with `PROCESS_HUB_RECOVERY_SEED=<seed>`.
 
-#[path = "common/durable_cluster.rs"]
-mod durable_cluster;
+mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use durable_cluster::*;
+use common::cluster::*;
+use common::{durable, wait_until};
 use process_hub::{ChildId, ChildSpec, StopOptions};
 
 /// What the run asked for, and what it was told.
@@ -26,7 +26,7 @@ struct Ledger {
 
 impl Ledger {
     /// Declares `n` new children through `node` and records what it answered.
-    async fn start(&mut self, d: &Durable, node: &str, n: usize, when: &str) {
+    async fn start(&mut self, d: &TestCluster, node: &str, n: usize, when: &str) {
         let batch: Vec<ChildSpec> = (0..n)
             .map(|_| {
                 self.next += 1;
@@ -73,7 +73,7 @@ async fn seeded_random_faults_keep_the_declared_children() {
     println!("recovery fault run seed: {seed} (replay with PROCESS_HUB_RECOVERY_SEED={seed})");
     let mut rng = StdRng::seed_from_u64(seed);
     let names = ["a", "b", "c"];
-    let mut d = Durable::new(seed, &names, false).await;
+    let mut d = TestCluster::with_nodes(seed, &names, Options::durable()).await;
     let mut run = Ledger::default();
     for step in 0..8 {
         let fault = rng.gen_range(0..3);
@@ -181,13 +181,6 @@ async fn seeded_random_faults_keep_the_declared_children() {
         .map(|n| ChildId::from(format!("f{n}")))
         .collect();
     let dead: BTreeSet<ChildId> = started.difference(&list).cloned().collect();
-    let start = tokio::time::Instant::now();
-    loop {
-        match d.exactly(&list, &dead) {
-            Ok(()) => break,
-            Err(e) if start.elapsed() > DEADLINE => panic!("seed {seed}: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
+    d.wait_exactly(&list, &dead, &format!("seed {seed}")).await;
     stop_all(&d).await;
 }

@@ -3,18 +3,16 @@
 //! fired); a manifest that never answers (neither the boot nor durable commands wait for it).
 
 mod common;
-#[path = "common/recovery_hub.rs"]
-mod recovery_hub;
 
 use std::path::PathBuf;
 
-use common::{wait_until, DEADLINE};
+use common::recovery_hub::*;
+use common::{durable, wait_until, DEADLINE};
 use process_hub::recovery::declared_store::DECLARED_FILE;
 use process_hub::{
     AutoRecoveryConfig, ChildSpec, HookEvent, ManifestLocation, ProcessHub, RecoveryError,
     StartError, StartOptions, StopOptions,
 };
-use recovery_hub::*;
 
 #[tokio::test]
 async fn a_lost_list_parks_until_the_manifest_answers() {

@@ -8,14 +8,14 @@
 //! The child's kind is `gated`: its start fails while the test keeps the gate closed, so the
 //! move's second half (and every re-placement the hub retries) is lost until the test opens it.
 
-#[path = "common/durable_cluster.rs"]
-mod durable_cluster;
+mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use durable_cluster::*;
+use common::cluster::*;
+use common::{wait_until, DEADLINE};
 use process_hub::core::placement::HashRing;
 use process_hub::core::reconcile::RoundStats;
 use process_hub::{ChildId, ChildSpec, HookEvent, HookHandler, HookKey};
@@ -24,14 +24,14 @@ const NAMES: [&str; 3] = ["a", "b", "c"];
 const ALL: [&str; 4] = ["a", "b", "c", "d"];
 
 /// A cluster of a, b, c whose kinds include `gated` behind `gate` (open).
-async fn cluster(seed: u64) -> (Durable, Arc<AtomicBool>) {
+async fn cluster(seed: u64) -> (TestCluster, Arc<AtomicBool>) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
     let gate = Arc::new(AtomicBool::new(true));
     (
-        Durable::with_kinds(seed, &NAMES, gated_kinds(&gate)).await,
+        TestCluster::with_nodes(seed, &NAMES, Options::durable().kinds(gated_kinds(&gate))).await,
         gate,
     )
 }
@@ -47,7 +47,7 @@ fn moving_id() -> ChildId {
 }
 
 /// The non-parked rounds of `node` from hook event `from` on, in order.
-fn rounds(d: &Durable, node: &str, from: usize) -> Vec<RoundStats> {
+fn rounds(d: &TestCluster, node: &str, from: usize) -> Vec<RoundStats> {
     let node = full(node);
     d.events.lock().unwrap()[from..]
         .iter()
@@ -63,36 +63,32 @@ fn rounds(d: &Durable, node: &str, from: usize) -> Vec<RoundStats> {
 }
 
 /// The rounds of `node` from its first one that counted an orphan on (`from` as in [`rounds`]).
-fn orphan_rounds(d: &Durable, node: &str, from: usize) -> Vec<RoundStats> {
+fn orphan_rounds(d: &TestCluster, node: &str, from: usize) -> Vec<RoundStats> {
     let all = rounds(d, node, from);
     let first = all.iter().position(|s| s.orphans > 0).unwrap_or(all.len());
     all[first..].to_vec()
 }
 
 /// How many nodes run `id` right now; panics when it runs twice.
-fn instances(d: &Durable, id: &ChildId) -> usize {
+fn instances(d: &TestCluster, id: &ChildId) -> usize {
     let n = d.running().get(id).map_or(0, Vec::len);
     assert!(n <= 1, "{id} runs {n} times: {:?}", d.running());
     n
 }
 
 /// Waits for `cond`, checking all along that `id` never runs twice.
-async fn wait_watching(d: &Durable, id: &ChildId, what: &str, mut cond: impl FnMut() -> bool) {
-    let start = tokio::time::Instant::now();
-    loop {
+async fn wait_watching(d: &TestCluster, id: &ChildId, what: &str, mut cond: impl FnMut() -> bool) {
+    wait_until(what, || {
         instances(d, id);
-        if cond() {
-            return;
-        }
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+        cond()
+    })
+    .await;
 }
 
 /// Declares the moving child (it runs on one of a, b, c, and every copy of the registry shows
 /// it there) and closes the gate: once d joins, the child is stopped on its old node and every
 /// start of it fails.
-async fn start_moving(d: &Durable, gate: &AtomicBool) -> ChildId {
+async fn start_moving(d: &TestCluster, gate: &AtomicBool) -> ChildId {
     let id = moving_id();
     d.declare_all("a", &[ChildSpec::new(id.clone(), "gated")], 1)
         .await;
@@ -110,7 +106,7 @@ async fn start_moving(d: &Durable, gate: &AtomicBool) -> ChildId {
 /// registry reached it before the child was stopped there (almost always: the old node's pass
 /// waits for the membership debounce); otherwise d never saw the child's row, and to d it is
 /// an orphan without a row, which a round starts at once (not the mid-migration case).
-async fn join_d(d: &mut Durable, id: &ChildId) -> Vec<&'static str> {
+async fn join_d(d: &mut TestCluster, id: &ChildId) -> Vec<&'static str> {
     let node = d.net.add_node(full("d")).unwrap();
     d.spawn("d", node).await;
     d.wait_members().await;
@@ -190,7 +186,7 @@ async fn a_move_that_completes_between_two_rounds_is_not_started_by_a_round() {
     // On every node: a round that skips the child opens the gate, then returns only once this
     // node's registry shows the child running (the round's report waits for it, and the next
     // round waits for the report).
-    let hold = |d: &Durable, name: &str| {
+    let hold = |d: &TestCluster, name: &str| {
         let hub = d.hub(name).clone();
         let (gate, released, id, node) = (gate.clone(), released.clone(), id.clone(), full(name));
         let handler = HookHandler::observe("hold", 1, move |e| {
@@ -227,7 +223,7 @@ async fn a_move_that_completes_between_two_rounds_is_not_started_by_a_round() {
     .await;
     assert_eq!(d.running()[&id], vec!["d".to_owned()], "on its new owner");
     // The recorder may see the skipping round after the hold returns.
-    let skipped = |d: &Durable| {
+    let skipped = |d: &TestCluster| {
         ALL.iter()
             .flat_map(|n| rounds(d, n, joined_at))
             .map(|s| s.skipped_pending)

@@ -5,13 +5,12 @@
 //! manifest's cases are in `recovery_manifest.rs`.
 
 mod common;
-#[path = "common/recovery_hub.rs"]
-mod recovery_hub;
 
 use std::path::Path;
 use std::time::Duration;
 
-use common::{wait_until, DEADLINE};
+use common::recovery_hub::*;
+use common::{durable, wait_until, DEADLINE};
 use process_hub::recovery::declared_store::{DECLARED_FILE, SEEDED_MARKER_FILE};
 use process_hub::storage::{BackendConfig, StorageError};
 use process_hub::{
@@ -19,7 +18,6 @@ use process_hub::{
     ProcessScope, RecoveryError, RecoveryState, Restart, SpawnError, StartError, StartOptions,
     StopError, StopOptions,
 };
-use recovery_hub::*;
 
 #[tokio::test]
 async fn a_durable_start_declares_and_a_stop_undeclares() {

@@ -1,42 +1,87 @@
-//! Helpers shared by the hub's integration tests: spawning a hub with the ready-made kinds and
-//! waiting for conditions with a generous deadline (never sleeping as an assertion).
+//! What the integration tests share: one deadline, one way to wait for a condition (never
+//! sleeping as an assertion), one way to pick a free port, and the fixtures.
+//!
+//! - [`cluster`]: in-process clusters of hubs (plain, or durable with auto-recovery), judged by
+//!   the simulator's invariants (`process_hub::sim::invariants`).
+//! - [`recovery_hub`]: one hub with auto-recovery on a data directory, its hooks recorded.
+//! - [`admin`]: requests to the admin routes.
+//! - [`peers`]: real `ractor_cluster` nodes in separate OS processes on loopback.
+//!
+//! Each test binary declares `mod common;` and uses what it needs.
 
 #![allow(dead_code)]
 
+pub mod admin;
+pub mod cluster;
+pub mod peers;
+pub mod recovery_hub;
+
+use std::fmt::Display;
+use std::future::Future;
 use std::time::Duration;
 
-use process_hub::{Hub, HubEvent, ProcessHub};
+use process_hub::{Hub, ProcessHub, StartOptions};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-/// Generous: CI machines are slow and shared.
-pub const DEADLINE: Duration = Duration::from_secs(20);
+/// How long any test waits for anything. Generous: CI machines are slow and shared.
+pub const DEADLINE: Duration = Duration::from_secs(40);
 
-pub async fn spawn_hub(hub_id: &str) -> Hub {
-    spawn_with(ProcessHub::new(hub_id)).await
-}
+/// How often a waited-for condition is checked again.
+const POLL: Duration = Duration::from_millis(10);
 
-pub async fn spawn_with(config: ProcessHub) -> Hub {
-    let (hub, _join) = Hub::spawn(config, process_hub_actors::default_kinds())
-        .await
-        .expect("hub spawns");
-    hub
-}
-
-/// Polls `cond` until it holds or the deadline passes.
+/// Polls `cond` until it holds; panics when it still does not hold after [`DEADLINE`].
 pub async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    wait_for(what, || {
+        if cond() {
+            Ok(())
+        } else {
+            Err("it still does not hold")
+        }
+    })
+    .await;
+}
+
+/// Polls `check` until it is `Ok`; panics with `what` and the last reason when it is still
+/// `Err` after [`DEADLINE`].
+pub async fn wait_for<E: Display>(what: &str, mut check: impl FnMut() -> Result<(), E>) {
     let start = tokio::time::Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
+    loop {
+        match check() {
+            Ok(()) => return,
+            Err(why) if start.elapsed() > DEADLINE => {
+                panic!("timed out waiting for: {what}: {why}")
+            }
+            Err(_) => tokio::time::sleep(POLL).await,
+        }
     }
 }
 
-/// Receives events until one matches `pred`; returns it.
-pub async fn wait_event(
-    rx: &mut UnboundedReceiver<HubEvent>,
+/// [`wait_for`] with a check that has to await (a call to an actor, a node's stats).
+pub async fn wait_for_async<E, F, Fut>(what: &str, mut check: F)
+where
+    E: Display,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), E>>,
+{
+    let start = tokio::time::Instant::now();
+    loop {
+        match check().await {
+            Ok(()) => return,
+            Err(why) if start.elapsed() > DEADLINE => {
+                panic!("timed out waiting for: {what}: {why}")
+            }
+            Err(_) => tokio::time::sleep(POLL).await,
+        }
+    }
+}
+
+/// Receives events (a hub's `HubEvent`s, a transport's events) until one matches `pred`;
+/// returns it. Panics when none does within [`DEADLINE`] or the stream ends.
+pub async fn wait_event<T>(
+    rx: &mut UnboundedReceiver<T>,
     what: &str,
-    mut pred: impl FnMut(&HubEvent) -> bool,
-) -> HubEvent {
+    mut pred: impl FnMut(&T) -> bool,
+) -> T {
     let found = tokio::time::timeout(DEADLINE, async {
         while let Some(e) = rx.recv().await {
             if pred(&e) {
@@ -53,43 +98,38 @@ pub async fn wait_event(
     }
 }
 
-/// Sends one request to the admin routes over `ops` and returns the status and the JSON body
-/// (`Null` when empty, a JSON string when the body is not JSON).
-pub async fn call_admin<O: process_hub::admin::AdminOps>(
-    ops: &O,
-    method: &str,
-    path: &str,
-    body: Option<serde_json::Value>,
-) -> (axum::http::StatusCode, serde_json::Value) {
-    use http_body_util::BodyExt;
-    use tower::ServiceExt;
+/// A loopback port nothing listens on, never the same one twice in one test process: the OS
+/// may offer a just-released port again before the process that was given it binds it.
+pub fn free_port() -> u16 {
+    static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if handed_out.insert(port) {
+            return port;
+        }
+    }
+}
 
-    let request = axum::http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", "application/json")
-        .body(match body {
-            Some(v) => axum::body::Body::from(v.to_string()),
-            None => axum::body::Body::empty(),
-        })
-        .expect("a well-formed request");
-    let response = process_hub::admin::router(ops.clone())
-        .oneshot(request)
+/// A single hub with the ready-made kinds.
+pub async fn spawn_hub(hub_id: &str) -> Hub {
+    spawn_with(ProcessHub::new(hub_id)).await
+}
+
+/// A single hub on `config` with the ready-made kinds.
+pub async fn spawn_with(config: ProcessHub) -> Hub {
+    let (hub, _join) = Hub::spawn(config, process_hub_actors::default_kinds())
         .await
-        .expect("the router answers");
-    let status = response.status();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .expect("a readable body")
-        .to_bytes();
-    let value = if bytes.is_empty() {
-        serde_json::Value::Null
-    } else {
-        serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::String(
-            String::from_utf8_lossy(&bytes).into(),
-        ))
-    };
-    (status, value)
+        .expect("hub spawns");
+    hub
+}
+
+/// The options of a durable start.
+pub fn durable() -> StartOptions {
+    StartOptions::new().durable(true)
 }

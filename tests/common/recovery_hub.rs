@@ -1,14 +1,12 @@
 //! What the single-node recovery tests share: a hub with auto-recovery on a data directory,
 //! every recovery hook recorded, and small helpers for specs and the declared list.
 
-#![allow(dead_code)]
-
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use process_hub::{
     AutoRecoveryConfig, ChildId, ChildSpec, HookEvent, HookHandler, HookKey, Hub, ManifestLocation,
-    ProcessHub, StartOptions,
+    ProcessHub,
 };
 use tokio::task::JoinHandle;
 
@@ -95,10 +93,6 @@ pub fn declared_ids(hub: &Hub) -> Vec<String> {
 
 pub fn runs_here(hub: &Hub, id: &str) -> bool {
     hub.local_child(&ChildId::from(id)).is_some()
-}
-
-pub fn durable() -> StartOptions {
-    StartOptions::new().durable(true)
 }
 
 /// A config whose manifest goes to `location`.

@@ -1,5 +1,5 @@
-//! Support for the multi-process tests: real ractor_cluster nodes in separate OS processes on
-//! loopback.
+//! The multi-process tests' nodes: real ractor_cluster nodes in separate OS processes on
+//! loopback ([`Peer`]), and the test process's own node ([`Local`]).
 //!
 //! One scenario per test binary: ractor's registries are process-global and the ids of remote
 //! proxies are per-node-server counters, so two `ClusterNode`s in one process would collide.
@@ -23,7 +23,7 @@ use process_hub::core::backoff::BackoffConfig;
 use process_hub::core::failure_detector::DetectorConfig;
 use tokio::sync::mpsc;
 
-pub const DEADLINE: Duration = Duration::from_secs(30);
+use super::DEADLINE;
 
 pub fn fast_heartbeat() -> DetectorConfig {
     DetectorConfig {
@@ -67,24 +67,6 @@ pub fn tls_config() -> TlsConfig {
         acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(server)),
         connector: tokio_rustls::TlsConnector::from(Arc::new(client)),
         server_name: ServerName::try_from("node.process-hub.test").unwrap(),
-    }
-}
-
-pub fn free_port() -> u16 {
-    // Never the same port twice in one test process: the OS may offer a just-released port
-    // again before the peer that was given it binds it.
-    static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
-        std::sync::Mutex::new(std::collections::BTreeSet::new());
-    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        if handed_out.insert(port) {
-            return port;
-        }
     }
 }
 
@@ -308,15 +290,7 @@ impl Local {
     }
 
     pub async fn wait_event(&mut self, pred: impl Fn(&TransportEvent) -> bool) -> TransportEvent {
-        let end = tokio::time::Instant::now() + DEADLINE;
-        loop {
-            match tokio::time::timeout_at(end, self.events.recv()).await {
-                Ok(Some(event)) if pred(&event) => return event,
-                Ok(Some(_)) => {}
-                Ok(None) => panic!("event stream closed"),
-                Err(_) => panic!("no matching event within {DEADLINE:?}"),
-            }
-        }
+        super::wait_event(&mut self.events, "a matching transport event", pred).await
     }
 
     pub async fn wait_up(&mut self, node: &str) -> String {
@@ -331,7 +305,6 @@ impl Local {
 
     /// Waits until every node of `nodes` came up, in whatever order their `NodeUp`s arrive
     /// (waiting for them one by one would discard a later node's event met first).
-    #[allow(dead_code)]
     pub async fn wait_all_up(&mut self, nodes: &[&str]) {
         let mut missing: std::collections::BTreeSet<String> =
             nodes.iter().map(|n| (*n).to_owned()).collect();
