@@ -35,7 +35,7 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub json: bool,
     /// Steps of workload and faults per seed.
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 60)]
     pub steps: usize,
     /// Processes the sweep runs in (default: the machine's cores).
     #[arg(long)]

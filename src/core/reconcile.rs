@@ -33,8 +33,9 @@
 //! - **stops** (undeclared and duplicate instances): each node stops only instances bound on
 //!   itself. Every node computes the same keeper for a duplicate, so the union of all nodes'
 //!   stops leaves exactly the keeper's instance, and no stop ever crosses the network.
-//! - **stale row removal**: only the child's ring owner removes the row, so the removal is
-//!   authored once.
+//! - **stale row removal**: every node removes the stale rows it holds (and tells its peers,
+//!   whose copies of the stub go too): a node that kept one would re-place nothing from it, but
+//!   would hold it until its TTL ran out, by a wall clock that may run slow.
 //!
 //! A parked round (the list is lost, see [`crate::core::boot::decide_boot`]) starts and stops
 //! nothing. A caller that knows of a declared version newer than its copy (it is catching up)
@@ -104,7 +105,7 @@ pub struct RoundStats {
     pub duplicates: usize,
     /// Local instances of undeclared durable children stopped.
     pub stopped_undeclared: usize,
-    /// Stale durable rows removed (by this node, their ring owner).
+    /// Stale durable rows removed from this node's copy.
     pub removed_stale: usize,
     /// Wall-clock duration of the round, filled in by the Reconciler.
     pub elapsed_ms: u64,
@@ -194,9 +195,7 @@ pub fn plan_round<'a>(
             continue;
         }
         if row.node_pids.is_empty() {
-            if owner_of(id) == local {
-                plan.remove_rows.push((*id).clone());
-            }
+            plan.remove_rows.push((*id).clone());
         } else if let Some(pid) = row.node_pids.get(local) {
             plan.stops.push(LocalStop {
                 id: (*id).clone(),

@@ -203,8 +203,9 @@ pub fn registries_agree(views: &[NodeView]) -> Result<(), Violation> {
                 return Err(Violation::new(
                     Invariant::RegistriesAgree,
                     format!(
-                        "{id} runs on {} as {pid} but the registry does not say so",
-                        view.node
+                        "{id} runs on {} as {pid} but the registry says {:?}",
+                        view.node,
+                        first.registry.get(id)
                     ),
                 ));
             }
@@ -523,3 +524,7 @@ pub fn requests_answered(ledger: &Ledger, all: bool) -> Result<(), Violation> {
         )),
     }
 }
+
+#[cfg(test)]
+#[path = "invariants_tests.rs"]
+mod tests;

@@ -19,7 +19,7 @@ use super::trace::{short, Trace};
 use super::workload::{Op, Workload, WorldView};
 use crate::api::{StartOptions, StopOptions};
 use crate::core::placement::HashRing;
-use crate::hub::shared::simulation::InjectedBug;
+use crate::hub::shared::simulation::{InjectedBug, Observation};
 use crate::model::{ChildId, ChildSpec, NodeName, Pid};
 
 /// How a run goes.
@@ -40,7 +40,7 @@ pub struct SimOptions {
 impl Default for SimOptions {
     fn default() -> Self {
         Self {
-            steps: 40,
+            steps: 60,
             bugs: BTreeSet::new(),
             keep_trace: false,
             placement_bound: Duration::from_secs(45),
@@ -141,8 +141,27 @@ impl Run {
     fn new(seed: u64, options: SimOptions) -> Self {
         let trace = Arc::new(Trace::new(options.keep_trace));
         let ledger: SharedLedger = Arc::new(Mutex::new(Ledger::default()));
-        let observed = ledger.clone();
-        let observer = Arc::new(move |o| lock(&observed).observe(o));
+        let (observed, noted) = (ledger.clone(), trace.clone());
+        let observer = Arc::new(move |o: Observation| {
+            let Observation::Authored {
+                author,
+                base,
+                result,
+                declared,
+                undeclared,
+                untouched,
+                ..
+            } = &o;
+            noted.line(format!(
+                "decided by {}: v{} {:?} -> v{} {:x}: +{declared:?} -{undeclared:?} ={untouched:?}",
+                short(author),
+                base.version,
+                base.last_mutated_by.as_deref().map(short),
+                result.version,
+                result.digest
+            ));
+            lock(&observed).observe(o)
+        });
         let cluster = SimCluster::new(
             seed ^ 0x5eed_0fc1_u64,
             options.bugs.clone(),
@@ -184,6 +203,15 @@ impl Run {
 
     async fn go(mut self) -> SeedReport {
         let nodes = self.rng.gen_range(3..=4);
+        // Half the runs have a network latency, so that requests are in flight when faults
+        // strike; the others deliver at once.
+        if self.rng.gen_bool(0.5) {
+            let low = self.rng.gen_range(1..5);
+            let high = low + self.rng.gen_range(0..20);
+            let latency = (Duration::from_millis(low), Duration::from_millis(high));
+            self.trace.line(format!("network latency {low}..{high} ms"));
+            self.cluster.router.set_delay(Some(latency));
+        }
         for i in 1..=nodes {
             if let Err(e) = self.cluster.add(&format!("n{i}")).await {
                 self.trace.line(format!("boot failed: {e}"));
@@ -191,9 +219,15 @@ impl Run {
         }
         tokio::time::sleep(Duration::from_secs(3)).await;
         for step in 0..self.options.steps {
-            let op = self.next_op();
-            self.trace.line(format!("step {step}: {op}"));
-            self.apply(op).await;
+            // One to three operations back to back: a request and the fault that interrupts it.
+            let burst = self.rng.gen_range(1..=3);
+            for i in 0..burst {
+                let op = self.next_op();
+                self.trace.line(format!("step {step}.{i}: {op}"));
+                self.apply(op).await;
+                let gap = self.rng.gen_range(0..50);
+                tokio::time::sleep(Duration::from_millis(gap)).await;
+            }
             let pause = self.rng.gen_range(100..2_000);
             tokio::time::sleep(Duration::from_millis(pause)).await;
             self.cluster.router.set_drop_probability(0.0);
@@ -384,13 +418,16 @@ impl Run {
     fn check_always(&mut self) -> Result<(), Violation> {
         self.checks += 1;
         requests_answered(&lock(&self.ledger), false)?;
+        let mut versions = Vec::new();
         for node in self.cluster.nodes.values() {
             let Some(hub) = node.hub() else { continue };
             if let Some(view) = hub.declared_children().filter(|v| !v.parked) {
+                versions.push(format!("{}:v{}", short(&node.name), view.version));
                 self.versions
                     .observe(&node.name, node.disk_generation, view.version)?;
             }
         }
+        self.trace.line(format!("versions {}", versions.join(" ")));
         let running = self.cluster.running();
         let mut rings: BTreeMap<NodeName, HashRing> = BTreeMap::new();
         for node in self.cluster.up() {

@@ -41,7 +41,7 @@ mod persist;
 mod remote;
 
 use self::broadcast::{Outbox, WholeRequests};
-use self::persist::{AfterPersist, PersistFailed};
+use self::persist::{AfterPersist, LastPersist, PersistFailed};
 use self::remote::RemoteMutations;
 use super::protocol::DeclaredMsg;
 use super::shared::recovery::RecoveryShared;
@@ -72,6 +72,8 @@ pub(crate) struct DeclaredLeaderState {
     outbox: Arc<Outbox>,
     /// Peers asked for their whole copy after a delta this copy could not apply.
     whole_requests: WholeRequests,
+    /// The latest persist submitted (see `persist::finish`).
+    last_persist: Option<LastPersist>,
 }
 
 /// What a mutation's caller does once the list answered: the version after it, or why not.
@@ -166,7 +168,7 @@ impl DeclaredLeaderState {
         }
     }
 
-    /// Sends this node's copy to `node`; `reply` asks for the peer's copy back.
+    /// Sends this node's persisted copy to `node`; `reply` asks for the peer's copy back.
     fn send_copy(&self, node: &NodeName, reply: bool) {
         if self.parked() {
             // A parked node's copy means nothing; it still asks for the peer's.
@@ -175,8 +177,11 @@ impl DeclaredLeaderState {
             }
         }
         if let Some(transport) = self.hub.transport() {
+            // The copy as persisted, not the one in memory: a mutation not yet durable (it may
+            // never be, and its caller may be told it failed) must not reach a peer, where it
+            // could outrank a mutation acknowledged after it.
             let offer = WireMsg::DeclaredOffer {
-                list: self.state.list().clone(),
+                list: DeclaredList::clone(&self.recovery.snapshot().list),
                 reply,
             };
             if let Err(e) = transport.send(node, &offer) {
@@ -259,6 +264,7 @@ impl Actor for DeclaredLeader {
             remote: RemoteMutations::default(),
             outbox: Outbox::for_hub(hub.clone()),
             whole_requests: WholeRequests::default(),
+            last_persist: None,
         };
         let mut after = AfterPersist::default();
         leader_state.apply(effects, &mut after);

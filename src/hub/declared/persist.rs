@@ -5,6 +5,7 @@
 //! the commits are durable is the copy published, the caller answered, the broadcast released
 //! and the manifest shipped (the `finish` task, which never blocks the actor).
 
+use futures::future::{BoxFuture, FutureExt, Shared};
 use ractor::ActorRef;
 
 use super::broadcast::broadcast_message;
@@ -33,6 +34,9 @@ pub(super) struct AfterPersist {
     pub(super) broadcast: bool,
     pub(super) ship: bool,
 }
+
+/// Completes once the latest persist submitted has completed (successfully or not).
+pub(super) type LastPersist = Shared<BoxFuture<'static, ()>>;
 
 /// The persist of a mutation failed: it was not acknowledged.
 #[derive(Debug, thiserror::Error)]
@@ -120,8 +124,14 @@ impl DeclaredLeaderState {
 
     /// Awaits the persists in order, publishes the list, then runs `then` with the outcome and
     /// (on success) broadcasts and ships. Never blocks the actor.
+    ///
+    /// The published list is the persisted one: an operation that wrote nothing (an offer that
+    /// changed nothing, a stop of a child this copy does not declare) publishes the copy as it is
+    /// in memory, which an earlier operation may still be persisting, so it waits for the latest
+    /// persist first. Persists complete in the order they were submitted, so an operation that
+    /// wrote something has that order for free.
     pub(super) fn finish(
-        &self,
+        &mut self,
         myself: &ActorRef<DeclaredMsg>,
         mut after: AfterPersist,
         then: impl FnOnce(Result<(), StorageError>) + Send + 'static,
@@ -137,7 +147,19 @@ impl DeclaredLeaderState {
         let recovery = self.recovery.clone();
         let shipper = self.shipper.clone();
         let myself = myself.clone();
+        let earlier = if after.commits.is_empty() {
+            self.last_persist.clone()
+        } else {
+            None
+        };
+        let (persisted, done) = tokio::sync::oneshot::channel::<()>();
+        if !after.commits.is_empty() {
+            self.last_persist = Some(async move { drop(done.await) }.boxed().shared());
+        }
         tokio::spawn(async move {
+            if let Some(earlier) = earlier {
+                earlier.await;
+            }
             let mut outcome = Ok(());
             for commit in after.commits {
                 if let Err(e) = commit.wait_async().await {
@@ -150,10 +172,12 @@ impl DeclaredLeaderState {
                 });
                 // Dropping the broadcast's ticket unsent lets the later ones leave.
                 drop(broadcast);
+                drop(persisted);
                 then(outcome);
                 return;
             }
             recovery.publish(&list, parked);
+            drop(persisted);
             then(Ok(()));
             if let Some((ticket, msg)) = broadcast {
                 ticket.send(msg);

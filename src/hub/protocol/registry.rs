@@ -26,6 +26,9 @@ pub(crate) enum RegistryOp {
     /// binding stays as a stub (`stub_ttl_ms`) until the new owner records it, so the child
     /// is never forgotten while it moves.
     Release { id: ChildId, node: NodeName },
+    /// Remove a row nothing runs (a stale durable row), told to every peer; a row that is
+    /// bound by the time the write is made (the child was started meanwhile) stays.
+    RemoveUnbound { id: ChildId },
     /// Insert a row that disappears after `ttl` (swept by the janitor).
     #[allow(dead_code)] // kept for writers of expiring rows (stubs are written by `Reap`)
     PutWithTtl { row: Row, ttl: Duration },

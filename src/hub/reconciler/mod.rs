@@ -341,10 +341,7 @@ async fn remove_rows(hub: &HubShared, ids: Vec<ChildId>) {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let ops = ids
         .into_iter()
-        .map(|id| RegistryOp::Unbind {
-            id,
-            node: hub.node.clone(),
-        })
+        .map(|id| RegistryOp::RemoveUnbound { id })
         .collect();
     let done = Box::new(move |outcome| {
         let _ = tx.send(outcome);

@@ -201,6 +201,24 @@ impl RegistryState {
                         mutations.push(Mutation::put(row));
                     }
                 }
+                RegistryOp::RemoveUnbound { id } => {
+                    let Some(row) = self.current(&id) else {
+                        continue;
+                    };
+                    if !row.node_pids.is_empty() {
+                        tracing::debug!(child = %id, "stale row bound meanwhile; kept");
+                        continue;
+                    }
+                    if self.shared.clustered() {
+                        delta.push(RegistryChange::Removed {
+                            id: id.clone(),
+                            hub: row.hub.clone(),
+                        });
+                    }
+                    effects.push(Effect::Removed { id: id.clone() });
+                    self.stage(&id, None, seq);
+                    mutations.push(Mutation::Remove(id));
+                }
                 RegistryOp::PutWithTtl { row, ttl } => {
                     let id = row.spec.id.clone();
                     self.stage(&id, Some(row.clone()), seq);

@@ -21,7 +21,7 @@ use super::{own_view, Effect, RegistryState};
 use crate::cluster::wire::{RegistryChange, WireMsg};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg, RegistryOp, WriteDone};
 use crate::hub::shared::simulation::InjectedBug;
-use crate::model::{apply_observation, merge_rows_owned, ChildId, NodeName, Row};
+use crate::model::{apply_observation, merge_rows_owned, ChildId, HubMeta, NodeName, Row};
 use crate::storage::Mutation;
 
 /// Largest number of changes in one delta frame (a row is a few hundred bytes; 16 MiB limit).
@@ -67,6 +67,9 @@ impl RegistryState {
     ) {
         let id = row.spec.id.clone();
         let current = self.current(&id);
+        if current.is_some() && self.shared.has_bug(InjectedBug::IgnorePeerBindings) {
+            return;
+        }
         let new_row = current.is_none();
         let old = current
             .as_ref()
@@ -162,9 +165,19 @@ impl RegistryState {
                     }
                 }
                 // A deliberate stop: the row goes once nobody runs the child.
-                RegistryChange::Removed { id, .. } => {
-                    if let Some(row) = self.current(&id) {
+                RegistryChange::Removed { id, hub } => {
+                    let Some(row) = self.current(&id) else {
+                        continue;
+                    };
+                    if row.node_pids.contains_key(from) {
                         self.unbind_row(row, from, None, seq, mutations, effects);
+                    } else if row.node_pids.is_empty() && !authored_after(&row.hub, &hub) {
+                        // A stub nobody runs that its sender removed on purpose (a stop of a
+                        // row no process backs, a stale durable row): it goes here too, or this
+                        // node would re-place a child that was stopped.
+                        effects.push(Effect::Removed { id: id.clone() });
+                        self.stage(&id, None, seq);
+                        mutations.push(Mutation::Remove(id));
                     }
                 }
             }
@@ -185,11 +198,6 @@ impl RegistryState {
             .into_iter()
             .filter(|r| r.node_pids.contains_key(from) && !listed.contains(&r.spec.id))
             .collect();
-        let stale = if self.shared.has_bug(InjectedBug::KeepStaleBindings) {
-            Vec::new()
-        } else {
-            stale
-        };
         if !stale.is_empty() {
             tracing::debug!(peer = %from, rows = stale.len(), "full sync unbinds rows the peer no longer runs");
         }
@@ -308,4 +316,10 @@ fn log_send(
         }
         Err(error) => tracing::warn!(error = %error, "{what}"),
     }
+}
+
+/// Whether the authored version `row` was written after `removal` (higher epoch, or the same
+/// epoch won by a lower node): then the removal is older than the row and leaves it.
+fn authored_after(row: &HubMeta, removal: &HubMeta) -> bool {
+    row.epoch > removal.epoch || (row.epoch == removal.epoch && row.changed_by < removal.changed_by)
 }

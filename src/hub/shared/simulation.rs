@@ -18,8 +18,8 @@ pub enum InjectedBug {
     AcknowledgeWithoutDeclaring,
     /// A durable stop leaves the children declared (it only terminates them).
     StopWithoutUndeclaring,
-    /// A peer's full sync does not unbind the rows the peer no longer runs.
-    KeepStaleBindings,
+    /// A peer's report that it runs a child is dropped when the row is known already.
+    IgnorePeerBindings,
     /// The redistribution pass never migrates a child to its new owner.
     NeverMigrate,
     /// The DeclaredLeader adopts any offered copy, even an older one.
@@ -34,7 +34,7 @@ impl InjectedBug {
         InjectedBug::SkipTwoRoundRule,
         InjectedBug::AcknowledgeWithoutDeclaring,
         InjectedBug::StopWithoutUndeclaring,
-        InjectedBug::KeepStaleBindings,
+        InjectedBug::IgnorePeerBindings,
         InjectedBug::NeverMigrate,
         InjectedBug::AdoptOlderCopies,
         InjectedBug::ForgetStopReplies,
@@ -46,7 +46,7 @@ impl InjectedBug {
             InjectedBug::SkipTwoRoundRule => "skip_two_round_rule",
             InjectedBug::AcknowledgeWithoutDeclaring => "acknowledge_without_declaring",
             InjectedBug::StopWithoutUndeclaring => "stop_without_undeclaring",
-            InjectedBug::KeepStaleBindings => "keep_stale_bindings",
+            InjectedBug::IgnorePeerBindings => "ignore_peer_bindings",
             InjectedBug::NeverMigrate => "never_migrate",
             InjectedBug::AdoptOlderCopies => "adopt_older_copies",
             InjectedBug::ForgetStopReplies => "forget_stop_replies",

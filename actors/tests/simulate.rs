@@ -1,0 +1,133 @@
+//! `process-hub simulate` as a user runs it: a sweep's JSON line, a seed's trace and its hash, and
+//! for each invariant a bug that the sweep catches, with the failing seed and the command that
+//! replays it.
+
+use std::process::{Command, Output};
+
+fn simulate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_process-hub"))
+        .arg("simulate")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn last_json(output: &Output) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("last line {last:?} is not JSON: {e}"))
+}
+
+#[test]
+fn a_sweep_prints_its_totals_as_the_last_json_line() {
+    let output = simulate(&["--seeds", "6", "--from", "40", "--json", "--jobs", "2"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let report = last_json(&output);
+    assert_eq!(report["seeds"], 6);
+    assert_eq!(report["failed"], serde_json::json!([]));
+    for key in ["steps", "invariant_checks", "virtual_ms", "wall_ms"] {
+        assert!(report[key].as_u64().unwrap() > 0, "{key} in {report}");
+    }
+    // Virtual time runs far ahead of the wall clock.
+    assert!(report["virtual_ms"].as_u64().unwrap() > report["wall_ms"].as_u64().unwrap());
+    assert!(stderr.contains("6/6 seeds"), "progress on stderr: {stderr}");
+}
+
+#[test]
+fn one_seed_replays_the_same_trace_every_time() {
+    let first = simulate(&["--seed", "11", "--trace"]);
+    let second = simulate(&["--seed", "11", "--trace"]);
+    assert!(first.status.success());
+    let (a, b) = (
+        String::from_utf8_lossy(&first.stdout),
+        String::from_utf8_lossy(&second.stdout),
+    );
+    let hash = |out: &str| {
+        out.lines()
+            .last()
+            .and_then(|l| l.strip_prefix("trace_hash="))
+            .map(str::to_owned)
+    };
+    assert!(hash(&a).is_some_and(|h| h.len() == 16), "{a}");
+    assert_eq!(hash(&a), hash(&b));
+    // Not only the hash: the whole trace, line for line (wall times excepted).
+    let trace = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| !l.starts_with("seed "))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(trace(&a), trace(&b));
+    assert!(a.contains("frame"), "the trace shows the frames");
+    let other = simulate(&["--seed", "12"]);
+    assert_ne!(
+        hash(&String::from_utf8_lossy(&other.stdout)),
+        hash(&a),
+        "another seed is another run"
+    );
+}
+
+/// A sweep with `bug` injected fails; the failing seed names `invariant` and how to replay it.
+fn caught(bug: &str, invariant: &str, seeds: &str) {
+    let output = simulate(&["--seeds", seeds, "--json", "--inject-bug", bug]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "a sweep with {bug} passed: {stderr}"
+    );
+    let report = last_json(&output);
+    let failed = report["failed"].as_array().unwrap();
+    assert!(!failed.is_empty(), "{report}");
+    let seed = failed[0].as_u64().unwrap();
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with(&format!("seed {seed} FAILED")))
+        .unwrap_or_else(|| panic!("no failure line for seed {seed}: {stderr}"));
+    assert!(
+        line.contains(&format!(": {invariant}: ")),
+        "{bug} should break {invariant}: {line}"
+    );
+    assert!(
+        line.contains(&format!("bash scripts/simulate.sh --seed {seed} --trace")),
+        "{line}"
+    );
+}
+
+#[test]
+fn an_acknowledged_start_that_was_never_declared_is_caught() {
+    caught("acknowledge_without_declaring", "declared_run_once", "4");
+}
+
+#[test]
+fn a_durable_stop_that_leaves_the_child_declared_is_caught() {
+    caught("stop_without_undeclaring", "stopped_stays_stopped", "4");
+}
+
+#[test]
+fn peers_reports_that_are_dropped_are_caught() {
+    caught("ignore_peer_bindings", "registries_agree", "6");
+}
+
+#[test]
+fn children_that_never_move_to_their_owner_are_caught() {
+    caught("never_migrate", "placement_bounded", "4");
+}
+
+#[test]
+fn a_node_adopting_an_older_copy_is_caught() {
+    caught("adopt_older_copies", "versions_monotonic", "40");
+}
+
+#[test]
+fn a_stop_request_never_answered_is_caught() {
+    caught("forget_stop_replies", "requests_answered", "4");
+}
+
+#[test]
+fn a_bad_flag_is_refused() {
+    let output = simulate(&["--seeds", "1", "--inject-bug", "nonsense"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("unknown bug"), "{stderr}");
+}
