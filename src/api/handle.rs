@@ -122,9 +122,15 @@ impl HubBuilder {
     pub async fn spawn(self) -> Result<(Hub, JoinHandle<()>), SpawnError> {
         self.config.validate()?;
         let environment = self.environment;
-        let storage: Arc<dyn Storage> = match &self.config.registry_backend {
-            BackendConfig::Memory => Arc::new(MemoryStorage::with_clock(environment.clock.clone())),
-            backend => open_backend(backend, &self.config.data_dir, &self.config.hub_id)?,
+        let storage: Arc<dyn Storage> = match (
+            environment.registry_storage(),
+            &self.config.registry_backend,
+        ) {
+            (Some(storage), _) => storage,
+            (None, BackendConfig::Memory) => {
+                Arc::new(MemoryStorage::with_clock(environment.clock.clone()))
+            }
+            (None, backend) => open_backend(backend, &self.config.data_dir, &self.config.hub_id)?,
         };
         let hooks = Hooks::new();
         for (key, handler) in self.hooks {

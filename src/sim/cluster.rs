@@ -63,8 +63,12 @@ pub struct SimNode {
     pub name: NodeName,
     /// Up, down or departed.
     pub life: NodeLife,
-    /// Its disk: survives crashes, lost only by [`SimCluster::restart`] with `lose_disk`.
+    /// Its disk for the declared list: survives crashes, lost only by [`SimCluster::restart`]
+    /// with `lose_disk`.
     pub disk: Arc<SimulatedDisk>,
+    /// Its disk for the registry, in a run whose nodes keep their registry on disk (the
+    /// `durable` backend); lost with the other.
+    pub registry_disk: Option<Arc<SimulatedDisk>>,
     /// Its wall clock.
     pub clock: Clock,
     /// Bumped each time the disk is lost (versions are compared within one disk's life).
@@ -72,6 +76,11 @@ pub struct SimNode {
 }
 
 impl SimNode {
+    /// Its disks.
+    pub fn disks(&self) -> impl Iterator<Item = &Arc<SimulatedDisk>> {
+        std::iter::once(&self.disk).chain(self.registry_disk.as_ref())
+    }
+
     /// The hub, when the node is up.
     pub fn hub(&self) -> Option<&Hub> {
         match &self.life {
@@ -88,6 +97,8 @@ pub struct SimCluster {
     /// Every node ever added, by name.
     pub nodes: BTreeMap<NodeName, SimNode>,
     kinds: ChildKinds,
+    /// The nodes keep their registry on disk.
+    durable_registry: bool,
     bugs: BTreeSet<InjectedBug>,
     observer: Observer,
     /// The run's trace (every frame goes in).
@@ -95,9 +106,11 @@ pub struct SimCluster {
 }
 
 impl SimCluster {
-    /// An empty cluster whose router draws from `seed`.
+    /// An empty cluster whose router draws from `seed`; with `durable_registry` every node
+    /// keeps its registry on disk.
     pub fn new(
         seed: u64,
+        durable_registry: bool,
         bugs: BTreeSet<InjectedBug>,
         trace: Arc<Trace>,
         observer: Observer,
@@ -109,6 +122,7 @@ impl SimCluster {
             router,
             nodes: BTreeMap::new(),
             kinds: sim_kinds(),
+            durable_registry,
             bugs,
             observer,
             trace,
@@ -127,7 +141,10 @@ impl SimCluster {
             SimNode {
                 name: full.clone(),
                 life: NodeLife::Down,
-                disk: Arc::new(SimulatedDisk::new(&full)),
+                disk: Arc::new(SimulatedDisk::new(&format!("{full}/declared"))),
+                registry_disk: self
+                    .durable_registry
+                    .then(|| Arc::new(SimulatedDisk::new(&format!("{full}/registry")))),
                 clock: Clock::following_tokio(EPOCH_MS),
                 disk_generation: 0,
             },
@@ -140,6 +157,7 @@ impl SimCluster {
         let environment = Environment {
             clock: node.clock.clone(),
             declared_disk: Some(node.disk.clone()),
+            registry_disk: node.registry_disk.clone(),
             bugs: self.bugs.clone(),
             observer: Some(self.observer.clone()),
         };
@@ -168,7 +186,7 @@ impl SimCluster {
             return;
         };
         let _ = self.router.crash(name);
-        node.disk.crash();
+        node.disks().for_each(|d| d.crash());
         if let NodeLife::Up(hub) = std::mem::replace(&mut node.life, NodeLife::Down) {
             hub.actor().kill();
             let _ = hub.actor().wait(Some(Duration::from_secs(5))).await;
@@ -185,7 +203,7 @@ impl SimCluster {
             return Err(format!("{name} is up"));
         }
         if lose_disk {
-            node.disk.wipe();
+            node.disks().for_each(|d| d.wipe());
             node.disk_generation += 1;
         }
         let network = self.router.restart(name).map_err(|e| e.to_string())?;
@@ -201,7 +219,7 @@ impl SimCluster {
             let _ = hub.leave().await;
         }
         let _ = self.router.crash(name);
-        node.disk.crash();
+        node.disks().for_each(|d| d.crash());
     }
 
     /// The nodes that are up, sorted.

@@ -132,6 +132,7 @@ struct Run {
     versions: VersionWatch,
     placement: PlacementWatch,
     checks: u64,
+    durable_registry: bool,
     /// Acknowledged and not stopped since (what stops are drawn from).
     live_plain: BTreeSet<ChildId>,
     live_durable: Arc<Mutex<BTreeSet<ChildId>>>,
@@ -162,15 +163,19 @@ impl Run {
             ));
             lock(&observed).observe(o)
         });
+        let mut rng = StdRng::seed_from_u64(seed);
+        // Half the runs keep their registries on disk (the `durable` backend).
+        let durable_registry = rng.gen_bool(0.5);
         let cluster = SimCluster::new(
             seed ^ 0x5eed_0fc1_u64,
+            durable_registry,
             options.bugs.clone(),
             trace.clone(),
             observer,
         );
         Self {
             seed,
-            rng: StdRng::seed_from_u64(seed),
+            rng,
             placement: PlacementWatch::new(options.placement_bound.as_millis() as u64),
             options,
             trace,
@@ -179,6 +184,7 @@ impl Run {
             workload: Workload::new(),
             versions: VersionWatch::default(),
             checks: 0,
+            durable_registry,
             live_plain: BTreeSet::new(),
             live_durable: Arc::default(),
         }
@@ -203,6 +209,14 @@ impl Run {
 
     async fn go(mut self) -> SeedReport {
         let nodes = self.rng.gen_range(3..=4);
+        self.trace.line(format!(
+            "{nodes} nodes, registry {}",
+            if self.durable_registry {
+                "on disk"
+            } else {
+                "in memory"
+            }
+        ));
         // Half the runs have a network latency, so that requests are in flight when faults
         // strike; the others deliver at once.
         if self.rng.gen_bool(0.5) {
@@ -279,6 +293,17 @@ impl Run {
                 }
             }
             Op::Crash { node } => self.cluster.crash(&node).await,
+            Op::Outage => {
+                for node in self.cluster.up() {
+                    self.cluster.crash(&node).await;
+                }
+                for node in self.cluster.down() {
+                    if let Err(e) = self.cluster.restart(&node, false).await {
+                        self.trace
+                            .line(format!("restart of {} failed: {e}", short(&node)));
+                    }
+                }
+            }
             Op::Restart { node, lose_disk } => {
                 if let Err(e) = self.cluster.restart(&node, lose_disk).await {
                     self.trace
@@ -298,7 +323,8 @@ impl Run {
             Op::DropBurst { probability } => self.cluster.router.set_drop_probability(probability),
             Op::SlowDisk { node, latency_ms } => {
                 if let Some(n) = self.cluster.nodes.get(&node) {
-                    n.disk.set_latency(Duration::from_millis(latency_ms));
+                    n.disks()
+                        .for_each(|d| d.set_latency(Duration::from_millis(latency_ms)));
                 }
             }
             Op::SkewClock { node, skew_ms } => {
@@ -479,7 +505,7 @@ impl Run {
         self.trace.line("quiesce: heal, restart every node");
         self.cluster.heal();
         for node in self.cluster.nodes.values() {
-            node.disk.set_latency(Duration::ZERO);
+            node.disks().for_each(|d| d.set_latency(Duration::ZERO));
         }
         for node in self.cluster.down() {
             if let Err(e) = self.cluster.restart(&node, false).await {

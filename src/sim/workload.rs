@@ -42,6 +42,8 @@ pub enum Op {
         /// The child.
         id: ChildId,
     },
+    /// Every node crashes at once, then every node restarts on its disk.
+    Outage,
     /// A node crashes (memory gone, disk kept).
     Crash {
         /// The node.
@@ -120,6 +122,7 @@ impl fmt::Display for Op {
                 short(node)
             ),
             Op::FailChild { id } => write!(f, "fail child {id}"),
+            Op::Outage => write!(f, "whole-cluster outage"),
             Op::Crash { node } => write!(f, "crash {}", short(node)),
             Op::Restart { node, lose_disk } => write!(
                 f,
@@ -255,13 +258,20 @@ impl Workload {
                 }),
                 76..=77 if world.up.len() > 1 => pick(rng, world.up).map(|node| Op::Leave { node }),
                 78..=81 if world.up.len() > 1 => {
+                    // Any split into two or three groups of any sizes.
                     let mut nodes = world.up.to_vec();
                     nodes.shuffle(rng);
-                    let cut = rng.gen_range(1..nodes.len());
-                    let right = nodes.split_off(cut);
-                    Some(Op::Partition {
-                        groups: vec![nodes, right],
-                    })
+                    let count = rng.gen_range(2..=3.min(nodes.len()));
+                    let mut groups: Vec<Vec<NodeName>> = vec![Vec::new(); count];
+                    for (i, node) in nodes.into_iter().enumerate() {
+                        let g = if i < count {
+                            i
+                        } else {
+                            rng.gen_range(0..count)
+                        };
+                        groups[g].push(node);
+                    }
+                    Some(Op::Partition { groups })
                 }
                 82..=85 => Some(Op::Heal),
                 86..=89 if world.up.len() > 1 => {
@@ -299,6 +309,7 @@ impl Workload {
                         rng.gen_range(1..300)
                     },
                 }),
+                97 if !world.up.is_empty() => Some(Op::Outage),
                 95..=96 => pick(rng, world.up).map(|node| Op::SkewClock {
                     node,
                     skew_ms: rng.gen_range(-600_000..600_000),

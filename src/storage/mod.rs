@@ -22,6 +22,8 @@ mod memory;
 mod registry_file;
 #[cfg(feature = "sim")]
 mod simulated_disk;
+#[cfg(feature = "sim")]
+mod simulated_registry;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -39,6 +41,8 @@ pub use memory::MemoryStorage;
 pub use registry_file::{REGISTRY_FILE, REGISTRY_FORMAT_VERSION};
 #[cfg(feature = "sim")]
 pub use simulated_disk::SimulatedDisk;
+#[cfg(feature = "sim")]
+pub use simulated_registry::SimulatedDurableStorage;
 
 /// Why a storage operation failed. Cloneable because one failed group commit answers many
 /// waiters.

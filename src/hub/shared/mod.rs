@@ -42,6 +42,9 @@ pub(crate) struct Environment {
     pub clock: Clock,
     #[cfg(feature = "sim")]
     pub declared_disk: Option<Arc<crate::storage::SimulatedDisk>>,
+    /// The simulator's disk for a `durable` registry (none: the configured backend).
+    #[cfg(feature = "sim")]
+    pub registry_disk: Option<Arc<crate::storage::SimulatedDisk>>,
     #[cfg(feature = "sim")]
     pub bugs: BTreeSet<simulation::InjectedBug>,
     #[cfg(feature = "sim")]
@@ -57,6 +60,18 @@ impl std::fmt::Debug for Environment {
 }
 
 impl Environment {
+    /// The registry storage when the environment decides it (the simulator's durable disk).
+    pub fn registry_storage(&self) -> Option<Arc<dyn Storage>> {
+        #[cfg(feature = "sim")]
+        if let Some(disk) = &self.registry_disk {
+            return Some(Arc::new(crate::storage::SimulatedDurableStorage::open(
+                disk.clone(),
+                self.clock.clone(),
+            )));
+        }
+        None
+    }
+
     /// Where the declared store lives when the environment decides it (the simulator's disk).
     pub fn declared_medium(&self) -> Option<recovery::DeclaredMedium> {
         #[cfg(feature = "sim")]

@@ -1,0 +1,95 @@
+//! The simulator's `durable` registry backend: reads from memory, every write mirrored to a
+//! [`SimulatedDisk`] in the registry's on-disk format and acknowledged once the disk applied it,
+//! so a simulated node that restarts on its disk finds its rows (stale bindings, durable marks)
+//! as a real `durable` node does.
+
+use std::sync::Arc;
+
+use super::engine::KvOp;
+use super::memory::MemoryStorage;
+use super::registry_file::{decode, encode_put, expiry};
+use super::{Commit, Mutation, SimulatedDisk, Storage, StorageError};
+use crate::clock::Clock;
+use crate::model::{ChildId, Row};
+
+/// Registry storage in memory, mirrored to a simulated disk.
+pub struct SimulatedDurableStorage {
+    memory: MemoryStorage,
+    disk: Arc<SimulatedDisk>,
+    clock: Clock,
+}
+
+impl SimulatedDurableStorage {
+    /// Opens the registry kept on `disk` and loads it into memory (an entry that does not
+    /// decode is dropped, as a rotated store would lose it).
+    pub fn open(disk: Arc<SimulatedDisk>, clock: Clock) -> Self {
+        let memory = MemoryStorage::with_clock(clock.clone());
+        let mut loaded = Vec::new();
+        disk.for_each(|_, value| match decode(value) {
+            Ok(stored) => loaded.push(stored),
+            Err(e) => tracing::error!(error = %e, "undecodable registry entry on a simulated disk"),
+        });
+        for stored in loaded {
+            let id = stored.row.spec.id.clone();
+            memory.restore_stored(&id, Some(stored));
+        }
+        Self {
+            memory,
+            disk,
+            clock,
+        }
+    }
+}
+
+impl Storage for SimulatedDurableStorage {
+    fn name(&self) -> &'static str {
+        "simulated-durable"
+    }
+
+    fn submit(&self, batch: Vec<Mutation>) -> Commit {
+        let now = self.clock.now_ms();
+        let ops: Result<Vec<KvOp>, StorageError> = batch
+            .iter()
+            .map(|m| match m {
+                Mutation::Put { row, ttl } => encode_put(row, expiry(now, *ttl)),
+                Mutation::Remove(id) => Ok(KvOp::Delete(id.as_str().as_bytes().to_vec())),
+                Mutation::Clear => Ok(KvOp::Clear),
+            })
+            .collect();
+        let ops = match ops {
+            Ok(ops) => ops,
+            Err(e) => return Commit::ready(Err(e)),
+        };
+        // Visible at once, durable when the commit resolves (the `durable` backend's promise; a
+        // failed write here only comes with the node's crash, which takes the memory with it).
+        self.memory.apply_owned(batch);
+        let (sender, commit) = Commit::pending();
+        if let Err(done) = self
+            .disk
+            .submit_with(ops, Box::new(move |outcome| sender.resolve(outcome)))
+        {
+            done(Err(StorageError::Closed));
+        }
+        commit
+    }
+
+    fn get(&self, id: &ChildId) -> Option<Row> {
+        self.memory.get(id)
+    }
+
+    fn export_all(&self) -> Vec<Row> {
+        self.memory.export_all()
+    }
+
+    fn len(&self) -> usize {
+        self.memory.len()
+    }
+
+    fn for_each_row(&self, f: &mut dyn FnMut(&Row)) {
+        self.memory.for_each_row(f)
+    }
+
+    fn contains(&self, id: &ChildId) -> bool {
+        self.memory.contains(id)
+    }
+}
