@@ -50,9 +50,19 @@ impl Actor for SimChild {
     }
 }
 
-/// The kinds every simulated node registers: [`SIM_KIND`].
+/// The kinds every simulated node registers: [`SIM_KIND`], whose command handler answers any
+/// payload with itself (so a message by id is seen to reach the child and come back).
 pub fn sim_kinds() -> ChildKinds {
     let mut kinds = ChildKinds::new();
     kinds.register(SIM_KIND, SimChild);
+    kinds.register_command(SIM_KIND, |cell, payload| {
+        Box::pin(async move {
+            if cell.get_status() == ractor::ActorStatus::Running {
+                Ok(payload)
+            } else {
+                Err("the child is not running".to_owned())
+            }
+        })
+    });
     kinds
 }

@@ -2,7 +2,7 @@
 //!
 //! Requests run as tasks while the run goes on (faults strike while they are in flight), so
 //! their answers land here whenever they come. The leaders' decisions come from the hubs'
-//! observer ([`Observation::Authored`]): together they say which acknowledged durable starts
+//! observer (`Observation::Authored`): together they say which acknowledged durable starts
 //! and stops the final declared list must reflect (see [`super::invariants`]).
 
 use std::collections::{BTreeMap, BTreeSet};

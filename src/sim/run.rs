@@ -284,6 +284,27 @@ impl Run {
         match op {
             Op::Start { node, ids, durable } => self.start(&node, ids, durable),
             Op::Stop { node, id, durable } => self.stop(&node, id, durable),
+            Op::CallChild { node, id } => self.call(&node, id),
+            Op::CastChild { node, id } => {
+                if let Some(hub) = self.cluster.hub(&node) {
+                    let _ = hub.cast_child(id, b"cast".to_vec());
+                }
+            }
+            Op::FailActor { node, actor } => {
+                if let Some(hub) = self.cluster.hub(&node) {
+                    let shared = hub.shared();
+                    let cell = match actor {
+                        "registry" => shared.registry().map(|r| r.get_cell()),
+                        "child_supervisor" => shared.child_supervisor().map(|r| r.get_cell()),
+                        "coordinator" => shared.coordinator().map(|r| r.get_cell()),
+                        "declared_leader" => shared.declared_leader().map(|r| r.get_cell()),
+                        _ => shared.reconciler().map(|r| r.get_cell()),
+                    };
+                    if let Some(cell) = cell {
+                        cell.kill();
+                    }
+                }
+            }
             Op::FailChild { id } => {
                 for node in self.cluster.up() {
                     let hub = self.cluster.hub(&node).cloned();
@@ -394,6 +415,27 @@ impl Run {
                 }
                 Err(_) => ledger.unknown.extend(ids),
             }
+        });
+    }
+
+    /// Calls a child by id through `node`, as a task.
+    fn call(&mut self, node: &str, id: ChildId) {
+        let Some(hub) = self.cluster.hub(node).cloned() else {
+            return;
+        };
+        let request = lock(&self.ledger).issue(format!("call {id}"), node, self.trace.now_ms());
+        let (ledger, trace) = (self.ledger.clone(), self.trace.clone());
+        tokio::spawn(async move {
+            let answer = hub
+                .call_child(id.clone(), b"ping".to_vec(), Duration::from_secs(2))
+                .await;
+            lock(&ledger).answered(request);
+            let summary = match answer {
+                Ok(payload) if payload == b"ping" => "pong".to_owned(),
+                Ok(other) => format!("wrong answer {other:?}"),
+                Err(e) => format!("failed: {}", e.code),
+            };
+            trace.line(format!("answer r{request}: {summary}"));
         });
     }
 

@@ -37,6 +37,28 @@ pub enum Op {
         /// It was started durably.
         durable: bool,
     },
+    /// Call a child by id through a node (and wait for its answer).
+    CallChild {
+        /// The node asked.
+        node: NodeName,
+        /// The child.
+        id: ChildId,
+    },
+    /// Cast to a child by id through a node.
+    CastChild {
+        /// The node asked.
+        node: NodeName,
+        /// The child.
+        id: ChildId,
+    },
+    /// One of a hub's own actors fails (its HubSupervisor restarts it).
+    FailActor {
+        /// The node.
+        node: NodeName,
+        /// Which actor: `registry`, `child_supervisor`, `coordinator`, `declared_leader` or
+        /// `reconciler`.
+        actor: &'static str,
+    },
     /// Make a running child fail (its supervisor restarts it).
     FailChild {
         /// The child.
@@ -121,6 +143,9 @@ impl fmt::Display for Op {
                 if *durable { " durable" } else { "" },
                 short(node)
             ),
+            Op::CallChild { node, id } => write!(f, "call {id} via {}", short(node)),
+            Op::CastChild { node, id } => write!(f, "cast to {id} via {}", short(node)),
+            Op::FailActor { node, actor } => write!(f, "fail the {actor} of {}", short(node)),
             Op::FailChild { id } => write!(f, "fail child {id}"),
             Op::Outage => write!(f, "whole-cluster outage"),
             Op::Crash { node } => write!(f, "crash {}", short(node)),
@@ -241,11 +266,26 @@ impl Workload {
                         _ => None,
                     }
                 }
-                54..=58 => {
+                54..=56 => {
                     let running: Vec<&ChildId> = world.running.iter().collect();
                     running
                         .choose(rng)
                         .map(|id| Op::FailChild { id: (*id).clone() })
+                }
+                57..=58 => {
+                    // Any child ever started, running or not (a call may find it gone).
+                    let known: Vec<&ChildId> = world.plain.iter().chain(world.durable).collect();
+                    match (pick(rng, world.up), known.choose(rng)) {
+                        (Some(node), Some(id)) if rng.gen_bool(0.7) => Some(Op::CallChild {
+                            node,
+                            id: (*id).clone(),
+                        }),
+                        (Some(node), Some(id)) => Some(Op::CastChild {
+                            node,
+                            id: (*id).clone(),
+                        }),
+                        _ => None,
+                    }
                 }
                 59..=65 => pick(rng, world.up).map(|node| Op::Crash { node }),
                 66..=73 => pick(rng, world.down).map(|node| {
@@ -298,6 +338,16 @@ impl Workload {
                         },
                     })
                 }
+                98 => pick(rng, world.up).map(|node| Op::FailActor {
+                    node,
+                    actor: [
+                        "registry",
+                        "child_supervisor",
+                        "coordinator",
+                        "declared_leader",
+                        "reconciler",
+                    ][rng.gen_range(0..5)],
+                }),
                 90..=91 => Some(Op::DropBurst {
                     probability: rng.gen_range(0.05..0.3),
                 }),

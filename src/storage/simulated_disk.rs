@@ -25,6 +25,8 @@ pub struct SimulatedDisk {
     path: PathBuf,
     state: Mutex<DiskState>,
     commits: AtomicU64,
+    /// Told whenever the queue of batches empties.
+    drained: tokio::sync::Notify,
 }
 
 #[derive(Debug, Default)]
@@ -36,6 +38,8 @@ struct DiskState {
     /// Bumped by every crash and wipe: a writer of an earlier incarnation applies nothing more.
     incarnation: u64,
     writer: Option<mpsc::UnboundedSender<(u64, Vec<KvOp>, Done)>>,
+    /// Batches queued and not applied (or lost) yet.
+    queued: usize,
 }
 
 impl SimulatedDisk {
@@ -45,6 +49,7 @@ impl SimulatedDisk {
             path: PathBuf::from(format!("sim://{name}")),
             state: Mutex::new(DiskState::default()),
             commits: AtomicU64::new(0),
+            drained: tokio::sync::Notify::new(),
         }
     }
 
@@ -62,6 +67,21 @@ impl SimulatedDisk {
         let mut state = self.state();
         state.incarnation += 1;
         state.writer = None;
+        state.queued = 0;
+        self.drained.notify_waiters();
+    }
+
+    /// Waits until every batch queued so far is applied (or lost): what dropping an LMDB store
+    /// does before the same file can be opened again, so that a store reopened by a restarted
+    /// actor never interleaves with the writes of the store it replaces.
+    pub async fn settled(&self) {
+        loop {
+            let drained = self.drained.notified();
+            if self.state().queued == 0 {
+                return;
+            }
+            drained.await;
+        }
     }
 
     /// The disk is lost: every entry and the marker are gone (and what was in flight).
@@ -69,8 +89,10 @@ impl SimulatedDisk {
         let mut state = self.state();
         state.incarnation += 1;
         state.writer = None;
+        state.queued = 0;
         state.entries.clear();
         state.marker = None;
+        self.drained.notify_waiters();
     }
 
     /// Whether nothing is stored.
@@ -124,10 +146,14 @@ impl SimulatedDisk {
             runtime.spawn(write_loop(std::sync::Arc::downgrade(self), rx));
             state.writer = Some(tx);
         }
-        let writer = state.writer.as_ref().expect("set above");
+        let Some(writer) = state.writer.as_ref() else {
+            return Err(done);
+        };
         writer
             .send((incarnation, ops, done))
-            .map_err(|mpsc::error::SendError((_, _, done))| done)
+            .map_err(|mpsc::error::SendError((_, _, done))| done)?;
+        state.queued += 1;
+        Ok(())
     }
 
     fn apply(&self, incarnation: u64, ops: Vec<KvOp>) -> Result<(), StorageError> {
@@ -147,6 +173,10 @@ impl SimulatedDisk {
             }
         }
         self.commits.fetch_add(1, Ordering::Relaxed);
+        state.queued = state.queued.saturating_sub(1);
+        if state.queued == 0 {
+            self.drained.notify_waiters();
+        }
         Ok(())
     }
 }

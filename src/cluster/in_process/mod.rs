@@ -7,7 +7,7 @@
 //! decides — from its link table, node liveness and a seeded RNG — whether and when each frame
 //! arrives. Membership events are derived from reachability: when two endpoints of one hub id
 //! become reachable both see `NodeUp` (with the other's boot token), when they stop being
-//! reachable both see `NodeDown`. Frames still go through [`wire::encode`]/[`wire::decode`], so the
+//! reachable both see `NodeDown`. Frames still go through [`crate::cluster::wire::encode`]/[`crate::cluster::wire::decode`], so the
 //! wire format is exercised and undecodable frames are dropped exactly as in production.
 //!
 //! A crash closes every endpoint of the node and stops its frames; its data directory is the
@@ -23,25 +23,24 @@
 //! synchronously (it would deadlock); casting into an actor's mailbox is the intended use.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-use tokio::sync::mpsc;
+use rand::SeedableRng;
 
 use crate::cluster::transport::{EventSink, Network, Transport, TransportError, TransportEvent};
-use crate::cluster::wire::{self, WireMsg};
 use crate::core::boot_token::BootToken;
 use crate::model::NodeName;
 
+mod frames;
 mod hold;
 mod links;
 mod state;
 
 pub use hold::HoldFilter;
 pub use links::{FrameEvent, FrameFate, FrameObserver, LinkFaults};
-use state::{emit, ordered, Delayed, Endpoint, NodeState, RouterState};
+use state::{emit, ordered, Endpoint, NodeState, RouterState};
 
 /// The router was asked for something impossible.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -258,7 +257,7 @@ impl InProcessCluster {
         self.lock().delay = delay.map(|(a, b)| if a <= b { (a, b) } else { (b, a) });
     }
 
-    /// Loses every frame of message kind `kind` ([`WireMsg::kind`]) sent to `to`, until
+    /// Loses every frame of message kind `kind` ([`crate::cluster::wire::WireMsg::kind`]) sent to `to`, until
     /// [`InProcessCluster::deliver_kind`]: a test can take one kind of message away (say, the
     /// declared list's deltas to one node) and check what heals without it.
     pub fn drop_kind(&self, kind: &str, to: &str) {
@@ -297,180 +296,6 @@ impl InProcessCluster {
             .ok_or_else(|| TransportError::Unreachable(to.to_owned()))?;
         Self::deliver(&mut state, hub_id, from, to, &sink, &bytes);
         Ok(())
-    }
-
-    /// Decodes and hands a frame to a sink (under the router's lock); counts the outcome.
-    fn deliver(
-        state: &mut RouterState,
-        hub_id: &str,
-        from: &str,
-        to: &str,
-        sink: &EventSink,
-        bytes: &[u8],
-    ) {
-        match wire::decode_for(hub_id, bytes) {
-            Ok(frame) if frame.from != from => {
-                tracing::warn!(hub_id, claimed = %frame.from, actual = from, "frame claims another sender; dropped");
-                state.stats.undecodable += 1;
-            }
-            Ok(frame) => {
-                state.stats.delivered += 1;
-                if let Some(observer) = &state.observer {
-                    observer(&FrameEvent {
-                        from,
-                        to,
-                        kind: frame.payload.kind(),
-                        fate: FrameFate::Delivered,
-                    });
-                }
-                match frame.payload {
-                    // Membership comes from the router's link table here.
-                    WireMsg::Hello { .. } | WireMsg::Heartbeat { .. } => {}
-                    msg => sink(TransportEvent::Message {
-                        from: from.to_owned(),
-                        msg,
-                    }),
-                }
-            }
-            Err(error) => {
-                tracing::warn!(hub_id, from, %error, "undecodable frame dropped");
-                state.stats.undecodable += 1;
-            }
-        }
-    }
-
-    fn send(
-        &self,
-        hub_id: &str,
-        from: &NodeName,
-        from_endpoint: u64,
-        to: &NodeName,
-        bytes: Vec<u8>,
-    ) -> Result<(), TransportError> {
-        let mut state = self.lock();
-        let key = (hub_id.to_owned(), from.clone());
-        if state.endpoints.get(&key).map(|e| e.id) != Some(from_endpoint) {
-            return Err(TransportError::Closed);
-        }
-        let Some(target) = state.endpoints.get(&(hub_id.to_owned(), to.clone())) else {
-            return Err(TransportError::Unreachable(to.clone()));
-        };
-        if from == to || !state.reachable(from, to) {
-            return Err(TransportError::Unreachable(to.clone()));
-        }
-        let (to_endpoint, sink) = (target.id, target.sink.clone());
-        let link = state
-            .links
-            .get(&(from.clone(), to.clone()))
-            .copied()
-            .unwrap_or_default();
-        let drop_p = state.drop_probability.max(link.drop_probability);
-        if drop_p > 0.0 && state.rng.gen_bool(drop_p) {
-            state.stats.dropped_random += 1;
-            state.observe(hub_id, from, to, &bytes, FrameFate::Dropped);
-            return Ok(());
-        }
-        if !state.dropped_kinds.is_empty() {
-            let kind = wire::decode_for(hub_id, &bytes).map(|f| f.payload.kind());
-            if let Ok(kind) = kind {
-                if state.dropped_kinds.contains(&(kind.to_owned(), to.clone())) {
-                    state.stats.dropped_by_kind += 1;
-                    return Ok(());
-                }
-            }
-        }
-        let (sender, receiver) = ((from, from_endpoint), (to, to_endpoint));
-        let Some(bytes) = hold::hold_if_matched(&mut state, hub_id, sender, receiver, bytes) else {
-            return Ok(());
-        };
-        match link.delay.or(state.delay) {
-            None => Self::deliver(&mut state, hub_id, from, to, &sink, &bytes),
-            Some((min, max)) => {
-                let delay = if max > min {
-                    state.rng.gen_range(min..=max)
-                } else {
-                    min
-                };
-                let item = Delayed {
-                    at: tokio::time::Instant::now() + delay,
-                    from: from.clone(),
-                    from_endpoint,
-                    to_endpoint,
-                    bytes,
-                };
-                if link.reorder {
-                    drop(state);
-                    return self.deliver_alone(hub_id, to, item);
-                }
-                let lane_key = (hub_id.to_owned(), from.clone(), to.clone());
-                let item = match state.lanes.get(&lane_key) {
-                    Some(lane) => match lane.send(item) {
-                        Ok(()) => return Ok(()),
-                        Err(mpsc::error::SendError(item)) => item,
-                    },
-                    None => item,
-                };
-                let (tx, rx) = mpsc::unbounded_channel();
-                let _ = tx.send(item);
-                state.lanes.insert(lane_key.clone(), tx);
-                drop(state);
-                let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-                    self.lock().lanes.remove(&lane_key);
-                    return Err(TransportError::Node(
-                        "message delay needs a tokio runtime".to_owned(),
-                    ));
-                };
-                runtime.spawn(Self::run_lane(
-                    Arc::downgrade(&self.state),
-                    lane_key.0,
-                    to.clone(),
-                    rx,
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// Delivers one link's delayed frames in order. Holds the router weakly: when the cluster is
-    /// dropped, the lane's sender goes with it and the task ends.
-    async fn run_lane(
-        router: Weak<Mutex<RouterState>>,
-        hub_id: String,
-        to: NodeName,
-        mut rx: mpsc::UnboundedReceiver<Delayed>,
-    ) {
-        while let Some(item) = rx.recv().await {
-            tokio::time::sleep_until(item.at).await;
-            let Some(router) = router.upgrade() else {
-                return;
-            };
-            let mut state = router.lock().unwrap_or_else(|p| p.into_inner());
-            Self::deliver_late(&mut state, &hub_id, &to, &item);
-        }
-    }
-
-    /// Delivers a frame that was delayed, if both its endpoints are still the ones it was sent
-    /// between and their link is up; else it is lost in flight.
-    fn deliver_late(state: &mut RouterState, hub_id: &str, to: &NodeName, item: &Delayed) {
-        let from_ok = state
-            .endpoints
-            .get(&(hub_id.to_owned(), item.from.clone()))
-            .map(|e| e.id)
-            == Some(item.from_endpoint);
-        let to_sink = state
-            .endpoints
-            .get(&(hub_id.to_owned(), to.clone()))
-            .filter(|e| e.id == item.to_endpoint)
-            .map(|e| e.sink.clone());
-        match to_sink {
-            Some(sink) if from_ok && state.reachable(&item.from, to) => {
-                Self::deliver(state, hub_id, &item.from, to, &sink, &item.bytes);
-            }
-            _ => {
-                state.stats.dropped_in_flight += 1;
-                state.observe(hub_id, &item.from, to, &item.bytes, FrameFate::LostInFlight);
-            }
-        }
     }
 
     fn open(

@@ -2,6 +2,7 @@
 //! restarts with new boot tokens, drops, delays and undecodable frames.
 
 use super::*;
+use crate::cluster::wire::{self, WireMsg};
 use std::time::Instant;
 
 #[derive(Clone, Default)]

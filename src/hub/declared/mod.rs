@@ -214,7 +214,7 @@ impl Actor for DeclaredLeader {
         args: DeclaredLeaderArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let DeclaredLeaderArgs { hub, recovery } = args;
-        let (store, found) = recovery.take_or_reopen_store()?;
+        let (store, found) = recovery.take_or_reopen_store().await?;
         let fetched = match &recovery.manifest {
             None => ManifestFetch::Disabled,
             Some(manifest) => {

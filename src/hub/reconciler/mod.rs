@@ -7,10 +7,11 @@
 //! never two at once. A node without peers has nothing to synchronise with, its view is the
 //! whole hub at every instant, so each interval counts as a completed sync for it.
 //!
-//! A round runs in a task and reports back, so the actor keeps answering: it plans with
-//! [`plan_round`] from the declared list as persisted here, the registry view and the ring, then
+//! A round ([`round`]) runs in a task and reports back, so the actor keeps answering: it plans
+//! with `core::reconcile::plan_round` from the declared list as persisted here, the registry view
+//! and the ring, then
 //! - stops this node's own undeclared and duplicate instances (never another node's),
-//! - removes stale durable rows it owns,
+//! - removes the stale durable rows it holds,
 //! - submits orphans through the normal start path (`check_existing`, rows marked durable),
 //!   paced by the [`StartPacer`] (admission control): what a round does not submit is still an
 //!   orphan in the next one,
@@ -20,27 +21,23 @@
 //! synchronous `pre_recovery_replay` hooks before any start, and its completion moves the hub
 //! to `normal` (`recovery_state_changed`, `post_recovery_replay`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
-
-use tokio::time::Instant;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::task::JoinHandle;
 
-use super::protocol::{
-    DeclaredMsg, NodeStopReport, ReconcilerMsg, RegistryOp, RoundReport, StopBatch,
-};
-use super::shared::recovery::{DeclaredSnapshot, RecoveryShared};
-use super::shared::simulation::InjectedBug;
+use super::protocol::{ReconcilerMsg, RoundReport};
+use super::shared::recovery::RecoveryShared;
 use super::HubShared;
-use crate::api::options::StartOptions;
-use crate::core::reconcile::{plan_round, OrphanStart, StopReason};
+
+mod round;
+
 use crate::core::recovery::{RecoveryState, RoundDecision, RoundSchedule, StartPacer};
 use crate::hooks::{HookEvent, HookKey};
-use crate::manifest::fetch_within;
-use crate::model::{ChildId, ChildSpec, Metadata, NodeName};
+use crate::model::ChildId;
+use round::run_round;
 
 pub(crate) struct Reconciler;
 
@@ -117,336 +114,6 @@ impl ReconcilerState {
         }
         self.poll(myself);
     }
-}
-
-/// Runs one round and returns what the actor keeps.
-async fn run_round(
-    hub: Arc<HubShared>,
-    recovery: Arc<RecoveryShared>,
-    first: bool,
-    previous_pending: BTreeSet<ChildId>,
-    mut pacer: StartPacer,
-) -> RoundReport {
-    let began = Instant::now();
-    if first {
-        let snapshot = recovery.snapshot();
-        let budget = Duration::from_millis(recovery.config.reconcile_interval_ms);
-        hub.hooks
-            .fire_budgeted(HookKey::PreRecoveryReplay, budget, || {
-                HookEvent::PreRecoveryReplay {
-                    node: hub.node.clone(),
-                    version: snapshot.list.version(),
-                    declared: snapshot.list.len(),
-                }
-            })
-            .await;
-    }
-    // Read after the hook: it may have waited for something that changed the registry.
-    let mut snapshot = recovery.snapshot();
-    if snapshot.parked {
-        snapshot = refetch_manifest(&hub, &recovery).await.unwrap_or(snapshot);
-    }
-    let rows = hub.storage.export_all();
-    // Asked after the rows were read: a child missing from them was stopped before the
-    // question, so its removal is in the leader's answer.
-    let leader_answered = confirm_with_leader(&hub, &recovery).await;
-    // The copy planned with is read after the answer and is the one compared with it (an
-    // older copy read before could still declare a child the answer shows stopped).
-    if !snapshot.parked {
-        snapshot = recovery.snapshot();
-    }
-    // A node that has not weighed every peer's copy may be behind a newer version: an
-    // outdated copy could restart a child stopped since, so it plans parked and asks again.
-    let peers = hub.peers();
-    let mut unheard = recovery.unheard(&peers);
-    if let Err(leader) = leader_answered {
-        unheard.push(leader);
-    }
-    let ahead = recovery.ahead_of(&snapshot.list, &peers);
-    if !unheard.is_empty() || !ahead.is_empty() {
-        tracing::info!(
-            ?unheard,
-            ?ahead,
-            version = snapshot.list.version(),
-            "declared copies of these peers not weighed yet, or newer than this one; round parked"
-        );
-        unheard.extend(ahead);
-        unheard.sort();
-        unheard.dedup();
-        if let Some(leader) = hub.declared_leader() {
-            let _ = leader.cast(DeclaredMsg::Solicit {
-                nodes: unheard.clone(),
-            });
-        }
-    }
-    let ring = hub.ring();
-    // With the two-round rule skipped, every unbound declared child counts as seen before.
-    let previous_pending = if hub.has_bug(InjectedBug::SkipTwoRoundRule) {
-        snapshot.list.children().keys().cloned().collect()
-    } else {
-        previous_pending
-    };
-    let plan = plan_round(
-        &snapshot.list,
-        rows.iter(),
-        |id| hub.owner_of(&ring, id),
-        &hub.node,
-        &previous_pending,
-        snapshot.parked || !unheard.is_empty(),
-    );
-    let mut stats = plan.stats;
-
-    if !plan.stops.is_empty() {
-        for stop in plan
-            .stops
-            .iter()
-            .filter(|s| s.reason == StopReason::Duplicate)
-        {
-            let keep = plan
-                .duplicates
-                .iter()
-                .find(|d| d.id == stop.id)
-                .map(|d| d.keep.clone())
-                .unwrap_or_default();
-            tracing::warn!(child = %stop.id, %keep, "stopping this node's duplicate instance");
-            hub.hooks.fire(HookKey::ReconcileDuplicate, || {
-                HookEvent::ReconcileDuplicate {
-                    id: stop.id.clone(),
-                    node: hub.node.clone(),
-                    pid: stop.pid,
-                    keep: keep.clone(),
-                }
-            });
-        }
-        let ids: Vec<ChildId> = plan.stops.iter().map(|s| s.id.clone()).collect();
-        let report = stop_local(&hub, ids).await;
-        for (id, e) in report.errors {
-            tracing::warn!(child = %id, error = %e, "reconcile stop failed; next round retries");
-        }
-    }
-    if !plan.remove_rows.is_empty() {
-        remove_rows(&hub, plan.remove_rows.clone()).await;
-    }
-    let answer_wait = Duration::from_millis(recovery.config.reconcile_interval_ms);
-    stats.started = submit_paced(&hub, plan.starts, &mut pacer, answer_wait).await;
-    stats.elapsed_ms = began.elapsed().as_millis() as u64;
-    tracing::info!(
-        hub = %hub.config.hub_id,
-        parked = plan.parked,
-        candidates = stats.candidates,
-        orphans = stats.orphans,
-        started = stats.started,
-        skipped_pending = stats.skipped_pending,
-        duplicates = stats.duplicates,
-        stopped_undeclared = stats.stopped_undeclared,
-        removed_stale = stats.removed_stale,
-        elapsed_ms = stats.elapsed_ms,
-        "reconcile round"
-    );
-    hub.hooks
-        .fire(HookKey::ReconcileRound, || HookEvent::ReconcileRound {
-            node: hub.node.clone(),
-            stats,
-            parked: plan.parked,
-        });
-    RoundReport {
-        stats,
-        first,
-        pending: plan.pending,
-        pacer,
-    }
-}
-
-/// Asks the leader for its declared version and waits for the answer (a node that leads,
-/// or has no leader, has nothing to ask). The answer lands in the announcements that
-/// [`RecoveryShared::ahead_of_me`] reads, so a copy behind the leader's plans parked: a
-/// stop's broadcast may still be in flight while the child is already gone. `Err(leader)`
-/// when it did not answer in time (the round is parked; the next one asks again).
-async fn confirm_with_leader(hub: &HubShared, recovery: &RecoveryShared) -> Result<(), NodeName> {
-    let Some(leader) = hub.leader() else {
-        return Ok(());
-    };
-    if leader == hub.node {
-        return Ok(());
-    }
-    let Some(transport) = hub.transport() else {
-        return Ok(());
-    };
-    let seen = recovery.heard_from(&leader);
-    if let Err(e) = transport.send(
-        &leader,
-        &crate::cluster::wire::WireMsg::DeclaredVersionQuery,
-    ) {
-        tracing::debug!(%leader, error = %e, "declared version query not sent");
-        return Err(leader);
-    }
-    let wait = Duration::from_millis((recovery.config.reconcile_interval_ms / 2).min(1_000));
-    if recovery.wait_heard(&leader, seen, wait).await {
-        Ok(())
-    } else {
-        tracing::info!(%leader, "the leader did not tell its declared version in time; round parked");
-        Err(leader)
-    }
-}
-
-/// A parked node asks the remote manifest again each round (its boot fetch may have failed):
-/// a real copy is offered to the DeclaredLeader, which unparks, and the round plans from it.
-async fn refetch_manifest(hub: &HubShared, recovery: &RecoveryShared) -> Option<DeclaredSnapshot> {
-    let manifest = recovery.manifest.as_ref()?;
-    let list = match fetch_within(manifest.as_ref(), hub.config.default_timeout()).await {
-        Ok(Some(list)) if list.version() > 0 => list,
-        Ok(_) => return None,
-        Err(e) => {
-            tracing::warn!(error = %e, "parked: the remote manifest is still unavailable");
-            return None;
-        }
-    };
-    tracing::warn!(
-        version = list.version(),
-        "parked: restoring the declared list from the remote manifest"
-    );
-    let leader = hub.declared_leader()?;
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    leader
-        .cast(DeclaredMsg::Offer {
-            list,
-            done: Some(tx),
-        })
-        .ok()?;
-    rx.await.ok()?;
-    Some(recovery.snapshot())
-}
-
-/// Stops instances on this node only, and waits for the supervisor's answer.
-async fn stop_local(hub: &HubShared, ids: Vec<ChildId>) -> NodeStopReport {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let batch = StopBatch {
-        ids,
-        // Deliberate: this node's instance goes (its binding is removed, not kept as a stub).
-        release: false,
-        reply: Box::new(move |report| {
-            let _ = tx.send(report);
-        }),
-    };
-    hub.deliver_stop(&hub.node, batch);
-    let wait = hub.config.default_timeout() + hub.config.shutdown_timeout();
-    match tokio::time::timeout(wait, rx).await {
-        Ok(Ok(report)) => report,
-        _ => NodeStopReport::default(),
-    }
-}
-
-/// Removes stale rows (bound nowhere) through the single writer.
-async fn remove_rows(hub: &HubShared, ids: Vec<ChildId>) {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let ops = ids
-        .into_iter()
-        .map(|id| RegistryOp::RemoveUnbound { id })
-        .collect();
-    let done = Box::new(move |outcome| {
-        let _ = tx.send(outcome);
-    });
-    hub.write_registry(ops, Some(done));
-    if let Ok(Err(e)) = rx.await {
-        tracing::warn!(error = %e, "stale durable rows not removed; next round retries");
-    }
-}
-
-/// Submits orphans at the pacer's rate; returns how many were submitted. Waits for the starts'
-/// answers so that a completed round means "started or failed", not "sent" — but at most
-/// `answer_wait` after the last submission (see below).
-async fn submit_paced(
-    hub: &Arc<HubShared>,
-    starts: Vec<OrphanStart>,
-    pacer: &mut StartPacer,
-    answer_wait: Duration,
-) -> usize {
-    pacer.begin_round();
-    let mut queue = starts.into_iter();
-    let mut left = queue.len();
-    let mut submitted = 0;
-    let mut answers = Vec::new();
-    while left > 0 {
-        let grant = pacer.grant(left, hub.mono_ms());
-        let batch: Vec<OrphanStart> = queue.by_ref().take(grant.now).collect();
-        left -= batch.len();
-        submitted += batch.len();
-        answers.extend(submit(hub, batch));
-        if left == 0 {
-            break;
-        }
-        match grant.retry_at_ms {
-            Some(at) => {
-                let wait = at.saturating_sub(hub.mono_ms()).max(1);
-                tokio::time::sleep(Duration::from_millis(wait)).await;
-            }
-            // The round's quota is spent: the rest are orphans for the next round.
-            None => break,
-        }
-    }
-    // Bounded by `answer_wait` (the reconcile interval): an answer may otherwise take the
-    // whole start timeout (`default_timeout`), e.g. when the owner, or the node a start is
-    // forwarded to, cannot reach this node yet while a restarted cluster forms, and the first
-    // round's completion is what moves the hub to `normal`. A start still unanswered stays in
-    // flight: the next round sees whether it runs, and an orphan again is resubmitted (the
-    // owner's supervisor keeps one instance).
-    let total = answers.len();
-    let deadline = tokio::time::Instant::now() + answer_wait;
-    for (answered, answer) in answers.into_iter().enumerate() {
-        let Ok(answer) = tokio::time::timeout_at(deadline, answer).await else {
-            tracing::info!(
-                unanswered_requests = total - answered,
-                wait_ms = answer_wait.as_millis() as u64,
-                "recovery starts not answered yet; the round ends, the next one checks them"
-            );
-            break;
-        };
-        match answer {
-            Ok(Ok(result)) => {
-                for e in result.errors {
-                    if !matches!(e.reason, crate::ChildStartError::AlreadyStarted) {
-                        tracing::warn!(child = %e.id, node = %e.node, error = %e.reason,
-                            "recovery start failed; next round retries");
-                    }
-                }
-            }
-            Ok(Err(e)) => tracing::warn!(error = %e, "recovery start refused"),
-            Err(_) => tracing::warn!("recovery start unanswered"),
-        }
-    }
-    submitted
-}
-
-type StartAnswer =
-    tokio::sync::oneshot::Receiver<Result<crate::StartResult, crate::api::errors::StartError>>;
-
-/// One start request per distinct metadata (options carry one metadata map per request).
-///
-/// An orphan without a row goes with `check_existing`, so concurrent submissions of it are
-/// refused but one. An orphan whose row is registered but bound nowhere (a previous run's row,
-/// or one unbound for two rounds) would be refused by `check_existing`, which looks for the row:
-/// it goes without it, which starts it on its owner unless the owner already runs it (then
-/// the running instance counts), so there is still one instance per owner.
-fn submit(hub: &HubShared, batch: Vec<OrphanStart>) -> Vec<StartAnswer> {
-    let mut groups: BTreeMap<(Metadata, bool), Vec<ChildSpec>> = BTreeMap::new();
-    for orphan in batch {
-        let has_row = hub.storage.contains(&orphan.child.spec.id);
-        groups
-            .entry((orphan.child.metadata, !has_row))
-            .or_default()
-            .push(orphan.child.spec);
-    }
-    let mut answers = Vec::new();
-    for ((metadata, check_existing), specs) in groups {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let mut opts = StartOptions::new()
-            .check_existing(check_existing)
-            .durable(true);
-        opts.metadata = metadata;
-        hub.start_through_coordinator(specs, opts, tx.into());
-        answers.push(rx);
-    }
-    answers
 }
 
 impl Actor for Reconciler {

@@ -271,10 +271,16 @@ impl RecoveryShared {
     }
 
     /// The store opened at spawn, for the first DeclaredLeader; a restarted one reopens it.
-    pub fn take_or_reopen_store(&self) -> Result<(DeclaredStore, StoredList), StorageError> {
+    pub async fn take_or_reopen_store(&self) -> Result<(DeclaredStore, StoredList), StorageError> {
         match self.take_boot_store() {
             Some(opened) => Ok(opened),
-            None => self.medium.open(),
+            None => {
+                #[cfg(feature = "sim")]
+                if let DeclaredMedium::Simulated(disk) = &self.medium {
+                    disk.settled().await;
+                }
+                self.medium.open()
+            }
         }
     }
 
