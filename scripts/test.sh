@@ -40,11 +40,36 @@ for _ in $(seq 1 150); do
   sleep 0.2
 done
 
-echo "==> running the test suite" >&2
-cargo test --workspace --all-targets
+# A test that hangs (a deadlock) fails the run here, named by the harness's "has been running
+# for over 60 seconds" line, instead of holding the machine until an outer limit kills it.
+# The whole suite takes a few minutes; the bound is generous.
+suite_limit="${PROCESS_HUB_TEST_LIMIT_SECS:-1500}"
+echo "==> running the test suite (limit ${suite_limit}s)" >&2
+if command -v timeout >/dev/null 2>&1; then
+  status=0
+  timeout -k 30 "$suite_limit" cargo test --workspace --all-targets || status=$?
+  if [ "$status" -ne 0 ]; then
+    if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+      echo "error: the test suite did not finish within ${suite_limit}s (a test hangs: see the last \"running for over 60 seconds\" line above)" >&2
+    fi
+    exit "$status"
+  fi
+else
+  cargo test --workspace --all-targets
+fi
 
 # The deterministic simulator: a sweep of seeds over whole clusters under faults, every
 # invariant checked after every step (docs/simulation.md). Sized to take a couple of minutes on
 # two cores with the dev build made above; a failing seed prints the command that replays it.
 echo "==> simulating 300 seeds (bash scripts/simulate.sh)" >&2
-PROCESS_HUB_SIM_PROFILE=dev bash scripts/simulate.sh --seeds 300 --json
+sim_limit="${PROCESS_HUB_SIM_LIMIT_SECS:-900}"
+if command -v timeout >/dev/null 2>&1; then
+  status=0
+  PROCESS_HUB_SIM_PROFILE=dev timeout -k 30 "$sim_limit" bash scripts/simulate.sh --seeds 300 --json || status=$?
+  if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+    echo "error: the simulation sweep did not finish within ${sim_limit}s" >&2
+  fi
+  exit "$status"
+else
+  PROCESS_HUB_SIM_PROFILE=dev bash scripts/simulate.sh --seeds 300 --json
+fi

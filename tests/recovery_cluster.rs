@@ -507,3 +507,35 @@ async fn a_child_left_running_on_both_sides_of_a_partition_runs_once_on_its_owne
     assert_eq!(d.versions(), vec![1, 1, 1], "no mutation");
     stop_all(&d).await;
 }
+
+/// A durable start on a node whose leader runs the hub without auto-recovery (a mixed
+/// deployment during a rollout) is refused by that leader, at once: its inbox answers the
+/// mutation itself, from a task, since the transport may hold its own lock while it hands the
+/// frame over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mutation_sent_to_a_leader_without_recovery_is_refused_at_once() {
+    let mut d = TestCluster::new(61, Options::durable());
+    d.options.auto_recovery = false;
+    d.add("a").await;
+    d.options.auto_recovery = true;
+    d.add("b").await;
+    d.wait_members().await;
+    let started = tokio::time::Instant::now();
+    let outcome = tokio::time::timeout(
+        DEADLINE,
+        d.hub("b")
+            .start_child(ChildSpec::new("mixed-1", "counter"), durable()),
+    )
+    .await
+    .expect("answered, not left waiting");
+    match outcome {
+        Err(StartError::Declared(RecoveryError::AutoRecoveryDisabled)) => {}
+        other => panic!("expected auto_recovery_disabled from the leader a, got {other:?}"),
+    }
+    assert!(
+        started.elapsed() < d.options.default_timeout,
+        "refused by the leader, not by the timeout"
+    );
+    assert!(d.hub("b").child_lookup(&ChildId::from("mixed-1")).is_none());
+    stop_all(&d).await;
+}

@@ -20,7 +20,9 @@
 //! not wait for its timeout.
 //!
 //! The transport may call the inbox with its own locks held (the in-process router does): the
-//! inbox only casts into mailboxes and never calls back into the transport.
+//! inbox only casts into mailboxes and never calls back into the transport; a refusal is sent
+//! from a task of its own, and a hub whose last reference the inbox held is dropped on a thread
+//! of its own (dropping a hub closes its endpoint, which takes the transport's lock).
 
 use std::sync::{Arc, Weak};
 
@@ -66,6 +68,7 @@ impl Inbox {
             up @ TransportEvent::NodeUp { .. } => self.to_coordinator(up),
             TransportEvent::Message { from, msg } => self.deliver_message(&hub, from, msg),
         }
+        release(hub);
     }
 
     /// A stopped Coordinator's endpoint is replaced by its successor's, which is told every
@@ -74,7 +77,7 @@ impl Inbox {
         let _ = self.coordinator.cast(CoordinatorMsg::Transport(event));
     }
 
-    fn deliver_message(&self, hub: &HubShared, from: NodeName, msg: WireMsg) {
+    fn deliver_message(&self, hub: &Arc<HubShared>, from: NodeName, msg: WireMsg) {
         match msg {
             msg @ (WireMsg::StartChildren { .. }
             | WireMsg::StartReply { .. }
@@ -148,19 +151,82 @@ fn note_declared_version(
     }
 }
 
-fn to_declared_leader(hub: &HubShared, from: NodeName, msg: WireMsg) {
+fn to_declared_leader(hub: &Arc<HubShared>, from: NodeName, msg: WireMsg) {
     if hub.recovery.is_none() {
-        return hub.refuse_mutation(&msg, RecoveryError::AutoRecoveryDisabled);
+        return refuse(hub, msg, RecoveryError::AutoRecoveryDisabled);
     }
     let restarting = || RecoveryError::HubUnavailable {
         reason: "declared leader is restarting".into(),
     };
     let Some(leader) = hub.declared_leader() else {
-        return hub.refuse_mutation(&msg, restarting());
+        return refuse(hub, msg, restarting());
     };
     if let Err(ractor::MessagingErr::SendErr(DeclaredMsg::Wire { msg, .. })) =
         leader.cast(DeclaredMsg::Wire { from, msg })
     {
-        hub.refuse_mutation(&msg, restarting());
+        refuse(hub, msg, restarting());
+    }
+}
+
+/// Refuses a mutation no DeclaredLeader can take, from a task: the reply goes through the
+/// transport, which may be holding its lock while it calls the inbox.
+fn refuse(hub: &Arc<HubShared>, msg: WireMsg, error: RecoveryError) {
+    if !matches!(msg, WireMsg::DeclaredMutate { .. }) {
+        return;
+    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        tracing::warn!("a declared-list mutation could not be refused: no runtime");
+        return;
+    };
+    let hub = hub.clone();
+    runtime.spawn(async move { hub.refuse_mutation(&msg, error) });
+}
+
+/// Lets go of `hub` without dropping it here when this was its last reference: the hub's drop
+/// closes its endpoint, which takes the lock the transport may hold while it calls the inbox.
+fn release<T: Send + 'static>(hub: Arc<T>) {
+    if let Some(last) = Arc::into_inner(hub) {
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        std::thread::spawn(move || {
+            let _context = runtime.as_ref().map(|r| r.enter());
+            drop(last);
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::thread::ThreadId;
+
+    use super::*;
+
+    struct Reports(mpsc::Sender<ThreadId>);
+
+    impl Drop for Reports {
+        fn drop(&mut self) {
+            let _ = self.0.send(std::thread::current().id());
+        }
+    }
+
+    #[test]
+    fn the_last_reference_is_dropped_on_another_thread() {
+        let (tx, rx) = mpsc::channel();
+        release(Arc::new(Reports(tx)));
+        let dropped_on = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("dropped");
+        assert_ne!(dropped_on, std::thread::current().id());
+    }
+
+    #[test]
+    fn a_reference_that_is_not_the_last_drops_nothing() {
+        let (tx, rx) = mpsc::channel();
+        let kept = Arc::new(Reports(tx));
+        release(kept.clone());
+        assert!(rx
+            .recv_timeout(std::time::Duration::from_millis(200))
+            .is_err());
+        assert_eq!(Arc::strong_count(&kept), 1);
     }
 }
