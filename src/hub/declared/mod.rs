@@ -72,8 +72,10 @@ pub(crate) struct DeclaredLeaderState {
     outbox: Arc<Outbox>,
     /// Peers asked for their whole copy after a delta this copy could not apply.
     whole_requests: WholeRequests,
-    /// The latest persist submitted (see `persist::finish`).
+    /// The latest operation's persist (see `persist::finish`).
     last_persist: Option<LastPersist>,
+    /// This actor's incarnation in the published snapshot (see `RecoveryShared::publish`).
+    incarnation: u64,
 }
 
 /// What a mutation's caller does once the list answered: the version after it, or why not.
@@ -110,8 +112,10 @@ impl DeclaredLeaderState {
         };
         let mut after = AfterPersist::default();
         self.apply(effects, &mut after);
-        self.finish(myself, after, move |_| {
-            if let Some(from) = from {
+        self.finish(myself, after, move |outcome| {
+            // Weighed only once what it changed is durable (a failed write rebuilds the copy
+            // from the disk, which still lacks it).
+            if let (Some(from), true) = (from, outcome.is_ok()) {
                 recovery.heard_offer(from);
             }
             if let Some(done) = done {
@@ -170,18 +174,17 @@ impl DeclaredLeaderState {
 
     /// Sends this node's persisted copy to `node`; `reply` asks for the peer's copy back.
     fn send_copy(&self, node: &NodeName, reply: bool) {
-        if self.parked() {
+        // The copy as persisted, not the one in memory: a mutation not yet durable (it may
+        // never be, and its caller may be told it failed) must not reach a peer, where it could
+        // outrank a mutation acknowledged after it.
+        let persisted = self.recovery.snapshot();
+        if persisted.parked && !reply {
             // A parked node's copy means nothing; it still asks for the peer's.
-            if !reply {
-                return;
-            }
+            return;
         }
         if let Some(transport) = self.hub.transport() {
-            // The copy as persisted, not the one in memory: a mutation not yet durable (it may
-            // never be, and its caller may be told it failed) must not reach a peer, where it
-            // could outrank a mutation acknowledged after it.
             let offer = WireMsg::DeclaredOffer {
-                list: DeclaredList::clone(&self.recovery.snapshot().list),
+                list: DeclaredList::clone(&persisted.list),
                 reply,
             };
             if let Err(e) = transport.send(node, &offer) {
@@ -265,6 +268,7 @@ impl Actor for DeclaredLeader {
             outbox: Outbox::for_hub(hub.clone()),
             whole_requests: WholeRequests::default(),
             last_persist: None,
+            incarnation: 0,
         };
         let mut after = AfterPersist::default();
         leader_state.apply(effects, &mut after);
@@ -273,7 +277,7 @@ impl Actor for DeclaredLeader {
             commit.wait_async().await?;
         }
         let list = leader_state.state.list().clone();
-        recovery.publish(&list, leader_state.parked());
+        leader_state.incarnation = recovery.reset(&list, leader_state.parked());
         let is_leader = hub.is_leader();
         if let (true, Some(shipper)) = (is_leader && list.version() > 0, &leader_state.shipper) {
             // The manifest catches up with what this node holds (a ship never lowers it).

@@ -35,8 +35,9 @@ pub(super) struct AfterPersist {
     pub(super) ship: bool,
 }
 
-/// Completes once the latest persist submitted has completed (successfully or not).
-pub(super) type LastPersist = Shared<BoxFuture<'static, ()>>;
+/// Completes once the latest operation has finished: `true` when its persist (and every one
+/// before it) succeeded.
+pub(super) type LastPersist = Shared<BoxFuture<'static, bool>>;
 
 /// The persist of a mutation failed: it was not acknowledged.
 #[derive(Debug, thiserror::Error)]
@@ -122,14 +123,15 @@ impl DeclaredLeaderState {
         }
     }
 
-    /// Awaits the persists in order, publishes the list, then runs `then` with the outcome and
-    /// (on success) broadcasts and ships. Never blocks the actor.
+    /// Awaits the persists, publishes the list, then runs `then` with the outcome and (on
+    /// success) broadcasts and ships. Never blocks the actor.
     ///
-    /// The published list is the persisted one: an operation that wrote nothing (an offer that
-    /// changed nothing, a stop of a child this copy does not declare) publishes the copy as it is
-    /// in memory, which an earlier operation may still be persisting, so it waits for the latest
-    /// persist first. Persists complete in the order they were submitted, so an operation that
-    /// wrote something has that order for free.
+    /// The published list is the persisted one, and operations finish in the order they were
+    /// made: each waits for the operation before it. So an operation that wrote nothing (an
+    /// offer that changed nothing, a stop of a child this copy does not declare) does not
+    /// publish the copy in memory while an earlier operation is still persisting it, and none
+    /// publishes, acknowledges or broadcasts a copy once an earlier operation's write failed:
+    /// the copy in memory then holds what never reached the disk, and the actor rebuilds it.
     pub(super) fn finish(
         &mut self,
         myself: &ActorRef<DeclaredMsg>,
@@ -147,19 +149,15 @@ impl DeclaredLeaderState {
         let recovery = self.recovery.clone();
         let shipper = self.shipper.clone();
         let myself = myself.clone();
-        let earlier = if after.commits.is_empty() {
-            self.last_persist.clone()
-        } else {
-            None
-        };
-        let (persisted, done) = tokio::sync::oneshot::channel::<()>();
-        if !after.commits.is_empty() {
-            self.last_persist = Some(async move { drop(done.await) }.boxed().shared());
-        }
+        let incarnation = self.incarnation;
+        let earlier = self.last_persist.take();
+        let (persisted, done) = tokio::sync::oneshot::channel::<bool>();
+        self.last_persist = Some(async move { done.await.unwrap_or(false) }.boxed().shared());
         tokio::spawn(async move {
-            if let Some(earlier) = earlier {
-                earlier.await;
-            }
+            let earlier_ok = match earlier {
+                Some(earlier) => earlier.await,
+                None => true,
+            };
             let mut outcome = Ok(());
             for commit in after.commits {
                 if let Err(e) = commit.wait_async().await {
@@ -170,14 +168,21 @@ impl DeclaredLeaderState {
                 let _ = myself.cast(DeclaredMsg::PersistFailed {
                     message: e.to_string(),
                 });
+            } else if !earlier_ok {
+                outcome = Err(StorageError::Backend(
+                    "an earlier write of the declared list failed; the copy is being rebuilt"
+                        .into(),
+                ));
+            }
+            if outcome.is_err() {
                 // Dropping the broadcast's ticket unsent lets the later ones leave.
                 drop(broadcast);
-                drop(persisted);
+                let _ = persisted.send(false);
                 then(outcome);
                 return;
             }
-            recovery.publish(&list, parked);
-            drop(persisted);
+            recovery.publish(incarnation, &list, parked);
+            let _ = persisted.send(true);
             then(Ok(()));
             if let Some((ticket, msg)) = broadcast {
                 ticket.send(msg);

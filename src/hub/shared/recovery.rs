@@ -54,6 +54,13 @@ impl DeclaredMedium {
     }
 }
 
+/// The published snapshot, and the incarnation of the DeclaredLeader that published it.
+#[derive(Default)]
+struct Published {
+    snapshot: DeclaredSnapshot,
+    incarnation: u64,
+}
+
 /// The declared list as this node last persisted it, and whether it is parked.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct DeclaredSnapshot {
@@ -71,7 +78,7 @@ pub(crate) struct RecoveryShared {
     /// DeclaredLeader; a restarted one reopens the directory.
     pub boot_store: Mutex<Option<(DeclaredStore, StoredList)>>,
     pub manifest: Option<Arc<dyn RemoteManifest>>,
-    snapshot: RwLock<DeclaredSnapshot>,
+    snapshot: RwLock<Published>,
     /// Peers whose copy this node has adopted or weighed since they came up.
     offered_by: Mutex<BTreeSet<NodeName>>,
     /// The latest version (and its mutator) each peer announced (`WireMsg::DeclaredVersion`).
@@ -137,7 +144,7 @@ impl RecoveryShared {
             state: RecoveryStateWatch::new(RecoveryState::Recovering),
             boot_store: Mutex::new(Some(store)),
             manifest,
-            snapshot: RwLock::new(DeclaredSnapshot::default()),
+            snapshot: RwLock::new(Published::default()),
             offered_by: Mutex::new(BTreeSet::new()),
             announced: Mutex::new(BTreeMap::new()),
             heard: tokio::sync::watch::Sender::new(BTreeMap::new()),
@@ -150,19 +157,29 @@ impl RecoveryShared {
         self.snapshot
             .read()
             .unwrap_or_else(|e| e.into_inner())
+            .snapshot
             .clone()
     }
 
-    /// Publishes a persisted list. Concurrent persists may finish out of order: an older
-    /// version never replaces a newer one (a whole replacement by adoption or clear always
-    /// carries a higher version, or ends a park).
-    pub fn publish(&self, list: &DeclaredList, parked: bool) {
+    /// Publishes the list a (re)started DeclaredLeader booted with, whatever was published
+    /// before, and returns the incarnation its later publishes carry.
+    pub fn reset(&self, list: &DeclaredList, parked: bool) -> u64 {
         let mut current = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
-        let newer = list.version() > current.list.version()
-            || current.parked != parked
-            || (list.version() == current.list.version() && *list != *current.list);
-        if newer {
-            *current = DeclaredSnapshot {
+        current.incarnation += 1;
+        current.snapshot = DeclaredSnapshot {
+            list: Arc::new(list.clone()),
+            parked,
+        };
+        current.incarnation
+    }
+
+    /// Publishes a persisted list. The DeclaredLeader publishes in the order it made its
+    /// operations (each waits for the one before it); a publish of a DeclaredLeader that has
+    /// been replaced since (its tasks outlive it) is ignored.
+    pub fn publish(&self, incarnation: u64, list: &DeclaredList, parked: bool) {
+        let mut current = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
+        if current.incarnation == incarnation {
+            current.snapshot = DeclaredSnapshot {
                 list: Arc::new(list.clone()),
                 parked,
             };
