@@ -98,8 +98,9 @@ fn runtime() -> tokio::runtime::Runtime {
 fn main() {
     let cli = Cli::parse();
     if matches!(cli.command, Command::Simulate(_)) {
-        // A run's hubs log every fault they weather; the run reports what matters.
-        init_tracing_with("error");
+        // A run's hubs log every fault they weather (at every level: a simulated disk that
+        // fails is an error to them); the run reports what matters. RUST_LOG turns them on.
+        init_tracing_with("off");
     } else {
         init_tracing_with("warn");
     }

@@ -468,13 +468,22 @@ impl Hub {
 
     /// Sends `payload` to child `id` wherever it runs (this node or a peer), through the hubs.
     /// Fire and forget: the kind's command handler (`ChildKinds::register_command`) decodes it
-    /// on the node running the child; failures there are logged, not returned.
+    /// on the node running the child; failures there are logged, not returned. Fails with
+    /// `hub_unavailable` when this hub cannot route it (not running, or its Coordinator is
+    /// restarting).
     pub fn cast_child(
         &self,
         id: impl Into<ChildId>,
         payload: Vec<u8>,
     ) -> Result<(), ChildMessageError> {
         let id = id.into();
+        if self.shared.coordinator().is_none() {
+            // Between a Coordinator's failure and its restart the cast would be dropped.
+            return Err(ChildMessageError {
+                message: "the coordinator is restarting".into(),
+                ..unavailable(&self.shared.node, &id)
+            });
+        }
         self.root
             .cast(HubMsg::CastChild {
                 id: id.clone(),

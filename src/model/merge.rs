@@ -9,7 +9,7 @@
 
 use std::cmp::Ordering;
 
-use super::row::{NodeName, Pid, Row};
+use super::row::{HubMeta, NodeName, Pid, Row};
 
 /// The total order of authored versions: higher epoch first, then lower `changed_by`, then
 /// lower content.
@@ -18,12 +18,18 @@ pub trait AuthoredOrder {
     fn authored_cmp(&self, other: &Self) -> Ordering;
 }
 
+/// The order of two authors' stamps alone (`Greater` when `a` was authored after `b`): higher
+/// epoch, then lower `changed_by`. A removal carries only a stamp, and it is weighed against a
+/// row's by this order.
+pub fn stamp_cmp(a: &HubMeta, b: &HubMeta) -> Ordering {
+    a.epoch
+        .cmp(&b.epoch)
+        .then_with(|| b.changed_by.cmp(&a.changed_by))
+}
+
 impl AuthoredOrder for Row {
     fn authored_cmp(&self, other: &Self) -> Ordering {
-        self.hub
-            .epoch
-            .cmp(&other.hub.epoch)
-            .then_with(|| other.hub.changed_by.cmp(&self.hub.changed_by))
+        stamp_cmp(&self.hub, &other.hub)
             // Same epoch from the same node with different content (a node that lost its memory
             // and re-authored an epoch): fall back to the content itself, so the order stays
             // total and every node still picks the same winner.

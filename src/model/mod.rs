@@ -9,5 +9,7 @@ mod merge;
 mod row;
 
 pub use child::{ChildArgs, ChildId, ChildSpec, InvalidChildId, Restart, Shutdown};
-pub use merge::{apply_observation, merge_authored, merge_rows, merge_rows_owned, AuthoredOrder};
+pub use merge::{
+    apply_observation, merge_authored, merge_rows, merge_rows_owned, stamp_cmp, AuthoredOrder,
+};
 pub use row::{HubMeta, Metadata, NodeName, Pid, ReservedMetadataKey, Row, RESERVED_METADATA_KEY};

@@ -145,7 +145,8 @@ impl SimCluster {
                 registry_disk: self
                     .durable_registry
                     .then(|| Arc::new(SimulatedDisk::new(&format!("{full}/registry")))),
-                clock: Clock::following_tokio(EPOCH_MS),
+                // A node added later starts at the run's present, as its peers' clocks read.
+                clock: Clock::following_tokio(EPOCH_MS + self.trace.now_ms()),
                 disk_generation: 0,
             },
         );

@@ -566,7 +566,7 @@ impl Run {
             match self.check_quiescent() {
                 Ok(superseded) => {
                     held += 1;
-                    if held >= 3 {
+                    if held >= HELD_CHECKS {
                         self.trace.line(format!(
                             "quiescent; {superseded} acknowledged mutations superseded"
                         ));
@@ -591,6 +591,10 @@ impl Run {
         }
     }
 }
+
+/// How many checks in a row (500 ms apart) the quiescent invariants must pass: longer than a
+/// reconcile interval (2 s), so a round that would undo the state has had its chance.
+const HELD_CHECKS: u32 = 6;
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())

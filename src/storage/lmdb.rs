@@ -68,7 +68,7 @@ impl Storage for LmdbStorage {
     }
 
     fn submit(&self, batch: Vec<Mutation>) -> Commit {
-        match encode_batch(&batch) {
+        match encode_batch(&batch, now_ms()) {
             Ok(ops) => self.engine.submit(ops),
             Err(e) => Commit::ready(Err(e)),
         }

@@ -27,7 +27,7 @@ mod simulated_registry;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -133,12 +133,10 @@ impl Mutation {
     }
 }
 
-/// Wall-clock milliseconds since the Unix epoch (TTL expiry and diagnostics only).
+/// Wall-clock milliseconds since the Unix epoch (TTL expiry and diagnostics only), for the
+/// backends that keep no [`Clock`](crate::clock::Clock) of their own.
 pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    crate::clock::Clock::system().now_ms()
 }
 
 /// Where a node keeps its registry copy.

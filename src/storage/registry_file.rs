@@ -11,7 +11,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::engine::{DiskOptions, Engine, KvOp, StoreSpec};
-use super::{now_ms, Mutation, StorageError, StoredRow};
+use super::{Mutation, StorageError, StoredRow};
 use crate::model::Row;
 
 /// The registry's file name inside the store directory.
@@ -76,9 +76,9 @@ pub(crate) fn encode_put(row: &Row, expires_at_ms: Option<u64>) -> Result<KvOp, 
     })
 }
 
-/// Encodes a batch of mutations (TTLs are turned into expiries now).
-pub(crate) fn encode_batch(batch: &[Mutation]) -> Result<Vec<KvOp>, StorageError> {
-    let now = now_ms();
+/// Encodes a batch of mutations (TTLs are turned into expiries counted from `now`, in
+/// milliseconds since the Unix epoch).
+pub(crate) fn encode_batch(batch: &[Mutation], now: u64) -> Result<Vec<KvOp>, StorageError> {
     batch
         .iter()
         .map(|m| match m {

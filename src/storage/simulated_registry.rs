@@ -5,9 +5,8 @@
 
 use std::sync::Arc;
 
-use super::engine::KvOp;
 use super::memory::MemoryStorage;
-use super::registry_file::{decode, encode_put, expiry};
+use super::registry_file::{decode, encode_batch};
 use super::{Commit, Mutation, SimulatedDisk, Storage, StorageError};
 use crate::clock::Clock;
 use crate::model::{ChildId, Row};
@@ -47,16 +46,7 @@ impl Storage for SimulatedDurableStorage {
     }
 
     fn submit(&self, batch: Vec<Mutation>) -> Commit {
-        let now = self.clock.now_ms();
-        let ops: Result<Vec<KvOp>, StorageError> = batch
-            .iter()
-            .map(|m| match m {
-                Mutation::Put { row, ttl } => encode_put(row, expiry(now, *ttl)),
-                Mutation::Remove(id) => Ok(KvOp::Delete(id.as_str().as_bytes().to_vec())),
-                Mutation::Clear => Ok(KvOp::Clear),
-            })
-            .collect();
-        let ops = match ops {
+        let ops = match encode_batch(&batch, self.clock.now_ms()) {
             Ok(ops) => ops,
             Err(e) => return Commit::ready(Err(e)),
         };

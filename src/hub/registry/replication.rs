@@ -14,6 +14,7 @@
 //! Remote changes go through the same single writer (the Registry actor) as local ones, so
 //! hooks, events and the overlay behave alike; they are never re-broadcast.
 
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -21,7 +22,7 @@ use super::{own_view, Effect, RegistryState};
 use crate::cluster::wire::{RegistryChange, WireMsg};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg, RegistryOp, WriteDone};
 use crate::hub::shared::simulation::InjectedBug;
-use crate::model::{apply_observation, merge_rows_owned, ChildId, HubMeta, NodeName, Row};
+use crate::model::{apply_observation, merge_rows_owned, stamp_cmp, ChildId, NodeName, Row};
 use crate::storage::Mutation;
 
 /// Largest number of changes in one delta frame (a row is a few hundred bytes; 16 MiB limit).
@@ -171,7 +172,9 @@ impl RegistryState {
                     };
                     if row.node_pids.contains_key(from) {
                         self.unbind_row(row, from, None, seq, mutations, effects);
-                    } else if row.node_pids.is_empty() && !authored_after(&row.hub, &hub) {
+                    } else if row.node_pids.is_empty()
+                        && stamp_cmp(&row.hub, &hub) != Ordering::Greater
+                    {
                         // A stub nobody runs that its sender removed on purpose (a stop of a
                         // row no process backs, a stale durable row): it goes here too, or this
                         // node would re-place a child that was stopped.
@@ -316,10 +319,4 @@ fn log_send(
         }
         Err(error) => tracing::warn!(error = %error, "{what}"),
     }
-}
-
-/// Whether the authored version `row` was written after `removal` (higher epoch, or the same
-/// epoch won by a lower node): then the removal is older than the row and leaves it.
-fn authored_after(row: &HubMeta, removal: &HubMeta) -> bool {
-    row.epoch > removal.epoch || (row.epoch == removal.epoch && row.changed_by < removal.changed_by)
 }

@@ -129,7 +129,9 @@ pub(crate) struct HubShared {
     pub transport: RwLock<Option<Arc<dyn Transport>>>,
     /// `true` when every member has delivered its registry to this node (`cluster_settled`).
     pub settled: tokio::sync::watch::Sender<bool>,
-    /// The time of day (row timestamps, TTL expiry); the storage's TTLs follow the same clock.
+    /// The time of day (row timestamps, TTL expiry). The memory and simulated backends count
+    /// their TTLs on it too; the on-disk backends (`lmdb`, `durable`) count theirs on the
+    /// system clock.
     pub clock: Clock,
     /// Bugs the simulator injected into this hub.
     #[cfg(feature = "sim")]

@@ -5,13 +5,20 @@
 //! for a batch, `hub_unavailable` for a request, `StorageError::Closed` for a write) when the
 //! sibling cannot take it.
 
+use std::time::Duration;
+
+use ractor::RpcReplyPort;
+
 use super::HubShared;
-use crate::api::errors::{ChildStartError, ChildStopError, RecoveryError, StartError, StopError};
+use crate::api::errors::{
+    ChildMessageError, ChildStartError, ChildStopError, RecoveryError, StartError, StopError,
+};
 use crate::api::options::{StartOptions, StopOptions};
 use crate::cluster::wire::{RequestId, WireMsg};
 use crate::hub::protocol::{
-    ChildSupMsg, CoordinatorMsg, NodeStartReport, NodeStopReport, RegistryMsg, RegistryOp,
-    StartBatch, StartReplyPort, StopBatch, StopReplyPort, WriteDone,
+    ChildCallReplyPort, ChildSupMsg, ClusterMsg, CoordinatorMsg, DeclaredMsg, NodeStartReport,
+    NodeStopReport, RegistryMsg, RegistryOp, StartBatch, StartReplyPort, StopBatch, StopReplyPort,
+    WriteDone,
 };
 use crate::model::{ChildId, ChildSpec, NodeName};
 use crate::storage::StorageError;
@@ -122,6 +129,85 @@ impl HubShared {
             coordinator.cast(CoordinatorMsg::Stop { ids, opts, reply })
         {
             let _ = reply.send(Err(unavailable()));
+        }
+    }
+
+    /// Hands a cast to a child to the Coordinator, which routes it to the child's node; dropped
+    /// (and logged) if the Coordinator is restarting, as a cast gets no answer.
+    pub fn cast_child_through_coordinator(&self, id: ChildId, payload: Vec<u8>) {
+        let msg = CoordinatorMsg::Cluster(ClusterMsg::ChildCast { id, payload });
+        if self.coordinator().is_none_or(|c| c.cast(msg).is_err()) {
+            tracing::debug!("child cast dropped: the coordinator is restarting");
+        }
+    }
+
+    /// Hands a call to a child to the Coordinator (answers `hub_unavailable` if it is
+    /// restarting).
+    pub fn call_child_through_coordinator(
+        &self,
+        id: ChildId,
+        payload: Vec<u8>,
+        timeout: Duration,
+        reply: ChildCallReplyPort,
+    ) {
+        let refuse = |reply: ChildCallReplyPort, id: ChildId| {
+            let _ = reply.send(Err(ChildMessageError {
+                id,
+                node: self.node.clone(),
+                code: "hub_unavailable".into(),
+                message: "the coordinator is restarting".into(),
+            }));
+        };
+        let Some(coordinator) = self.coordinator() else {
+            return refuse(reply, id);
+        };
+        let msg = CoordinatorMsg::Cluster(ClusterMsg::ChildCall {
+            id,
+            payload,
+            timeout,
+            reply,
+        });
+        if let Err(ractor::MessagingErr::SendErr(CoordinatorMsg::Cluster(
+            ClusterMsg::ChildCall { id, reply, .. },
+        ))) = coordinator.cast(msg)
+        {
+            refuse(reply, id);
+        }
+    }
+
+    /// Hands a graceful leave to the Coordinator; answers at once when there is none to hand
+    /// children over (it is restarting, so this node holds no migration in progress).
+    pub fn leave_through_coordinator(&self, reply: RpcReplyPort<()>) {
+        let Some(coordinator) = self.coordinator() else {
+            let _ = reply.send(());
+            return;
+        };
+        if let Err(ractor::MessagingErr::SendErr(CoordinatorMsg::Cluster(ClusterMsg::Leave {
+            reply,
+        }))) = coordinator.cast(CoordinatorMsg::Cluster(ClusterMsg::Leave { reply }))
+        {
+            let _ = reply.send(());
+        }
+    }
+
+    /// Hands a clear of the declared list to the DeclaredLeader (answers
+    /// `AutoRecoveryDisabled` without recovery, `HubUnavailable` while it restarts).
+    pub fn clear_through_declared_leader(&self, reply: RpcReplyPort<Result<u64, RecoveryError>>) {
+        let restarting = || RecoveryError::HubUnavailable {
+            reason: "declared leader is restarting".into(),
+        };
+        let Some(leader) = self.declared_leader() else {
+            let _ = reply.send(Err(if self.recovery.is_none() {
+                RecoveryError::AutoRecoveryDisabled
+            } else {
+                restarting()
+            }));
+            return;
+        };
+        if let Err(ractor::MessagingErr::SendErr(DeclaredMsg::Clear { reply })) =
+            leader.cast(DeclaredMsg::Clear { reply })
+        {
+            let _ = reply.send(Err(restarting()));
         }
     }
 

@@ -3,6 +3,7 @@
 //! observer told of the events it judges by (who authored which declared version). Without the
 //! `sim` feature no hub can have either: every bug check is `false` and nothing is observed.
 
+#[cfg(feature = "sim")]
 use std::sync::Arc;
 
 use crate::core::declared_delta::ListStamp;
@@ -94,4 +95,5 @@ pub enum Observation {
 }
 
 /// Told every [`Observation`]. Called from the hub's actors and tasks: it must not block.
+#[cfg(feature = "sim")]
 pub type Observer = Arc<dyn Fn(Observation) + Send + Sync>;

@@ -23,11 +23,11 @@ use super::child_supervisor::{ChildSupArgs, ChildSupervisor};
 use super::coordinator::Coordinator;
 use super::declared::{DeclaredLeader, DeclaredLeaderArgs};
 use super::janitor::Janitor;
-use super::protocol::{ClusterMsg, CoordinatorMsg, DeclaredMsg, StartReplyPort, StopReplyPort};
+use super::protocol::{DeclaredMsg, StartReplyPort, StopReplyPort};
 use super::reconciler::{Reconciler, ReconcilerArgs};
 use super::registry::{Registry, RegistryArgs};
 use super::HubShared;
-use crate::api::errors::{ChildMessageError, RecoveryError, StartError, StopError};
+use crate::api::errors::{RecoveryError, StartError, StopError};
 use crate::api::msg::HubMsg;
 use crate::api::options::{StartOptions, StopOptions};
 use crate::api::reads;
@@ -292,26 +292,7 @@ impl Actor for HubSupervisor {
             HubMsg::DeclaredChildren { reply } => {
                 let _ = reply.send(reads::declared_children(hub));
             }
-            HubMsg::ClearDeclared { reply } => match hub.declared_leader() {
-                Some(leader) => {
-                    if let Err(ractor::MessagingErr::SendErr(DeclaredMsg::Clear { reply })) =
-                        leader.cast(DeclaredMsg::Clear { reply })
-                    {
-                        let _ = reply.send(Err(RecoveryError::HubUnavailable {
-                            reason: "declared leader is restarting".into(),
-                        }));
-                    }
-                }
-                None => {
-                    let _ = reply.send(Err(if hub.recovery.is_none() {
-                        RecoveryError::AutoRecoveryDisabled
-                    } else {
-                        RecoveryError::HubUnavailable {
-                            reason: "declared leader is restarting".into(),
-                        }
-                    }));
-                }
-            },
+            HubMsg::ClearDeclared { reply } => hub.clear_through_declared_leader(reply),
             HubMsg::ChildLookup {
                 id,
                 with_metadata,
@@ -353,65 +334,14 @@ impl Actor for HubSupervisor {
             } => {
                 let _ = reply.send(hub.hooks.register(key, handler));
             }
-            HubMsg::CastChild { id, payload } => {
-                let msg = CoordinatorMsg::Cluster(ClusterMsg::ChildCast { id, payload });
-                let sent = hub.coordinator().is_some_and(|c| c.cast(msg).is_ok());
-                if !sent {
-                    tracing::debug!("child cast dropped: the coordinator is restarting");
-                }
-            }
+            HubMsg::CastChild { id, payload } => hub.cast_child_through_coordinator(id, payload),
             HubMsg::CallChild {
                 id,
                 payload,
                 timeout,
                 reply,
-            } => {
-                let refuse = |reply: ractor::RpcReplyPort<_>, id: ChildId| {
-                    let _ = reply.send(Err(ChildMessageError {
-                        id,
-                        node: hub.node.clone(),
-                        code: "hub_unavailable".into(),
-                        message: "the coordinator is restarting".into(),
-                    }));
-                };
-                let msg = CoordinatorMsg::Cluster(ClusterMsg::ChildCall {
-                    id,
-                    payload,
-                    timeout,
-                    reply,
-                });
-                match hub.coordinator() {
-                    None => {
-                        if let CoordinatorMsg::Cluster(ClusterMsg::ChildCall {
-                            id, reply, ..
-                        }) = msg
-                        {
-                            refuse(reply, id);
-                        }
-                    }
-                    Some(coordinator) => {
-                        if let Err(ractor::MessagingErr::SendErr(CoordinatorMsg::Cluster(
-                            ClusterMsg::ChildCall { id, reply, .. },
-                        ))) = coordinator.cast(msg)
-                        {
-                            refuse(reply, id);
-                        }
-                    }
-                }
-            }
-            HubMsg::Leave { reply } => match hub.coordinator() {
-                Some(coordinator) => {
-                    if let Err(ractor::MessagingErr::SendErr(CoordinatorMsg::Cluster(
-                        ClusterMsg::Leave { reply },
-                    ))) = coordinator.cast(CoordinatorMsg::Cluster(ClusterMsg::Leave { reply }))
-                    {
-                        let _ = reply.send(());
-                    }
-                }
-                None => {
-                    let _ = reply.send(());
-                }
-            },
+            } => hub.call_child_through_coordinator(id, payload, timeout, reply),
+            HubMsg::Leave { reply } => hub.leave_through_coordinator(reply),
             HubMsg::Shutdown => myself.stop(Some("shutdown".into())),
             HubMsg::CancelHook {
                 key,
