@@ -18,11 +18,11 @@ use object_store::path::Path;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload, UpdateVersion};
 use process_hub::core::declared_list::DeclaredList;
 use process_hub::core::manifest_ship::ShipBackoff;
-use process_hub::core::recovery_config::ManifestLocation;
 use process_hub::model::{ChildSpec, Metadata};
 use process_hub::recovery::manifest::{
     open_manifest, ManifestShipper, RemoteManifest, S3Manifest, ShipOutcome, MANIFEST_NAME,
 };
+use process_hub::ManifestLocation;
 
 const ENDPOINT_VAR: &str = "PROCESS_HUB_TEST_S3_ENDPOINT";
 

@@ -24,8 +24,6 @@ mod intensity;
 mod plan;
 mod restart;
 
-/// The recovery configuration, kept at its earlier path (it lives in [`crate::config::recovery`]).
-pub use crate::config::recovery as recovery_config;
 pub use intensity::{IntensityVerdict, RestartIntensity};
 pub use plan::{plan_start, PlannedChild, Rejection, StartPlan};
 pub use restart::{restart_decision, ExitKind, RestartDecision};

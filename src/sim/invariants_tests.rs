@@ -50,7 +50,6 @@ fn ack(request: u64, start: bool, names: &[&str]) -> Acknowledged {
         request,
         start,
         ids: ids(names),
-        at_ms: request * 100,
     }
 }
 

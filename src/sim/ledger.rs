@@ -34,8 +34,6 @@ pub struct Acknowledged {
     pub start: bool,
     /// Its children.
     pub ids: Vec<ChildId>,
-    /// When it was answered (virtual ms).
-    pub at_ms: u64,
 }
 
 /// A leader's decision, as observed.
@@ -75,8 +73,6 @@ pub struct Ledger {
     pub plain: BTreeSet<ChildId>,
     /// Durable starts and stops acknowledged, in the order of their answers.
     pub acknowledged: Vec<Acknowledged>,
-    /// Durable children whose start or stop failed: it may or may not have happened.
-    pub unknown: BTreeSet<ChildId>,
     /// The leaders' decisions, in the order they were made.
     pub decisions: Vec<Decision>,
 }

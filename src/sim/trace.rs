@@ -2,18 +2,15 @@
 //! hash. Two runs of one seed print the same `trace_hash` when they did the same things in the
 //! same order; the lines themselves are kept only when asked for (`--trace`).
 //!
-//! Pids are process-wide counters in ractor, so the same run gets other pids in another process
-//! (or after another run in the same one); the trace names each pid by its order of first
-//! appearance instead (`p1`, `p2`, ...).
+//! The trace records no pid: ractor numbers actors with a process-wide counter, so the same run
+//! gets other pids in another process (or after another run in the same one).
 
-use std::collections::BTreeMap;
 use std::hash::Hasher;
 use std::sync::Mutex;
 
 use siphasher::sip::SipHasher13;
 
 use crate::cluster::in_process::{FrameEvent, FrameFate};
-use crate::model::Pid;
 
 /// The trace of one run.
 pub struct Trace {
@@ -25,7 +22,6 @@ struct TraceState {
     hasher: SipHasher13,
     lines: Option<Vec<String>>,
     count: u64,
-    pids: BTreeMap<Pid, u64>,
 }
 
 impl Trace {
@@ -37,7 +33,6 @@ impl Trace {
                 hasher: SipHasher13::new_with_keys(0x7369_6d75_6c61_7465, 0x7472_6163_6568_6173),
                 lines: keep.then(Vec::new),
                 count: 0,
-                pids: BTreeMap::new(),
             }),
         }
     }
@@ -76,14 +71,6 @@ impl Trace {
             short(frame.to),
             frame.kind
         ));
-    }
-
-    /// The stable name of `pid` in this run.
-    pub fn pid(&self, pid: Pid) -> String {
-        let mut state = self.state();
-        let next = state.pids.len() as u64 + 1;
-        let n = *state.pids.entry(pid).or_insert(next);
-        format!("p{n}")
     }
 
     /// The hash of every line so far.

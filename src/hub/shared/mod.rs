@@ -143,6 +143,7 @@ pub(crate) struct HubShared {
 }
 
 impl HubShared {
+    /// A hub on one node, for unit tests.
     #[cfg(test)]
     pub fn new(
         config: ProcessHub,
@@ -226,6 +227,7 @@ impl HubShared {
         self.epoch.elapsed().as_millis() as u64
     }
 
+    /// The Registry, unless it is restarting (every write goes through it).
     pub fn registry(&self) -> Option<ActorRef<RegistryMsg>> {
         self.refs
             .read()
@@ -234,6 +236,7 @@ impl HubShared {
             .clone()
     }
 
+    /// The ChildSupervisor, unless it is restarting (it starts and stops this node's children).
     pub fn child_supervisor(&self) -> Option<ActorRef<ChildSupMsg>> {
         self.refs
             .read()
@@ -242,6 +245,7 @@ impl HubShared {
             .clone()
     }
 
+    /// The Coordinator, unless it is restarting (it routes starts, stops and child messages).
     pub fn coordinator(&self) -> Option<ActorRef<CoordinatorMsg>> {
         self.refs
             .read()
@@ -250,6 +254,7 @@ impl HubShared {
             .clone()
     }
 
+    /// The Reconciler: with auto-recovery, unless it is restarting.
     pub fn reconciler(&self) -> Option<ActorRef<ReconcilerMsg>> {
         self.refs
             .read()
@@ -258,6 +263,7 @@ impl HubShared {
             .clone()
     }
 
+    /// The DeclaredLeader: with auto-recovery, unless it is restarting.
     pub fn declared_leader(&self) -> Option<ActorRef<DeclaredMsg>> {
         self.refs
             .read()
@@ -351,6 +357,8 @@ impl HubShared {
         self.leader().as_deref() == Some(self.node.as_str())
     }
 
+    /// Updates the published refs: the HubSupervisor sets an actor's ref once it runs and clears
+    /// it when it ends, so a sender finds no ref rather than a dead one.
     pub fn set_refs(&self, f: impl FnOnce(&mut ActorRefs)) {
         f(&mut self.refs.write().unwrap_or_else(|e| e.into_inner()));
     }

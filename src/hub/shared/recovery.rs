@@ -132,6 +132,8 @@ impl RecoveryShared {
         ))))
     }
 
+    /// The recovery state of a hub whose declared store was opened (its content in `store`),
+    /// starting in the Recovering state.
     pub fn new(
         config: AutoRecoveryConfig,
         medium: DeclaredMedium,

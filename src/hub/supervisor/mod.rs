@@ -1,15 +1,18 @@
 //! The HubSupervisor actor: the root of one hub on one node, and the `ActorRef<HubMsg>` users
 //! talk to.
 //!
-//! It spawns the Registry, ChildSupervisor, Coordinator and Janitor linked under itself and
-//! restarts any of them that ends (a restarted ChildSupervisor restores the node's children from
-//! the registry). More than `hub_max_restarts` restarts within `max_seconds` and it gives up: it
-//! fails, which its own supervisor (if the hub was spawned linked) sees as `ActorFailed`.
+//! It spawns its actors linked under itself, in the order Registry (the others write to it),
+//! ChildSupervisor, Janitor, DeclaredLeader (with auto-recovery), Coordinator, Reconciler (with
+//! auto-recovery), and restarts any of them that ends (a restarted ChildSupervisor restores the
+//! node's children from the registry; a restarted DeclaredLeader reopens its store). More than
+//! `hub_max_restarts` restarts within `max_seconds` and it gives up: it fails, which its own
+//! supervisor (if the hub was spawned linked) sees as `ActorFailed`.
 //!
-//! Requests that change things are forwarded to the Coordinator; lookups are answered from the
-//! registry view. A graceful stop (`Hub::shutdown`) runs `coordinator_shutdown` hooks, then stops
-//! the coordinator, the children (each with its shutdown grace), and last the registry, so every
-//! write that was acknowledged is committed.
+//! Requests that change things are handed to the Coordinator (declared-list requests to the
+//! DeclaredLeader); lookups are answered from the registry view. A graceful stop
+//! (`Hub::shutdown`) runs `coordinator_shutdown` hooks, then stops, within one shutdown budget,
+//! the Reconciler, the Coordinator, the DeclaredLeader, the Janitor, the children (each with its
+//! shutdown grace) and last the Registry, so every write that was acknowledged is committed.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
