@@ -403,17 +403,14 @@ impl Run {
             if !durable {
                 return;
             }
-            match answer {
-                Ok(_) => {
-                    ledger.acknowledged.push(Acknowledged {
-                        request,
-                        start: true,
-                        ids: ids.clone(),
-                    });
-                    lock(&live).extend(ids);
-                }
-                // It may or may not have happened: no invariant rests on it.
-                Err(_) => {}
+            // A start that failed may or may not have happened: no invariant rests on it.
+            if answer.is_ok() {
+                ledger.acknowledged.push(Acknowledged {
+                    request,
+                    start: true,
+                    ids: ids.clone(),
+                });
+                lock(&live).extend(ids);
             }
         });
     }
@@ -468,14 +465,13 @@ impl Run {
             if !durable {
                 return;
             }
-            match answer {
-                Ok(_) => ledger.acknowledged.push(Acknowledged {
+            // A stop that failed may or may not have happened: no invariant rests on it.
+            if answer.is_ok() {
+                ledger.acknowledged.push(Acknowledged {
                     request,
                     start: false,
                     ids: vec![id],
-                }),
-                // It may or may not have happened: no invariant rests on it.
-                Err(_) => {}
+                });
             }
         });
     }
