@@ -33,7 +33,7 @@ use ractor_cluster::{
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
-use crate::cluster::gateway::RactorTransport;
+use crate::cluster::gateway::{EndpointArgs, FrameCounts, FrameStats, RactorTransport, WirePolicy};
 use crate::cluster::transport::{EventSink, Network, Transport, TransportError};
 use crate::core::backoff::{Backoff, BackoffConfig};
 use crate::core::boot_token::BootToken;
@@ -86,6 +86,9 @@ pub struct ClusterConfig {
     pub heartbeat: DetectorConfig,
     /// Reconnection schedule.
     pub reconnect: BackoffConfig,
+    /// Which wire versions the hubs speak and accept (sealed frames by default; see
+    /// [`crate::cluster::gateway`]).
+    pub wire: WirePolicy,
 }
 
 impl ClusterConfig {
@@ -106,6 +109,7 @@ impl ClusterConfig {
             tls: None,
             heartbeat: DetectorConfig::default(),
             reconnect: BackoffConfig::default(),
+            wire: WirePolicy::default(),
         }
     }
 }
@@ -417,6 +421,8 @@ pub struct ClusterNode {
     server: ActorRef<NodeServerMessage>,
     membership: ActorRef<MembershipMsg>,
     heartbeat: DetectorConfig,
+    wire: WirePolicy,
+    frames: Arc<FrameStats>,
     /// Open hub endpoints, so that re-opening a hub id closes the previous endpoint.
     hubs: Mutex<HashMap<String, Weak<RactorTransport>>>,
 }
@@ -526,6 +532,8 @@ impl ClusterNode {
             server,
             membership,
             heartbeat: config.heartbeat,
+            wire: config.wire,
+            frames: Arc::new(FrameStats::default()),
             hubs: Mutex::new(HashMap::new()),
         })
     }
@@ -544,6 +552,12 @@ impl ClusterNode {
     pub async fn stats(&self) -> Result<MembershipStats, TransportError> {
         ractor::call_t!(self.membership, MembershipMsg::Stats, 5_000)
             .map_err(|e| TransportError::Node(e.to_string()))
+    }
+
+    /// The frames this node's hub endpoints refused: forged (a seal that does not verify, an
+    /// open frame in a sealing node's name), unconfirmed key offers, undecodable.
+    pub fn frame_counts(&self) -> FrameCounts {
+        self.frames.counts()
     }
 
     /// Stops the node server and the membership actor: every session closes and peers see this
@@ -572,12 +586,17 @@ impl Network for ClusterNode {
         if let Some(previous) = hubs.remove(hub_id).and_then(|w| w.upgrade()) {
             previous.close();
         }
+        let endpoint = EndpointArgs {
+            boot_token: self.boot_token,
+            server: self.server.clone(),
+            detector: self.heartbeat,
+            policy: self.wire,
+            stats: self.frames.clone(),
+        };
         let transport = Arc::new(RactorTransport::open(
             hub_id,
             self.name.clone(),
-            self.boot_token,
-            self.server.clone(),
-            self.heartbeat,
+            endpoint,
             sink,
         )?);
         hubs.insert(hub_id.to_owned(), Arc::downgrade(&transport));

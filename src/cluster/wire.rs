@@ -17,9 +17,10 @@
 
 mod declared;
 mod frame;
+pub mod seal;
 
 pub use declared::{DeclaredOp, DeclaredRefusal};
-pub use frame::{decode, decode_for, encode, WireError, WireFrame};
+pub use frame::{decode, decode_body, decode_for, encode, WireError, WireFrame};
 
 use serde::{Deserialize, Serialize};
 
@@ -28,7 +29,8 @@ use crate::core::declared_delta::DeclaredDelta;
 use crate::core::declared_list::DeclaredList;
 use crate::model::{ChildId, ChildSpec, HubMeta, Metadata, NodeName, Pid, Row};
 
-/// The protocol version this build speaks.
+/// The version of the message encoding, and of open frames ([`encode`]). Frames between
+/// nodes that both speak [`seal::SEALED_VERSION`] carry the same encoding, sealed.
 pub const WIRE_VERSION: u16 = 1;
 
 /// Largest frame accepted (16 MiB, ractor_cluster's default inbound limit).

@@ -16,6 +16,7 @@ use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use process_hub::cluster::gateway::WirePolicy;
 use process_hub::cluster::node::{ClusterConfig, ClusterNode, TlsConfig};
 use process_hub::cluster::transport::{Network, Transport, TransportEvent};
 use process_hub::cluster::wire::WireMsg;
@@ -106,6 +107,9 @@ pub fn peer_node_entry() {
         if env("PH_PEER_TLS") == "1" {
             config.tls = Some(tls_config());
         }
+        if let Ok(version) = env("PH_PEER_WIRE").parse() {
+            config.wire.max_version = version;
+        }
         let node = ClusterNode::start(config).await.unwrap();
         let (tx, mut rx) = mpsc::unbounded_channel();
         let transport = node
@@ -122,6 +126,10 @@ pub fn peer_node_entry() {
             let _ = stdout.flush();
         };
         out(format!("READY {}", node.boot_token()));
+        let forge = env("PH_PEER_FORGE");
+        if !forge.is_empty() {
+            tokio::spawn(forge_frames(env("PH_PEER_HUB"), forge, out));
+        }
         let node = Arc::new(node);
         let stats_node = node.clone();
         tokio::spawn(async move {
@@ -163,6 +171,42 @@ pub fn peer_node_entry() {
     });
 }
 
+/// A hostile peer holding the cookie: every 100 ms it sends every gateway of `hub` it can see
+/// frames in `claimed`'s name: an open `ChildCast` and `Goodbye`, the same sealed with a key of
+/// its own, and a key offer. None of them may be taken for `claimed`'s.
+async fn forge_frames(hub: String, claimed: String, out: impl Fn(String) + Send + 'static) {
+    use process_hub::cluster::gateway::{gateway_scope, GatewayFrame, GATEWAY_GROUP};
+    use process_hub::cluster::wire::encode;
+    use process_hub::cluster::wire::seal::{self, SealKey};
+
+    let forged_cast = WireMsg::ChildCast {
+        id: "forged".into(),
+        payload: b"forged".to_vec(),
+        hops: 0,
+    };
+    let mut frames = Vec::new();
+    for msg in [&forged_cast, &WireMsg::Goodbye] {
+        let open = encode(&hub, &claimed, msg).unwrap();
+        frames.push(seal::seal(&open, &SealKey::random()).unwrap());
+        frames.push(open);
+    }
+    frames.push(seal::key_offer(&hub, &claimed, &SealKey::random()).unwrap());
+    let mut sent = 0u64;
+    loop {
+        let gateways =
+            ractor::pg::get_scoped_members(&gateway_scope(&hub), &GATEWAY_GROUP.to_owned());
+        for cell in gateways.into_iter().filter(|c| !c.get_id().is_local()) {
+            let gateway: ractor::ActorRef<GatewayFrame> = cell.into();
+            for frame in &frames {
+                let _ = gateway.cast(GatewayFrame(frame.clone()));
+                sent += 1;
+            }
+        }
+        out(format!("FORGED {sent}"));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 pub struct Peer {
     child: Child,
     lines: std_mpsc::Receiver<String>,
@@ -182,7 +226,22 @@ impl Peer {
         hub: &str,
         tls: bool,
     ) -> Peer {
+        Self::spawn_env(name, port, cookie, seeds, hub, tls, &[])
+    }
+
+    /// A peer with extra settings: `PH_PEER_WIRE` (the newest wire version it speaks),
+    /// `PH_PEER_FORGE` (a node name it forges frames in).
+    pub fn spawn_env(
+        name: &str,
+        port: u16,
+        cookie: &str,
+        seeds: &[String],
+        hub: &str,
+        tls: bool,
+        extra: &[(&str, &str)],
+    ) -> Peer {
         let mut child = Command::new(std::env::current_exe().unwrap())
+            .envs(extra.iter().copied())
             .args([
                 "--exact",
                 "peer_node_entry",
@@ -267,8 +326,19 @@ impl Local {
         hub: &str,
         tls: Option<TlsConfig>,
     ) -> Local {
+        Self::start_wire(cookie, seeds, hub, tls, WirePolicy::default()).await
+    }
+
+    pub async fn start_wire(
+        cookie: &str,
+        seeds: Vec<String>,
+        hub: &str,
+        tls: Option<TlsConfig>,
+        wire: WirePolicy,
+    ) -> Local {
         let mut config = ClusterConfig::new("local", "127.0.0.1", 0, cookie);
         config.tls = tls;
+        config.wire = wire;
         config.seeds = seeds;
         config.heartbeat = fast_heartbeat();
         config.reconnect = fast_reconnect();

@@ -2,6 +2,7 @@
 //! measures against a baseline in the same run; progress goes to stderr.
 
 pub mod cluster;
+pub mod frames;
 pub mod recovery;
 pub mod start;
 pub mod storage;
@@ -20,6 +21,8 @@ pub enum BenchCommand {
     /// Declare N durable children, stop some, SIGKILL every node, restart: recovery time,
     /// lost/resurrected/duplicates; against one fsync per declared-list mutation.
     Recovery(recovery::RecoveryBenchArgs),
+    /// Sealing frames (keyed BLAKE3) and checking seals, per frame size, against open frames.
+    Frames(frames::FramesArgs),
 }
 
 /// Runs a bench command; the error is printed by the caller.
@@ -29,5 +32,6 @@ pub fn run(cmd: BenchCommand) -> Result<(), String> {
         BenchCommand::Storage(args) => storage::run(&args),
         BenchCommand::Cluster(args) => cluster::run(args),
         BenchCommand::Recovery(args) => recovery::run(args),
+        BenchCommand::Frames(args) => frames::run(&args),
     }
 }

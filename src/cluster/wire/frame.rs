@@ -101,10 +101,16 @@ pub fn decode(bytes: &[u8]) -> Result<WireFrame, WireError> {
             supported: WIRE_VERSION,
         });
     }
+    decode_body(version, body)
+}
+
+/// Decodes the body of a frame (`bincode(hub_id, from, msg)`) that came in a frame of `version`
+/// (an open frame's after its version, a sealed frame's after its seal was checked).
+pub fn decode_body(version: u16, body: &[u8]) -> Result<WireFrame, WireError> {
     let (hub_id, from, payload): (String, NodeName, WireMsg) =
         options().deserialize(body).map_err(|e| match *e {
             bincode::ErrorKind::Io(ref io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
-                WireError::Truncated { len: bytes.len() }
+                WireError::Truncated { len: body.len() }
             }
             other => WireError::Malformed(other.to_string()),
         })?;

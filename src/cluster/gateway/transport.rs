@@ -1,0 +1,181 @@
+//! The [`Transport`] handle of a hub endpoint over ractor_cluster: sends go straight to the
+//! peer's gateway proxy (sealed for a sealing peer), without an actor hop.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use ractor::{Actor, ActorRef};
+use ractor_cluster::NodeServerMessage;
+
+use super::link::{Link, LinkArgs};
+use super::{FrameStats, GatewayFrame, LinkMsg, WirePolicy};
+use crate::cluster::transport::{EventSink, Transport, TransportError};
+use crate::cluster::wire::seal::{self, SealKey};
+use crate::core::boot_token::BootToken;
+use crate::core::failure_detector::DetectorConfig;
+use crate::model::NodeName;
+
+/// A peer that is up: its gateway proxy, and the key its frames are sealed with (`None`: the
+/// peer speaks only open frames).
+#[derive(Clone)]
+pub(super) struct UpPeer {
+    pub proxy: ActorRef<GatewayFrame>,
+    pub seal: Option<SealKey>,
+}
+
+impl UpPeer {
+    /// Sends an open frame (from `wire::encode`), sealed if the peer seals.
+    pub fn send(&self, open: Vec<u8>) -> Result<(), TransportError> {
+        let frame = match &self.seal {
+            Some(key) => seal::seal(&open, key)?,
+            None => open,
+        };
+        self.proxy
+            .cast(GatewayFrame(frame))
+            .map_err(|_| TransportError::Closed)
+    }
+}
+
+/// State shared between the link actor and the [`RactorTransport`] handle.
+#[derive(Default)]
+pub(super) struct Shared {
+    /// Peers that are up.
+    pub up: RwLock<BTreeMap<NodeName, UpPeer>>,
+    pub closed: AtomicBool,
+}
+
+/// A hub's [`Transport`] over ractor_cluster. Dropping it stops the link and the gateway, so
+/// peers see the hub go down.
+pub struct RactorTransport {
+    hub_id: String,
+    node: NodeName,
+    boot_token: BootToken,
+    shared: Arc<Shared>,
+    link: Arc<Mutex<Option<ActorRef<LinkMsg>>>>,
+}
+
+impl std::fmt::Debug for RactorTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RactorTransport")
+            .field("hub_id", &self.hub_id)
+            .field("node", &self.node)
+            .finish()
+    }
+}
+
+/// What an endpoint needs besides its hub and node.
+pub(crate) struct EndpointArgs {
+    pub boot_token: BootToken,
+    pub server: ActorRef<NodeServerMessage>,
+    pub detector: DetectorConfig,
+    pub policy: WirePolicy,
+    pub stats: Arc<FrameStats>,
+}
+
+impl RactorTransport {
+    /// Opens the endpoint: spawns the link (which spawns the gateway and the Confirmer) in the
+    /// background, since [`crate::cluster::transport::Network::open_hub`] is synchronous. Needs
+    /// a tokio runtime.
+    pub(crate) fn open(
+        hub_id: &str,
+        node: NodeName,
+        endpoint: EndpointArgs,
+        sink: EventSink,
+    ) -> Result<Self, TransportError> {
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| TransportError::Node("open_hub needs a tokio runtime".to_owned()))?;
+        let shared = Arc::new(Shared::default());
+        let link = Arc::new(Mutex::new(None));
+        let boot_token = endpoint.boot_token;
+        let args = LinkArgs {
+            hub_id: hub_id.to_owned(),
+            node: node.clone(),
+            endpoint,
+            sink,
+            shared: shared.clone(),
+        };
+        let slot = link.clone();
+        let closed = shared.clone();
+        runtime.spawn(async move {
+            match Actor::spawn(None, Link, args).await {
+                Ok((actor, _)) => {
+                    let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+                    if closed.closed.load(Ordering::SeqCst) {
+                        actor.stop(Some("transport closed".to_owned()));
+                    } else {
+                        *slot = Some(actor);
+                    }
+                }
+                Err(error) => {
+                    tracing::error!(%error, "cannot start the hub link");
+                    closed.closed.store(true, Ordering::SeqCst);
+                }
+            }
+        });
+        Ok(Self {
+            hub_id: hub_id.to_owned(),
+            node,
+            boot_token,
+            shared,
+            link,
+        })
+    }
+
+    /// Stops the endpoint now (also done on drop).
+    pub fn close(&self) {
+        let mut slot = self.link.lock().unwrap_or_else(|p| p.into_inner());
+        self.shared.closed.store(true, Ordering::SeqCst);
+        if let Some(link) = slot.take() {
+            link.stop(Some("transport closed".to_owned()));
+        }
+    }
+}
+
+impl Transport for RactorTransport {
+    fn local_node(&self) -> &NodeName {
+        &self.node
+    }
+
+    fn hub_id(&self) -> &str {
+        &self.hub_id
+    }
+
+    fn boot_token(&self) -> BootToken {
+        self.boot_token
+    }
+
+    fn peers(&self) -> Vec<NodeName> {
+        self.shared
+            .up
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    fn send_frame(&self, to: &NodeName, frame: Vec<u8>) -> Result<(), TransportError> {
+        if self.shared.closed.load(Ordering::SeqCst) {
+            return Err(TransportError::Closed);
+        }
+        let peer = self
+            .shared
+            .up
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(to)
+            .cloned()
+            .ok_or_else(|| TransportError::Unreachable(to.clone()))?;
+        peer.send(frame).map_err(|e| match e {
+            TransportError::Closed => TransportError::Unreachable(to.clone()),
+            other => other,
+        })
+    }
+}
+
+impl Drop for RactorTransport {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
