@@ -32,6 +32,8 @@ impl AdminOps for FakeHub {
             members: vec!["a@127.0.0.1".into(), "b@127.0.0.1".into()],
             recovery_state: "normal".into(),
             parked: false,
+            status: "ok".into(),
+            problems: Vec::new(),
         })
     }
 

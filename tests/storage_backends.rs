@@ -37,6 +37,7 @@ fn huge(id: &str) -> Row {
 fn tiny_map() -> DiskOptions {
     DiskOptions {
         map_size: 512 * 1024,
+        max_map_size: Some(512 * 1024),
         ..DiskOptions::default()
     }
 }
@@ -223,6 +224,41 @@ fn a_garbage_registry_file_is_rotated_and_the_hub_starts_empty() {
         assert_eq!(rotated.len(), 1, "{backend}: {rotated:?}");
         store.insert(row("a")).unwrap();
         assert!(store.contains(&"a".into()));
+    }
+}
+
+#[test]
+fn a_truncated_registry_file_is_rotated_and_the_hub_starts_empty() {
+    let source = tempfile::tempdir().unwrap();
+    {
+        let store = LmdbStorage::open(source.path(), &DiskOptions::default()).unwrap();
+        for i in 0..1500 {
+            store.insert(row(&format!("child-{i:05}"))).unwrap();
+        }
+    }
+    let whole = std::fs::read(source.path().join(REGISTRY_FILE)).unwrap();
+    // Nothing left, less than a meta page, one meta page, both (`truncate -s 8192` after a
+    // SIGKILL), one data page more, half the file.
+    let len = whole.len();
+    for cut in [0, 100, 4096, 8192, 12288, len / 2] {
+        for backend in ["lmdb", "durable"] {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join(REGISTRY_FILE), &whole[..cut]).unwrap();
+            // LMDB maps the file: without the check before the map, this open dies of SIGBUS.
+            let store: Arc<dyn Storage> = match backend {
+                "lmdb" => Arc::new(LmdbStorage::open(dir.path(), &DiskOptions::default()).unwrap()),
+                _ => Arc::new(DurableStorage::open(dir.path(), &DiskOptions::default()).unwrap()),
+            };
+            assert!(store.is_empty(), "{backend}, cut at {cut}");
+            let rotated: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("registry.lmdb.corrupt-"))
+                .collect();
+            assert_eq!(rotated.len(), 1, "{backend}, cut at {cut}: {rotated:?}");
+            store.insert(row("a")).unwrap();
+            assert!(store.contains(&"a".into()));
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use process_hub::cluster::node::{ClusterConfig, ClusterError, ClusterNode};
 use process_hub::cluster::Network;
-use process_hub::storage::BackendConfig;
+use process_hub::storage::{BackendConfig, DataDirLock, DataDirLockError};
 use process_hub::{Hub, ProcessHub, SpawnError};
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -46,6 +46,16 @@ pub enum NodeError {
     /// The hub did not shut down within its shutdown timeout.
     #[error(transparent)]
     Shutdown(#[from] process_hub::ShutdownTimedOut),
+    /// The data directory is held by another process, or cannot be locked.
+    #[error(transparent)]
+    DataDir(#[from] DataDirLockError),
+    /// The hub stopped for good (its supervisor gave up) while the node was running: the process
+    /// exits non-zero so that its service manager restarts it.
+    #[error("hub {hub} stopped unexpectedly; exiting so that the node is restarted")]
+    HubStopped {
+        /// The hub id.
+        hub: String,
+    },
 }
 
 fn say(line: &str) {
@@ -126,14 +136,14 @@ pub async fn run(settings: NodeSettings) -> Result<(), NodeError> {
     // Installed first, so that a signal during startup is not the default (abrupt) exit.
     let stop = termination().await?;
     let config = hub_config(&settings)?;
-    if settings.backend != BackendChoice::Memory {
-        std::fs::create_dir_all(&settings.data_dir).map_err(|e| {
-            NodeError::Hub(SpawnError::Actor(format!(
-                "cannot create data directory {}: {e}",
-                settings.data_dir.display()
-            )))
-        })?;
-    }
+    // Held until the process ends: a second process on the same directory would boot on this
+    // one's files. Taken before anything is opened, and only when the directory is used.
+    let _data_dir_lock =
+        if settings.backend != BackendChoice::Memory || settings.auto_recovery.is_some() {
+            Some(DataDirLock::acquire(&settings.data_dir)?)
+        } else {
+            None
+        };
     let cluster = Arc::new(ClusterNode::start(cluster_config(&settings)).await?);
     say(&format!(
         "cluster: node {} listening on {} (seeds: {:?})",
@@ -177,7 +187,19 @@ pub async fn run(settings: NodeSettings) -> Result<(), NodeError> {
         settings.listen
     ));
 
-    let signal_name = stop.await;
+    let mut join = join;
+    let signal_name = tokio::select! {
+        signal_name = stop => signal_name,
+        _ = &mut join => {
+            // The supervisor gave up (its children failed too often): nothing will restart the
+            // hub inside this process, so the process ends and its service manager restarts it.
+            say(&format!("hub {} stopped: exiting", hub.hub_id()));
+            let _ = admin_stop_tx.send(());
+            cluster.shutdown();
+            let _ = server.await;
+            return Err(NodeError::HubStopped { hub: hub.hub_id().to_owned() });
+        }
+    };
     say(&format!("{signal_name}: leaving the cluster"));
     let _ = admin_stop_tx.send(());
     // Peers are told, this node's children start on their next owners, then the hub stops.

@@ -21,6 +21,13 @@ pub struct Health {
     /// restores or clears it (always `false` without auto-recovery).
     #[serde(default)]
     pub parked: bool,
+    /// `"ok"`, or `"degraded"` while something keeps this node from writing what it must (a
+    /// full or failing disk, a data directory removed under it); `problems` says what.
+    #[serde(default)]
+    pub status: String,
+    /// Why the node is degraded, one sentence each; empty when `status` is `"ok"`.
+    #[serde(default)]
+    pub problems: Vec<String>,
 }
 
 /// One declared child of `GET /v1/declared`.

@@ -29,6 +29,14 @@ pub enum AdminError {
     /// No declared-list leader is reachable (503, `no_leader`).
     #[error("{0}")]
     NoLeader(String),
+    /// The write the request needed did not reach the disk (503, `storage_failed`); other
+    /// requests keep working.
+    #[error("{0}")]
+    StorageFailed(String),
+    /// The disk the request needed to write is full (507, `insufficient_storage`); the same
+    /// request succeeds once space returns.
+    #[error("{0}")]
+    InsufficientStorage(String),
     /// The hub failed in a way the caller cannot fix (500, `internal`).
     #[error("{0}")]
     Internal(String),
@@ -45,6 +53,8 @@ impl AdminError {
             AdminError::DeclaredParked(_) => "declared_parked",
             AdminError::NotReady(_) => "not_ready",
             AdminError::NoLeader(_) => "no_leader",
+            AdminError::StorageFailed(_) => "storage_failed",
+            AdminError::InsufficientStorage(_) => "insufficient_storage",
             AdminError::Internal(_) => "internal",
         }
     }
@@ -58,6 +68,8 @@ impl AdminError {
             AdminError::NotFound(_) => StatusCode::NOT_FOUND,
             AdminError::AlreadyStarted(_) | AdminError::DeclaredParked(_) => StatusCode::CONFLICT,
             AdminError::NotReady(_) | AdminError::NoLeader(_) => StatusCode::SERVICE_UNAVAILABLE,
+            AdminError::StorageFailed(_) => StatusCode::SERVICE_UNAVAILABLE,
+            AdminError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             AdminError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

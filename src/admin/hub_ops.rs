@@ -82,7 +82,8 @@ fn stop_refused(e: StopError) -> AdminError {
 
 /// A refusal of the declared list: `no_leader` is 503; a parked list is 409 `declared_parked`
 /// (the operator's `clear` or a restored manifest ends it); a hub without auto-recovery cannot
-/// take the request (`invalid_input`); a failed write is internal.
+/// take the request (`invalid_input`); a write the disk did not take is 507 when it is full,
+/// 503 `storage_failed` otherwise.
 fn declared_refused(e: crate::RecoveryError) -> AdminError {
     use crate::RecoveryError as R;
     match e {
@@ -90,7 +91,8 @@ fn declared_refused(e: crate::RecoveryError) -> AdminError {
         R::HubUnavailable { .. } => AdminError::NotReady(e.to_string()),
         R::DeclaredParked => AdminError::DeclaredParked(e.to_string()),
         R::AutoRecoveryDisabled => AdminError::InvalidInput(e.to_string()),
-        R::Storage { .. } => AdminError::Internal(e.to_string()),
+        R::Storage { .. } => AdminError::StorageFailed(e.to_string()),
+        R::NoSpace { .. } => AdminError::InsufficientStorage(e.to_string()),
     }
 }
 
@@ -119,6 +121,7 @@ impl AdminOps for Hub {
         ) {
             return Err(AdminError::NotReady("the hub is not running".into()));
         }
+        let problems = self.storage_problems();
         Ok(Health {
             node: self.node().clone(),
             hub: self.hub_id().to_owned(),
@@ -128,6 +131,13 @@ impl AdminOps for Hub {
                 crate::RecoveryState::Normal => "normal".into(),
             },
             parked: self.declared_parked().unwrap_or(false),
+            status: if problems.is_empty() {
+                "ok"
+            } else {
+                "degraded"
+            }
+            .into(),
+            problems,
         })
     }
 

@@ -88,6 +88,13 @@ pub enum RecoveryError {
         /// The storage error.
         message: String,
     },
+    /// The list could not be persisted because its disk is full (the mutation was not
+    /// acknowledged); the same request succeeds once space returns.
+    #[error("declared list write failed, no space left: {message}")]
+    NoSpace {
+        /// The storage error.
+        message: String,
+    },
     /// The hub is not running.
     #[error("hub unavailable: {reason}")]
     HubUnavailable {

@@ -424,6 +424,20 @@ impl Hub {
             .map(|recovery| recovery.snapshot().parked)
     }
 
+    /// What keeps this node from writing what it must, one sentence each (empty when nothing
+    /// does): the declared list's last failed write until a write succeeds again, a store file
+    /// removed or replaced under the running node. The admin API's health reports them.
+    pub fn storage_problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if let Some(reason) = self.shared.storage.fault() {
+            problems.push(format!("registry: {reason}"));
+        }
+        if let Some(recovery) = &self.shared.recovery {
+            problems.extend(recovery.storage_problems());
+        }
+        problems
+    }
+
     /// `Recovering` until this node's first reconcile round completes, then `Normal` for good;
     /// `Normal` from the start without `auto_recovery`.
     pub fn recovery_state(&self) -> RecoveryState {

@@ -207,6 +207,29 @@ impl DeclaredStore {
         }
     }
 
+    /// The list file's identity as opened, to check without writing that its path still leads
+    /// to it (`None` for the simulator's disk).
+    pub fn identity(&self) -> Option<std::sync::Arc<crate::storage::FileIdentity>> {
+        match &self.medium {
+            Medium::Lmdb { engine, .. } => Some(engine.identity()),
+            #[cfg(feature = "sim")]
+            Medium::Simulated(_) => None,
+        }
+    }
+
+    /// Reads the stored list back and makes it the base of later saves: after a failed write
+    /// the saves' idea of what is on disk may be ahead of it, and this puts it back. Call it
+    /// only once every submitted save has been answered.
+    pub fn resync(&self) -> Result<Option<DeclaredList>, StorageError> {
+        let loaded = self.load()?;
+        let on_disk = loaded
+            .as_ref()
+            .map(|list| list.children().clone())
+            .unwrap_or_else(DeclaredChildren::new);
+        *self.on_disk.lock().unwrap_or_else(|e| e.into_inner()) = on_disk;
+        Ok(loaded)
+    }
+
     /// Whether the seeded marker exists beside the list (durable evidence).
     pub fn seeded_marker_present(&self) -> bool {
         match &self.medium {

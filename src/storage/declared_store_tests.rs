@@ -162,6 +162,27 @@ fn a_garbage_file_is_a_loss_with_evidence() {
 }
 
 #[test]
+fn a_truncated_list_file_is_a_loss_with_evidence_never_a_crash() {
+    let source = tempfile::tempdir().unwrap();
+    {
+        let (store, _) = DeclaredStore::open(source.path(), &opts()).unwrap();
+        let mut list = DeclaredList::new();
+        for i in 0..600 {
+            let change = add(&mut list, &format!("child-{i:04}"));
+            store.save_change(&list, &change).wait().unwrap();
+        }
+    }
+    let whole = std::fs::read(source.path().join(DECLARED_FILE)).unwrap();
+    for cut in crate::storage::engine::tests::truncation_points(whole.len() as u64) {
+        let dir = tempfile::tempdir().unwrap();
+        store_one(dir.path());
+        std::fs::write(dir.path().join(DECLARED_FILE), &whole[..cut as usize]).unwrap();
+        assert_loss_parks(dir.path());
+        assert_eq!(rotated_files(dir.path()).len(), 1, "cut at {cut}");
+    }
+}
+
+#[test]
 fn an_undecodable_entry_is_a_loss_with_evidence() {
     let dir = tempfile::tempdir().unwrap();
     store_one(dir.path());

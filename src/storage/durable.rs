@@ -121,6 +121,10 @@ impl Shared {
 }
 
 impl Storage for DurableStorage {
+    fn fault(&self) -> Option<String> {
+        self.engine.identity().check().err()
+    }
+
     fn name(&self) -> &'static str {
         "durable"
     }

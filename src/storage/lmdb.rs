@@ -63,6 +63,10 @@ fn undecodable(path: &Path, key: &[u8], e: &bincode::Error) {
 }
 
 impl Storage for LmdbStorage {
+    fn fault(&self) -> Option<String> {
+        self.engine.identity().check().err()
+    }
+
     fn name(&self) -> &'static str {
         "lmdb"
     }

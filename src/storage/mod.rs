@@ -14,6 +14,7 @@
 //! many writes in flight and let the backend batch them into one fsync.
 
 mod commit;
+mod data_dir_lock;
 pub mod declared_store;
 mod durable;
 pub(crate) mod engine;
@@ -34,8 +35,9 @@ use serde::{Deserialize, Serialize};
 use crate::model::{ChildId, Row};
 
 pub use commit::{Commit, CommitSender};
+pub use data_dir_lock::{DataDirLock, DataDirLockError, DATA_DIR_LOCK_FILE};
 pub use durable::DurableStorage;
-pub use engine::{CommitMode, CommitStats, DiskOptions};
+pub use engine::{CommitMode, CommitStats, DiskOptions, FileIdentity};
 pub use lmdb::LmdbStorage;
 pub use memory::MemoryStorage;
 pub use registry_file::{REGISTRY_FILE, REGISTRY_FORMAT_VERSION};
@@ -77,6 +79,9 @@ pub enum StorageError {
         path: std::path::PathBuf,
         /// The underlying error.
         message: String,
+        /// What kind of failure it is, for callers that answer each differently (an HTTP 507
+        /// for a full disk).
+        fault: WriteFault,
     },
     /// A row could not be encoded or decoded.
     #[error("cannot encode or decode row {id}: {message}")]
@@ -92,6 +97,51 @@ pub enum StorageError {
     /// An error from a user-supplied backend.
     #[error("storage backend error: {0}")]
     Backend(String),
+}
+
+/// Why a write did not reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteFault {
+    /// The filesystem is full (`ENOSPC`, `EDQUOT`): writes succeed again once space returns.
+    NoSpace,
+    /// The filesystem or the file is read-only, or the process may not write it.
+    ReadOnly,
+    /// The store's file was removed or replaced under the running store: nothing written now
+    /// would be found after a restart.
+    Gone,
+    /// Any other failure (an I/O error of the device, a value LMDB refuses).
+    Io,
+}
+
+impl WriteFault {
+    /// The fault of an OS error.
+    pub fn of_os_error(e: &std::io::Error) -> Self {
+        match e.raw_os_error() {
+            Some(code) if code == nix::libc::ENOSPC || code == nix::libc::EDQUOT => Self::NoSpace,
+            Some(code)
+                if code == nix::libc::EROFS
+                    || code == nix::libc::EACCES
+                    || code == nix::libc::EPERM =>
+            {
+                Self::ReadOnly
+            }
+            _ => Self::Io,
+        }
+    }
+}
+
+impl StorageError {
+    /// Whether this is a write refused for lack of space.
+    pub fn is_no_space(&self) -> bool {
+        matches!(
+            self,
+            StorageError::Write {
+                fault: WriteFault::NoSpace,
+                ..
+            }
+        )
+    }
 }
 
 /// A row as stored, with its optional expiry (wall-clock ms since the Unix epoch).
@@ -146,6 +196,13 @@ pub fn now_ms() -> u64 {
 pub trait Storage: Send + Sync + 'static {
     /// A short name for logs and benchmarks (`memory`, `lmdb`, `durable`, ...).
     fn name(&self) -> &'static str;
+
+    /// Why the store cannot take writes right now, checked without writing (its file was
+    /// removed or replaced under it); `None` when nothing is known to be wrong. Health reports
+    /// it. The default knows of nothing.
+    fn fault(&self) -> Option<String> {
+        None
+    }
 
     /// Applies `batch` atomically, in order after every earlier submission. The returned
     /// [`Commit`] resolves to `Ok` once the batch is as durable as the backend promises, or to

@@ -28,7 +28,7 @@ pub enum DeclaredOp {
 /// Why the leader refused a [`WireMsg::DeclaredMutate`](super::WireMsg::DeclaredMutate).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeclaredRefusal {
-    /// `no_leader`, `declared_parked`, `auto_recovery_disabled` or `storage`.
+    /// `no_leader`, `declared_parked`, `auto_recovery_disabled`, `storage` or `no_space`.
     pub code: String,
     /// Details.
     pub message: String,
@@ -41,6 +41,7 @@ impl From<&RecoveryError> for DeclaredRefusal {
             RecoveryError::NoLeader { .. } => "no_leader",
             RecoveryError::DeclaredParked => "declared_parked",
             RecoveryError::Storage { .. } => "storage",
+            RecoveryError::NoSpace { .. } => "no_space",
             RecoveryError::HubUnavailable { .. } => "hub_unavailable",
         };
         Self {
@@ -57,6 +58,7 @@ impl From<DeclaredRefusal> for RecoveryError {
             "auto_recovery_disabled" => RecoveryError::AutoRecoveryDisabled,
             "declared_parked" => RecoveryError::DeclaredParked,
             "storage" => RecoveryError::Storage { message: r.message },
+            "no_space" => RecoveryError::NoSpace { message: r.message },
             "hub_unavailable" => RecoveryError::HubUnavailable { reason: r.message },
             _ => RecoveryError::NoLeader { reason: r.message },
         }

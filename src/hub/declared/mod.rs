@@ -18,8 +18,9 @@
 //! durable start of the same child that arrived before it (the list it checks is the one in
 //! memory, not the last published one).
 //!
-//! A write that fails leaves the memory copy ahead of the disk: the actor then fails on purpose
-//! and its restart rebuilds the copy from what is durable.
+//! A write that fails leaves the memory copy ahead of the disk: the actor then refuses writes,
+//! rebuilds the copy from what is durable once the operations under way have finished, and
+//! takes writes again; it never fails over a disk (`degraded`).
 //!
 //! After a persisted operation the leader broadcasts a delta (the changed entries), not its
 //! whole copy, in version order; a peer applies it only on exactly its base and otherwise
@@ -35,13 +36,14 @@ use std::sync::Arc;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 mod broadcast;
+mod degraded;
 mod forward;
 mod mutation;
 mod persist;
 mod remote;
 
 use self::broadcast::{Outbox, WholeRequests};
-use self::persist::{AfterPersist, LastPersist, PersistFailed};
+use self::persist::{AfterPersist, LastPersist};
 use self::remote::RemoteMutations;
 use super::protocol::DeclaredMsg;
 use super::shared::recovery::RecoveryShared;
@@ -57,6 +59,7 @@ use crate::hub::shared::simulation::InjectedBug;
 use crate::manifest::{fetch_within, ManifestShipper};
 use crate::model::NodeName;
 use crate::storage::declared_store::DeclaredStore;
+use crate::storage::StorageError;
 
 pub(crate) struct DeclaredLeader;
 
@@ -76,6 +79,8 @@ pub(crate) struct DeclaredLeaderState {
     last_persist: Option<LastPersist>,
     /// This actor's incarnation in the published snapshot (see `RecoveryShared::publish`).
     incarnation: u64,
+    /// A write failed and the copy is not rebuilt yet: every write is refused (`degraded`).
+    fault: Option<StorageError>,
 }
 
 /// What a mutation's caller does once the list answered: the version after it, or why not.
@@ -269,6 +274,7 @@ impl Actor for DeclaredLeader {
             whole_requests: WholeRequests::default(),
             last_persist: None,
             incarnation: 0,
+            fault: None,
         };
         let mut after = AfterPersist::default();
         leader_state.apply(effects, &mut after);
@@ -278,6 +284,7 @@ impl Actor for DeclaredLeader {
         }
         let list = leader_state.state.list().clone();
         leader_state.incarnation = recovery.reset(&list, leader_state.parked());
+        recovery.set_store_identity(leader_state.store.identity());
         let is_leader = hub.is_leader();
         if let (true, Some(shipper)) = (is_leader && list.version() > 0, &leader_state.shipper) {
             // The manifest catches up with what this node holds (a ship never lowers it).
@@ -292,6 +299,35 @@ impl Actor for DeclaredLeader {
         msg: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        if state.refusing().is_some() {
+            match msg {
+                // Peers send their copies again once the copy is rebuilt (it asks for them).
+                DeclaredMsg::Offer { done, .. } => {
+                    if let Some(done) = done {
+                        let _ = done.send(());
+                    }
+                    return Ok(());
+                }
+                DeclaredMsg::Wire {
+                    msg: WireMsg::DeclaredOffer { .. } | WireMsg::DeclaredDelta { .. },
+                    ..
+                }
+                | DeclaredMsg::Forget { .. } => return Ok(()),
+                msg => return self.dispatch(&myself, msg, state),
+            }
+        }
+        self.dispatch(&myself, msg, state)
+    }
+}
+
+impl DeclaredLeader {
+    fn dispatch(
+        &self,
+        myself: &ActorRef<DeclaredMsg>,
+        msg: DeclaredMsg,
+        state: &mut DeclaredLeaderState,
+    ) -> Result<(), ActorProcessingErr> {
+        let myself = myself.clone();
         match msg {
             DeclaredMsg::DurableStart { specs, opts, reply } => {
                 state.durable_start(&myself, specs, opts, reply)
@@ -309,9 +345,9 @@ impl Actor for DeclaredLeader {
                 }
             }
             DeclaredMsg::MutateTimeout { request_id } => state.remote.timed_out(request_id),
-            DeclaredMsg::PersistFailed { message } => {
-                return Err(Box::new(PersistFailed(message)));
-            }
+            DeclaredMsg::PersistFailed { error } => state.persist_failed(&myself, error),
+            DeclaredMsg::Rebuild => state.rebuild(&myself),
+            DeclaredMsg::Probe => state.probe(&myself),
         }
         Ok(())
     }

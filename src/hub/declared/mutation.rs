@@ -28,6 +28,9 @@ impl DeclaredLeaderState {
         op: DeclaredOp,
         then: Then,
     ) {
+        if let Some(fault) = self.refusing() {
+            return then(Err(super::degraded::refusal(fault)));
+        }
         if self.parked() && op != DeclaredOp::Clear {
             return then(Err(RecoveryError::DeclaredParked));
         }
@@ -102,9 +105,7 @@ impl DeclaredLeaderState {
             then(
                 outcome
                     .map(|()| version)
-                    .map_err(|e| RecoveryError::Storage {
-                        message: e.to_string(),
-                    }),
+                    .map_err(|e| super::degraded::refusal(&e)),
             )
         });
     }

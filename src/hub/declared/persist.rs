@@ -39,11 +39,6 @@ pub(super) struct AfterPersist {
 /// before it) succeeded.
 pub(super) type LastPersist = Shared<BoxFuture<'static, bool>>;
 
-/// The persist of a mutation failed: it was not acknowledged.
-#[derive(Debug, thiserror::Error)]
-#[error("declared list write failed: {0}; rebuilding the copy from the disk")]
-pub(super) struct PersistFailed(pub(super) String);
-
 fn fire_parked(hub: &HubShared, reason: &ParkReason) {
     tracing::error!(
         hub = %hub.config.hub_id,
@@ -159,15 +154,14 @@ impl DeclaredLeaderState {
                 None => true,
             };
             let mut outcome = Ok(());
+            let wrote = !after.commits.is_empty();
             for commit in after.commits {
                 if let Err(e) = commit.wait_async().await {
                     outcome = Err(e);
                 }
             }
             if let Err(e) = &outcome {
-                let _ = myself.cast(DeclaredMsg::PersistFailed {
-                    message: e.to_string(),
-                });
+                let _ = myself.cast(DeclaredMsg::PersistFailed { error: e.clone() });
             } else if !earlier_ok {
                 outcome = Err(StorageError::Backend(
                     "an earlier write of the declared list failed; the copy is being rebuilt"
@@ -180,6 +174,9 @@ impl DeclaredLeaderState {
                 let _ = persisted.send(false);
                 then(outcome);
                 return;
+            }
+            if wrote {
+                recovery.note_write(Ok(()));
             }
             recovery.publish(incarnation, &list, parked);
             let _ = persisted.send(true);

@@ -9,6 +9,7 @@ use crate::api::options::{StartOptions, StopOptions};
 use crate::cluster::wire::WireMsg;
 use crate::core::declared_list::DeclaredList;
 use crate::model::{ChildId, ChildSpec, NodeName};
+use crate::storage::StorageError;
 
 pub(crate) enum DeclaredMsg {
     /// A start with `durable: true`.
@@ -45,8 +46,14 @@ pub(crate) enum DeclaredMsg {
     Solicit { nodes: Vec<NodeName> },
     /// A mutation sent to the leader was not answered in time.
     MutateTimeout { request_id: u64 },
-    /// A persist failed: rebuild from the disk.
-    PersistFailed { message: String },
+    /// A persist failed: refuse mutations, then rebuild the copy from the disk.
+    PersistFailed { error: StorageError },
+    /// Every operation started before a failed persist has finished: rebuild the copy from the
+    /// disk now.
+    Rebuild,
+    /// While the last write failed: try a harmless write to learn whether the disk takes writes
+    /// again.
+    Probe,
 }
 
 impl ractor::Message for DeclaredMsg {}

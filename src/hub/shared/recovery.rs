@@ -21,7 +21,7 @@ use crate::manifest::{open_manifest, RemoteManifest};
 use crate::model::NodeName;
 use crate::storage::declared_store::{DeclaredStore, StoredList};
 use crate::storage::engine::{CommitMode, DiskOptions};
-use crate::storage::StorageError;
+use crate::storage::{FileIdentity, StorageError};
 
 /// How the declared store of a hub with `config` is opened: the default disk options, with the
 /// commit mode of `declared_commit` (group commit unless the per-mutation knob is set).
@@ -88,6 +88,10 @@ pub(crate) struct RecoveryShared {
     heard: tokio::sync::watch::Sender<BTreeMap<NodeName, u64>>,
     /// The user's leader elector (`HubBuilder::elector`), set once at spawn.
     pub elector: OnceLock<Arc<dyn LeaderElector>>,
+    /// The declared store's last failed write, until a write succeeds again (health says so).
+    write_fault: Mutex<Option<StorageError>>,
+    /// The declared store's file as opened, so health can tell it was removed without writing.
+    store_identity: Mutex<Option<Arc<FileIdentity>>>,
 }
 
 impl RecoveryShared {
@@ -151,7 +155,57 @@ impl RecoveryShared {
             announced: Mutex::new(BTreeMap::new()),
             heard: tokio::sync::watch::Sender::new(BTreeMap::new()),
             elector: OnceLock::new(),
+            write_fault: Mutex::new(None),
+            store_identity: Mutex::new(None),
         }
+    }
+
+    /// Records the outcome of a declared-list write: a failure is reported by health until a
+    /// later write succeeds.
+    pub fn note_write(&self, outcome: Result<(), &StorageError>) {
+        let mut fault = self.write_fault.lock().unwrap_or_else(|e| e.into_inner());
+        match outcome {
+            Ok(()) => {
+                if let Some(old) = fault.take() {
+                    tracing::warn!(error = %old, "declared list writes succeed again");
+                }
+            }
+            Err(e) => *fault = Some(e.clone()),
+        }
+    }
+
+    /// The declared store's last failed write, while no write has succeeded since.
+    pub fn write_fault(&self) -> Option<StorageError> {
+        self.write_fault
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The file the DeclaredLeader's store writes, for health's check.
+    pub fn set_store_identity(&self, identity: Option<Arc<FileIdentity>>) {
+        *self
+            .store_identity
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = identity;
+    }
+
+    /// What keeps the declared list from being written, in words for health: the last failed
+    /// write, and a list file removed or replaced under the store.
+    pub fn storage_problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if let Some(fault) = self.write_fault() {
+            problems.push(format!("declared list: {fault}"));
+        }
+        let identity = self
+            .store_identity
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(Err(reason)) = identity.map(|i| i.check()) {
+            problems.push(format!("declared list: {reason}"));
+        }
+        problems
     }
 
     /// The list as last persisted here.

@@ -10,7 +10,8 @@
 //!   number of runtime threads may read);
 //! - on open, the marker check (newer format refuses to open) and corruption handling (an
 //!   unreadable file is rotated to `<file>.corrupt-<stamp>`, logged at ERROR, and replaced by an
-//!   empty store).
+//!   empty store). A file is read with plain reads before it is mapped ([`preflight`]): a
+//!   truncated file would otherwise kill the process with `SIGBUS`.
 //!
 //! Nothing here answers a write before it is synced: every commit uses LMDB's default, fully
 //! synchronous flags (`NO_SYNC`, `NO_META_SYNC`, `MAP_ASYNC` and `WRITE_MAP` are never used), so
@@ -18,8 +19,11 @@
 
 pub(crate) mod format;
 mod group_commit;
+mod identity;
+mod preflight;
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions, WithoutTls};
@@ -28,8 +32,9 @@ use serde::{Deserialize, Serialize};
 pub use group_commit::CommitStats;
 pub(crate) use group_commit::Done;
 use group_commit::{GroupCommitter, GroupFailure, GroupSink};
+pub use identity::FileIdentity;
 
-use super::{Commit, StorageError};
+use super::{Commit, StorageError, WriteFault};
 use format::MarkerCheck;
 
 /// How a disk store is opened: its map size and how it commits.
@@ -38,11 +43,15 @@ use format::MarkerCheck;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct DiskOptions {
-    /// The largest the store's file may grow, in bytes. LMDB maps are sparse, so a large value
-    /// costs address space, not disk. A write that does not fit fails with
-    /// [`StorageError::Write`] and the store stays usable. Rounded up to a multiple of the page
-    /// size. Default 1 GiB.
+    /// The size the store's memory map starts at, in bytes. LMDB maps are sparse, so a large
+    /// value costs address space, not disk. A write that does not fit doubles the map (up to
+    /// `max_map_size`) and is retried, so a full map is never a lasting state. Rounded up to a
+    /// multiple of the page size. Default 1 GiB.
     pub map_size: usize,
+    /// The largest the map may grow to; `None` (default) grows it as far as the address space
+    /// allows. A write that does not fit even then fails with [`StorageError::Write`] and the
+    /// store stays usable for writes that fit.
+    pub max_map_size: Option<usize>,
     /// How writes are committed. Default [`CommitMode::Group`].
     pub commit_mode: CommitMode,
 }
@@ -51,6 +60,7 @@ impl Default for DiskOptions {
     fn default() -> Self {
         Self {
             map_size: 1 << 30,
+            max_map_size: None,
             commit_mode: CommitMode::Group,
         }
     }
@@ -100,6 +110,10 @@ pub(crate) struct Engine {
     env: Env<WithoutTls>,
     data: Db,
     path: PathBuf,
+    identity: Arc<FileIdentity>,
+    /// Read transactions hold it shared; the writer takes it exclusively to grow the map, which
+    /// LMDB allows only while no transaction of the process is open.
+    resizing: Arc<RwLock<()>>,
 }
 
 /// Why an open attempt failed: a corrupt file is rotated, anything else is reported.
@@ -160,6 +174,13 @@ impl Engine {
                 message,
             })
         };
+        // A file LMDB would map but not hold (truncated) kills the process with SIGBUS on the
+        // first read of a missing page: it is judged before the map exists.
+        match preflight::check(path) {
+            Ok(Ok(())) => {}
+            Ok(Err(reason)) => return Err(OpenFailure::Corrupt(reason)),
+            Err(e) => return Err(fatal(format!("cannot read the store file: {e}"))),
+        }
         let env = open_env(path, options).map_err(|e| classify(e, &fatal))?;
         let data = prepare(&env, path, spec)?;
         {
@@ -170,6 +191,11 @@ impl Engine {
                 validate(key, value).map_err(OpenFailure::Corrupt)?;
             }
         }
+        let identity = Arc::new(
+            FileIdentity::of(path)
+                .map_err(|e| fatal(format!("cannot stat the opened store: {e}")))?,
+        );
+        let resizing = Arc::new(RwLock::new(()));
         let max_group = match options.commit_mode {
             CommitMode::Group => 4096,
             CommitMode::PerOperation => 1,
@@ -178,6 +204,9 @@ impl Engine {
             env: env.clone(),
             data,
             path: path.to_owned(),
+            identity: identity.clone(),
+            resizing: resizing.clone(),
+            max_map_size: options.max_map_size,
         };
         let writer = GroupCommitter::spawn(format!("ph-writer-{}", spec.kind), sink, max_group)
             .map_err(|e| fatal(format!("cannot start the writer thread: {e}")))?;
@@ -186,7 +215,14 @@ impl Engine {
             env,
             data,
             path: path.to_owned(),
+            identity,
+            resizing,
         })
+    }
+
+    /// The identity of the store's file as opened, to check whether its path still leads there.
+    pub(crate) fn identity(&self) -> Arc<FileIdentity> {
+        self.identity.clone()
     }
 
     /// The store's file.
@@ -216,6 +252,7 @@ impl Engine {
         key: &[u8],
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<Option<R>, StorageError> {
+        let _no_resize = self.resizing.read().unwrap_or_else(|e| e.into_inner());
         let rtxn = self.env.read_txn().map_err(|e| self.read_error(e))?;
         let value = self.data.get(&rtxn, key).map_err(|e| self.read_error(e))?;
         Ok(value.map(f))
@@ -223,6 +260,7 @@ impl Engine {
 
     /// Visits every entry in key order within one read transaction (a consistent snapshot).
     pub(crate) fn for_each(&self, mut f: impl FnMut(&[u8], &[u8])) -> Result<(), StorageError> {
+        let _no_resize = self.resizing.read().unwrap_or_else(|e| e.into_inner());
         let rtxn = self.env.read_txn().map_err(|e| self.read_error(e))?;
         for entry in self.data.iter(&rtxn).map_err(|e| self.read_error(e))? {
             let (key, value) = entry.map_err(|e| self.read_error(e))?;
@@ -346,25 +384,45 @@ struct LmdbSink {
     env: Env<WithoutTls>,
     data: Db,
     path: PathBuf,
+    identity: Arc<FileIdentity>,
+    resizing: Arc<RwLock<()>>,
+    max_map_size: Option<usize>,
+}
+
+/// Why one attempt at a group failed.
+enum Attempt {
+    /// The map is full: grow it and try again.
+    MapFull(GroupFailure),
+    Failed(GroupFailure),
 }
 
 impl LmdbSink {
     fn write_error(&self, e: heed::Error) -> StorageError {
+        let fault = match &e {
+            heed::Error::Io(io) => WriteFault::of_os_error(io),
+            _ => WriteFault::Io,
+        };
         StorageError::Write {
             path: self.path.clone(),
             message: e.to_string(),
+            fault,
         }
     }
-}
 
-impl GroupSink for LmdbSink {
-    type Batch = Vec<KvOp>;
-
-    fn write_group(&mut self, batches: &[&Vec<KvOp>]) -> Result<(), GroupFailure> {
+    fn attempt(&self, batches: &[&Vec<KvOp>]) -> Result<(), Attempt> {
+        let failed = |e: heed::Error, wrap: &dyn Fn(StorageError) -> GroupFailure| {
+            let full = matches!(e, heed::Error::Mdb(heed::MdbError::MapFull));
+            let failure = wrap(self.write_error(e));
+            if full {
+                Attempt::MapFull(failure)
+            } else {
+                Attempt::Failed(failure)
+            }
+        };
         let mut wtxn = self
             .env
             .write_txn()
-            .map_err(|e| GroupFailure::Commit(self.write_error(e)))?;
+            .map_err(|e| failed(e, &GroupFailure::Commit))?;
         for (index, batch) in batches.iter().enumerate() {
             for op in batch.iter() {
                 let applied = match op {
@@ -374,17 +432,67 @@ impl GroupSink for LmdbSink {
                 };
                 if let Err(e) = applied {
                     // Dropping the transaction aborts it: nothing of the group is written.
-                    return Err(GroupFailure::Apply {
-                        index,
-                        error: self.write_error(e),
-                    });
+                    return Err(failed(e, &|error| GroupFailure::Apply { index, error }));
                 }
             }
         }
-        wtxn.commit()
-            .map_err(|e| GroupFailure::Commit(self.write_error(e)))
+        wtxn.commit().map_err(|e| failed(e, &GroupFailure::Commit))
+    }
+
+    /// Doubles the map, if the bound allows; `false` when it cannot grow.
+    fn grow(&self) -> bool {
+        let current = self.env.info().map_size;
+        let Some(doubled) = current.checked_mul(2) else {
+            return false;
+        };
+        let target = match self.max_map_size {
+            Some(max) if current >= max => return false,
+            Some(max) => doubled.min(max.div_ceil(page_size()) * page_size()),
+            None => doubled,
+        };
+        // No read transaction may be open while LMDB remaps; the writer has none open here.
+        let _exclusive = self.resizing.write().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: no transaction of this environment is active: the writer's was dropped before
+        // this call and every reader holds `resizing` shared for its transaction's lifetime.
+        match unsafe { self.env.resize(target) } {
+            Ok(()) => {
+                tracing::info!(path = %self.path.display(), from = current, to = target,
+                    "store map full: map grown");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), error = %e, "store map cannot grow");
+                false
+            }
+        }
+    }
+}
+
+impl GroupSink for LmdbSink {
+    type Batch = Vec<KvOp>;
+
+    fn write_group(&mut self, batches: &[&Vec<KvOp>]) -> Result<(), GroupFailure> {
+        // Checked before every commit, so no write is acknowledged into a removed file.
+        if let Err(message) = self.identity.check() {
+            return Err(GroupFailure::Commit(StorageError::Write {
+                path: self.path.clone(),
+                message,
+                fault: WriteFault::Gone,
+            }));
+        }
+        loop {
+            match self.attempt(batches) {
+                Ok(()) => return Ok(()),
+                Err(Attempt::Failed(failure)) => return Err(failure),
+                Err(Attempt::MapFull(failure)) => {
+                    if !self.grow() {
+                        return Err(failure);
+                    }
+                }
+            }
+        }
     }
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

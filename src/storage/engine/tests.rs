@@ -182,6 +182,7 @@ fn a_write_that_does_not_fit_fails_and_the_store_stays_usable() {
     let dir = tempfile::tempdir().unwrap();
     let options = DiskOptions {
         map_size: 256 * 1024,
+        max_map_size: Some(256 * 1024),
         ..DiskOptions::default()
     };
     let engine = open(dir.path(), &options).unwrap();
@@ -203,6 +204,59 @@ fn a_write_that_does_not_fit_fails_and_the_store_stays_usable() {
     assert_eq!(read(&engine, "small"), Some(b"1".to_vec()));
     let stats = engine.stats();
     assert_eq!((stats.batches_ok, stats.batches_failed), (2, 1));
+}
+
+#[test]
+fn a_full_map_grows_and_the_write_lands() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = DiskOptions {
+        map_size: 256 * 1024,
+        ..DiskOptions::default()
+    };
+    let engine = open(dir.path(), &options).unwrap();
+    // Readers on other threads must never see the map move under them.
+    let engine = std::sync::Arc::new(engine);
+    let reader = {
+        let engine = engine.clone();
+        std::thread::spawn(move || {
+            for _ in 0..2000 {
+                engine.for_each(|_, _| {}).unwrap();
+            }
+        })
+    };
+    for i in 0..8 {
+        let huge = vec![i as u8; 1024 * 1024];
+        engine
+            .submit(vec![put(&format!("huge-{i}"), &huge)])
+            .wait()
+            .unwrap();
+    }
+    reader.join().unwrap();
+    assert!(engine.env.info().map_size >= 8 * 1024 * 1024);
+    drop(engine);
+    // Reopened at the configured size: LMDB takes the size the file needs.
+    let engine = open(dir.path(), &options).unwrap();
+    assert_eq!(read(&engine, "huge-7"), Some(vec![7u8; 1024 * 1024]));
+}
+
+#[test]
+fn a_removed_store_file_refuses_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path(), &DiskOptions::default()).unwrap();
+    engine.submit(vec![put("a", b"1")]).wait().unwrap();
+    std::fs::remove_file(dir.path().join(SPEC.file_name)).unwrap();
+    let err = engine.submit(vec![put("b", b"2")]).wait().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StorageError::Write {
+                fault: WriteFault::Gone,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(engine.identity().check().is_err());
 }
 
 #[test]
@@ -229,4 +283,64 @@ fn every_commit_mode_opens_with_synchronous_commits() {
         assert_eq!(flags & EnvFlags::WRITE_MAP.bits(), 0, "{commit_mode:?}");
         assert_ne!(flags & EnvFlags::NO_SUB_DIR.bits(), 0, "{commit_mode:?}");
     }
+}
+
+/// Where a store file is cut in the truncation scenarios: nothing left, less than a meta page,
+/// one meta page, both meta pages (the SIGKILL-then-`truncate -s 8192` case), one data page
+/// more, and half the file.
+pub(crate) fn truncation_points(len: u64) -> [u64; 6] {
+    [0, 100, 4096, 8192, 12288, len / 2]
+}
+
+#[test]
+fn a_truncated_store_is_rotated_before_it_is_mapped() {
+    let source = tempfile::tempdir().unwrap();
+    {
+        let engine = open(source.path(), &DiskOptions::default()).unwrap();
+        let small: Vec<KvOp> = (0..2000)
+            .map(|i| put(&format!("key-{i:05}"), &[i as u8; 300]))
+            .collect();
+        engine.submit(small).wait().unwrap();
+        // Values too large for a leaf live in overflow pages, which the check follows too.
+        let large: Vec<KvOp> = (0..8)
+            .map(|i| put(&format!("large-{i}"), &vec![i as u8; 20_000]))
+            .collect();
+        engine.submit(large).wait().unwrap();
+    }
+    let whole = std::fs::read(source.path().join(SPEC.file_name)).unwrap();
+    assert!(whole.len() > 64 * 1024, "{}", whole.len());
+    for cut in truncation_points(whole.len() as u64) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(SPEC.file_name);
+        std::fs::write(&file, &whole[..cut as usize]).unwrap();
+        // Without the check, LMDB maps the file and the first read of a missing page is SIGBUS.
+        let engine = open(dir.path(), &DiskOptions::default()).unwrap();
+        let rotated = rotated_files(dir.path());
+        assert_eq!(rotated.len(), 1, "cut at {cut}: {rotated:?}");
+        assert_eq!(std::fs::metadata(&rotated[0]).unwrap().len(), cut);
+        let mut n = 0;
+        engine.for_each(|_, _| n += 1).unwrap();
+        assert_eq!(n, 0, "cut at {cut}: the fresh store is empty");
+        engine.submit(vec![put("k", b"v")]).wait().unwrap();
+        assert_eq!(read(&engine, "k"), Some(b"v".to_vec()));
+    }
+}
+
+#[test]
+fn an_intact_store_passes_the_check_with_its_data() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let engine = open(dir.path(), &DiskOptions::default()).unwrap();
+        for round in 0..20u8 {
+            // Rewrites and deletes leave free pages behind, as a long-lived store has.
+            let ops: Vec<KvOp> = (0..200)
+                .map(|i| put(&format!("key-{i:04}"), &[round; 500]))
+                .chain((0..50).map(|i| KvOp::Delete(format!("key-{:04}", i * 4).into_bytes())))
+                .collect();
+            engine.submit(ops).wait().unwrap();
+        }
+    }
+    let engine = open(dir.path(), &DiskOptions::default()).unwrap();
+    assert!(rotated_files(dir.path()).is_empty());
+    assert_eq!(read(&engine, "key-0001"), Some(vec![19u8; 500]));
 }

@@ -1,0 +1,351 @@
+//! Storage that fails, seen from outside with real `process-hub node` processes and real files:
+//! a store file truncated after a SIGKILL, two processes on one data directory, a disk that
+//! fills up (a real 2 MiB tmpfs), and a data directory removed under a running node.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use process_hub::admin::StartSpec;
+use process_hub_actors::cli::node_settings::BackendChoice;
+use process_hub_actors::harness::{free_port, wait_for, AdminClient, ClusterOptions, LocalCluster};
+
+/// Generous: the nodes share two cores with the rest of the suite.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+fn binary() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_process-hub"))
+}
+
+fn spec(id: &str, durable: bool) -> StartSpec {
+    StartSpec {
+        id: id.into(),
+        kind: "counter".into(),
+        args: None,
+        restart: None,
+        metadata: None,
+        durable,
+    }
+}
+
+fn recovering(backend: BackendChoice) -> ClusterOptions {
+    ClusterOptions {
+        hub: "storage".into(),
+        backend,
+        extra_args: vec![
+            "--auto-recovery".into(),
+            "--reconcile-grace-ms".into(),
+            "500".into(),
+            "--reconcile-interval-ms".into(),
+            "1000".into(),
+        ],
+        ..ClusterOptions::default()
+    }
+}
+
+fn normal(client: &AdminClient) -> Option<()> {
+    client
+        .health()
+        .is_ok_and(|h| h.recovery_state == "normal")
+        .then_some(())
+}
+
+fn store_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("process_hub").join("storage")
+}
+
+fn corrupt_files(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.contains(".corrupt-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn ids_of(client: &AdminClient) -> Option<BTreeSet<String>> {
+    Some(client.children().ok()?.into_iter().map(|c| c.id).collect())
+}
+
+#[test]
+fn a_node_restarted_on_truncated_store_files_comes_up_and_rebuilds_from_its_peer() {
+    let mut cluster = LocalCluster::start(binary(), 2, &recovering(BackendChoice::Lmdb), None)
+        .expect("nodes spawn");
+    let (a, b) = (cluster.nodes[0].client(), cluster.nodes[1].client());
+    let ready = cluster
+        .wait_formed(DEADLINE)
+        .and_then(|()| wait_for("both nodes normal", DEADLINE, || normal(&a).and(normal(&b))));
+    if let Err(e) = ready {
+        panic!("{e}\n{}", cluster.log_tails(40));
+    }
+    let ids: BTreeSet<String> = (0..40).map(|i| format!("t-{i:03}")).collect();
+    let specs: Vec<StartSpec> = ids.iter().map(|id| spec(id, true)).collect();
+    let started = a.start(&specs).expect("start answers");
+    assert_eq!(started.started.len(), ids.len(), "{started:?}");
+    wait_for("node 2 to hold every row", DEADLINE, || {
+        (ids_of(&b)? == ids).then_some(())
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", cluster.log_tails(40)));
+
+    // SIGKILL, then cut both store files to their two meta pages: LMDB would map them and die
+    // of SIGBUS on the first read of a page the header names.
+    cluster.nodes[1].kill();
+    let dir = store_dir(&cluster.nodes[1].data_dir);
+    for file in ["registry.lmdb", "declared.lmdb"] {
+        let path = dir.join(file);
+        assert!(path.exists(), "{}", path.display());
+        let status = Command::new("truncate")
+            .args(["-s", "8192"])
+            .arg(&path)
+            .status()
+            .expect("truncate runs");
+        assert!(status.success());
+    }
+    cluster.nodes[1].restart().expect("node restarts");
+    wait_for(
+        "node 2 to answer and rebuild its registry",
+        DEADLINE,
+        || (ids_of(&b)? == ids).then_some(()),
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", cluster.nodes[1].log_tail(60)));
+    assert!(
+        cluster.nodes[1].is_running(),
+        "{}",
+        cluster.nodes[1].log_tail(60)
+    );
+    let rotated = corrupt_files(&dir);
+    assert_eq!(rotated.len(), 2, "{rotated:?}");
+    // The declared list comes back from the peer too.
+    wait_for("node 2's declared list", DEADLINE, || {
+        let listed: BTreeSet<String> = b
+            .declared()
+            .ok()?
+            .children
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        (listed == ids).then_some(())
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", cluster.nodes[1].log_tail(60)));
+}
+
+#[test]
+fn a_second_process_on_the_same_data_directory_exits_1_naming_the_directory_and_the_holder() {
+    let mut cluster = LocalCluster::start(binary(), 1, &recovering(BackendChoice::Lmdb), None)
+        .expect("node spawns");
+    let client = cluster.nodes[0].client();
+    cluster
+        .wait_formed(DEADLINE)
+        .and_then(|()| wait_for("the node normal", DEADLINE, || normal(&client)))
+        .unwrap_or_else(|e| panic!("{e}\n{}", cluster.log_tails(40)));
+    client.start(&[spec("kept", true)]).expect("start answers");
+    let holder = cluster.nodes[0].pid().expect("running");
+    let data_dir = cluster.nodes[0].data_dir.clone();
+    let out = Command::new(binary())
+        .args([
+            "node",
+            "--hub",
+            "storage",
+            "--name",
+            "intruder",
+            "--backend",
+            "lmdb",
+        ])
+        .args(["--auto-recovery", "--cookie", "process-hub-demo"])
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{}", free_port().unwrap()))
+        .arg("--admin")
+        .arg(format!("127.0.0.1:{}", free_port().unwrap()))
+        .arg("--data-dir")
+        .arg(&data_dir)
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&data_dir.display().to_string()), "{stderr}");
+    assert!(stderr.contains(&format!("pid {holder}")), "{stderr}");
+    // The first node was not disturbed.
+    assert!(client.child("kept").is_ok());
+    assert_eq!(client.health().expect("health").status, "ok");
+}
+
+/// A 2 MiB tmpfs mounted for one test, unmounted when dropped.
+struct SmallDisk {
+    dir: PathBuf,
+}
+
+impl SmallDisk {
+    fn mount(dir: &Path) -> Result<Self, String> {
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=2m", "tmpfs"])
+            .arg(dir)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        Ok(Self {
+            dir: dir.to_owned(),
+        })
+    }
+
+    /// Writes a file until the disk is full.
+    fn fill(&self) -> PathBuf {
+        use std::io::Write;
+        let path = self.dir.join("filler");
+        let mut file = std::fs::File::create(&path).expect("filler");
+        let chunk = vec![0u8; 4096];
+        while file.write_all(&chunk).is_ok() {}
+        let _ = file.sync_all();
+        path
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.dir).status();
+    }
+}
+
+#[test]
+fn a_full_disk_refuses_durable_starts_with_507_and_everything_else_keeps_working() {
+    let workdir = tempfile::Builder::new()
+        .prefix("process-hub-full-")
+        .tempdir()
+        .unwrap();
+    // The harness puts node n1's data directory at <workdir>/n1: mount the small disk there.
+    let disk = match SmallDisk::mount(&workdir.path().join("n1")) {
+        Ok(disk) => disk,
+        Err(e) => {
+            eprintln!("SKIPPED: cannot mount a tmpfs (needs root): {e}");
+            return;
+        }
+    };
+    let mut cluster = LocalCluster::start(
+        binary(),
+        1,
+        &recovering(BackendChoice::Memory),
+        Some(workdir.path().to_owned()),
+    )
+    .expect("node spawns");
+    let client = cluster.nodes[0].client();
+    cluster
+        .wait_formed(DEADLINE)
+        .and_then(|()| wait_for("the node normal", DEADLINE, || normal(&client)))
+        .unwrap_or_else(|e| panic!("{e}\n{}", cluster.log_tails(40)));
+    let mut acknowledged = BTreeSet::new();
+    client
+        .start(&[spec("before", true)])
+        .expect("start answers");
+    acknowledged.insert("before".to_owned());
+
+    let filler = disk.fill();
+    // Each durable start needs new pages; the first that does not fit is refused with 507.
+    let mut refused = None;
+    for i in 0..50 {
+        let id = format!("full-{i:02}");
+        let mut request = spec(&id, true);
+        request.metadata = Some([("pad".to_owned(), "x".repeat(20_000))].into());
+        match client.start(&[request]) {
+            Ok(r) if r.started.len() == 1 => {
+                acknowledged.insert(id);
+            }
+            Ok(r) => panic!("{r:?}"),
+            Err(e) => {
+                assert_eq!(e.status(), Some(507), "{e}");
+                assert!(e.to_string().contains("insufficient_storage"), "{e}");
+                refused = Some(id);
+                break;
+            }
+        }
+    }
+    let refused = refused.expect("a full disk refuses a durable start");
+    let health = client
+        .health()
+        .expect("health answers while the disk is full");
+    assert_eq!(health.status, "degraded", "{health:?}");
+    assert!(
+        health.problems.iter().any(|p| p.contains("declared list")),
+        "{health:?}"
+    );
+    // Everything that needs no write keeps working, and the node stays up.
+    client
+        .start(&[spec("plain", false)])
+        .expect("a plain start works");
+    assert!(client.child("before").is_ok());
+    assert!(client.declared().is_ok());
+    assert!(
+        cluster.nodes[0].is_running(),
+        "{}",
+        cluster.nodes[0].log_tail(40)
+    );
+
+    std::fs::remove_file(filler).unwrap();
+    wait_for("health ok once space returns", DEADLINE, || {
+        (client.health().ok()?.status == "ok").then_some(())
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", cluster.nodes[0].log_tail(40)));
+    let again = client
+        .start(&[spec(&refused, true)])
+        .expect("the refused start now works");
+    assert_eq!(again.started.len(), 1, "{again:?}");
+    acknowledged.insert(refused);
+
+    // Nothing acknowledged is lost: after a restart the declared list holds every one.
+    cluster.nodes[0].restart().expect("node restarts");
+    wait_for(
+        "every acknowledged child declared after the restart",
+        DEADLINE,
+        || {
+            let listed: BTreeSet<String> = client
+                .declared()
+                .ok()?
+                .children
+                .into_iter()
+                .map(|c| c.id)
+                .collect();
+            (listed == acknowledged).then_some(())
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", cluster.nodes[0].log_tail(60)));
+    cluster.nodes[0].kill();
+    drop(cluster);
+    drop(disk);
+}
+
+#[test]
+fn a_data_directory_removed_under_a_running_node_refuses_writes_and_health_says_so() {
+    let mut cluster = LocalCluster::start(binary(), 1, &recovering(BackendChoice::Lmdb), None)
+        .expect("node spawns");
+    let client = cluster.nodes[0].client();
+    cluster
+        .wait_formed(DEADLINE)
+        .and_then(|()| wait_for("the node normal", DEADLINE, || normal(&client)))
+        .unwrap_or_else(|e| panic!("{e}\n{}", cluster.log_tails(40)));
+    client
+        .start(&[spec("before", true)])
+        .expect("start answers");
+    std::fs::remove_dir_all(store_dir(&cluster.nodes[0].data_dir)).unwrap();
+
+    let health = client.health().expect("health answers");
+    assert_eq!(health.status, "degraded", "{health:?}");
+    assert!(
+        health.problems.iter().any(|p| p.contains("removed")),
+        "{health:?}"
+    );
+    let err = client
+        .start(&[spec("after", true)])
+        .expect_err("a durable start needs a write the store cannot make");
+    assert_eq!(err.status(), Some(503), "{err}");
+    assert!(err.to_string().contains("storage_failed"), "{err}");
+    assert!(
+        cluster.nodes[0].is_running(),
+        "{}",
+        cluster.nodes[0].log_tail(40)
+    );
+}

@@ -1,0 +1,131 @@
+//! A disk that fails under the DeclaredLeader: the leader stays up, refuses what needs a write,
+//! and takes writes again once the disk does. A child module of the DeclaredLeader (`super`).
+//!
+//! A failed write leaves the copy in memory (and the store's idea of what is on disk) ahead of
+//! the disk. Restarting the actor would rebuild both, but a disk that keeps failing would fail
+//! every restart, and a few restarts within seconds exceed the hub's restart budget: the whole
+//! hub, with every child, would stop over a full disk. So the leader instead:
+//! 1. refuses every operation that would write (mutations with a typed storage error, offers and
+//!    deltas silently: peers send them again) from the failure on;
+//! 2. once every operation started before the failure has finished, rebuilds its copy from the
+//!    disk, exactly as a restart would, and asks its peers for their copies (what it ignored);
+//! 3. while no write has succeeded since, probes the disk with a harmless write (the header it
+//!    already holds) every [`PROBE_INTERVAL`], so that health turns back to `ok` once space
+//!    returns even when no request comes.
+//!
+//! Health reports the failure (`RecoveryShared::storage_problems`) until a write succeeds.
+
+use std::time::Duration;
+
+use ractor::ActorRef;
+
+use super::persist::AfterPersist;
+use super::DeclaredLeaderState;
+use crate::api::errors::RecoveryError;
+use crate::core::boot::{BootDecision, CopySource, DurableEvidence, ParkReason};
+use crate::core::declared_state::DeclaredState;
+use crate::hub::protocol::DeclaredMsg;
+use crate::storage::StorageError;
+
+/// How long after a failed write (or a rebuild that could not read the disk) the leader tries
+/// again.
+pub(super) const PROBE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The refusal a caller gets for a write the disk did not take: `NoSpace` for a full disk (the
+/// admin API's 507), `Storage` otherwise.
+pub(super) fn refusal(error: &StorageError) -> RecoveryError {
+    if error.is_no_space() {
+        RecoveryError::NoSpace {
+            message: error.to_string(),
+        }
+    } else {
+        RecoveryError::Storage {
+            message: error.to_string(),
+        }
+    }
+}
+
+impl DeclaredLeaderState {
+    /// Whether a write failed and the copy is not rebuilt yet (every write is refused).
+    pub(super) fn refusing(&self) -> Option<&StorageError> {
+        self.fault.as_ref()
+    }
+
+    /// A persist failed: refuse writes from now on, and rebuild once the operations already
+    /// under way have finished.
+    pub(super) fn persist_failed(&mut self, myself: &ActorRef<DeclaredMsg>, error: StorageError) {
+        tracing::error!(hub = %self.hub.config.hub_id, %error,
+            "declared list write failed: refusing mutations until the copy is rebuilt from the disk");
+        self.recovery.note_write(Err(&error));
+        if self.fault.is_some() {
+            // A rebuild is already on its way.
+            return;
+        }
+        self.fault = Some(error);
+        let earlier = self.last_persist.clone();
+        let myself = myself.clone();
+        tokio::spawn(async move {
+            if let Some(earlier) = earlier {
+                earlier.await;
+            }
+            let _ = myself.cast(DeclaredMsg::Rebuild);
+        });
+    }
+
+    /// Rebuilds the copy from the disk, as a restarted actor would, then takes operations again.
+    pub(super) fn rebuild(&mut self, myself: &ActorRef<DeclaredMsg>) {
+        let loaded = match self.store.resync() {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                tracing::error!(hub = %self.hub.config.hub_id, error = %e,
+                    "declared list cannot be read back; trying again");
+                myself.send_after(PROBE_INTERVAL, || DeclaredMsg::Rebuild);
+                return;
+            }
+        };
+        let was_parked = self.recovery.snapshot().parked;
+        let decision = match loaded {
+            Some(list) => BootDecision::Adopt {
+                list,
+                source: CopySource::Local,
+                tiebreak: None,
+            },
+            None if was_parked => BootDecision::Park(ParkReason {
+                corrupt: false,
+                evidence: DurableEvidence {
+                    seeded_marker: self.store.seeded_marker_present(),
+                    durable_rows: 0,
+                },
+                manifest_error: None,
+            }),
+            None => BootDecision::StartEmpty,
+        };
+        // A local copy needs no write, and a park that held before was already announced.
+        let (state, _effects) = DeclaredState::boot(&self.hub.node, decision, []);
+        self.state = state;
+        self.last_persist = None;
+        self.fault = None;
+        self.incarnation = self.recovery.reset(self.state.list(), self.parked());
+        tracing::warn!(hub = %self.hub.config.hub_id, version = self.state.list().version(),
+            "declared list rebuilt from the disk; mutations are taken again");
+        // Offers and deltas were ignored meanwhile: ask for the peers' copies again.
+        for peer in self.hub.peers() {
+            self.send_copy(&peer, true);
+        }
+        if self.recovery.write_fault().is_some() {
+            myself.send_after(PROBE_INTERVAL, || DeclaredMsg::Probe);
+        }
+    }
+
+    /// Writes the header the store already holds; success clears the fault health reports.
+    pub(super) fn probe(&mut self, myself: &ActorRef<DeclaredMsg>) {
+        // A parked node has no list on disk, and writing its empty copy would turn "lost" into
+        // "empty": it waits for the operator's clear or a peer's copy instead.
+        if self.fault.is_some() || self.recovery.write_fault().is_none() || self.parked() {
+            return;
+        }
+        let mut after = AfterPersist::default();
+        after.commits.push(self.store.save_whole(self.state.list()));
+        self.finish(myself, after, |_| {});
+    }
+}
