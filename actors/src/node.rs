@@ -116,6 +116,7 @@ pub fn cluster_config(settings: &NodeSettings) -> ClusterConfig {
     );
     config.bind = Some(settings.listen.ip());
     config.seeds = settings.join.iter().map(SocketAddr::to_string).collect();
+    config.wire = settings.wire;
     config
 }
 

@@ -7,6 +7,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
+use process_hub::cluster::gateway::WirePolicy;
+use process_hub::cluster::wire::seal::{OPEN_VERSION, SEALED_VERSION};
 use serde::Deserialize;
 
 /// Which registry backend the node uses.
@@ -81,6 +83,14 @@ pub struct NodeFlags {
     /// of group commit (the baseline of `bench recovery`). Needs --auto-recovery.
     #[arg(long, hide = true)]
     pub declared_fsync_per_mutation: bool,
+    /// Refuse peers that speak only wire version 1 (builds before sealed frames), whose frames
+    /// cannot be checked for their sender. Set it once every node of the cluster is upgraded.
+    #[arg(long)]
+    pub refuse_open_peers: bool,
+    /// Testing knob: the newest wire version this node speaks (1 behaves as a build before
+    /// sealed frames, to rehearse a rolling upgrade; default 2).
+    #[arg(long, hide = true)]
+    pub max_wire_version: Option<u16>,
 }
 
 /// The same settings as read from a TOML file.
@@ -106,6 +116,9 @@ struct FileSettings {
     recovery_starts_per_round: Option<u32>,
     #[serde(default)]
     declared_fsync_per_mutation: bool,
+    #[serde(default)]
+    refuse_open_peers: bool,
+    max_wire_version: Option<u16>,
 }
 
 /// A node configuration that passed validation.
@@ -131,6 +144,8 @@ pub struct NodeSettings {
     pub nodedown_grace_ms: Option<u64>,
     /// Durable declared children and orphan recovery; `None` when off.
     pub auto_recovery: Option<AutoRecoverySettings>,
+    /// Which wire versions the node speaks and accepts.
+    pub wire: WirePolicy,
 }
 
 /// The recovery settings of a node started with `--auto-recovery` (ranges are checked by the
@@ -154,6 +169,9 @@ pub struct AutoRecoverySettings {
 /// Why a node configuration was refused. Each variant names the setting at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeSettingsError {
+    /// A wire setting is out of range.
+    #[error("{0}")]
+    BadWire(String),
     /// A required setting is missing from both the flags and the file.
     #[error("missing --{0} (give it as a flag or in the --config file)")]
     Missing(&'static str),
@@ -335,7 +353,21 @@ impl NodeFlags {
             }
             None
         };
+        let max_version = self
+            .max_wire_version
+            .or(file.max_wire_version)
+            .unwrap_or(SEALED_VERSION);
+        if !(OPEN_VERSION..=SEALED_VERSION).contains(&max_version) {
+            return Err(NodeSettingsError::BadWire(format!(
+                "--max-wire-version must be {OPEN_VERSION} or {SEALED_VERSION}, not {max_version}"
+            )));
+        }
+        let wire = WirePolicy {
+            max_version,
+            refuse_open_peers: self.refuse_open_peers || file.refuse_open_peers,
+        };
         Ok(NodeSettings {
+            wire,
             auto_recovery,
             node_name: format!("{name}@{}", listen.ip()),
             hub,

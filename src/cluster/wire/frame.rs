@@ -134,6 +134,71 @@ pub fn decode_for(hub_id: &str, bytes: &[u8]) -> Result<WireFrame, WireError> {
     Ok(frame)
 }
 
+/// The encoding of version 1, pinned: peers of an older build read it, so a change to a
+/// message's encoding breaks them. Change [`PINNED_V1`] only together with a new wire version
+/// that translates for version-1 peers.
+#[cfg(test)]
+mod pinned {
+    use super::*;
+    use crate::cluster::wire::{RequestId, StartItem};
+    use crate::core::boot_token::BootToken;
+    use crate::model::{ChildSpec, Metadata};
+
+    /// BLAKE3 of the encodings below, concatenated.
+    const PINNED_V1: &str = "35afd66b2af86a739bec2e5084491212665e687bf444467ab30f61f52826a9ac";
+
+    fn samples() -> Vec<WireMsg> {
+        vec![
+            WireMsg::Hello {
+                boot_token: BootToken(7),
+                members: vec!["a@h".into(), "b@h".into()],
+                reply: true,
+            },
+            WireMsg::Heartbeat {
+                boot_token: BootToken(7),
+            },
+            WireMsg::Goodbye,
+            WireMsg::SyncRequest,
+            WireMsg::ChildCast {
+                id: "c".into(),
+                payload: vec![1, 2, 3],
+                hops: 1,
+            },
+            WireMsg::StartChildren {
+                request_id: RequestId(9),
+                reply_to: "a@h".into(),
+                hops: 0,
+                check_existing: true,
+                children: vec![StartItem {
+                    spec: ChildSpec::new("c", "k"),
+                    metadata: Metadata::new(),
+                    durable: true,
+                }],
+            },
+            WireMsg::FullSyncPart {
+                sync_id: 3,
+                index: 0,
+                total: 1,
+                rows: Vec::new(),
+            },
+            WireMsg::DeclaredVersion {
+                version: 5,
+                last_mutated_by: Some("a@h".into()),
+            },
+            WireMsg::DeclaredVersionQuery,
+        ]
+    }
+
+    #[test]
+    fn the_version_1_encoding_is_pinned() {
+        let mut hasher = blake3::Hasher::new();
+        for msg in samples() {
+            hasher.update(&encode("h", "a@h", &msg).unwrap());
+        }
+        assert_eq!(hasher.finalize().to_hex().as_str(), PINNED_V1);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
