@@ -35,6 +35,10 @@ use crate::model::NodeName;
 /// The pg group every hub gateway joins, inside its hub's scope.
 pub const GATEWAY_GROUP: &str = "gateways";
 
+/// The most `Hello`s kept from nodes whose gateway proxy is not mapped yet (a proxy maps within
+/// a tick): beyond it a new name's `Hello` is dropped, and its sender greets again.
+const MAX_PENDING_HELLO: usize = 1024;
+
 /// The pg scope of a hub's gateways: hubs discover each other per hub id through it.
 pub fn gateway_scope(hub_id: &str) -> String {
     format!("process_hub/{hub_id}")
@@ -291,8 +295,13 @@ impl LinkState {
                             self.send(&proxy, &self.hello(true));
                         }
                     }
-                    None => {
+                    None if self.pending_hello.len() < MAX_PENDING_HELLO
+                        || self.pending_hello.contains_key(&from) =>
+                    {
                         self.pending_hello.insert(from, boot_token);
+                    }
+                    None => {
+                        tracing::warn!(hub_id = %self.args.hub_id, %from, limit = MAX_PENDING_HELLO, "hello from an unmapped node dropped: too many pending");
                     }
                 }
             }
