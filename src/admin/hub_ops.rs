@@ -34,6 +34,8 @@ pub fn start_error_code(e: &ChildStartError) -> &'static str {
         ChildStartError::NodeUnavailable { .. } => "node_unavailable",
         ChildStartError::Storage { .. } => "storage",
         ChildStartError::DurableRequiresPermanent { .. } => "durable_requires_permanent",
+        ChildStartError::TooLarge { .. } => "too_large",
+        ChildStartError::InvalidSpec { .. } => "invalid_spec",
     }
 }
 

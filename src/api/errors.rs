@@ -61,6 +61,23 @@ pub enum ChildStartError {
         /// The restart type the spec asked for.
         restart: String,
     },
+    /// The spec and metadata encode larger than a child may weigh
+    /// ([`crate::model::MAX_CHILD_BYTES`]): such a child could never cross the wire whole, so
+    /// it could be neither replicated nor moved.
+    #[error("child encodes to {bytes} bytes, more than the {max} bytes a child may weigh")]
+    TooLarge {
+        /// The child's encoded size.
+        bytes: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// The spec breaks another rule of the API (an empty or overlong kind), or a peer sent a
+    /// child no API would have accepted.
+    #[error("invalid child spec: {reason}")]
+    InvalidSpec {
+        /// Why.
+        reason: String,
+    },
 }
 
 /// Why an operation on the declared list (a durable start, the stop of a declared child, a
@@ -111,6 +128,21 @@ impl From<KindError> for ChildStartError {
                 ChildStartError::InvalidArgs { kind, message }
             }
             KindError::StartupFailed { message } => ChildStartError::StartupFailed { message },
+        }
+    }
+}
+
+impl From<crate::model::InvalidChild> for ChildStartError {
+    fn from(e: crate::model::InvalidChild) -> Self {
+        use crate::model::InvalidChild;
+        match e {
+            InvalidChild::Id(e) => ChildStartError::InvalidId {
+                reason: e.reason.to_owned(),
+            },
+            InvalidChild::TooLarge { bytes, max, .. } => ChildStartError::TooLarge { bytes, max },
+            other => ChildStartError::InvalidSpec {
+                reason: other.to_string(),
+            },
         }
     }
 }

@@ -299,6 +299,13 @@ impl Hub {
             .map_err(StopError::HubUnavailable)?
     }
 
+    /// Peer input this node refused since the hub started, counted by reason (`parts`,
+    /// `invalid_child`, `implausible_version`, `overloaded`): a peer that sends what no healthy
+    /// node sends shows here, besides the warn line each refusal logs.
+    pub fn refused_peer_input(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        self.shared.refusals.snapshot()
+    }
+
     /// The child's spec and where it runs, or `None`.
     pub fn child_lookup(&self, id: &ChildId) -> Option<ChildInfo> {
         reads::child_lookup(&self.shared, id, false)

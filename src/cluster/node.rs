@@ -212,6 +212,11 @@ struct MembershipState {
     timer: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// The most addresses the membership actor reconnects to (the seeds and every peer ever
+/// connected): peers announce their own addresses, so without a bound a peer could make the
+/// node remember, and dial, addresses without end.
+const MAX_TARGETS: usize = 1024;
+
 impl MembershipState {
     fn is_self(&self, target: &str) -> bool {
         target == self.args.own_advertised
@@ -223,6 +228,10 @@ impl MembershipState {
 
     fn add_target(&mut self, target: String) {
         if self.is_self(&target) {
+            return;
+        }
+        if !self.targets.contains_key(&target) && self.targets.len() >= MAX_TARGETS {
+            tracing::warn!(%target, limit = MAX_TARGETS, "peer address not remembered: too many known");
             return;
         }
         let backoff = self.args.backoff;

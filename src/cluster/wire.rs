@@ -11,10 +11,12 @@
 //! what crosses the wire cannot drift apart. Renaming or reordering variants or fields changes
 //! the encoding: bump [`WIRE_VERSION`] when doing so.
 //!
-//! This file holds the messages; `frame` the codec ([`encode`], [`decode`], [`WireError`]) and
-//! `declared` the declared-list payloads ([`DeclaredOp`], [`DeclaredRefusal`]), re-exported
+//! This file holds the messages; `frame` the codec ([`encode`], [`decode`], [`WireError`]),
+//! `budget` how outbound batches are cut to fit a frame, and `declared` the declared-list
+//! payloads ([`DeclaredOp`], [`DeclaredRefusal`]), re-exported
 //! here so every item keeps its `crate::cluster::wire::` path.
 
+pub mod budget;
 mod declared;
 mod frame;
 pub mod seal;
@@ -26,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::boot_token::BootToken;
 use crate::core::declared_delta::DeclaredDelta;
-use crate::core::declared_list::DeclaredList;
+use crate::core::declared_list::{DeclaredChild, DeclaredList};
 use crate::model::{ChildId, ChildSpec, HubMeta, Metadata, NodeName, Pid, Row};
 
 /// The version of the message encoding, and of open frames ([`encode`]). Frames between
@@ -277,6 +279,26 @@ pub enum WireMsg {
         /// The changes, between the stamps of the leader's copy before and after.
         delta: DeclaredDelta,
     },
+    /// Part `index` of `total` of a [`WireMsg::DeclaredOffer`] too large for one frame: the
+    /// copy's stamp and a slice of its children. The receiver weighs the copy only once every
+    /// part of `offer_id` arrived (`core::sync_parts`), exactly as it weighs a whole offer.
+    /// Added after every other variant so the older variants encode as before.
+    DeclaredOfferPart {
+        /// The sender's offer (increasing per sender).
+        offer_id: u64,
+        /// This part, from 0.
+        index: u32,
+        /// How many parts the offer has.
+        total: u32,
+        /// The copy's version.
+        version: u64,
+        /// The node that last mutated the copy.
+        last_mutated_by: Option<NodeName>,
+        /// As [`WireMsg::DeclaredOffer`]'s `reply`.
+        reply: bool,
+        /// This part's children.
+        children: Vec<DeclaredChild>,
+    },
 }
 
 impl WireMsg {
@@ -303,6 +325,7 @@ impl WireMsg {
             WireMsg::FullSyncPart { .. } => "full_sync_part",
             WireMsg::DeclaredVersionQuery => "declared_version_query",
             WireMsg::DeclaredDelta { .. } => "declared_delta",
+            WireMsg::DeclaredOfferPart { .. } => "declared_offer_part",
         }
     }
 }

@@ -26,7 +26,9 @@
 
 use std::cmp::Ordering;
 
-use crate::core::declared_list::{highest, precedence, tiebreak_between, DeclaredList, Tiebreak};
+use crate::core::declared_list::{
+    check_version, highest, precedence, tiebreak_between, DeclaredList, Tiebreak,
+};
 
 /// The local copy as the store found it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -111,8 +113,17 @@ pub fn decide_boot(
     evidence: DurableEvidence,
     manifest: ManifestFetch,
 ) -> BootDecision {
+    let local_version = match &local {
+        LocalList::Readable(list) => list.version(),
+        LocalList::Missing | LocalList::Corrupt => 0,
+    };
     let (remote, manifest_error) = match manifest {
-        ManifestFetch::Found(list) if list.version() > 0 => (Some(list), None),
+        ManifestFetch::Found(list) if list.version() > 0 => {
+            match check_version(local_version, list.version()) {
+                Ok(()) => (Some(list), None),
+                Err(refused) => (None, Some(format!("remote manifest refused: {refused}"))),
+            }
+        }
         ManifestFetch::Failed(error) => (None, Some(error)),
         _ => (None, None),
     };

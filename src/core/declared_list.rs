@@ -430,6 +430,61 @@ impl DeclaredList {
     }
 }
 
+/// The highest version a copy may carry: 2^53. Every mutation adds one, so this leaves more
+/// room to increment than any hub will use, and it is the largest integer every JSON reader
+/// of a manifest holds exactly. A copy above it (a forged offer, a hand-edited manifest) would
+/// outrank every real change and saturate its increments: it is refused.
+pub const MAX_DECLARED_VERSION: u64 = 1 << 53;
+
+/// How far past the local copy an offered copy may be: 2^40 mutations (a thousand a second for
+/// thirty years). Copies diverge by the mutations one side missed, never by more; a larger
+/// jump is not a copy any leader made, and adopting it would make it outrank every real
+/// change made after it.
+pub const MAX_VERSION_JUMP: u64 = 1 << 40;
+
+/// Why an offered copy's version was refused (see [`check_version`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImplausibleVersion {
+    /// The version leaves no room to increment.
+    #[error("declared version {version} is above the {max} a list may reach")]
+    NoRoom {
+        /// The offered version.
+        version: u64,
+        /// [`MAX_DECLARED_VERSION`].
+        max: u64,
+    },
+    /// The version is further past the local copy than any real divergence.
+    #[error("declared version {version} is more than {max_jump} past this copy's {local}")]
+    Jump {
+        /// The offered version.
+        version: u64,
+        /// The local copy's version.
+        local: u64,
+        /// [`MAX_VERSION_JUMP`].
+        max_jump: u64,
+    },
+}
+
+/// Checks an offered version (a peer's offer, delta or announcement, a manifest) against the
+/// local copy's `local` version: at most [`MAX_DECLARED_VERSION`], and at most
+/// [`MAX_VERSION_JUMP`] past `local`.
+pub fn check_version(local: u64, offered: u64) -> Result<(), ImplausibleVersion> {
+    if offered > MAX_DECLARED_VERSION {
+        return Err(ImplausibleVersion::NoRoom {
+            version: offered,
+            max: MAX_DECLARED_VERSION,
+        });
+    }
+    if offered.saturating_sub(local) > MAX_VERSION_JUMP {
+        return Err(ImplausibleVersion::Jump {
+            version: offered,
+            local,
+            max_jump: MAX_VERSION_JUMP,
+        });
+    }
+    Ok(())
+}
+
 /// Checks that a child may be durable: permanent, and no reserved metadata key.
 pub fn check_durable(spec: &ChildSpec, metadata: &Metadata) -> Result<(), DeclaredError> {
     if spec.restart != Restart::Permanent {

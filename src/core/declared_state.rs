@@ -16,7 +16,9 @@ use std::collections::BTreeSet;
 
 use crate::core::boot::{restores_parked, BootDecision, ParkReason};
 use crate::core::declared_delta::{DeclaredDelta, DeltaOutcome};
-use crate::core::declared_list::{DeclaredChange, DeclaredError, DeclaredList, Tiebreak};
+use crate::core::declared_list::{
+    check_version, DeclaredChange, DeclaredError, DeclaredList, ImplausibleVersion, Tiebreak,
+};
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName, Row};
 
 /// Something the actor must do, in the order given.
@@ -38,6 +40,9 @@ pub enum DeclaredEffect {
     FireParked(ParkReason),
     /// The park ended (a copy arrived or the operator cleared): log it, update health.
     Unparked,
+    /// The offered copy's version is implausible ([`check_version`]): it was not weighed.
+    /// Log it and count it.
+    RefusedVersion(ImplausibleVersion),
 }
 
 /// What a leader's delta did to this node's state ([`DeclaredState::delta`]).
@@ -49,6 +54,8 @@ pub enum DeltaReceipt {
     Ignored,
     /// This copy is not the delta's base (or the node is parked): fetch the sender's whole copy.
     NeedWhole,
+    /// The delta's target version is implausible ([`check_version`]): nothing was changed.
+    RefusedVersion(ImplausibleVersion),
 }
 
 /// The node's declared-list state.
@@ -148,6 +155,9 @@ impl DeclaredState {
     /// Another node's copy (a leader broadcast, a peer at join, a later manifest fetch).
     /// `is_leader`: this node ships what it adopts.
     pub fn offer(&mut self, offered: &DeclaredList, is_leader: bool) -> Vec<DeclaredEffect> {
+        if let Err(refused) = check_version(self.list.version(), offered.version()) {
+            return vec![DeclaredEffect::RefusedVersion(refused)];
+        }
         let mut effects = Vec::new();
         if self.parked.is_some() {
             if !restores_parked(offered) {
@@ -183,6 +193,9 @@ impl DeclaredState {
     /// needs a whole copy (only a real copy restores it). `is_leader`: this node ships what it
     /// applies.
     pub fn delta(&mut self, delta: &DeclaredDelta, is_leader: bool) -> DeltaReceipt {
+        if let Err(refused) = check_version(self.list.version(), delta.target.version) {
+            return DeltaReceipt::RefusedVersion(refused);
+        }
         if self.parked.is_some() {
             return DeltaReceipt::NeedWhole;
         }

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use crate::model::{ChildId, ChildSpec, NodeName};
+use crate::model::{validate_child, ChildId, ChildSpec, InvalidChild, Metadata, NodeName};
 
 /// Why a child of a request is refused before delivery.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,6 +17,9 @@ pub enum Rejection {
     AlreadyStarted,
     /// The id is empty or too long.
     InvalidId(String),
+    /// The child breaks another rule every way in applies ([`validate_child`]): a kind out of
+    /// bounds, or a spec and metadata too large to ever cross the wire.
+    Invalid(InvalidChild),
 }
 
 /// One child to deliver.
@@ -44,11 +47,14 @@ impl StartPlan {
 
 /// Plans a start request.
 ///
+/// - a child that [`validate_child`] refuses (with the request's `metadata`) is rejected with
+///   its reason;
 /// - an id seen earlier in the same request is rejected as `AlreadyStarted` (the first wins);
 /// - with `check_existing`, an id `exists` reports is rejected as `AlreadyStarted`;
 /// - every other child goes to `owner(id)`.
 pub fn plan_start(
     specs: Vec<ChildSpec>,
+    metadata: &Metadata,
     check_existing: bool,
     exists: impl Fn(&ChildId) -> bool,
     owner: impl Fn(&ChildId) -> NodeName,
@@ -56,10 +62,17 @@ pub fn plan_start(
     let mut plan = StartPlan::default();
     let mut seen: HashSet<ChildId> = HashSet::with_capacity(specs.len());
     for spec in specs {
-        if let Err(e) = ChildId::parse(spec.id.as_str()) {
-            plan.rejected
-                .push((spec.id.clone(), Rejection::InvalidId(e.reason.to_owned())));
-            continue;
+        match validate_child(&spec, metadata) {
+            Ok(()) => {}
+            Err(InvalidChild::Id(e)) => {
+                plan.rejected
+                    .push((spec.id.clone(), Rejection::InvalidId(e.reason.to_owned())));
+                continue;
+            }
+            Err(e) => {
+                plan.rejected.push((spec.id.clone(), Rejection::Invalid(e)));
+                continue;
+            }
         }
         if !seen.insert(spec.id.clone()) || (check_existing && exists(&spec.id)) {
             plan.rejected
@@ -87,7 +100,7 @@ mod tests {
     #[test]
     fn same_id_twice_is_one_start_and_one_rejection() {
         let specs = vec![ChildSpec::new("a", "k"), ChildSpec::new("a", "k")];
-        let plan = plan_start(specs, true, |_| false, local);
+        let plan = plan_start(specs, &Metadata::new(), true, |_| false, local);
         assert_eq!(plan.delivered(), 1);
         assert_eq!(plan.rejected, vec![("a".into(), Rejection::AlreadyStarted)]);
     }
@@ -96,19 +109,40 @@ mod tests {
     fn check_existing_consults_the_registry_only_when_asked() {
         let specs = || vec![ChildSpec::new("a", "k"), ChildSpec::new("b", "k")];
         let exists = |id: &ChildId| id.as_str() == "a";
-        let plan = plan_start(specs(), true, exists, local);
+        let plan = plan_start(specs(), &Metadata::new(), true, exists, local);
         assert_eq!(plan.delivered(), 1);
         assert_eq!(plan.rejected[0].0.as_str(), "a");
-        let plan = plan_start(specs(), false, exists, local);
+        let plan = plan_start(specs(), &Metadata::new(), false, exists, local);
         assert_eq!(plan.delivered(), 2);
         assert!(plan.rejected.is_empty());
     }
 
     #[test]
     fn invalid_ids_are_rejected_not_delivered() {
-        let plan = plan_start(vec![ChildSpec::new("", "k")], true, |_| false, local);
+        let plan = plan_start(
+            vec![ChildSpec::new("", "k")],
+            &Metadata::new(),
+            true,
+            |_| false,
+            local,
+        );
         assert_eq!(plan.delivered(), 0);
         assert!(matches!(plan.rejected[0].1, Rejection::InvalidId(_)));
+    }
+
+    #[test]
+    fn a_child_too_large_for_the_wire_is_rejected_alone() {
+        let big = "x".repeat(crate::model::MAX_CHILD_BYTES as usize);
+        let specs = vec![
+            ChildSpec::new("big", "k").with_args(&big).unwrap(),
+            ChildSpec::new("small", "k"),
+        ];
+        let plan = plan_start(specs, &Metadata::new(), true, |_| false, local);
+        assert_eq!(plan.delivered(), 1);
+        assert!(matches!(
+            plan.rejected[..],
+            [(_, Rejection::Invalid(InvalidChild::TooLarge { .. }))]
+        ));
     }
 
     #[test]
@@ -119,7 +153,7 @@ mod tests {
             ChildSpec::new("a2", "k"),
         ];
         let owner = |id: &ChildId| format!("{}@h", &id.as_str()[..1]);
-        let plan = plan_start(specs, true, |_| false, owner);
+        let plan = plan_start(specs, &Metadata::new(), true, |_| false, owner);
         let a: Vec<_> = plan.by_node["a@h"]
             .iter()
             .map(|c| c.spec.id.as_str())
@@ -133,7 +167,7 @@ mod tests {
         #[test]
         fn every_child_accounted_for(ids in proptest::collection::vec(0u8..20, 0..50)) {
             let specs: Vec<_> = ids.iter().map(|i| ChildSpec::new(format!("c{i}"), "k")).collect();
-            let plan = plan_start(specs.clone(), true, |id| id.as_str() == "c7", local);
+            let plan = plan_start(specs.clone(), &Metadata::new(), true, |id| id.as_str() == "c7", local);
             prop_assert_eq!(plan.delivered() + plan.rejected.len(), specs.len());
             let delivered: Vec<_> = plan.by_node.values().flatten().map(|c| c.spec.id.clone()).collect();
             let unique: HashSet<_> = delivered.iter().cloned().collect();

@@ -6,7 +6,7 @@
 //! | `NodeUp`, `NodeDown` | the Coordinator (membership, the ring); the Registry also hears `NodeDown` (it forgets the peer's unfinished sync) |
 //! | starts, stops, their replies, child messages, `Goodbye` | the Coordinator |
 //! | `RegistryDelta`, `FullSync`, `FullSyncPart`, `SyncRequest` | the Registry |
-//! | `DeclaredOffer`, `DeclaredDelta`, `DeclaredMutate`, `DeclaredMutateReply`, `DeclaredVersionQuery` | the DeclaredLeader |
+//! | `DeclaredOffer`, `DeclaredOfferPart`, `DeclaredDelta`, `DeclaredMutate`, `DeclaredMutateReply`, `DeclaredVersionQuery` | the DeclaredLeader |
 //! | `DeclaredVersion` | recorded here, in arrival order, in the recovery state the rounds read |
 //!
 //! **Order.** The transport calls the inbox one event at a time per peer, in the order the peer
@@ -33,6 +33,8 @@ use super::HubShared;
 use crate::api::errors::RecoveryError;
 use crate::cluster::transport::{EventSink, TransportEvent};
 use crate::cluster::wire::WireMsg;
+use crate::core::declared_list::check_version;
+use crate::hub::shared::refusals::Refusal;
 use crate::model::NodeName;
 
 /// The sink of the endpoint that `coordinator` opens. The Coordinator's own events go to the
@@ -112,6 +114,7 @@ impl Inbox {
                 last_mutated_by,
             } => note_declared_version(hub, from, version, last_mutated_by),
             msg @ (WireMsg::DeclaredOffer { .. }
+            | WireMsg::DeclaredOfferPart { .. }
             | WireMsg::DeclaredDelta { .. }
             | WireMsg::DeclaredMutate { .. }
             | WireMsg::DeclaredMutateReply { .. }
@@ -143,6 +146,13 @@ fn note_declared_version(
     let Some(recovery) = &hub.recovery else {
         return;
     };
+    // An implausible announcement would hold the rounds parked waiting for a copy that is
+    // refused when it arrives: it is not recorded.
+    if let Err(refused) = check_version(recovery.snapshot().list.version(), version) {
+        tracing::warn!(peer = %from, %refused, "declared version announcement refused");
+        hub.refusals.count(Refusal::ImplausibleVersion);
+        return;
+    }
     if recovery.note_announced(from.clone(), version, last_mutated_by) {
         tracing::info!(peer = %from, version, "a peer announced a newer declared copy; fetching it");
         if let Some(leader) = hub.declared_leader() {

@@ -12,7 +12,7 @@
 //! File IO runs on tokio's blocking pool, so a slow mount never stalls the runtime.
 
 use std::fs::{File, OpenOptions};
-use std::io::{ErrorKind, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -20,6 +20,7 @@ use futures::future::BoxFuture;
 
 use super::{
     beats_stored, decode, encode, ManifestError, RemoteManifest, ShipOutcome, MANIFEST_NAME,
+    MAX_MANIFEST_BYTES,
 };
 use crate::core::declared_list::DeclaredList;
 use crate::storage::engine::format::unique_stamp;
@@ -52,12 +53,19 @@ impl LocalPathManifest {
         }
     }
 
+    /// Reads at most [`MAX_MANIFEST_BYTES`] and one byte more, so a file larger than the limit
+    /// (or growing while read) is refused without being held whole.
     fn read(&self) -> Result<Option<DeclaredList>, ManifestError> {
-        match std::fs::read(self.file()) {
-            Ok(bytes) => decode(&self.location(), &bytes).map(Some),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(self.io_error("read", e)),
-        }
+        let file = match File::open(self.file()) {
+            Ok(file) => file,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(self.io_error("read", e)),
+        };
+        let mut bytes = Vec::new();
+        file.take(MAX_MANIFEST_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| self.io_error("read", e))?;
+        decode(&self.location(), &bytes).map(Some)
     }
 
     fn ship_blocking(&self, list: &DeclaredList) -> Result<ShipOutcome, ManifestError> {

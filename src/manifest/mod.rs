@@ -28,7 +28,10 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use crate::config::ManifestLocation;
-use crate::core::declared_list::{precedence, DeclaredChild, DeclaredList};
+use crate::core::declared_list::{
+    check_durable, precedence, DeclaredChild, DeclaredList, MAX_DECLARED_VERSION,
+};
+use crate::model::validate_child;
 use crate::model::NodeName;
 
 pub use local_path::LocalPathManifest;
@@ -91,6 +94,25 @@ pub enum ManifestError {
         /// How long the caller waited.
         waited_ms: u64,
     },
+    /// The stored document is larger than [`MAX_MANIFEST_BYTES`]: it is not read.
+    #[error("remote manifest {location} is {bytes} bytes, more than the {max} accepted")]
+    TooLarge {
+        /// Where the manifest lives.
+        location: String,
+        /// The document's size (or a lower bound of it).
+        bytes: u64,
+        /// [`MAX_MANIFEST_BYTES`].
+        max: u64,
+    },
+    /// The document decodes but is not a list any leader could have written (an invalid or
+    /// non-permanent child, a duplicate id, an implausible version): it is not adopted.
+    #[error("remote manifest {location} is invalid: {reason}")]
+    Invalid {
+        /// Where the manifest lives.
+        location: String,
+        /// The first problem found.
+        reason: String,
+    },
     /// The location needs a cargo feature this build does not have.
     #[error("remote manifest {location} needs the `{feature}` cargo feature")]
     FeatureMissing {
@@ -100,6 +122,11 @@ pub enum ManifestError {
         feature: &'static str,
     },
 }
+
+/// The largest manifest document read: 256 MiB (about a hundred thousand children with a
+/// couple of kilobytes of arguments and metadata each). A larger document is refused unread,
+/// so an off-cluster store cannot make a node allocate without bound.
+pub const MAX_MANIFEST_BYTES: u64 = 256 * 1024 * 1024;
 
 /// What a ship did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -197,8 +224,18 @@ pub(crate) fn encode(list: &DeclaredList) -> Vec<u8> {
     serde_json::to_vec_pretty(&doc).unwrap_or_default()
 }
 
-/// Decodes a manifest document, refusing newer formats.
+/// Decodes a manifest document, refusing newer formats and, like a peer's input, anything a
+/// leader could not have written: a document above [`MAX_MANIFEST_BYTES`], a child the API
+/// would refuse ([`validate_child`]) or that cannot be durable, an id listed twice, a version
+/// above [`MAX_DECLARED_VERSION`].
 pub(crate) fn decode(location: &str, bytes: &[u8]) -> Result<DeclaredList, ManifestError> {
+    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err(ManifestError::TooLarge {
+            location: location.to_owned(),
+            bytes: bytes.len() as u64,
+            max: MAX_MANIFEST_BYTES,
+        });
+    }
     let decode_error = |e: serde_json::Error| ManifestError::Decode {
         location: location.to_owned(),
         message: e.to_string(),
@@ -212,11 +249,25 @@ pub(crate) fn decode(location: &str, bytes: &[u8]) -> Result<DeclaredList, Manif
         });
     }
     let doc: Document = serde_json::from_slice(bytes).map_err(decode_error)?;
-    let children = doc
-        .children
-        .into_iter()
-        .map(|c| (c.spec.id.clone(), c))
-        .collect::<crate::core::declared_list::DeclaredChildren>();
+    let invalid = |reason: String| ManifestError::Invalid {
+        location: location.to_owned(),
+        reason,
+    };
+    if doc.version > MAX_DECLARED_VERSION {
+        return Err(invalid(format!(
+            "version {} is above the {MAX_DECLARED_VERSION} a list may reach",
+            doc.version
+        )));
+    }
+    let mut children = crate::core::declared_list::DeclaredChildren::new();
+    for child in doc.children {
+        validate_child(&child.spec, &child.metadata).map_err(|e| invalid(e.to_string()))?;
+        check_durable(&child.spec, &child.metadata).map_err(|e| invalid(e.to_string()))?;
+        let id = child.spec.id.clone();
+        if children.insert(id.clone(), child).is_some() {
+            return Err(invalid(format!("child {id} is listed twice")));
+        }
+    }
     Ok(DeclaredList::from_parts(
         doc.version,
         children,

@@ -113,6 +113,13 @@ impl S3Manifest {
             e_tag: result.meta.e_tag.clone(),
             version: result.meta.version.clone(),
         };
+        if result.meta.size > super::MAX_MANIFEST_BYTES {
+            return Err(ManifestError::TooLarge {
+                location: self.location.clone(),
+                bytes: result.meta.size,
+                max: super::MAX_MANIFEST_BYTES,
+            });
+        }
         let bytes = result.bytes().await.map_err(|e| self.io(e))?;
         Ok(Some((decode(&self.location, &bytes)?, version)))
     }

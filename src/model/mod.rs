@@ -5,10 +5,15 @@
 //! every node can run them and reach the same answer.
 
 mod child;
+mod limits;
 mod merge;
 mod row;
 
 pub use child::{ChildArgs, ChildId, ChildSpec, InvalidChildId, Restart, Shutdown};
+pub use limits::{
+    child_bytes, validate_child, validate_row, InvalidChild, MAX_CHILD_BYTES, MAX_KIND_LEN,
+    MAX_ROW_NODES,
+};
 pub use merge::{
     apply_observation, merge_authored, merge_rows, merge_rows_owned, stamp_cmp, AuthoredOrder,
 };

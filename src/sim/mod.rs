@@ -34,6 +34,7 @@
 
 pub mod child;
 pub mod cluster;
+mod hostile;
 pub mod invariants;
 pub mod ledger;
 mod run;

@@ -353,6 +353,13 @@ impl Run {
                     n.clock.set_skew(skew_ms);
                 }
             }
+            Op::Hostile { from, to, frame } => {
+                let bytes = super::hostile::frame_bytes(&from, &frame);
+                let _ =
+                    self.cluster
+                        .router
+                        .inject_frame(super::cluster::SIM_HUB, &from, &to, bytes);
+            }
             Op::Idle => {}
         }
     }

@@ -123,8 +123,54 @@ pub enum Op {
         /// How far from true time it reads.
         skew_ms: i64,
     },
+    /// A hostile peer: `to` receives a frame claiming to come from `from` (a member that is
+    /// up) that no healthy node sends.
+    Hostile {
+        /// The node the frame claims to come from.
+        from: NodeName,
+        /// The node that receives it.
+        to: NodeName,
+        /// What the frame carries.
+        frame: HostileFrame,
+    },
     /// Nothing happens but time.
     Idle,
+}
+
+/// What a hostile peer sends ([`Op::Hostile`]): sizes and versions no healthy node produces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostileFrame {
+    /// A full sync part announcing `total` parts (up to `u32::MAX`).
+    SyncPartTotal {
+        /// The announced part count.
+        total: u32,
+    },
+    /// A declared-list offer (an empty list) at `version`.
+    OfferVersion {
+        /// The offered version (`u64::MAX`, or far past any real copy).
+        version: u64,
+    },
+    /// A declared-list delta whose target is `version`.
+    DeltaVersion {
+        /// The target version.
+        version: u64,
+    },
+    /// A declared version announcement of `version`.
+    AnnouncedVersion {
+        /// The announced version.
+        version: u64,
+    },
+    /// A registry delta upserting a row no API accepts: a 700-byte id, or metadata above the
+    /// size a child may weigh.
+    InvalidRow {
+        /// The id is too long (else the metadata is too large).
+        long_id: bool,
+    },
+    /// `len` bytes of garbage after the wire version, or a frame above the frame limit.
+    Garbage {
+        /// The frame's length.
+        len: usize,
+    },
 }
 
 impl fmt::Display for Op {
@@ -180,6 +226,9 @@ impl fmt::Display for Op {
             }
             Op::SkewClock { node, skew_ms } => {
                 write!(f, "clock of {} skewed {skew_ms} ms", short(node))
+            }
+            Op::Hostile { from, to, frame } => {
+                write!(f, "hostile frame {}->{}: {frame:?}", short(from), short(to))
             }
             Op::Idle => write!(f, "idle"),
         }
@@ -364,6 +413,15 @@ impl Workload {
                     node,
                     skew_ms: rng.gen_range(-600_000..600_000),
                 }),
+                99 if world.up.len() > 1 => {
+                    let mut nodes = world.up.to_vec();
+                    nodes.shuffle(rng);
+                    Some(Op::Hostile {
+                        from: nodes[0].clone(),
+                        to: nodes[1].clone(),
+                        frame: hostile_frame(rng),
+                    })
+                }
                 _ => Some(Op::Idle),
             };
             if let Some(op) = op {
@@ -371,6 +429,45 @@ impl Workload {
             }
         }
         Op::Idle
+    }
+}
+
+/// Draws what a hostile peer sends.
+fn hostile_frame(rng: &mut StdRng) -> HostileFrame {
+    let absurd = |rng: &mut StdRng| {
+        if rng.gen_bool(0.5) {
+            u64::MAX - rng.gen_range(0..4)
+        } else {
+            (1 << 41) + rng.gen_range(0..1_000_000)
+        }
+    };
+    match rng.gen_range(0..6) {
+        0 => HostileFrame::SyncPartTotal {
+            total: if rng.gen_bool(0.5) {
+                u32::MAX
+            } else {
+                rng.gen_range(5_000..u32::MAX)
+            },
+        },
+        1 => HostileFrame::OfferVersion {
+            version: absurd(rng),
+        },
+        2 => HostileFrame::DeltaVersion {
+            version: absurd(rng),
+        },
+        3 => HostileFrame::AnnouncedVersion {
+            version: absurd(rng),
+        },
+        4 => HostileFrame::InvalidRow {
+            long_id: rng.gen_bool(0.5),
+        },
+        _ => HostileFrame::Garbage {
+            len: if rng.gen_bool(0.2) {
+                crate::cluster::wire::MAX_FRAME_BYTES as usize + 3
+            } else {
+                rng.gen_range(0..512)
+            },
+        },
     }
 }
 

@@ -11,6 +11,7 @@ use ractor::{ActorRef, RpcReplyPort};
 use super::{relay, CoordinatorState, Timer};
 use crate::api::errors::{ChildStartError, ChildStopError};
 use crate::cluster::transport::{EventSink, Network, Transport, TransportError};
+use crate::cluster::wire::budget::{chunk_by_bytes, FRAME_BUDGET_BYTES};
 use crate::cluster::wire::{RequestId, StartItem, WireMsg};
 use crate::core::boot_token::BootTokens;
 use crate::core::event_batch::{BatchConfig, EventBatch};
@@ -104,7 +105,10 @@ impl ClusterState {
         })
     }
 
-    /// Sends a start batch to peer `node`; a send failure answers `node_unavailable` at once.
+    /// Sends a start batch to peer `node`, cut into frames of at most the frame budget (the
+    /// peer answers each with a `StartReply` of the same request, which the pending operation
+    /// collects child by child); a frame that cannot be sent answers its children
+    /// `node_unavailable` at once.
     pub fn send_start(
         &self,
         local: &NodeName,
@@ -112,34 +116,38 @@ impl ClusterState {
         request_id: u64,
         batch: StartBatch,
     ) {
-        let msg = WireMsg::StartChildren {
-            request_id: RequestId(request_id),
-            reply_to: local.clone(),
-            hops: 0,
-            check_existing: !batch.existing_ok,
-            children: batch
-                .children
-                .iter()
-                .map(|(spec, metadata)| StartItem {
-                    spec: spec.clone(),
-                    metadata: metadata.clone(),
-                    durable: batch.durable.contains(&spec.id),
-                })
-                .collect(),
-        };
-        if let Err(e) = self.transport.send(node, &msg) {
-            let reason = e.to_string();
+        let items: Vec<StartItem> = batch
+            .children
+            .iter()
+            .map(|(spec, metadata)| StartItem {
+                spec: spec.clone(),
+                metadata: metadata.clone(),
+                durable: batch.durable.contains(&spec.id),
+            })
+            .collect();
+        let mut errors = Vec::new();
+        for children in chunk_by_bytes(items, FRAME_BUDGET_BYTES) {
+            let ids: Vec<ChildId> = children.iter().map(|c| c.spec.id.clone()).collect();
+            let msg = WireMsg::StartChildren {
+                request_id: RequestId(request_id),
+                reply_to: local.clone(),
+                hops: 0,
+                check_existing: !batch.existing_ok,
+                children,
+            };
+            if let Err(e) = self.transport.send(node, &msg) {
+                let reason = e.to_string();
+                errors.extend(ids.into_iter().map(|id| {
+                    let reason = reason.clone();
+                    (id, ChildStartError::NodeUnavailable { reason })
+                }));
+            }
+        }
+        if !errors.is_empty() {
             (batch.reply)(NodeStartReport {
                 node: node.clone(),
                 started: Vec::new(),
-                errors: batch
-                    .children
-                    .into_iter()
-                    .map(|(spec, _)| {
-                        let reason = reason.clone();
-                        (spec.id, ChildStartError::NodeUnavailable { reason })
-                    })
-                    .collect(),
+                errors,
             });
         }
     }

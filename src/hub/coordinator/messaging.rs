@@ -18,6 +18,8 @@ use super::cluster::MAX_HOPS;
 use super::CoordinatorState;
 use crate::cluster::wire::{ChildFailure, RequestId, WireMsg};
 use crate::hub::protocol::{ChildCallReplyPort, ClusterMsg, CoordinatorMsg};
+use crate::hub::shared::refusals::Refusal;
+use crate::hub::shared::MAX_CONCURRENT_COMMANDS;
 use crate::model::{ChildId, NodeName};
 
 /// Answers a child call (the wire's failure becomes the API's error).
@@ -95,11 +97,24 @@ impl CoordinatorState {
                 &format!("kind {kind:?} has no command handler"),
             )));
         };
+        // One task per message: bounded, so a flood of casts or calls (a peer's, most likely)
+        // is refused rather than queued without limit.
+        let Ok(slot) = self.hub.command_slots.clone().try_acquire_owned() else {
+            tracing::warn!(child = %id, limit = MAX_CONCURRENT_COMMANDS, "child message refused: too many in flight");
+            self.hub.refusals.count(Refusal::Overloaded);
+            return done(Err(failure(
+                &node,
+                Some(id),
+                "overloaded",
+                &format!("{MAX_CONCURRENT_COMMANDS} child messages are in flight on this node"),
+            )));
+        };
         let id = id.clone();
         tokio::spawn(async move {
             let outcome = handler(cell, payload)
                 .await
                 .map_err(|e| failure(&node, Some(&id), "command_failed", &e));
+            drop(slot);
             done(outcome);
         });
     }

@@ -119,6 +119,7 @@ impl CoordinatorState {
         let storage = self.hub.storage.clone();
         let plan = plan_start(
             specs,
+            &opts.metadata,
             opts.check_existing,
             |id| storage.contains(id),
             |id| self.owner_of(id),
@@ -132,6 +133,7 @@ impl CoordinatorState {
             let reason = match rejection {
                 Rejection::AlreadyStarted => ChildStartError::AlreadyStarted,
                 Rejection::InvalidId(reason) => ChildStartError::InvalidId { reason },
+                Rejection::Invalid(e) => ChildStartError::from(e),
             };
             result.errors.push(ChildFailure {
                 id,

@@ -23,7 +23,8 @@ use crate::hub::protocol::{
     ClusterMsg, CoordinatorMsg, NodeStartReport, NodeStopReport, StartBatch, StartReply, StopBatch,
     StopReply,
 };
-use crate::model::{ChildId, NodeName};
+use crate::hub::shared::refusals::Refusal;
+use crate::model::{validate_child, ChildId, NodeName};
 
 fn code_of<E: serde::Serialize>(e: &E) -> (String, String) {
     let json = serde_json::to_value(e).unwrap_or_default();
@@ -205,6 +206,12 @@ impl CoordinatorState {
         let mut forward: BTreeMap<NodeName, Vec<StartItem>> = BTreeMap::new();
         let mut refused = Vec::new();
         for item in children {
+            if let Err(e) = validate_child(&item.spec, &item.metadata) {
+                tracing::warn!(peer = %reply_to, error = %e, "invalid child in a peer's start refused");
+                self.hub.refusals.count(Refusal::InvalidChild);
+                refused.push((item.spec.id, ChildStartError::from(e)));
+                continue;
+            }
             let owner = self.owner_of(&item.spec.id);
             if owner == local {
                 here.push((item.spec, item.metadata));

@@ -14,17 +14,20 @@
 //!   with nothing after it.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 use tokio::time::Instant;
 
 use ractor::ActorRef;
 
 use super::{AfterPersist, DeclaredLeaderState};
+use crate::cluster::wire::budget::{chunk_by_bytes, encoded_len, FRAME_BUDGET_BYTES};
 use crate::cluster::wire::WireMsg;
 use crate::core::declared_delta::{DeclaredDelta, ListStamp};
-use crate::core::declared_list::DeclaredList;
+use crate::core::declared_list::{DeclaredChild, DeclaredList};
 use crate::core::declared_state::DeltaReceipt;
 use crate::hub::protocol::DeclaredMsg;
+use crate::hub::shared::refusals::Refusal;
 use crate::hub::HubShared;
 use crate::model::NodeName;
 
@@ -43,8 +46,8 @@ struct OutboxInner {
     issued: u64,
     /// The next ticket to send.
     next: u64,
-    /// Released tickets waiting for an earlier one; `None`: nothing to send (persist failed).
-    ready: BTreeMap<u64, Option<WireMsg>>,
+    /// Released tickets waiting for an earlier one; empty: nothing to send (persist failed).
+    ready: BTreeMap<u64, Vec<WireMsg>>,
 }
 
 impl Outbox {
@@ -84,16 +87,16 @@ impl Outbox {
 
     /// Releases ticket `seq` and sends every message now due, in order. Sending under the lock
     /// keeps two tasks releasing at once from interleaving their sends.
-    fn release(&self, seq: u64, msg: Option<WireMsg>) {
+    fn release(&self, seq: u64, msgs: Vec<WireMsg>) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        inner.ready.insert(seq, msg);
+        inner.ready.insert(seq, msgs);
         loop {
             let next = inner.next;
-            let Some(msg) = inner.ready.remove(&next) else {
+            let Some(msgs) = inner.ready.remove(&next) else {
                 break;
             };
             inner.next += 1;
-            if let Some(msg) = msg {
+            for msg in msgs {
                 (self.sink)(msg);
             }
         }
@@ -110,34 +113,70 @@ pub(crate) struct Ticket {
 
 impl Ticket {
     /// Sends `msg` once every earlier ticket is released.
-    pub(crate) fn send(mut self, msg: WireMsg) {
+    #[cfg(test)]
+    pub(crate) fn send(self, msg: WireMsg) {
+        self.send_all(vec![msg]);
+    }
+
+    /// Sends `msgs`, in order, once every earlier ticket is released.
+    pub(crate) fn send_all(mut self, msgs: Vec<WireMsg>) {
         self.released = true;
-        self.outbox.release(self.seq, Some(msg));
+        self.outbox.release(self.seq, msgs);
     }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
         if !self.released {
-            self.outbox.release(self.seq, None);
+            self.outbox.release(self.seq, Vec::new());
         }
     }
 }
 
-/// The message that tells the peers about an operation: the delta from `base` when there is
-/// one, else (no base: the leader was parked, or nothing newer) the whole copy.
-pub(super) fn broadcast_message(after: &mut AfterPersist, list: &DeclaredList) -> WireMsg {
+/// The messages that tell the peers about an operation: the delta from `base` when there is
+/// one and it fits a frame's budget, else (no base: the leader was parked, or nothing newer; or
+/// a delta too large) the whole copy, in parts if needed ([`offer_messages`]).
+pub(super) fn broadcast_message(after: &mut AfterPersist, list: &DeclaredList) -> Vec<WireMsg> {
     let delta = after
         .base
         .take()
-        .and_then(|base: ListStamp| DeclaredDelta::between(base, list, &after.sent));
+        .and_then(|base: ListStamp| DeclaredDelta::between(base, list, &after.sent))
+        .filter(|delta| encoded_len(delta) <= FRAME_BUDGET_BYTES);
     match delta {
-        Some(delta) => WireMsg::DeclaredDelta { delta },
-        None => WireMsg::DeclaredOffer {
-            list: list.clone(),
-            reply: false,
-        },
+        Some(delta) => vec![WireMsg::DeclaredDelta { delta }],
+        None => offer_messages(list, false),
     }
+}
+
+/// Numbers this process's offers in parts, so a receiver tells the parts of two offers apart.
+static NEXT_OFFER_ID: AtomicU64 = AtomicU64::new(1);
+
+/// `list` as one `DeclaredOffer` when it fits a frame's budget, else as `DeclaredOfferPart`s
+/// cut to the budget (every child fits one: `model::MAX_CHILD_BYTES`).
+pub(super) fn offer_messages(list: &DeclaredList, reply: bool) -> Vec<WireMsg> {
+    if encoded_len(list) <= FRAME_BUDGET_BYTES {
+        return vec![WireMsg::DeclaredOffer {
+            list: list.clone(),
+            reply,
+        }];
+    }
+    let children: Vec<DeclaredChild> = list.children().values().cloned().collect();
+    let parts = chunk_by_bytes(children, FRAME_BUDGET_BYTES);
+    let offer_id = NEXT_OFFER_ID.fetch_add(1, AtomicOrdering::Relaxed);
+    let total = parts.len() as u32;
+    parts
+        .into_iter()
+        .zip(0..)
+        .map(|(children, index)| WireMsg::DeclaredOfferPart {
+            offer_id,
+            index,
+            total,
+            version: list.version(),
+            last_mutated_by: list.last_mutated_by().map(str::to_owned),
+            reply,
+            children,
+        })
+        .collect()
 }
 
 /// Peers asked for their whole copy, and when (see the module doc).
@@ -179,6 +218,10 @@ impl DeclaredLeaderState {
                 "declared delta already applied or outranked"
             ),
             DeltaReceipt::NeedWhole => self.fetch_whole(&from, &delta),
+            DeltaReceipt::RefusedVersion(refused) => {
+                tracing::warn!(peer = %from, %refused, "declared delta refused: implausible version");
+                self.hub.refusals.count(Refusal::ImplausibleVersion);
+            }
         }
     }
 

@@ -49,12 +49,15 @@ use super::protocol::DeclaredMsg;
 use super::shared::recovery::RecoveryShared;
 use super::HubShared;
 use crate::api::errors::RecoveryError;
+use crate::cluster::wire::budget::encoded_len;
 use crate::cluster::wire::WireMsg;
 use crate::core::boot::{decide_boot, BootDecision, CopySource, DurableEvidence, ManifestFetch};
-use crate::core::declared_list::DeclaredList;
+use crate::core::declared_list::{DeclaredChild, DeclaredChildren, DeclaredList};
 use crate::core::declared_state::DeclaredState;
 use crate::core::manifest_ship::ShipBackoff;
+use crate::core::sync_parts::PartAssembler;
 use crate::hooks::{HookEvent, HookKey};
+use crate::hub::shared::refusals::Refusal;
 use crate::hub::shared::simulation::InjectedBug;
 use crate::manifest::{fetch_within, ManifestShipper};
 use crate::model::NodeName;
@@ -75,6 +78,8 @@ pub(crate) struct DeclaredLeaderState {
     outbox: Arc<Outbox>,
     /// Peers asked for their whole copy after a delta this copy could not apply.
     whole_requests: WholeRequests,
+    /// Peers' offers sent in parts, until each is whole.
+    offer_parts: PartAssembler<DeclaredChild>,
     /// The latest operation's persist (see `persist::finish`).
     last_persist: Option<LastPersist>,
     /// This actor's incarnation in the published snapshot (see `RecoveryShared::publish`).
@@ -138,6 +143,35 @@ impl DeclaredLeaderState {
                 self.whole_requests.arrived(&from);
                 self.offer(myself, list, Some(from), None)
             }
+            WireMsg::DeclaredOfferPart {
+                offer_id,
+                index,
+                total,
+                version,
+                last_mutated_by,
+                reply,
+                children,
+            } => {
+                let bytes = encoded_len(&children);
+                match self
+                    .offer_parts
+                    .accept(&from, offer_id, index, total, bytes, children)
+                {
+                    Ok(Some(children)) => {
+                        let children: DeclaredChildren = children
+                            .into_iter()
+                            .map(|c| (c.spec.id.clone(), c))
+                            .collect();
+                        let list = DeclaredList::from_parts(version, children, last_mutated_by);
+                        self.on_wire(myself, from, WireMsg::DeclaredOffer { list, reply });
+                    }
+                    Ok(None) => {}
+                    Err(refusal) => {
+                        tracing::warn!(peer = %from, offer_id, %refusal, "declared offer part refused");
+                        self.hub.refusals.count(Refusal::Parts);
+                    }
+                }
+            }
             WireMsg::DeclaredDelta { delta } => self.receive_delta(myself, from, delta),
             WireMsg::DeclaredMutate {
                 request_id,
@@ -188,12 +222,11 @@ impl DeclaredLeaderState {
             return;
         }
         if let Some(transport) = self.hub.transport() {
-            let offer = WireMsg::DeclaredOffer {
-                list: DeclaredList::clone(&persisted.list),
-                reply,
-            };
-            if let Err(e) = transport.send(node, &offer) {
-                tracing::debug!(peer = %node, error = %e, "declared list not offered");
+            for offer in broadcast::offer_messages(&persisted.list, reply) {
+                if let Err(e) = transport.send(node, &offer) {
+                    tracing::debug!(peer = %node, error = %e, "declared list not offered");
+                    break;
+                }
             }
         }
     }
@@ -272,6 +305,7 @@ impl Actor for DeclaredLeader {
             remote: RemoteMutations::default(),
             outbox: Outbox::for_hub(hub.clone()),
             whole_requests: WholeRequests::default(),
+            offer_parts: PartAssembler::new(),
             last_persist: None,
             incarnation: 0,
             fault: None,
@@ -338,7 +372,10 @@ impl DeclaredLeader {
             DeclaredMsg::Forget { ids } => state.forget(&myself, ids),
             DeclaredMsg::Wire { from, msg } => state.on_wire(&myself, from, msg),
             DeclaredMsg::PeerUp { node } => state.peer_up(&node),
-            DeclaredMsg::PeerDown { node } => state.remote.node_down(&node),
+            DeclaredMsg::PeerDown { node } => {
+                state.offer_parts.forget(&node);
+                state.remote.node_down(&node)
+            }
             DeclaredMsg::Solicit { nodes } => {
                 for node in nodes {
                     state.send_copy(&node, true);

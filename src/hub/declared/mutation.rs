@@ -17,7 +17,7 @@ use crate::api::results::ChildFailure;
 use crate::cluster::wire::DeclaredOp;
 use crate::hub::protocol::{DeclaredMsg, StartReplyPort, StopReplyPort};
 use crate::hub::shared::simulation::{InjectedBug, Observation};
-use crate::model::{ChildId, ChildSpec, Restart, RESERVED_METADATA_KEY};
+use crate::model::{validate_child, ChildId, ChildSpec, Restart, RESERVED_METADATA_KEY};
 
 impl DeclaredLeaderState {
     /// Applies `op` here, this node being the leader: persists it, then `then` gets the new
@@ -148,8 +148,8 @@ impl DeclaredLeaderState {
                 });
                 continue;
             }
-            // Invalid ids and repeats go to the Coordinator undeclared: it refuses them.
-            if ChildId::parse(spec.id.as_str()).is_ok() && seen.insert(spec.id.clone()) {
+            // Invalid children and repeats go to the Coordinator undeclared: it refuses them.
+            if validate_child(&spec, &opts.metadata).is_ok() && seen.insert(spec.id.clone()) {
                 declare.push((spec.clone(), opts.metadata.clone()));
             }
             accepted.push(spec);

@@ -16,6 +16,7 @@ use crate::core::declared_list::DeclaredChange;
 use crate::core::declared_state::DeclaredEffect;
 use crate::hooks::{HookEvent, HookKey};
 use crate::hub::protocol::DeclaredMsg;
+use crate::hub::shared::refusals::Refusal;
 use crate::hub::HubShared;
 use crate::storage::{Commit, CommitMode, StorageError};
 
@@ -95,6 +96,10 @@ impl DeclaredLeaderState {
                     version = self.state.list().version(),
                     "the declared list is restored; reconcile unparked"
                 ),
+                DeclaredEffect::RefusedVersion(refused) => {
+                    tracing::warn!(%refused, "declared list copy refused: implausible version");
+                    self.hub.refusals.count(Refusal::ImplausibleVersion);
+                }
             }
         }
     }
@@ -137,8 +142,8 @@ impl DeclaredLeaderState {
         // O(1): the children are a persistent map shared with the actor's copy.
         let list = self.state.list().clone();
         let broadcast = after.broadcast.then(|| {
-            let msg = broadcast_message(&mut after, &list);
-            (self.outbox.ticket(), msg)
+            let msgs = broadcast_message(&mut after, &list);
+            (self.outbox.ticket(), msgs)
         });
         let parked = self.parked();
         let recovery = self.recovery.clone();
@@ -181,8 +186,8 @@ impl DeclaredLeaderState {
             recovery.publish(incarnation, &list, parked);
             let _ = persisted.send(true);
             then(Ok(()));
-            if let Some((ticket, msg)) = broadcast {
-                ticket.send(msg);
+            if let Some((ticket, msgs)) = broadcast {
+                ticket.send_all(msgs);
             }
             if after.ship {
                 if let Some(shipper) = shipper {

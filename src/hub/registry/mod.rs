@@ -23,10 +23,12 @@ mod replication;
 
 use super::protocol::{RegistryMsg, RegistryOp, WriteDone};
 use super::HubShared;
+use crate::cluster::wire::budget::encoded_len;
 use crate::cluster::wire::RegistryChange;
 use crate::core::sync_parts::SyncAssembler;
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
+use crate::hub::shared::refusals::Refusal;
 use crate::model::{apply_observation, ChildId, NodeName, Pid, Row};
 use crate::storage::{Commit, Mutation, StorageError};
 
@@ -428,8 +430,17 @@ impl Actor for Registry {
                 total,
                 rows,
             } => {
-                if let Some(rows) = state.sync_parts.accept(&from, sync_id, index, total, rows) {
-                    state.apply_peer_sync(from, rows);
+                let bytes = encoded_len(&rows);
+                match state
+                    .sync_parts
+                    .accept(&from, sync_id, index, total, bytes, rows)
+                {
+                    Ok(Some(rows)) => state.apply_peer_sync(from, rows),
+                    Ok(None) => {}
+                    Err(refusal) => {
+                        tracing::warn!(peer = %from, sync_id, %refusal, "full sync part refused; the peer's next sync heals it");
+                        state.shared.refusals.count(Refusal::Parts);
+                    }
                 }
             }
             RegistryMsg::PeerDown { node } => state.sync_parts.forget(&node),

@@ -2,9 +2,10 @@
 //!
 //! Each node is the only writer of its own observations (its entries in `node_pids`):
 //! - every local write turn broadcasts **one** `RegistryDelta` with this node's changed
-//!   observations (chunked only past [`DELTA_CHUNK`] changes, to stay under the frame limit);
+//!   observations (cut into several frames past the frame budget,
+//!   [`crate::cluster::wire::budget`]);
 //! - every `sync_interval` (and on a peer's `SyncRequest`) it sends a `FullSync` with every row
-//!   it runs a child of (in `FullSyncPart`s past [`SYNC_CHUNK`] rows, applied whole); a receiver
+//!   it runs a child of (in `FullSyncPart`s past the frame budget, applied whole); a receiver
 //!   upserts them and unbinds the sender from rows the sync does not list, so a lost delta heals
 //!   at the next sync;
 //! - when a peer is gone for good (grace ran out, or it restarted with a new boot token) its
@@ -19,17 +20,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::{own_view, Effect, RegistryState};
+use crate::cluster::wire::budget::{chunk_by_bytes, FRAME_BUDGET_BYTES};
 use crate::cluster::wire::{RegistryChange, WireMsg};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg, RegistryOp, WriteDone};
+use crate::hub::shared::refusals::Refusal;
 use crate::hub::shared::simulation::InjectedBug;
-use crate::model::{apply_observation, merge_rows_owned, stamp_cmp, ChildId, NodeName, Row};
+use crate::model::{
+    apply_observation, merge_rows_owned, stamp_cmp, validate_row, ChildId, NodeName, Row,
+};
 use crate::storage::Mutation;
-
-/// Largest number of changes in one delta frame (a row is a few hundred bytes; 16 MiB limit).
-pub(super) const DELTA_CHUNK: usize = 20_000;
-
-/// Largest number of rows in one full sync frame; a larger sync goes as `FullSyncPart`s.
-pub(super) const SYNC_CHUNK: usize = 20_000;
 
 /// Numbers this process's full syncs, so a receiver tells the parts of two syncs apart.
 static NEXT_SYNC_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -55,6 +54,21 @@ impl RegistryState {
             }
         }
         rows.into_values().collect()
+    }
+
+    /// Whether a row `from` sent is one the API could have produced; one that is not rejects
+    /// itself (logged and counted), never the delta or sync it came in. An invalid row of a
+    /// sync counts as not listed: the sender's binding of that id goes, as for any child it
+    /// does not report.
+    fn valid_from_peer(&self, from: &NodeName, row: &Row) -> bool {
+        match validate_row(row) {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::warn!(peer = %from, %error, "invalid row from a peer dropped");
+                self.shared.refusals.count(Refusal::InvalidChild);
+                false
+            }
+        }
     }
 
     /// Applies peer `from`'s upsert of `row`.
@@ -155,7 +169,9 @@ impl RegistryState {
         for change in changes {
             match change {
                 RegistryChange::Upsert(row) => {
-                    self.merge_upsert(from, row, seq, mutations, effects)
+                    if self.valid_from_peer(from, &row) {
+                        self.merge_upsert(from, row, seq, mutations, effects)
+                    }
                 }
                 // The sender handed the child over: keep the row (as a stub if nobody else
                 // runs it) until its new owner's upsert arrives.
@@ -195,6 +211,10 @@ impl RegistryState {
         mutations: &mut Vec<Mutation>,
         effects: &mut Vec<Effect>,
     ) {
+        let rows: Vec<Row> = rows
+            .into_iter()
+            .filter(|row| self.valid_from_peer(from, row))
+            .collect();
         let listed: BTreeSet<ChildId> = rows.iter().map(|r| r.spec.id.clone()).collect();
         let stale: Vec<Row> = self
             .all_rows()
@@ -253,15 +273,12 @@ impl RegistryState {
         let Some(transport) = self.shared.transport() else {
             return;
         };
-        let mut delta = delta;
-        while !delta.is_empty() {
-            let rest = delta.split_off(delta.len().min(DELTA_CHUNK));
-            let msg = WireMsg::RegistryDelta { changes: delta };
+        for changes in chunk_by_bytes(delta, FRAME_BUDGET_BYTES) {
+            let msg = WireMsg::RegistryDelta { changes };
             log_send(
                 transport.broadcast(&msg),
                 "registry delta not sent; the next full sync heals it",
             );
-            delta = rest;
         }
     }
 
@@ -277,18 +294,22 @@ impl RegistryState {
             .filter(|r| r.node_pids.contains_key(local))
             .map(|r| own_view(r, local))
             .collect();
-        let messages = if rows.len() <= SYNC_CHUNK {
-            vec![WireMsg::FullSync { rows }]
+        let mut parts = chunk_by_bytes(rows, FRAME_BUDGET_BYTES);
+        let messages = if parts.len() <= 1 {
+            vec![WireMsg::FullSync {
+                rows: parts.pop().unwrap_or_default(),
+            }]
         } else {
             let sync_id = NEXT_SYNC_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let total = rows.len().div_ceil(SYNC_CHUNK) as u32;
-            let mut rows = rows.into_iter();
-            (0..total)
-                .map(|index| WireMsg::FullSyncPart {
+            let total = parts.len() as u32;
+            parts
+                .into_iter()
+                .zip(0..)
+                .map(|(rows, index)| WireMsg::FullSyncPart {
                     sync_id,
                     index,
                     total,
-                    rows: rows.by_ref().take(SYNC_CHUNK).collect(),
+                    rows,
                 })
                 .collect()
         };

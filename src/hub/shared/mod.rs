@@ -8,11 +8,13 @@
 //! - [`recovery`]: what the recovery actors share (the declared list as persisted, the peers'
 //!   announced versions), present only with `auto_recovery`;
 //! - [`recovery_state`]: the published recovery state behind `recovery_state` / `await_normal`;
+//! - [`refusals`]: the counts of peer input refused;
 //! - [`post`]: handing batches and requests to a sibling actor, answering them when it is away.
 
 pub(crate) mod post;
 pub(crate) mod recovery;
 pub(crate) mod recovery_state;
+pub(crate) mod refusals;
 pub(crate) mod simulation;
 
 use std::collections::BTreeSet;
@@ -34,6 +36,11 @@ use crate::storage::Storage;
 
 use super::protocol::{ChildSupMsg, CoordinatorMsg, DeclaredMsg, ReconcilerMsg, RegistryMsg};
 use recovery::RecoveryShared;
+
+/// The most child casts and calls handled at once on one node: each runs in a task of its
+/// own, and a peer can send them faster than children answer. Beyond it a call is answered
+/// `overloaded` and a cast is dropped (both logged and counted).
+pub(crate) const MAX_CONCURRENT_COMMANDS: usize = 4096;
 
 /// What a hub takes from its surroundings besides its config and network: the time of day and,
 /// in the simulator, a simulated disk for the declared store and injected bugs.
@@ -133,6 +140,11 @@ pub(crate) struct HubShared {
     /// their TTLs on it too; the on-disk backends (`lmdb`, `durable`) count theirs on the
     /// system clock.
     pub clock: Clock,
+    /// Peer input refused since the hub started, by reason.
+    pub refusals: refusals::Refusals,
+    /// Child casts and calls being handled on this node (one task each), at most
+    /// [`MAX_CONCURRENT_COMMANDS`].
+    pub command_slots: Arc<tokio::sync::Semaphore>,
     /// Bugs the simulator injected into this hub.
     #[cfg(feature = "sim")]
     pub bugs: BTreeSet<simulation::InjectedBug>,
@@ -191,6 +203,8 @@ impl HubShared {
             transport: RwLock::new(None),
             network,
             clock: Clock::system(),
+            refusals: refusals::Refusals::default(),
+            command_slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_COMMANDS)),
             #[cfg(feature = "sim")]
             bugs: BTreeSet::new(),
             #[cfg(feature = "sim")]

@@ -1,0 +1,94 @@
+//! Children as large as the API allows, on the in-process cluster: every batch that carries
+//! them (full syncs, re-placements, declared offers) is cut to the frame budget, so a node that
+//! joins a node hosting forty children of a megabyte each gets the registry and the declared
+//! list, and takes its share of the children; a child too large to ever cross the wire is
+//! refused at start.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::cluster::*;
+use common::wait_until;
+use process_hub::model::MAX_CHILD_BYTES;
+use process_hub::{ChildStartError, StartOptions};
+
+const MB: usize = 1024 * 1024;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_joining_forty_one_megabyte_children_converges() {
+    let mut cluster = TestCluster::with_nodes(7, &["a"], Options::durable()).await;
+    let specs = specs("big-", 40);
+    let all = ids(&specs);
+    let blob = "m".repeat(MB);
+    let result = cluster
+        .hub("a")
+        .start_children(
+            specs,
+            StartOptions::new()
+                .durable(true)
+                .metadata("blob", blob.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(result.started.len(), 40, "errors: {:?}", result.errors);
+    // 40 MiB of children: more than twice what one frame may carry.
+    cluster.add("b").await;
+    cluster.wait_members().await;
+    cluster.wait_converged(&all, "after b joined").await;
+    let on_b = cluster
+        .running()
+        .values()
+        .filter(|nodes| nodes.iter().any(|n| n == "b"))
+        .count();
+    assert!(on_b > 0, "b took none of the children");
+    let version = cluster.hub("a").declared_children().unwrap().version;
+    assert!(version > 0);
+    wait_until("b holds a's declared version", || {
+        cluster.versions().iter().all(|v| *v == version)
+    })
+    .await;
+    let b = cluster.hub("b");
+    wait_until("b holds every row with its metadata", || {
+        all.iter().all(|id| {
+            b.child_lookup_with_metadata(id)
+                .and_then(|info| info.metadata)
+                .is_some_and(|m| m.get("blob") == Some(&blob))
+        })
+    })
+    .await;
+    let declared: BTreeSet<_> = b
+        .declared_children()
+        .unwrap()
+        .children
+        .into_iter()
+        .map(|c| c.spec.id)
+        .collect();
+    assert_eq!(declared, all);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_too_large_for_the_wire_is_refused_alone() {
+    let cluster = TestCluster::with_nodes(8, &["a", "b"], Options::plain()).await;
+    let mut specs = specs("s-", 2);
+    specs[0] = specs[0]
+        .clone()
+        .with_args(&"x".repeat(MAX_CHILD_BYTES as usize))
+        .unwrap();
+    let result = cluster
+        .hub("a")
+        .start_children(specs.clone(), StartOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(result.started.len(), 1, "the small child starts");
+    assert_eq!(result.errors.len(), 1);
+    assert_eq!(result.errors[0].id, specs[0].id);
+    assert!(
+        matches!(
+            result.errors[0].reason,
+            ChildStartError::TooLarge { max, bytes } if max == MAX_CHILD_BYTES && bytes > max
+        ),
+        "{:?}",
+        result.errors[0].reason
+    );
+}
