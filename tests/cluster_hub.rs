@@ -300,3 +300,56 @@ async fn a_full_sync_in_parts_is_applied_only_once_complete() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_an_unknown_id_is_not_found_whichever_node_owns_it() {
+    let cluster = TestCluster::with_nodes(13, &["a", "b", "c"], Options::plain()).await;
+    let members = ["a", "b", "c"];
+    // Ids owned by each member, so that the asking node routes most of them to a peer.
+    let unknown: Vec<_> = (0..10)
+        .flat_map(|i| members.map(|owner| id_owned_by(owner, &members, &format!("ghost-{i}-"))))
+        .collect();
+    let known = specs("real-", 6);
+    let started = cluster
+        .hub("a")
+        .start_children(known.clone(), StartOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(started.started.len(), 6, "{:?}", started.errors);
+    cluster.wait_converged(&ids(&known), "after start").await;
+    for asking in members {
+        for id in &unknown {
+            let result = cluster
+                .hub(asking)
+                .stop_child(id.clone(), StopOptions::new())
+                .await
+                .unwrap();
+            assert!(
+                result.stopped.is_empty(),
+                "{asking} reported the unknown {id} stopped: {result:?}"
+            );
+            assert!(
+                result
+                    .errors
+                    .iter()
+                    .all(|e| e.id == *id && e.reason == process_hub::ChildStopError::NotFound)
+                    && !result.errors.is_empty(),
+                "{asking}, {id}: {result:?}"
+            );
+        }
+    }
+    // Known children still stop, from any node, and a second stop of one is not_found.
+    let result = cluster
+        .hub("c")
+        .stop_children(ids(&known).into_iter().collect(), StopOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(result.stopped.len(), 6, "{result:?}");
+    cluster.wait_converged(&BTreeSet::new(), "after stop").await;
+    let again = cluster
+        .hub("b")
+        .stop_child(known[0].id.clone(), StopOptions::new())
+        .await
+        .unwrap();
+    assert!(again.stopped.is_empty(), "{again:?}");
+}

@@ -35,8 +35,8 @@ pub struct BaselineArgs {
     /// Peers to connect to.
     #[arg(long, value_delimiter = ',')]
     pub join: Vec<SocketAddr>,
-    /// Cluster cookie.
-    #[arg(long, default_value = "process-hub-baseline")]
+    /// Cluster cookie (the spawning benchmark draws a random one per run).
+    #[arg(long)]
     pub cookie: String,
     /// Number of baseline processes.
     #[arg(long)]
@@ -206,6 +206,7 @@ pub fn measure(
     let ports = (0..nodes)
         .map(|_| crate::harness::free_port())
         .collect::<Result<Vec<_>, _>>()?;
+    let cookie = crate::cli::secrets::random_secret();
     let mut procs = Vec::new();
     for (i, port) in ports.iter().enumerate() {
         let share = total / nodes + usize::from(i < total % nodes);
@@ -226,6 +227,8 @@ pub fn measure(
             &share.to_string(),
             "--total",
             &total.to_string(),
+            "--cookie",
+            &cookie,
         ]);
         if !join.is_empty() {
             cmd.arg("--join").arg(join.join(","));

@@ -20,7 +20,7 @@ enum Command {
     #[command(hide = true)]
     BaselineNode(baseline::BaselineArgs),
     /// Run one node of a hub (cluster listener, hub, admin HTTP API) until SIGTERM/SIGINT.
-    Node(process_hub_actors::cli::node_settings::NodeFlags),
+    Node(Box<process_hub_actors::cli::node_settings::NodeFlags>),
     /// Start a 3-node cluster on loopback, start children, SIGKILL a node, print the figures.
     Demo(process_hub_actors::demo::DemoArgs),
     /// Run the deterministic simulator over many seeds (or one, with its trace).
@@ -109,7 +109,7 @@ fn main() {
         Command::BaselineNode(args) => runtime()
             .block_on(baseline::run(args))
             .map_err(|e| e.to_string()),
-        Command::Node(flags) => run_node(flags),
+        Command::Node(flags) => run_node(*flags),
         Command::Demo(args) => run_demo(args),
         Command::Simulate(args) => match process_hub_actors::simulate::run(&args) {
             Ok(true) => Ok(()),

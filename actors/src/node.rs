@@ -1,6 +1,9 @@
 //! `process-hub node`: one node of a hub, as an OS process.
 //!
-//! It starts, in order: the cluster node (`ClusterNode`: listener, cookie, seeds from `--join`),
+//! It first reads its secrets (the cookie, the admin token, the TLS files; see
+//! [`crate::cli::secrets`]) and refuses to serve the admin API beyond loopback without a token.
+//! It starts, in order: the cluster node (`ClusterNode`: listener, cookie, optional mutual TLS,
+//! seeds from `--join`),
 //! the hub (the kinds of this crate, the registry backend of `--backend` under `--data-dir`),
 //! and the admin HTTP API on `--admin` (loopback unless told otherwise). Each step logs a line to
 //! stderr; the last one starts with `ready:` and names the bound addresses (useful when a port
@@ -12,13 +15,15 @@ use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use process_hub::cluster::node::{ClusterConfig, ClusterError, ClusterNode};
-use process_hub::cluster::Network;
+use process_hub::admin::{AdminConfig, AdminToken, AdminTokenError};
+use process_hub::cluster::node::{ClusterConfig, ClusterError, ClusterNode, TlsConfig};
+use process_hub::cluster::{Network, TlsError};
 use process_hub::storage::{BackendConfig, DataDirLock, DataDirLockError};
 use process_hub::{Hub, ProcessHub, SpawnError};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::cli::node_settings::{BackendChoice, NodeSettings};
+use crate::cli::secrets::{self, SecretError};
 
 /// Why a node could not start or stop cleanly.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +48,18 @@ pub enum NodeError {
     /// The signal handlers could not be installed.
     #[error("signal handlers: {0}")]
     Signals(std::io::Error),
+    /// The cookie or the admin token file cannot be had, or is exposed to other users.
+    #[error(transparent)]
+    Secret(#[from] SecretError),
+    /// The admin token in `--admin-token-file` is unusable.
+    #[error("--admin-token-file: {0}")]
+    AdminToken(#[from] AdminTokenError),
+    /// The TLS files do not make a configuration.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// `--admin` is not a loopback address and no token protects the API.
+    #[error("refusing to serve the admin API on {0} without a token: a non-loopback --admin needs --admin-token-file")]
+    AdminUnprotected(SocketAddr),
     /// The hub did not shut down within its shutdown timeout.
     #[error(transparent)]
     Shutdown(#[from] process_hub::ShutdownTimedOut),
@@ -100,8 +117,8 @@ pub fn hub_config(settings: &NodeSettings) -> Result<ProcessHub, process_hub::Co
     Ok(config)
 }
 
-/// The cluster node configuration of a node.
-pub fn cluster_config(settings: &NodeSettings) -> ClusterConfig {
+/// The cluster node configuration of a node presenting `cookie`.
+pub fn cluster_config(settings: &NodeSettings, cookie: String) -> ClusterConfig {
     let short = settings
         .node_name
         .split('@')
@@ -112,12 +129,49 @@ pub fn cluster_config(settings: &NodeSettings) -> ClusterConfig {
         short,
         settings.listen.ip().to_string(),
         settings.listen.port(),
-        settings.cookie.clone(),
+        cookie,
     );
     config.bind = Some(settings.listen.ip());
     config.seeds = settings.join.iter().map(SocketAddr::to_string).collect();
     config.wire = settings.wire;
     config
+}
+
+/// The secrets a node needs before it starts anything.
+struct Secrets {
+    cookie: String,
+    admin: AdminConfig,
+    tls: Option<TlsConfig>,
+}
+
+fn secrets(settings: &NodeSettings) -> Result<Secrets, NodeError> {
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let cookie = secrets::cookie(&settings.cookie, home.as_deref())?;
+    let token = settings
+        .admin_token_file
+        .as_deref()
+        .map(|path| secrets::read_secret_file("admin token file", path))
+        .transpose()?
+        .map(AdminToken::new)
+        .transpose()?;
+    if token.is_none() && !settings.admin.ip().is_loopback() {
+        return Err(NodeError::AdminUnprotected(settings.admin));
+    }
+    let tls = match &settings.tls {
+        Some(t) => {
+            secrets::check_private_file("TLS key file", &t.key)?;
+            Some(TlsConfig::mutual(&t.cert, &t.key, &t.ca, &t.server_name)?)
+        }
+        None => None,
+    };
+    Ok(Secrets {
+        cookie,
+        admin: AdminConfig {
+            token,
+            ..AdminConfig::default()
+        },
+        tls,
+    })
 }
 
 /// Resolves when SIGTERM or SIGINT arrives; returns the signal's name.
@@ -136,6 +190,7 @@ async fn termination() -> Result<impl std::future::Future<Output = &'static str>
 pub async fn run(settings: NodeSettings) -> Result<(), NodeError> {
     // Installed first, so that a signal during startup is not the default (abrupt) exit.
     let stop = termination().await?;
+    let secrets = secrets(&settings)?;
     let config = hub_config(&settings)?;
     // Held until the process ends: a second process on the same directory would boot on this
     // one's files. Taken before anything is opened, and only when the directory is used.
@@ -145,11 +200,15 @@ pub async fn run(settings: NodeSettings) -> Result<(), NodeError> {
         } else {
             None
         };
-    let cluster = Arc::new(ClusterNode::start(cluster_config(&settings)).await?);
+    let mut cluster_config = cluster_config(&settings, secrets.cookie);
+    let tls_on = secrets.tls.is_some();
+    cluster_config.tls = secrets.tls;
+    let cluster = Arc::new(ClusterNode::start(cluster_config).await?);
     say(&format!(
-        "cluster: node {} listening on {} (seeds: {:?})",
+        "cluster: node {} listening on {} ({}, seeds: {:?})",
         cluster.local_node(),
         settings.listen,
+        if tls_on { "mutual TLS" } else { "plain TCP" },
         settings.join
     ));
     let (hub, join) = Hub::builder(config, crate::default_kinds())
@@ -175,11 +234,14 @@ pub async fn run(settings: NodeSettings) -> Result<(), NodeError> {
     })?;
     let (admin_stop_tx, admin_stop) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(
-        axum::serve(listener, process_hub::admin::router(hub.clone()))
-            .with_graceful_shutdown(async move {
-                let _ = admin_stop.await;
-            })
-            .into_future(),
+        axum::serve(
+            listener,
+            process_hub::admin::router_with(hub.clone(), secrets.admin),
+        )
+        .with_graceful_shutdown(async move {
+            let _ = admin_stop.await;
+        })
+        .into_future(),
     );
     say(&format!(
         "ready: node {} hub {} cluster {} admin http://{admin}",
@@ -287,7 +349,7 @@ mod tests {
 
     #[test]
     fn the_cluster_node_is_name_at_listen_host_with_the_seeds_and_cookie() {
-        let c = cluster_config(&settings(BackendChoice::Memory));
+        let c = cluster_config(&settings(BackendChoice::Memory), "secret".into());
         assert_eq!(c.name, "a");
         assert_eq!(c.host, "127.0.0.1");
         assert_eq!(c.port, 4100);

@@ -112,7 +112,7 @@ fn the_admin_port_taken_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(binary())
         .args(["node", "--hub", "h", "--name", "a", "--listen", &listen])
-        .args(["--admin", &admin, "--data-dir"])
+        .args(["--admin", &admin, "--cookie", "c", "--data-dir"])
         .arg(dir.path())
         .output()
         .expect("runs");

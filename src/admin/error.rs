@@ -40,11 +40,48 @@ pub enum AdminError {
     /// The hub failed in a way the caller cannot fix (500, `internal`).
     #[error("{0}")]
     Internal(String),
+    /// The request carries no valid bearer token (401, `unauthorized`).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// The request comes from another origin, or names a host the API does not serve (403,
+    /// `forbidden`).
+    #[error("{0}")]
+    Forbidden(String),
+    /// The path exists but not with this method (405, `method_not_allowed`).
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    /// The body, or the number of specs in it, is over the API's limit (413,
+    /// `payload_too_large`).
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// A write whose body is not declared `application/json` (415, `unsupported_media_type`).
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// A request naming one child failed for that child: the hub's own per-child code (such
+    /// as `startup_failed` or `node_unavailable`) with the status that fits it.
+    #[error("{message}")]
+    Child {
+        /// The status that fits `code`.
+        status: StatusCode,
+        /// The hub's stable snake_case code.
+        code: String,
+        /// What happened.
+        message: String,
+    },
+    /// Any other HTTP error status the framework produced, in the API's shape (`code` is
+    /// derived from the status).
+    #[error("{message}")]
+    Http {
+        /// The status.
+        status: StatusCode,
+        /// What happened.
+        message: String,
+    },
 }
 
 impl AdminError {
     /// The stable snake_case code of the `error` field.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> &str {
         match self {
             AdminError::InvalidInput(_) => "invalid_input",
             AdminError::DurableRequiresPermanent(_) => "durable_requires_permanent",
@@ -56,6 +93,27 @@ impl AdminError {
             AdminError::StorageFailed(_) => "storage_failed",
             AdminError::InsufficientStorage(_) => "insufficient_storage",
             AdminError::Internal(_) => "internal",
+            AdminError::Unauthorized(_) => "unauthorized",
+            AdminError::Forbidden(_) => "forbidden",
+            AdminError::MethodNotAllowed(_) => "method_not_allowed",
+            AdminError::PayloadTooLarge(_) => "payload_too_large",
+            AdminError::UnsupportedMediaType(_) => "unsupported_media_type",
+            AdminError::Child { code, .. } => code,
+            AdminError::Http { status, .. } => match status.as_u16() {
+                400 => "invalid_input",
+                401 => "unauthorized",
+                403 => "forbidden",
+                404 => "not_found",
+                405 => "method_not_allowed",
+                408 => "request_timeout",
+                409 => "conflict",
+                413 => "payload_too_large",
+                415 => "unsupported_media_type",
+                422 => "unprocessable",
+                503 => "not_ready",
+                s if s >= 500 => "internal",
+                _ => "http_error",
+            },
         }
     }
 
@@ -71,6 +129,39 @@ impl AdminError {
             AdminError::StorageFailed(_) => StatusCode::SERVICE_UNAVAILABLE,
             AdminError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             AdminError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            AdminError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            AdminError::Forbidden(_) => StatusCode::FORBIDDEN,
+            AdminError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            AdminError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            AdminError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            AdminError::Child { status, .. } | AdminError::Http { status, .. } => *status,
+        }
+    }
+
+    /// The error of a request that named one child and failed for it, from the hub's
+    /// per-child `code`: the caller learns from the status alone whether to fix the request
+    /// (4xx) or retry later (5xx).
+    pub fn for_child(code: &str, message: String) -> AdminError {
+        let status = match code {
+            "already_started" => return AdminError::AlreadyStarted(message),
+            "unknown_kind" | "invalid_args" | "invalid_id" | "invalid_metadata" => {
+                return AdminError::InvalidInput(message)
+            }
+            "durable_requires_permanent" => return AdminError::DurableRequiresPermanent(message),
+            "no_leader" => return AdminError::NoLeader(message),
+            "not_found" => return AdminError::NotFound(message),
+            // The request is understood, but the node cannot honour it as asked.
+            "durable_unavailable" => StatusCode::BAD_REQUEST,
+            // The child's own start refused these arguments: retrying will not help.
+            "startup_failed" => StatusCode::UNPROCESSABLE_ENTITY,
+            "node_unavailable" => StatusCode::SERVICE_UNAVAILABLE,
+            "node_receive_timeout" => StatusCode::GATEWAY_TIMEOUT,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        AdminError::Child {
+            status,
+            code: code.to_owned(),
+            message,
         }
     }
 }
@@ -78,6 +169,13 @@ impl AdminError {
 impl IntoResponse for AdminError {
     fn into_response(self) -> Response {
         let body = serde_json::json!({ "error": self.code(), "message": self.to_string() });
-        (self.status(), Json(body)).into_response()
+        let mut response = (self.status(), Json(body)).into_response();
+        if matches!(self, AdminError::Unauthorized(_)) {
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
     }
 }

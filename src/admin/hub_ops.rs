@@ -16,7 +16,7 @@ use super::dto::{
     ChildView, Health, NodePid, StartError as AdminStartError, StartResponse, StartSpec,
     StartedChild, StopResponse, StoppedChild,
 };
-use super::{AdminError, AdminOps, RegistrySummary};
+use super::{AdminError, AdminOps, ChildrenPage, PageCollector, RegistrySummary};
 
 /// How long an admin start or stop may wait for the nodes: admin requests carry batches of
 /// thousands of children, far more than the hub's per-request default is sized for.
@@ -163,6 +163,24 @@ impl AdminOps for Hub {
                 })
             })
             .collect())
+    }
+
+    async fn list_children_page(
+        &self,
+        after: Option<ChildId>,
+        limit: usize,
+    ) -> Result<ChildrenPage, AdminError> {
+        let mut pages = PageCollector::new(after.as_ref().map(ChildId::as_str), limit);
+        self.for_each_row(|row| {
+            pages.offer(row.spec.id.as_str(), || {
+                view(ChildInfo {
+                    nodes: row.node_pids.clone().into_iter().collect(),
+                    metadata: Some(row.metadata.clone()),
+                    spec: row.spec.clone(),
+                })
+            })
+        });
+        Ok(pages.finish())
     }
 
     async fn get_child(&self, id: ChildId) -> Result<Option<ChildView>, AdminError> {

@@ -8,7 +8,7 @@
 //! | route | answer |
 //! |---|---|
 //! | `GET /v1/health` | [`Health`] |
-//! | `GET /v1/children` | `[`[`ChildView`]`]` (this node's registry copy) |
+//! | `GET /v1/children?limit=&after=` | `[`[`ChildView`]`]`: a page of this node's registry copy in id order; `x-next-after` and `Link` name the next page |
 //! | `GET /v1/children/{id}` | [`ChildView`] or 404 |
 //! | `POST /v1/children` | one [`StartSpec`] or an array, awaited -> [`StartResponse`] |
 //! | `DELETE /v1/children/{id}` | [`StopResponse`] or 404 |
@@ -16,22 +16,31 @@
 //! | `GET /v1/declared` | [`DeclaredResponse`], or 404 without auto-recovery |
 //! | `POST /v1/declared/clear` | [`ClearResponse`] (the operator's clear of a parked list) |
 //!
-//! Errors are `{"error": "snake_case_code", "message": "..."}` with 400 for invalid input, 404
-//! for unknown ids, 409 when the child is already started, 503 when the hub is not ready.
+//! Every error, the framework's own included (404 of an unknown path, 405, 413), is
+//! `{"error": "snake_case_code", "message": "..."}` ([`AdminError`]).
 //! [`crate::Hub`] implements [`AdminOps`] (see `hub_ops`), so `router(hub)` serves a real hub.
-//! Bind it to loopback unless the network in between is trusted: it has no authentication.
+//!
+//! [`router_with`] takes an [`AdminConfig`]: a bearer token every request must present, and
+//! the bounds of a request ([`AdminLimits`]). Whatever the config, cross-origin requests and
+//! writes not declared `application/json` are refused (see `guard`), so a web page cannot
+//! drive the API from an operator's browser.
 
+mod config;
 mod dto;
 mod error;
+mod guard;
 mod hub_ops;
+mod page;
 mod routes;
 mod summary;
 
+pub use config::{AdminConfig, AdminLimits, AdminToken, AdminTokenError};
 pub use dto::{
     ChildView, ClearResponse, DeclaredChildView, DeclaredResponse, Health, NodePid, StartError,
     StartResponse, StartSpec, StartedChild, StopResponse, StoppedChild,
 };
 pub use error::AdminError;
 pub use hub_ops::{start_error_code, stop_error_code, ADMIN_REQUEST_TIMEOUT};
-pub use routes::{router, AdminOps};
+pub use page::{ChildrenPage, PageCollector};
+pub use routes::{router, router_with, AdminOps};
 pub use summary::RegistrySummary;

@@ -1,10 +1,12 @@
 //! The routes and the seam to the hub behind them.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -15,8 +17,9 @@ use crate::model::ChildId;
 use super::dto::{
     ChildView, ClearResponse, DeclaredResponse, Health, StartResponse, StartSpec, StopResponse,
 };
+use super::page::ChildrenPage;
 use super::summary::RegistrySummary;
-use super::AdminError;
+use super::{guard, AdminConfig, AdminError, AdminLimits};
 
 /// What the admin API needs from a hub. Implemented by the hub handle; a test double is enough
 /// to exercise the HTTP contract.
@@ -25,6 +28,22 @@ pub trait AdminOps: Clone + Send + Sync + 'static {
     fn health(&self) -> impl Future<Output = Result<Health, AdminError>> + Send;
     /// Every child in this node's registry copy.
     fn list_children(&self) -> impl Future<Output = Result<Vec<ChildView>, AdminError>> + Send;
+    /// The children after the id `after` (exclusive), in id order, at most `limit`. The
+    /// default sorts [`AdminOps::list_children`]; a hub overrides it to keep only the page.
+    fn list_children_page(
+        &self,
+        after: Option<ChildId>,
+        limit: usize,
+    ) -> impl Future<Output = Result<ChildrenPage, AdminError>> + Send {
+        async move {
+            let children = self.list_children().await?;
+            Ok(ChildrenPage::of(
+                children,
+                after.as_ref().map(ChildId::as_str),
+                limit,
+            ))
+        }
+    }
     /// One child, or `None` when unknown.
     fn get_child(
         &self,
@@ -68,8 +87,16 @@ pub trait AdminOps: Clone + Send + Sync + 'static {
     }
 }
 
-/// The admin routes over `ops`, ready to be served or merged into an application's router.
+/// The admin routes over `ops` with no token and the default limits (see [`router_with`]).
 pub fn router<O: AdminOps>(ops: O) -> Router {
+    router_with(ops, AdminConfig::default())
+}
+
+/// The admin routes over `ops`, protected and bounded as `config` says, ready to be served or
+/// nested into an application's router. Unknown paths answer the API's JSON 404 (the router
+/// has a fallback: nest it under a prefix rather than merge it into a router with its own).
+pub fn router_with<O: AdminOps>(ops: O, config: AdminConfig) -> Router {
+    let limits = config.limits;
     Router::new()
         .route("/v1/health", get(health::<O>))
         .route("/v1/children", get(list::<O>).post(start::<O>))
@@ -80,17 +107,72 @@ pub fn router<O: AdminOps>(ops: O) -> Router {
             "/v1/declared/clear",
             axum::routing::post(clear_declared::<O>),
         )
-        .with_state(ops)
+        .fallback(unknown_path)
+        .with_state(Routes { ops, limits })
+        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(config),
+            guard::guard,
+        ))
+        .layer(axum::middleware::from_fn(guard::json_errors))
 }
 
-async fn health<O: AdminOps>(State(ops): State<O>) -> Result<Json<Health>, AdminError> {
-    ops.health().await.map(Json)
+/// What every route reads: the hub behind the API and the request bounds.
+#[derive(Clone)]
+struct Routes<O> {
+    ops: O,
+    limits: AdminLimits,
 }
 
-async fn list<O: AdminOps>(State(ops): State<O>) -> Result<Json<Vec<ChildView>>, AdminError> {
-    let mut children = ops.list_children().await?;
-    children.sort_by(|a, b| a.id.cmp(&b.id));
-    Ok(Json(children))
+async fn unknown_path(uri: Uri) -> AdminError {
+    AdminError::NotFound(format!("no route {}", uri.path()))
+}
+
+async fn health<O: AdminOps>(State(r): State<Routes<O>>) -> Result<Json<Health>, AdminError> {
+    r.ops.health().await.map(Json)
+}
+
+/// `GET /v1/children`'s query: `limit` children after the id `after`.
+#[derive(Deserialize)]
+struct PageQuery {
+    limit: Option<usize>,
+    after: Option<String>,
+}
+
+async fn list<O: AdminOps>(
+    State(r): State<Routes<O>>,
+    query: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, AdminError> {
+    let Query(query) = query.map_err(|e| {
+        AdminError::InvalidInput(format!(
+            "query must be `limit` (1-{}) and `after` (a child id): {}",
+            r.limits.max_page,
+            e.body_text()
+        ))
+    })?;
+    let limit = query.limit.unwrap_or(r.limits.default_page);
+    if limit == 0 || limit > r.limits.max_page {
+        return Err(AdminError::InvalidInput(format!(
+            "limit {limit} is out of range 1-{}",
+            r.limits.max_page
+        )));
+    }
+    let after = query.after.map(parse_id).transpose()?;
+    let page = r.ops.list_children_page(after, limit).await?;
+    let mut response = Json(page.children).into_response();
+    if let Some(next) = page.next_after {
+        // The cursor travels percent-encoded: an id may hold any character.
+        let encoded =
+            percent_encoding::utf8_percent_encode(&next, percent_encoding::NON_ALPHANUMERIC)
+                .to_string();
+        let link = format!("</v1/children?limit={limit}&after={encoded}>; rel=\"next\"");
+        for (name, value) in [("x-next-after", encoded), ("link", link)] {
+            if let Ok(value) = HeaderValue::from_str(&value) {
+                response.headers_mut().insert(name, value);
+            }
+        }
+    }
+    Ok(response)
 }
 
 fn parse_id(raw: String) -> Result<ChildId, AdminError> {
@@ -98,11 +180,11 @@ fn parse_id(raw: String) -> Result<ChildId, AdminError> {
 }
 
 async fn get_one<O: AdminOps>(
-    State(ops): State<O>,
+    State(r): State<Routes<O>>,
     Path(id): Path<String>,
 ) -> Result<Json<ChildView>, AdminError> {
     let id = parse_id(id)?;
-    match ops.get_child(id.clone()).await? {
+    match r.ops.get_child(id.clone()).await? {
         Some(child) => Ok(Json(child)),
         None => Err(AdminError::NotFound(format!("no child with id {id}"))),
     }
@@ -116,7 +198,20 @@ enum OneOrMany {
     One(Box<StartSpec>),
 }
 
-async fn start<O: AdminOps>(State(ops): State<O>, body: Bytes) -> Result<Response, AdminError> {
+async fn start<O: AdminOps>(
+    State(r): State<Routes<O>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AdminError> {
+    let body = body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            AdminError::PayloadTooLarge(format!(
+                "the body is over the {} byte limit",
+                r.limits.max_body_bytes
+            ))
+        } else {
+            AdminError::InvalidInput(e.body_text())
+        }
+    })?;
     // Parsed by hand so that a bad body gets the API's error shape, not the framework's.
     let parsed: OneOrMany = serde_json::from_slice(&body).map_err(|e| {
         AdminError::InvalidInput(format!(
@@ -132,55 +227,60 @@ async fn start<O: AdminOps>(State(ops): State<O>, body: Bytes) -> Result<Respons
             "no children in the request".into(),
         ));
     }
+    if specs.len() > r.limits.max_specs_per_request {
+        return Err(AdminError::PayloadTooLarge(format!(
+            "{} children in one request; at most {} are taken",
+            specs.len(),
+            r.limits.max_specs_per_request
+        )));
+    }
     for spec in &specs {
         // Validate every spec before starting any, so a typo starts nothing.
         spec.clone().into_spec()?;
     }
-    let response = ops.start_children(specs).await?;
+    let response = r.ops.start_children(specs).await?;
     if single && response.started.is_empty() {
         if let Some(err) = response.errors.first() {
             // A single child that could not start is the request's outcome: answer with the
-            // matching status rather than a 200 that hides it.
+            // status of its reason rather than a 200 that hides it.
             let message = format!("child {}: {}", err.id, err.reason);
-            match err.code.as_str() {
-                "already_started" => return Err(AdminError::AlreadyStarted(message)),
-                "unknown_kind" | "invalid_args" | "invalid_metadata" => {
-                    return Err(AdminError::InvalidInput(message))
-                }
-                "durable_requires_permanent" => {
-                    return Err(AdminError::DurableRequiresPermanent(message))
-                }
-                "no_leader" => return Err(AdminError::NoLeader(message)),
-                _ => {}
-            }
+            return Err(AdminError::for_child(&err.code, message));
         }
     }
     Ok((StatusCode::OK, Json(response)).into_response())
 }
 
 async fn stop<O: AdminOps>(
-    State(ops): State<O>,
+    State(r): State<Routes<O>>,
     Path(id): Path<String>,
 ) -> Result<Json<StopResponse>, AdminError> {
     let id = parse_id(id)?;
-    match ops.stop_child(id.clone()).await? {
+    match r.ops.stop_child(id.clone()).await? {
+        Some(result) if result.stopped.is_empty() && !result.errors.is_empty() => {
+            // Like a single start: a stop that did not happen is not a 200.
+            let err = &result.errors[0];
+            let message = format!("child {} on {}: {}", err.id, err.node, err.reason);
+            Err(AdminError::for_child(&err.code, message))
+        }
         Some(result) => Ok(Json(result)),
         None => Err(AdminError::NotFound(format!("no child with id {id}"))),
     }
 }
 
 async fn registry_summary<O: AdminOps>(
-    State(ops): State<O>,
+    State(r): State<Routes<O>>,
 ) -> Result<Json<RegistrySummary>, AdminError> {
-    ops.registry_summary().await.map(Json)
+    r.ops.registry_summary().await.map(Json)
 }
 
-async fn declared<O: AdminOps>(State(ops): State<O>) -> Result<Json<DeclaredResponse>, AdminError> {
-    ops.declared().await.map(Json)
+async fn declared<O: AdminOps>(
+    State(r): State<Routes<O>>,
+) -> Result<Json<DeclaredResponse>, AdminError> {
+    r.ops.declared().await.map(Json)
 }
 
 async fn clear_declared<O: AdminOps>(
-    State(ops): State<O>,
+    State(r): State<Routes<O>>,
 ) -> Result<Json<ClearResponse>, AdminError> {
-    ops.clear_declared().await.map(Json)
+    r.ops.clear_declared().await.map(Json)
 }

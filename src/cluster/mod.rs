@@ -8,8 +8,10 @@
 pub mod gateway;
 pub mod in_process;
 pub mod node;
+pub mod tls;
 pub mod transport;
 pub mod wire;
 
+pub use tls::TlsError;
 pub use transport::{EventSink, Network, Transport, TransportError, TransportEvent};
 pub use wire::{WireFrame, WireMsg};

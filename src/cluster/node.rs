@@ -15,7 +15,7 @@
 //!
 //! # Security
 //! The cookie authenticates peers but does not encrypt; set [`ClusterConfig::tls`] on networks
-//! you do not trust. With TLS, connections are made only to seeds and known peers
+//! you do not trust ([`TlsConfig::mutual`]: both ends present certificates their CA signed). With TLS, connections are made only to seeds and known peers
 //! (ractor_cluster's transitive mode opens plain TCP connections, which a TLS listener refuses),
 //! so every node must list at least one reachable seed.
 
@@ -42,7 +42,8 @@ use crate::model::NodeName;
 
 /// TLS for node-to-node connections (rustls through tokio-rustls).
 ///
-/// Build the acceptor from the node's certificate chain and key
+/// [`TlsConfig::mutual`] builds mutual TLS from PEM files (what the `process-hub` binary's
+/// `--tls-*` flags do). Or build the acceptor from the node's certificate chain and key
 /// (`rustls::ServerConfig::builder().with_no_client_auth().with_single_cert(chain, key)`) and the
 /// connector from the CA that signed the peers' certificates
 /// (`rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth()`);

@@ -229,6 +229,10 @@ impl Storage for DurableStorage {
         self.shared.memory.len()
     }
 
+    fn for_each_row(&self, f: &mut dyn FnMut(&Row)) {
+        self.shared.memory.for_each_row(f)
+    }
+
     fn contains(&self, id: &ChildId) -> bool {
         self.shared.memory.contains(id)
     }

@@ -110,4 +110,8 @@ impl Storage for LmdbStorage {
         self.live_rows(|_| n += 1);
         n
     }
+
+    fn for_each_row(&self, f: &mut dyn FnMut(&Row)) {
+        self.live_rows(|stored| f(&stored.row));
+    }
 }

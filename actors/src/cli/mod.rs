@@ -1,3 +1,4 @@
 //! The pieces of the `process-hub` command line that are worth testing on their own.
 
 pub mod node_settings;
+pub mod secrets;

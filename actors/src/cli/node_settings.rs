@@ -11,6 +11,8 @@ use process_hub::cluster::gateway::WirePolicy;
 use process_hub::cluster::wire::seal::{OPEN_VERSION, SEALED_VERSION};
 use serde::Deserialize;
 
+use super::secrets::CookieSource;
+
 /// Which registry backend the node uses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -46,9 +48,29 @@ pub struct NodeFlags {
     /// Directory for the disk backends and the declared list.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
-    /// The shared secret every node of the cluster must present.
+    /// The shared secret every node of the cluster must present (visible in the process
+    /// list: prefer --cookie-file). Default: $HOME/.process-hub.cookie, created when missing.
     #[arg(long)]
     pub cookie: Option<String>,
+    /// A file holding the cookie (mode 0600: a file group or others can read is refused).
+    #[arg(long)]
+    pub cookie_file: Option<PathBuf>,
+    /// A file holding the admin API's bearer token (mode 0600); every request must then
+    /// carry `Authorization: Bearer <token>`. Required to bind --admin beyond loopback.
+    #[arg(long)]
+    pub admin_token_file: Option<PathBuf>,
+    /// Mutual TLS for the cluster transport: this node's certificate chain (PEM).
+    #[arg(long)]
+    pub tls_cert: Option<PathBuf>,
+    /// Mutual TLS: this node's private key (PEM).
+    #[arg(long)]
+    pub tls_key: Option<PathBuf>,
+    /// Mutual TLS: the CA that signed every node's certificate (PEM).
+    #[arg(long)]
+    pub tls_ca: Option<PathBuf>,
+    /// Mutual TLS: the DNS name (or IP) every node's certificate is issued for.
+    #[arg(long)]
+    pub tls_server_name: Option<String>,
     /// Registry backend.
     #[arg(long, value_enum)]
     pub backend: Option<BackendChoice>,
@@ -105,6 +127,12 @@ struct FileSettings {
     join: Vec<String>,
     data_dir: Option<PathBuf>,
     cookie: Option<String>,
+    cookie_file: Option<PathBuf>,
+    admin_token_file: Option<PathBuf>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    tls_ca: Option<PathBuf>,
+    tls_server_name: Option<String>,
     backend: Option<BackendChoice>,
     nodedown_grace_ms: Option<u64>,
     #[serde(default)]
@@ -136,8 +164,12 @@ pub struct NodeSettings {
     pub join: Vec<SocketAddr>,
     /// Data directory.
     pub data_dir: PathBuf,
-    /// Cluster cookie.
-    pub cookie: String,
+    /// Where the cluster cookie comes from (read when the node starts).
+    pub cookie: CookieSource,
+    /// The admin API's bearer token file, if any (read when the node starts).
+    pub admin_token_file: Option<PathBuf>,
+    /// Mutual TLS for the cluster transport; `None` for plain TCP.
+    pub tls: Option<TlsFiles>,
     /// Registry backend.
     pub backend: BackendChoice,
     /// The hub's `nodedown_grace_ms`, when set (validated by the hub's config).
@@ -146,6 +178,19 @@ pub struct NodeSettings {
     pub auto_recovery: Option<AutoRecoverySettings>,
     /// Which wire versions the node speaks and accepts.
     pub wire: WirePolicy,
+}
+
+/// The files of `--tls-cert`, `--tls-key`, `--tls-ca` and the name of `--tls-server-name`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// This node's certificate chain.
+    pub cert: PathBuf,
+    /// This node's private key.
+    pub key: PathBuf,
+    /// The CA of every node's certificate.
+    pub ca: PathBuf,
+    /// The name every node's certificate is issued for.
+    pub server_name: String,
 }
 
 /// The recovery settings of a node started with `--auto-recovery` (ranges are checked by the
@@ -210,6 +255,14 @@ pub enum NodeSettingsError {
         /// Why.
         reason: String,
     },
+    /// Settings that contradict each other, or one that needs another.
+    #[error("--{setting}: {reason}")]
+    Invalid {
+        /// The setting.
+        setting: &'static str,
+        /// Why.
+        reason: String,
+    },
     /// The config file is not valid TOML for these settings.
     #[error("config file {path} is invalid: {source}")]
     ParseConfig {
@@ -254,6 +307,39 @@ fn read_file(path: &Path) -> Result<FileSettings, NodeSettingsError> {
     })
 }
 
+/// All four TLS settings, or none.
+fn tls_files(
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    ca: Option<PathBuf>,
+    server_name: Option<String>,
+) -> Result<Option<TlsFiles>, NodeSettingsError> {
+    match (cert, key, ca, server_name) {
+        (None, None, None, None) => Ok(None),
+        (Some(cert), Some(key), Some(ca), Some(server_name)) => Ok(Some(TlsFiles {
+            cert,
+            key,
+            ca,
+            server_name,
+        })),
+        (cert, key, ca, name) => {
+            let missing = [
+                ("tls-cert", cert.is_none()),
+                ("tls-key", key.is_none()),
+                ("tls-ca", ca.is_none()),
+                ("tls-server-name", name.is_none()),
+            ]
+            .into_iter()
+            .find(|(_, missing)| *missing)
+            .map_or("tls-cert", |(setting, _)| setting);
+            Err(NodeSettingsError::Invalid {
+                setting: missing,
+                reason: "mutual TLS needs --tls-cert, --tls-key, --tls-ca and --tls-server-name together".into(),
+            })
+        }
+    }
+}
+
 impl NodeFlags {
     /// Merges the flags over the config file (if any) and validates the result.
     pub fn resolve(self) -> Result<NodeSettings, NodeSettingsError> {
@@ -296,10 +382,32 @@ impl NodeFlags {
             .data_dir
             .or(file.data_dir)
             .unwrap_or_else(|| PathBuf::from("./data").join(&name));
-        let cookie = self
-            .cookie
-            .or(file.cookie)
-            .unwrap_or_else(|| "process-hub".to_owned());
+        let cookie = match (
+            self.cookie.or(file.cookie),
+            self.cookie_file.or(file.cookie_file),
+        ) {
+            (Some(_), Some(_)) => {
+                return Err(NodeSettingsError::Invalid {
+                    setting: "cookie",
+                    reason: "give --cookie or --cookie-file, not both".into(),
+                })
+            }
+            (Some(cookie), None) if cookie.trim().is_empty() => {
+                return Err(NodeSettingsError::Invalid {
+                    setting: "cookie",
+                    reason: "must not be empty".into(),
+                })
+            }
+            (Some(cookie), None) => CookieSource::Given(cookie),
+            (None, Some(path)) => CookieSource::File(path),
+            (None, None) => CookieSource::Home,
+        };
+        let tls = tls_files(
+            self.tls_cert.or(file.tls_cert),
+            self.tls_key.or(file.tls_key),
+            self.tls_ca.or(file.tls_ca),
+            self.tls_server_name.or(file.tls_server_name),
+        )?;
         let reconcile_grace_ms = self.reconcile_grace_ms.or(file.reconcile_grace_ms);
         let reconcile_interval_ms = self.reconcile_interval_ms.or(file.reconcile_interval_ms);
         let remote_manifest = self.remote_manifest.or(file.remote_manifest);
@@ -376,6 +484,8 @@ impl NodeFlags {
             join,
             data_dir,
             cookie,
+            admin_token_file: self.admin_token_file.or(file.admin_token_file),
+            tls,
             backend: self.backend.or(file.backend).unwrap_or_default(),
             nodedown_grace_ms: self.nodedown_grace_ms.or(file.nodedown_grace_ms),
         })
@@ -401,6 +511,34 @@ mod tests {
         assert_eq!(s.node_name, "a@127.0.0.1");
         assert_eq!(s.admin.ip().to_string(), "127.0.0.1");
         assert_eq!(s.backend, BackendChoice::Memory);
+        assert_eq!(s.cookie, CookieSource::Home, "no built-in cookie");
+        assert_eq!(s.tls, None);
+    }
+
+    #[test]
+    fn cookie_sources_exclude_each_other_and_tls_comes_whole() {
+        let mut f = flags();
+        f.cookie = Some("c".into());
+        f.cookie_file = Some("/etc/cookie".into());
+        assert!(f.resolve().unwrap_err().to_string().contains("--cookie"));
+        let mut f = flags();
+        f.cookie = Some(" ".into());
+        assert!(f.resolve().is_err());
+        let mut f = flags();
+        f.cookie_file = Some("/etc/cookie".into());
+        assert_eq!(
+            f.resolve().unwrap().cookie,
+            CookieSource::File("/etc/cookie".into())
+        );
+        let mut f = flags();
+        f.tls_cert = Some("c.pem".into());
+        f.tls_key = Some("k.pem".into());
+        let err = f.clone().resolve().unwrap_err().to_string();
+        assert!(err.contains("--tls-ca"), "{err}");
+        f.tls_ca = Some("ca.pem".into());
+        f.tls_server_name = Some("node.example".into());
+        let tls = f.resolve().unwrap().tls.expect("tls on");
+        assert_eq!(tls.server_name, "node.example");
     }
 
     #[test]

@@ -56,7 +56,11 @@ impl AdminClientError {
 pub struct AdminClient {
     addr: SocketAddr,
     agent: ureq::Agent,
+    token: Option<String>,
 }
+
+/// Children per `GET /v1/children` page the client asks for (the API's largest page).
+const PAGE: usize = 10_000;
 
 impl AdminClient {
     /// A client for the node whose admin API listens on `addr`.
@@ -66,7 +70,24 @@ impl AdminClient {
             .http_status_as_error(false)
             .build()
             .into();
-        Self { addr, agent }
+        Self {
+            addr,
+            agent,
+            token: None,
+        }
+    }
+
+    /// The same client presenting `token` as its bearer token on every request.
+    pub fn with_token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    fn auth<B>(&self, request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+        match &self.token {
+            Some(token) => request.header("authorization", format!("Bearer {token}")),
+            None => request,
+        }
     }
 
     /// The node's admin address.
@@ -111,52 +132,76 @@ impl AdminClient {
 
     /// `GET /v1/health`.
     pub fn health(&self) -> Result<Health, AdminClientError> {
-        self.finish(self.agent.get(&self.url("/v1/health")).call())
+        self.finish(self.auth(self.agent.get(&self.url("/v1/health"))).call())
     }
 
-    /// `GET /v1/children`.
+    /// `GET /v1/children`, every page of it.
     pub fn children(&self) -> Result<Vec<ChildView>, AdminClientError> {
-        self.finish(self.agent.get(&self.url("/v1/children")).call())
+        let mut all = Vec::new();
+        // The cursor as the node sent it: already percent-encoded for the query.
+        let mut after: Option<String> = None;
+        loop {
+            let path = match &after {
+                Some(after) => format!("/v1/children?limit={PAGE}&after={after}"),
+                None => format!("/v1/children?limit={PAGE}"),
+            };
+            let response = self.auth(self.agent.get(&self.url(&path))).call();
+            let next = response
+                .as_ref()
+                .ok()
+                .and_then(|r| r.headers().get("x-next-after"))
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let page: Vec<ChildView> = self.finish(response)?;
+            all.extend(page);
+            match next {
+                Some(next) => after = Some(next),
+                None => return Ok(all),
+            }
+        }
     }
 
     /// `GET /v1/registry/summary`: counts of the node's registry copy, cheap to poll.
     pub fn registry_summary(&self) -> Result<RegistrySummary, AdminClientError> {
-        self.finish(self.agent.get(&self.url("/v1/registry/summary")).call())
+        self.finish(
+            self.auth(self.agent.get(&self.url("/v1/registry/summary")))
+                .call(),
+        )
     }
 
     /// `GET /v1/children/{id}`.
     pub fn child(&self, id: &str) -> Result<ChildView, AdminClientError> {
         self.finish(
-            self.agent
-                .get(&self.url(&format!("/v1/children/{id}")))
+            self.auth(self.agent.get(&self.url(&format!("/v1/children/{id}"))))
                 .call(),
         )
     }
 
     /// `POST /v1/children` with an array of specs, awaited.
     pub fn start(&self, specs: &[StartSpec]) -> Result<StartResponse, AdminClientError> {
-        self.finish(self.agent.post(&self.url("/v1/children")).send_json(specs))
+        self.finish(
+            self.auth(self.agent.post(&self.url("/v1/children")))
+                .send_json(specs),
+        )
     }
 
     /// `DELETE /v1/children/{id}`, awaited.
     pub fn stop(&self, id: &str) -> Result<StopResponse, AdminClientError> {
         self.finish(
-            self.agent
-                .delete(&self.url(&format!("/v1/children/{id}")))
+            self.auth(self.agent.delete(&self.url(&format!("/v1/children/{id}"))))
                 .call(),
         )
     }
 
     /// `GET /v1/declared`: this node's copy of the declared list.
     pub fn declared(&self) -> Result<DeclaredResponse, AdminClientError> {
-        self.finish(self.agent.get(&self.url("/v1/declared")).call())
+        self.finish(self.auth(self.agent.get(&self.url("/v1/declared"))).call())
     }
 
     /// `POST /v1/declared/clear`: the operator's clear.
     pub fn clear_declared(&self) -> Result<ClearResponse, AdminClientError> {
         self.finish(
-            self.agent
-                .post(&self.url("/v1/declared/clear"))
+            self.auth(self.agent.post(&self.url("/v1/declared/clear")))
                 .send_empty(),
         )
     }

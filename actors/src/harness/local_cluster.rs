@@ -46,7 +46,7 @@ pub enum HarnessError {
 pub struct ClusterOptions {
     /// The hub id every node runs.
     pub hub: String,
-    /// The cookie every node presents.
+    /// The cookie every node presents (the default is random, new for every cluster).
     pub cookie: String,
     /// The registry backend of every node.
     pub backend: BackendChoice,
@@ -54,16 +54,20 @@ pub struct ClusterOptions {
     pub extra_args: Vec<String>,
     /// Value of `RUST_LOG` for the nodes.
     pub log_filter: String,
+    /// A bearer token for every node's admin API (written to a private file in the work
+    /// directory and passed as `--admin-token-file`); the nodes' clients present it.
+    pub admin_token: Option<String>,
 }
 
 impl Default for ClusterOptions {
     fn default() -> Self {
         Self {
             hub: "demo".into(),
-            cookie: "process-hub-demo".into(),
+            cookie: crate::cli::secrets::random_secret(),
             backend: BackendChoice::Memory,
             extra_args: Vec::new(),
             log_filter: "info".into(),
+            admin_token: None,
         }
     }
 }
@@ -81,6 +85,20 @@ pub fn free_port() -> Result<u16, std::io::Error> {
             return Ok(port);
         }
     }
+}
+
+/// Writes `text` to a new file at `path` that only its owner may read (mode 0600), as a node
+/// requires of its secret files.
+pub fn write_private(path: &Path, text: &str) -> Result<(), std::io::Error> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(text.as_bytes())
 }
 
 /// Polls `probe` until it returns `Some`, or fails after `timeout`.
@@ -120,6 +138,7 @@ pub struct NodeProcess {
     binary: PathBuf,
     args: Vec<String>,
     log_filter: String,
+    admin_token: Option<String>,
     child: Option<Child>,
 }
 
@@ -146,7 +165,11 @@ impl NodeProcess {
 
     /// A client of this node's admin API.
     pub fn client(&self) -> AdminClient {
-        AdminClient::new(self.admin)
+        let client = AdminClient::new(self.admin);
+        match &self.admin_token {
+            Some(token) => client.with_token(token.clone()),
+            None => client,
+        }
     }
 
     /// The OS process id, while running.
@@ -301,6 +324,12 @@ impl LocalCluster {
             args.push("--join".into());
             args.push(seed.to_string());
         }
+        if let Some(token) = &options.admin_token {
+            let path = self.workdir.join(format!("{name}.admin-token"));
+            write_private(&path, token)?;
+            args.push("--admin-token-file".into());
+            args.push(path.display().to_string());
+        }
         args.extend(options.extra_args.iter().cloned());
         let mut node = NodeProcess {
             node_name: format!("{name}@127.0.0.1"),
@@ -312,6 +341,7 @@ impl LocalCluster {
             binary: self.binary.clone(),
             args,
             log_filter: options.log_filter.clone(),
+            admin_token: options.admin_token.clone(),
             child: None,
         };
         node.spawn()?;

@@ -10,6 +10,6 @@ pub mod outage;
 pub use admin_client::{AdminClient, AdminClientError};
 pub use census::Census;
 pub use local_cluster::{
-    free_port, wait_for, ClusterOptions, HarnessError, LocalCluster, NodeProcess,
+    free_port, wait_for, write_private, ClusterOptions, HarnessError, LocalCluster, NodeProcess,
 };
 pub use outage::{whole_cluster_outage, OutageReport, OutageSettings};

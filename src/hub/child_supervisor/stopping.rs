@@ -1,6 +1,11 @@
 //! Stopping children on request: a stop batch becomes a stop group that waits for each
 //! child's exit, kills the ones whose shutdown grace runs out (one timer per distinct grace, not
 //! per child), then unbinds them all in one registry write and answers once.
+//!
+//! An id this node neither runs, nor waits to restart, nor holds in its registry copy is
+//! answered `not_found`: a peer that does not know an id asks the id's ring owner, and the
+//! owner's answer is the request's answer, so "stopped" there would claim a stop of a child that
+//! never existed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -25,6 +30,8 @@ pub(super) struct StopGroup {
     release: bool,
     pub waiting: BTreeMap<ActorId, StoppingChild>,
     pub stopped: Vec<ChildId>,
+    /// Ids this node knows nothing of (answered `not_found`, nothing written).
+    not_found: Vec<ChildId>,
     timers: Vec<JoinHandle<Result<(), ractor::MessagingErr<ChildSupMsg>>>>,
 }
 
@@ -37,6 +44,7 @@ impl ChildSupState {
             release: batch.release,
             waiting: BTreeMap::new(),
             stopped: Vec::new(),
+            not_found: Vec::new(),
             timers: Vec::new(),
         };
         let mut graces: BTreeSet<u64> = BTreeSet::new();
@@ -65,11 +73,15 @@ impl ChildSupState {
                         grace_ms,
                     },
                 );
-            } else {
-                // Not running here (never was, or waiting for a restart): stopping it only
-                // means forgetting it. Idempotent, like stopping a stopped child.
-                self.awaiting_retry.remove(&id);
+            } else if self.awaiting_retry.remove(&id).is_some()
+                || batch.release
+                || self.shared.storage.get(&id).is_some()
+            {
+                // Not running here but known (waiting for a restart, or a row nothing runs):
+                // stopping it only means forgetting it.
                 group.stopped.push(id);
+            } else {
+                group.not_found.push(id);
             }
         }
         for grace_ms in graces {
@@ -117,6 +129,7 @@ impl ChildSupState {
             })
             .collect();
         let stopped = std::mem::take(&mut group.stopped);
+        let not_found = std::mem::take(&mut group.not_found);
         let reply = group.reply.take();
         self.write(
             ops,
@@ -142,6 +155,11 @@ impl ChildSupState {
                             .collect();
                     }
                 }
+                report.errors.extend(
+                    not_found
+                        .into_iter()
+                        .map(|id| (id, ChildStopError::NotFound)),
+                );
                 if let Some(reply) = reply {
                     reply(report);
                 }
