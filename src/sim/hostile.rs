@@ -2,7 +2,7 @@
 //! that holds the cookie but not the hub's rules could send. A run injects them toward a node
 //! and the invariants must hold as if they had never been sent.
 
-use crate::cluster::wire::{self, RegistryChange, WireMsg, WIRE_VERSION};
+use crate::cluster::wire::{self, DeclaredOp, RegistryChange, RequestId, WireMsg, WIRE_VERSION};
 use crate::core::declared_delta::{DeclaredDelta, DeltaChange, ListStamp};
 use crate::core::declared_list::{DeclaredChildren, DeclaredList};
 use crate::model::{ChildId, ChildSpec, HubMeta, Metadata, Row, MAX_CHILD_BYTES};
@@ -71,6 +71,18 @@ pub(super) fn frame_bytes(from: &str, frame: &HostileFrame) -> Vec<u8> {
             WireMsg::RegistryDelta {
                 changes: vec![RegistryChange::Upsert(row)],
             }
+        }
+        HostileFrame::ForgedName { claimed, what } => {
+            let msg = match what {
+                0 => WireMsg::FullSync { rows: Vec::new() },
+                1 => WireMsg::Goodbye,
+                _ => WireMsg::DeclaredMutate {
+                    request_id: RequestId(u64::MAX),
+                    reply_to: claimed.clone(),
+                    op: DeclaredOp::Clear,
+                },
+            };
+            return wire::encode(SIM_HUB, claimed, &msg).unwrap_or_default();
         }
         HostileFrame::Garbage { len } => {
             let mut bytes = WIRE_VERSION.to_le_bytes().to_vec();

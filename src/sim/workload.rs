@@ -171,6 +171,15 @@ pub enum HostileFrame {
         /// The frame's length.
         len: usize,
     },
+    /// A frame in another node's name (`claimed`): an empty full sync (taken for `claimed`'s, it
+    /// would remove its rows), a `Goodbye` (it would drop `claimed` from the ring) or the
+    /// operator's clear of the declared list as a mutation from `claimed`.
+    ForgedName {
+        /// The node the frame's `from` names.
+        claimed: NodeName,
+        /// 0: empty full sync, 1: `Goodbye`, 2: declared-list clear.
+        what: u8,
+    },
 }
 
 impl fmt::Display for Op {
@@ -416,10 +425,17 @@ impl Workload {
                 99 if world.up.len() > 1 => {
                     let mut nodes = world.up.to_vec();
                     nodes.shuffle(rng);
+                    let frame = match nodes.get(2) {
+                        Some(claimed) if rng.gen_bool(0.3) => HostileFrame::ForgedName {
+                            claimed: claimed.clone(),
+                            what: rng.gen_range(0..3),
+                        },
+                        _ => hostile_frame(rng),
+                    };
                     Some(Op::Hostile {
                         from: nodes[0].clone(),
                         to: nodes[1].clone(),
-                        frame: hostile_frame(rng),
+                        frame,
                     })
                 }
                 _ => Some(Op::Idle),
