@@ -34,6 +34,7 @@ pub fn start_error_code(e: &ChildStartError) -> &'static str {
         ChildStartError::NodeUnavailable { .. } => "node_unavailable",
         ChildStartError::Storage { .. } => "storage",
         ChildStartError::DurableRequiresPermanent { .. } => "durable_requires_permanent",
+        ChildStartError::InsufficientStorage { .. } => "insufficient_storage",
     }
 }
 
@@ -44,6 +45,7 @@ pub fn stop_error_code(e: &ChildStopError) -> &'static str {
         ChildStopError::NodeReceiveTimeout => "node_receive_timeout",
         ChildStopError::NodeUnavailable { .. } => "node_unavailable",
         ChildStopError::Storage { .. } => "storage",
+        ChildStopError::InsufficientStorage { .. } => "insufficient_storage",
     }
 }
 
@@ -319,6 +321,9 @@ mod tests {
             ChildStartError::Storage {
                 message: "m".into(),
             },
+            ChildStartError::InsufficientStorage {
+                message: "m".into(),
+            },
         ] {
             let serde = serde_json::to_value(&e).unwrap();
             assert_eq!(serde["code"], start_error_code(&e), "{e:?}");
@@ -328,6 +333,9 @@ mod tests {
             ChildStopError::NodeReceiveTimeout,
             ChildStopError::NodeUnavailable { reason: "r".into() },
             ChildStopError::Storage {
+                message: "m".into(),
+            },
+            ChildStopError::InsufficientStorage {
                 message: "m".into(),
             },
         ] {

@@ -151,7 +151,11 @@ async fn start<O: AdminOps>(State(ops): State<O>, body: Bytes) -> Result<Respons
                     return Err(AdminError::DurableRequiresPermanent(message))
                 }
                 "no_leader" => return Err(AdminError::NoLeader(message)),
-                _ => {}
+                code => {
+                    if let Some(refusal) = storage_refusal(code, message) {
+                        return Err(refusal);
+                    }
+                }
             }
         }
     }
@@ -164,8 +168,28 @@ async fn stop<O: AdminOps>(
 ) -> Result<Json<StopResponse>, AdminError> {
     let id = parse_id(id)?;
     match ops.stop_child(id.clone()).await? {
-        Some(result) => Ok(Json(result)),
+        Some(result) => {
+            if result.stopped.is_empty() {
+                if let Some(err) = result.errors.first() {
+                    let message = format!("child {}: {}", err.id, err.reason);
+                    if let Some(refusal) = storage_refusal(&err.code, message) {
+                        return Err(refusal);
+                    }
+                }
+            }
+            Ok(Json(result))
+        }
         None => Err(AdminError::NotFound(format!("no child with id {id}"))),
+    }
+}
+
+/// The answer to a single-child request whose registry write failed: 507 when the disk is full
+/// (the same request succeeds once space returns), 503 `storage_failed` otherwise.
+fn storage_refusal(code: &str, message: String) -> Option<AdminError> {
+    match code {
+        "insufficient_storage" => Some(AdminError::InsufficientStorage(message)),
+        "storage" => Some(AdminError::StorageFailed(message)),
+        _ => None,
     }
 }
 
