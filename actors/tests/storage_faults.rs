@@ -1,8 +1,8 @@
 //! Storage that fails, seen from outside with real `process-hub node` processes and real files:
 //! a store file truncated after a SIGKILL, two processes on one data directory, a disk that
 //! fills up (a real 2 MiB tmpfs) under the declared list and under a disk registry, a filesystem
-//! the kernel turns read-only (a real ext4 on a loop device), and a data directory removed
-//! under a running node.
+//! the kernel turns read-only (a real ext4 on a loop device), a data directory removed under a
+//! running node, and a hub that gives up.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -608,4 +608,47 @@ fn a_filesystem_turned_read_only_under_a_running_node_refuses_writes_with_503() 
     cluster.nodes[0].kill();
     drop(cluster);
     drop(disk);
+}
+
+#[test]
+fn a_node_whose_hub_stops_for_good_exits_non_zero() {
+    // One child restart per hour and one hub actor restart: a child that cannot stay up
+    // escalates twice and the hub gives up, whatever the machine's speed.
+    let options = ClusterOptions {
+        hub: "giving-up".into(),
+        extra_args: [
+            "--max-restarts",
+            "1",
+            "--max-seconds",
+            "3600",
+            "--hub-max-restarts",
+            "1",
+        ]
+        .map(String::from)
+        .to_vec(),
+        ..ClusterOptions::default()
+    };
+    let mut cluster = LocalCluster::start(binary(), 1, &options, None).expect("node spawns");
+    let client = cluster.nodes[0].client();
+    cluster
+        .wait_formed(DEADLINE)
+        .unwrap_or_else(|e| panic!("{e}\n{}", cluster.log_tails(40)));
+    let mut failing = spec("cannot-stay-up", false);
+    failing.kind = "crasher".into();
+    failing.args = Some(serde_json::json!({ "fail_after_ms": 20 }));
+    let started = client.start(&[failing]).expect("start answers");
+    assert_eq!(started.started.len(), 1, "{started:?}");
+
+    let status = wait_for("the process to exit", DEADLINE, || {
+        cluster.nodes[0].exit_status()
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", cluster.nodes[0].log_tail(60)));
+    assert_eq!(status.code(), Some(1), "{}", cluster.nodes[0].log_tail(60));
+    assert!(
+        cluster.nodes[0]
+            .log_tail(60)
+            .contains("stopped unexpectedly"),
+        "{}",
+        cluster.nodes[0].log_tail(60)
+    );
 }
