@@ -596,6 +596,12 @@ fn a_filesystem_turned_read_only_under_a_running_node_refuses_writes_with_503() 
         health.problems.iter().any(|p| p.contains("Read-only")),
         "{health:?}"
     );
+    // A stop needs a write too: the child is stopped, its row stays, the request says so.
+    let err = client
+        .stop("plain-before")
+        .expect_err("a stop needs a registry write");
+    assert_eq!(err.status(), Some(503), "{err}");
+    assert!(err.to_string().contains("storage_failed"), "{err}");
     // Everything that needs no write keeps working, and the hub stays up.
     assert!(client.child("before").is_ok());
     assert!(client.child("plain-before").is_ok());
