@@ -349,8 +349,12 @@ fn fire_effects(shared: &HubShared, effects: Vec<Effect>) {
 }
 
 /// Records a commit's outcome for health, logging once when writes start to fail and once when
-/// they succeed again.
+/// they succeed again. A row that does not encode says nothing about the disk.
 fn note_outcome(shared: &HubShared, outcome: Result<(), &StorageError>) {
+    if let Err(e @ StorageError::Codec { .. }) = outcome {
+        tracing::warn!(error = %e, "registry write refused");
+        return;
+    }
     match (shared.registry_fault.note(outcome), outcome) {
         (FaultChange::Failing, Err(e)) => tracing::error!(hub = %shared.config.hub_id, error = %e,
             "registry write failed: requests that need a registry write are refused until the disk takes writes again"),
