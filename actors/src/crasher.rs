@@ -1,7 +1,9 @@
 //! `crasher`: an actor that fails on demand, for tests and demos of supervision.
 //!
-//! `{"fail_in_pre_start": true}` makes its start fail; the messages make a running one panic,
-//! return an error, stop normally, or hang in its stop.
+//! `{"fail_in_pre_start": true}` makes its start fail; `{"fail_after_ms": N}` makes it fail on
+//! its own N ms after each start (a child that cannot stay up, which drives the restart
+//! intensity); the messages make a running one panic, return an error, stop normally, or hang in
+//! its stop.
 
 use std::time::Duration;
 
@@ -21,6 +23,8 @@ pub struct CrasherArgs {
     pub panic_in_pre_start: bool,
     /// Take this long in `post_stop` (to exercise shutdown timeouts).
     pub slow_stop_ms: u64,
+    /// Fail (an abnormal exit) this long after each start; `None`: never on its own.
+    pub fail_after_ms: Option<u64>,
 }
 
 /// Messages of a crasher.
@@ -60,6 +64,17 @@ impl Actor for Crasher {
             return Err("crasher told to fail in pre_start".into());
         }
         Ok(args)
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some(ms) = state.fail_after_ms {
+            myself.send_after(Duration::from_millis(ms), || CrasherMsg::Fail);
+        }
+        Ok(())
     }
 
     async fn post_stop(

@@ -95,6 +95,16 @@ pub fn hub_config(settings: &NodeSettings) -> Result<ProcessHub, process_hub::Co
     if let Some(grace) = settings.nodedown_grace_ms {
         config.nodedown_grace_ms = grace;
     }
+    let intensity = &settings.restart_intensity;
+    if let Some(n) = intensity.max_restarts {
+        config.max_restarts = n;
+    }
+    if let Some(seconds) = intensity.max_seconds {
+        config.max_seconds = seconds;
+    }
+    if let Some(n) = intensity.hub_max_restarts {
+        config.hub_max_restarts = n;
+    }
     if let Some(recovery) = &settings.auto_recovery {
         let mut auto = process_hub::AutoRecoveryConfig::default();
         if let Some(grace) = recovery.reconcile_grace_ms {
@@ -345,6 +355,31 @@ mod tests {
         flags.auto_recovery = false;
         let err = flags.resolve().unwrap_err();
         assert!(err.to_string().contains("--reconcile-grace-ms"), "{err}");
+    }
+
+    #[test]
+    fn restart_intensity_flags_reach_the_hub_config() {
+        let defaults = hub_config(&settings(BackendChoice::Memory)).unwrap();
+        let flags = NodeFlags {
+            hub: Some("orders".into()),
+            name: Some("a".into()),
+            listen: Some("127.0.0.1:4100".into()),
+            max_restarts: Some(defaults.max_restarts + 1),
+            max_seconds: Some(defaults.max_seconds + 1),
+            hub_max_restarts: Some(defaults.hub_max_restarts + 1),
+            ..Default::default()
+        };
+        let config = hub_config(&flags.clone().resolve().unwrap()).unwrap();
+        assert_eq!(config.max_restarts, defaults.max_restarts + 1);
+        assert_eq!(config.max_seconds, defaults.max_seconds + 1);
+        assert_eq!(config.hub_max_restarts, defaults.hub_max_restarts + 1);
+        // Out of range: refused by the hub's config, naming the option.
+        let zero = NodeFlags {
+            max_seconds: Some(0),
+            ..flags
+        };
+        let err = hub_config(&zero.resolve().unwrap()).unwrap_err();
+        assert!(err.to_string().contains("max_seconds"), "{err}");
     }
 
     #[test]

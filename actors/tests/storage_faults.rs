@@ -1,6 +1,8 @@
 //! Storage that fails, seen from outside with real `process-hub node` processes and real files:
 //! a store file truncated after a SIGKILL, two processes on one data directory, a disk that
-//! fills up (a real 2 MiB tmpfs), and a data directory removed under a running node.
+//! fills up (a real 2 MiB tmpfs) under the declared list and under a disk registry, a filesystem
+//! the kernel turns read-only (a real ext4 on a loop device), a data directory removed under a
+//! running node, and a hub that gives up.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -8,6 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use process_hub::admin::StartSpec;
+use process_hub::storage::{DiskOptions, LmdbStorage, Storage};
 use process_hub_actors::cli::node_settings::BackendChoice;
 use process_hub_actors::harness::{free_port, wait_for, AdminClient, ClusterOptions, LocalCluster};
 
@@ -343,9 +346,315 @@ fn a_data_directory_removed_under_a_running_node_refuses_writes_and_health_says_
         .expect_err("a durable start needs a write the store cannot make");
     assert_eq!(err.status(), Some(503), "{err}");
     assert!(err.to_string().contains("storage_failed"), "{err}");
+    // A plain start needs a registry write, which the removed registry file cannot take.
+    let err = client
+        .start_one(&spec("plain-after", false))
+        .expect_err("a plain start needs a registry write");
+    assert_eq!(err.status(), Some(503), "{err}");
+    assert!(err.to_string().contains("storage_failed"), "{err}");
+    assert!(
+        client.child("plain-after").is_err(),
+        "a refused start leaves no row"
+    );
+    let health = client.health().expect("health answers");
+    assert!(
+        health.problems.iter().any(|p| p.starts_with("registry:")),
+        "{health:?}"
+    );
+    assert!(client.child("before").is_ok(), "reads keep working");
     assert!(
         cluster.nodes[0].is_running(),
         "{}",
         cluster.nodes[0].log_tail(40)
+    );
+}
+
+/// A node on a small disk with a disk registry (`lmdb` or `durable`), no auto-recovery: plain
+/// starts need a registry write; the first that does not fit is refused with 507, the node keeps
+/// answering, health says `degraded` until a write succeeds, and every acknowledged start is in
+/// the registry file afterwards.
+fn a_full_disk_under_the_registry(backend: BackendChoice) {
+    let workdir = tempfile::Builder::new()
+        .prefix("process-hub-full-registry-")
+        .tempdir()
+        .unwrap();
+    let disk = match SmallDisk::mount(&workdir.path().join("n1")) {
+        Ok(disk) => disk,
+        Err(e) => {
+            eprintln!("SKIPPED: cannot mount a tmpfs (needs root): {e}");
+            return;
+        }
+    };
+    let options = ClusterOptions {
+        hub: "storage".into(),
+        backend,
+        ..ClusterOptions::default()
+    };
+    let mut cluster = LocalCluster::start(binary(), 1, &options, Some(workdir.path().to_owned()))
+        .expect("node spawns");
+    let client = cluster.nodes[0].client();
+    cluster
+        .wait_formed(DEADLINE)
+        .unwrap_or_else(|e| panic!("{e}\n{}", cluster.log_tails(40)));
+    let mut acknowledged = BTreeSet::new();
+    let started = client.start(&[spec("before", false)]).expect("start");
+    assert_eq!(started.started.len(), 1, "{started:?}");
+    acknowledged.insert("before".to_owned());
+
+    let filler = disk.fill();
+    let mut refused = None;
+    for i in 0..50 {
+        let id = format!("full-{i:02}");
+        let mut request = spec(&id, false);
+        request.metadata = Some([("pad".to_owned(), "x".repeat(20_000))].into());
+        match client.start_one(&request) {
+            Ok(r) if r.started.len() == 1 => {
+                acknowledged.insert(id);
+            }
+            Ok(r) => panic!("{r:?}"),
+            Err(e) => {
+                assert_eq!(e.status(), Some(507), "{e}");
+                assert!(e.to_string().contains("insufficient_storage"), "{e}");
+                refused = Some(id);
+                break;
+            }
+        }
+    }
+    let refused = refused.expect("a full disk refuses a plain start");
+    // In a request of several specs the refusal is the child's error entry.
+    let mut request = spec(&refused, false);
+    request.metadata = Some([("pad".to_owned(), "x".repeat(20_000))].into());
+    let answer = client.start(&[request]).expect("a batch answers 200");
+    assert!(answer.started.is_empty(), "{answer:?}");
+    assert_eq!(answer.errors[0].code, "insufficient_storage", "{answer:?}");
+    let health = client
+        .health()
+        .expect("health answers while the disk is full");
+    assert_eq!(health.status, "degraded", "{health:?}");
+    assert!(
+        health
+            .problems
+            .iter()
+            .any(|p| p.starts_with("registry:") && p.contains("No space")),
+        "{health:?}"
+    );
+    // The refused child was stopped again and left no row; the rest keeps working.
+    assert!(
+        client.child(&refused).is_err(),
+        "a refused start leaves no row"
+    );
+    assert!(client.child("before").is_ok());
+    assert!(client.children().is_ok());
+    assert!(
+        cluster.nodes[0].is_running(),
+        "{}",
+        cluster.nodes[0].log_tail(40)
+    );
+
+    std::fs::remove_file(filler).unwrap();
+    wait_for("health ok once space returns", DEADLINE, || {
+        (client.health().ok()?.status == "ok").then_some(())
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", cluster.nodes[0].log_tail(40)));
+    let again = client
+        .start(&[spec(&refused, false)])
+        .expect("the refused start now works");
+    assert_eq!(again.started.len(), 1, "{again:?}");
+    acknowledged.insert(refused);
+
+    // Nothing acknowledged is lost: every acknowledged start is in the registry file, bound to
+    // the node, after a SIGKILL.
+    let node_name = cluster.nodes[0].node_name.clone();
+    cluster.nodes[0].kill();
+    let store = LmdbStorage::open(
+        &store_dir(&cluster.nodes[0].data_dir),
+        &DiskOptions::default(),
+    )
+    .expect("the registry file opens");
+    let recorded: BTreeSet<String> = store
+        .export_all()
+        .into_iter()
+        .filter(|row| row.node_pids.contains_key(&node_name))
+        .map(|row| row.spec.id.to_string())
+        .collect();
+    assert_eq!(recorded, acknowledged);
+    drop(store);
+    drop(cluster);
+    drop(disk);
+}
+
+#[test]
+fn a_full_disk_refuses_plain_starts_with_507_under_an_lmdb_registry_and_loses_nothing() {
+    a_full_disk_under_the_registry(BackendChoice::Lmdb);
+}
+
+#[test]
+fn a_full_disk_refuses_plain_starts_with_507_under_a_durable_registry_and_loses_nothing() {
+    a_full_disk_under_the_registry(BackendChoice::Durable);
+}
+
+/// A 16 MiB ext4 filesystem on a loop device, mounted `errors=remount-ro` for one test, so that
+/// an error of the filesystem makes the kernel turn it read-only under the running node, as a
+/// failing disk does. Unmounted when dropped.
+struct Ext4Disk {
+    dir: PathBuf,
+}
+
+impl Ext4Disk {
+    fn mount(dir: &Path, image: &Path) -> Result<Self, String> {
+        let run = |cmd: &mut Command| -> Result<(), String> {
+            let out = cmd.output().map_err(|e| e.to_string())?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(String::from_utf8_lossy(&out.stderr).into_owned())
+            }
+        };
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        run(Command::new("truncate").args(["-s", "16M"]).arg(image))?;
+        run(Command::new("mkfs.ext4").arg("-q").arg(image))?;
+        run(Command::new("mount")
+            .args(["-o", "loop,errors=remount-ro"])
+            .arg(image)
+            .arg(dir))?;
+        Ok(Self {
+            dir: dir.to_owned(),
+        })
+    }
+
+    /// Reports an error of the filesystem to the kernel, which then refuses every write to it
+    /// (`EROFS`), as after a failed write of the device.
+    fn fail(&self) -> Result<(), String> {
+        let mounts = std::fs::read_to_string("/proc/mounts").map_err(|e| e.to_string())?;
+        let dir = self.dir.canonicalize().map_err(|e| e.to_string())?;
+        let device = mounts
+            .lines()
+            .filter_map(|line| {
+                let mut fields = line.split(' ');
+                Some((fields.next()?, fields.next()?))
+            })
+            .find(|(_, at)| Path::new(at) == dir)
+            .map(|(device, _)| device.trim_start_matches("/dev/").to_owned())
+            .ok_or_else(|| format!("{} is not in /proc/mounts", dir.display()))?;
+        std::fs::write(format!("/sys/fs/ext4/{device}/trigger_fs_error"), "1")
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl Drop for Ext4Disk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.dir).status();
+    }
+}
+
+#[test]
+fn a_filesystem_turned_read_only_under_a_running_node_refuses_writes_with_503() {
+    let workdir = tempfile::Builder::new()
+        .prefix("process-hub-ro-")
+        .tempdir()
+        .unwrap();
+    let disk = match Ext4Disk::mount(&workdir.path().join("n1"), &workdir.path().join("ext4.img")) {
+        Ok(disk) => disk,
+        Err(e) => {
+            eprintln!(
+                "SKIPPED: cannot mount an ext4 loop device (needs root and loop devices): {e}"
+            );
+            return;
+        }
+    };
+    let mut cluster = LocalCluster::start(
+        binary(),
+        1,
+        &recovering(BackendChoice::Lmdb),
+        Some(workdir.path().to_owned()),
+    )
+    .expect("node spawns");
+    let client = cluster.nodes[0].client();
+    cluster
+        .wait_formed(DEADLINE)
+        .and_then(|()| wait_for("the node normal", DEADLINE, || normal(&client)))
+        .unwrap_or_else(|e| panic!("{e}\n{}", cluster.log_tails(40)));
+    client
+        .start(&[spec("before", true), spec("plain-before", false)])
+        .expect("start answers");
+
+    disk.fail().expect("the filesystem error is reported");
+    for (id, durable) in [("durable-after", true), ("plain-after", false)] {
+        let err = client
+            .start_one(&spec(id, durable))
+            .expect_err("a start needs a write the filesystem refuses");
+        assert_eq!(err.status(), Some(503), "{id}: {err}");
+        assert!(err.to_string().contains("storage_failed"), "{id}: {err}");
+        assert!(
+            client.child(id).is_err(),
+            "{id}: a refused start leaves no row"
+        );
+    }
+    let health = client.health().expect("health answers");
+    assert_eq!(health.status, "degraded", "{health:?}");
+    assert!(
+        health.problems.iter().any(|p| p.contains("Read-only")),
+        "{health:?}"
+    );
+    // A stop needs a write too: the child is stopped, its row stays, the request says so.
+    let err = client
+        .stop("plain-before")
+        .expect_err("a stop needs a registry write");
+    assert_eq!(err.status(), Some(503), "{err}");
+    assert!(err.to_string().contains("storage_failed"), "{err}");
+    // Everything that needs no write keeps working, and the hub stays up.
+    assert!(client.child("before").is_ok());
+    assert!(client.child("plain-before").is_ok());
+    assert!(client.declared().is_ok());
+    assert!(
+        cluster.nodes[0].is_running(),
+        "{}",
+        cluster.nodes[0].log_tail(40)
+    );
+    cluster.nodes[0].kill();
+    drop(cluster);
+    drop(disk);
+}
+
+#[test]
+fn a_node_whose_hub_stops_for_good_exits_non_zero() {
+    // One child restart per hour and one hub actor restart: a child that cannot stay up
+    // escalates twice and the hub gives up, whatever the machine's speed.
+    let options = ClusterOptions {
+        hub: "giving-up".into(),
+        extra_args: [
+            "--max-restarts",
+            "1",
+            "--max-seconds",
+            "3600",
+            "--hub-max-restarts",
+            "1",
+        ]
+        .map(String::from)
+        .to_vec(),
+        ..ClusterOptions::default()
+    };
+    let mut cluster = LocalCluster::start(binary(), 1, &options, None).expect("node spawns");
+    let client = cluster.nodes[0].client();
+    cluster
+        .wait_formed(DEADLINE)
+        .unwrap_or_else(|e| panic!("{e}\n{}", cluster.log_tails(40)));
+    let mut failing = spec("cannot-stay-up", false);
+    failing.kind = "crasher".into();
+    failing.args = Some(serde_json::json!({ "fail_after_ms": 20 }));
+    let started = client.start(&[failing]).expect("start answers");
+    assert_eq!(started.started.len(), 1, "{started:?}");
+
+    let status = wait_for("the process to exit", DEADLINE, || {
+        cluster.nodes[0].exit_status()
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", cluster.nodes[0].log_tail(60)));
+    assert_eq!(status.code(), Some(1), "{}", cluster.nodes[0].log_tail(60));
+    assert!(
+        cluster.nodes[0]
+            .log_tail(60)
+            .contains("stopped unexpectedly"),
+        "{}",
+        cluster.nodes[0].log_tail(60)
     );
 }

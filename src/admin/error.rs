@@ -150,6 +150,13 @@ impl AdminError {
             "durable_requires_permanent" => return AdminError::DurableRequiresPermanent(message),
             "no_leader" => return AdminError::NoLeader(message),
             "not_found" => return AdminError::NotFound(message),
+            "invalid_spec" => return AdminError::InvalidInput(message),
+            // The registry write the request needed failed: the same request succeeds once
+            // space returns (507), or once the disk is writable again (503).
+            "insufficient_storage" => return AdminError::InsufficientStorage(message),
+            "storage" => return AdminError::StorageFailed(message),
+            // More than a child may weigh: it could never cross the wire.
+            "too_large" => StatusCode::PAYLOAD_TOO_LARGE,
             // The request is understood, but the node cannot honour it as asked.
             "durable_unavailable" => StatusCode::BAD_REQUEST,
             // The child's own start refused these arguments: retrying will not help.

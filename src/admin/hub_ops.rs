@@ -36,6 +36,7 @@ pub fn start_error_code(e: &ChildStartError) -> &'static str {
         ChildStartError::DurableRequiresPermanent { .. } => "durable_requires_permanent",
         ChildStartError::TooLarge { .. } => "too_large",
         ChildStartError::InvalidSpec { .. } => "invalid_spec",
+        ChildStartError::InsufficientStorage { .. } => "insufficient_storage",
     }
 }
 
@@ -46,6 +47,7 @@ pub fn stop_error_code(e: &ChildStopError) -> &'static str {
         ChildStopError::NodeReceiveTimeout => "node_receive_timeout",
         ChildStopError::NodeUnavailable { .. } => "node_unavailable",
         ChildStopError::Storage { .. } => "storage",
+        ChildStopError::InsufficientStorage { .. } => "insufficient_storage",
     }
 }
 
@@ -339,6 +341,9 @@ mod tests {
             ChildStartError::Storage {
                 message: "m".into(),
             },
+            ChildStartError::InsufficientStorage {
+                message: "m".into(),
+            },
         ] {
             let serde = serde_json::to_value(&e).unwrap();
             assert_eq!(serde["code"], start_error_code(&e), "{e:?}");
@@ -348,6 +353,9 @@ mod tests {
             ChildStopError::NodeReceiveTimeout,
             ChildStopError::NodeUnavailable { reason: "r".into() },
             ChildStopError::Storage {
+                message: "m".into(),
+            },
+            ChildStopError::InsufficientStorage {
                 message: "m".into(),
             },
         ] {

@@ -78,6 +78,26 @@ pub enum ChildStartError {
         /// Why.
         reason: String,
     },
+    /// The child started but its row could not be written because the disk is full; it was
+    /// stopped again. The same start succeeds once space returns.
+    #[error("registry write failed, no space left: {message}")]
+    InsufficientStorage {
+        /// The storage error.
+        message: String,
+    },
+}
+
+impl ChildStartError {
+    /// The error of a start whose registry write failed: a full disk is told apart, because
+    /// the caller may simply try again once space returns.
+    pub fn of_storage(e: &StorageError) -> Self {
+        let message = e.to_string();
+        if e.is_no_space() {
+            Self::InsufficientStorage { message }
+        } else {
+            Self::Storage { message }
+        }
+    }
 }
 
 /// Why an operation on the declared list (a durable start, the stop of a declared child, a
@@ -163,12 +183,31 @@ pub enum ChildStopError {
         /// Why.
         reason: String,
     },
-    /// The child stopped but its row could not be removed.
+    /// The child stopped but its row could not be removed; the same stop removes it once the
+    /// disk takes writes again.
     #[error("registry write failed: {message}")]
     Storage {
         /// The storage error.
         message: String,
     },
+    /// As `Storage`, because the disk is full.
+    #[error("registry write failed, no space left: {message}")]
+    InsufficientStorage {
+        /// The storage error.
+        message: String,
+    },
+}
+
+impl ChildStopError {
+    /// The error of a stop whose registry write failed (a full disk told apart).
+    pub fn of_storage(e: &StorageError) -> Self {
+        let message = e.to_string();
+        if e.is_no_space() {
+            Self::InsufficientStorage { message }
+        } else {
+            Self::Storage { message }
+        }
+    }
 }
 
 /// Why a whole start request was refused.

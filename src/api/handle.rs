@@ -432,10 +432,14 @@ impl Hub {
     }
 
     /// What keeps this node from writing what it must, one sentence each (empty when nothing
-    /// does): the declared list's last failed write until a write succeeds again, a store file
-    /// removed or replaced under the running node. The admin API's health reports them.
+    /// does): the registry's or the declared list's last failed write until a write succeeds
+    /// again, a store file removed or replaced under the running node. The admin API's health
+    /// reports them.
     pub fn storage_problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
+        if let Some(fault) = self.shared.registry_fault.get() {
+            problems.push(format!("registry: {fault}"));
+        }
         if let Some(reason) = self.shared.storage.fault() {
             problems.push(format!("registry: {reason}"));
         }

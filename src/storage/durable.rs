@@ -125,6 +125,10 @@ impl Storage for DurableStorage {
         self.engine.identity().check().err()
     }
 
+    fn probe(&self) -> Commit {
+        self.engine.submit(vec![KvOp::Touch])
+    }
+
     fn name(&self) -> &'static str {
         "durable"
     }

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use super::engine::{CommitStats, DiskOptions, Engine};
+use super::engine::{CommitStats, DiskOptions, Engine, KvOp};
 use super::registry_file::{decode, encode_batch, open_registry};
 use super::{now_ms, Commit, Mutation, Storage, StorageError, StoredRow};
 use crate::model::{ChildId, Row};
@@ -65,6 +65,10 @@ fn undecodable(path: &Path, key: &[u8], e: &bincode::Error) {
 impl Storage for LmdbStorage {
     fn fault(&self) -> Option<String> {
         self.engine.identity().check().err()
+    }
+
+    fn probe(&self) -> Commit {
+        self.engine.submit(vec![KvOp::Touch])
     }
 
     fn name(&self) -> &'static str {

@@ -204,6 +204,14 @@ pub trait Storage: Send + Sync + 'static {
         None
     }
 
+    /// A write that changes nothing the store holds but reaches the disk like any other, in
+    /// order after every earlier submission: while writes fail, the hub probes with it to tell
+    /// when the disk takes writes again (health turns back to `ok`) even when no request comes.
+    /// The default, for backends whose writes cannot fail, answers `Ok` at once.
+    fn probe(&self) -> Commit {
+        Commit::ready(Ok(()))
+    }
+
     /// Applies `batch` atomically, in order after every earlier submission. The returned
     /// [`Commit`] resolves to `Ok` once the batch is as durable as the backend promises, or to
     /// the error that kept it from being applied (then none of it is visible).

@@ -170,6 +170,7 @@ impl SimulatedDisk {
                     state.entries.remove(&key);
                 }
                 KvOp::Clear => state.entries.clear(),
+                KvOp::Touch => {}
             }
         }
         self.commits.fetch_add(1, Ordering::Relaxed);

@@ -81,6 +81,17 @@ pub struct NodeFlags {
     /// (the hub's `nodedown_grace_ms`; default 1000).
     #[arg(long)]
     pub nodedown_grace_ms: Option<u64>,
+    /// Restart intensity: at most this many restarts of this node's children within
+    /// --max-seconds; one more escalates to the hub supervisor (default 100).
+    #[arg(long)]
+    pub max_restarts: Option<u32>,
+    /// The window of --max-restarts and --hub-max-restarts, in seconds (default 4).
+    #[arg(long)]
+    pub max_seconds: Option<u32>,
+    /// How many failed hub actors the hub restarts within --max-seconds before it stops for
+    /// good, and with it the process (exit 1) (default 3).
+    #[arg(long)]
+    pub hub_max_restarts: Option<u32>,
     /// Keep a durable declared list and bring every declared child back after any outage.
     #[arg(long)]
     pub auto_recovery: bool,
@@ -135,6 +146,9 @@ struct FileSettings {
     tls_server_name: Option<String>,
     backend: Option<BackendChoice>,
     nodedown_grace_ms: Option<u64>,
+    max_restarts: Option<u32>,
+    max_seconds: Option<u32>,
+    hub_max_restarts: Option<u32>,
     #[serde(default)]
     auto_recovery: bool,
     reconcile_grace_ms: Option<u64>,
@@ -174,6 +188,9 @@ pub struct NodeSettings {
     pub backend: BackendChoice,
     /// The hub's `nodedown_grace_ms`, when set (validated by the hub's config).
     pub nodedown_grace_ms: Option<u64>,
+    /// The hub's restart intensity (`max_restarts`, `max_seconds`, `hub_max_restarts`), each
+    /// when set (validated by the hub's config).
+    pub restart_intensity: RestartIntensitySettings,
     /// Durable declared children and orphan recovery; `None` when off.
     pub auto_recovery: Option<AutoRecoverySettings>,
     /// Which wire versions the node speaks and accepts.
@@ -191,6 +208,18 @@ pub struct TlsFiles {
     pub ca: PathBuf,
     /// The name every node's certificate is issued for.
     pub server_name: String,
+}
+
+/// How often children and hub actors may fail before the node gives up on them; `None` keeps
+/// the hub's default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RestartIntensitySettings {
+    /// `--max-restarts`.
+    pub max_restarts: Option<u32>,
+    /// `--max-seconds`.
+    pub max_seconds: Option<u32>,
+    /// `--hub-max-restarts`.
+    pub hub_max_restarts: Option<u32>,
 }
 
 /// The recovery settings of a node started with `--auto-recovery` (ranges are checked by the
@@ -488,6 +517,11 @@ impl NodeFlags {
             tls,
             backend: self.backend.or(file.backend).unwrap_or_default(),
             nodedown_grace_ms: self.nodedown_grace_ms.or(file.nodedown_grace_ms),
+            restart_intensity: RestartIntensitySettings {
+                max_restarts: self.max_restarts.or(file.max_restarts),
+                max_seconds: self.max_seconds.or(file.max_seconds),
+                hub_max_restarts: self.hub_max_restarts.or(file.hub_max_restarts),
+            },
         })
     }
 }

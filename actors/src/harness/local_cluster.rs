@@ -185,6 +185,12 @@ impl NodeProcess {
         }
     }
 
+    /// How the process ended, once it ended by itself; `None` while it runs (or was never
+    /// started).
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.as_mut()?.try_wait().ok().flatten()
+    }
+
     /// SIGKILL: the node dies at once, with no goodbye to its peers.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -198,14 +198,9 @@ impl ChildSupState {
                     let ids: Vec<ChildId> =
                         report.started.iter().map(|(id, _)| id.clone()).collect();
                     let _ = sup.cast(ChildSupMsg::Discard { ids });
-                    let message = e.to_string();
+                    let error = ChildStartError::of_storage(&e);
                     for (id, _) in report.started.drain(..) {
-                        report.errors.push((
-                            id,
-                            ChildStartError::Storage {
-                                message: message.clone(),
-                            },
-                        ));
+                        report.errors.push((id, error.clone()));
                     }
                 }
                 reply(report);

@@ -141,18 +141,8 @@ impl ChildSupState {
                 match outcome {
                     Ok(()) => report.stopped = stopped,
                     Err(e) => {
-                        let message = e.to_string();
-                        report.errors = stopped
-                            .into_iter()
-                            .map(|id| {
-                                (
-                                    id,
-                                    ChildStopError::Storage {
-                                        message: message.clone(),
-                                    },
-                                )
-                            })
-                            .collect();
+                        let error = ChildStopError::of_storage(&e);
+                        report.errors = stopped.into_iter().map(|id| (id, error.clone())).collect();
                     }
                 }
                 report.errors.extend(

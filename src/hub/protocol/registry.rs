@@ -77,6 +77,11 @@ pub(crate) enum RegistryMsg {
     },
     /// Peer `node` went down: its unfinished sync is forgotten.
     PeerDown { node: NodeName },
+    /// A commit failed (sent by the completion task): probe the disk until writes succeed,
+    /// and tell the peers this node's rows again (the failed write's delta already left).
+    WriteFailed,
+    /// The probe's timer: write nothing, to learn whether the disk takes writes again.
+    Probe,
 }
 
 impl ractor::Message for RegistryMsg {}

@@ -7,6 +7,9 @@
 //! "recorded" and a disk backend can group-commit concurrent batches into one fsync while the
 //! actor's mailbox keeps moving.
 //!
+//! A commit that fails answers its writer with the error and is noted for health; the actor
+//! stays up and probes the disk until writes succeed again ([`faults`]).
+//!
 //! Readers never come here: they read the storage view directly. Between submit and commit the
 //! actor keeps the rows it wrote in an overlay, so a read-modify-write (a restart's new pid)
 //! sees its own earlier writes whatever the backend's read-after-submit behaviour.
@@ -19,6 +22,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+mod faults;
 mod replication;
 
 use super::protocol::{RegistryMsg, RegistryOp, WriteDone};
@@ -29,6 +33,7 @@ use crate::core::sync_parts::SyncAssembler;
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
 use crate::hub::shared::refusals::Refusal;
+use crate::hub::shared::write_fault::FaultChange;
 use crate::model::{apply_observation, ChildId, NodeName, Pid, Row};
 use crate::storage::{Commit, Mutation, StorageError};
 
@@ -83,6 +88,8 @@ pub(crate) struct RegistryState {
     pump_task: JoinHandle<()>,
     /// Peers' full syncs arriving in parts, applied once complete.
     pub(super) sync_parts: SyncAssembler,
+    /// Failed writes waiting for the next probe tick.
+    probing: faults::Probing,
 }
 
 impl RegistryState {
@@ -266,6 +273,17 @@ impl RegistryState {
         seq: u64,
     ) {
         let commit = (!mutations.is_empty()).then(|| self.shared.storage.submit(mutations));
+        self.enqueue(commit, effects, done, seq);
+    }
+
+    /// Hands a commit to the completion task, which reports it in submission order.
+    fn enqueue(
+        &mut self,
+        commit: Option<Commit>,
+        effects: Vec<Effect>,
+        done: Option<WriteDone>,
+        seq: u64,
+    ) {
         let item = PumpItem {
             seq,
             commit,
@@ -332,6 +350,24 @@ fn fire_effects(shared: &HubShared, effects: Vec<Effect>) {
     }
 }
 
+/// Records a commit's outcome for health, logging once when writes start to fail and once when
+/// they succeed again. A row that does not encode says nothing about the disk.
+fn note_outcome(shared: &HubShared, outcome: Result<(), &StorageError>) {
+    if let Err(e @ StorageError::Codec { .. }) = outcome {
+        tracing::warn!(error = %e, "registry write refused");
+        return;
+    }
+    match (shared.registry_fault.note(outcome), outcome) {
+        (FaultChange::Failing, Err(e)) => tracing::error!(hub = %shared.config.hub_id, error = %e,
+            "registry write failed: requests that need a registry write are refused until the disk takes writes again"),
+        (FaultChange::Recovered, _) => {
+            tracing::warn!(hub = %shared.config.hub_id, "registry writes succeed again")
+        }
+        (_, Err(e)) => tracing::warn!(error = %e, "registry write failed"),
+        _ => {}
+    }
+}
+
 /// Awaits commits in submission order, then reports them.
 async fn pump(
     shared: Arc<HubShared>,
@@ -340,17 +376,25 @@ async fn pump(
 ) {
     while let Some(item) = rx.recv().await {
         let outcome = match item.commit {
-            Some(commit) => commit.wait_async().await,
+            Some(commit) => {
+                let outcome = commit.wait_async().await;
+                note_outcome(&shared, outcome.as_ref().map(|_| ()));
+                outcome
+            }
             None => Ok(()),
         };
-        match &outcome {
-            Ok(()) => fire_effects(&shared, item.effects),
-            Err(e) => tracing::error!(error = %e, "registry write failed"),
+        let failed = outcome.is_err();
+        if outcome.is_ok() {
+            fire_effects(&shared, item.effects);
         }
         if let Some(done) = item.done {
             done(outcome);
         }
         let _ = registry.cast(RegistryMsg::Committed { upto: item.seq });
+        if failed {
+            // After `Committed`, so the resync it leads to sees the overlay without the batch.
+            let _ = registry.cast(RegistryMsg::WriteFailed);
+        }
     }
 }
 
@@ -395,6 +439,7 @@ impl Actor for Registry {
             pump: tx,
             pump_task,
             sync_parts: SyncAssembler::new(),
+            probing: faults::Probing::default(),
         })
     }
 
@@ -413,7 +458,7 @@ impl Actor for Registry {
 
     async fn handle(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         msg: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
@@ -480,6 +525,8 @@ impl Actor for Registry {
                 }
             }
             RegistryMsg::SendFullSync { to } => state.send_full_sync(to.as_ref()),
+            RegistryMsg::WriteFailed => state.write_failed(&myself),
+            RegistryMsg::Probe => state.probe(),
         }
         Ok(())
     }

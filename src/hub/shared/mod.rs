@@ -9,13 +9,15 @@
 //!   announced versions), present only with `auto_recovery`;
 //! - [`recovery_state`]: the published recovery state behind `recovery_state` / `await_normal`;
 //! - [`refusals`]: the counts of peer input refused;
-//! - [`post`]: handing batches and requests to a sibling actor, answering them when it is away.
+//! - [`post`]: handing batches and requests to a sibling actor, answering them when it is away;
+//! - [`write_fault`]: the registry's last failed write, which health reports until one succeeds.
 
 pub(crate) mod post;
 pub(crate) mod recovery;
 pub(crate) mod recovery_state;
 pub(crate) mod refusals;
 pub(crate) mod simulation;
+pub(crate) mod write_fault;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
@@ -129,6 +131,8 @@ pub(crate) struct HubShared {
     pub local_children: DashMap<ChildId, ActorCell>,
     /// Durable children and orphan recovery, when `auto_recovery` is on.
     pub recovery: Option<Arc<RecoveryShared>>,
+    /// The registry's last failed write until one succeeds (the Registry notes every commit).
+    pub registry_fault: write_fault::WriteFaultLatch,
     /// The node's network when the hub spans nodes (`HubBuilder::network`); `None`: one node.
     pub network: Option<Arc<dyn Network>>,
     /// This hub's endpoint on the network, opened by the Coordinator in `pre_start` (a restarted
@@ -197,6 +201,7 @@ impl HubShared {
             refs: RwLock::new(ActorRefs::default()),
             local_children: DashMap::new(),
             recovery: None,
+            registry_fault: write_fault::WriteFaultLatch::default(),
             // One node is settled by definition; a clustered hub is settled once its peers'
             // registries arrived (a lone clustered node also counts as settled).
             settled: tokio::sync::watch::Sender::new(true),

@@ -91,9 +91,15 @@ pub(crate) struct StoreSpec {
 /// One change at the byte level.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum KvOp {
-    Put { key: Vec<u8>, value: Vec<u8> },
+    Put {
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
     Delete(Vec<u8>),
     Clear,
+    /// Rewrites the store's format marker as it is: a write that changes nothing, to learn
+    /// whether the disk takes writes again (a probe while writes fail).
+    Touch,
 }
 
 /// Checks one stored entry on open; an `Err` marks the store corrupt.
@@ -182,7 +188,7 @@ impl Engine {
             Err(e) => return Err(fatal(format!("cannot read the store file: {e}"))),
         }
         let env = open_env(path, options).map_err(|e| classify(e, &fatal))?;
-        let data = prepare(&env, path, spec)?;
+        let (meta, data) = prepare(&env, path, spec)?;
         {
             let rtxn = env.read_txn().map_err(|e| classify(e, &fatal))?;
             let iter = data.iter(&rtxn).map_err(|e| classify(e, &fatal))?;
@@ -202,6 +208,7 @@ impl Engine {
         };
         let sink = LmdbSink {
             env: env.clone(),
+            meta,
             data,
             path: path.to_owned(),
             identity: identity.clone(),
@@ -293,8 +300,8 @@ fn open_env(path: &Path, options: &DiskOptions) -> heed::Result<Env<WithoutTls>>
     }
 }
 
-/// Checks the marker and opens the `data` database, creating both in a fresh store.
-fn prepare(env: &Env<WithoutTls>, path: &Path, spec: StoreSpec) -> Result<Db, OpenFailure> {
+/// Checks the marker and opens the `meta` and `data` databases, creating both in a fresh store.
+fn prepare(env: &Env<WithoutTls>, path: &Path, spec: StoreSpec) -> Result<(Db, Db), OpenFailure> {
     let fatal = |message: String| {
         OpenFailure::Fatal(StorageError::Open {
             path: path.to_owned(),
@@ -308,7 +315,7 @@ fn prepare(env: &Env<WithoutTls>, path: &Path, spec: StoreSpec) -> Result<Db, Op
     let data: Option<Db> = env
         .open_database(&wtxn, Some(format::DATA_DB))
         .map_err(|e| classify(e, &fatal))?;
-    let data = match (meta, data) {
+    let (meta, data) = match (meta, data) {
         (Some(meta), data) => {
             let version = meta
                 .get(&wtxn, format::FORMAT_KEY)
@@ -335,12 +342,13 @@ fn prepare(env: &Env<WithoutTls>, path: &Path, spec: StoreSpec) -> Result<Db, Op
                     return Err(OpenFailure::Corrupt("format marker is garbled".into()))
                 }
             }
-            match data {
+            let data = match data {
                 Some(data) => data,
                 None => env
                     .create_database(&mut wtxn, Some(format::DATA_DB))
                     .map_err(|e| classify(e, &fatal))?,
-            }
+            };
+            (meta, data)
         }
         (None, Some(_)) => return Err(OpenFailure::Corrupt("format marker is missing".into())),
         (None, None) => {
@@ -351,12 +359,14 @@ fn prepare(env: &Env<WithoutTls>, path: &Path, spec: StoreSpec) -> Result<Db, Op
             meta.put(&mut wtxn, format::FORMAT_KEY, &version)
                 .and_then(|()| meta.put(&mut wtxn, format::KIND_KEY, spec.kind.as_bytes()))
                 .map_err(|e| classify(e, &fatal))?;
-            env.create_database(&mut wtxn, Some(format::DATA_DB))
-                .map_err(|e| classify(e, &fatal))?
+            let data = env
+                .create_database(&mut wtxn, Some(format::DATA_DB))
+                .map_err(|e| classify(e, &fatal))?;
+            (meta, data)
         }
     };
     wtxn.commit().map_err(|e| classify(e, &fatal))?;
-    Ok(data)
+    Ok((meta, data))
 }
 
 /// Sorts an LMDB error met while opening: damage to the file is corruption (rotate it), anything
@@ -382,6 +392,7 @@ fn page_size() -> usize {
 /// The writer thread's side of the store: applies groups of batches in one write transaction.
 struct LmdbSink {
     env: Env<WithoutTls>,
+    meta: Db,
     data: Db,
     path: PathBuf,
     identity: Arc<FileIdentity>,
@@ -429,6 +440,7 @@ impl LmdbSink {
                     KvOp::Put { key, value } => self.data.put(&mut wtxn, key, value),
                     KvOp::Delete(key) => self.data.delete(&mut wtxn, key).map(|_| ()),
                     KvOp::Clear => self.data.clear(&mut wtxn),
+                    KvOp::Touch => self.touch(&mut wtxn),
                 };
                 if let Err(e) = applied {
                     // Dropping the transaction aborts it: nothing of the group is written.
@@ -437,6 +449,16 @@ impl LmdbSink {
             }
         }
         wtxn.commit().map_err(|e| failed(e, &GroupFailure::Commit))
+    }
+
+    /// Puts the format marker back unchanged: LMDB copies the page it sits on, so the commit
+    /// writes and syncs pages like any other, without changing what the store holds.
+    fn touch(&self, wtxn: &mut heed::RwTxn<'_>) -> heed::Result<()> {
+        let current = self.meta.get(wtxn, format::FORMAT_KEY)?.map(<[u8]>::to_vec);
+        match current {
+            Some(version) => self.meta.put(wtxn, format::FORMAT_KEY, &version),
+            None => Ok(()),
+        }
     }
 
     /// Doubles the map, if the bound allows; `false` when it cannot grow.

@@ -344,3 +344,20 @@ fn an_intact_store_passes_the_check_with_its_data() {
     assert!(rotated_files(dir.path()).is_empty());
     assert_eq!(read(&engine, "key-0001"), Some(vec![19u8; 500]));
 }
+
+#[test]
+fn a_touch_commits_a_transaction_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path(), &DiskOptions::default()).unwrap();
+    engine.submit(vec![put("a", b"1")]).wait().unwrap();
+    let before = engine.env.info().last_txn_id;
+    engine.submit(vec![KvOp::Touch]).wait().unwrap();
+    // LMDB skips the commit of a transaction that dirtied no page: a touch must dirty one, or
+    // it would tell nothing about the disk.
+    assert!(engine.env.info().last_txn_id > before);
+    assert_eq!(read(&engine, "a"), Some(b"1".to_vec()));
+    drop(engine);
+    let engine = open(dir.path(), &DiskOptions::default()).unwrap();
+    assert_eq!(read(&engine, "a"), Some(b"1".to_vec()));
+    assert!(rotated_files(dir.path()).is_empty());
+}
