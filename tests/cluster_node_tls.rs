@@ -29,20 +29,25 @@ async fn nodes_talk_over_tls_and_plain_tcp_is_refused() {
     );
     let name = "secure@127.0.0.1".to_owned();
     local.wait_up(&name).await;
-    local
-        .transport
-        .send(
-            &name,
-            &WireMsg::ChildCast {
-                id: "x".into(),
-                payload: b"over tls".to_vec(),
-                hops: 0,
-            },
-        )
-        .unwrap();
-    let echo = local
-        .wait_event(|e| matches!(e, TransportEvent::Message { .. }))
-        .await;
+    // Sent again until answered: a frame is best effort, and under load the peer may not have
+    // taken this node for up yet when the first one arrives.
+    let cast = WireMsg::ChildCast {
+        id: "x".into(),
+        payload: b"over tls".to_vec(),
+        hops: 0,
+    };
+    let deadline = tokio::time::Instant::now() + common::DEADLINE;
+    let echo = loop {
+        local.transport.send(&name, &cast).unwrap();
+        let next = tokio::time::Instant::now() + std::time::Duration::from_millis(500);
+        match tokio::time::timeout_at(next.min(deadline), local.events.recv()).await {
+            Ok(Some(event @ TransportEvent::Message { .. })) => break event,
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("the transport's events ended"),
+            Err(_) if tokio::time::Instant::now() >= deadline => panic!("no echo over TLS"),
+            Err(_) => {}
+        }
+    };
     assert!(
         matches!(&echo, TransportEvent::Message { msg: WireMsg::ChildCast { payload, .. }, .. } if payload == b"echo:over tls"),
         "{echo:?}"

@@ -177,8 +177,9 @@ impl LinkState {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .remove(node);
-        // Its next boot offers a key of its own.
-        self.outbound.remove(node);
+        // Its key is kept: a peer declared down by a silence may still be the same boot (its
+        // Hellos must still pass); a new boot offers a new key, which replaces it once
+        // confirmed.
         self.pending_sealed_hello.remove(node);
         if self.tokens.remove(node).is_some() {
             tracing::info!(hub_id = %self.args.hub_id, %node, why, "peer hub down");
