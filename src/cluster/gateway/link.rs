@@ -279,13 +279,23 @@ impl LinkState {
                 tracing::warn!(hub_id = %self.args.hub_id, peer = %node,
                     "peer speaks only open frames (wire version 1) and open peers are refused");
             }
-            Speech::Open => match self.pending_hello.remove(node) {
-                Some(token) => {
-                    self.confirm_up(node, token);
-                    self.send(node, &self.hello(true));
-                }
-                None => self.send(node, &self.hello(false)),
-            },
+            Speech::Open if self.seals() => {
+                tracing::warn!(hub_id = %self.args.hub_id, peer = %node,
+                    "peer speaks only open frames (wire version 1): its frames cannot be checked for their sender; upgrade it, then set --refuse-open-peers");
+                self.greet_open(node);
+            }
+            Speech::Open => self.greet_open(node),
+        }
+    }
+
+    /// First words to a gateway that speaks open frames.
+    fn greet_open(&mut self, node: &NodeName) {
+        match self.pending_hello.remove(node) {
+            Some(token) => {
+                self.confirm_up(node, token);
+                self.send(node, &self.hello(true));
+            }
+            None => self.send(node, &self.hello(false)),
         }
     }
 
