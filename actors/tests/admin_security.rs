@@ -121,7 +121,9 @@ fn a_token_guards_every_route_and_every_error_is_json() {
             Some(&b"Bearer"[..])
         );
     }
-    let wrong = format!("Bearer {}x", &token[..token.len() - 1]);
+    // The token with its last character changed (to another one whatever it was).
+    let last = if token.ends_with('x') { 'y' } else { 'x' };
+    let wrong = format!("Bearer {}{last}", &token[..token.len() - 1]);
     let answer = send(
         admin,
         "GET",
