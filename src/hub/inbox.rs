@@ -21,8 +21,8 @@
 //!
 //! The transport may call the inbox with its own locks held (the in-process router does): the
 //! inbox only casts into mailboxes and never calls back into the transport; a refusal is sent
-//! from a task of its own, and a hub whose last reference the inbox held is dropped on a thread
-//! of its own (dropping a hub closes its endpoint, which takes the transport's lock).
+//! from a task of its own. A hub whose last reference the inbox held is dropped here: its
+//! endpoint's close is then deferred by the in-process router until its lock is released.
 
 use std::sync::{Arc, Weak};
 
@@ -70,7 +70,6 @@ impl Inbox {
             up @ TransportEvent::NodeUp { .. } => self.to_coordinator(up),
             TransportEvent::Message { from, msg } => self.deliver_message(&hub, from, msg),
         }
-        release(hub);
     }
 
     /// A stopped Coordinator's endpoint is replaced by its successor's, which is told every
@@ -190,53 +189,4 @@ fn refuse(hub: &Arc<HubShared>, msg: WireMsg, error: RecoveryError) {
     };
     let hub = hub.clone();
     runtime.spawn(async move { hub.refuse_mutation(&msg, error) });
-}
-
-/// Lets go of `hub` without dropping it here when this was its last reference: the hub's drop
-/// closes its endpoint, which takes the lock the transport may hold while it calls the inbox.
-fn release<T: Send + 'static>(hub: Arc<T>) {
-    if let Some(last) = Arc::into_inner(hub) {
-        let runtime = tokio::runtime::Handle::try_current().ok();
-        std::thread::spawn(move || {
-            let _context = runtime.as_ref().map(|r| r.enter());
-            drop(last);
-        });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::mpsc;
-    use std::thread::ThreadId;
-
-    use super::*;
-
-    struct Reports(mpsc::Sender<ThreadId>);
-
-    impl Drop for Reports {
-        fn drop(&mut self) {
-            let _ = self.0.send(std::thread::current().id());
-        }
-    }
-
-    #[test]
-    fn the_last_reference_is_dropped_on_another_thread() {
-        let (tx, rx) = mpsc::channel();
-        release(Arc::new(Reports(tx)));
-        let dropped_on = rx
-            .recv_timeout(std::time::Duration::from_secs(10))
-            .expect("dropped");
-        assert_ne!(dropped_on, std::thread::current().id());
-    }
-
-    #[test]
-    fn a_reference_that_is_not_the_last_drops_nothing() {
-        let (tx, rx) = mpsc::channel();
-        let kept = Arc::new(Reports(tx));
-        release(kept.clone());
-        assert!(rx
-            .recv_timeout(std::time::Duration::from_millis(200))
-            .is_err());
-        assert_eq!(Arc::strong_count(&kept), 1);
-    }
 }

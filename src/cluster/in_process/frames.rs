@@ -161,7 +161,7 @@ impl InProcessCluster {
             let Some(router) = router.upgrade() else {
                 return;
             };
-            let mut state = router.lock().unwrap_or_else(|p| p.into_inner());
+            let mut state = super::lock_router(&router);
             Self::deliver_late(&mut state, &hub_id, &to, &item);
         }
     }

@@ -22,7 +22,9 @@
 //! arrives before the `NodeDown` it follows. Hence a sink must not call the router or a transport
 //! synchronously (it would deadlock); casting into an actor's mailbox is the intended use.
 
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -110,11 +112,8 @@ impl InProcessCluster {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, RouterState> {
-        // A panicking sink in a test must not wedge every other node: the state stays usable.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn lock(&self) -> RouterGuard<'_> {
+        lock_router(&self.state)
     }
 
     /// Adds a running node and returns its [`Network`].
@@ -365,6 +364,15 @@ impl InProcessCluster {
     }
 
     fn close(&self, hub_id: &str, node: &NodeName, endpoint: u64) {
+        if HELD.get() == Arc::as_ptr(&self.state) as usize {
+            // A sink let go of a hub's last handle while this thread delivers under the lock:
+            // closed (and its peers told) as soon as the lock is released, on this thread.
+            DEFERRED.with(|d| {
+                d.borrow_mut()
+                    .push((self.clone(), hub_id.to_owned(), node.clone(), endpoint))
+            });
+            return;
+        }
         let mut state = self.lock();
         let key = (hub_id.to_owned(), node.clone());
         if state.endpoints.get(&key).map(|e| e.id) != Some(endpoint) {
@@ -391,6 +399,69 @@ impl InProcessCluster {
             .filter(|(h, n)| h == hub_id && n != node && state.reachable(node, n))
             .map(|(_, n)| n.clone())
             .collect()
+    }
+}
+
+thread_local! {
+    /// The router whose lock this thread holds (its address; 0 for none).
+    static HELD: Cell<usize> = const { Cell::new(0) };
+    /// Endpoints closed on this thread while it held their router's lock (a sink dropping a
+    /// hub's last handle): closed once the lock is released.
+    static DEFERRED: RefCell<Vec<(InProcessCluster, String, NodeName, u64)>> =
+        const { RefCell::new(Vec::new()) };
+}
+
+/// The router's lock, held. Sinks are called under it (so what one peer sends arrives in
+/// order), and a sink may drop the last handle of a hub, whose endpoint then closes: that close
+/// is deferred until this guard goes, instead of taking the lock again on the same thread.
+struct RouterGuard<'a> {
+    guard: Option<MutexGuard<'a, RouterState>>,
+    previous: usize,
+}
+
+/// Locks a router. A panicking sink in a test must not wedge every other node: the state stays
+/// usable.
+fn lock_router(state: &Arc<Mutex<RouterState>>) -> RouterGuard<'_> {
+    let guard = state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let previous = HELD.replace(Arc::as_ptr(state) as usize);
+    RouterGuard {
+        guard: Some(guard),
+        previous,
+    }
+}
+
+impl Deref for RouterGuard<'_> {
+    type Target = RouterState;
+
+    fn deref(&self) -> &RouterState {
+        self.guard.as_ref().expect("held until dropped")
+    }
+}
+
+impl DerefMut for RouterGuard<'_> {
+    fn deref_mut(&mut self) -> &mut RouterState {
+        self.guard.as_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for RouterGuard<'_> {
+    fn drop(&mut self) {
+        HELD.set(self.previous);
+        drop(self.guard.take());
+        if self.previous != 0 {
+            return;
+        }
+        loop {
+            let pending = DEFERRED.with(|d| std::mem::take(&mut *d.borrow_mut()));
+            if pending.is_empty() {
+                return;
+            }
+            for (cluster, hub_id, node, endpoint) in pending {
+                cluster.close(&hub_id, &node, endpoint);
+            }
+        }
     }
 }
 

@@ -377,3 +377,35 @@ fn held_frames_arrive_when_released_in_order_or_never() {
     assert_eq!(cluster.discard_held(), 1);
     assert_eq!(hubs[1].rec.take(), vec![down("c")], "no message reached b");
 }
+
+#[test]
+fn a_sink_that_drops_a_hubs_last_handle_closes_it_once_the_lock_is_released() {
+    // b's sink holds c's only handle and lets go of it when it hears that a went down: the
+    // close happens while the router delivers under its lock. It must neither deadlock nor be
+    // lost: b and then hears that c went down too.
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let cluster = InProcessCluster::new(9);
+        let a = open(&cluster.add_node("a").unwrap(), "h");
+        let c_net = cluster.add_node("c").unwrap();
+        let c_slot: Arc<Mutex<Option<Arc<dyn Transport>>>> = Arc::new(Mutex::new(None));
+        let rec = Recorder::default();
+        let slot = c_slot.clone();
+        let record = rec.sink();
+        let sink: EventSink = Arc::new(move |event| {
+            if event == down("a") {
+                drop(slot.lock().unwrap().take());
+            }
+            record(event);
+        });
+        let _b = cluster.add_node("b").unwrap().open_hub("h", sink).unwrap();
+        *c_slot.lock().unwrap() = Some(c_net.open_hub("h", Recorder::default().sink()).unwrap());
+        rec.take();
+        drop(a);
+        let _ = done.send(rec.take());
+    });
+    let events = finished
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("no deadlock");
+    assert_eq!(events, vec![down("a"), down("c")]);
+}
