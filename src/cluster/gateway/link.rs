@@ -455,7 +455,7 @@ impl LinkState {
             tracing::debug!(%from, "key offer from a node that is not a mapped sealing peer; dropped");
             return;
         };
-        let Some(confirmer) = self.confirmer_of(&from, &proxy).await else {
+        let Some(confirmer) = self.confirmer_of(&proxy) else {
             // Its Confirmer's advertisement may trail its gateway's: it offers again.
             tracing::debug!(%from, "no confirmer known yet for a key offer");
             return;
@@ -479,12 +479,9 @@ impl LinkState {
         });
     }
 
-    /// The Confirmer that goes with `node`'s gateway `proxy`, reached over `node`'s session.
-    async fn confirmer_of(
-        &self,
-        node: &str,
-        proxy: &ActorRef<GatewayFrame>,
-    ) -> Option<ActorRef<ConfirmMsg>> {
+    /// The Confirmer that goes with the gateway `proxy`: the one advertised over the same
+    /// session (so by the same node) under the matching name.
+    fn confirmer_of(&self, proxy: &ActorRef<GatewayFrame>) -> Option<ActorRef<ConfirmMsg>> {
         let expected = keys::confirmer_of(&proxy.get_cell().get_name()?)?;
         let session = proxy.get_id().node();
         let cell = ractor::pg::get_scoped_members(&self.scope, &CONFIRMER_GROUP.to_owned())
@@ -494,8 +491,6 @@ impl LinkState {
                     && cell.get_id().node() == session
                     && cell.get_name().as_deref() == Some(expected.as_str())
             })?;
-        // The gateway's session was mapped to `node`; the Confirmer came over the same one.
-        let _ = node;
         Some(ActorRef::from(cell))
     }
 
