@@ -68,6 +68,86 @@ async fn a_node_joining_forty_one_megabyte_children_converges() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_start_larger_than_a_frame_from_a_non_leader_is_declared_whole() {
+    let cluster = TestCluster::with_nodes(9, &["a", "b"], Options::durable()).await;
+    cluster.wait_members().await;
+    // A first mutation names the leader.
+    let first = cluster
+        .hub("a")
+        .start_child(
+            common::cluster::specs("probe-", 1).remove(0),
+            StartOptions::new().durable(true),
+        )
+        .await
+        .unwrap();
+    assert_eq!(first.started.len(), 1, "errors: {:?}", first.errors);
+    let leader = cluster
+        .hub("a")
+        .declared_children()
+        .unwrap()
+        .last_mutated_by
+        .expect("a mutation names its author");
+    let other = if leader == cluster.hub("a").node().as_str() {
+        "b"
+    } else {
+        "a"
+    };
+    // 12 children of 1.5 MiB: 18 MiB, more than one frame may carry, forwarded to the leader.
+    let specs = specs("huge-", 12);
+    let all = ids(&specs);
+    let result = cluster
+        .hub(other)
+        .start_children(
+            specs,
+            StartOptions::new()
+                .durable(true)
+                .metadata("blob", "h".repeat(3 * MB / 2)),
+        )
+        .await
+        .unwrap();
+    let errors: Vec<String> = result
+        .errors
+        .iter()
+        .map(|e| {
+            format!("{}: {}", e.id, e.reason)
+                .chars()
+                .take(300)
+                .collect()
+        })
+        .collect();
+    assert_eq!(result.started.len(), 12, "failed: {errors:?}");
+    for node in ["a", "b"] {
+        let hub = cluster.hub(node);
+        wait_until("every node declares the whole batch", || {
+            let declared: BTreeSet<_> = hub
+                .declared_children()
+                .unwrap()
+                .children
+                .into_iter()
+                .map(|c| c.spec.id)
+                .collect();
+            all.is_subset(&declared)
+        })
+        .await;
+    }
+    // And stopping them (undeclare through the leader, terminate) works the same way.
+    let stopped = cluster
+        .hub(other)
+        .stop_children(
+            all.iter().cloned().collect(),
+            process_hub::StopOptions::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        stopped.stopped.len(),
+        12,
+        "errors: {:?}",
+        stopped.errors.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_too_large_for_the_wire_is_refused_alone() {
     let cluster = TestCluster::with_nodes(8, &["a", "b"], Options::plain()).await;
     let mut specs = specs("s-", 2);

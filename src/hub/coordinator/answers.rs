@@ -75,13 +75,28 @@ impl CoordinatorState {
         let Some(PendingOperation::Stop(op)) = self.pending_operations.get_mut(&request_id) else {
             return;
         };
-        if op.awaiting.remove(&report.node).is_none() {
+        // A node answers a stop batch cut into several frames with one report per frame:
+        // each report settles the children it names, and the node is done when none is left.
+        let Some(waiting) = op.awaiting.get_mut(&report.node) else {
             return;
+        };
+        let stopped: Vec<ChildId> = report
+            .stopped
+            .into_iter()
+            .filter(|id| waiting.remove(id))
+            .collect();
+        let errors: Vec<(ChildId, ChildStopError)> = report
+            .errors
+            .into_iter()
+            .filter(|(id, _)| waiting.remove(id))
+            .collect();
+        if waiting.is_empty() {
+            op.awaiting.remove(&report.node);
         }
-        for id in report.stopped {
+        for id in stopped {
             op.stopped.entry(id).or_default().push(report.node.clone());
         }
-        for (id, reason) in report.errors {
+        for (id, reason) in errors {
             op.errors.push(StopFailure {
                 id,
                 node: Some(report.node.clone()),

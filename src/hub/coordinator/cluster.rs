@@ -152,26 +152,33 @@ impl ClusterState {
         }
     }
 
-    /// Sends a stop batch to peer `node`; a send failure answers `node_unavailable` at once.
+    /// Sends a stop batch to peer `node`, cut into frames of at most the frame budget (the peer
+    /// answers each frame with a `StopReply` naming its children, which the pending operation
+    /// settles child by child); a frame that cannot be sent answers its children
+    /// `node_unavailable` at once.
     pub fn send_stop(&self, local: &NodeName, node: &NodeName, request_id: u64, batch: StopBatch) {
-        let msg = WireMsg::StopChildren {
-            request_id: RequestId(request_id),
-            reply_to: local.clone(),
-            ids: batch.ids.clone(),
-        };
-        if let Err(e) = self.transport.send(node, &msg) {
-            let reason = e.to_string();
+        let mut errors = Vec::new();
+        for ids in chunk_by_bytes(batch.ids, FRAME_BUDGET_BYTES) {
+            let msg = WireMsg::StopChildren {
+                request_id: RequestId(request_id),
+                reply_to: local.clone(),
+                ids,
+            };
+            if let Err(e) = self.transport.send(node, &msg) {
+                let reason = e.to_string();
+                if let WireMsg::StopChildren { ids, .. } = msg {
+                    errors.extend(ids.into_iter().map(|id| {
+                        let reason = reason.clone();
+                        (id, ChildStopError::NodeUnavailable { reason })
+                    }));
+                }
+            }
+        }
+        if !errors.is_empty() {
             (batch.reply)(NodeStopReport {
                 node: node.clone(),
                 stopped: Vec::new(),
-                errors: batch
-                    .ids
-                    .into_iter()
-                    .map(|id| {
-                        let reason = reason.clone();
-                        (id, ChildStopError::NodeUnavailable { reason })
-                    })
-                    .collect(),
+                errors,
             });
         }
     }

@@ -30,7 +30,7 @@ mod relay;
 mod remote;
 mod timers;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -83,7 +83,7 @@ pub(crate) enum StopPurpose {
 
 pub(crate) struct PendingStop {
     pub(crate) purpose: StopPurpose,
-    pub(crate) awaiting: BTreeMap<NodeName, Vec<ChildId>>,
+    pub(crate) awaiting: BTreeMap<NodeName, BTreeSet<ChildId>>,
     stopped: BTreeMap<ChildId, Vec<NodeName>>,
     pub(crate) errors: Vec<StopFailure>,
     timer: Option<Timer>,

@@ -333,7 +333,7 @@ impl CoordinatorState {
                 purpose,
                 awaiting: by_node
                     .iter()
-                    .map(|(n, ids)| (n.clone(), ids.clone()))
+                    .map(|(n, ids)| (n.clone(), ids.iter().cloned().collect()))
                     .collect(),
                 stopped: BTreeMap::new(),
                 errors,

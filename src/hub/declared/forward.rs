@@ -2,24 +2,27 @@
 //! Coordinator's normal start and stop paths (add before start, remove before terminate),
 //! and what it makes of their answers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use ractor::ActorRef;
 
 use crate::api::errors::{ChildStartError, ChildStopError, StartError, StopError};
 use crate::api::options::{StartOptions, StopOptions};
-use crate::api::results::{ChildFailure, StopResult, StoppedChild};
+use crate::api::results::{ChildFailure, StartedChild, StopResult, StoppedChild};
 use crate::hub::protocol::{DeclaredMsg, StartReplyPort, StopReplyPort};
 use crate::hub::HubShared;
 use crate::model::{ChildId, ChildSpec, NodeName};
 
 /// After the declaration is durable: start through the Coordinator, merge the refusals, and
-/// undeclare children whose start can never succeed.
+/// undeclare children whose start can never succeed. A `fresh` child (neither declared nor
+/// running before this start) found already started was started by a reconcile round that saw
+/// the declaration first: it is reported started where it runs.
 pub(crate) async fn start_declared(
     hub: Arc<HubShared>,
     me: ActorRef<DeclaredMsg>,
     accepted: Vec<ChildSpec>,
+    fresh: BTreeSet<ChildId>,
     opts: StartOptions,
     refused: Vec<ChildFailure>,
     reply: StartReplyPort,
@@ -42,8 +45,28 @@ pub(crate) async fn start_declared(
             .map(|e| e.id.clone())
             .collect();
         if !never.is_empty() {
-            let _ = me.cast(DeclaredMsg::Forget { ids: never });
+            let _ = me.cast(DeclaredMsg::Forget {
+                ids: never,
+                why: "their start can never succeed (unknown kind or bad arguments)",
+            });
         }
+        result.errors.retain(|e| {
+            let by_a_round = e.reason == ChildStartError::AlreadyStarted && fresh.contains(&e.id);
+            let running = by_a_round
+                .then(|| hub.storage.get(&e.id))
+                .flatten()
+                .filter(|row| !row.node_pids.is_empty());
+            match running {
+                Some(row) => {
+                    result.started.push(StartedChild {
+                        id: e.id.clone(),
+                        nodes: row.node_pids.into_iter().collect(),
+                    });
+                    false
+                }
+                None => true,
+            }
+        });
         result.errors.extend(refused);
         result
     });

@@ -369,7 +369,7 @@ impl DeclaredLeader {
             DeclaredMsg::Stop { ids, opts, reply } => state.stop(&myself, ids, opts, reply),
             DeclaredMsg::Clear { reply } => state.clear(&myself, reply),
             DeclaredMsg::Offer { list, done } => state.offer(&myself, list, None, done),
-            DeclaredMsg::Forget { ids } => state.forget(&myself, ids),
+            DeclaredMsg::Forget { ids, why } => state.forget(&myself, ids, why),
             DeclaredMsg::Wire { from, msg } => state.on_wire(&myself, from, msg),
             DeclaredMsg::PeerUp { node } => state.peer_up(&node),
             DeclaredMsg::PeerDown { node } => {

@@ -162,6 +162,22 @@ impl DeclaredLeaderState {
             }));
             return;
         }
+        // Children neither declared nor running before this start: a reconcile round that sees
+        // them declared before the start below reaches them may start them first (likelier
+        // when the declare is cut into several frames), and that start is this one's.
+        let fresh: BTreeSet<ChildId> = declare
+            .iter()
+            .map(|(spec, _)| &spec.id)
+            .filter(|id| {
+                !self.state.list().contains(id)
+                    && self
+                        .hub
+                        .storage
+                        .get(id)
+                        .is_none_or(|row| row.node_pids.is_empty())
+            })
+            .cloned()
+            .collect();
         let hub = self.hub.clone();
         let me = myself.clone();
         let op = DeclaredOp::Declare { children: declare };
@@ -173,7 +189,9 @@ impl DeclaredLeaderState {
                     let _ = reply.send(Err(StartError::Declared(e)));
                     return;
                 }
-                tokio::spawn(start_declared(hub, me, accepted, opts, refused, reply));
+                tokio::spawn(start_declared(
+                    hub, me, accepted, fresh, opts, refused, reply,
+                ));
             }),
         );
     }
@@ -266,8 +284,13 @@ impl DeclaredLeaderState {
         );
     }
 
-    pub(super) fn forget(&mut self, myself: &ActorRef<DeclaredMsg>, ids: Vec<ChildId>) {
-        tracing::warn!(children = ?ids, "undeclaring children whose start can never succeed");
+    pub(super) fn forget(
+        &mut self,
+        myself: &ActorRef<DeclaredMsg>,
+        ids: Vec<ChildId>,
+        why: &'static str,
+    ) {
+        tracing::warn!(children = ?ids, why, "undeclaring children");
         self.mutate(
             myself,
             DeclaredOp::Undeclare { ids },

@@ -11,15 +11,17 @@
 //! fetches the whole copy ([`WireMsg::DeclaredOffer`]) when it cannot apply it.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use ractor::ActorRef;
 
 use super::Then;
 use crate::api::errors::RecoveryError;
+use crate::cluster::wire::budget::FRAME_BUDGET_BYTES;
 use crate::cluster::wire::{DeclaredOp, RequestId, WireMsg};
 use crate::hub::protocol::DeclaredMsg;
 use crate::hub::HubShared;
-use crate::model::NodeName;
+use crate::model::{ChildId, NodeName};
 
 type Timer = tokio::task::JoinHandle<Result<(), ractor::MessagingErr<DeclaredMsg>>>;
 
@@ -33,8 +35,61 @@ pub(crate) struct RemoteMutations {
 }
 
 impl RemoteMutations {
-    /// Sends `op` to `leader`; `then` runs with its reply, or `no_leader`.
+    /// Sends `op` to `leader`; `then` runs with its reply, or `no_leader`. An op too large for
+    /// one frame travels as several mutations (see [`DeclaredOp::split_by_bytes`]) answered as
+    /// one: the highest version when every part is applied, else the first refusal, after which
+    /// the children of the parts that were applied are undeclared again so that a refused
+    /// durable start does not run later.
     pub fn send(
+        &mut self,
+        hub: &HubShared,
+        myself: &ActorRef<DeclaredMsg>,
+        leader: &NodeName,
+        op: DeclaredOp,
+        then: Then,
+    ) {
+        let mut parts = op.split_by_bytes(FRAME_BUDGET_BYTES);
+        if parts.len() == 1 {
+            let op = parts.pop().expect("one part");
+            return self.send_one(hub, myself, leader, op, then);
+        }
+        tracing::debug!(parts = parts.len(), %leader, "declared mutation cut into parts");
+        let joint = Arc::new(Mutex::new(Joint {
+            remaining: parts.len(),
+            version: 0,
+            refusal: None,
+            applied: Vec::new(),
+            then: Some(then),
+        }));
+        for part in parts {
+            let declared: Vec<ChildId> = match &part {
+                DeclaredOp::Declare { children } => {
+                    children.iter().map(|(s, _)| s.id.clone()).collect()
+                }
+                _ => Vec::new(),
+            };
+            let joint = Arc::clone(&joint);
+            let me = myself.clone();
+            let answer: Then = Box::new(move |result| {
+                let done = {
+                    let mut j = joint.lock().unwrap_or_else(|p| p.into_inner());
+                    j.part_answered(result, declared)
+                };
+                if let Some((then, result, applied)) = done {
+                    if result.is_err() && !applied.is_empty() {
+                        let _ = me.cast(DeclaredMsg::Forget {
+                            ids: applied,
+                            why: "a durable start cut into parts was refused in part",
+                        });
+                    }
+                    then(result);
+                }
+            });
+            self.send_one(hub, myself, leader, part, answer);
+        }
+    }
+
+    fn send_one(
         &mut self,
         hub: &HubShared,
         myself: &ActorRef<DeclaredMsg>,
@@ -116,5 +171,45 @@ impl Drop for RemoteMutations {
                 reason: "the declared leader stopped".into(),
             }));
         }
+    }
+}
+
+/// The parts of one mutation cut by bytes, answered as one.
+struct Joint {
+    remaining: usize,
+    version: u64,
+    refusal: Option<RecoveryError>,
+    /// The children of the declare parts the leader applied.
+    applied: Vec<ChildId>,
+    then: Option<Then>,
+}
+
+impl Joint {
+    /// Records one part's answer; once every part has answered, what to tell the caller and
+    /// the children to undeclare again.
+    fn part_answered(
+        &mut self,
+        result: Result<u64, RecoveryError>,
+        declared: Vec<ChildId>,
+    ) -> Option<(Then, Result<u64, RecoveryError>, Vec<ChildId>)> {
+        match result {
+            Ok(version) => {
+                self.version = self.version.max(version);
+                self.applied.extend(declared);
+            }
+            Err(e) => {
+                self.refusal.get_or_insert(e);
+            }
+        }
+        self.remaining = self.remaining.saturating_sub(1);
+        if self.remaining > 0 {
+            return None;
+        }
+        let then = self.then.take()?;
+        let result = match self.refusal.take() {
+            Some(e) => Err(e),
+            None => Ok(self.version),
+        };
+        Some((then, result, std::mem::take(&mut self.applied)))
     }
 }

@@ -34,8 +34,14 @@ pub(crate) enum DeclaredMsg {
         list: DeclaredList,
         done: Option<tokio::sync::oneshot::Sender<()>>,
     },
-    /// Undeclare children whose start can never succeed (unknown kind, bad arguments).
-    Forget { ids: Vec<ChildId> },
+    /// Undeclare children that must not run: their start can never succeed (unknown kind, bad
+    /// arguments), or the durable start that declared them was refused.
+    Forget {
+        /// The children.
+        ids: Vec<ChildId>,
+        /// Why, for the log.
+        why: &'static str,
+    },
     /// A declared-list message from peer `from` (offer, mutation, mutation reply).
     Wire { from: NodeName, msg: WireMsg },
     /// Peer `node` came up: send it this node's copy (boot adoption on both sides).
