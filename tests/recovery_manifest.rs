@@ -204,3 +204,50 @@ async fn a_manifest_that_never_answers_holds_up_neither_the_boot_nor_durable_com
     .await;
     stop(hub, join).await;
 }
+
+/// A fetch that gives up stops reading: its reader closes the file, which a writer feeding the
+/// manifest slowly (a FIFO here) sees as a broken pipe. A read that went on in the background
+/// would keep draining the FIFO instead.
+#[tokio::test]
+async fn a_local_fetch_that_times_out_stops_reading() {
+    use process_hub::manifest::{fetch_within, LocalPathManifest, ManifestError};
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = LocalPathManifest::new(dir.path());
+    nix::unistd::mkfifo(&manifest.file(), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let path = manifest.file();
+    let fetch = tokio::spawn(async move {
+        fetch_within(&manifest, std::time::Duration::from_millis(300)).await
+    });
+    // The reader opens the FIFO; a non-blocking open for writing succeeds once it has.
+    let mut writer = None;
+    wait_until("the fetch opens the manifest", || {
+        writer = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+            .open(&path)
+            .ok();
+        writer.is_some()
+    })
+    .await;
+    let mut writer = writer.unwrap();
+    writer.write_all(b"{\"version\":").unwrap();
+    let outcome = tokio::time::timeout(DEADLINE, fetch)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(outcome, Err(ManifestError::TimedOut { .. })),
+        "{outcome:?}"
+    );
+    // Wake the reader once more: it sees the cancellation and closes the FIFO.
+    let _ = writer.write_all(b"1");
+    wait_until("the abandoned read closes the manifest", || {
+        writer
+            .write_all(b" ")
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+    .await;
+}

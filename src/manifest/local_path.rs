@@ -14,6 +14,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
@@ -24,6 +25,18 @@ use super::{
 };
 use crate::core::declared_list::DeclaredList;
 use crate::storage::engine::format::unique_stamp;
+
+/// How much a fetch reads between two looks at whether it was cancelled.
+const READ_CHUNK: usize = 256 * 1024;
+
+/// Sets its flag when dropped.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
 
 /// A manifest kept as `<dir>/declared-manifest.json`.
 #[derive(Clone, Debug)]
@@ -56,15 +69,41 @@ impl LocalPathManifest {
     /// Reads at most [`MAX_MANIFEST_BYTES`] and one byte more, so a file larger than the limit
     /// (or growing while read) is refused without being held whole.
     fn read(&self) -> Result<Option<DeclaredList>, ManifestError> {
-        let file = match File::open(self.file()) {
+        self.read_unless(&AtomicBool::new(false))
+    }
+
+    /// [`Self::read`], in chunks, giving up between two chunks once `cancelled` is set: a fetch
+    /// that timed out stops reading (and frees what it read) instead of finishing in the
+    /// background. A read blocked inside one system call (a hung mount) ends when that call
+    /// returns.
+    fn read_unless(&self, cancelled: &AtomicBool) -> Result<Option<DeclaredList>, ManifestError> {
+        let mut file = match File::open(self.file()) {
             Ok(file) => file,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(self.io_error("read", e)),
         };
         let mut bytes = Vec::new();
-        file.take(MAX_MANIFEST_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| self.io_error("read", e))?;
+        let mut chunk = vec![0u8; READ_CHUNK];
+        loop {
+            if cancelled.load(Ordering::Acquire) {
+                return Err(self.io_error(
+                    "read",
+                    std::io::Error::new(ErrorKind::Interrupted, "the fetch was cancelled"),
+                ));
+            }
+            let n = match file.read(&mut chunk) {
+                Ok(n) => n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(self.io_error("read", e)),
+            };
+            if n == 0 {
+                break;
+            }
+            bytes.extend_from_slice(&chunk[..n]);
+            if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+                break; // decode refuses it as too large
+            }
+        }
         decode(&self.location(), &bytes).map(Some)
     }
 
@@ -111,8 +150,12 @@ impl RemoteManifest for LocalPathManifest {
 
     fn fetch(&self) -> BoxFuture<'_, Result<Option<DeclaredList>, ManifestError>> {
         let this = self.clone();
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&cancelled);
         Box::pin(async move {
-            tokio::task::spawn_blocking(move || this.read())
+            // Dropped with this future (a caller's timeout): the read stops at its next chunk.
+            let _cancel_on_drop = CancelOnDrop(cancelled);
+            tokio::task::spawn_blocking(move || this.read_unless(&flag))
                 .await
                 .unwrap_or_else(|e| Err(join_error(&self.location(), e)))
         })
