@@ -348,6 +348,11 @@ impl Run {
                         .for_each(|d| d.set_latency(Duration::from_millis(latency_ms)));
                 }
             }
+            Op::FullDisk { node, full } => {
+                if let Some(n) = self.cluster.nodes.get(&node) {
+                    n.disk.set_full(full);
+                }
+            }
             Op::SkewClock { node, skew_ms } => {
                 if let Some(n) = self.cluster.nodes.get(&node) {
                     n.clock.set_skew(skew_ms);
@@ -548,7 +553,10 @@ impl Run {
         self.trace.line("quiesce: heal, restart every node");
         self.cluster.heal();
         for node in self.cluster.nodes.values() {
-            node.disks().for_each(|d| d.set_latency(Duration::ZERO));
+            node.disks().for_each(|d| {
+                d.set_latency(Duration::ZERO);
+                d.set_full(false);
+            });
         }
         for node in self.cluster.down() {
             if let Err(e) = self.cluster.restart(&node, false).await {

@@ -116,6 +116,15 @@ pub enum Op {
         /// How long each write waits.
         latency_ms: u64,
     },
+    /// The disk of a node's declared list fills up (every write fails with "no space") or gets
+    /// space back. (The simulated registry disk never fails a write: the simulated registry
+    /// does not roll its memory back as the real `durable` backend does.)
+    FullDisk {
+        /// The node.
+        node: NodeName,
+        /// Full, or space again.
+        full: bool,
+    },
     /// A node's wall clock jumps.
     SkewClock {
         /// The node.
@@ -232,6 +241,10 @@ impl fmt::Display for Op {
             Op::DropBurst { probability } => write!(f, "drop {probability:.2} of all frames"),
             Op::SlowDisk { node, latency_ms } => {
                 write!(f, "disk of {} takes {latency_ms} ms", short(node))
+            }
+            Op::FullDisk { node, full } => {
+                let what = if *full { "fills up" } else { "has space again" };
+                write!(f, "declared disk of {} {what}", short(node))
             }
             Op::SkewClock { node, skew_ms } => {
                 write!(f, "clock of {} skewed {skew_ms} ms", short(node))
@@ -409,7 +422,11 @@ impl Workload {
                 90..=91 => Some(Op::DropBurst {
                     probability: rng.gen_range(0.05..0.3),
                 }),
-                92..=94 => pick(rng, world.up).map(|node| Op::SlowDisk {
+                94 => pick(rng, world.up).map(|node| Op::FullDisk {
+                    node,
+                    full: rng.gen_bool(0.6),
+                }),
+                92..=93 => pick(rng, world.up).map(|node| Op::SlowDisk {
                     node,
                     latency_ms: if rng.gen_bool(0.3) {
                         0

@@ -1,6 +1,7 @@
 //! A disk in memory for the deterministic simulator: it survives the crash of the node that uses
-//! it (the simulator keeps it across restarts), can be lost (wiped, like a replaced disk), and can
-//! be slow.
+//! it (the simulator keeps it across restarts), can be lost (wiped, like a replaced disk), can
+//! be slow, and can fill up (every batch that writes fails with "no space" until it is freed;
+//! batches that only delete still succeed).
 //!
 //! Writes are applied one batch after another by a writer task in the node's runtime: a batch
 //! waits the disk's latency (virtual time under a paused runtime), is applied, then answered, so a
@@ -17,7 +18,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::engine::{CommitStats, Done, KvOp};
-use super::StorageError;
+use super::{StorageError, WriteFault};
 
 /// A disk in memory, shared between the incarnations of one simulated node.
 #[derive(Debug)]
@@ -25,6 +26,7 @@ pub struct SimulatedDisk {
     path: PathBuf,
     state: Mutex<DiskState>,
     commits: AtomicU64,
+    failed: AtomicU64,
     /// Told whenever the queue of batches empties.
     drained: tokio::sync::Notify,
 }
@@ -35,6 +37,8 @@ struct DiskState {
     /// The declared list's seeded marker: the first durable version, once written.
     marker: Option<u64>,
     latency: Duration,
+    /// The disk is full: batches that put anything fail.
+    full: bool,
     /// Bumped by every crash and wipe: a writer of an earlier incarnation applies nothing more.
     incarnation: u64,
     writer: Option<mpsc::UnboundedSender<(u64, Vec<KvOp>, Done)>>,
@@ -49,6 +53,7 @@ impl SimulatedDisk {
             path: PathBuf::from(format!("sim://{name}")),
             state: Mutex::new(DiskState::default()),
             commits: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
             drained: tokio::sync::Notify::new(),
         }
     }
@@ -60,6 +65,11 @@ impl SimulatedDisk {
     /// Every batch from now on waits `latency` before it is applied.
     pub fn set_latency(&self, latency: Duration) {
         self.state().latency = latency;
+    }
+
+    /// The disk fills up (`true`) or gets space back (`false`).
+    pub fn set_full(&self, full: bool) {
+        self.state().full = full;
     }
 
     /// The node using the disk crashed: batches not applied yet are lost.
@@ -115,10 +125,11 @@ impl SimulatedDisk {
 
     pub(crate) fn stats(&self) -> CommitStats {
         let commits = self.commits.load(Ordering::Relaxed);
+        let failed = self.failed.load(Ordering::Relaxed);
         CommitStats {
             commits,
             batches_ok: commits,
-            batches_failed: 0,
+            batches_failed: failed,
         }
     }
 
@@ -161,6 +172,19 @@ impl SimulatedDisk {
         if state.incarnation != incarnation {
             return Err(StorageError::Closed);
         }
+        let writes = ops.iter().any(|op| matches!(op, KvOp::Put { .. }));
+        if state.full && writes {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+            state.queued = state.queued.saturating_sub(1);
+            if state.queued == 0 {
+                self.drained.notify_waiters();
+            }
+            return Err(StorageError::Write {
+                path: self.path.clone(),
+                message: "No space left on device (simulated)".into(),
+                fault: WriteFault::NoSpace,
+            });
+        }
         for op in ops {
             match op {
                 KvOp::Put { key, value } => {
@@ -200,7 +224,8 @@ async fn write_loop(
         match disk.apply(incarnation, ops) {
             Ok(()) => done(Ok(())),
             // The node crashed meanwhile: the batch is lost and nobody waits for it.
-            Err(_) => return,
+            Err(StorageError::Closed) => return,
+            Err(e) => done(Err(e)),
         }
     }
 }

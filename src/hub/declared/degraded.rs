@@ -8,10 +8,12 @@
 //! 1. refuses every operation that would write (mutations with a typed storage error, offers and
 //!    deltas silently: peers send them again) from the failure on;
 //! 2. once every operation started before the failure has finished, rebuilds its copy from the
-//!    disk, exactly as a restart would, and asks its peers for their copies (what it ignored);
+//!    disk, exactly as a restart would;
 //! 3. while no write has succeeded since, probes the disk with a harmless write (the header it
 //!    already holds) every [`PROBE_INTERVAL`], so that health turns back to `ok` once space
-//!    returns even when no request comes.
+//!    returns even when no request comes; once a write succeeds it asks its peers for their
+//!    copies (the offers and deltas it ignored). It does not ask while the disk fails: adopting
+//!    an answer needs a write, whose failure would start the cycle again at once.
 //!
 //! Health reports the failure (`RecoveryShared::storage_problems`) until a write succeeds.
 
@@ -108,12 +110,20 @@ impl DeclaredLeaderState {
         self.incarnation = self.recovery.reset(self.state.list(), self.parked());
         tracing::warn!(hub = %self.hub.config.hub_id, version = self.state.list().version(),
             "declared list rebuilt from the disk; mutations are taken again");
-        // Offers and deltas were ignored meanwhile: ask for the peers' copies again.
-        for peer in self.hub.peers() {
-            self.send_copy(&peer, true);
-        }
+        // Offers and deltas were ignored meanwhile: ask for the peers' copies again, once the
+        // disk takes writes (adopting a newer copy needs one). Asking while it still fails
+        // would make every answer fail a write and rebuild again at once: a busy loop with
+        // the peers for as long as the disk is full.
         if self.recovery.write_fault().is_some() {
             myself.send_after(PROBE_INTERVAL, || DeclaredMsg::Probe);
+        } else {
+            self.solicit_peers();
+        }
+    }
+
+    fn solicit_peers(&mut self) {
+        for peer in self.hub.peers() {
+            self.send_copy(&peer, true);
         }
     }
 
@@ -126,6 +136,13 @@ impl DeclaredLeaderState {
         }
         let mut after = AfterPersist::default();
         after.commits.push(self.store.save_whole(self.state.list()));
-        self.finish(myself, after, |_| {});
+        let me = myself.clone();
+        let peers = self.hub.peers();
+        self.finish(myself, after, move |outcome| {
+            // The disk takes writes again: the peers' copies ignored meanwhile can be adopted.
+            if outcome.is_ok() && !peers.is_empty() {
+                let _ = me.cast(DeclaredMsg::Solicit { nodes: peers });
+            }
+        });
     }
 }
