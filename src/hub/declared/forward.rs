@@ -15,7 +15,8 @@ use crate::hub::HubShared;
 use crate::model::{ChildId, ChildSpec, NodeName};
 
 /// After the declaration is durable: start through the Coordinator, merge the refusals, and
-/// undeclare children whose start can never succeed. A `fresh` child (neither declared nor
+/// undeclare children whose start can never succeed or was refused for want of disk (the
+/// caller is told it failed, so a reconcile round must not start it later). A `fresh` child (neither declared nor
 /// running before this start) found already started was started by a reconcile round that saw
 /// the declaration first: it is reported started where it runs.
 pub(crate) async fn start_declared(
@@ -33,21 +34,38 @@ pub(crate) async fn start_declared(
         .await
         .unwrap_or_else(|_| Err(StartError::HubUnavailable("the coordinator stopped".into())));
     let answer = answer.map(|mut result| {
-        let never: Vec<ChildId> = result
+        let (never, refused_by_disk): (Vec<&ChildFailure>, Vec<&ChildFailure>) = result
             .errors
             .iter()
             .filter(|e| {
                 matches!(
                     e.reason,
-                    ChildStartError::UnknownKind { .. } | ChildStartError::InvalidArgs { .. }
+                    ChildStartError::UnknownKind { .. }
+                        | ChildStartError::InvalidArgs { .. }
+                        | ChildStartError::Storage { .. }
+                        | ChildStartError::InsufficientStorage { .. }
                 )
             })
-            .map(|e| e.id.clone())
-            .collect();
+            .partition(|e| {
+                matches!(
+                    e.reason,
+                    ChildStartError::UnknownKind { .. } | ChildStartError::InvalidArgs { .. }
+                )
+            });
+        let ids = |failures: Vec<&ChildFailure>| -> Vec<ChildId> {
+            failures.into_iter().map(|e| e.id.clone()).collect()
+        };
         if !never.is_empty() {
             let _ = me.cast(DeclaredMsg::Forget {
-                ids: never,
+                ids: ids(never),
                 why: "their start can never succeed (unknown kind or bad arguments)",
+            });
+        }
+        // The caller is told the start failed: a reconcile round must not start them later.
+        if !refused_by_disk.is_empty() {
+            let _ = me.cast(DeclaredMsg::Forget {
+                ids: ids(refused_by_disk),
+                why: "their start was refused: the registry could not record them",
             });
         }
         result.errors.retain(|e| {
