@@ -34,6 +34,7 @@ impl AdminOps for FakeHub {
             parked: false,
             status: "ok".into(),
             problems: Vec::new(),
+            refused_peer_input: Default::default(),
         })
     }
 

@@ -163,3 +163,46 @@ async fn seeded_random_faults_converge() {
         .wait_converged(&all, &format!("seed {seed}: after faults"))
         .await;
 }
+
+/// A peer's frame that asks for an allocation beyond the bounds (a message in `u32::MAX` parts)
+/// is refused, counted, and shown in the admin API's health; the node goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_peer_input_is_counted_and_shown_in_health() {
+    use process_hub::cluster::wire::{encode, WireMsg};
+    let cluster = TestCluster::with_nodes(12, &["a", "b"], Options::plain()).await;
+    cluster.wait_members().await;
+    let a = cluster.hub("a");
+    assert!(
+        a.refused_peer_input().is_empty(),
+        "{:?}",
+        a.refused_peer_input()
+    );
+    let b_name = cluster.hub("b").node().clone();
+    let frame = WireMsg::FullSyncPart {
+        sync_id: 7,
+        index: 0,
+        total: u32::MAX,
+        rows: Vec::new(),
+    };
+    let bytes = encode(cluster.options.hub_id, &b_name, &frame).expect("encodes");
+    cluster
+        .net
+        .inject_frame(cluster.options.hub_id, &b_name, a.node(), bytes)
+        .expect("the link is up");
+    wait_until("a counts the refused part", || {
+        a.refused_peer_input().get("parts").copied().unwrap_or(0) >= 1
+    })
+    .await;
+    let (status, body) = common::admin::call_admin(a, "GET", "/v1/health", None).await;
+    assert_eq!(status, axum::http::StatusCode::OK, "{body}");
+    assert!(
+        body["refused_peer_input"]["parts"].as_u64() >= Some(1),
+        "{body}"
+    );
+    // The node still works.
+    let started = a
+        .start_children(specs("after-", 4), StartOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(started.started.len(), 4, "{:?}", started.errors);
+}

@@ -28,6 +28,11 @@ pub struct Health {
     /// Why the node is degraded, one sentence each; empty when `status` is `"ok"`.
     #[serde(default)]
     pub problems: Vec<String>,
+    /// Peer input this node refused since it started, by reason (`parts`, `invalid_child`,
+    /// `implausible_version`, `overloaded`...): a count that grows points at a misbehaving or
+    /// incompatible peer (see docs/security.md).
+    #[serde(default)]
+    pub refused_peer_input: std::collections::BTreeMap<String, u64>,
 }
 
 /// One declared child of `GET /v1/declared`.

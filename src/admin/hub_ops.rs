@@ -142,6 +142,11 @@ impl AdminOps for Hub {
             }
             .into(),
             problems,
+            refused_peer_input: self
+                .refused_peer_input()
+                .into_iter()
+                .map(|(reason, n)| (reason.to_owned(), n))
+                .collect(),
         })
     }
 
