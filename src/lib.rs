@@ -60,3 +60,6 @@ pub use events::{EventSink, HubEvent, SubscriptionId};
 pub use hooks::{HookAction, HookError, HookEvent, HookHandler, HookKey, Hooks};
 pub use kinds::{ChildKinds, KindError};
 pub use model::{ChildArgs, ChildId, ChildSpec, Metadata, NodeName, Pid, Restart, Row, Shutdown};
+// A cluster node as a library user builds one (docs/cluster.md, "Running nodes from a library").
+pub use cluster::node::{ClusterConfig, ClusterError, ClusterNode, TlsConfig};
+pub use cluster::IntoNetwork;
