@@ -11,6 +11,7 @@ use std::time::Duration;
 use process_hub::{ChildSpec, Hub, HubEvent, HubMsg, ProcessHub, Restart, StartOptions};
 use process_hub_actors::counter::{CounterArgs, CounterMsg};
 use process_hub_actors::crasher::CrasherMsg;
+use ractor::rpc::CallResult;
 use ractor::{call_t, Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 /// The application's own messages: hub events arrive here, mapped by the subscription.
@@ -57,7 +58,7 @@ impl Actor for App {
             ChildSpec::new("fragile", "crasher").with_restart(Restart::Permanent),
         ];
         let hub_ref = hub.actor();
-        let result = hub_ref
+        let answer = hub_ref
             .call(
                 |reply| HubMsg::StartChildren {
                     specs,
@@ -66,8 +67,13 @@ impl Actor for App {
                 },
                 Some(Duration::from_secs(10)),
             )
-            .await?
-            .unwrap()?;
+            .await?; // the hub is not running
+                     // A timeout or a dropped reply is an error of this actor's start, not a panic in it.
+        let result = match answer {
+            CallResult::Success(result) => result?, // Err(StartError): the request was refused
+            CallResult::Timeout => return Err("the hub did not answer within 10 s".into()),
+            CallResult::SenderError => return Err("the hub dropped the request".into()),
+        };
         println!(
             "started {} children: {:?}",
             result.started.len(),

@@ -58,6 +58,23 @@ else
   cargo test --workspace --all-targets
 fi
 
+# The doc tests: `--all-targets` does not run them. They compile every Rust snippet of the
+# README, docs/api.md and the rustdoc, so a snippet that no longer compiles fails the run.
+doc_limit="${PROCESS_HUB_DOC_LIMIT_SECS:-900}"
+echo "==> running the doc tests (limit ${doc_limit}s)" >&2
+if command -v timeout >/dev/null 2>&1; then
+  status=0
+  timeout -k 30 "$doc_limit" cargo test --workspace --doc || status=$?
+  if [ "$status" -ne 0 ]; then
+    if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+      echo "error: the doc tests did not finish within ${doc_limit}s" >&2
+    fi
+    exit "$status"
+  fi
+else
+  cargo test --workspace --doc
+fi
+
 # The deterministic simulator: a sweep of seeds over whole clusters under faults, every
 # invariant checked after every step (docs/simulation.md). Sized to take a couple of minutes on
 # two cores with the dev build made above; a failing seed prints the command that replays it.

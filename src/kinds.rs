@@ -57,6 +57,16 @@ pub struct ChildKinds {
     commands: HashMap<String, Arc<CommandFn>>,
 }
 
+/// The decoder's message, preceded, when no arguments were given, by what the kind needs to
+/// hear: the spec omitted them and the kind has no default.
+fn invalid_args_message(omitted: bool, error: &serde_json::Error) -> String {
+    if omitted {
+        format!("no arguments given (omitted args are JSON null) and the kind needs some: {error}")
+    } else {
+        error.to_string()
+    }
+}
+
 impl fmt::Debug for ChildKinds {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_set().entries(self.names()).finish()
@@ -90,12 +100,13 @@ impl ChildKinds {
         let kind = name.clone();
         let start: Arc<StartFn> = Arc::new(move |args: ChildArgs, supervisor: ActorCell| {
             let decoded = args.decode::<A::Arguments>();
+            let omitted = args.is_omitted();
             let handler = factory();
             let kind = kind.clone();
             Box::pin(async move {
                 let args = decoded.map_err(|e| KindError::InvalidArgs {
                     kind,
-                    message: e.to_string(),
+                    message: invalid_args_message(omitted, &e),
                 })?;
                 // No name: ractor's name registry is process-global and many hubs share a
                 // process; children are addressed through the hub by child id instead.
@@ -160,5 +171,126 @@ impl ChildKinds {
                 kind: spec.kind.clone(),
             })?;
         start(spec.args.clone(), supervisor).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ractor::{ActorProcessingErr, ActorRef};
+
+    /// Answers what it was started with, so a test can see the decoded arguments.
+    struct Echo<T>(std::marker::PhantomData<fn() -> T>);
+
+    impl<T> Clone for Echo<T> {
+        fn clone(&self) -> Self {
+            Echo(std::marker::PhantomData)
+        }
+    }
+
+    struct Get(ractor::RpcReplyPort<String>);
+    impl ractor::Message for Get {}
+
+    impl<T> Actor for Echo<T>
+    where
+        T: std::fmt::Debug + Send + Sync + 'static + serde::de::DeserializeOwned,
+    {
+        type Msg = Get;
+        type State = String;
+        type Arguments = T;
+        async fn pre_start(
+            &self,
+            _myself: ActorRef<Get>,
+            args: T,
+        ) -> Result<String, ActorProcessingErr> {
+            Ok(format!("{args:?}"))
+        }
+        async fn handle(
+            &self,
+            _myself: ActorRef<Get>,
+            Get(reply): Get,
+            state: &mut String,
+        ) -> Result<(), ActorProcessingErr> {
+            let _ = reply.send(state.clone());
+            Ok(())
+        }
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)] // read through Debug only
+    struct Needed {
+        size: u32,
+    }
+
+    #[derive(Clone)]
+    struct Parent;
+    impl Actor for Parent {
+        type Msg = ();
+        type State = ();
+        type Arguments = ();
+        async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
+            Ok(())
+        }
+        async fn handle_supervisor_evt(
+            &self,
+            _: ActorRef<()>,
+            _: ractor::SupervisionEvent,
+            _: &mut (),
+        ) -> Result<(), ActorProcessingErr> {
+            Ok(())
+        }
+    }
+
+    async fn started_with(kinds: &ChildKinds, spec: &ChildSpec) -> Result<String, KindError> {
+        let (parent, _) = Actor::spawn(None, Parent, ()).await.expect("parent");
+        let cell = kinds.start(spec, parent.get_cell()).await?;
+        let child: ActorRef<Get> = cell.into();
+        let seen = ractor::call_t!(child, Get, 5_000).expect("child answers");
+        parent.stop(None);
+        Ok(seen)
+    }
+
+    #[tokio::test]
+    async fn omitted_args_are_null_which_an_option_kind_takes_as_none_and_a_struct_kind_refuses_by_name(
+    ) {
+        let mut kinds = ChildKinds::new();
+        kinds.register("optional", Echo::<Option<Needed>>(Default::default()));
+        kinds.register("needs", Echo::<Needed>(Default::default()));
+        kinds.register("unit", Echo::<()>(Default::default()));
+
+        let omitted = ChildSpec::new("a", "optional");
+        assert!(omitted.args.is_omitted());
+        assert_eq!(started_with(&kinds, &omitted).await.unwrap(), "None");
+        let given = ChildSpec::new("b", "optional")
+            .with_args(&serde_json::json!({"size": 3}))
+            .unwrap();
+        assert!(!given.args.is_omitted());
+        assert_eq!(
+            started_with(&kinds, &given).await.unwrap(),
+            "Some(Needed { size: 3 })"
+        );
+        assert_eq!(
+            started_with(&kinds, &ChildSpec::new("c", "unit"))
+                .await
+                .unwrap(),
+            "()"
+        );
+
+        match started_with(&kinds, &ChildSpec::new("d", "needs")).await {
+            Err(KindError::InvalidArgs { kind, message }) => {
+                assert_eq!(kind, "needs");
+                assert!(message.contains("no arguments given"), "{message}");
+            }
+            other => panic!("expected invalid_args, got {other:?}"),
+        }
+        let wrong = ChildSpec::new("e", "needs")
+            .with_args(&serde_json::json!({"size": "big"}))
+            .unwrap();
+        match started_with(&kinds, &wrong).await {
+            Err(KindError::InvalidArgs { message, .. }) => {
+                assert!(!message.contains("no arguments given"), "{message}");
+            }
+            other => panic!("expected invalid_args, got {other:?}"),
+        }
     }
 }

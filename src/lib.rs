@@ -60,3 +60,18 @@ pub use events::{EventSink, HubEvent, SubscriptionId};
 pub use hooks::{HookAction, HookError, HookEvent, HookHandler, HookKey, Hooks};
 pub use kinds::{ChildKinds, KindError};
 pub use model::{ChildArgs, ChildId, ChildSpec, Metadata, NodeName, Pid, Restart, Row, Shutdown};
+// A cluster node as a library user builds one (docs/cluster.md, "Running nodes from a library").
+pub use cluster::node::{ClusterConfig, ClusterError, ClusterNode, TlsConfig};
+pub use cluster::IntoNetwork;
+
+/// The Rust snippets of the README, docs/api.md and docs/cluster.md, compiled (and run, unless
+/// marked `no_run`) by `cargo test --doc`, so the documentation cannot drift from the API.
+#[cfg(doctest)]
+mod documentation_snippets {
+    #[doc = include_str!("../README.md")]
+    struct Readme;
+    #[doc = include_str!("../docs/api.md")]
+    struct Api;
+    #[doc = include_str!("../docs/cluster.md")]
+    struct Cluster;
+}

@@ -215,3 +215,17 @@ async fn declared_routes_answer_404_where_there_is_no_declared_list() {
     let (_, body) = call(&hub, "GET", "/v1/health", None).await;
     assert_eq!(body["parked"], false);
 }
+
+#[tokio::test]
+async fn a_node_that_does_not_message_children_answers_404_and_wrong_methods_405() {
+    let hub = FakeHub::default();
+    let command = json!({"kind": "counter", "command": {"op": "get"}});
+    for path in ["/v1/children/c1/call", "/v1/children/c1/cast"] {
+        let (status, body) = call(&hub, "POST", path, Some(command.clone())).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {body}");
+        assert_eq!(body["error"], "not_found");
+        let (status, body) = call(&hub, "GET", path, None).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{path}: {body}");
+        assert_eq!(body["error"], "method_not_allowed");
+    }
+}

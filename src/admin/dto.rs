@@ -179,3 +179,26 @@ pub struct StopResponse {
     /// The children that could not be stopped.
     pub errors: Vec<StartError>,
 }
+
+/// `POST /v1/children/{id}/call`: the child's answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChildAnswer {
+    /// The child's id.
+    pub id: String,
+    /// The node this node's registry names as the child's host once it answered (`null` if
+    /// the registry has lost it meanwhile).
+    pub node: Option<String>,
+    /// The kind's answer, as its command handler encoded it (`null` for commands that answer
+    /// nothing).
+    pub answer: serde_json::Value,
+}
+
+/// `POST /v1/children/{id}/cast` (202): the command was handed to the hub, which delivers it
+/// to the child wherever it runs; nothing says whether the child acted on it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CastAccepted {
+    /// The child's id.
+    pub id: String,
+    /// The node this node's registry names as the child's host when the cast was sent.
+    pub node: Option<String>,
+}

@@ -114,6 +114,11 @@ fn group_by_metadata<K: PartialEq>(specs: Vec<(ChildSpec, K)>) -> Vec<(K, Vec<Ch
     groups
 }
 
+/// The host this node's registry names for a child (its first binding), if any.
+fn host_of(hub: &Hub, id: &ChildId) -> Option<String> {
+    hub.get_pids(id).into_iter().next().map(|(node, _)| node)
+}
+
 impl AdminOps for Hub {
     async fn health(&self) -> Result<Health, AdminError> {
         // Not `is_alive`: right after spawn the root may still report `Starting` for a moment,
@@ -288,6 +293,40 @@ impl AdminOps for Hub {
                 })
                 .collect(),
         }))
+    }
+
+    async fn call_child(
+        &self,
+        id: ChildId,
+        command: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<super::CallOutcome, AdminError> {
+        let answer = Hub::call_child(self, id.clone(), command, timeout)
+            .await
+            .map_err(|e| super::message_error(&e.code, e.to_string()))?;
+        Ok(super::CallOutcome {
+            node: host_of(self, &id),
+            answer,
+        })
+    }
+
+    async fn cast_child(
+        &self,
+        id: ChildId,
+        command: Vec<u8>,
+    ) -> Result<super::CastAccepted, AdminError> {
+        // A cast reports nothing back: refuse here an id the registry does not hold, rather
+        // than accept a command that goes nowhere. A row without a binding (its node is down,
+        // the child is being re-placed) is accepted: the hub routes it to the owner.
+        if self.child_lookup(&id).is_none() {
+            return Err(AdminError::NotFound(format!("no child with id {id}")));
+        }
+        Hub::cast_child(self, id.clone(), command)
+            .map_err(|e| super::message_error(&e.code, e.to_string()))?;
+        Ok(super::CastAccepted {
+            node: host_of(self, &id),
+            id: id.to_string(),
+        })
     }
 
     async fn declared(&self) -> Result<crate::admin::DeclaredResponse, AdminError> {

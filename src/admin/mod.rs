@@ -12,6 +12,8 @@
 //! | `GET /v1/children/{id}` | [`ChildView`] or 404 |
 //! | `POST /v1/children` | one [`StartSpec`] or an array, awaited -> [`StartResponse`] |
 //! | `DELETE /v1/children/{id}` | [`StopResponse`] or 404 |
+//! | `POST /v1/children/{id}/call?timeout_ms=` | the body (a JSON command) to the child wherever it runs -> [`ChildAnswer`] |
+//! | `POST /v1/children/{id}/cast` | the same without waiting -> 202 [`CastAccepted`] |
 //! | `GET /v1/registry/summary` | [`RegistrySummary`]: counts of this node's copy (cheap to poll) |
 //! | `GET /v1/declared` | [`DeclaredResponse`], or 404 without auto-recovery |
 //! | `POST /v1/declared/clear` | [`ClearResponse`] (the operator's clear of a parked list) |
@@ -30,17 +32,20 @@ mod dto;
 mod error;
 mod guard;
 mod hub_ops;
+mod messaging;
 mod page;
 mod routes;
 mod summary;
 
 pub use config::{AdminConfig, AdminLimits, AdminToken, AdminTokenError};
+pub use dto::{CastAccepted, ChildAnswer};
 pub use dto::{
     ChildView, ClearResponse, DeclaredChildView, DeclaredResponse, Health, NodePid, StartError,
     StartResponse, StartSpec, StartedChild, StopResponse, StoppedChild,
 };
 pub use error::AdminError;
 pub use hub_ops::{start_error_code, stop_error_code, ADMIN_REQUEST_TIMEOUT};
+pub use messaging::{message_error, CallOutcome, DEFAULT_CALL_TIMEOUT_MS, MAX_CALL_TIMEOUT_MS};
 pub use page::{ChildrenPage, PageCollector};
 pub use routes::{router, router_with, AdminOps};
 pub use summary::RegistrySummary;

@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -15,8 +16,10 @@ use serde::Deserialize;
 use crate::model::ChildId;
 
 use super::dto::{
-    ChildView, ClearResponse, DeclaredResponse, Health, StartResponse, StartSpec, StopResponse,
+    CastAccepted, ChildView, ClearResponse, DeclaredResponse, Health, StartResponse, StartSpec,
+    StopResponse,
 };
+use super::messaging::{self, CallOutcome};
 use super::page::ChildrenPage;
 use super::summary::RegistrySummary;
 use super::{guard, AdminConfig, AdminError, AdminLimits};
@@ -77,6 +80,36 @@ pub trait AdminOps: Clone + Send + Sync + 'static {
             ))
         }
     }
+    /// Sends `command` (JSON, checked) to child `id` wherever it runs and waits up to
+    /// `timeout` for the kind's answer (`POST /v1/children/{id}/call`). Optional: the default
+    /// answers 404.
+    fn call_child(
+        &self,
+        id: ChildId,
+        command: Vec<u8>,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<CallOutcome, AdminError>> + Send {
+        let _ = (id, command, timeout);
+        async {
+            Err(AdminError::NotFound(
+                "this node does not message children".into(),
+            ))
+        }
+    }
+    /// Sends `command` to child `id` wherever it runs without waiting
+    /// (`POST /v1/children/{id}/cast`). Same default.
+    fn cast_child(
+        &self,
+        id: ChildId,
+        command: Vec<u8>,
+    ) -> impl Future<Output = Result<CastAccepted, AdminError>> + Send {
+        let _ = (id, command);
+        async {
+            Err(AdminError::NotFound(
+                "this node does not message children".into(),
+            ))
+        }
+    }
     /// Empties the declared list (the operator's way out of a parked hub). Same default.
     fn clear_declared(&self) -> impl Future<Output = Result<ClearResponse, AdminError>> + Send {
         async {
@@ -101,6 +134,14 @@ pub fn router_with<O: AdminOps>(ops: O, config: AdminConfig) -> Router {
         .route("/v1/health", get(health::<O>))
         .route("/v1/children", get(list::<O>).post(start::<O>))
         .route("/v1/children/{id}", get(get_one::<O>).delete(stop::<O>))
+        .route(
+            "/v1/children/{id}/call",
+            axum::routing::post(messaging::call::<O>),
+        )
+        .route(
+            "/v1/children/{id}/cast",
+            axum::routing::post(messaging::cast::<O>),
+        )
         .route("/v1/registry/summary", get(registry_summary::<O>))
         .route("/v1/declared", get(declared::<O>))
         .route(
@@ -119,9 +160,9 @@ pub fn router_with<O: AdminOps>(ops: O, config: AdminConfig) -> Router {
 
 /// What every route reads: the hub behind the API and the request bounds.
 #[derive(Clone)]
-struct Routes<O> {
-    ops: O,
-    limits: AdminLimits,
+pub(super) struct Routes<O> {
+    pub(super) ops: O,
+    pub(super) limits: AdminLimits,
 }
 
 async fn unknown_path(uri: Uri) -> AdminError {
@@ -175,7 +216,7 @@ async fn list<O: AdminOps>(
     Ok(response)
 }
 
-fn parse_id(raw: String) -> Result<ChildId, AdminError> {
+pub(super) fn parse_id(raw: String) -> Result<ChildId, AdminError> {
     ChildId::parse(raw).map_err(|e| AdminError::InvalidInput(e.to_string()))
 }
 

@@ -102,11 +102,12 @@ impl HubBuilder {
     }
 
     /// Makes the hub span nodes: it joins the hubs of the same id on `network` (a `ClusterNode`
-    /// over ractor_cluster, or an `InProcessNode` in tests). The node's name is then the
+    /// over ractor_cluster, or an `InProcessNode` in tests), given by value, as an `Arc` or as
+    /// an `Arc<dyn Network>` (see [`crate::cluster::IntoNetwork`]). The node's name is then the
     /// network's `local_node()`; the config's `node_name` is ignored. Without a network the hub
     /// runs on one node.
-    pub fn network(mut self, network: Arc<dyn Network>) -> Self {
-        self.network = Some(network);
+    pub fn network(mut self, network: impl crate::cluster::IntoNetwork) -> Self {
+        self.network = Some(network.into_network());
         self
     }
 

@@ -13,5 +13,5 @@ pub mod transport;
 pub mod wire;
 
 pub use tls::TlsError;
-pub use transport::{EventSink, Network, Transport, TransportError, TransportEvent};
+pub use transport::{EventSink, IntoNetwork, Network, Transport, TransportError, TransportEvent};
 pub use wire::{WireFrame, WireMsg};

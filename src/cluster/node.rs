@@ -18,6 +18,10 @@
 //! you do not trust ([`TlsConfig::mutual`]: both ends present certificates their CA signed). With TLS, connections are made only to seeds and known peers
 //! (ractor_cluster's transitive mode opens plain TCP connections, which a TLS listener refuses),
 //! so every node must list at least one reachable seed.
+//!
+//! A node listens on loopback unless [`ClusterConfig::bind`] says otherwise: a library node is
+//! not reachable from other machines by accident, and reaching it from them is one explicit
+//! line.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
@@ -40,96 +44,9 @@ use crate::core::boot_token::BootToken;
 use crate::core::failure_detector::DetectorConfig;
 use crate::model::NodeName;
 
-/// TLS for node-to-node connections (rustls through tokio-rustls).
-///
-/// [`TlsConfig::mutual`] builds mutual TLS from PEM files (what the `process-hub` binary's
-/// `--tls-*` flags do). Or build the acceptor from the node's certificate chain and key
-/// (`rustls::ServerConfig::builder().with_no_client_auth().with_single_cert(chain, key)`) and the
-/// connector from the CA that signed the peers' certificates
-/// (`rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth()`);
-/// `server_name` is the name the peers' certificates are issued for.
-#[derive(Clone)]
-pub struct TlsConfig {
-    /// Accepts incoming connections.
-    pub acceptor: tokio_rustls::TlsAcceptor,
-    /// Opens outgoing connections.
-    pub connector: tokio_rustls::TlsConnector,
-    /// The name checked against the peers' certificates.
-    pub server_name: tokio_rustls::rustls::pki_types::ServerName<'static>,
-}
-
-impl std::fmt::Debug for TlsConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TlsConfig")
-            .field("server_name", &self.server_name)
-            .finish_non_exhaustive()
-    }
-}
-
-/// How to run a node.
-#[derive(Debug, Clone)]
-pub struct ClusterConfig {
-    /// The node's name; its cluster identity is `name@host`.
-    pub name: String,
-    /// The host peers reach this node at; it is also advertised as `host:port`.
-    pub host: String,
-    /// TCP port to listen on; 0 picks a free one (see [`ClusterNode::port`]).
-    pub port: u16,
-    /// Address to bind; default: all interfaces (dual-stack).
-    pub bind: Option<IpAddr>,
-    /// Shared secret every node of the cluster must have.
-    pub cookie: String,
-    /// `host:port` of nodes to join; retried with backoff for as long as the node runs.
-    pub seeds: Vec<String>,
-    /// TLS; `None` for plain TCP.
-    pub tls: Option<TlsConfig>,
-    /// Heartbeat interval and timeout of the hubs' failure detectors.
-    pub heartbeat: DetectorConfig,
-    /// Reconnection schedule.
-    pub reconnect: BackoffConfig,
-    /// Which wire versions the hubs speak and accept (sealed frames by default; see
-    /// [`crate::cluster::gateway`]).
-    pub wire: WirePolicy,
-}
-
-impl ClusterConfig {
-    /// A plain-TCP node `name@host` on `port` with `cookie`, default timings, no seeds.
-    pub fn new(
-        name: impl Into<String>,
-        host: impl Into<String>,
-        port: u16,
-        cookie: impl Into<String>,
-    ) -> Self {
-        Self {
-            name: name.into(),
-            host: host.into(),
-            port,
-            bind: None,
-            cookie: cookie.into(),
-            seeds: Vec::new(),
-            tls: None,
-            heartbeat: DetectorConfig::default(),
-            reconnect: BackoffConfig::default(),
-            wire: WirePolicy::default(),
-        }
-    }
-}
-
-/// The node could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum ClusterError {
-    /// No free port could be reserved, or the name is unusable.
-    #[error("invalid node configuration: {0}")]
-    Config(String),
-    /// An actor of the node failed to spawn.
-    #[error("cannot start {what}: {reason}")]
-    Spawn {
-        /// Which actor.
-        what: &'static str,
-        /// Why.
-        reason: String,
-    },
-}
+mod config;
+use config::advertises_beyond_loopback;
+pub use config::{ClusterConfig, ClusterError, TlsConfig};
 
 /// Counters of the membership actor, for diagnostics and tests.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -424,6 +341,46 @@ impl Actor for Membership {
 }
 
 /// A running cluster node: a [`Network`] for the hubs of this process.
+///
+/// One per OS process (ractor's registries are process-global). Start it, hand it to every
+/// hub of the process with [`crate::HubBuilder::network`], and keep it (an `Arc`) to shut it
+/// down after the hubs. Peers are found through the seeds and then through each other;
+/// sessions that drop are reconnected for as long as the node runs.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use std::time::Duration;
+///
+/// use process_hub::{ClusterConfig, ClusterNode, Hub, ProcessHub};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// // Identity "a@127.0.0.1": hubs name this node so, peers dial 127.0.0.1:4000.
+/// // (`ClusterConfig::new("a", "127.0.0.1", 4000, cookie)` is the same in two parts.)
+/// let cookie = std::fs::read_to_string("/etc/orders/cookie")?; // the same on every node
+/// let config = ClusterConfig::for_node("a@127.0.0.1", 4000, cookie.trim())?
+///     // Nodes to join, `host:port`; one reachable seed is enough, the node's own address is
+///     // skipped, so every node can be given the same list.
+///     .with_seeds(["127.0.0.1:4001", "127.0.0.1:4002"]);
+/// // It listens on loopback. Across machines, name the host peers reach and listen on it:
+/// //   ClusterConfig::for_node("a@10.0.0.1", 4000, cookie)?.with_bind("0.0.0.0".parse()?)
+/// // On networks you do not trust, add mutual TLS (every node then lists a seed):
+/// //   .with_tls(TlsConfig::mutual(cert, key, ca, "orders.internal".into())?)
+/// let node = Arc::new(ClusterNode::start(config).await?);
+///
+/// let (hub, join) = Hub::builder(ProcessHub::new("orders"), process_hub_actors::default_kinds())
+///     .network(node.clone()) // also takes a `ClusterNode` by value
+///     .spawn()
+///     .await?;
+/// if !hub.wait_cluster_settled(Duration::from_secs(10)).await {
+///     tracing::warn!(members = ?hub.nodes(true), "not every peer delivered its registry yet");
+/// }
+/// // ... use the hub ...
+/// hub.leave().await?; // hand this node's children to the others, then shut the hub down
+/// drop(hub);
+/// join.await?;
+/// node.shutdown();
+/// # Ok(()) }
+/// ```
 pub struct ClusterNode {
     name: NodeName,
     port: u16,
@@ -472,15 +429,24 @@ impl ClusterNode {
     pub async fn start(config: ClusterConfig) -> Result<Self, ClusterError> {
         if config.name.is_empty() || config.host.is_empty() || config.name.contains('@') {
             return Err(ClusterError::Config(format!(
-                "node name {:?} / host {:?}: both must be non-empty, the name without '@'",
+                "node name {:?} / host {:?}: both must be non-empty, the name without '@' \
+                 (for `name@host` use ClusterConfig::for_node)",
                 config.name, config.host
             )));
+        }
+        let listen = config.listen_ip();
+        if config.bind.is_none() && advertises_beyond_loopback(&config.host) {
+            tracing::warn!(
+                host = %config.host,
+                %listen,
+                "the node advertises a host other machines may dial but listens on loopback only; \
+                 set ClusterConfig::bind to accept them"
+            );
         }
         let port = if config.port == 0 {
             // ractor_cluster reports an OS-picked port only inside the node server; reserve one
             // here instead so that it can be advertised and returned.
-            let bind = config.bind.unwrap_or(IpAddr::from([0, 0, 0, 0]));
-            std::net::TcpListener::bind((bind, 0))
+            std::net::TcpListener::bind((listen, 0))
                 .and_then(|l| l.local_addr())
                 .map(|a| a.port())
                 .map_err(|e| ClusterError::Config(format!("cannot reserve a port: {e}")))?
@@ -494,17 +460,15 @@ impl ClusterNode {
             ),
             None => (IncomingEncryptionMode::Raw, NodeConnectionMode::Transitive),
         };
-        let mut server = NodeServer::new(
+        let server = NodeServer::new(
             port,
             config.cookie.clone(),
             config.name.clone(),
             config.host.clone(),
             Some(encryption),
             Some(mode),
-        );
-        if let Some(bind) = config.bind {
-            server = server.with_listen_addr(bind);
-        }
+        )
+        .with_listen_addr(listen);
         let (server, _) =
             Actor::spawn(None, server, ())
                 .await

@@ -149,3 +149,29 @@ pub trait Network: Send + Sync {
     fn open_hub(&self, hub_id: &str, sink: EventSink)
         -> Result<Arc<dyn Transport>, TransportError>;
 }
+
+/// What [`crate::HubBuilder::network`] accepts: a network by value (`ClusterNode`,
+/// `InProcessNode`), in an `Arc` (kept by the caller to shut the node down later), or already
+/// an `Arc<dyn Network>`. The hubs of a node share it, so it ends up behind an `Arc` anyway.
+pub trait IntoNetwork {
+    /// The shared network.
+    fn into_network(self) -> Arc<dyn Network>;
+}
+
+impl IntoNetwork for Arc<dyn Network> {
+    fn into_network(self) -> Arc<dyn Network> {
+        self
+    }
+}
+
+impl<N: Network + 'static> IntoNetwork for Arc<N> {
+    fn into_network(self) -> Arc<dyn Network> {
+        self
+    }
+}
+
+impl<N: Network + 'static> IntoNetwork for N {
+    fn into_network(self) -> Arc<dyn Network> {
+        Arc::new(self)
+    }
+}

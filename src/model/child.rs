@@ -125,6 +125,11 @@ impl Shutdown {
 ///
 /// JSON text rather than a typed value because the hub does not know the argument types of the
 /// kinds it hosts, and because JSON crosses the admin API, the wire and the disk unchanged.
+///
+/// Omitted arguments are JSON `null` (the [`Default`]): a kind whose `Arguments` is
+/// `Option<T>` starts with `None`, one whose `Arguments` is `()` starts, and one that needs a
+/// `T` refuses the start with `invalid_args` saying that none were given. An explicit `null`
+/// is the same value: "no arguments" has one spelling.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct ChildArgs(String);
@@ -159,6 +164,11 @@ impl ChildArgs {
     /// The JSON text.
     pub fn as_json_text(&self) -> &str {
         &self.0
+    }
+
+    /// Whether no arguments were given (the JSON text is `null`).
+    pub fn is_omitted(&self) -> bool {
+        self.0.trim() == "null"
     }
 }
 

@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use process_hub::admin::{
-    ChildView, ClearResponse, DeclaredResponse, Health, RegistrySummary, StartResponse, StartSpec,
-    StopResponse,
+    CastAccepted, ChildAnswer, ChildView, ClearResponse, DeclaredResponse, Health, RegistrySummary,
+    StartResponse, StartSpec, StopResponse,
 };
 use serde::de::DeserializeOwned;
 
@@ -196,6 +196,34 @@ impl AdminClient {
         self.finish(
             self.auth(self.agent.delete(&self.url(&format!("/v1/children/{id}"))))
                 .call(),
+        )
+    }
+
+    /// `POST /v1/children/{id}/call?timeout_ms=`: `command` to the child wherever it runs,
+    /// and its JSON answer.
+    pub fn call(
+        &self,
+        id: &str,
+        command: &serde_json::Value,
+        timeout_ms: u64,
+    ) -> Result<ChildAnswer, AdminClientError> {
+        let path = format!("/v1/children/{id}/call?timeout_ms={timeout_ms}");
+        self.finish(
+            self.auth(self.agent.post(&self.url(&path)))
+                .send_json(command),
+        )
+    }
+
+    /// `POST /v1/children/{id}/cast`: `command` to the child wherever it runs, not awaited.
+    pub fn cast(
+        &self,
+        id: &str,
+        command: &serde_json::Value,
+    ) -> Result<CastAccepted, AdminClientError> {
+        let path = format!("/v1/children/{id}/cast");
+        self.finish(
+            self.auth(self.agent.post(&self.url(&path)))
+                .send_json(command),
         )
     }
 
