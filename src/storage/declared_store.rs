@@ -89,8 +89,22 @@ pub struct DeclaredStore {
     /// The children the saves submitted so far leave on disk, so a whole list (an adopted
     /// copy: one per leader broadcast on every peer) writes only what differs from it instead
     /// of every child. A failed save makes its owner reopen the store, which reloads this.
-    /// A persistent map: taking the saved list's children is O(1).
-    on_disk: std::sync::Mutex<DeclaredChildren>,
+    /// A persistent map: taking the saved list's children is O(1). `None` when what is on
+    /// disk is not a list (see [`Self::resync`]): the next save rewrites the whole list.
+    on_disk: std::sync::Mutex<Option<DeclaredChildren>>,
+}
+
+/// What [`DeclaredStore::resync`] found on disk.
+#[derive(Debug)]
+pub enum Resynced {
+    /// A list, or nothing (`None`).
+    List(Option<DeclaredList>),
+    /// Entries that do not form a list (a write that failed while later ones succeeded left
+    /// a header without all of its children): the next save rewrites the whole list.
+    Torn {
+        /// What does not fit.
+        reason: String,
+    },
 }
 
 impl DeclaredStore {
@@ -158,7 +172,7 @@ impl DeclaredStore {
         };
         let store = Self {
             medium: Medium::Lmdb { engine, marker },
-            on_disk: std::sync::Mutex::new(on_disk),
+            on_disk: std::sync::Mutex::new(Some(on_disk)),
         };
         Ok((store, found))
     }
@@ -193,7 +207,7 @@ impl DeclaredStore {
         };
         let store = Self {
             medium: Medium::Simulated(disk),
-            on_disk: std::sync::Mutex::new(on_disk),
+            on_disk: std::sync::Mutex::new(Some(on_disk)),
         };
         (store, found)
     }
@@ -220,14 +234,33 @@ impl DeclaredStore {
     /// Reads the stored list back and makes it the base of later saves: after a failed write
     /// the saves' idea of what is on disk may be ahead of it, and this puts it back. Call it
     /// only once every submitted save has been answered.
-    pub fn resync(&self) -> Result<Option<DeclaredList>, StorageError> {
-        let loaded = self.load()?;
-        let on_disk = loaded
-            .as_ref()
-            .map(|list| list.children().clone())
-            .unwrap_or_else(DeclaredChildren::new);
-        *self.on_disk.lock().unwrap_or_else(|e| e.into_inner()) = on_disk;
-        Ok(loaded)
+    pub fn resync(&self) -> Result<Resynced, StorageError> {
+        let read = match &self.medium {
+            Medium::Lmdb { engine, .. } => {
+                load_checked(|visit| engine.for_each(visit).map_err(|e| e.to_string()))
+            }
+            #[cfg(feature = "sim")]
+            Medium::Simulated(disk) => load_checked(|visit| {
+                disk.for_each(visit);
+                Ok(())
+            }),
+        };
+        let mut on_disk = self.on_disk.lock().unwrap_or_else(|e| e.into_inner());
+        match read.map_err(StorageError::Backend)? {
+            Ok(loaded) => {
+                *on_disk = Some(
+                    loaded
+                        .as_ref()
+                        .map(|list| list.children().clone())
+                        .unwrap_or_else(DeclaredChildren::new),
+                );
+                Ok(Resynced::List(loaded))
+            }
+            Err(reason) => {
+                *on_disk = None;
+                Ok(Resynced::Torn { reason })
+            }
+        }
     }
 
     /// Whether the seeded marker exists beside the list (durable evidence).
@@ -251,7 +284,12 @@ impl DeclaredStore {
     /// changes is only removed. Durable when the commit resolves `Ok`.
     pub fn save_changes(&self, list: &DeclaredList, changes: &[DeclaredChange]) -> Commit {
         let mut ops = Vec::with_capacity(changes.len() + 1);
-        let mut on_disk = self.on_disk.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.on_disk.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(on_disk) = guard.as_mut() else {
+            // What is on disk is not a list: only a whole list repairs it.
+            drop(guard);
+            return self.save_whole(list);
+        };
         for change in changes {
             match change {
                 DeclaredChange::Unchanged => {}
@@ -275,7 +313,7 @@ impl DeclaredStore {
                 }
             }
         }
-        drop(on_disk);
+        drop(guard);
         if ops.is_empty() && changes.iter().all(|c| *c == DeclaredChange::Unchanged) {
             return Commit::ready(Ok(()));
         }
@@ -291,11 +329,17 @@ impl DeclaredStore {
     /// costs a comparison in memory and a few writes, not a write per declared child.
     pub fn save_whole(&self, list: &DeclaredList) -> Commit {
         let mut on_disk = self.on_disk.lock().unwrap_or_else(|e| e.into_inner());
-        let (removed, changed) = difference(&on_disk, list);
-        let mut ops: Vec<KvOp> = removed
-            .iter()
-            .map(|id| KvOp::Delete(child_key(id)))
-            .collect();
+        let mut ops: Vec<KvOp> = Vec::new();
+        let base = match on_disk.as_ref() {
+            Some(base) => base.clone(),
+            None => {
+                // Not a list on disk: start from nothing.
+                ops.push(KvOp::Clear);
+                DeclaredChildren::new()
+            }
+        };
+        let (removed, changed) = difference(&base, list);
+        ops.extend(removed.iter().map(|id| KvOp::Delete(child_key(id))));
         for (id, child) in &changed {
             match encode_child(id, child) {
                 Ok(op) => ops.push(op),
@@ -303,7 +347,7 @@ impl DeclaredStore {
             }
         }
         // Now the same children as the list's, shared with it.
-        *on_disk = list.children().clone();
+        *on_disk = Some(list.children().clone());
         drop(on_disk);
         ops.push(encode_header(list));
         self.submit(ops, list.version())
@@ -512,10 +556,19 @@ fn validate_entry(key: &[u8], value: &[u8]) -> Result<(), String> {
 }
 
 /// Reads the list from the entries `visit` walks; `Ok(None)` for an empty store, `Err` for an
-/// inconsistent one.
+/// inconsistent one or one that cannot be read.
 fn load(
     visit: impl FnOnce(&mut dyn FnMut(&[u8], &[u8])) -> Result<(), String>,
 ) -> Result<Option<DeclaredList>, String> {
+    load_checked(visit)?
+}
+
+/// [`load`], telling a store that cannot be read (the outer `Err`) from entries that do not
+/// form a list (the inner one).
+#[allow(clippy::type_complexity)]
+fn load_checked(
+    visit: impl FnOnce(&mut dyn FnMut(&[u8], &[u8])) -> Result<(), String>,
+) -> Result<Result<Option<DeclaredList>, String>, String> {
     let mut header: Option<Header> = None;
     let mut children = BTreeMap::new();
     let mut failure: Option<String> = None;
@@ -538,9 +591,9 @@ fn load(
         }
     })?;
     if let Some(reason) = failure {
-        return Err(reason);
+        return Ok(Err(reason));
     }
-    match header {
+    Ok(match header {
         None if children.is_empty() => Ok(None),
         None => Err(format!("{} children but no header", children.len())),
         Some(h) if h.count != children.len() as u64 => Err(format!(
@@ -553,7 +606,7 @@ fn load(
             children,
             h.last_mutated_by,
         ))),
-    }
+    })
 }
 
 /// The rotated copies of the list file in `dir`.

@@ -306,3 +306,33 @@ fn one_commit_persists_a_batch_of_changes_in_order() {
     let (_, found) = DeclaredStore::open(dir.path(), &opts()).unwrap();
     assert_eq!(found, StoredList::Readable(list));
 }
+
+/// A failed write followed by one that succeeds can leave a header without all of its
+/// children: resync reports the store torn, and the next save rewrites the whole list.
+#[test]
+fn a_torn_store_is_reported_and_the_next_save_rewrites_it_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = DeclaredStore::open(dir.path(), &opts()).unwrap();
+    let mut list = DeclaredList::new();
+    for id in ["a", "b", "c"] {
+        let change = add(&mut list, id);
+        store.save_change(&list, &change).wait().unwrap();
+    }
+    // What a lost write leaves: the header counts a child the disk does not hold.
+    store
+        .submit(vec![KvOp::Delete(child_key(&"b".into()))], list.version())
+        .wait()
+        .unwrap();
+    match store.resync().unwrap() {
+        Resynced::Torn { reason } => assert!(reason.contains("header counts 3"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    // A change saved now (a mutation) cannot be a diff: the whole list is written.
+    let change = add(&mut list, "d");
+    store.save_change(&list, &change).wait().unwrap();
+    assert_eq!(store.load().unwrap(), Some(list.clone()));
+    match store.resync().unwrap() {
+        Resynced::List(Some(loaded)) => assert_eq!(loaded, list),
+        other => panic!("{other:?}"),
+    }
+}

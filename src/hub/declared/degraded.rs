@@ -27,6 +27,7 @@ use crate::api::errors::RecoveryError;
 use crate::core::boot::{BootDecision, CopySource, DurableEvidence, ParkReason};
 use crate::core::declared_state::DeclaredState;
 use crate::hub::protocol::DeclaredMsg;
+use crate::storage::declared_store::Resynced;
 use crate::storage::StorageError;
 
 /// How long after a failed write (or a rebuild that could not read the disk) the leader tries
@@ -77,7 +78,26 @@ impl DeclaredLeaderState {
     /// Rebuilds the copy from the disk, as a restarted actor would, then takes operations again.
     pub(super) fn rebuild(&mut self, myself: &ActorRef<DeclaredMsg>) {
         let loaded = match self.store.resync() {
-            Ok(loaded) => loaded,
+            Ok(Resynced::List(loaded)) => loaded,
+            Ok(Resynced::Torn { reason }) => {
+                // A write failed while later ones succeeded: the disk holds no list this node
+                // ever acknowledged. None of what followed the failure was acknowledged either
+                // (see `finish`), and the peers (or the manifest) hold every acknowledged
+                // version: park until one of their copies is adopted, as after a lost disk.
+                tracing::error!(hub = %self.hub.config.hub_id, %reason,
+                    "declared list on disk is torn after failed writes; parked until a peer's copy is adopted");
+                return self.rebuilt(
+                    myself,
+                    BootDecision::Park(ParkReason {
+                        corrupt: true,
+                        evidence: DurableEvidence {
+                            seeded_marker: self.store.seeded_marker_present(),
+                            durable_rows: 0,
+                        },
+                        manifest_error: None,
+                    }),
+                );
+            }
             Err(e) => {
                 tracing::error!(hub = %self.hub.config.hub_id, error = %e,
                     "declared list cannot be read back; trying again");
@@ -102,6 +122,11 @@ impl DeclaredLeaderState {
             }),
             None => BootDecision::StartEmpty,
         };
+        self.rebuilt(myself, decision);
+    }
+
+    /// Takes the rebuilt copy (or park) and operations again.
+    fn rebuilt(&mut self, myself: &ActorRef<DeclaredMsg>, decision: BootDecision) {
         // A local copy needs no write, and a park that held before was already announced.
         let (state, _effects) = DeclaredState::boot(&self.hub.node, decision, []);
         self.state = state;
