@@ -43,6 +43,7 @@ mod api;
 mod hub;
 
 pub use api::AwaitNormalTimeout;
+pub use api::HubInfo;
 pub use api::{
     ChildFailure, ChildInfo, ChildMessageError, ChildStartError, ChildStopError, Hub, HubBuilder,
     HubMsg, OnFailure, ProcessEntry, ProcessScope, ShutdownTimedOut, SpawnError, StartError,

@@ -14,7 +14,7 @@ pub use errors::{
     SpawnError, StartError, StopError,
 };
 pub use handle::{Hub, HubBuilder, ShutdownTimedOut};
-pub use msg::HubMsg;
+pub use msg::{HubInfo, HubMsg};
 pub use options::{OnFailure, StartOptions, StopOptions};
 pub use results::{
     ChildFailure, ChildInfo, ProcessEntry, ProcessScope, StartResult, StartedChild, StopFailure,

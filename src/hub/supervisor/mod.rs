@@ -20,7 +20,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{
+    Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent,
+};
 
 use super::child_supervisor::{ChildSupArgs, ChildSupervisor};
 use super::coordinator::Coordinator;
@@ -68,6 +70,8 @@ pub(crate) struct HubSupState {
     shared: Arc<HubShared>,
     roles: BTreeMap<ActorId, (Role, ActorCell)>,
     intensity: RestartIntensity,
+    /// `ShutdownAndWait` callers, answered at the end of `post_stop`.
+    shutdown_waiters: Vec<RpcReplyPort<()>>,
 }
 
 /// The hub gave up restarting its own actors.
@@ -233,6 +237,7 @@ impl Actor for HubSupervisor {
             intensity: RestartIntensity::new(cfg.hub_max_restarts, cfg.max_seconds),
             shared,
             roles,
+            shutdown_waiters: Vec::new(),
         })
     }
 
@@ -277,6 +282,9 @@ impl Actor for HubSupervisor {
             }
         }
         shared.set_refs(|refs| *refs = Default::default());
+        for waiter in state.shutdown_waiters.drain(..) {
+            let _ = waiter.send(());
+        }
         Ok(())
     }
 
@@ -346,6 +354,10 @@ impl Actor for HubSupervisor {
             } => hub.call_child_through_coordinator(id, payload, timeout, reply),
             HubMsg::Leave { reply } => hub.leave_through_coordinator(reply),
             HubMsg::Shutdown => myself.stop(Some("shutdown".into())),
+            HubMsg::ShutdownAndWait { reply } => {
+                state.shutdown_waiters.push(reply);
+                myself.stop(Some("shutdown".into()));
+            }
             HubMsg::CancelHook {
                 key,
                 handler_id,
@@ -353,6 +365,7 @@ impl Actor for HubSupervisor {
             } => {
                 let _ = reply.send(hub.hooks.cancel(key, &handler_id));
             }
+            other => answer_read(hub, other),
         }
         Ok(())
     }
@@ -402,5 +415,57 @@ impl Actor for HubSupervisor {
             actor: role.name().to_owned(),
         });
         Ok(())
+    }
+}
+
+/// The operations that read the hub's state or wait on it, answered without another actor. A
+/// wait runs beside the actor (bounded by the caller's timeout) so the hub keeps serving.
+fn answer_read(hub: &Arc<HubShared>, msg: HubMsg) {
+    match msg {
+        HubMsg::AwaitNormal { timeout, reply } => match hub.recovery.clone() {
+            None => {
+                let _ = reply.send(Ok(()));
+            }
+            Some(recovery) => {
+                tokio::spawn(async move {
+                    let _ = reply.send(recovery.state.await_normal(timeout).await);
+                });
+            }
+        },
+        HubMsg::RecoveryState { reply } => {
+            let _ = reply.send(reads::recovery_state(hub));
+        }
+        HubMsg::ClusterSettled { reply } => {
+            let _ = reply.send(*hub.settled.borrow());
+        }
+        HubMsg::WaitClusterSettled { timeout, reply } => {
+            let mut settled = hub.settled.subscribe();
+            tokio::spawn(async move {
+                let done = tokio::time::timeout(timeout, settled.wait_for(|s| *s))
+                    .await
+                    .is_ok_and(|r| r.is_ok());
+                let _ = reply.send(done);
+            });
+        }
+        HubMsg::StorageProblems { reply } => {
+            let _ = reply.send(reads::storage_problems(hub));
+        }
+        HubMsg::RefusedPeerInput { reply } => {
+            let _ = reply.send(hub.refusals.snapshot());
+        }
+        HubMsg::LocalChild { id, reply } => {
+            let _ = reply.send(hub.local_children.get(&id).map(|c| c.value().clone()));
+        }
+        HubMsg::HookHandlers { key, reply } => {
+            let _ = reply.send(hub.hooks.handler_ids(key));
+        }
+        HubMsg::Info { reply } => {
+            let _ = reply.send(crate::api::msg::HubInfo {
+                hub_id: hub.config.hub_id.clone(),
+                node: hub.node.clone(),
+                clustered: hub.network.is_some(),
+            });
+        }
+        _ => {}
     }
 }
