@@ -57,7 +57,7 @@ pub use config::{
 pub use config::{ConfigError, ProcessHub, ProcessHubBuilder};
 pub use core::declared_list::DeclaredChild;
 pub use core::recovery::RecoveryState;
-pub use events::{EventSink, HubEvent, SubscriptionId};
+pub use events::{EventSink, HubEvent, MoveReason, SubscriptionId};
 pub use hooks::{HookAction, HookError, HookEvent, HookHandler, HookKey, Hooks};
 pub use kinds::{ChildKinds, KindError};
 pub use model::{ChildArgs, ChildId, ChildSpec, Metadata, NodeName, Pid, Restart, Row, Shutdown};

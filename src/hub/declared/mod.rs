@@ -317,7 +317,9 @@ impl Actor for DeclaredLeader {
             commit.wait_async().await?;
         }
         let list = leader_state.state.list().clone();
-        leader_state.incarnation = recovery.reset(&list, leader_state.parked());
+        let (incarnation, change) = recovery.reset(&list, leader_state.parked());
+        leader_state.incarnation = incarnation;
+        change.report(&hub);
         recovery.set_store_identity(leader_state.store.identity());
         let is_leader = hub.is_leader();
         if let (true, Some(shipper)) = (is_leader && list.version() > 0, &leader_state.shipper) {

@@ -103,6 +103,12 @@ impl ReconcilerState {
                     to: transition.to,
                 }
             });
+            if transition.to == crate::core::recovery::RecoveryState::Normal {
+                hub.events
+                    .publish(|| crate::events::HubEvent::RecoveryNormal {
+                        node: hub.node.clone(),
+                    });
+            }
         }
         if report.first {
             hub.hooks.fire(HookKey::PostRecoveryReplay, || {
