@@ -567,3 +567,87 @@ mod cluster_events {
         on(b, b.node()) + on(c, c.node())
     }
 }
+
+// ---- Recovery and the declared list as events ----------------------------------------------
+
+mod recovery_events {
+    use super::common::recovery_hub::{config, hub_dir};
+    use super::common::{durable, wait_event};
+    use process_hub::recovery::declared_store::DECLARED_FILE;
+    use process_hub::{ChildSpec, EventSink, Hub, HubEvent};
+
+    async fn spawn_watched(
+        cfg: process_hub::ProcessHub,
+    ) -> (
+        Hub,
+        tokio::task::JoinHandle<()>,
+        tokio::sync::mpsc::UnboundedReceiver<HubEvent>,
+    ) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (hub, join) = Hub::builder(cfg, process_hub_actors::default_kinds())
+            .subscriber(EventSink::channel(tx))
+            .spawn()
+            .await
+            .unwrap();
+        (hub, join, rx)
+    }
+
+    #[tokio::test]
+    async fn rounds_recovery_parking_and_versions_are_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = config("ev-recovery", dir.path());
+        let (hub, join, mut events) = spawn_watched(cfg.clone()).await;
+        let node = hub.node().clone();
+        wait_event(&mut events, "a round", |e| {
+            matches!(e, HubEvent::ReconcileRoundCompleted { parked: false, .. })
+        })
+        .await;
+        wait_event(&mut events, "normal", |e| {
+            *e == HubEvent::RecoveryNormal { node: node.clone() }
+        })
+        .await;
+        hub.start_child(ChildSpec::new("r1", "counter"), durable())
+            .await
+            .unwrap();
+        let version = hub.declared_children().unwrap().version;
+        assert!(version > 0);
+        wait_event(&mut events, "the declaration's version", |e| {
+            *e == HubEvent::DeclaredVersionChanged {
+                node: node.clone(),
+                version,
+            }
+        })
+        .await;
+        hub.shutdown().await.unwrap();
+        drop(hub);
+        join.await.unwrap();
+
+        // The list is lost while durable rows remain: the node boots parked, and the
+        // operator's clear unparks it one version up.
+        std::fs::remove_file(hub_dir(dir.path(), "ev-recovery").join(DECLARED_FILE)).unwrap();
+        let (hub, join, mut events) = spawn_watched(cfg).await;
+        wait_event(&mut events, "parked", |e| {
+            *e == HubEvent::DeclaredParked { node: node.clone() }
+        })
+        .await;
+        wait_event(&mut events, "a parked round", |e| {
+            matches!(e, HubEvent::ReconcileRoundCompleted { parked: true, .. })
+        })
+        .await;
+        let cleared = hub.clear_declared().await.unwrap();
+        wait_event(&mut events, "unparked", |e| {
+            *e == HubEvent::DeclaredUnparked { node: node.clone() }
+        })
+        .await;
+        wait_event(&mut events, "the clear's version", |e| {
+            *e == HubEvent::DeclaredVersionChanged {
+                node: node.clone(),
+                version: cleared,
+            }
+        })
+        .await;
+        hub.shutdown().await.unwrap();
+        drop(hub);
+        join.await.unwrap();
+    }
+}
