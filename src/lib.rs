@@ -40,8 +40,10 @@ pub mod hooks;
 pub mod kinds;
 
 mod api;
+pub use api::remote;
 mod hub;
 
+pub use api::remote::{RemoteFailure, RemoteHub, RemoteHubError};
 pub use api::AwaitNormalTimeout;
 pub use api::HubInfo;
 pub use api::{

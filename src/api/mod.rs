@@ -6,6 +6,7 @@ mod handle;
 pub(crate) mod msg;
 pub(crate) mod options;
 pub(crate) mod reads;
+pub mod remote;
 pub(crate) mod results;
 
 pub use declared::DeclaredView;

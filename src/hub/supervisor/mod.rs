@@ -27,6 +27,7 @@ use ractor::{
 use super::child_supervisor::{ChildSupArgs, ChildSupervisor};
 use super::coordinator::Coordinator;
 use super::declared::{DeclaredLeader, DeclaredLeaderArgs};
+use super::endpoint::{Endpoint, EndpointArgs};
 use super::janitor::Janitor;
 use super::protocol::{DeclaredMsg, StartReplyPort, StopReplyPort};
 use super::reconciler::{Reconciler, ReconcilerArgs};
@@ -36,6 +37,7 @@ use crate::api::errors::{RecoveryError, StartError, StopError};
 use crate::api::msg::HubMsg;
 use crate::api::options::{StartOptions, StopOptions};
 use crate::api::reads;
+use crate::api::remote::endpoint_name;
 use crate::core::{IntensityVerdict, RestartIntensity};
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
@@ -49,6 +51,7 @@ enum Role {
     Janitor,
     DeclaredLeader,
     Reconciler,
+    Endpoint,
 }
 
 impl Role {
@@ -60,6 +63,7 @@ impl Role {
             Role::Janitor => "janitor",
             Role::DeclaredLeader => "declared_leader",
             Role::Reconciler => "reconciler",
+            Role::Endpoint => "endpoint",
         }
     }
 }
@@ -136,6 +140,16 @@ async fn spawn_role(
             };
             let (r, _) = Actor::spawn_linked(None, Reconciler, args, myself).await?;
             shared.set_refs(|refs| refs.reconciler = Some(r.clone()));
+            r.get_cell()
+        }
+        Role::Endpoint => {
+            let name = endpoint_name(&shared.config.hub_id, &shared.node, rand::random());
+            let args = EndpointArgs {
+                hub: shared.clone(),
+                // The root's own cell, whose message type is `HubMsg`.
+                root: ActorRef::from(myself.clone()),
+            };
+            let (r, _) = Actor::spawn_linked(Some(name), Endpoint, args, myself).await?;
             r.get_cell()
         }
     };
@@ -228,6 +242,13 @@ impl Actor for HubSupervisor {
         if shared.recovery.is_some() {
             order.push(Role::Reconciler);
         }
+        if shared
+            .network
+            .as_ref()
+            .is_some_and(|n| n.serves_remote_clients())
+        {
+            order.push(Role::Endpoint);
+        }
         for role in order {
             let cell = spawn_role(role, &shared, myself.get_cell(), true).await?;
             roles.insert(cell.get_id(), (role, cell));
@@ -260,6 +281,7 @@ impl Actor for HubSupervisor {
         // One budget for the whole shutdown, shared by the steps in order.
         let deadline = Instant::now() + shared.config.shutdown_timeout();
         for role in [
+            Role::Endpoint,
             Role::Reconciler,
             Role::Coordinator,
             Role::DeclaredLeader,
@@ -395,7 +417,7 @@ impl Actor for HubSupervisor {
             Role::Coordinator => refs.coordinator = None,
             Role::DeclaredLeader => refs.declared_leader = None,
             Role::Reconciler => refs.reconciler = None,
-            Role::Janitor => {}
+            Role::Janitor | Role::Endpoint => {}
         });
         if state.intensity.record(shared.mono_ms()) == IntensityVerdict::Exceeded {
             let err = HubIntensityExceeded {
