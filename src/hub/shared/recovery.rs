@@ -16,9 +16,10 @@ use super::Environment;
 use crate::cluster::wire::WireMsg;
 use crate::config::{AutoRecoveryConfig, DeclaredCommit, LeaderElector, ProcessHub};
 use crate::core::declared_list::{announced_ahead, DeclaredList};
+use crate::core::manifest_ship::ShipBackoff;
 use crate::core::recovery::RecoveryState;
 use crate::events::HubEvent;
-use crate::manifest::{open_manifest, RemoteManifest};
+use crate::manifest::{open_manifest, ManifestShipper, RemoteManifest};
 use crate::model::NodeName;
 use crate::storage::declared_store::{DeclaredStore, StoredList};
 use crate::storage::engine::{CommitMode, DiskOptions};
@@ -118,6 +119,9 @@ pub(crate) struct RecoveryShared {
     /// DeclaredLeader; a restarted one reopens the directory.
     pub boot_store: Mutex<Option<(DeclaredStore, StoredList)>>,
     pub manifest: Option<Arc<dyn RemoteManifest>>,
+    /// The manifest shipper's queue; its actor runs under the HubSupervisor, and the leader
+    /// offers it every committed version.
+    pub shipper: Option<ManifestShipper>,
     snapshot: RwLock<Published>,
     /// Peers whose copy this node has adopted or weighed since they came up.
     offered_by: Mutex<BTreeSet<NodeName>>,
@@ -189,6 +193,9 @@ impl RecoveryShared {
             medium,
             state: RecoveryStateWatch::new(RecoveryState::Recovering),
             boot_store: Mutex::new(Some(store)),
+            shipper: manifest
+                .clone()
+                .map(|m| ManifestShipper::new(m, ShipBackoff::default())),
             manifest,
             snapshot: RwLock::new(Published::default()),
             offered_by: Mutex::new(BTreeSet::new()),

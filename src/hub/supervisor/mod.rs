@@ -41,6 +41,7 @@ use crate::api::remote::endpoint_name;
 use crate::core::{IntensityVerdict, RestartIntensity};
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
+use crate::manifest::OnShipFailure;
 use crate::model::{ChildId, ChildSpec};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -52,6 +53,7 @@ enum Role {
     DeclaredLeader,
     Reconciler,
     Endpoint,
+    ManifestShipper,
 }
 
 impl Role {
@@ -64,6 +66,7 @@ impl Role {
             Role::DeclaredLeader => "declared_leader",
             Role::Reconciler => "reconciler",
             Role::Endpoint => "endpoint",
+            Role::ManifestShipper => "manifest_shipper",
         }
     }
 }
@@ -141,6 +144,31 @@ async fn spawn_role(
             let (r, _) = Actor::spawn_linked(None, Reconciler, args, myself).await?;
             shared.set_refs(|refs| refs.reconciler = Some(r.clone()));
             r.get_cell()
+        }
+        Role::ManifestShipper => {
+            let shipper = shared
+                .recovery
+                .as_ref()
+                .and_then(|r| r.shipper.clone())
+                .ok_or_else(|| Box::new(NoRecovery) as ActorProcessingErr)?;
+            // Weak: the hub's shared state holds the shipper, which must not keep it alive.
+            let hub = Arc::downgrade(shared);
+            let on_failure: OnShipFailure = Arc::new(move |failure| {
+                let Some(hub) = hub.upgrade() else {
+                    return;
+                };
+                hub.hooks.fire(HookKey::ManifestShipFailed, || {
+                    HookEvent::ManifestShipFailed {
+                        node: hub.node.clone(),
+                        version: failure.version,
+                        failures: failure.failures,
+                        retry_in_ms: failure.retry_in_ms,
+                        location: failure.location.clone(),
+                        error: failure.error.to_string(),
+                    }
+                })
+            });
+            shipper.start(on_failure, Some(myself)).await?
         }
         Role::Endpoint => {
             let name = endpoint_name(&shared.config.hub_id, &shared.node, rand::random());
@@ -235,6 +263,13 @@ impl Actor for HubSupervisor {
         // with auto_recovery the DeclaredLeader boots the list before the coordinator accepts
         // requests, and the Reconciler plans from it once everything runs.
         let mut order = vec![Role::Registry, Role::ChildSupervisor, Role::Janitor];
+        if shared
+            .recovery
+            .as_ref()
+            .is_some_and(|r| r.shipper.is_some())
+        {
+            order.push(Role::ManifestShipper);
+        }
         if shared.recovery.is_some() {
             order.push(Role::DeclaredLeader);
         }
@@ -285,6 +320,7 @@ impl Actor for HubSupervisor {
             Role::Reconciler,
             Role::Coordinator,
             Role::DeclaredLeader,
+            Role::ManifestShipper,
             Role::Janitor,
             Role::ChildSupervisor,
             Role::Registry,
@@ -417,7 +453,7 @@ impl Actor for HubSupervisor {
             Role::Coordinator => refs.coordinator = None,
             Role::DeclaredLeader => refs.declared_leader = None,
             Role::Reconciler => refs.reconciler = None,
-            Role::Janitor | Role::Endpoint => {}
+            Role::Janitor | Role::Endpoint | Role::ManifestShipper => {}
         });
         if state.intensity.record(shared.mono_ms()) == IntensityVerdict::Exceeded {
             let err = HubIntensityExceeded {
