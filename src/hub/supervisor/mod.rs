@@ -423,7 +423,16 @@ impl Actor for HubSupervisor {
             } => {
                 let _ = reply.send(hub.hooks.cancel(key, &handler_id));
             }
-            other => answer_read(hub, other),
+            // Listed, not a catch-all: a new variant must be routed somewhere on purpose.
+            msg @ (HubMsg::AwaitNormal { .. }
+            | HubMsg::RecoveryState { .. }
+            | HubMsg::ClusterSettled { .. }
+            | HubMsg::WaitClusterSettled { .. }
+            | HubMsg::StorageProblems { .. }
+            | HubMsg::RefusedPeerInput { .. }
+            | HubMsg::LocalChild { .. }
+            | HubMsg::HookHandlers { .. }
+            | HubMsg::Info { .. }) => answer_read(hub, msg),
         }
         Ok(())
     }
