@@ -101,6 +101,102 @@ pub enum HubEvent {
         /// Why.
         reason: String,
     },
+
+    // Membership, redistribution, recovery and the declared list: the same facts the cluster
+    // and recovery hooks see, for actors that watch rather than intervene.
+    /// A peer's hub of this id came up (first contact, back from a flap, or restarted).
+    NodeUp {
+        /// The peer.
+        node: NodeName,
+    },
+    /// A peer's hub went down. Unless it said goodbye, its children wait for the
+    /// `nodedown_grace` before they are re-placed, in case it comes back.
+    NodeDown {
+        /// The peer.
+        node: NodeName,
+        /// It announced its leave (no grace).
+        graceful: bool,
+    },
+    /// A peer is gone for good (it left, or stayed down past its grace): its bindings are
+    /// reaped and its children re-placed.
+    NodeLeft {
+        /// The peer.
+        node: NodeName,
+    },
+    /// Every member has delivered its registry to this node (`cluster_settled` became true).
+    ClusterSettled {
+        /// The members at that moment, this node included.
+        members: Vec<NodeName>,
+    },
+    /// A child moved between live nodes: stopped on `from` and started on `to` (a cold swap, or
+    /// the handover of a leaving node). Fired on `from`, instead of `ChildStopped`.
+    ChildMoved {
+        /// The child.
+        id: ChildId,
+        /// The node it left.
+        from: NodeName,
+        /// The node it runs on now.
+        to: NodeName,
+        /// Why it moved.
+        why: MoveReason,
+    },
+    /// A child whose node is gone was started again on `node` (fired on the node that asked).
+    ChildReplaced {
+        /// The child.
+        id: ChildId,
+        /// The node it runs on now.
+        node: NodeName,
+        /// Why it was re-placed.
+        why: MoveReason,
+    },
+    /// A reconcile round completed on this node, with its counters.
+    ReconcileRoundCompleted {
+        /// This node.
+        node: NodeName,
+        /// The round's counters.
+        stats: crate::core::reconcile::RoundStats,
+        /// The round was parked (the list is lost or outdated here): it did nothing.
+        parked: bool,
+    },
+    /// This node's first round completed: recovery is `Normal` for good.
+    RecoveryNormal {
+        /// This node.
+        node: NodeName,
+    },
+    /// This node's declared list is parked (lost, or its copy cannot be trusted): durable
+    /// writes are refused and rounds do nothing until a real copy arrives or an operator clears.
+    DeclaredParked {
+        /// This node.
+        node: NodeName,
+    },
+    /// This node's declared list is no longer parked.
+    DeclaredUnparked {
+        /// This node.
+        node: NodeName,
+    },
+    /// This node's copy of the declared list reached a new version (persisted).
+    DeclaredVersionChanged {
+        /// This node.
+        node: NodeName,
+        /// The version now held.
+        version: u64,
+    },
+}
+
+/// Why a child moved or was re-placed ([`HubEvent::ChildMoved`], [`HubEvent::ChildReplaced`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum MoveReason {
+    /// A node joined and owns the child now (a cold swap to it).
+    NodeJoined,
+    /// The child's node went down and stayed down past its grace (or restarted without it).
+    NodeDown,
+    /// The child's node left the cluster gracefully (a handover, or a re-placement after it).
+    NodeLeft,
+    /// The members did not change, but the child ran away from its owner (after a partition
+    /// healed, or a failed move being retried).
+    Rebalance,
 }
 
 impl ractor::Message for HubEvent {}

@@ -40,9 +40,12 @@ pub mod hooks;
 pub mod kinds;
 
 mod api;
+pub use api::remote;
 mod hub;
 
+pub use api::remote::{RemoteFailure, RemoteHub, RemoteHubError};
 pub use api::AwaitNormalTimeout;
+pub use api::HubInfo;
 pub use api::{
     ChildFailure, ChildInfo, ChildMessageError, ChildStartError, ChildStopError, Hub, HubBuilder,
     HubMsg, OnFailure, ProcessEntry, ProcessScope, ShutdownTimedOut, SpawnError, StartError,
@@ -56,7 +59,7 @@ pub use config::{
 pub use config::{ConfigError, ProcessHub, ProcessHubBuilder};
 pub use core::declared_list::DeclaredChild;
 pub use core::recovery::RecoveryState;
-pub use events::{EventSink, HubEvent, SubscriptionId};
+pub use events::{EventSink, HubEvent, MoveReason, SubscriptionId};
 pub use hooks::{HookAction, HookError, HookEvent, HookHandler, HookKey, Hooks};
 pub use kinds::{ChildKinds, KindError};
 pub use model::{ChildArgs, ChildId, ChildSpec, Metadata, NodeName, Pid, Restart, Row, Shutdown};

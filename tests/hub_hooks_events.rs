@@ -311,3 +311,343 @@ async fn subscribers_can_leave_and_dead_ones_are_dropped() {
     .await;
     hub.shutdown().await.unwrap();
 }
+
+// ---- The cluster: membership hooks and events, moves, re-placements, leaves ----------------
+
+mod cluster_events {
+    use std::collections::BTreeSet;
+    use std::sync::{Arc, Mutex};
+
+    use super::common::cluster::{full, ids, specs, Options, TestCluster};
+    use super::common::{wait_event, wait_until, DEADLINE};
+    use process_hub::cluster::wire::WireMsg;
+    use process_hub::{
+        ChildId, HookEvent, HookHandler, HookKey, Hub, HubEvent, HubMsg, MoveReason, NodeName,
+        StartOptions,
+    };
+    use tokio::sync::mpsc::UnboundedReceiver;
+
+    const CLUSTER_KEYS: [HookKey; 4] = [
+        HookKey::PreClusterJoin,
+        HookKey::PostClusterJoin,
+        HookKey::PreClusterLeave,
+        HookKey::PostClusterLeave,
+    ];
+
+    fn record_cluster_hooks(hub: &Hub) -> Arc<Mutex<Vec<HookEvent>>> {
+        let seen: Arc<Mutex<Vec<HookEvent>>> = Arc::default();
+        for key in CLUSTER_KEYS {
+            let seen = seen.clone();
+            hub.register_hook(
+                key,
+                HookHandler::observe("test", 0, move |e| seen.lock().unwrap().push(e.clone())),
+            )
+            .unwrap();
+        }
+        seen
+    }
+
+    fn drain(rx: &mut UnboundedReceiver<HubEvent>) -> Vec<HubEvent> {
+        let mut out = Vec::new();
+        while let Ok(e) = rx.try_recv() {
+            out.push(e);
+        }
+        out
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn membership_fires_the_cluster_hooks_and_events() {
+        let mut cluster = TestCluster::with_nodes(21, &["a", "b"], Options::plain()).await;
+        let hooks = record_cluster_hooks(cluster.hub("a"));
+        let (_, mut events) = cluster.hub("a").subscribe_channel();
+
+        // A node joins: the join hooks in order, then `NodeUp` and, once its registry is
+        // merged, `ClusterSettled`.
+        cluster.add("c").await;
+        cluster.wait_members().await;
+        wait_event(
+            &mut events,
+            "c up",
+            |e| matches!(e, HubEvent::NodeUp { node } if *node == full("c")),
+        )
+        .await;
+        let settled = wait_event(&mut events, "settled", |e| {
+            matches!(e, HubEvent::ClusterSettled { .. })
+        })
+        .await;
+        assert_eq!(
+            settled,
+            HubEvent::ClusterSettled {
+                members: vec![full("a"), full("b"), full("c")]
+            }
+        );
+        // A crash: down (not graceful), then gone for good after the grace.
+        cluster.crash("c").await;
+        wait_event(&mut events, "c down", |e| {
+            *e == HubEvent::NodeDown {
+                node: full("c"),
+                graceful: false,
+            }
+        })
+        .await;
+        wait_event(&mut events, "c left", |e| {
+            *e == HubEvent::NodeLeft { node: full("c") }
+        })
+        .await;
+        // A graceful leave: down without a grace, then gone.
+        let b = cluster.hubs.remove(&full("b")).unwrap();
+        b.leave().await.unwrap();
+        wait_event(&mut events, "b down", |e| {
+            *e == HubEvent::NodeDown {
+                node: full("b"),
+                graceful: true,
+            }
+        })
+        .await;
+        wait_event(&mut events, "b left", |e| {
+            *e == HubEvent::NodeLeft { node: full("b") }
+        })
+        .await;
+        let hooked = hooks.lock().unwrap().clone();
+        let c = full("c");
+        let b = full("b");
+        assert_eq!(
+            hooked,
+            vec![
+                HookEvent::PreClusterJoin { node: c.clone() },
+                HookEvent::PostClusterJoin { node: c.clone() },
+                HookEvent::PreClusterLeave { node: c.clone() },
+                HookEvent::PostClusterLeave { node: c },
+                HookEvent::PreClusterLeave { node: b.clone() },
+                HookEvent::PostClusterLeave { node: b },
+            ]
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cold_swap_is_a_move_not_a_stop_and_a_lost_node_s_children_are_replaced() {
+        let mut cluster = TestCluster::with_nodes(22, &["a", "b"], Options::plain()).await;
+        let all = specs("mv-", 24);
+        cluster
+            .hub("a")
+            .start_children(all.clone(), StartOptions::new())
+            .await
+            .unwrap();
+        cluster.wait_converged(&ids(&all), "started").await;
+        let (_, mut on_a) = cluster.hub("a").subscribe_channel();
+        let (_, mut on_b) = cluster.hub("b").subscribe_channel();
+        let before = cluster.running();
+
+        cluster.add("c").await;
+        cluster.wait_members().await;
+        cluster.wait_converged(&ids(&all), "c joined").await;
+        let after = cluster.running();
+        let moved: BTreeSet<ChildId> = after
+            .iter()
+            .filter(|(_, nodes)| nodes.as_slice() == ["c".to_owned()])
+            .map(|(id, _)| id.clone())
+            .collect();
+        assert!(!moved.is_empty(), "the new node owns some children");
+        // Each moved child is reported by the node it left, with its destination and why;
+        // nobody reports it stopped.
+        let mut reported = BTreeSet::new();
+        for (name, rx) in [("a", &mut on_a), ("b", &mut on_b)] {
+            for event in drain(rx) {
+                match event {
+                    HubEvent::ChildMoved { id, from, to, why } => {
+                        assert_eq!(from, full(name));
+                        assert_eq!(to, full("c"));
+                        assert_eq!(why, MoveReason::NodeJoined);
+                        assert_eq!(before[&id], vec![name.to_owned()]);
+                        reported.insert(id);
+                    }
+                    HubEvent::ChildStopped { id, .. } => panic!("{id} reported stopped"),
+                    _ => {}
+                }
+            }
+        }
+        assert_eq!(reported, moved);
+
+        // A crash: after the grace the survivors re-place its children.
+        let (_, mut on_a) = cluster.hub("a").subscribe_channel();
+        let (_, mut on_b) = cluster.hub("b").subscribe_channel();
+        cluster.crash("c").await;
+        cluster.wait_members().await;
+        cluster.wait_converged(&ids(&all), "c crashed").await;
+        let mut replaced = BTreeSet::new();
+        for rx in [&mut on_a, &mut on_b] {
+            for event in drain(rx) {
+                if let HubEvent::ChildReplaced { id, node, why } = event {
+                    assert_eq!(why, MoveReason::NodeDown);
+                    assert_ne!(node, full("c"));
+                    replaced.insert(id);
+                }
+            }
+        }
+        assert_eq!(
+            replaced, moved,
+            "every child of the lost node is reported re-placed"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_nodes_leaving_at_once_hand_nothing_to_each_other() {
+        let mut cluster = TestCluster::with_nodes(23, &["a", "b", "c"], Options::plain()).await;
+        let all = specs("lv-", 30);
+        cluster
+            .hub("a")
+            .start_children(all.clone(), StartOptions::new())
+            .await
+            .unwrap();
+        cluster.wait_converged(&ids(&all), "started").await;
+        let b = cluster.hubs.remove(&full("b")).unwrap();
+        let c = cluster.hubs.remove(&full("c")).unwrap();
+        let (_, mut on_b) = b.subscribe_channel();
+        let (_, mut on_c) = c.subscribe_channel();
+        let running = cluster_running_on(&b, &c);
+        assert!(running > 0);
+
+        // Both announce their leave before either hears the other's: the goodbyes are held
+        // until all four are sent (b and c to each other and to a).
+        cluster
+            .net
+            .hold_frames(Some(Arc::new(|_, _, msg: &WireMsg| {
+                matches!(msg, WireMsg::Goodbye)
+            })));
+        let leave = |hub: &Hub| {
+            let root = hub.actor();
+            async move {
+                root.call(|reply| HubMsg::Leave { reply }, Some(DEADLINE))
+                    .await
+                    .expect("the hub answers the leave")
+            }
+        };
+        let both = tokio::spawn({
+            let (leave_b, leave_c) = (leave(&b), leave(&c));
+            async move { tokio::join!(leave_b, leave_c) }
+        });
+        wait_until("both goodbyes are sent", || cluster.net.held_frames() == 4).await;
+        cluster.net.hold_frames(None);
+        assert_eq!(cluster.net.release_held(), 4);
+        both.await.unwrap();
+        b.shutdown().await.unwrap();
+        c.shutdown().await.unwrap();
+        cluster.wait_members().await;
+        cluster.wait_converged(&ids(&all), "b and c left").await;
+        // Every child of b and c was handed to a, the one node that stays.
+        let mut handed = 0;
+        for rx in [&mut on_b, &mut on_c] {
+            for event in drain(rx) {
+                if let HubEvent::ChildMoved { to, why, .. } = event {
+                    assert_eq!(to, full("a"), "a leaving node handed a child to {to}");
+                    assert_eq!(why, MoveReason::NodeLeft);
+                    handed += 1;
+                }
+            }
+        }
+        assert_eq!(handed, running, "every child was handed over once");
+        wait_until("a runs everything", || {
+            cluster
+                .hub("a")
+                .process_list(process_hub::ProcessScope::Local)
+                .len()
+                == all.len()
+        })
+        .await;
+    }
+
+    /// How many children b and c run between them.
+    fn cluster_running_on(b: &Hub, c: &Hub) -> usize {
+        let on = |hub: &Hub, node: &NodeName| {
+            hub.process_list(process_hub::ProcessScope::Local)
+                .iter()
+                .filter(|e| e.nodes.iter().any(|(n, _)| n == node))
+                .count()
+        };
+        on(b, b.node()) + on(c, c.node())
+    }
+}
+
+// ---- Recovery and the declared list as events ----------------------------------------------
+
+mod recovery_events {
+    use super::common::recovery_hub::{config, hub_dir};
+    use super::common::{durable, wait_event};
+    use process_hub::recovery::declared_store::DECLARED_FILE;
+    use process_hub::{ChildSpec, EventSink, Hub, HubEvent};
+
+    async fn spawn_watched(
+        cfg: process_hub::ProcessHub,
+    ) -> (
+        Hub,
+        tokio::task::JoinHandle<()>,
+        tokio::sync::mpsc::UnboundedReceiver<HubEvent>,
+    ) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (hub, join) = Hub::builder(cfg, process_hub_actors::default_kinds())
+            .subscriber(EventSink::channel(tx))
+            .spawn()
+            .await
+            .unwrap();
+        (hub, join, rx)
+    }
+
+    #[tokio::test]
+    async fn rounds_recovery_parking_and_versions_are_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = config("ev-recovery", dir.path());
+        let (hub, join, mut events) = spawn_watched(cfg.clone()).await;
+        let node = hub.node().clone();
+        wait_event(&mut events, "a round", |e| {
+            matches!(e, HubEvent::ReconcileRoundCompleted { parked: false, .. })
+        })
+        .await;
+        wait_event(&mut events, "normal", |e| {
+            *e == HubEvent::RecoveryNormal { node: node.clone() }
+        })
+        .await;
+        hub.start_child(ChildSpec::new("r1", "counter"), durable())
+            .await
+            .unwrap();
+        let version = hub.declared_children().unwrap().version;
+        assert!(version > 0);
+        wait_event(&mut events, "the declaration's version", |e| {
+            *e == HubEvent::DeclaredVersionChanged {
+                node: node.clone(),
+                version,
+            }
+        })
+        .await;
+        hub.shutdown().await.unwrap();
+        drop(hub);
+        join.await.unwrap();
+
+        // The list is lost while durable rows remain: the node boots parked, and the
+        // operator's clear unparks it one version up.
+        std::fs::remove_file(hub_dir(dir.path(), "ev-recovery").join(DECLARED_FILE)).unwrap();
+        let (hub, join, mut events) = spawn_watched(cfg).await;
+        wait_event(&mut events, "parked", |e| {
+            *e == HubEvent::DeclaredParked { node: node.clone() }
+        })
+        .await;
+        wait_event(&mut events, "a parked round", |e| {
+            matches!(e, HubEvent::ReconcileRoundCompleted { parked: true, .. })
+        })
+        .await;
+        let cleared = hub.clear_declared().await.unwrap();
+        wait_event(&mut events, "unparked", |e| {
+            *e == HubEvent::DeclaredUnparked { node: node.clone() }
+        })
+        .await;
+        wait_event(&mut events, "the clear's version", |e| {
+            *e == HubEvent::DeclaredVersionChanged {
+                node: node.clone(),
+                version: cleared,
+            }
+        })
+        .await;
+        hub.shutdown().await.unwrap();
+        drop(hub);
+        join.await.unwrap();
+    }
+}

@@ -253,7 +253,9 @@ async fn s3_manifest_against_a_real_server() {
     let sink = failures.clone();
     let shipper = ManifestShipper::spawn(manifest.clone(), ShipBackoff::default(), move |f| {
         sink.lock().unwrap().push(f)
-    });
+    })
+    .await
+    .unwrap();
     for v in 1..=15 {
         shipper.offer(&version(v, "n1"));
     }

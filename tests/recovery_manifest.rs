@@ -87,6 +87,48 @@ async fn a_lost_list_parks_until_the_manifest_answers() {
 }
 
 #[tokio::test]
+async fn the_shipper_is_an_actor_of_the_hub_restarted_like_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest_dir = dir.path().join("off-cluster");
+    std::fs::create_dir_all(&manifest_dir).unwrap();
+    let cfg = with_manifest(
+        "r-shipper",
+        dir.path(),
+        ManifestLocation::LocalPath {
+            path: manifest_dir.clone(),
+        },
+    );
+    let (hub, join) = spawn(cfg, &Recorded::default()).await;
+    let (_, mut events) = hub.subscribe_channel();
+    let shipper = || {
+        hub.actor()
+            .get_children()
+            .into_iter()
+            .find(|c| c.is_message_type_of::<process_hub::manifest::ShipperMsg>() == Some(true))
+    };
+    let first = shipper().expect("the shipper runs under the hub's root");
+    first.kill();
+    common::wait_event(&mut events, "the shipper restarted", |e| {
+        matches!(e, process_hub::HubEvent::HubActorRestarted { actor } if actor == "manifest_shipper")
+    })
+    .await;
+    let second = shipper().expect("a new shipper runs");
+    assert_ne!(first.get_id(), second.get_id());
+    // The new one ships what the leader offers.
+    hub.start_children(specs(&["s1"]), durable()).await.unwrap();
+    let version = hub.declared_children().unwrap().version;
+    let manifest_file = manifest_dir.join("declared-manifest.json");
+    wait_until("the manifest holds the new version", || {
+        std::fs::read(&manifest_file)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .is_some_and(|v| v["version"] == version)
+    })
+    .await;
+    stop(hub, join).await;
+}
+
+#[tokio::test]
 async fn a_failing_manifest_fires_its_hook_and_durable_commands_still_succeed() {
     let dir = tempfile::tempdir().unwrap();
     // The manifest's directory would be inside a regular file: every write fails.

@@ -437,26 +437,13 @@ impl Hub {
     /// again, a store file removed or replaced under the running node. The admin API's health
     /// reports them.
     pub fn storage_problems(&self) -> Vec<String> {
-        let mut problems = Vec::new();
-        if let Some(fault) = self.shared.registry_fault.get() {
-            problems.push(format!("registry: {fault}"));
-        }
-        if let Some(reason) = self.shared.storage.fault() {
-            problems.push(format!("registry: {reason}"));
-        }
-        if let Some(recovery) = &self.shared.recovery {
-            problems.extend(recovery.storage_problems());
-        }
-        problems
+        reads::storage_problems(&self.shared)
     }
 
     /// `Recovering` until this node's first reconcile round completes, then `Normal` for good;
     /// `Normal` from the start without `auto_recovery`.
     pub fn recovery_state(&self) -> RecoveryState {
-        self.shared
-            .recovery
-            .as_ref()
-            .map_or(RecoveryState::Normal, |r| r.state.current())
+        reads::recovery_state(&self.shared)
     }
 
     /// Waits until the recovery state is `Normal`, at most `timeout` (size it above
@@ -553,7 +540,8 @@ impl Hub {
     /// this node) and awaited, then the local copies stop with the hub. On one node it is
     /// `shutdown`. Used by the node binary on SIGTERM.
     pub async fn leave(&self) -> Result<(), ShutdownTimedOut> {
-        let budget = self.shared.config.default_timeout() + Duration::from_secs(1);
+        // The goodbye's answers (at most half a second), then the handover.
+        let budget = self.shared.config.default_timeout() + Duration::from_millis(1500);
         let _ = self
             .root
             .call(|reply| HubMsg::Leave { reply }, Some(budget))

@@ -6,6 +6,7 @@ mod handle;
 pub(crate) mod msg;
 pub(crate) mod options;
 pub(crate) mod reads;
+pub mod remote;
 pub(crate) mod results;
 
 pub use declared::DeclaredView;
@@ -14,7 +15,7 @@ pub use errors::{
     SpawnError, StartError, StopError,
 };
 pub use handle::{Hub, HubBuilder, ShutdownTimedOut};
-pub use msg::HubMsg;
+pub use msg::{HubInfo, HubMsg};
 pub use options::{OnFailure, StartOptions, StopOptions};
 pub use results::{
     ChildFailure, ChildInfo, ProcessEntry, ProcessScope, StartResult, StartedChild, StopFailure,

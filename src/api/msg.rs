@@ -8,12 +8,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ractor::RpcReplyPort;
+use ractor::{ActorCell, RpcReplyPort};
 
 use super::declared::DeclaredView;
-use super::errors::{ChildMessageError, RecoveryError, StartError, StopError};
+use super::errors::{AwaitNormalTimeout, ChildMessageError, RecoveryError, StartError, StopError};
 use super::options::{StartOptions, StopOptions};
 use super::results::{ChildInfo, ProcessEntry, ProcessScope, StartResult, StopResult};
+use crate::core::recovery::RecoveryState;
 use crate::events::{EventSink, SubscriptionId};
 use crate::hooks::{HookError, HookHandler, HookKey};
 use crate::model::{ChildId, ChildSpec, NodeName, Pid, Row};
@@ -170,6 +171,80 @@ pub enum HubMsg {
     /// children (each with its shutdown grace) and last the Registry. The root actor stops once
     /// all of them did; wait for it with `ActorCell::wait` or the spawn's join handle.
     Shutdown,
+
+    // The rest of the handle's operations, so an actor needs nothing but `ActorRef<HubMsg>`.
+    /// [`HubMsg::Shutdown`] as a call: answered once every hub actor stopped. A shutdown that
+    /// overruns `shutdown_timeout` and gets killed drops the port instead (the call fails).
+    ShutdownAndWait {
+        /// Answered when the hub has stopped.
+        reply: RpcReplyPort<()>,
+    },
+    /// Waits until the recovery state is `Normal` (see [`crate::Hub::await_normal`]); the hub
+    /// keeps serving meanwhile.
+    AwaitNormal {
+        /// How long to wait at most.
+        timeout: Duration,
+        /// The answer.
+        reply: RpcReplyPort<Result<(), AwaitNormalTimeout>>,
+    },
+    /// `Recovering` until this node's first reconcile round completes, then `Normal`.
+    RecoveryState {
+        /// The answer.
+        reply: RpcReplyPort<RecoveryState>,
+    },
+    /// Whether every member delivered its registry to this node (see
+    /// [`crate::Hub::cluster_settled`]).
+    ClusterSettled {
+        /// The answer.
+        reply: RpcReplyPort<bool>,
+    },
+    /// Waits until the cluster is settled, at most `timeout`; answers whether it is.
+    WaitClusterSettled {
+        /// How long to wait at most.
+        timeout: Duration,
+        /// The answer.
+        reply: RpcReplyPort<bool>,
+    },
+    /// What keeps this node from writing what it must, one sentence each.
+    StorageProblems {
+        /// The answer.
+        reply: RpcReplyPort<Vec<String>>,
+    },
+    /// Peer input this node refused, counted by reason.
+    RefusedPeerInput {
+        /// The answer.
+        reply: RpcReplyPort<BTreeMap<&'static str, u64>>,
+    },
+    /// The actor of a child running on this node (`None` if it runs elsewhere or not at all).
+    LocalChild {
+        /// The child.
+        id: ChildId,
+        /// The answer.
+        reply: RpcReplyPort<Option<ActorCell>>,
+    },
+    /// The ids of the handlers of a hook key, in the order they run.
+    HookHandlers {
+        /// The hook.
+        key: HookKey,
+        /// The answer.
+        reply: RpcReplyPort<Vec<String>>,
+    },
+    /// The hub id, this node's name and whether it spans nodes.
+    Info {
+        /// The answer.
+        reply: RpcReplyPort<HubInfo>,
+    },
+}
+
+/// Who a hub is, as [`HubMsg::Info`] answers it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HubInfo {
+    /// The hub id.
+    pub hub_id: String,
+    /// This node's name.
+    pub node: NodeName,
+    /// Whether the hub runs on a network (else it is one node).
+    pub clustered: bool,
 }
 
 impl ractor::Message for HubMsg {}

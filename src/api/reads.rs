@@ -90,3 +90,27 @@ pub(crate) fn nodes(hub: &HubShared, include_local: bool) -> Vec<NodeName> {
 }
 
 pub(crate) use super::declared::declared_children;
+
+/// What keeps this node from writing what it must (see `Hub::storage_problems`).
+pub(crate) fn storage_problems(hub: &HubShared) -> Vec<String> {
+    let mut problems = Vec::new();
+    if let Some(fault) = hub.registry_fault.get() {
+        problems.push(format!("registry: {fault}"));
+    }
+    if let Some(reason) = hub.storage.fault() {
+        problems.push(format!("registry: {reason}"));
+    }
+    if let Some(recovery) = &hub.recovery {
+        problems.extend(recovery.storage_problems());
+    }
+    problems
+}
+
+/// `Recovering` until the first round completed; `Normal` without `auto_recovery`.
+pub(crate) fn recovery_state(hub: &HubShared) -> crate::core::recovery::RecoveryState {
+    hub.recovery
+        .as_ref()
+        .map_or(crate::core::recovery::RecoveryState::Normal, |r| {
+            r.state.current()
+        })
+}

@@ -547,6 +547,10 @@ impl Network for ClusterNode {
         &self.name
     }
 
+    fn serves_remote_clients(&self) -> bool {
+        true
+    }
+
     fn boot_token(&self) -> BootToken {
         self.boot_token
     }

@@ -148,6 +148,13 @@ pub trait Network: Send + Sync {
     /// goes inert.
     fn open_hub(&self, hub_id: &str, sink: EventSink)
         -> Result<Arc<dyn Transport>, TransportError>;
+
+    /// Whether hubs on this network run a remote endpoint (`crate::remote`) for clients on
+    /// other nodes. Only a network with one node per process can: the endpoint is found
+    /// through ractor's process-global pg groups.
+    fn serves_remote_clients(&self) -> bool {
+        false
+    }
 }
 
 /// What [`crate::HubBuilder::network`] accepts: a network by value (`ClusterNode`,

@@ -299,6 +299,13 @@ pub enum WireMsg {
         /// This part's children.
         children: Vec<DeclaredChild>,
     },
+    /// The answer to a [`WireMsg::Goodbye`]: whether the answering node is leaving too. A
+    /// leaving node waits for these (briefly) before it hands its children over, so two nodes
+    /// leaving at once never hand children to each other.
+    GoodbyeAck {
+        /// The sender is leaving as well.
+        leaving: bool,
+    },
 }
 
 impl WireMsg {
@@ -326,6 +333,7 @@ impl WireMsg {
             WireMsg::DeclaredVersionQuery => "declared_version_query",
             WireMsg::DeclaredDelta { .. } => "declared_delta",
             WireMsg::DeclaredOfferPart { .. } => "declared_offer_part",
+            WireMsg::GoodbyeAck { .. } => "goodbye_ack",
         }
     }
 }

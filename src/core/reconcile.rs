@@ -90,7 +90,7 @@ pub struct Duplicate {
 }
 
 /// The counters of a round, as the `reconcile_round` hook reports them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RoundStats {
     /// Declared children examined.
     pub candidates: usize,

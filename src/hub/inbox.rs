@@ -4,7 +4,7 @@
 //! | what arrives | who owns it |
 //! |---|---|
 //! | `NodeUp`, `NodeDown` | the Coordinator (membership, the ring); the Registry also hears `NodeDown` (it forgets the peer's unfinished sync) |
-//! | starts, stops, their replies, child messages, `Goodbye` | the Coordinator |
+//! | starts, stops, their replies, child messages, `Goodbye` and its ack | the Coordinator |
 //! | `RegistryDelta`, `FullSync`, `FullSyncPart`, `SyncRequest` | the Registry |
 //! | `DeclaredOffer`, `DeclaredOfferPart`, `DeclaredDelta`, `DeclaredMutate`, `DeclaredMutateReply`, `DeclaredVersionQuery` | the DeclaredLeader |
 //! | `DeclaredVersion` | recorded here, in arrival order, in the recovery state the rounds read |
@@ -87,7 +87,10 @@ impl Inbox {
             | WireMsg::ChildCast { .. }
             | WireMsg::ChildCall { .. }
             | WireMsg::ChildCallReply { .. }
-            | WireMsg::Goodbye) => self.to_coordinator(TransportEvent::Message { from, msg }),
+            | WireMsg::Goodbye
+            | WireMsg::GoodbyeAck { .. }) => {
+                self.to_coordinator(TransportEvent::Message { from, msg })
+            }
             WireMsg::RegistryDelta { changes } => {
                 to_registry(hub, RegistryMsg::Merge { from, changes })
             }

@@ -11,7 +11,8 @@
 //! │                          redistribution, messages to children by id
 //! ├── Janitor                periodic sweep of expired TTL rows
 //! ├── DeclaredLeader         (auto_recovery) the declared list: boot, mutations, park
-//! └── Reconciler             (auto_recovery) reconcile rounds toward the declared list
+//! ├── Reconciler             (auto_recovery) reconcile rounds toward the declared list
+//! └── Endpoint               (ractor_cluster) the remotable door for clients on other nodes
 //! ```
 //!
 //! - [`protocol`]: every actor's messages (a leaf: it imports no actor);
@@ -26,6 +27,7 @@
 pub(crate) mod child_supervisor;
 pub(crate) mod coordinator;
 pub(crate) mod declared;
+pub(crate) mod endpoint;
 pub(crate) mod inbox;
 pub(crate) mod janitor;
 pub(crate) mod protocol;

@@ -37,7 +37,7 @@ use crate::model::NodeName;
 pub use local_path::LocalPathManifest;
 #[cfg(feature = "s3")]
 pub use s3::S3Manifest;
-pub use shipper::{ManifestShipper, ShipFailure};
+pub use shipper::{ManifestShipper, OnShipFailure, ShipFailure, ShipperMsg};
 
 /// The manifest's object (or file) name under its prefix (or directory).
 pub const MANIFEST_NAME: &str = "declared-manifest.json";

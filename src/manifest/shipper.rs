@@ -1,17 +1,21 @@
-//! The shipping task: carries out [`crate::core::manifest_ship::ShipQueue`]'s decisions against a
-//! [`RemoteManifest`].
+//! The manifest shipper: carries out [`crate::core::manifest_ship::ShipQueue`]'s decisions
+//! against a [`RemoteManifest`], as an actor the hub supervises.
 //!
-//! The leader calls [`ManifestShipper::offer`] after every committed mutation. The call only
-//! takes a short lock and wakes the task, so a slow or failing manifest never delays a command.
-//! The task ships one version at a time; versions offered meanwhile coalesce to the newest; a
-//! failure is reported through the callback (the hub fires `manifest_ship_failed`) and retried
-//! after the backoff with the newest version waiting by then.
+//! Two halves. The handle, [`ManifestShipper`], holds the coalescing queue: the leader calls
+//! [`ManifestShipper::offer`] after every committed mutation, which only takes a short lock and
+//! wakes the actor, so a slow or failing manifest never delays a command. The actor ships one
+//! version at a time; versions offered meanwhile coalesce to the newest; a failure is reported
+//! through the callback (the hub fires `manifest_ship_failed`) and retried after the backoff,
+//! on a timer, with the newest version waiting by then.
+//!
+//! The queue lives in the handle, not in the actor, so an actor that fails and is restarted by
+//! its supervisor (the HubSupervisor, in a hub) picks up the versions still waiting.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{watch, Notify};
-use tokio::task::JoinHandle;
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SpawnErr};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{ManifestError, RemoteManifest, ShipOutcome};
@@ -33,10 +37,18 @@ pub struct ShipFailure {
     pub error: ManifestError,
 }
 
+/// Called after each failed attempt, from the actor: keep it short (send a message, fire a
+/// hook).
+pub type OnShipFailure = Arc<dyn Fn(ShipFailure) + Send + Sync>;
+
 struct Shared {
+    manifest: Arc<dyn RemoteManifest>,
     queue: Mutex<ShipQueue>,
-    wake: Notify,
     shipped: watch::Sender<Option<u64>>,
+    /// The running actor, woken by offers (none between a failure and its restart: the offer
+    /// waits in the queue for the next one).
+    actor: Mutex<Option<ActorRef<ShipperMsg>>>,
+    epoch: Instant,
 }
 
 impl Shared {
@@ -44,38 +56,89 @@ impl Shared {
         // The queue is plain data: a panic elsewhere cannot leave it half-updated.
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    fn wake(&self) {
+        let actor = self.actor.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(actor) = actor.as_ref() {
+            let _ = actor.cast(ShipperMsg::Wake);
+        }
+    }
 }
 
-/// A running shipper. Dropping it stops the task (a ship in flight is abandoned; the next
-/// leader ships its own newest version).
+/// The shipper's handle: the coalescing queue and what has shipped. Clone it freely.
+#[derive(Clone)]
 pub struct ManifestShipper {
     shared: Arc<Shared>,
-    task: JoinHandle<()>,
 }
 
 impl ManifestShipper {
-    /// Starts the shipping task on the current tokio runtime. `on_failure` is called from the
-    /// task after each failed attempt; keep it short (send a message, fire a hook).
-    pub fn spawn(
+    /// A shipper for `manifest` with no actor yet (see [`ManifestShipper::start`]): offers
+    /// queue until one runs.
+    pub fn new(manifest: Arc<dyn RemoteManifest>, backoff: ShipBackoff) -> Self {
+        let (shipped, _) = watch::channel(None);
+        Self {
+            shared: Arc::new(Shared {
+                manifest,
+                queue: Mutex::new(ShipQueue::new(backoff)),
+                shipped,
+                actor: Mutex::new(None),
+                epoch: Instant::now(),
+            }),
+        }
+    }
+
+    /// A shipper with its actor running unsupervised, until [`ManifestShipper::stop`].
+    pub async fn spawn(
         manifest: Arc<dyn RemoteManifest>,
         backoff: ShipBackoff,
         on_failure: impl Fn(ShipFailure) + Send + Sync + 'static,
-    ) -> Self {
-        let (shipped, _) = watch::channel(None);
-        let shared = Arc::new(Shared {
-            queue: Mutex::new(ShipQueue::new(backoff)),
-            wake: Notify::new(),
-            shipped,
-        });
-        let task = tokio::spawn(run(shared.clone(), manifest, on_failure));
-        Self { shared, task }
+    ) -> Result<Self, SpawnErr> {
+        let shipper = Self::new(manifest, backoff);
+        shipper.start(Arc::new(on_failure), None).await?;
+        Ok(shipper)
+    }
+
+    /// Starts (or, after a failure, restarts) the shipping actor, linked under `supervisor`
+    /// when given; it ships whatever the queue holds.
+    pub async fn start(
+        &self,
+        on_failure: OnShipFailure,
+        supervisor: Option<ActorCell>,
+    ) -> Result<ActorCell, SpawnErr> {
+        let args = ShipperArgs {
+            shared: self.shared.clone(),
+            on_failure,
+        };
+        let (actor, _) = match supervisor {
+            Some(sup) => Actor::spawn_linked(None, ShipperActor, args, sup).await?,
+            None => Actor::spawn(None, ShipperActor, args).await?,
+        };
+        Ok(actor.get_cell())
+    }
+
+    /// Stops the actor (a ship in flight is abandoned; the next leader ships its own newest
+    /// version).
+    pub fn stop(&self) {
+        let actor = self
+            .shared
+            .actor
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(actor) = actor {
+            actor.stop(None);
+        }
     }
 
     /// Offers a committed version for shipping. Never blocks on the manifest.
     pub fn offer(&self, list: &DeclaredList) -> Offer {
         let offer = self.shared.queue().offer(list.clone());
         if offer != Offer::Stale {
-            self.shared.wake.notify_one();
+            self.shared.wake();
         }
         offer
     }
@@ -98,70 +161,134 @@ impl ManifestShipper {
     }
 }
 
-impl Drop for ManifestShipper {
-    fn drop(&mut self) {
-        self.task.abort();
+/// What wakes the shipping actor.
+pub enum ShipperMsg {
+    /// A version was offered.
+    Wake,
+    /// A backoff delay is over.
+    Due,
+}
+
+impl ractor::Message for ShipperMsg {}
+
+struct ShipperActor;
+
+struct ShipperArgs {
+    shared: Arc<Shared>,
+    on_failure: OnShipFailure,
+}
+
+struct ShipperState {
+    shared: Arc<Shared>,
+    on_failure: OnShipFailure,
+    /// The backoff timer, while one is armed.
+    timer: Option<tokio::task::JoinHandle<Result<(), ractor::MessagingErr<ShipperMsg>>>>,
+}
+
+impl Actor for ShipperActor {
+    type Msg = ShipperMsg;
+    type State = ShipperState;
+    type Arguments = ShipperArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: ShipperArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        *args.shared.actor.lock().unwrap_or_else(|p| p.into_inner()) = Some(myself.clone());
+        // Whatever waited while no actor ran.
+        let _ = myself.cast(ShipperMsg::Wake);
+        Ok(ShipperState {
+            shared: args.shared,
+            on_failure: args.on_failure,
+            timer: None,
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some(timer) = state.timer.take() {
+            timer.abort();
+        }
+        let mut actor = state.shared.actor.lock().unwrap_or_else(|p| p.into_inner());
+        if actor
+            .as_ref()
+            .is_some_and(|a| a.get_id() == myself.get_id())
+        {
+            *actor = None;
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        _msg: ShipperMsg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some(timer) = state.timer.take() {
+            timer.abort();
+        }
+        // Ships until the queue is idle or waits for its backoff. Offers made meanwhile land
+        // in the shared queue and coalesce there; their wake-ups find it drained.
+        loop {
+            let step = state.shared.queue().next(state.shared.now_ms());
+            match step {
+                ShipStep::Ship(list) => state.ship(list).await,
+                ShipStep::WaitUntil(at) => {
+                    let wait = Duration::from_millis(at.saturating_sub(state.shared.now_ms()));
+                    state.timer = Some(myself.send_after(wait, || ShipperMsg::Due));
+                    return Ok(());
+                }
+                ShipStep::Idle => return Ok(()),
+            }
+        }
     }
 }
 
-async fn run(
-    shared: Arc<Shared>,
-    manifest: Arc<dyn RemoteManifest>,
-    on_failure: impl Fn(ShipFailure) + Send + Sync + 'static,
-) {
-    let epoch = Instant::now();
-    let now_ms = || epoch.elapsed().as_millis() as u64;
-    loop {
-        let step = shared.queue().next(now_ms());
-        match step {
-            ShipStep::Ship(list) => {
-                let version = list.version();
-                match manifest.ship(&list).await {
-                    Ok(outcome) => {
-                        if let ShipOutcome::KeptNewer { stored_version } = outcome {
-                            tracing::info!(
-                                version,
-                                stored_version,
-                                location = %manifest.location(),
-                                "the remote manifest already holds this version or a newer one"
-                            );
-                        }
-                        shared.queue().on_shipped(version);
-                        shared.shipped.send_modify(|v| {
-                            *v = Some(v.map_or(version, |old| old.max(version)));
-                        });
-                    }
-                    Err(error) => {
-                        let (retry_in_ms, failures) = {
-                            let mut queue = shared.queue();
-                            let delay = queue.on_failed(list, now_ms());
-                            (delay, queue.failures())
-                        };
-                        tracing::warn!(
-                            version,
-                            failures,
-                            retry_in_ms,
-                            %error,
-                            "manifest ship failed; retrying"
-                        );
-                        on_failure(ShipFailure {
-                            version,
-                            failures,
-                            retry_in_ms,
-                            location: manifest.location(),
-                            error,
-                        });
-                    }
+impl ShipperState {
+    async fn ship(&mut self, list: DeclaredList) {
+        let shared = &self.shared;
+        let version = list.version();
+        match shared.manifest.ship(&list).await {
+            Ok(outcome) => {
+                if let ShipOutcome::KeptNewer { stored_version } = outcome {
+                    tracing::info!(
+                        version,
+                        stored_version,
+                        location = %shared.manifest.location(),
+                        "the remote manifest already holds this version or a newer one"
+                    );
                 }
+                shared.queue().on_shipped(version);
+                shared.shipped.send_modify(|v| {
+                    *v = Some(v.map_or(version, |old| old.max(version)));
+                });
             }
-            ShipStep::WaitUntil(at) => {
-                let wait = Duration::from_millis(at.saturating_sub(now_ms()));
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = shared.wake.notified() => {}
-                }
+            Err(error) => {
+                let (retry_in_ms, failures) = {
+                    let mut queue = shared.queue();
+                    let delay = queue.on_failed(list, shared.now_ms());
+                    (delay, queue.failures())
+                };
+                tracing::warn!(
+                    version,
+                    failures,
+                    retry_in_ms,
+                    %error,
+                    "manifest ship failed; retrying"
+                );
+                (self.on_failure)(ShipFailure {
+                    version,
+                    failures,
+                    retry_in_ms,
+                    location: shared.manifest.location(),
+                    error,
+                });
             }
-            ShipStep::Idle => shared.wake.notified().await,
         }
     }
 }

@@ -203,7 +203,9 @@ impl RemoteManifest for Scripted {
 #[tokio::test]
 async fn offers_during_a_slow_ship_coalesce_and_never_block() {
     let manifest = Scripted::new(0, false);
-    let shipper = ManifestShipper::spawn(manifest.clone(), ShipBackoff::default(), |_| {});
+    let shipper = ManifestShipper::spawn(manifest.clone(), ShipBackoff::default(), |_| {})
+        .await
+        .unwrap();
     assert_eq!(shipper.offer(&version(1, "n1")), Offer::Queued);
     eventually("the first ship starts", || manifest.attempts() == vec![1]).await;
     // The manifest is stuck; every offer still returns at once.
@@ -234,7 +236,9 @@ async fn a_failing_manifest_is_retried_with_backoff_and_reported() {
     };
     let shipper = ManifestShipper::spawn(manifest.clone(), backoff, move |f| {
         sink.lock().unwrap().push(f)
-    });
+    })
+    .await
+    .unwrap();
     shipper.offer(&version(1, "n1"));
     tokio::time::timeout(Duration::from_secs(30), shipper.wait_shipped(1))
         .await
@@ -255,7 +259,9 @@ async fn a_failing_manifest_is_retried_with_backoff_and_reported() {
 async fn the_shipper_ships_to_a_local_path() {
     let dir = tempfile::tempdir().unwrap();
     let manifest = Arc::new(LocalPathManifest::new(dir.path()));
-    let shipper = ManifestShipper::spawn(manifest.clone(), ShipBackoff::default(), |_| {});
+    let shipper = ManifestShipper::spawn(manifest.clone(), ShipBackoff::default(), |_| {})
+        .await
+        .unwrap();
     for v in 1..=20 {
         shipper.offer(&version(v, "n1"));
     }

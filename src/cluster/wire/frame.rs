@@ -282,6 +282,7 @@ mod tests {
                 boot_token: BootToken(t)
             }),
             Just(WireMsg::Goodbye),
+            any::<bool>().prop_map(|leaving| WireMsg::GoodbyeAck { leaving }),
             Just(WireMsg::SyncRequest),
             (
                 any::<u64>(),

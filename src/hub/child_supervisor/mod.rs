@@ -268,11 +268,13 @@ impl ChildSupState {
         if let Some(group_id) = self.stopping.remove(&aid) {
             if let Some(group) = self.stop_groups.get_mut(&group_id) {
                 if let Some(child) = group.waiting.remove(&aid) {
-                    let node = self.shared.node.clone();
-                    self.shared.events.publish(|| HubEvent::ChildStopped {
-                        id: child.id.clone(),
-                        node,
-                    });
+                    if !group.release {
+                        let node = self.shared.node.clone();
+                        self.shared.events.publish(|| HubEvent::ChildStopped {
+                            id: child.id.clone(),
+                            node,
+                        });
+                    }
                     group.stopped.push(child.id);
                 }
             }

@@ -27,7 +27,9 @@ pub(super) struct StoppingChild {
 
 pub(super) struct StopGroup {
     reply: Option<StopReply>,
-    release: bool,
+    /// The children move (a cold swap): the Coordinator reports `ChildMoved` once they run on
+    /// their new node, so no `ChildStopped` here.
+    pub release: bool,
     pub waiting: BTreeMap<ActorId, StoppingChild>,
     pub stopped: Vec<ChildId>,
     /// Ids this node knows nothing of (answered `not_found`, nothing written).

@@ -218,8 +218,8 @@ impl CoordinatorState {
                 result.started.clear();
                 let _ = reply.send(Ok(result));
             }
-            StopPurpose::Migration { target, rows } => {
-                self.continue_migration(myself, target, rows, op.errors)
+            StopPurpose::Migration { target, why, rows } => {
+                self.continue_migration(myself, target, why, rows, op.errors)
             }
         }
     }

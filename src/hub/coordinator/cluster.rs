@@ -16,6 +16,7 @@ use crate::cluster::wire::{RequestId, StartItem, WireMsg};
 use crate::core::boot_token::BootTokens;
 use crate::core::event_batch::{BatchConfig, EventBatch};
 use crate::core::placement::HashRing;
+use crate::events::MoveReason;
 use crate::hub::protocol::{
     ChildCallReplyPort, ClusterMsg, CoordinatorMsg, NodeStartReport, NodeStopReport, RegistryMsg,
     RegistryOp, StartBatch, StopBatch,
@@ -29,12 +30,36 @@ pub(super) const MAX_HOPS: u8 = 3;
 /// What an internal start (a migration, a re-placement, a handover) does when it completes.
 pub(crate) enum Internal {
     /// Failures are retried on the `migration_retry_ms` timer.
-    Replace { rows: BTreeMap<ChildId, Row> },
+    Replace {
+        rows: BTreeMap<ChildId, Row>,
+        cause: Cause,
+    },
     /// A graceful leave: answer when every child was handed over (or failed to be).
     Handover {
         rows: BTreeMap<ChildId, Row>,
         reply: Option<RpcReplyPort<()>>,
     },
+}
+
+/// How long a leaving node waits for its peers' answers to its goodbye (a peer that does not
+/// answer in time is taken to stay).
+pub(crate) const GOODBYE_ACK_WAIT: Duration = Duration::from_millis(500);
+
+/// A graceful leave between its goodbye and its handover.
+pub(crate) struct PendingLeave {
+    pub reply: RpcReplyPort<()>,
+    /// Peers that have not answered the goodbye yet.
+    pub awaiting: BTreeSet<NodeName>,
+    pub timer: Option<Timer>,
+}
+
+/// Why an internal start runs, reported as an event once its children run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Cause {
+    /// Stopped on `from` (this node), started on the owner: `ChildMoved`.
+    Moved { from: NodeName, why: MoveReason },
+    /// Its node is gone: `ChildReplaced`.
+    Replaced { why: MoveReason },
 }
 
 /// The coordinator's cluster state.
@@ -46,6 +71,9 @@ pub(crate) struct ClusterState {
     pub peers: BTreeSet<NodeName>,
     /// Peers that announced a graceful leave: no grace when they go down.
     pub leaving: BTreeSet<NodeName>,
+    /// Peers that went down after a goodbye and are not reaped yet: their children's
+    /// re-placement is reported as `NodeLeft`, not `NodeDown`.
+    pub departed: BTreeSet<NodeName>,
     pub tokens: BootTokens,
     /// Joins (and syncs) waiting for a redistribution pass.
     pub joins: EventBatch,
@@ -58,11 +86,13 @@ pub(crate) struct ClusterState {
     /// Children with a migration or re-placement in flight: passes skip them.
     pub migrating: BTreeSet<ChildId>,
     /// Children whose migration or re-placement failed, waiting for the retry timer.
-    pub failed: BTreeMap<ChildId, Row>,
+    pub failed: BTreeMap<ChildId, (Row, Cause)>,
     pub retry_timer: Option<Timer>,
     pub sync_timer: Option<Timer>,
     /// This node is leaving: no more passes.
     pub self_leaving: bool,
+    /// A graceful leave waiting for the peers' answers to its goodbye before it hands over.
+    pub leave: Option<PendingLeave>,
     /// Child calls waiting for a reply.
     pub calls: BTreeMap<u64, (ChildCallReplyPort, Option<Timer>)>,
     /// Forwarded starts and child calls waiting on a peer (failed at once when it goes down).
@@ -89,6 +119,7 @@ impl ClusterState {
             ring: HashRing::new([hub.node.clone()]),
             peers: BTreeSet::new(),
             leaving: BTreeSet::new(),
+            departed: BTreeSet::new(),
             tokens: BootTokens::new(),
             joins: EventBatch::new(batch),
             leaves: EventBatch::new(batch),
@@ -100,6 +131,7 @@ impl ClusterState {
             retry_timer: None,
             sync_timer: None,
             self_leaving: false,
+            leave: None,
             calls: BTreeMap::new(),
             relay: relay::Relays::default(),
         })
@@ -227,6 +259,12 @@ impl CoordinatorState {
         let Some(mut cluster) = self.cluster.take() else {
             return;
         };
+        if let Some(leave) = cluster.leave.take() {
+            if let Some(t) = leave.timer {
+                t.abort();
+            }
+            let _ = leave.reply.send(());
+        }
         for t in std::mem::take(&mut cluster.grace_timers)
             .into_values()
             .chain(cluster.flush_timer.take())

@@ -15,6 +15,7 @@ use crate::api::errors::{ChildStartError, ChildStopError};
 use crate::cluster::transport::TransportEvent;
 use crate::cluster::wire::WireMsg;
 use crate::core::boot_token::PeerBoot;
+use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg, DeclaredMsg, NodeStopReport, RegistryOp};
 use crate::model::{ChildId, NodeName};
@@ -28,8 +29,15 @@ impl CoordinatorState {
         let mut members: Vec<NodeName> = cluster.peers.iter().cloned().collect();
         members.push(self.hub.node.clone());
         members.sort();
-        self.hub.publish_membership(members, cluster.ring.clone());
-        self.hub.settled.send_replace(cluster.settled());
+        self.hub
+            .publish_membership(members.clone(), cluster.ring.clone());
+        let settled = cluster.settled();
+        let was = self.hub.settled.send_replace(settled);
+        if settled && !was {
+            self.hub
+                .events
+                .publish(|| HubEvent::ClusterSettled { members });
+        }
     }
 
     pub(super) fn on_transport(
@@ -65,6 +73,7 @@ impl CoordinatorState {
             t.abort();
         }
         cluster.leaving.remove(&node);
+        cluster.departed.remove(&node);
         cluster.peers.insert(node.clone());
         cluster.ring.add(node.clone());
         cluster.delivered_by.remove(&node);
@@ -97,6 +106,8 @@ impl CoordinatorState {
                 .on_event(node.clone(), Instant::now().into_std());
             self.arm_flush(myself);
         }
+        hub.events
+            .publish(|| HubEvent::NodeUp { node: node.clone() });
         hub.hooks
             .fire(HookKey::PostClusterJoin, || HookEvent::PostClusterJoin {
                 node,
@@ -132,12 +143,20 @@ impl CoordinatorState {
         if let Some(old) = cluster.grace_timers.insert(node.clone(), timer) {
             old.abort();
         }
+        if graceful {
+            cluster.departed.insert(node.clone());
+        }
         self.publish_membership();
+        self.goodbye_answered(myself, &node);
         self.fail_pending_on(myself, &node);
         self.fail_relayed_on(&node);
         if let Some(declared) = hub.declared_leader() {
             let _ = declared.cast(DeclaredMsg::PeerDown { node: node.clone() });
         }
+        hub.events.publish(|| HubEvent::NodeDown {
+            node: node.clone(),
+            graceful,
+        });
         hub.hooks
             .fire(HookKey::PostClusterLeave, || HookEvent::PostClusterLeave {
                 node,

@@ -77,6 +77,7 @@ pub(crate) enum StopPurpose {
     /// The first half of a cold-swap migration: once stopped here, start on `target`.
     Migration {
         target: NodeName,
+        why: crate::events::MoveReason,
         rows: Vec<crate::model::Row>,
     },
 }

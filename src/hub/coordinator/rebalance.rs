@@ -20,13 +20,14 @@ use std::time::Duration;
 
 use ractor::{ActorRef, RpcReplyPort};
 
-use super::cluster::Internal;
+use super::cluster::{Cause, Internal, PendingLeave, GOODBYE_ACK_WAIT};
 use super::{CoordinatorState, StartPurpose, StopPurpose};
 use crate::api::errors::{ChildStartError, ChildStopError};
 use crate::api::options::OnFailure;
 use crate::api::results::{StartResult, StopFailure};
 use crate::cluster::wire::WireMsg;
 use crate::core::redistribution::{plan_redistribution, DeclaredKnowledge, Liveness};
+use crate::events::{HubEvent, MoveReason};
 use crate::hooks::{HookEvent, HookKey};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg};
 use crate::hub::shared::simulation::InjectedBug;
@@ -72,7 +73,7 @@ impl CoordinatorState {
             return;
         }
         let rows = match &internal {
-            Internal::Replace { rows } | Internal::Handover { rows, .. } => rows,
+            Internal::Replace { rows, .. } | Internal::Handover { rows, .. } => rows,
         };
         let durable = rows
             .values()
@@ -132,6 +133,22 @@ impl CoordinatorState {
             }
             _ => DeclaredKnowledge::Off,
         };
+        // Why things move, for the events: a join moves children to the new owner; a node
+        // gone for good has its children re-placed, reported as left when it said goodbye.
+        let moved_because = if joined.is_empty() {
+            MoveReason::Rebalance
+        } else {
+            MoveReason::NodeJoined
+        };
+        let replaced_because =
+            if !left.is_empty() && left.iter().all(|n| cluster.departed.contains(n)) {
+                MoveReason::NodeLeft
+            } else {
+                MoveReason::NodeDown
+            };
+        for node in left {
+            cluster.departed.remove(node);
+        }
         let in_grace: BTreeSet<NodeName> = cluster.grace_timers.keys().cloned().collect();
         let busy: BTreeSet<ChildId> = cluster
             .migrating
@@ -172,7 +189,11 @@ impl CoordinatorState {
                 request_id,
                 by_node,
                 Vec::new(),
-                StopPurpose::Migration { target, rows },
+                StopPurpose::Migration {
+                    target,
+                    why: moved_because,
+                    rows,
+                },
                 timeout,
             );
         }
@@ -189,7 +210,10 @@ impl CoordinatorState {
             .into_iter()
             .map(|(_, r)| (r.spec.id.clone(), r))
             .collect();
-        self.start_internal(myself, by_node, Internal::Replace { rows });
+        let cause = Cause::Replaced {
+            why: replaced_because,
+        };
+        self.start_internal(myself, by_node, Internal::Replace { rows, cause });
         hub.hooks.fire(HookKey::PostNodesRedistribution, || {
             HookEvent::PostNodesRedistribution {
                 migrating,
@@ -203,6 +227,7 @@ impl CoordinatorState {
         &mut self,
         myself: &ActorRef<CoordinatorMsg>,
         target: NodeName,
+        why: MoveReason,
         rows: Vec<Row>,
         stop_errors: Vec<StopFailure>,
     ) {
@@ -231,7 +256,18 @@ impl CoordinatorState {
             moving.insert(id, row);
         }
         let by_node = batches(placed.iter().map(|(n, r)| (n, r)));
-        self.start_internal(myself, by_node, Internal::Replace { rows: moving });
+        let cause = Cause::Moved {
+            from: self.hub.node.clone(),
+            why,
+        };
+        self.start_internal(
+            myself,
+            by_node,
+            Internal::Replace {
+                rows: moving,
+                cause,
+            },
+        );
     }
 
     /// An internal start completed: record failures for the retry timer.
@@ -242,9 +278,10 @@ impl CoordinatorState {
         result: StartResult,
     ) {
         let retry = Duration::from_millis(self.hub.config.migration_retry_ms);
-        let (rows, reply, retry_failures) = match internal {
-            Internal::Replace { rows } => (rows, None, true),
-            Internal::Handover { rows, reply } => (rows, reply, false),
+        let me = self.hub.node.clone();
+        let (rows, reply, cause) = match internal {
+            Internal::Replace { rows, cause } => (rows, None, Some(cause)),
+            Internal::Handover { rows, reply } => (rows, reply, None),
         };
         let Some(cluster) = &mut self.cluster else {
             if let Some(reply) = reply {
@@ -261,25 +298,47 @@ impl CoordinatorState {
                 continue;
             }
             tracing::warn!(child = %failure.id, node = %failure.node, error = %failure.reason, "re-placement failed");
-            if retry_failures {
-                if let Some(row) = rows.remove(&failure.id) {
-                    cluster.failed.insert(failure.id.clone(), row);
-                }
+            if let (Some(cause), Some(row)) = (&cause, rows.remove(&failure.id)) {
+                cluster
+                    .failed
+                    .insert(failure.id.clone(), (row, cause.clone()));
             }
         }
         if !cluster.failed.is_empty() && cluster.retry_timer.is_none() {
             cluster.retry_timer =
                 Some(myself.send_after(retry, || CoordinatorMsg::Cluster(ClusterMsg::Retry)));
         }
-        if !result.started.is_empty() {
+        let placed: Vec<(ChildId, NodeName)> = result
+            .started
+            .iter()
+            .filter_map(|s| s.nodes.first().map(|(n, _)| (s.id.clone(), n.clone())))
+            .collect();
+        for (id, to) in &placed {
+            self.hub.events.publish(|| match &cause {
+                Some(Cause::Moved { from, why }) => HubEvent::ChildMoved {
+                    id: id.clone(),
+                    from: from.clone(),
+                    to: to.clone(),
+                    why: *why,
+                },
+                Some(Cause::Replaced { why }) => HubEvent::ChildReplaced {
+                    id: id.clone(),
+                    node: to.clone(),
+                    why: *why,
+                },
+                None => HubEvent::ChildMoved {
+                    id: id.clone(),
+                    from: me.clone(),
+                    to: to.clone(),
+                    why: MoveReason::NodeLeft,
+                },
+            });
+        }
+        if !placed.is_empty() {
             self.hub
                 .hooks
                 .fire(HookKey::ChildrenMigrated, || HookEvent::ChildrenMigrated {
-                    children: result
-                        .started
-                        .iter()
-                        .filter_map(|s| s.nodes.first().map(|(n, _)| (s.id.clone(), n.clone())))
-                        .collect(),
+                    children: placed,
                 });
         }
         if let Some(reply) = reply {
@@ -297,10 +356,11 @@ impl CoordinatorState {
         if cluster.self_leaving {
             return;
         }
-        let failed: Vec<Row> = std::mem::take(&mut cluster.failed).into_values().collect();
-        let mut placed = Vec::new();
-        let mut rows = BTreeMap::new();
-        for row in failed {
+        let failed: Vec<(Row, Cause)> = std::mem::take(&mut cluster.failed).into_values().collect();
+        // One internal start per cause, so each child is reported as what it was.
+        let mut by_cause: Vec<(Cause, Vec<(NodeName, Row)>)> = Vec::new();
+        let mut retried = 0;
+        for (row, cause) in failed {
             let running = self
                 .hub
                 .storage
@@ -313,27 +373,118 @@ impl CoordinatorState {
             if let Some(cluster) = &mut self.cluster {
                 cluster.migrating.insert(row.spec.id.clone());
             }
-            placed.push((owner, row.clone()));
-            rows.insert(row.spec.id.clone(), row);
+            retried += 1;
+            match by_cause.iter_mut().find(|(c, _)| *c == cause) {
+                Some((_, placed)) => placed.push((owner, row)),
+                None => by_cause.push((cause, vec![(owner, row)])),
+            }
         }
-        tracing::info!(children = rows.len(), "retrying failed re-placements");
-        let by_node = batches(placed.iter().map(|(n, r)| (n, r)));
-        self.start_internal(myself, by_node, Internal::Replace { rows });
+        tracing::info!(children = retried, "retrying failed re-placements");
+        for (cause, placed) in by_cause {
+            let by_node = batches(placed.iter().map(|(n, r)| (n, r)));
+            let rows = placed
+                .into_iter()
+                .map(|(_, r)| (r.spec.id.clone(), r))
+                .collect();
+            self.start_internal(myself, by_node, Internal::Replace { rows, cause });
+        }
     }
 
-    /// Graceful leave: tell the peers, then start every local child on its next owner (the
-    /// ring without this node) and answer once they answered. The caller then shuts the hub
-    /// down, which stops the local copies.
+    /// Graceful leave: tell the peers, wait (at most [`GOODBYE_ACK_WAIT`]) for each to answer
+    /// whether it is leaving too, then start every local child on its next owner (the ring
+    /// without this node and without the peers leaving) and answer once they answered. The
+    /// caller then shuts the hub down, which stops the local copies.
     pub(super) fn leave(&mut self, myself: &ActorRef<CoordinatorMsg>, reply: RpcReplyPort<()>) {
+        let Some(cluster) = &mut self.cluster else {
+            let _ = reply.send(());
+            return;
+        };
+        if cluster.self_leaving {
+            // A second leave: the first one hands over.
+            let _ = reply.send(());
+            return;
+        }
+        cluster.self_leaving = true;
+        // Out of its own ring too: a start that reaches this node from now on (a peer's
+        // handover that crossed this node's goodbye) is forwarded to an owner that stays.
+        cluster.ring.remove(&self.hub.node);
+        if let Err(e) = cluster.transport.broadcast(&WireMsg::Goodbye) {
+            tracing::warn!(error = %e, "goodbye not sent");
+        }
+        let awaiting: BTreeSet<NodeName> = cluster
+            .peers
+            .iter()
+            .filter(|p| !cluster.leaving.contains(*p))
+            .cloned()
+            .collect();
+        self.publish_membership();
+        if awaiting.is_empty() {
+            return self.hand_over(myself, reply);
+        }
+        let timer = myself.send_after(GOODBYE_ACK_WAIT, || {
+            CoordinatorMsg::Cluster(ClusterMsg::GoodbyeAckTimeout)
+        });
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        cluster.leave = Some(PendingLeave {
+            reply,
+            awaiting,
+            timer: Some(timer),
+        });
+    }
+
+    /// A peer answered this node's goodbye; `leaving`: it leaves too, so it gets nothing.
+    pub(super) fn on_goodbye_ack(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        from: NodeName,
+        leaving: bool,
+    ) {
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        if leaving && cluster.peers.contains(&from) {
+            tracing::info!(peer = %from, "peer is leaving too");
+            cluster.leaving.insert(from.clone());
+            cluster.ring.remove(&from);
+            self.publish_membership();
+        }
+        self.goodbye_answered(myself, &from);
+    }
+
+    /// `node` answered the goodbye or went down: hand over once nobody is awaited.
+    pub(super) fn goodbye_answered(&mut self, myself: &ActorRef<CoordinatorMsg>, node: &NodeName) {
+        let Some(leave) = self.cluster.as_mut().and_then(|c| c.leave.as_mut()) else {
+            return;
+        };
+        leave.awaiting.remove(node);
+        if leave.awaiting.is_empty() {
+            self.goodbye_answers_done(myself);
+        }
+    }
+
+    /// Every peer answered the goodbye, or the wait is over: hand over.
+    pub(super) fn goodbye_answers_done(&mut self, myself: &ActorRef<CoordinatorMsg>) {
+        let Some(leave) = self.cluster.as_mut().and_then(|c| c.leave.take()) else {
+            return;
+        };
+        if let Some(timer) = leave.timer {
+            timer.abort();
+        }
+        if !leave.awaiting.is_empty() {
+            tracing::info!(peers = ?leave.awaiting, "no answer to the goodbye; taking them as staying");
+        }
+        self.hand_over(myself, leave.reply);
+    }
+
+    /// Starts every local child on its next owner among the members that stay.
+    fn hand_over(&mut self, myself: &ActorRef<CoordinatorMsg>, reply: RpcReplyPort<()>) {
         let me = self.hub.node.clone();
         let Some(cluster) = &mut self.cluster else {
             let _ = reply.send(());
             return;
         };
-        cluster.self_leaving = true;
-        if let Err(e) = cluster.transport.broadcast(&WireMsg::Goodbye) {
-            tracing::warn!(error = %e, "goodbye not sent");
-        }
         let mut ring = cluster.ring.clone();
         ring.remove(&me);
         let mut placed = Vec::new();

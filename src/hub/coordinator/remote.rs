@@ -136,9 +136,17 @@ impl CoordinatorState {
                     tracing::info!(peer = %from, "peer is leaving");
                     cluster.leaving.insert(from.clone());
                     cluster.ring.remove(&from);
+                    // Tell it whether this node leaves too, so it hands nothing to it.
+                    let ack = WireMsg::GoodbyeAck {
+                        leaving: cluster.self_leaving,
+                    };
+                    if let Err(e) = cluster.transport.send(&from, &ack) {
+                        tracing::debug!(peer = %from, error = %e, "goodbye not answered");
+                    }
                 }
                 self.publish_membership();
             }
+            WireMsg::GoodbyeAck { leaving } => self.on_goodbye_ack(myself, from, leaving),
             WireMsg::ChildCast { id, payload, hops } => self.child_cast(id, payload, hops),
             WireMsg::ChildCall {
                 request_id,

@@ -88,6 +88,12 @@ impl CoordinatorState {
             }
             ClusterMsg::Reaped { node } => {
                 if let Some(cluster) = &mut self.cluster {
+                    if !cluster.peers.contains(&node) {
+                        let gone = node.clone();
+                        self.hub
+                            .events
+                            .publish(|| crate::events::HubEvent::NodeLeft { node: gone });
+                    }
                     cluster.leaves.on_event(node, Instant::now().into_std());
                 }
                 self.arm_flush(myself);
@@ -118,6 +124,7 @@ impl CoordinatorState {
             }
             ClusterMsg::Retry => self.retry_failed(myself),
             ClusterMsg::Leave { reply } => self.leave(myself, reply),
+            ClusterMsg::GoodbyeAckTimeout => self.goodbye_answers_done(myself),
             ClusterMsg::StartOutcome { request_id, report } => {
                 self.on_node_started(myself, request_id, report)
             }

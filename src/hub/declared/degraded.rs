@@ -132,7 +132,9 @@ impl DeclaredLeaderState {
         self.state = state;
         self.last_persist = None;
         self.fault = None;
-        self.incarnation = self.recovery.reset(self.state.list(), self.parked());
+        let (incarnation, change) = self.recovery.reset(self.state.list(), self.parked());
+        self.incarnation = incarnation;
+        change.report(&self.hub);
         tracing::warn!(hub = %self.hub.config.hub_id, version = self.state.list().version(),
             "declared list rebuilt from the disk; mutations are taken again");
         // Offers and deltas were ignored meanwhile: ask for the peers' copies again, once the

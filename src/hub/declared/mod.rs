@@ -54,9 +54,7 @@ use crate::cluster::wire::WireMsg;
 use crate::core::boot::{decide_boot, BootDecision, CopySource, DurableEvidence, ManifestFetch};
 use crate::core::declared_list::{DeclaredChild, DeclaredChildren, DeclaredList};
 use crate::core::declared_state::DeclaredState;
-use crate::core::manifest_ship::ShipBackoff;
 use crate::core::sync_parts::PartAssembler;
-use crate::hooks::{HookEvent, HookKey};
 use crate::hub::shared::refusals::Refusal;
 use crate::hub::shared::simulation::InjectedBug;
 use crate::manifest::{fetch_within, ManifestShipper};
@@ -277,25 +275,9 @@ impl Actor for DeclaredLeader {
         let decision = decide_boot(found.to_local(), evidence, fetched);
         tracing::info!(hub = %hub.config.hub_id, ?found, ?evidence, decision = ?decision_name(&decision), "declared list boot");
         let (state, effects) = DeclaredState::boot(&hub.node, decision, rows.iter());
-        let shipper = recovery.manifest.clone().map(|manifest| {
-            let hub = hub.clone();
-            Arc::new(ManifestShipper::spawn(
-                manifest,
-                ShipBackoff::default(),
-                move |failure| {
-                    hub.hooks.fire(HookKey::ManifestShipFailed, || {
-                        HookEvent::ManifestShipFailed {
-                            node: hub.node.clone(),
-                            version: failure.version,
-                            failures: failure.failures,
-                            retry_in_ms: failure.retry_in_ms,
-                            location: failure.location.clone(),
-                            error: failure.error.to_string(),
-                        }
-                    })
-                },
-            ))
-        });
+        // The queue of the shipper the HubSupervisor runs (its actor may be restarting: the
+        // offers wait in the queue).
+        let shipper = recovery.shipper.clone().map(Arc::new);
         let mut leader_state = DeclaredLeaderState {
             hub: hub.clone(),
             recovery: recovery.clone(),
@@ -317,7 +299,9 @@ impl Actor for DeclaredLeader {
             commit.wait_async().await?;
         }
         let list = leader_state.state.list().clone();
-        leader_state.incarnation = recovery.reset(&list, leader_state.parked());
+        let (incarnation, change) = recovery.reset(&list, leader_state.parked());
+        leader_state.incarnation = incarnation;
+        change.report(&hub);
         recovery.set_store_identity(leader_state.store.identity());
         let is_leader = hub.is_leader();
         if let (true, Some(shipper)) = (is_leader && list.version() > 0, &leader_state.shipper) {

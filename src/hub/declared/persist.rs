@@ -147,6 +147,7 @@ impl DeclaredLeaderState {
         });
         let parked = self.parked();
         let recovery = self.recovery.clone();
+        let hub = self.hub.clone();
         let shipper = self.shipper.clone();
         let myself = myself.clone();
         let incarnation = self.incarnation;
@@ -183,7 +184,7 @@ impl DeclaredLeaderState {
             if wrote {
                 recovery.note_write(Ok(()));
             }
-            recovery.publish(incarnation, &list, parked);
+            recovery.publish(incarnation, &list, parked).report(&hub);
             let _ = persisted.send(true);
             then(Ok(()));
             if let Some((ticket, msgs)) = broadcast {

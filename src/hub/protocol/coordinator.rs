@@ -64,6 +64,8 @@ pub(crate) enum ClusterMsg {
     Retry,
     /// Hand this node's children to their next owners (graceful leave).
     Leave { reply: RpcReplyPort<()> },
+    /// The peers did not all answer this node's goodbye in time: hand over now.
+    GoodbyeAckTimeout,
     /// A start reply for this node that did not come over the wire (forwarded back here).
     StartOutcome {
         request_id: u64,

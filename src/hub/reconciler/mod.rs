@@ -29,6 +29,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::task::JoinHandle;
 
 use super::protocol::{ReconcilerMsg, RoundReport};
+use super::shared::owned_task::OwnedTask;
 use super::shared::recovery::RecoveryShared;
 use super::HubShared;
 
@@ -50,6 +51,8 @@ pub(crate) struct ReconcilerState {
     pending: BTreeSet<ChildId>,
     wake: Option<JoinHandle<Result<(), ractor::MessagingErr<ReconcilerMsg>>>>,
     tick: Option<JoinHandle<()>>,
+    /// The round in progress, owned: it ends with this actor.
+    round: Option<OwnedTask>,
 }
 
 pub(crate) struct ReconcilerArgs {
@@ -72,10 +75,10 @@ impl ReconcilerState {
                 let recovery = self.recovery.clone();
                 let pending = self.pending.clone();
                 let me = myself.clone();
-                tokio::spawn(async move {
+                self.round = Some(OwnedTask::spawn(async move {
                     let report = run_round(hub, recovery, first, pending, pacer).await;
                     let _ = me.cast(ReconcilerMsg::RoundDone(Box::new(report)));
-                });
+                }));
             }
             RoundDecision::WaitUntil(at) => {
                 if let Some(w) = self.wake.take() {
@@ -89,6 +92,7 @@ impl ReconcilerState {
     }
 
     fn round_done(&mut self, myself: &ActorRef<ReconcilerMsg>, report: RoundReport) {
+        self.round = None;
         self.pacer = Some(report.pacer);
         self.pending = report.pending;
         let hub = &self.hub;
@@ -103,6 +107,12 @@ impl ReconcilerState {
                     to: transition.to,
                 }
             });
+            if transition.to == crate::core::recovery::RecoveryState::Normal {
+                hub.events
+                    .publish(|| crate::events::HubEvent::RecoveryNormal {
+                        node: hub.node.clone(),
+                    });
+            }
         }
         if report.first {
             hub.hooks.fire(HookKey::PostRecoveryReplay, || {
@@ -139,6 +149,7 @@ impl Actor for Reconciler {
             pending: BTreeSet::new(),
             wake: None,
             tick: None,
+            round: None,
         })
     }
 

@@ -149,6 +149,12 @@ pub(super) async fn run_round(
             stats,
             parked: plan.parked,
         });
+    hub.events
+        .publish(|| crate::events::HubEvent::ReconcileRoundCompleted {
+            node: hub.node.clone(),
+            stats,
+            parked: plan.parked,
+        });
     RoundReport {
         stats,
         first,

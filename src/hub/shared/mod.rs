@@ -12,6 +12,7 @@
 //! - [`post`]: handing batches and requests to a sibling actor, answering them when it is away;
 //! - [`write_fault`]: the registry's last failed write, which health reports until one succeeds.
 
+pub(crate) mod owned_task;
 pub(crate) mod post;
 pub(crate) mod recovery;
 pub(crate) mod recovery_state;

@@ -16,8 +16,10 @@ use super::Environment;
 use crate::cluster::wire::WireMsg;
 use crate::config::{AutoRecoveryConfig, DeclaredCommit, LeaderElector, ProcessHub};
 use crate::core::declared_list::{announced_ahead, DeclaredList};
+use crate::core::manifest_ship::ShipBackoff;
 use crate::core::recovery::RecoveryState;
-use crate::manifest::{open_manifest, RemoteManifest};
+use crate::events::HubEvent;
+use crate::manifest::{open_manifest, ManifestShipper, RemoteManifest};
 use crate::model::NodeName;
 use crate::storage::declared_store::{DeclaredStore, StoredList};
 use crate::storage::engine::{CommitMode, DiskOptions};
@@ -68,6 +70,45 @@ pub(crate) struct DeclaredSnapshot {
     pub parked: bool,
 }
 
+/// What a publish changed in the snapshot, reported as events (`DeclaredVersionChanged`,
+/// `DeclaredParked`, `DeclaredUnparked`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SnapshotChange {
+    /// The new version, when it differs from the one published before.
+    pub version: Option<u64>,
+    /// The new parked flag, when it differs.
+    pub parked: Option<bool>,
+}
+
+impl SnapshotChange {
+    fn between(before: &DeclaredSnapshot, list: &DeclaredList, parked: bool) -> Self {
+        Self {
+            version: (before.list.version() != list.version()).then_some(list.version()),
+            parked: (before.parked != parked).then_some(parked),
+        }
+    }
+
+    /// Publishes the events for this change on `hub`'s bus.
+    pub fn report(self, hub: &super::HubShared) {
+        let node = &hub.node;
+        match self.parked {
+            Some(true) => hub
+                .events
+                .publish(|| HubEvent::DeclaredParked { node: node.clone() }),
+            Some(false) => hub
+                .events
+                .publish(|| HubEvent::DeclaredUnparked { node: node.clone() }),
+            None => {}
+        }
+        if let Some(version) = self.version {
+            hub.events.publish(|| HubEvent::DeclaredVersionChanged {
+                node: node.clone(),
+                version,
+            });
+        }
+    }
+}
+
 /// Recovery state shared by the hub's actors and handles (present only with `auto_recovery`).
 pub(crate) struct RecoveryShared {
     pub config: AutoRecoveryConfig,
@@ -78,6 +119,9 @@ pub(crate) struct RecoveryShared {
     /// DeclaredLeader; a restarted one reopens the directory.
     pub boot_store: Mutex<Option<(DeclaredStore, StoredList)>>,
     pub manifest: Option<Arc<dyn RemoteManifest>>,
+    /// The manifest shipper's queue; its actor runs under the HubSupervisor, and the leader
+    /// offers it every committed version.
+    pub shipper: Option<ManifestShipper>,
     snapshot: RwLock<Published>,
     /// Peers whose copy this node has adopted or weighed since they came up.
     offered_by: Mutex<BTreeSet<NodeName>>,
@@ -149,6 +193,9 @@ impl RecoveryShared {
             medium,
             state: RecoveryStateWatch::new(RecoveryState::Recovering),
             boot_store: Mutex::new(Some(store)),
+            shipper: manifest
+                .clone()
+                .map(|m| ManifestShipper::new(m, ShipBackoff::default())),
             manifest,
             snapshot: RwLock::new(Published::default()),
             offered_by: Mutex::new(BTreeSet::new()),
@@ -219,27 +266,31 @@ impl RecoveryShared {
 
     /// Publishes the list a (re)started DeclaredLeader booted with, whatever was published
     /// before, and returns the incarnation its later publishes carry.
-    pub fn reset(&self, list: &DeclaredList, parked: bool) -> u64 {
+    pub fn reset(&self, list: &DeclaredList, parked: bool) -> (u64, SnapshotChange) {
         let mut current = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
         current.incarnation += 1;
+        let change = SnapshotChange::between(&current.snapshot, list, parked);
         current.snapshot = DeclaredSnapshot {
             list: Arc::new(list.clone()),
             parked,
         };
-        current.incarnation
+        (current.incarnation, change)
     }
 
     /// Publishes a persisted list. The DeclaredLeader publishes in the order it made its
     /// operations (each waits for the one before it); a publish of a DeclaredLeader that has
     /// been replaced since (its tasks outlive it) is ignored.
-    pub fn publish(&self, incarnation: u64, list: &DeclaredList, parked: bool) {
+    pub fn publish(&self, incarnation: u64, list: &DeclaredList, parked: bool) -> SnapshotChange {
         let mut current = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
-        if current.incarnation == incarnation {
-            current.snapshot = DeclaredSnapshot {
-                list: Arc::new(list.clone()),
-                parked,
-            };
+        if current.incarnation != incarnation {
+            return SnapshotChange::default();
         }
+        let change = SnapshotChange::between(&current.snapshot, list, parked);
+        current.snapshot = DeclaredSnapshot {
+            list: Arc::new(list.clone()),
+            parked,
+        };
+        change
     }
 
     /// This node's declared version as announced to peers (none while parked: a parked copy

@@ -20,11 +20,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{
+    Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent,
+};
 
 use super::child_supervisor::{ChildSupArgs, ChildSupervisor};
 use super::coordinator::Coordinator;
 use super::declared::{DeclaredLeader, DeclaredLeaderArgs};
+use super::endpoint::{Endpoint, EndpointArgs};
 use super::janitor::Janitor;
 use super::protocol::{DeclaredMsg, StartReplyPort, StopReplyPort};
 use super::reconciler::{Reconciler, ReconcilerArgs};
@@ -34,9 +37,11 @@ use crate::api::errors::{RecoveryError, StartError, StopError};
 use crate::api::msg::HubMsg;
 use crate::api::options::{StartOptions, StopOptions};
 use crate::api::reads;
+use crate::api::remote::endpoint_name;
 use crate::core::{IntensityVerdict, RestartIntensity};
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
+use crate::manifest::OnShipFailure;
 use crate::model::{ChildId, ChildSpec};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -47,6 +52,8 @@ enum Role {
     Janitor,
     DeclaredLeader,
     Reconciler,
+    Endpoint,
+    ManifestShipper,
 }
 
 impl Role {
@@ -58,6 +65,8 @@ impl Role {
             Role::Janitor => "janitor",
             Role::DeclaredLeader => "declared_leader",
             Role::Reconciler => "reconciler",
+            Role::Endpoint => "endpoint",
+            Role::ManifestShipper => "manifest_shipper",
         }
     }
 }
@@ -68,6 +77,8 @@ pub(crate) struct HubSupState {
     shared: Arc<HubShared>,
     roles: BTreeMap<ActorId, (Role, ActorCell)>,
     intensity: RestartIntensity,
+    /// `ShutdownAndWait` callers, answered at the end of `post_stop`.
+    shutdown_waiters: Vec<RpcReplyPort<()>>,
 }
 
 /// The hub gave up restarting its own actors.
@@ -132,6 +143,41 @@ async fn spawn_role(
             };
             let (r, _) = Actor::spawn_linked(None, Reconciler, args, myself).await?;
             shared.set_refs(|refs| refs.reconciler = Some(r.clone()));
+            r.get_cell()
+        }
+        Role::ManifestShipper => {
+            let shipper = shared
+                .recovery
+                .as_ref()
+                .and_then(|r| r.shipper.clone())
+                .ok_or_else(|| Box::new(NoRecovery) as ActorProcessingErr)?;
+            // Weak: the hub's shared state holds the shipper, which must not keep it alive.
+            let hub = Arc::downgrade(shared);
+            let on_failure: OnShipFailure = Arc::new(move |failure| {
+                let Some(hub) = hub.upgrade() else {
+                    return;
+                };
+                hub.hooks.fire(HookKey::ManifestShipFailed, || {
+                    HookEvent::ManifestShipFailed {
+                        node: hub.node.clone(),
+                        version: failure.version,
+                        failures: failure.failures,
+                        retry_in_ms: failure.retry_in_ms,
+                        location: failure.location.clone(),
+                        error: failure.error.to_string(),
+                    }
+                })
+            });
+            shipper.start(on_failure, Some(myself)).await?
+        }
+        Role::Endpoint => {
+            let name = endpoint_name(&shared.config.hub_id, &shared.node, rand::random());
+            let args = EndpointArgs {
+                hub: shared.clone(),
+                // The root's own cell, whose message type is `HubMsg`.
+                root: ActorRef::from(myself.clone()),
+            };
+            let (r, _) = Actor::spawn_linked(Some(name), Endpoint, args, myself).await?;
             r.get_cell()
         }
     };
@@ -217,12 +263,26 @@ impl Actor for HubSupervisor {
         // with auto_recovery the DeclaredLeader boots the list before the coordinator accepts
         // requests, and the Reconciler plans from it once everything runs.
         let mut order = vec![Role::Registry, Role::ChildSupervisor, Role::Janitor];
+        if shared
+            .recovery
+            .as_ref()
+            .is_some_and(|r| r.shipper.is_some())
+        {
+            order.push(Role::ManifestShipper);
+        }
         if shared.recovery.is_some() {
             order.push(Role::DeclaredLeader);
         }
         order.push(Role::Coordinator);
         if shared.recovery.is_some() {
             order.push(Role::Reconciler);
+        }
+        if shared
+            .network
+            .as_ref()
+            .is_some_and(|n| n.serves_remote_clients())
+        {
+            order.push(Role::Endpoint);
         }
         for role in order {
             let cell = spawn_role(role, &shared, myself.get_cell(), true).await?;
@@ -233,6 +293,7 @@ impl Actor for HubSupervisor {
             intensity: RestartIntensity::new(cfg.hub_max_restarts, cfg.max_seconds),
             shared,
             roles,
+            shutdown_waiters: Vec::new(),
         })
     }
 
@@ -255,9 +316,11 @@ impl Actor for HubSupervisor {
         // One budget for the whole shutdown, shared by the steps in order.
         let deadline = Instant::now() + shared.config.shutdown_timeout();
         for role in [
+            Role::Endpoint,
             Role::Reconciler,
             Role::Coordinator,
             Role::DeclaredLeader,
+            Role::ManifestShipper,
             Role::Janitor,
             Role::ChildSupervisor,
             Role::Registry,
@@ -277,6 +340,9 @@ impl Actor for HubSupervisor {
             }
         }
         shared.set_refs(|refs| *refs = Default::default());
+        for waiter in state.shutdown_waiters.drain(..) {
+            let _ = waiter.send(());
+        }
         Ok(())
     }
 
@@ -346,6 +412,10 @@ impl Actor for HubSupervisor {
             } => hub.call_child_through_coordinator(id, payload, timeout, reply),
             HubMsg::Leave { reply } => hub.leave_through_coordinator(reply),
             HubMsg::Shutdown => myself.stop(Some("shutdown".into())),
+            HubMsg::ShutdownAndWait { reply } => {
+                state.shutdown_waiters.push(reply);
+                myself.stop(Some("shutdown".into()));
+            }
             HubMsg::CancelHook {
                 key,
                 handler_id,
@@ -353,6 +423,16 @@ impl Actor for HubSupervisor {
             } => {
                 let _ = reply.send(hub.hooks.cancel(key, &handler_id));
             }
+            // Listed, not a catch-all: a new variant must be routed somewhere on purpose.
+            msg @ (HubMsg::AwaitNormal { .. }
+            | HubMsg::RecoveryState { .. }
+            | HubMsg::ClusterSettled { .. }
+            | HubMsg::WaitClusterSettled { .. }
+            | HubMsg::StorageProblems { .. }
+            | HubMsg::RefusedPeerInput { .. }
+            | HubMsg::LocalChild { .. }
+            | HubMsg::HookHandlers { .. }
+            | HubMsg::Info { .. }) => answer_read(hub, msg),
         }
         Ok(())
     }
@@ -382,7 +462,7 @@ impl Actor for HubSupervisor {
             Role::Coordinator => refs.coordinator = None,
             Role::DeclaredLeader => refs.declared_leader = None,
             Role::Reconciler => refs.reconciler = None,
-            Role::Janitor => {}
+            Role::Janitor | Role::Endpoint | Role::ManifestShipper => {}
         });
         if state.intensity.record(shared.mono_ms()) == IntensityVerdict::Exceeded {
             let err = HubIntensityExceeded {
@@ -402,5 +482,57 @@ impl Actor for HubSupervisor {
             actor: role.name().to_owned(),
         });
         Ok(())
+    }
+}
+
+/// The operations that read the hub's state or wait on it, answered without another actor. A
+/// wait runs beside the actor (bounded by the caller's timeout) so the hub keeps serving.
+fn answer_read(hub: &Arc<HubShared>, msg: HubMsg) {
+    match msg {
+        HubMsg::AwaitNormal { timeout, reply } => match hub.recovery.clone() {
+            None => {
+                let _ = reply.send(Ok(()));
+            }
+            Some(recovery) => {
+                tokio::spawn(async move {
+                    let _ = reply.send(recovery.state.await_normal(timeout).await);
+                });
+            }
+        },
+        HubMsg::RecoveryState { reply } => {
+            let _ = reply.send(reads::recovery_state(hub));
+        }
+        HubMsg::ClusterSettled { reply } => {
+            let _ = reply.send(*hub.settled.borrow());
+        }
+        HubMsg::WaitClusterSettled { timeout, reply } => {
+            let mut settled = hub.settled.subscribe();
+            tokio::spawn(async move {
+                let done = tokio::time::timeout(timeout, settled.wait_for(|s| *s))
+                    .await
+                    .is_ok_and(|r| r.is_ok());
+                let _ = reply.send(done);
+            });
+        }
+        HubMsg::StorageProblems { reply } => {
+            let _ = reply.send(reads::storage_problems(hub));
+        }
+        HubMsg::RefusedPeerInput { reply } => {
+            let _ = reply.send(hub.refusals.snapshot());
+        }
+        HubMsg::LocalChild { id, reply } => {
+            let _ = reply.send(hub.local_children.get(&id).map(|c| c.value().clone()));
+        }
+        HubMsg::HookHandlers { key, reply } => {
+            let _ = reply.send(hub.hooks.handler_ids(key));
+        }
+        HubMsg::Info { reply } => {
+            let _ = reply.send(crate::api::msg::HubInfo {
+                hub_id: hub.config.hub_id.clone(),
+                node: hub.node.clone(),
+                clustered: hub.network.is_some(),
+            });
+        }
+        _ => {}
     }
 }
