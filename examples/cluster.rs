@@ -85,7 +85,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A call by id from any node reaches the child wherever it runs.
     let increment = br#"{"kind":"counter","command":{"op":"increment","by":5}}"#.to_vec();
     let get = br#"{"kind":"counter","command":{"op":"get"}}"#.to_vec();
-    hubs["b@example"].cast_child("counter-7", increment)?;
+    // A call, not a cast: casts from b and calls from c travel different routes, so only an
+    // answered increment is sure to be seen by c's call.
+    hubs["b@example"]
+        .call_child("counter-7", increment, Duration::from_secs(5))
+        .await?;
     let value = hubs["c@example"]
         .call_child("counter-7", get, Duration::from_secs(5))
         .await?;

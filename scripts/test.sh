@@ -47,7 +47,7 @@ suite_limit="${PROCESS_HUB_TEST_LIMIT_SECS:-1500}"
 echo "==> running the test suite (limit ${suite_limit}s)" >&2
 if command -v timeout >/dev/null 2>&1; then
   status=0
-  timeout -k 30 "$suite_limit" cargo test --workspace --all-targets || status=$?
+  timeout -k 30 "$suite_limit" cargo test --workspace --all-targets --no-fail-fast || status=$?
   if [ "$status" -ne 0 ]; then
     if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
       echo "error: the test suite did not finish within ${suite_limit}s (a test hangs: see the last \"running for over 60 seconds\" line above)" >&2
