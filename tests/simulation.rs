@@ -3,10 +3,18 @@
 //! invariant. The sweeps and the injected bugs run through `process-hub simulate`
 //! (`actors/tests/simulate.rs`, `scripts/simulate.sh`).
 
+use std::sync::Mutex;
+
 use process_hub::sim::{run_seed, SimOptions};
+
+/// One simulated cluster at a time in this process: the simulator's promise is a seed's
+/// determinism on a thread of its own (`process-hub simulate` runs its shards as processes);
+/// ractor's registries are process-global, so two runs side by side could see each other.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 #[test]
 fn a_seed_replays_the_same_run_in_one_process() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let options = SimOptions {
         keep_trace: true,
         steps: 25,
@@ -28,6 +36,7 @@ fn a_seed_replays_the_same_run_in_one_process() {
 
 #[test]
 fn a_few_seeds_keep_every_invariant() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     for seed in [101, 202, 303] {
         let report = run_seed(seed, &SimOptions::default());
         assert!(

@@ -167,6 +167,8 @@ pub enum ShipperMsg {
     Wake,
     /// A backoff delay is over.
     Due,
+    /// The ship under way ended (its outcome is in the queue).
+    Shipped,
 }
 
 impl ractor::Message for ShipperMsg {}
@@ -183,6 +185,9 @@ struct ShipperState {
     on_failure: OnShipFailure,
     /// The backoff timer, while one is armed.
     timer: Option<tokio::task::JoinHandle<Result<(), ractor::MessagingErr<ShipperMsg>>>>,
+    /// The ship under way, in a task of its own so that the actor answers (and stops) while a
+    /// store hangs, with the list it carries.
+    in_flight: Option<(tokio::task::JoinHandle<()>, DeclaredList)>,
 }
 
 impl Actor for ShipperActor {
@@ -202,6 +207,7 @@ impl Actor for ShipperActor {
             shared: args.shared,
             on_failure: args.on_failure,
             timer: None,
+            in_flight: None,
         })
     }
 
@@ -212,6 +218,12 @@ impl Actor for ShipperActor {
     ) -> Result<(), ActorProcessingErr> {
         if let Some(timer) = state.timer.take() {
             timer.abort();
+        }
+        if let Some((ship, list)) = state.in_flight.take() {
+            // Abandoned, not finished: the next shipper ships the list again.
+            ship.abort();
+            let now = state.shared.now_ms();
+            state.shared.queue().on_failed(list, now);
         }
         let mut actor = state.shared.actor.lock().unwrap_or_else(|p| p.into_inner());
         if actor
@@ -226,9 +238,16 @@ impl Actor for ShipperActor {
     async fn handle(
         &self,
         myself: ActorRef<Self::Msg>,
-        _msg: ShipperMsg,
+        msg: ShipperMsg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        if matches!(msg, ShipperMsg::Shipped) {
+            state.in_flight = None;
+        }
+        if state.in_flight.is_some() {
+            // The end of the ship under way looks at the queue again.
+            return Ok(());
+        }
         if let Some(timer) = state.timer.take() {
             timer.abort();
         }
@@ -237,7 +256,18 @@ impl Actor for ShipperActor {
         loop {
             let step = state.shared.queue().next(state.shared.now_ms());
             match step {
-                ShipStep::Ship(list) => state.ship(list).await,
+                ShipStep::Ship(list) => {
+                    let shared = state.shared.clone();
+                    let on_failure = state.on_failure.clone();
+                    let me = myself.clone();
+                    let carried = list.clone();
+                    let ship = tokio::spawn(async move {
+                        ship(&shared, &on_failure, list).await;
+                        let _ = me.cast(ShipperMsg::Shipped);
+                    });
+                    state.in_flight = Some((ship, carried));
+                    return Ok(());
+                }
                 ShipStep::WaitUntil(at) => {
                     let wait = Duration::from_millis(at.saturating_sub(state.shared.now_ms()));
                     state.timer = Some(myself.send_after(wait, || ShipperMsg::Due));
@@ -249,46 +279,44 @@ impl Actor for ShipperActor {
     }
 }
 
-impl ShipperState {
-    async fn ship(&mut self, list: DeclaredList) {
-        let shared = &self.shared;
-        let version = list.version();
-        match shared.manifest.ship(&list).await {
-            Ok(outcome) => {
-                if let ShipOutcome::KeptNewer { stored_version } = outcome {
-                    tracing::info!(
-                        version,
-                        stored_version,
-                        location = %shared.manifest.location(),
-                        "the remote manifest already holds this version or a newer one"
-                    );
-                }
-                shared.queue().on_shipped(version);
-                shared.shipped.send_modify(|v| {
-                    *v = Some(v.map_or(version, |old| old.max(version)));
-                });
-            }
-            Err(error) => {
-                let (retry_in_ms, failures) = {
-                    let mut queue = shared.queue();
-                    let delay = queue.on_failed(list, shared.now_ms());
-                    (delay, queue.failures())
-                };
-                tracing::warn!(
+/// Ships `list` once and records the outcome in the queue.
+async fn ship(shared: &Shared, on_failure: &OnShipFailure, list: DeclaredList) {
+    let version = list.version();
+    match shared.manifest.ship(&list).await {
+        Ok(outcome) => {
+            if let ShipOutcome::KeptNewer { stored_version } = outcome {
+                tracing::info!(
                     version,
-                    failures,
-                    retry_in_ms,
-                    %error,
-                    "manifest ship failed; retrying"
+                    stored_version,
+                    location = %shared.manifest.location(),
+                    "the remote manifest already holds this version or a newer one"
                 );
-                (self.on_failure)(ShipFailure {
-                    version,
-                    failures,
-                    retry_in_ms,
-                    location: shared.manifest.location(),
-                    error,
-                });
             }
+            shared.queue().on_shipped(version);
+            shared.shipped.send_modify(|v| {
+                *v = Some(v.map_or(version, |old| old.max(version)));
+            });
+        }
+        Err(error) => {
+            let (retry_in_ms, failures) = {
+                let mut queue = shared.queue();
+                let delay = queue.on_failed(list, shared.now_ms());
+                (delay, queue.failures())
+            };
+            tracing::warn!(
+                version,
+                failures,
+                retry_in_ms,
+                %error,
+                "manifest ship failed; retrying"
+            );
+            (on_failure)(ShipFailure {
+                version,
+                failures,
+                retry_in_ms,
+                location: shared.manifest.location(),
+                error,
+            });
         }
     }
 }
