@@ -43,6 +43,7 @@ mod api;
 mod hub;
 
 pub use api::AwaitNormalTimeout;
+pub use api::{ChildDown, ChildRef, ChildRefError, DownSink, MonitorId, MonitorOptions};
 pub use api::{
     ChildFailure, ChildInfo, ChildMessageError, ChildStartError, ChildStopError, Hub, HubBuilder,
     HubMsg, OnFailure, ProcessEntry, ProcessScope, ShutdownTimedOut, SpawnError, StartError,
@@ -50,6 +51,13 @@ pub use api::{
     StoppedChild,
 };
 pub use api::{DeclaredView, RecoveryError};
+pub use process_hub_derive::ChildMessage;
+
+/// What `#[derive(ChildMessage)]` expands to refers to; not an API.
+#[doc(hidden)]
+pub mod __private {
+    pub use ractor_cluster::RactorClusterMessage;
+}
 pub use config::{
     AutoRecoveryConfig, DeclaredCommit, LeaderElector, ManifestLocation, StartBudget,
 };
@@ -59,4 +67,6 @@ pub use core::recovery::RecoveryState;
 pub use events::{EventSink, HubEvent, SubscriptionId};
 pub use hooks::{HookAction, HookError, HookEvent, HookHandler, HookKey, Hooks};
 pub use kinds::{ChildKinds, KindError};
-pub use model::{ChildArgs, ChildId, ChildSpec, Metadata, NodeName, Pid, Restart, Row, Shutdown};
+pub use model::{
+    ChildArgs, ChildId, ChildSpec, DownReason, Metadata, NodeName, Pid, Restart, Row, Shutdown,
+};

@@ -27,7 +27,7 @@ pub(super) struct StoppingChild {
 
 pub(super) struct StopGroup {
     reply: Option<StopReply>,
-    release: bool,
+    pub release: bool,
     pub waiting: BTreeMap<ActorId, StoppingChild>,
     pub stopped: Vec<ChildId>,
     /// Ids this node knows nothing of (answered `not_found`, nothing written).

@@ -277,6 +277,8 @@ impl Actor for HubSupervisor {
             }
         }
         shared.set_refs(|refs| *refs = Default::default());
+        // Monitors set here that nothing fired: their owner learns the hub is gone.
+        shared.monitors_hub_stopped();
         Ok(())
     }
 
