@@ -27,7 +27,7 @@ use tokio::time::Instant;
 use super::typed_errors::ChildRefError;
 use crate::cluster::wire::budget::FRAME_BUDGET_BYTES;
 use crate::cluster::wire::{RequestId, WireMsg};
-use crate::core::child_route::{retry_pause_ms, ChildRoute};
+use crate::core::child_route::{retry_pause_ms, Asking, ChildRoute};
 use crate::hub::HubShared;
 use crate::model::ChildId;
 
@@ -128,7 +128,7 @@ impl<M: Message> ChildRef<M> {
 
     /// One cast attempt; a retryable failure gives the message back.
     fn try_cast(&self, msg: M) -> Result<(), (ChildRefError, Option<M>)> {
-        match self.hub.route_child(&self.id) {
+        match self.hub.route_child(&self.id, Asking::OriginNoAnswer) {
             ChildRoute::Here => match self.send_here(msg) {
                 Here::Sent => Ok(()),
                 Here::Retry(msg) => Err((self.between(None), Some(msg))),
@@ -192,7 +192,7 @@ impl<M: Message> ChildRef<M> {
         let mut pending = Pending::Typed(build(port));
         let mut attempt = 0u32;
         loop {
-            let last = match self.hub.route_child(&self.id) {
+            let last = match self.hub.route_child(&self.id, Asking::Origin) {
                 ChildRoute::Here => {
                     let msg = match pending {
                         Pending::Typed(m) => m,

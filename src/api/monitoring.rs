@@ -6,7 +6,7 @@ use tokio::sync::mpsc;
 use super::handle::Hub;
 use super::monitor::{ChildDown, DownSink, MonitorId, MonitorOptions};
 use crate::cluster::wire::WireMsg;
-use crate::core::child_route::ChildRoute;
+use crate::core::child_route::{Asking, ChildRoute};
 use crate::hub::shared::monitors::WatchOutcome;
 use crate::model::{ChildId, DownReason};
 
@@ -24,7 +24,8 @@ impl Hub {
         let id = id.into();
         let shared = self.shared();
         let monitor = shared.monitors.next_id();
-        match shared.route_child(&id) {
+        // Answering: a child whose host is down fires `node_down` now rather than asking the owner.
+        match shared.route_child(&id, Asking::Answering) {
             ChildRoute::Here => {
                 shared.own_monitor(monitor, id.clone(), target, None);
                 if shared.watch(monitor.0, &id, None, options.follow_restarts)

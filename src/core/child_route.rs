@@ -37,6 +37,22 @@ pub enum ChildRoute {
     NotFound,
 }
 
+/// Who may be asked about a child this node cannot place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asking {
+    /// This node originates the message: when it cannot reach the child, the ring owner (a
+    /// peer that is up) is asked; it may reach a host this node is cut off from, or know the
+    /// child this node's registry does not know yet.
+    Origin,
+    /// This node originates a message that gets no answer (a cast): the ring owner is asked
+    /// only about a child this node's registry does not know; a child whose host is down is
+    /// between nodes at once, so the sender learns it rather than the owner dropping the cast.
+    OriginNoAnswer,
+    /// This node was asked by a peer: it answers for itself and never sends the question on
+    /// to an owner (two nodes asking each other would bounce it).
+    Answering,
+}
+
 /// Decides where a message to a child goes.
 ///
 /// `here` says the child runs on this node; `known` is this node's registry row; `is_up`
@@ -48,14 +64,20 @@ pub fn route_child(
     this: &str,
     owner: &str,
     is_up: impl Fn(&str) -> bool,
+    asking: Asking,
 ) -> ChildRoute {
     if here {
         return ChildRoute::Here;
     }
+    let owner_up = owner != this && is_up(owner);
+    let ask_owner = asking == Asking::Origin && owner_up;
     match known {
         Known::Bound(nodes) => {
             if let Some(node) = nodes.iter().find(|n| n.as_str() != this && is_up(n)) {
                 return ChildRoute::Peer(node.clone());
+            }
+            if ask_owner {
+                return ChildRoute::Peer(owner.to_owned());
             }
             // Bound only to nodes that are down, or to this node while it (re)starts the
             // child, or to nobody (a stub): it exists and will run again.
@@ -63,7 +85,9 @@ pub fn route_child(
                 host: nodes.first().cloned(),
             }
         }
-        Known::Unknown if owner != this && is_up(owner) => ChildRoute::Peer(owner.to_owned()),
+        Known::Unknown if asking != Asking::Answering && owner_up => {
+            ChildRoute::Peer(owner.to_owned())
+        }
         Known::Unknown => ChildRoute::NotFound,
     }
 }
@@ -90,9 +114,13 @@ mod tests {
         move |n| nodes.contains(&n)
     }
 
+    fn route(known: &Known, owner: &str, up: impl Fn(&str) -> bool) -> ChildRoute {
+        route_child(false, known, "a", owner, up, Asking::Answering)
+    }
+
     #[test]
     fn a_local_child_is_here_whatever_the_registry_says() {
-        let r = route_child(true, &Known::Unknown, "a", "b", up(&["b"]));
+        let r = route_child(true, &Known::Unknown, "a", "b", up(&["b"]), Asking::Origin);
         assert_eq!(r, ChildRoute::Here);
     }
 
@@ -100,7 +128,7 @@ mod tests {
     fn a_child_bound_to_an_up_peer_goes_there() {
         let known = Known::Bound(vec!["b".into()]);
         assert_eq!(
-            route_child(false, &known, "a", "c", up(&["b", "c"])),
+            route(&known, "c", up(&["b", "c"])),
             ChildRoute::Peer("b".into())
         );
     }
@@ -109,7 +137,24 @@ mod tests {
     fn a_child_whose_host_is_down_is_between_nodes_naming_the_host() {
         let known = Known::Bound(vec!["b".into()]);
         assert_eq!(
-            route_child(false, &known, "a", "c", up(&["c"])),
+            route(&known, "c", up(&["c"])),
+            ChildRoute::BetweenNodes {
+                host: Some("b".into())
+            }
+        );
+        // The origin asks the owner, which may reach the host (or already re-placed it).
+        assert_eq!(
+            route_child(false, &known, "a", "c", up(&["c"]), Asking::Origin),
+            ChildRoute::Peer("c".into())
+        );
+        assert_eq!(
+            route_child(false, &known, "a", "c", up(&["c"]), Asking::OriginNoAnswer),
+            ChildRoute::BetweenNodes {
+                host: Some("b".into())
+            }
+        );
+        assert_eq!(
+            route_child(false, &known, "a", "a", up(&["c"]), Asking::Origin),
             ChildRoute::BetweenNodes {
                 host: Some("b".into())
             }
@@ -120,23 +165,30 @@ mod tests {
     fn a_stub_is_between_nodes_without_a_host() {
         let known = Known::Bound(vec![]);
         assert_eq!(
-            route_child(false, &known, "a", "b", up(&["b"])),
+            route(&known, "b", up(&["b"])),
             ChildRoute::BetweenNodes { host: None }
         );
     }
 
     #[test]
     fn an_unknown_child_is_asked_of_its_owner_or_not_found() {
-        assert_eq!(
-            route_child(false, &Known::Unknown, "a", "b", up(&["b"])),
-            ChildRoute::Peer("b".into())
+        let origin =
+            |owner: &str, up| route_child(false, &Known::Unknown, "a", owner, up, Asking::Origin);
+        assert_eq!(origin("b", up(&["b"])), ChildRoute::Peer("b".into()));
+        assert_eq!(origin("b", up(&[])), ChildRoute::NotFound);
+        assert_eq!(origin("a", up(&["b"])), ChildRoute::NotFound);
+        let cast = route_child(
+            false,
+            &Known::Unknown,
+            "a",
+            "b",
+            up(&["b"]),
+            Asking::OriginNoAnswer,
         );
+        assert_eq!(cast, ChildRoute::Peer("b".into()));
+        // A node asked by a peer answers for itself.
         assert_eq!(
-            route_child(false, &Known::Unknown, "a", "b", up(&[])),
-            ChildRoute::NotFound
-        );
-        assert_eq!(
-            route_child(false, &Known::Unknown, "a", "a", up(&["b"])),
+            route(&Known::Unknown, "b", up(&["b"])),
             ChildRoute::NotFound
         );
     }

@@ -31,7 +31,7 @@ use super::shared::refusals::Refusal;
 use super::shared::{HubShared, MAX_CONCURRENT_COMMANDS};
 use crate::cluster::wire::budget::FRAME_BUDGET_BYTES;
 use crate::cluster::wire::{ChildFailure, RequestId, WireMsg};
-use crate::core::child_route::{route_child, ChildRoute, Known};
+use crate::core::child_route::{route_child, Asking, ChildRoute, Known};
 use crate::kinds::DeliverError;
 use crate::model::{ChildId, DownReason, NodeName};
 
@@ -42,8 +42,9 @@ pub(crate) const MAX_HOPS: u8 = 3;
 const MAX_CALL_WAIT: Duration = Duration::from_secs(3600);
 
 impl HubShared {
-    /// Where a message to child `id` goes from this node now.
-    pub fn route_child(&self, id: &ChildId) -> ChildRoute {
+    /// Where a message to child `id` goes from this node now; `asking` says whether this
+    /// node originates it (it may ask the ring owner) or answers a peer.
+    pub fn route_child(&self, id: &ChildId, asking: Asking) -> ChildRoute {
         let here = self.local_children.contains_key(id);
         if here {
             return ChildRoute::Here;
@@ -53,18 +54,22 @@ impl HubShared {
             None => Known::Unknown,
         };
         let owner = self.owner_of(&self.ring(), id);
-        let transport = self.transport();
-        route_child(false, &known, &self.node, &owner, |n| {
-            transport
-                .as_ref()
-                .is_some_and(|t| t.peers().iter().any(|p| p == n))
-        })
+        // The published membership, not the transport's peers: the inbox routes under the
+        // in-process router's lock, and asking the transport would take that lock again.
+        route_child(
+            false,
+            &known,
+            &self.node,
+            &owner,
+            |n| n != self.node && self.is_member(n),
+            asking,
+        )
     }
 
     /// The failure a host answers for a child it does not run (a call or a monitor that
     /// found no child here): `moved` naming the node its registry names, or `not_found`.
     fn not_here(&self, id: &ChildId) -> ChildFailure {
-        let (reason, message) = match self.route_child(id) {
+        let (reason, message) = match self.route_child(id, Asking::Answering) {
             ChildRoute::Peer(node) => ("moved", node),
             ChildRoute::BetweenNodes { host } => ("between_nodes", host.unwrap_or_default()),
             ChildRoute::Here | ChildRoute::NotFound => ("not_found", String::new()),
@@ -141,7 +146,7 @@ pub(crate) fn on_cast(
         }
         return;
     }
-    match hub.route_child(&id) {
+    match hub.route_child(&id, Asking::Answering) {
         ChildRoute::Peer(next) if hops < MAX_HOPS && &next != from => {
             let hub = hub.clone();
             in_task(move || {

@@ -19,7 +19,7 @@ use ractor::ActorRef;
 use super::cluster::MAX_HOPS;
 use super::CoordinatorState;
 use crate::cluster::wire::{ChildFailure, RequestId, WireMsg};
-use crate::core::child_route::{route_child, ChildRoute, Known};
+use crate::core::child_route::{route_child, Asking, ChildRoute, Known};
 use crate::hub::protocol::{ChildCallReplyPort, ClusterMsg, CoordinatorMsg};
 use crate::hub::shared::refusals::Refusal;
 use crate::hub::shared::MAX_CONCURRENT_COMMANDS;
@@ -56,7 +56,7 @@ enum Route {
 }
 
 impl CoordinatorState {
-    fn route(&self, id: &ChildId) -> Route {
+    fn route(&self, id: &ChildId, asking: Asking) -> Route {
         let here = self.hub.local_children.contains_key(id);
         let Some(cluster) = &self.cluster else {
             return if here { Route::Here } else { Route::Nowhere };
@@ -66,9 +66,14 @@ impl CoordinatorState {
             None => Known::Unknown,
         };
         let owner = self.owner_of(id);
-        match route_child(here, &known, &self.hub.node, &owner, |n| {
-            cluster.peers.contains(n)
-        }) {
+        match route_child(
+            here,
+            &known,
+            &self.hub.node,
+            &owner,
+            |n| cluster.peers.contains(n),
+            asking,
+        ) {
             ChildRoute::Here => Route::Here,
             ChildRoute::Peer(node) => Route::Peer(node),
             ChildRoute::BetweenNodes { host } => Route::BetweenNodes(host),
@@ -138,7 +143,14 @@ impl CoordinatorState {
 
     /// A cast to child `id` (from the handle with `hops == 0`, or from a peer).
     pub(super) fn child_cast(&mut self, id: ChildId, payload: Vec<u8>, hops: u8) {
-        match self.route(&id) {
+        match self.route(
+            &id,
+            if hops == 0 {
+                Asking::Origin
+            } else {
+                Asking::Answering
+            },
+        ) {
             Route::Here => self.run_here(&id, payload, |outcome| {
                 if let Err(e) = outcome {
                     tracing::debug!(child = %e.id, code = %e.reason, "child cast failed");
@@ -170,7 +182,7 @@ impl CoordinatorState {
         reply: ChildCallReplyPort,
     ) {
         let node = self.hub.node.clone();
-        match self.route(&id) {
+        match self.route(&id, Asking::Origin) {
             Route::Here => self.run_here(&id, payload, move |outcome| {
                 answer_call(reply, outcome);
             }),
@@ -230,7 +242,7 @@ impl CoordinatorState {
             return;
         };
         let node = self.hub.node.clone();
-        let route = self.route(&id);
+        let route = self.route(&id, Asking::Answering);
         if let Route::Peer(peer) = &route {
             if hops < MAX_HOPS {
                 // The child runs elsewhere (it moved): forward under this node's own request
