@@ -11,7 +11,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use ractor::{Actor, ActorCell, SpawnErr};
+use ractor::message::SerializedMessage;
+use ractor::{Actor, ActorCell, Message, MessagingErr, SpawnErr};
 use serde::{Deserialize, Serialize};
 
 use crate::model::{ChildArgs, ChildSpec};
@@ -50,11 +51,30 @@ type StartFn =
 pub type CommandFn =
     dyn Fn(ActorCell, Vec<u8>) -> BoxFuture<'static, Result<Vec<u8>, String>> + Send + Sync;
 
+/// Why a typed message from a peer did not reach a child of this node.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum DeliverError {
+    /// The bytes are not a message of the kind's type (another type, another version, or
+    /// garbage), or the type has no serialized form.
+    #[error("the message does not decode as the kind's message type")]
+    Undecodable,
+    /// The child stopped before the message was handed to it.
+    #[error("the child stopped")]
+    Gone,
+}
+
+/// Decodes a message serialized by ractor (a remotable message type's `serialize`) into the
+/// kind's message type and sends it to the local child: captured when the kind is registered,
+/// so a kind needs no second registration to be messaged from other nodes.
+pub(crate) type DeliverFn =
+    dyn Fn(&ActorCell, SerializedMessage) -> Result<(), DeliverError> + Send + Sync;
+
 /// The table of kinds a hub can start. Cheap to clone (shared entries).
 #[derive(Clone, Default)]
 pub struct ChildKinds {
     kinds: HashMap<String, Arc<StartFn>>,
     commands: HashMap<String, Arc<CommandFn>>,
+    delivers: HashMap<String, Arc<DeliverFn>>,
 }
 
 /// The decoder's message, preceded, when no arguments were given, by what the kind needs to
@@ -121,7 +141,8 @@ impl ChildKinds {
                 }
             })
         });
-        self.kinds.insert(name, start);
+        self.kinds.insert(name.clone(), start);
+        self.delivers.insert(name, Arc::new(deliver::<A::Msg>));
         self
     }
 
@@ -139,6 +160,11 @@ impl ChildKinds {
     ) -> &mut Self {
         self.commands.insert(name.into(), Arc::new(handler));
         self
+    }
+
+    /// How typed messages from peers reach a child of kind `name`, if registered.
+    pub(crate) fn deliver(&self, name: &str) -> Option<Arc<DeliverFn>> {
+        self.delivers.get(name).cloned()
     }
 
     /// The message handler of kind `name`, if registered.
@@ -171,6 +197,17 @@ impl ChildKinds {
                 kind: spec.kind.clone(),
             })?;
         start(spec.args.clone(), supervisor).await
+    }
+}
+
+/// A kind's [`DeliverFn`]: ractor's own deserialization of `M` (what
+/// `#[derive(RactorClusterMessage)]` generates; a local-only type refuses every message).
+fn deliver<M: Message>(cell: &ActorCell, message: SerializedMessage) -> Result<(), DeliverError> {
+    let message = M::deserialize(message).map_err(|_| DeliverError::Undecodable)?;
+    match cell.send_message::<M>(message) {
+        Ok(()) => Ok(()),
+        Err(MessagingErr::InvalidActorType) => Err(DeliverError::Undecodable),
+        Err(_) => Err(DeliverError::Gone),
     }
 }
 

@@ -46,6 +46,7 @@ mod hub;
 pub use api::remote::{RemoteFailure, RemoteHub, RemoteHubError};
 pub use api::AwaitNormalTimeout;
 pub use api::HubInfo;
+pub use api::{ChildDown, ChildRef, ChildRefError, DownSink, MonitorId, MonitorOptions};
 pub use api::{
     ChildFailure, ChildInfo, ChildMessageError, ChildStartError, ChildStopError, Hub, HubBuilder,
     HubMsg, OnFailure, ProcessEntry, ProcessScope, ShutdownTimedOut, SpawnError, StartError,
@@ -53,6 +54,13 @@ pub use api::{
     StoppedChild,
 };
 pub use api::{DeclaredView, RecoveryError};
+pub use process_hub_derive::ChildMessage;
+
+/// What `#[derive(ChildMessage)]` expands to refers to; not an API.
+#[doc(hidden)]
+pub mod __private {
+    pub use ractor_cluster::RactorClusterMessage;
+}
 pub use config::{
     AutoRecoveryConfig, DeclaredCommit, LeaderElector, ManifestLocation, StartBudget,
 };
@@ -62,7 +70,9 @@ pub use core::recovery::RecoveryState;
 pub use events::{EventSink, HubEvent, MoveReason, SubscriptionId};
 pub use hooks::{HookAction, HookError, HookEvent, HookHandler, HookKey, Hooks};
 pub use kinds::{ChildKinds, KindError};
-pub use model::{ChildArgs, ChildId, ChildSpec, Metadata, NodeName, Pid, Restart, Row, Shutdown};
+pub use model::{
+    ChildArgs, ChildId, ChildSpec, DownReason, Metadata, NodeName, Pid, Restart, Row, Shutdown,
+};
 // A cluster node as a library user builds one (docs/cluster.md, "Running nodes from a library").
 pub use cluster::node::{ClusterConfig, ClusterError, ClusterNode, TlsConfig};
 pub use cluster::IntoNetwork;

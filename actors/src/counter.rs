@@ -15,16 +15,16 @@ pub struct CounterArgs {
     pub start: i64,
 }
 
-/// Messages of a counter.
-#[derive(Debug)]
+/// Messages of a counter. `ChildMessage`: a `ChildRef<CounterMsg>` reaches a counter on any
+/// node, in ractor_cluster's encoding, while the counter is not advertised to other nodes.
+#[derive(Debug, process_hub::ChildMessage)]
 pub enum CounterMsg {
     /// Adds to the value.
     Increment(i64),
     /// Answers the value.
+    #[rpc]
     Get(RpcReplyPort<i64>),
 }
-
-impl ractor::Message for CounterMsg {}
 
 /// The counter actor.
 #[derive(Clone, Copy, Debug, Default)]

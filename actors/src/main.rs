@@ -19,6 +19,9 @@ enum Command {
     /// One process of the plain-ractor baseline of `bench cluster` (internal).
     #[command(hide = true)]
     BaselineNode(baseline::BaselineArgs),
+    /// The host process of `bench call` (internal).
+    #[command(hide = true)]
+    BenchCallHost(process_hub_actors::bench::call::CallHostArgs),
     /// Run one node of a hub (cluster listener, hub, admin HTTP API) until SIGTERM/SIGINT.
     Node(Box<process_hub_actors::cli::node_settings::NodeFlags>),
     /// Start a 3-node cluster on loopback, start children, SIGKILL a node, print the figures.
@@ -109,6 +112,9 @@ fn main() {
         Command::BaselineNode(args) => runtime()
             .block_on(baseline::run(args))
             .map_err(|e| e.to_string()),
+        Command::BenchCallHost(args) => {
+            runtime().block_on(process_hub_actors::bench::call::run_host(args))
+        }
         Command::Node(flags) => run_node(*flags),
         Command::Demo(args) => run_demo(args),
         Command::Simulate(args) => match process_hub_actors::simulate::run(&args) {

@@ -295,7 +295,9 @@ fn describe(errors: &[crate::ChildFailure]) -> String {
 
 /// A message to a child by id (`Hub::cast_child` / `Hub::call_child`) failed.
 ///
-/// `code` is one of `not_found` (no node runs the child), `no_command_handler` (its kind
+/// `code` is one of `not_found` (no node runs the child), `between_nodes` (retryable: the
+/// child exists but its node is down within the grace period or it is being moved; `node`
+/// names the host the registry gives), `no_command_handler` (its kind
 /// registered none), `command_failed` (the handler refused the payload or the child did not
 /// answer), `timeout`, `forward_limit` (the child kept moving), `unreachable` (the node running
 /// it could not be reached) and `hub_unavailable`.

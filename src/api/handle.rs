@@ -213,8 +213,8 @@ impl Hub {
         Self::builder(config, kinds).spawn().await
     }
 
-    /// The state the hub's actors share (the simulator reads the supervisors' truth from it).
-    #[cfg(feature = "sim")]
+    /// The state the hub's actors share (typed references and monitors work on it; the
+    /// simulator reads the supervisors' truth from it).
     pub(crate) fn shared(&self) -> &Arc<HubShared> {
         &self.shared
     }

@@ -1,23 +1,30 @@
 //! The public API: the [`Hub`] handle, the [`HubMsg`] messages, options, results and errors.
 
+pub(crate) mod child_ref;
 pub(crate) mod declared;
 pub(crate) mod errors;
 mod handle;
+pub(crate) mod monitor;
+mod monitoring;
 pub(crate) mod msg;
 pub(crate) mod options;
 pub(crate) mod reads;
 pub mod remote;
 pub(crate) mod results;
+pub(crate) mod typed_errors;
 
+pub use child_ref::ChildRef;
 pub use declared::DeclaredView;
 pub use errors::{
     AwaitNormalTimeout, ChildMessageError, ChildStartError, ChildStopError, RecoveryError,
     SpawnError, StartError, StopError,
 };
 pub use handle::{Hub, HubBuilder, ShutdownTimedOut};
+pub use monitor::{ChildDown, DownSink, MonitorId, MonitorOptions};
 pub use msg::{HubInfo, HubMsg};
 pub use options::{OnFailure, StartOptions, StopOptions};
 pub use results::{
     ChildFailure, ChildInfo, ProcessEntry, ProcessScope, StartResult, StartedChild, StopFailure,
     StopResult, StoppedChild,
 };
+pub use typed_errors::ChildRefError;

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use crate::core::boot_token::BootToken;
 use crate::core::declared_delta::DeclaredDelta;
 use crate::core::declared_list::{DeclaredChild, DeclaredList};
-use crate::model::{ChildId, ChildSpec, HubMeta, Metadata, NodeName, Pid, Row};
+use crate::model::{ChildId, ChildSpec, DownReason, HubMeta, Metadata, NodeName, Pid, Row};
 
 /// The version of the message encoding, and of open frames ([`encode`]). Frames between
 /// nodes that both speak [`seal::SEALED_VERSION`] carry the same encoding, sealed.
@@ -299,6 +299,69 @@ pub enum WireMsg {
         /// This part's children.
         children: Vec<DeclaredChild>,
     },
+    // Typed messages to children and monitors (`ChildRef`, `Hub::monitor`). Added after every
+    // other variant so the older variants encode as before.
+    /// A typed cast to a child: the message as ractor serializes a remotable message
+    /// (`SerializedMessage::Cast`: its variant's name and its `BytesConvertable` fields). The
+    /// host decodes it into the child's message type and sends it; a host that does not run
+    /// the child forwards it where the registry says (at most `hops` 3).
+    TypedCast {
+        /// The child.
+        id: ChildId,
+        /// The message variant's name.
+        variant: String,
+        /// Its fields, as ractor packs them.
+        args: Vec<u8>,
+        /// Forwarding count.
+        hops: u8,
+    },
+    /// A typed call to a child (`SerializedMessage::Call` without its port), answered by a
+    /// [`WireMsg::TypedReply`]. A host that does not run the child answers at once (`moved`,
+    /// `between_nodes`, `not_found`) and the caller retries where the answer says.
+    TypedCall {
+        /// The caller's pending call.
+        request_id: RequestId,
+        /// The child.
+        id: ChildId,
+        /// The message variant's name.
+        variant: String,
+        /// Its fields, as ractor packs them.
+        args: Vec<u8>,
+        /// How long the caller waits: the host stops waiting for the child after it.
+        timeout_ms: u64,
+    },
+    /// The answer to a [`WireMsg::TypedCall`]: the reply as its `BytesConvertable` bytes, or
+    /// why there is none.
+    TypedReply {
+        /// The caller's pending call.
+        request_id: RequestId,
+        /// The reply bytes, or the failure (`code` in `reason`).
+        result: Result<Vec<u8>, ChildFailure>,
+    },
+    /// Watch child `id` for the sender: the receiver (which runs it) sends one
+    /// [`WireMsg::ChildDown`] when the instance ends, or at once if it does not run it.
+    MonitorChild {
+        /// The sender's monitor.
+        monitor: u64,
+        /// The child.
+        id: ChildId,
+        /// Keep watching across restarts by the child's supervisor.
+        follow_restarts: bool,
+    },
+    /// Stop watching for the sender's `monitor` (its owner demonitored it, or it fired).
+    Demonitor {
+        /// The sender's monitor.
+        monitor: u64,
+    },
+    /// The child watched by the receiver's `monitor` is down.
+    ChildDown {
+        /// The receiver's monitor.
+        monitor: u64,
+        /// The child.
+        id: ChildId,
+        /// Why.
+        reason: DownReason,
+    },
     /// The answer to a [`WireMsg::Goodbye`]: whether the answering node is leaving too. A
     /// leaving node waits for these (briefly) before it hands its children over, so two nodes
     /// leaving at once never hand children to each other.
@@ -333,6 +396,12 @@ impl WireMsg {
             WireMsg::DeclaredVersionQuery => "declared_version_query",
             WireMsg::DeclaredDelta { .. } => "declared_delta",
             WireMsg::DeclaredOfferPart { .. } => "declared_offer_part",
+            WireMsg::TypedCast { .. } => "typed_cast",
+            WireMsg::TypedCall { .. } => "typed_call",
+            WireMsg::TypedReply { .. } => "typed_reply",
+            WireMsg::MonitorChild { .. } => "monitor_child",
+            WireMsg::Demonitor { .. } => "demonitor",
+            WireMsg::ChildDown { .. } => "child_down",
             WireMsg::GoodbyeAck { .. } => "goodbye_ack",
         }
     }

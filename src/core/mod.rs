@@ -8,6 +8,7 @@
 pub mod backoff;
 pub mod boot;
 pub mod boot_token;
+pub mod child_route;
 pub mod declared_delta;
 pub mod declared_list;
 pub mod declared_state;

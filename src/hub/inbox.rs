@@ -8,6 +8,8 @@
 //! | `RegistryDelta`, `FullSync`, `FullSyncPart`, `SyncRequest` | the Registry |
 //! | `DeclaredOffer`, `DeclaredOfferPart`, `DeclaredDelta`, `DeclaredMutate`, `DeclaredMutateReply`, `DeclaredVersionQuery` | the DeclaredLeader |
 //! | `DeclaredVersion` | recorded here, in arrival order, in the recovery state the rounds read |
+//! | `TypedCast`, `TypedCall`, `MonitorChild` | handed to the local child or answered here (`hub/typed.rs`): no actor hop |
+//! | `TypedReply`, `ChildDown`, `Demonitor` | the typed calls and monitors of `HubShared` |
 //!
 //! **Order.** The transport calls the inbox one event at a time per peer, in the order the peer
 //! sent them, and each event becomes one cast into one mailbox, so what one peer sends to one
@@ -29,6 +31,7 @@ use std::sync::{Arc, Weak};
 use ractor::ActorRef;
 
 use super::protocol::{CoordinatorMsg, DeclaredMsg, RegistryMsg};
+use super::typed;
 use super::HubShared;
 use crate::api::errors::RecoveryError;
 use crate::cluster::transport::{EventSink, TransportEvent};
@@ -62,6 +65,9 @@ impl Inbox {
         };
         match event {
             TransportEvent::NodeDown { node } => {
+                // Typed calls and monitors waiting on the peer fail now, not at a timeout.
+                hub.typed.peer_down(&node, &hub.node);
+                hub.monitors_peer_down(&node);
                 if let Some(registry) = hub.registry() {
                     let _ = registry.cast(RegistryMsg::PeerDown { node: node.clone() });
                 }
@@ -121,6 +127,31 @@ impl Inbox {
             | WireMsg::DeclaredMutate { .. }
             | WireMsg::DeclaredMutateReply { .. }
             | WireMsg::DeclaredVersionQuery) => to_declared_leader(hub, from, msg),
+            WireMsg::TypedCast {
+                id,
+                variant,
+                args,
+                hops,
+            } => typed::on_cast(hub, &from, id, variant, args, hops),
+            WireMsg::TypedCall {
+                request_id,
+                id,
+                variant,
+                args,
+                timeout_ms,
+            } => typed::on_call(hub, from, request_id, id, variant, args, timeout_ms),
+            WireMsg::TypedReply { request_id, result } => {
+                hub.typed.complete(&from, request_id.0, result)
+            }
+            WireMsg::MonitorChild {
+                monitor,
+                id,
+                follow_restarts,
+            } => typed::on_monitor(hub, from, monitor, id, follow_restarts),
+            WireMsg::Demonitor { monitor } => hub.peer_demonitor(&from, monitor),
+            WireMsg::ChildDown {
+                monitor, reason, ..
+            } => hub.fire_remote_monitor(&from, monitor, reason),
             // The transport consumes these; nothing of the hub's owns them.
             WireMsg::Hello { .. } | WireMsg::Heartbeat { .. } => {}
         }

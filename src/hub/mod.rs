@@ -35,5 +35,6 @@ pub(crate) mod reconciler;
 pub(crate) mod registry;
 pub(crate) mod shared;
 pub(crate) mod supervisor;
+pub(crate) mod typed;
 
 pub(crate) use shared::HubShared;

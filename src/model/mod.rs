@@ -5,11 +5,13 @@
 //! every node can run them and reach the same answer.
 
 mod child;
+mod down;
 mod limits;
 mod merge;
 mod row;
 
 pub use child::{ChildArgs, ChildId, ChildSpec, InvalidChildId, Restart, Shutdown};
+pub use down::DownReason;
 pub use limits::{
     child_bytes, validate_child, validate_row, InvalidChild, MAX_CHILD_BYTES, MAX_KIND_LEN,
     MAX_ROW_NODES,

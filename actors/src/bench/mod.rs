@@ -1,6 +1,7 @@
 //! Benchmarks of the `process-hub bench` command. Each prints one JSON object on stdout and
 //! measures against a baseline in the same run; progress goes to stderr.
 
+pub mod call;
 pub mod cluster;
 pub mod frames;
 pub mod recovery;
@@ -21,6 +22,9 @@ pub enum BenchCommand {
     /// Declare N durable children, stop some, SIGKILL every node, restart: recovery time,
     /// lost/resurrected/duplicates; against one fsync per declared-list mutation.
     Recovery(recovery::RecoveryBenchArgs),
+    /// A typed remote call and cast through the hub (`ChildRef`) between two node processes,
+    /// against a plain ractor_cluster remote actor between the same two processes.
+    Call(call::CallBenchArgs),
     /// Sealing frames (keyed BLAKE3) and checking seals, per frame size, against open frames.
     Frames(frames::FramesArgs),
 }
@@ -33,5 +37,6 @@ pub fn run(cmd: BenchCommand) -> Result<(), String> {
         BenchCommand::Cluster(args) => cluster::run(args),
         BenchCommand::Recovery(args) => recovery::run(args),
         BenchCommand::Frames(args) => frames::run(&args),
+        BenchCommand::Call(args) => call::run(args),
     }
 }

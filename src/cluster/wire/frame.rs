@@ -389,6 +389,64 @@ mod tests {
         assert_eq!(decode_for("hub", &bytes).unwrap().payload, msg);
     }
 
+    /// The typed messages and monitors come after every older variant (21 onwards), and each
+    /// survives the wire, every reason of a monitor included.
+    #[test]
+    fn typed_messages_and_monitors_are_additive_and_roundtrip() {
+        use crate::model::DownReason;
+
+        let node = || "b@h".to_owned();
+        let reasons = [
+            DownReason::Normal { node: node() },
+            DownReason::Abnormal {
+                node: node(),
+                detail: "boom".into(),
+            },
+            DownReason::Stopped { node: node() },
+            DownReason::Moved { node: node() },
+            DownReason::NodeDown { node: node() },
+            DownReason::NoChild,
+            DownReason::HubStopped,
+            DownReason::MonitorRefused { node: node() },
+        ];
+        let mut msgs = vec![
+            WireMsg::TypedCast {
+                id: "c".into(),
+                variant: "Post".into(),
+                args: vec![0, 0, 0, 0, 0, 0, 0, 1, 7],
+                hops: 1,
+            },
+            WireMsg::TypedCall {
+                request_id: RequestId(3),
+                id: "c".into(),
+                variant: "History".into(),
+                args: Vec::new(),
+                timeout_ms: 5000,
+            },
+            WireMsg::TypedReply {
+                request_id: RequestId(3),
+                result: Ok(vec![1, 2]),
+            },
+            WireMsg::MonitorChild {
+                monitor: 4,
+                id: "c".into(),
+                follow_restarts: true,
+            },
+            WireMsg::Demonitor { monitor: 4 },
+        ];
+        msgs.extend(reasons.into_iter().map(|reason| WireMsg::ChildDown {
+            monitor: 4,
+            id: "c".into(),
+            reason,
+        }));
+        for (i, msg) in msgs.into_iter().enumerate() {
+            let bytes = encode("hub", "a@h", &msg).unwrap();
+            let variant = u32::from_le_bytes(bytes[24..28].try_into().unwrap());
+            assert_eq!(variant, 21 + (i as u32).min(5), "{msg:?}");
+            assert_eq!(decode_for("hub", &bytes).unwrap().payload, msg);
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
 

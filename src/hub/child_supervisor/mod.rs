@@ -31,7 +31,7 @@ use crate::core::{
 };
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
-use crate::model::{ChildId, ChildSpec, NodeName, Pid, Row, Shutdown};
+use crate::model::{ChildId, ChildSpec, DownReason, NodeName, Pid, Row, Shutdown};
 use crate::storage::StorageError;
 
 mod stopping;
@@ -268,8 +268,16 @@ impl ChildSupState {
         if let Some(group_id) = self.stopping.remove(&aid) {
             if let Some(group) = self.stop_groups.get_mut(&group_id) {
                 if let Some(child) = group.waiting.remove(&aid) {
+                    let node = self.shared.node.clone();
+                    let down = if group.release {
+                        DownReason::Moved { node: node.clone() }
+                    } else {
+                        DownReason::Stopped { node: node.clone() }
+                    };
+                    self.shared.child_down(&child.id, down, false);
+                    // A release is a move (a cold swap): the Coordinator reports `ChildMoved`
+                    // once the child runs on its new node, so no `ChildStopped` here.
                     if !group.release {
-                        let node = self.shared.node.clone();
                         self.shared.events.publish(|| HubEvent::ChildStopped {
                             id: child.id.clone(),
                             node,
@@ -296,6 +304,18 @@ impl ChildSupState {
             ExitKind::Failed(m) => m.clone(),
         };
         let will_restart = decision == RestartDecision::Restart;
+        let down = match &exit {
+            ExitKind::Normal => DownReason::Normal { node: node.clone() },
+            ExitKind::Killed => DownReason::Abnormal {
+                node: node.clone(),
+                detail: "killed".into(),
+            },
+            ExitKind::Failed(m) => DownReason::Abnormal {
+                node: node.clone(),
+                detail: m.clone(),
+            },
+        };
+        self.shared.child_down(&id, down, will_restart);
         self.shared.events.publish(|| HubEvent::ChildExited {
             id: id.clone(),
             node: node.clone(),
@@ -329,6 +349,12 @@ impl ChildSupState {
         let mut ops = Vec::new();
         for row in rows {
             let old_pid = row.node_pids[&node];
+            // The previous instance was killed with the failed supervisor.
+            let down = DownReason::Abnormal {
+                node: node.clone(),
+                detail: "killed: its supervisor restarted".into(),
+            };
+            self.shared.child_down(&row.spec.id, down, true);
             match self.shared.kinds.start(&row.spec, myself.get_cell()).await {
                 Ok(cell) => {
                     let id = row.spec.id.clone();
@@ -476,6 +502,11 @@ impl Actor for ChildSupervisor {
                         state.by_actor.remove(&running.cell.get_id());
                         state.shared.local_children.remove(&id);
                         running.cell.kill();
+                        let down = DownReason::Abnormal {
+                            node: state.shared.node.clone(),
+                            detail: "started but not recorded".into(),
+                        };
+                        state.shared.child_down(&id, down, false);
                     }
                 }
             }

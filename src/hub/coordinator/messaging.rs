@@ -7,8 +7,10 @@
 //! hands the payload to the kind's command handler (`ChildKinds::register_command`) for its
 //! local child. A hub that does not run the child forwards once more (bounded by `MAX_HOPS`),
 //! under its own request id, and relays the answer back ([`super::relay`]).
-//! Failures come back as `ChildFailure`s with a code: `not_found`, `no_command_handler`,
-//! `command_failed`, `timeout`, `forward_limit`, `hub_unavailable`, `unreachable`.
+//! Failures come back as `ChildFailure`s with a code: `not_found`, `between_nodes` (retryable:
+//! the child's host is down within its grace or it is being moved; `node` names the registry's
+//! host), `no_command_handler`, `command_failed`, `timeout`, `forward_limit`,
+//! `hub_unavailable`, `unreachable`.
 
 use std::time::Duration;
 
@@ -17,6 +19,7 @@ use ractor::ActorRef;
 use super::cluster::MAX_HOPS;
 use super::CoordinatorState;
 use crate::cluster::wire::{ChildFailure, RequestId, WireMsg};
+use crate::core::child_route::{route_child, Asking, ChildRoute, Known};
 use crate::hub::protocol::{ChildCallReplyPort, ClusterMsg, CoordinatorMsg};
 use crate::hub::shared::refusals::Refusal;
 use crate::hub::shared::MAX_CONCURRENT_COMMANDS;
@@ -46,28 +49,47 @@ pub(crate) fn failure(
 enum Route {
     Here,
     Peer(NodeName),
+    /// The child exists but no reachable node runs it now (its host is down within the
+    /// grace, or it is being moved): answered `between_nodes`, naming the registry's host.
+    BetweenNodes(Option<NodeName>),
     Nowhere,
 }
 
 impl CoordinatorState {
-    fn route(&self, id: &ChildId) -> Route {
-        if self.hub.local_children.contains_key(id) {
-            return Route::Here;
-        }
+    fn route(&self, id: &ChildId, asking: Asking) -> Route {
+        let here = self.hub.local_children.contains_key(id);
         let Some(cluster) = &self.cluster else {
-            return Route::Nowhere;
+            return if here { Route::Here } else { Route::Nowhere };
         };
-        if let Some(row) = self.hub.storage.get(id) {
-            if let Some(node) = row.node_pids.keys().find(|n| cluster.peers.contains(*n)) {
-                return Route::Peer(node.clone());
-            }
-        }
+        let known = match self.hub.storage.get(id) {
+            Some(row) => Known::Bound(row.node_pids.keys().cloned().collect()),
+            None => Known::Unknown,
+        };
         let owner = self.owner_of(id);
-        if owner != self.hub.node && cluster.peers.contains(&owner) {
-            Route::Peer(owner)
-        } else {
-            Route::Nowhere
+        match route_child(
+            here,
+            &known,
+            &self.hub.node,
+            &owner,
+            |n| cluster.peers.contains(n),
+            asking,
+        ) {
+            ChildRoute::Here => Route::Here,
+            ChildRoute::Peer(node) => Route::Peer(node),
+            ChildRoute::BetweenNodes { host } => Route::BetweenNodes(host),
+            ChildRoute::NotFound => Route::Nowhere,
         }
+    }
+
+    /// The `between_nodes` failure: retryable, naming the host the registry gives.
+    fn between_nodes(&self, id: &ChildId, host: Option<NodeName>) -> ChildFailure {
+        let node = host.unwrap_or_else(|| self.hub.node.clone());
+        failure(
+            &node,
+            Some(id),
+            "between_nodes",
+            "the child's node is down or the child is being moved; retry shortly",
+        )
     }
 
     /// Runs the kind's handler on the local child; `done` gets the outcome (in a task: the
@@ -121,7 +143,14 @@ impl CoordinatorState {
 
     /// A cast to child `id` (from the handle with `hops == 0`, or from a peer).
     pub(super) fn child_cast(&mut self, id: ChildId, payload: Vec<u8>, hops: u8) {
-        match self.route(&id) {
+        match self.route(
+            &id,
+            if hops == 0 {
+                Asking::Origin
+            } else {
+                Asking::Answering
+            },
+        ) {
             Route::Here => self.run_here(&id, payload, |outcome| {
                 if let Err(e) = outcome {
                     tracing::debug!(child = %e.id, code = %e.reason, "child cast failed");
@@ -153,7 +182,7 @@ impl CoordinatorState {
         reply: ChildCallReplyPort,
     ) {
         let node = self.hub.node.clone();
-        match self.route(&id) {
+        match self.route(&id, Asking::Origin) {
             Route::Here => self.run_here(&id, payload, move |outcome| {
                 answer_call(reply, outcome);
             }),
@@ -167,6 +196,9 @@ impl CoordinatorState {
                         "no node runs the child",
                     )),
                 );
+            }
+            Route::BetweenNodes(host) => {
+                answer_call(reply, Err(self.between_nodes(&id, host)));
             }
             Route::Peer(peer) => {
                 let request_id = self.next_id();
@@ -210,7 +242,7 @@ impl CoordinatorState {
             return;
         };
         let node = self.hub.node.clone();
-        let route = self.route(&id);
+        let route = self.route(&id, Asking::Answering);
         if let Route::Peer(peer) = &route {
             if hops < MAX_HOPS {
                 // The child runs elsewhere (it moved): forward under this node's own request
@@ -264,6 +296,7 @@ impl CoordinatorState {
                 "forward_limit",
                 "too many hops",
             ))),
+            Route::BetweenNodes(host) => answer(Err(self.between_nodes(&id, host))),
             Route::Nowhere => answer(Err(failure(
                 &node,
                 Some(&id),

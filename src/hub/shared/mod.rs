@@ -10,14 +10,18 @@
 //! - [`recovery_state`]: the published recovery state behind `recovery_state` / `await_normal`;
 //! - [`refusals`]: the counts of peer input refused;
 //! - [`post`]: handing batches and requests to a sibling actor, answering them when it is away;
-//! - [`write_fault`]: the registry's last failed write, which health reports until one succeeds.
+//! - [`write_fault`]: the registry's last failed write, which health reports until one succeeds;
+//! - [`typed`]: typed calls to children on peers, waiting for their answers;
+//! - [`monitors`]: monitors set on this node and watches on its children.
 
+pub(crate) mod monitors;
 pub(crate) mod owned_task;
 pub(crate) mod post;
 pub(crate) mod recovery;
 pub(crate) mod recovery_state;
 pub(crate) mod refusals;
 pub(crate) mod simulation;
+pub(crate) mod typed;
 pub(crate) mod write_fault;
 
 use std::collections::BTreeSet;
@@ -150,6 +154,10 @@ pub(crate) struct HubShared {
     /// Child casts and calls being handled on this node (one task each), at most
     /// [`MAX_CONCURRENT_COMMANDS`].
     pub command_slots: Arc<tokio::sync::Semaphore>,
+    /// Typed calls this node waits on (`ChildRef::call` to a child on a peer).
+    pub typed: typed::TypedCalls,
+    /// Monitors set on this node and watches on its children (`Hub::monitor`).
+    pub monitors: monitors::Monitors,
     /// Bugs the simulator injected into this hub.
     #[cfg(feature = "sim")]
     pub bugs: BTreeSet<simulation::InjectedBug>,
@@ -211,6 +219,8 @@ impl HubShared {
             clock: Clock::system(),
             refusals: refusals::Refusals::default(),
             command_slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_COMMANDS)),
+            typed: typed::TypedCalls::default(),
+            monitors: monitors::Monitors::default(),
             #[cfg(feature = "sim")]
             bugs: BTreeSet::new(),
             #[cfg(feature = "sim")]

@@ -343,6 +343,8 @@ impl Actor for HubSupervisor {
         for waiter in state.shutdown_waiters.drain(..) {
             let _ = waiter.send(());
         }
+        // Monitors set here that nothing fired: their owner learns the hub is gone.
+        shared.monitors_hub_stopped();
         Ok(())
     }
 

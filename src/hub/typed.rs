@@ -1,0 +1,247 @@
+//! Typed messages to children by id, from any node: the host's side, and where a sender
+//! routes (shared by `ChildRef`, monitors and the inbox).
+//!
+//! A typed message crosses the wire as ractor serializes a remotable message (its variant's
+//! name and its `BytesConvertable` fields), so a message type made for ractor_cluster works
+//! unchanged. The sender encodes it and sends the frame itself; the host's wire inbox decodes
+//! it with the child's kind ([`crate::kinds::ChildKinds`] captured the type at registration)
+//! and hands it to the child's mailbox. No actor of the hub sits on the path: a cast is one
+//! frame, a call one frame each way.
+//!
+//! - **Casts** keep their order per sender while the child stays on one node (one FIFO link,
+//!   one mailbox). A host that does not run the child forwards the cast where its registry says
+//!   (at most [`MAX_HOPS`] hops); a cast nobody can deliver is dropped and logged.
+//! - **Calls** are answered by the host, never forwarded: a host that does not run the child
+//!   answers `moved` (naming where its registry says) or `not_found`, and the caller's
+//!   `ChildRef` retries within its timeout. A call waits for the child in a task of its own,
+//!   bounded by the caller's timeout and by [`MAX_CONCURRENT_COMMANDS`] per node (beyond it:
+//!   `overloaded`); a reply above the frame budget is answered `too_large`.
+//!
+//! The inbox may be called under the transport's lock, so everything that sends from here does
+//! so from a task.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::message::SerializedMessage;
+use ractor::RpcReplyPort;
+
+use super::shared::monitors::WatchOutcome;
+use super::shared::refusals::Refusal;
+use super::shared::{HubShared, MAX_CONCURRENT_COMMANDS};
+use crate::cluster::wire::budget::FRAME_BUDGET_BYTES;
+use crate::cluster::wire::{ChildFailure, RequestId, WireMsg};
+use crate::core::child_route::{route_child, Asking, ChildRoute, Known};
+use crate::kinds::DeliverError;
+use crate::model::{ChildId, DownReason, NodeName};
+
+/// Forwarding bound of a typed cast.
+pub(crate) const MAX_HOPS: u8 = 3;
+
+/// The longest a host waits for a child to answer a peer's call, whatever the caller asked.
+const MAX_CALL_WAIT: Duration = Duration::from_secs(3600);
+
+impl HubShared {
+    /// Where a message to child `id` goes from this node now; `asking` says whether this
+    /// node originates it (it may ask the ring owner) or answers a peer.
+    pub fn route_child(&self, id: &ChildId, asking: Asking) -> ChildRoute {
+        let here = self.local_children.contains_key(id);
+        if here {
+            return ChildRoute::Here;
+        }
+        let known = match self.storage.get(id) {
+            Some(row) => Known::Bound(row.node_pids.keys().cloned().collect()),
+            None => Known::Unknown,
+        };
+        let owner = self.owner_of(&self.ring(), id);
+        // The published membership, not the transport's peers: the inbox routes under the
+        // in-process router's lock, and asking the transport would take that lock again.
+        route_child(
+            false,
+            &known,
+            &self.node,
+            &owner,
+            |n| n != self.node && self.is_member(n),
+            asking,
+        )
+    }
+
+    /// The failure a host answers for a child it does not run (a call or a monitor that
+    /// found no child here): `moved` naming the node its registry names, or `not_found`.
+    fn not_here(&self, id: &ChildId) -> ChildFailure {
+        let (reason, message) = match self.route_child(id, Asking::Answering) {
+            ChildRoute::Peer(node) => ("moved", node),
+            ChildRoute::BetweenNodes { host } => ("between_nodes", host.unwrap_or_default()),
+            ChildRoute::Here | ChildRoute::NotFound => ("not_found", String::new()),
+        };
+        failure(&self.node, id, reason, &message)
+    }
+}
+
+pub(crate) fn failure(node: &NodeName, id: &ChildId, code: &str, message: &str) -> ChildFailure {
+    ChildFailure {
+        id: id.clone(),
+        node: node.clone(),
+        reason: code.to_owned(),
+        message: message.to_owned(),
+    }
+}
+
+/// Hands a serialized message to local child `id`.
+fn deliver_here(
+    hub: &HubShared,
+    id: &ChildId,
+    message: SerializedMessage,
+) -> Result<(), ChildFailure> {
+    let Some(cell) = hub.local_children.get(id).map(|c| c.value().clone()) else {
+        return Err(hub.not_here(id));
+    };
+    let kind = hub.storage.get(id).map(|r| r.spec.kind).unwrap_or_default();
+    let Some(deliver) = hub.kinds.deliver(&kind) else {
+        return Err(failure(
+            &hub.node,
+            id,
+            "decode",
+            &format!("kind {kind:?} is not registered here"),
+        ));
+    };
+    deliver(&cell, message).map_err(|e| match e {
+        DeliverError::Undecodable => failure(
+            &hub.node,
+            id,
+            "decode",
+            &format!("not a message of kind {kind:?}"),
+        ),
+        DeliverError::Gone => hub.not_here(id),
+    })
+}
+
+/// Runs `f` in a task (the inbox must not send while the transport may hold its lock).
+fn in_task(f: impl FnOnce() + Send + 'static) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            runtime.spawn(async move { f() });
+        }
+        Err(_) => tracing::warn!("typed message: no runtime to answer from"),
+    }
+}
+
+/// A peer's typed cast: delivered here, or forwarded where the registry says.
+pub(crate) fn on_cast(
+    hub: &Arc<HubShared>,
+    from: &NodeName,
+    id: ChildId,
+    variant: String,
+    args: Vec<u8>,
+    hops: u8,
+) {
+    if hub.local_children.contains_key(&id) {
+        let message = SerializedMessage::Cast {
+            variant,
+            args,
+            metadata: None,
+        };
+        if let Err(f) = deliver_here(hub, &id, message) {
+            tracing::debug!(child = %id, %from, code = %f.reason, "typed cast not delivered");
+        }
+        return;
+    }
+    match hub.route_child(&id, Asking::Answering) {
+        ChildRoute::Peer(next) if hops < MAX_HOPS && &next != from => {
+            let hub = hub.clone();
+            in_task(move || {
+                let msg = WireMsg::TypedCast {
+                    id,
+                    variant,
+                    args,
+                    hops: hops + 1,
+                };
+                if let Some(t) = hub.transport() {
+                    if let Err(e) = t.send(&next, &msg) {
+                        tracing::debug!(%next, error = %e, "typed cast not forwarded");
+                    }
+                }
+            });
+        }
+        _ => tracing::debug!(child = %id, %from, "typed cast dropped: the child does not run here"),
+    }
+}
+
+/// A peer's typed call: handed to the local child, its answer sent back from a task.
+pub(crate) fn on_call(
+    hub: &Arc<HubShared>,
+    from: NodeName,
+    request_id: RequestId,
+    id: ChildId,
+    variant: String,
+    args: Vec<u8>,
+    timeout_ms: u64,
+) {
+    let answer = {
+        let hub = hub.clone();
+        move |result: Result<Vec<u8>, ChildFailure>| {
+            let Some(t) = hub.transport() else { return };
+            let msg = WireMsg::TypedReply { request_id, result };
+            if let Err(e) = t.send(&from, &msg) {
+                tracing::debug!(origin = %from, error = %e, "typed reply not sent");
+            }
+        }
+    };
+    let node = hub.node.clone();
+    let Ok(slot) = hub.command_slots.clone().try_acquire_owned() else {
+        tracing::warn!(child = %id, limit = MAX_CONCURRENT_COMMANDS, "typed call refused: too many in flight");
+        hub.refusals.count(Refusal::Overloaded);
+        let f = failure(&node, &id, "overloaded", "");
+        return in_task(move || answer(Err(f)));
+    };
+    let wait = Duration::from_millis(timeout_ms).min(MAX_CALL_WAIT);
+    let (tx, rx) = tokio::sync::oneshot::channel::<Vec<u8>>();
+    let message = SerializedMessage::Call {
+        variant,
+        args,
+        reply: RpcReplyPort::from((tx, wait)),
+        metadata: None,
+    };
+    if let Err(f) = deliver_here(hub, &id, message) {
+        drop(slot);
+        return in_task(move || answer(Err(f)));
+    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        let result = match tokio::time::timeout(wait, rx).await {
+            Ok(Ok(bytes)) if bytes.len() as u64 > FRAME_BUDGET_BYTES => {
+                Err(failure(&node, &id, "too_large", &bytes.len().to_string()))
+            }
+            Ok(Ok(bytes)) => Ok(bytes),
+            Ok(Err(_)) => Err(failure(&node, &id, "no_reply", "")),
+            Err(_) => Err(failure(&node, &id, "timeout", &timeout_ms.to_string())),
+        };
+        drop(slot);
+        answer(result);
+    });
+}
+
+/// A peer monitors child `id`: watched here, or answered down at once.
+pub(crate) fn on_monitor(
+    hub: &Arc<HubShared>,
+    from: NodeName,
+    monitor: u64,
+    id: ChildId,
+    follow_restarts: bool,
+) {
+    let reason = match hub.watch(monitor, &id, Some(from.clone()), follow_restarts) {
+        WatchOutcome::Watching => return,
+        WatchOutcome::NoChild => DownReason::NoChild,
+        WatchOutcome::Refused => {
+            hub.refusals.count(Refusal::Overloaded);
+            tracing::warn!(peer = %from, "monitor refused: the peer holds too many watches here");
+            DownReason::MonitorRefused {
+                node: hub.node.clone(),
+            }
+        }
+    };
+    let hub = hub.clone();
+    in_task(move || hub.send_down(&from, monitor, id, reason));
+}
