@@ -251,31 +251,28 @@ impl Actor for ShipperActor {
         if let Some(timer) = state.timer.take() {
             timer.abort();
         }
-        // Ships until the queue is idle or waits for its backoff. Offers made meanwhile land
-        // in the shared queue and coalesce there; their wake-ups find it drained.
-        loop {
-            let step = state.shared.queue().next(state.shared.now_ms());
-            match step {
-                ShipStep::Ship(list) => {
-                    let shared = state.shared.clone();
-                    let on_failure = state.on_failure.clone();
-                    let me = myself.clone();
-                    let carried = list.clone();
-                    let ship = tokio::spawn(async move {
-                        ship(&shared, &on_failure, list).await;
-                        let _ = me.cast(ShipperMsg::Shipped);
-                    });
-                    state.in_flight = Some((ship, carried));
-                    return Ok(());
-                }
-                ShipStep::WaitUntil(at) => {
-                    let wait = Duration::from_millis(at.saturating_sub(state.shared.now_ms()));
-                    state.timer = Some(myself.send_after(wait, || ShipperMsg::Due));
-                    return Ok(());
-                }
-                ShipStep::Idle => return Ok(()),
+        // Ships the next version, or waits for its backoff. Offers made while a ship is under
+        // way land in the shared queue and coalesce there; its end looks at the queue again.
+        let step = state.shared.queue().next(state.shared.now_ms());
+        match step {
+            ShipStep::Ship(list) => {
+                let shared = state.shared.clone();
+                let on_failure = state.on_failure.clone();
+                let me = myself.clone();
+                let carried = list.clone();
+                let ship = tokio::spawn(async move {
+                    ship(&shared, &on_failure, list).await;
+                    let _ = me.cast(ShipperMsg::Shipped);
+                });
+                state.in_flight = Some((ship, carried));
             }
+            ShipStep::WaitUntil(at) => {
+                let wait = Duration::from_millis(at.saturating_sub(state.shared.now_ms()));
+                state.timer = Some(myself.send_after(wait, || ShipperMsg::Due));
+            }
+            ShipStep::Idle => {}
         }
+        Ok(())
     }
 }
 
