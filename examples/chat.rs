@@ -35,21 +35,52 @@ struct RoomArgs {
 }
 
 /// One line of a room's history.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 struct Line {
     user: String,
     text: String,
 }
 
-/// What a room understands.
-enum RoomMsg {
-    /// Append a line.
-    Post(Line),
-    /// The topic and every line so far.
-    History(RpcReplyPort<(String, Vec<Line>)>),
+/// A room's topic and lines, as `RoomMsg::History` answers them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct History {
+    topic: String,
+    lines: Vec<Line>,
 }
 
-impl ractor::Message for RoomMsg {}
+// How a line and a history cross nodes: ractor_cluster's `BytesConvertable`, here with bincode.
+// `from_bytes` cannot fail, so bytes that do not decode become an empty value rather than a
+// panic (which would drop the message).
+impl ractor::BytesConvertable for Line {
+    fn into_bytes(self) -> Vec<u8> {
+        bincode::serialize(&self).unwrap_or_default()
+    }
+    fn from_bytes(bytes: Vec<u8>) -> Self {
+        bincode::deserialize(&bytes).unwrap_or_default()
+    }
+}
+
+impl ractor::BytesConvertable for History {
+    fn into_bytes(self) -> Vec<u8> {
+        bincode::serialize(&self).unwrap_or_default()
+    }
+    fn from_bytes(bytes: Vec<u8>) -> Self {
+        bincode::deserialize(&bytes).unwrap_or_default()
+    }
+}
+
+/// What a room understands. `ChildMessage` makes it reachable from any node through a
+/// `ChildRef<RoomMsg>` (the same rules and bytes as ractor_cluster's `RactorClusterMessage`,
+/// without a proxy of every room on every node).
+#[derive(Debug, process_hub::ChildMessage)]
+enum RoomMsg {
+    /// Append a line; answers the number of lines, so a poster knows it landed.
+    #[rpc]
+    Post(Line, RpcReplyPort<u64>),
+    /// The topic and every line so far.
+    #[rpc]
+    History(RpcReplyPort<History>),
+}
 
 #[derive(Clone)]
 struct Room;
@@ -85,14 +116,18 @@ impl Actor for Room {
         state: &mut RoomState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            RoomMsg::Post(line) => {
+            RoomMsg::Post(line, reply) => {
                 if state.lines.len() == MAX_LINES {
                     state.lines.remove(0);
                 }
                 state.lines.push(line);
+                let _ = reply.send(state.lines.len() as u64);
             }
             RoomMsg::History(reply) => {
-                let _ = reply.send((state.topic.clone(), state.lines.clone()));
+                let _ = reply.send(History {
+                    topic: state.topic.clone(),
+                    lines: state.lines.clone(),
+                });
             }
         }
         Ok(())
@@ -100,67 +135,34 @@ impl Actor for Room {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Messaging a room by name from any node: the one place this example crosses the wire. A
-// command is the serializable mirror of `RoomMsg` (a reply port cannot travel); the handler
-// registered for the kind runs on the room's node and turns it into the typed message.
+// Messaging a room by name from any node: a typed reference (`Hub::child_ref`), resolved where
+// the room runs at each send. Nothing else to register: `ChildKinds::register` captured
+// `RoomMsg` with the kind.
 // ---------------------------------------------------------------------------------------------
 
-#[derive(Serialize, Deserialize)]
-enum RoomCommand {
-    Post(Line),
-    History,
-}
-
-#[derive(Serialize, Deserialize)]
-struct History {
-    topic: String,
-    lines: Vec<Line>,
-}
-
-/// Registers the room and its command handler (bincode in, bincode out).
+/// Registers the room kind.
 fn register_room(kinds: &mut ChildKinds) {
     kinds.register(ROOM, Room);
-    kinds.register_command(ROOM, |cell, payload| {
-        Box::pin(async move {
-            let room: ActorRef<RoomMsg> = match cell.is_message_type_of::<RoomMsg>() {
-                Some(true) => cell.into(),
-                _ => return Err("the child is not a room".to_owned()),
-            };
-            let command: RoomCommand = bincode::deserialize(&payload).map_err(|e| e.to_string())?;
-            match command {
-                RoomCommand::Post(line) => {
-                    room.cast(RoomMsg::Post(line)).map_err(|e| e.to_string())?;
-                    Ok(Vec::new())
-                }
-                RoomCommand::History => {
-                    let (topic, lines) = ractor::call_t!(room, RoomMsg::History, 5_000)
-                        .map_err(|e| e.to_string())?;
-                    bincode::serialize(&History { topic, lines }).map_err(|e| e.to_string())
-                }
-            }
-        })
-    });
 }
 
-/// Posts a line to `room` wherever it runs. Awaited so that the user knows it arrived.
+/// Posts a line to `room` wherever it runs; answers once the room has it.
 async fn post(hub: &Hub, room: &str, user: &str, text: &str) -> Result<(), Error> {
     let line = Line {
         user: user.to_owned(),
         text: text.to_owned(),
     };
-    let command = bincode::serialize(&RoomCommand::Post(line))?;
-    hub.call_child(room, command, Duration::from_secs(5))
+    hub.child_ref::<RoomMsg>(room)
+        .call(|reply| RoomMsg::Post(line, reply), Duration::from_secs(5))
         .await?;
     Ok(())
 }
 
 /// The history of `room` wherever it runs.
 async fn history(hub: &Hub, room: &str) -> Result<History, Error> {
-    let command = bincode::serialize(&RoomCommand::History)?;
-    let answer = hub
-        .call_child(room, command, Duration::from_secs(5))
-        .await?;
-    Ok(bincode::deserialize(&answer)?)
+    Ok(hub
+        .child_ref::<RoomMsg>(room)
+        .call(RoomMsg::History, Duration::from_secs(5))
+        .await?)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,22 +1,25 @@
 //! Multi-node: one binary run as three ractor_cluster nodes (three OS processes on loopback),
-//! children started from node a, called from node c wherever they run, the process hosting one
-//! of them killed with SIGKILL, and that child answering again from a survivor.
+//! children started from node a, called from node c with typed references wherever they run,
+//! one of them monitored from c, the process hosting it killed with SIGKILL, the monitor's
+//! `ChildDown`, and that child answering again from a survivor.
 //!
 //! Run: `cargo run --example multi_node`
 //!
 //! The parent process only orchestrates (`support/nodes.rs`): it starts the three nodes, tells
 //! them what to do over stdin, reads what they print, and kills one. Everything a node does is
 //! plain library use: `ClusterNode::start`, `Hub::builder(..).network(node)`, `start_children`,
-//! and messaging a child by id from any node.
+//! `Hub::child_ref` (a typed reference that follows the child) and `Hub::monitor_channel`.
 
 #[path = "support/nodes.rs"]
 mod nodes;
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use nodes::{node_name, say, Error, NodeRole, Nodes};
-use process_hub::{ChildSpec, Hub, ProcessHub, StartOptions};
-use process_hub_actors::counter::CounterArgs;
+use process_hub::{ChildDown, ChildSpec, Hub, MonitorOptions, ProcessHub, StartOptions};
+use process_hub_actors::counter::{CounterArgs, CounterMsg};
+use tokio::sync::mpsc::UnboundedReceiver;
 
 const CHILDREN: usize = 6;
 const WAIT: Duration = Duration::from_secs(60);
@@ -32,16 +35,18 @@ fn main() -> Result<(), Error> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Messaging a child: the one place this example talks to a child. It sends the counter's JSON
-// command by id (`Hub::call_child`); the hub finds the node running the child and carries the
-// bytes there, where the kind's command handler turns them into `CounterMsg::Get`.
+// Messaging a child: a typed reference (`Hub::child_ref`), resolved where the child runs at each
+// send. `CounterMsg` derives `process_hub::ChildMessage`, so the call crosses nodes in
+// ractor_cluster's encoding; while the child is between nodes (its host just died), the call
+// retries within its timeout.
 // ---------------------------------------------------------------------------------------------
 
 /// The value of counter `id`, wherever it runs.
 async fn counter_value(hub: &Hub, id: &str) -> Result<i64, Error> {
-    let get = br#"{"kind":"counter","command":{"op":"get"}}"#.to_vec();
-    let answer = hub.call_child(id, get, Duration::from_secs(5)).await?;
-    Ok(serde_json::from_slice(&answer)?)
+    let counter = hub.child_ref::<CounterMsg>(id);
+    Ok(counter
+        .call(CounterMsg::Get, Duration::from_secs(5))
+        .await?)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -75,9 +80,13 @@ fn parent() -> Result<(), Error> {
     let (id, host) = victim.ok_or("every child runs on c: no host to kill")?;
     let short = host.split('@').next().unwrap_or_default().to_owned();
 
+    nodes.tell("c", &format!("monitor {id}"))?;
+    nodes.expect("c", "monitoring", WAIT)?;
     println!("killing node {short} (SIGKILL), which hosts {id}");
     nodes.kill(&short)?;
     nodes.tell("c", &format!("await {id} {host}"))?;
+    let down = nodes.expect("c", "down", WAIT)?;
+    println!("c's monitor of {id}: {down}");
     let again = nodes.expect("c", "answered-again", WAIT)?;
     println!("{id} came back and answered again: {again}");
 
@@ -107,12 +116,27 @@ async fn node(role: NodeRole) -> Result<(), Error> {
     }
     say(format!("ready {}", hub.node()));
 
+    let mut monitors: HashMap<String, UnboundedReceiver<ChildDown>> = HashMap::new();
     while let Some(command) = commands.recv().await {
         let words: Vec<&str> = command.split(' ').collect();
         match words[..] {
             ["start"] => start_children(&hub).await?,
             ["call-all"] => call_all(&hub).await?,
-            ["await", id, dead] => await_failover(&hub, id, dead).await?,
+            ["monitor", id] => {
+                let (_monitor, downs) = hub.monitor_channel(id, MonitorOptions::new());
+                monitors.insert(id.to_owned(), downs);
+                say(format!("monitoring {id}"));
+            }
+            ["await", id, dead] => {
+                if let Some(mut downs) = monitors.remove(id) {
+                    let down = tokio::time::timeout(WAIT, downs.recv())
+                        .await
+                        .map_err(|_| format!("no ChildDown for {id} within {WAIT:?}"))?
+                        .ok_or("the monitor's channel closed")?;
+                    say(format!("down {} {:?}", down.id, down.reason));
+                }
+                await_failover(&hub, id, dead).await?
+            }
             ["quit"] => break,
             _ => return Err(format!("unknown command {command:?}").into()),
         }
@@ -162,8 +186,8 @@ async fn call_all(hub: &Hub) -> Result<(), Error> {
     Ok(())
 }
 
-/// On c: after `dead` was killed, wait until `id` runs elsewhere and answers. Calls made in
-/// between fail (the child has no host until the survivors re-place it); they are retried.
+/// On c: after `dead` was killed, wait until `id` runs elsewhere and answers. A typed call made
+/// in between retries while the child is between nodes; one that still fails is retried here.
 async fn await_failover(hub: &Hub, id: &str, dead: &str) -> Result<(), Error> {
     let killed = Instant::now();
     let mut failed_calls = 0;

@@ -128,6 +128,8 @@ fn multi_node_survives_the_sigkill_of_a_host_process() {
             "cluster formed",
             "[a] started 6 children",
             "killing node",
+            "c's monitor of counter-",
+            "NodeDown",
             "came back and answered again",
             "done in",
         ],

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use process_hub::admin::StartSpec;
-use process_hub_actors::harness::{ClusterOptions, LocalCluster};
+use process_hub_actors::harness::{wait_for, ClusterOptions, LocalCluster};
 use serde_json::json;
 
 fn binary() -> &'static Path {
@@ -62,12 +62,18 @@ fn a_command_posted_to_one_node_reaches_a_child_on_another() {
         )
         .expect("cast accepted");
     assert_eq!(accepted.id, remote);
-    let answer = first.call(&remote, &get, 5_000).expect("call answers");
-    assert_eq!(
-        answer.answer,
-        json!(start + 7),
-        "the cast arrived before the call"
-    );
+    // A cast through the command path is handled on the host in a task of its own: a call
+    // sent after it may be handled first (typed references keep a sender's order), so the
+    // cast is awaited by its effect.
+    wait_for(
+        "the cast reaches the child",
+        Duration::from_secs(30),
+        || {
+            let answer = first.call(&remote, &get, 5_000).ok()?;
+            (answer.answer == json!(start + 7)).then_some(())
+        },
+    )
+    .expect("the cast arrived");
     // The node hosting it answers the same.
     let answer = second.call(&remote, &get, 5_000).expect("call answers");
     assert_eq!(answer.answer, json!(start + 7));

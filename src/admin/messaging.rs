@@ -50,7 +50,10 @@ pub fn message_error(code: &str, message: String) -> AdminError {
         "no_command_handler" | "command_failed" => StatusCode::UNPROCESSABLE_ENTITY,
         "timeout" => StatusCode::GATEWAY_TIMEOUT,
         // The child's node is down or busy, or the child kept moving: retry later.
-        "unreachable" | "overloaded" | "forward_limit" => StatusCode::SERVICE_UNAVAILABLE,
+        // (`between_nodes`: its node is down within the grace, or it is being moved.)
+        "unreachable" | "overloaded" | "forward_limit" | "between_nodes" => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     AdminError::Child {
@@ -151,6 +154,7 @@ mod tests {
             "overloaded",
             "forward_limit",
             "hub_unavailable",
+            "between_nodes",
         ] {
             assert_eq!(status(retry), 503, "{retry}");
         }
