@@ -210,6 +210,27 @@ async fn drive(hub: &ActorRef<HubMsg>, log: &mut Log) -> Result<(), ActorProcess
         "declared_children",
         format!("{}", declared.map_or(0, |d| d.children.len())),
     );
+    let (down_tx, mut downs) = mpsc::unbounded_channel();
+    let watching = ask(hub, |reply| HubMsg::Monitor {
+        id: "m1".into(),
+        target: process_hub::DownSink::channel(down_tx.clone()),
+        options: process_hub::MonitorOptions::new(),
+        reply,
+    })
+    .await?;
+    let on_m3 = ask(hub, |reply| HubMsg::Monitor {
+        id: "m3".into(),
+        target: process_hub::DownSink::channel(down_tx.clone()),
+        options: process_hub::MonitorOptions::new(),
+        reply,
+    })
+    .await?;
+    let cancelled = ask(hub, |reply| HubMsg::Demonitor {
+        monitor: on_m3,
+        reply,
+    })
+    .await?;
+    note("demonitor", format!("{cancelled}"));
     let stopped = ask(hub, |reply| HubMsg::StopChild {
         id: "m1".into(),
         opts: StopOptions::new(),
@@ -217,6 +238,23 @@ async fn drive(hub: &ActorRef<HubMsg>, log: &mut Log) -> Result<(), ActorProcess
     })
     .await??;
     note("stop_child", format!("{}", stopped.stopped.len()));
+    let down = downs.recv().await.ok_or("no ChildDown")?;
+    note(
+        "monitor",
+        format!("{}|{}|{:?}", down.monitor == watching, down.id, down.reason),
+    );
+    let ghost = ask(hub, |reply| HubMsg::Monitor {
+        id: "ghost".into(),
+        target: process_hub::DownSink::channel(down_tx),
+        options: process_hub::MonitorOptions::new(),
+        reply,
+    })
+    .await?;
+    let down = downs.recv().await.ok_or("no ChildDown")?;
+    note(
+        "monitor_ghost",
+        format!("{}|{:?}", down.monitor == ghost, down.reason),
+    );
     let stopped = ask(hub, |reply| HubMsg::StopChildren {
         ids: vec!["m2".into()],
         opts: StopOptions::new(),
@@ -272,6 +310,9 @@ async fn every_operation_of_the_handle_runs_through_hubmsg_from_an_actor() {
     expect("register_hook", "Ok(())");
     expect("hook_handlers", "driver");
     expect("start_child", "1");
+    expect("demonitor", "true");
+    expect("monitor", "true|m1|Stopped { node: \"a@127.0.0.1\" }");
+    expect("monitor_ghost", "true|NoChild");
     expect("start_children", "2");
     assert!(
         seen["event"].starts_with("ChildStarted"),
@@ -300,7 +341,7 @@ async fn every_operation_of_the_handle_runs_through_hubmsg_from_an_actor() {
     expect("leave", "done");
     expect("shutdown_and_wait", "done");
     // Every operation ran, the hub is down and its root has stopped.
-    assert_eq!(log.len(), 27, "{log:?}");
+    assert_eq!(log.len(), 30, "{log:?}");
     assert!(!hub.is_alive());
     join.await.unwrap();
 }

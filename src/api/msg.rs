@@ -12,6 +12,7 @@ use ractor::{ActorCell, RpcReplyPort};
 
 use super::declared::DeclaredView;
 use super::errors::{AwaitNormalTimeout, ChildMessageError, RecoveryError, StartError, StopError};
+use super::monitor::{DownSink, MonitorId, MonitorOptions};
 use super::options::{StartOptions, StopOptions};
 use super::results::{ChildInfo, ProcessEntry, ProcessScope, StartResult, StopResult};
 use crate::core::recovery::RecoveryState;
@@ -233,6 +234,25 @@ pub enum HubMsg {
     Info {
         /// The answer.
         reply: RpcReplyPort<HubInfo>,
+    },
+    /// Monitors child `id` ([`crate::Hub::monitor`]): `target` gets exactly one `ChildDown`.
+    Monitor {
+        /// The child.
+        id: ChildId,
+        /// Where the `ChildDown` goes.
+        target: DownSink,
+        /// Whether the monitor survives the child's restarts.
+        options: MonitorOptions,
+        /// The monitor, for [`HubMsg::Demonitor`].
+        reply: RpcReplyPort<MonitorId>,
+    },
+    /// Cancels a monitor set on this node ([`crate::Hub::demonitor`]); `false` if it already
+    /// fired or was cancelled.
+    Demonitor {
+        /// The monitor.
+        monitor: MonitorId,
+        /// The answer.
+        reply: RpcReplyPort<bool>,
     },
 }
 

@@ -20,8 +20,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use super::HubShared;
-use crate::api::monitor::{ChildDown, DownSink, MonitorId};
+use crate::api::monitor::{ChildDown, DownSink, MonitorId, MonitorOptions};
 use crate::cluster::wire::WireMsg;
+use crate::core::child_route::{Asking, ChildRoute};
 use crate::model::{ChildId, DownReason, NodeName};
 
 /// The most watches one peer may hold on this node's children.
@@ -294,5 +295,51 @@ fn remove_watch(tables: &mut Tables, id: &ChildId, monitor: u64, origin: Option<
         if let Some(peer) = origin {
             release(tables, peer);
         }
+    }
+}
+
+impl HubShared {
+    /// Sets a monitor on `id` for `target`: what `Hub::monitor` and `HubMsg::Monitor` do.
+    pub(crate) fn monitor(
+        &self,
+        id: ChildId,
+        target: DownSink,
+        options: MonitorOptions,
+    ) -> MonitorId {
+        let shared = self;
+        let monitor = shared.monitors.next_id();
+        // Answering: a child whose host is down fires `node_down` now rather than asking the owner.
+        match shared.route_child(&id, Asking::Answering) {
+            ChildRoute::Here => {
+                shared.own_monitor(monitor, id.clone(), target, None);
+                if shared.watch(monitor.0, &id, None, options.follow_restarts)
+                    != WatchOutcome::Watching
+                {
+                    shared.fire_monitor(monitor.0, DownReason::NoChild);
+                }
+            }
+            ChildRoute::Peer(node) => {
+                shared.own_monitor(monitor, id.clone(), target, Some(node.clone()));
+                let msg = WireMsg::MonitorChild {
+                    monitor: monitor.0,
+                    id,
+                    follow_restarts: options.follow_restarts,
+                };
+                let sent = shared.transport().map(|t| t.send(&node, &msg));
+                if !matches!(sent, Some(Ok(()))) {
+                    shared.fire_monitor(monitor.0, DownReason::NodeDown { node });
+                }
+            }
+            ChildRoute::BetweenNodes { host: Some(node) } if node != shared.node => {
+                // Its host is down (within the grace): the instance is gone with it.
+                shared.own_monitor(monitor, id, target, None);
+                shared.fire_monitor(monitor.0, DownReason::NodeDown { node });
+            }
+            ChildRoute::BetweenNodes { .. } | ChildRoute::NotFound => {
+                shared.own_monitor(monitor, id, target, None);
+                shared.fire_monitor(monitor.0, DownReason::NoChild);
+            }
+        }
+        monitor
     }
 }

@@ -435,6 +435,17 @@ impl Actor for HubSupervisor {
             | HubMsg::LocalChild { .. }
             | HubMsg::HookHandlers { .. }
             | HubMsg::Info { .. }) => answer_read(hub, msg),
+            HubMsg::Monitor {
+                id,
+                target,
+                options,
+                reply,
+            } => {
+                let _ = reply.send(hub.monitor(id, target, options));
+            }
+            HubMsg::Demonitor { monitor, reply } => {
+                let _ = reply.send(hub.demonitor(monitor));
+            }
         }
         Ok(())
     }
