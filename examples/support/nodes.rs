@@ -240,7 +240,7 @@ impl NodeRole {
 
     /// Starts the cluster node: loopback, the shared cookie, every other node as a seed.
     pub async fn start_node(&self) -> Result<ClusterNode, Error> {
-        let config = ClusterConfig::for_node(&self.node_name(), self.port, self.cookie.as_str())?
+        let config = ClusterConfig::for_node(self.node_name(), self.port, self.cookie.as_str())?
             .with_seeds(self.seeds.iter().cloned());
         Ok(ClusterNode::start(config).await?)
     }

@@ -111,10 +111,11 @@ impl ClusterConfig {
     /// is written), on `port` with `cookie`. Fails when `node` is not `name@host` with both
     /// parts non-empty.
     pub fn for_node(
-        node: &str,
+        node: impl AsRef<str>,
         port: u16,
         cookie: impl Into<String>,
     ) -> Result<Self, ClusterError> {
+        let node = node.as_ref();
         match node.split_once('@') {
             Some((name, host)) if !name.is_empty() && !host.is_empty() && !host.contains('@') => {
                 Ok(Self::new(name, host, port, cookie))
