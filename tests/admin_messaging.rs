@@ -145,8 +145,6 @@ async fn each_failure_has_its_code_and_status() {
 
 /// A request with a raw body and content type, for what `call_admin` cannot send.
 async fn raw(hub: &Hub, path: &str, content_type: &str, body: Vec<u8>) -> (StatusCode, Value) {
-    use http_body_util::BodyExt;
-    use tower::ServiceExt;
     let request = axum::http::Request::builder()
         .method("POST")
         .uri(path)
@@ -160,17 +158,11 @@ async fn raw(hub: &Hub, path: &str, content_type: &str, body: Vec<u8>) -> (Statu
         },
         ..Default::default()
     };
-    let response = process_hub::admin::router_with(hub.clone(), config)
-        .oneshot(request)
-        .await
-        .expect("the router answers");
-    let status = response.status();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .expect("a readable body")
-        .to_bytes();
+    let (status, bytes) = common::admin::send(
+        process_hub::admin::router_with(hub.clone(), config),
+        request,
+    )
+    .await;
     (
         status,
         serde_json::from_slice(&bytes).unwrap_or(Value::Null),

@@ -10,9 +10,6 @@ pub async fn call_admin<O: AdminOps>(
     path: &str,
     body: Option<serde_json::Value>,
 ) -> (axum::http::StatusCode, serde_json::Value) {
-    use http_body_util::BodyExt;
-    use tower::ServiceExt;
-
     let request = axum::http::Request::builder()
         .method(method)
         .uri(path)
@@ -22,17 +19,7 @@ pub async fn call_admin<O: AdminOps>(
             None => axum::body::Body::empty(),
         })
         .expect("a well-formed request");
-    let response = process_hub::admin::router(ops.clone())
-        .oneshot(request)
-        .await
-        .expect("the router answers");
-    let status = response.status();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .expect("a readable body")
-        .to_bytes();
+    let (status, bytes) = send(process_hub::admin::router(ops.clone()), request).await;
     let value = if bytes.is_empty() {
         serde_json::Value::Null
     } else {
@@ -41,4 +28,23 @@ pub async fn call_admin<O: AdminOps>(
         ))
     };
     (status, value)
+}
+
+/// Sends `request` to `router` and returns the status and the body's bytes.
+pub async fn send(
+    router: axum::Router,
+    request: axum::http::Request<axum::body::Body>,
+) -> (axum::http::StatusCode, axum::body::Bytes) {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    let response = router.oneshot(request).await.expect("the router answers");
+    let status = response.status();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("a readable body")
+        .to_bytes();
+    (status, bytes)
 }
