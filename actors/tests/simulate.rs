@@ -125,6 +125,30 @@ fn a_stop_request_never_answered_is_caught() {
 }
 
 #[test]
+fn two_leaving_nodes_handing_children_to_each_other_are_caught() {
+    caught(
+        "hand_over_without_goodbye_answers",
+        "no_handover_to_leaving",
+        "2",
+    );
+}
+
+#[test]
+fn typed_calls_never_answered_are_caught() {
+    caught("ignore_typed_calls", "calls_answered", "2");
+}
+
+#[test]
+fn typed_casts_lost_are_caught() {
+    caught("drop_typed_casts", "casts_in_order", "2");
+}
+
+#[test]
+fn a_monitor_firing_twice_is_caught() {
+    caught("deliver_monitors_twice", "monitors_fire_once", "2");
+}
+
+#[test]
 fn a_bad_flag_is_refused() {
     let output = simulate(&["--seeds", "1", "--inject-bug", "nonsense"]);
     assert_eq!(output.status.code(), Some(2));

@@ -28,6 +28,7 @@ use ractor::RpcReplyPort;
 
 use super::shared::monitors::WatchOutcome;
 use super::shared::refusals::Refusal;
+use super::shared::simulation::InjectedBug;
 use super::shared::{HubShared, MAX_CONCURRENT_COMMANDS};
 use crate::cluster::wire::budget::FRAME_BUDGET_BYTES;
 use crate::cluster::wire::{ChildFailure, RequestId, WireMsg};
@@ -135,6 +136,9 @@ pub(crate) fn on_cast(
     args: Vec<u8>,
     hops: u8,
 ) {
+    if hub.has_bug(InjectedBug::DropTypedCasts) {
+        return;
+    }
     if hub.local_children.contains_key(&id) {
         let message = SerializedMessage::Cast {
             variant,
@@ -177,6 +181,9 @@ pub(crate) fn on_call(
     args: Vec<u8>,
     timeout_ms: u64,
 ) {
+    if hub.has_bug(InjectedBug::IgnoreTypedCalls) {
+        return;
+    }
     let answer = {
         let hub = hub.clone();
         move |result: Result<Vec<u8>, ChildFailure>| {

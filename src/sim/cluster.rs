@@ -213,14 +213,27 @@ impl SimCluster {
 
     /// `name` leaves gracefully: hands its children over, then shuts its hub down.
     pub async fn leave(&mut self, name: &str) {
-        let Some(node) = self.nodes.get_mut(name) else {
-            return;
-        };
-        if let NodeLife::Up(hub) = std::mem::replace(&mut node.life, NodeLife::Left) {
-            let _ = hub.leave().await;
+        self.leave_together(&[name.to_owned()]).await;
+    }
+
+    /// `names` leave gracefully at once: each hands its children over, then shuts its hub down.
+    pub async fn leave_together(&mut self, names: &[NodeName]) {
+        let mut leaving = Vec::new();
+        for name in names {
+            let Some(node) = self.nodes.get_mut(name) else {
+                continue;
+            };
+            if let NodeLife::Up(hub) = std::mem::replace(&mut node.life, NodeLife::Left) {
+                leaving.push(hub);
+            }
         }
-        let _ = self.router.crash(name);
-        node.disks().for_each(|d| d.crash());
+        futures::future::join_all(leaving.iter().map(Hub::leave)).await;
+        for name in names {
+            let _ = self.router.crash(name);
+            if let Some(node) = self.nodes.get(name) {
+                node.disks().for_each(|d| d.crash());
+            }
+        }
     }
 
     /// The nodes that are up, sorted.

@@ -9,6 +9,10 @@
 //! | [`Invariant::PlacementBounded`] | every step | no child runs on a node that is not its ring owner (over the nodes that node can reach) for longer than the bound |
 //! | [`Invariant::VersionsMonotonic`] | every step | a node's declared version never goes backwards while it keeps its disk |
 //! | [`Invariant::RequestsAnswered`] | every step, quiescence | no request is answered twice; at quiescence each was answered once |
+//! | [`Invariant::CallsAnswered`] | every step, quiescence | a typed call that is answered gets its own child's answer; at quiescence, a call from any node to any child (which stays put) is answered |
+//! | [`Invariant::CastsInOrder`] | quiescence | one sender's typed casts to a child that stays put all arrive, in the order sent |
+//! | [`Invariant::MonitorsFireOnce`] | every step, quiescence | a monitor delivers at most one `ChildDown`, none once demonitored; at quiescence, a monitor set from any node on a child that is then stopped fires once, `stopped` |
+//! | [`Invariant::NoHandoverToLeaving`] | every step | nodes that leave together hand no child to each other (when the link between them delivers) |
 //!
 //! The declared list is the leader's, persisted before it is acknowledged and then broadcast; it
 //! is not a consensus log. So when two leaders mutate at once (a partition, or a leader that
@@ -43,17 +47,30 @@ pub enum Invariant {
     VersionsMonotonic,
     /// Every request is answered exactly once.
     RequestsAnswered,
+    /// A typed call gets its child's own answer, and a child that stays put answers.
+    CallsAnswered,
+    /// Typed casts of one sender to a child that stays put arrive, in order.
+    CastsInOrder,
+    /// A monitor fires at most once (exactly once for a child that is stopped), never after it
+    /// is cancelled.
+    MonitorsFireOnce,
+    /// A leaving node hands no child to a node leaving with it.
+    NoHandoverToLeaving,
 }
 
 impl Invariant {
     /// Every invariant.
-    pub const ALL: [Invariant; 6] = [
+    pub const ALL: [Invariant; 10] = [
         Invariant::DeclaredRunOnce,
         Invariant::StoppedStaysStopped,
         Invariant::RegistriesAgree,
         Invariant::PlacementBounded,
         Invariant::VersionsMonotonic,
         Invariant::RequestsAnswered,
+        Invariant::CallsAnswered,
+        Invariant::CastsInOrder,
+        Invariant::MonitorsFireOnce,
+        Invariant::NoHandoverToLeaving,
     ];
 
     /// Its name in reports.
@@ -65,6 +82,10 @@ impl Invariant {
             Invariant::PlacementBounded => "placement_bounded",
             Invariant::VersionsMonotonic => "versions_monotonic",
             Invariant::RequestsAnswered => "requests_answered",
+            Invariant::CallsAnswered => "calls_answered",
+            Invariant::CastsInOrder => "casts_in_order",
+            Invariant::MonitorsFireOnce => "monitors_fire_once",
+            Invariant::NoHandoverToLeaving => "no_handover_to_leaving",
         }
     }
 }
@@ -85,7 +106,7 @@ pub struct Violation {
 }
 
 impl Violation {
-    fn new(invariant: Invariant, detail: impl Into<String>) -> Self {
+    pub(crate) fn new(invariant: Invariant, detail: impl Into<String>) -> Self {
         Self {
             invariant,
             detail: detail.into(),

@@ -75,6 +75,8 @@ pub struct Ledger {
     pub acknowledged: Vec<Acknowledged>,
     /// The leaders' decisions, in the order they were made.
     pub decisions: Vec<Decision>,
+    /// The handovers of leaving nodes: who handed children to whom, in order.
+    pub handovers: Vec<(NodeName, Vec<NodeName>)>,
 }
 
 /// A ledger shared by the run and its request tasks.
@@ -146,6 +148,7 @@ impl Ledger {
                 untouched,
                 cleared,
             }),
+            Observation::HandedOver { from, to } => self.handovers.push((from, to)),
         }
     }
 }

@@ -20,8 +20,9 @@
 //! where the declared list lives) and a wall clock that can be skewed.
 //!
 //! **Workload and faults** ([`workload`]): plain and durable starts and stops through any node,
-//! children failing, nodes crashing (memory gone, disk kept) and restarting (sometimes on a lost
-//! disk, while most nodes are up), joining and leaving, partitions of any split and heals, links
+//! typed calls and casts and monitors from any node ([`messaging`]), children failing, nodes
+//! crashing (memory gone, disk kept) and restarting (sometimes on a lost disk, while most nodes
+//! are up), joining and leaving (alone or two at once), partitions of any split and heals, links
 //! that drop, delay and reorder, bursts of dropped frames, slow disks, clock jumps. Requests run
 //! as tasks while the faults strike.
 //!
@@ -37,6 +38,7 @@ pub mod cluster;
 mod hostile;
 pub mod invariants;
 pub mod ledger;
+pub mod messaging;
 mod run;
 pub mod trace;
 pub mod workload;

@@ -15,6 +15,7 @@ use super::invariants::{
     registries_agree, requests_answered, NodeView, PlacementWatch, VersionWatch, Violation,
 };
 use super::ledger::{Acknowledged, Ledger, SharedLedger};
+use super::messaging::{self, SharedMessageLog};
 use super::trace::{short, Trace};
 use super::workload::{Op, Workload, WorldView};
 use crate::api::{StartOptions, StopOptions};
@@ -136,6 +137,12 @@ struct Run {
     /// Acknowledged and not stopped since (what stops are drawn from).
     live_plain: BTreeSet<ChildId>,
     live_durable: Arc<Mutex<BTreeSet<ChildId>>>,
+    /// What typed messages and monitors showed.
+    messages: SharedMessageLog,
+    /// The next number a typed call or cast carries.
+    next_message: u64,
+    /// A broken promise found while applying an operation, reported at the next check.
+    found: Option<Violation>,
 }
 
 impl Run {
@@ -144,23 +151,29 @@ impl Run {
         let ledger: SharedLedger = Arc::new(Mutex::new(Ledger::default()));
         let (observed, noted) = (ledger.clone(), trace.clone());
         let observer = Arc::new(move |o: Observation| {
-            let Observation::Authored {
-                author,
-                base,
-                result,
-                declared,
-                undeclared,
-                untouched,
-                ..
-            } = &o;
-            noted.line(format!(
-                "decided by {}: v{} {:?} -> v{} {:x}: +{declared:?} -{undeclared:?} ={untouched:?}",
-                short(author),
-                base.version,
-                base.last_mutated_by.as_deref().map(short),
-                result.version,
-                result.digest
-            ));
+            match &o {
+                Observation::Authored {
+                    author,
+                    base,
+                    result,
+                    declared,
+                    undeclared,
+                    untouched,
+                    ..
+                } => noted.line(format!(
+                    "decided by {}: v{} {:?} -> v{} {:x}: +{declared:?} -{undeclared:?} ={untouched:?}",
+                    short(author),
+                    base.version,
+                    base.last_mutated_by.as_deref().map(short),
+                    result.version,
+                    result.digest
+                )),
+                Observation::HandedOver { from, to } => noted.line(format!(
+                    "{} hands its children to {:?}",
+                    short(from),
+                    to.iter().map(|n| short(n)).collect::<Vec<_>>()
+                )),
+            }
             lock(&observed).observe(o)
         });
         let mut rng = StdRng::seed_from_u64(seed);
@@ -187,6 +200,9 @@ impl Run {
             durable_registry,
             live_plain: BTreeSet::new(),
             live_durable: Arc::default(),
+            messages: Arc::default(),
+            next_message: 0,
+            found: None,
         }
     }
 
@@ -290,6 +306,36 @@ impl Run {
                     let _ = hub.cast_child(id, b"cast".to_vec());
                 }
             }
+            Op::TypedCall { node, id } => {
+                if let Some(hub) = self.cluster.hub(&node) {
+                    self.next_message += 1;
+                    let request = lock(&self.ledger).issue(
+                        format!("typed call {id}"),
+                        &node,
+                        self.trace.now_ms(),
+                    );
+                    let ledger = self.ledger.clone();
+                    messaging::typed_call(
+                        hub,
+                        id,
+                        self.next_message,
+                        &self.messages,
+                        &self.trace,
+                        move || lock(&ledger).answered(request),
+                    );
+                }
+            }
+            Op::TypedCast { node, id } => {
+                if let Some(hub) = self.cluster.hub(&node) {
+                    self.next_message += 1;
+                    messaging::typed_cast(hub, id, 0, self.next_message, &self.trace);
+                }
+            }
+            Op::Monitor { node, id, cancel } => {
+                if let Some(hub) = self.cluster.hub(&node) {
+                    messaging::monitor(hub, id, cancel, &self.messages, &self.trace);
+                }
+            }
             Op::FailActor { node, actor } => {
                 if let Some(hub) = self.cluster.hub(&node) {
                     let shared = hub.shared();
@@ -338,6 +384,15 @@ impl Run {
                 }
             }
             Op::Leave { node } => self.cluster.leave(&node).await,
+            Op::LeaveTogether { nodes } => {
+                let clean = messaging::links_clean(&self.cluster, &nodes);
+                let before = lock(&self.ledger).handovers.len();
+                self.cluster.leave_together(&nodes).await;
+                let handovers = lock(&self.ledger).handovers[before..].to_vec();
+                if let Err(v) = messaging::judge_handovers(&nodes, &clean, &handovers) {
+                    self.found.get_or_insert(v);
+                }
+            }
             Op::Partition { groups } => self.cluster.partition(&groups),
             Op::Heal => self.cluster.heal(),
             Op::FaultLink { from, to, faults } => self.cluster.fault_link(&from, &to, faults),
@@ -492,6 +547,10 @@ impl Run {
     fn check_always(&mut self) -> Result<(), Violation> {
         self.checks += 1;
         requests_answered(&lock(&self.ledger), false)?;
+        if let Some(v) = self.found.take() {
+            return Err(v);
+        }
+        lock(&self.messages).check()?;
         let mut versions = Vec::new();
         for node in self.cluster.nodes.values() {
             let Some(hub) = node.hub() else { continue };
@@ -579,6 +638,19 @@ impl Run {
                         self.trace.line(format!(
                             "quiescent; {superseded} acknowledged mutations superseded"
                         ));
+                        let (monitors, fired) = lock(&self.messages).monitor_counts();
+                        self.trace
+                            .line(format!("{monitors} monitors set in the run, {fired} fired"));
+                        let probed =
+                            messaging::probe(&self.cluster, &self.live_plain, &self.trace).await;
+                        let probed = probed.and_then(|counts| {
+                            lock(&self.messages).check()?;
+                            Ok(counts)
+                        });
+                        match probed {
+                            Ok(counts) => self.trace.line(format!("probe: {counts:?}")),
+                            Err(violation) => return self.fail(steps, violation).await,
+                        }
                         let mut report = self.report(steps, None);
                         report.superseded = superseded;
                         self.cluster.shut_down().await;

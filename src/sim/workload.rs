@@ -51,6 +51,29 @@ pub enum Op {
         /// The child.
         id: ChildId,
     },
+    /// Call a child through a typed reference made on a node (and wait for its answer).
+    TypedCall {
+        /// The node the reference is made on.
+        node: NodeName,
+        /// The child.
+        id: ChildId,
+    },
+    /// Cast a numbered note to a child through a typed reference made on a node.
+    TypedCast {
+        /// The node the reference is made on.
+        node: NodeName,
+        /// The child.
+        id: ChildId,
+    },
+    /// Monitor a child from a node; with `cancel`, demonitor it right after.
+    Monitor {
+        /// The node the monitor is set on.
+        node: NodeName,
+        /// The child.
+        id: ChildId,
+        /// Demonitor it at once.
+        cancel: bool,
+    },
     /// One of a hub's own actors fails (its HubSupervisor restarts it).
     FailActor {
         /// The node.
@@ -87,6 +110,11 @@ pub enum Op {
     Leave {
         /// The node.
         node: NodeName,
+    },
+    /// Several nodes leave gracefully at once.
+    LeaveTogether {
+        /// The nodes.
+        nodes: Vec<NodeName>,
     },
     /// The nodes are split into groups.
     Partition {
@@ -209,6 +237,14 @@ impl fmt::Display for Op {
             ),
             Op::CallChild { node, id } => write!(f, "call {id} via {}", short(node)),
             Op::CastChild { node, id } => write!(f, "cast to {id} via {}", short(node)),
+            Op::TypedCall { node, id } => write!(f, "typed call {id} via {}", short(node)),
+            Op::TypedCast { node, id } => write!(f, "typed cast to {id} via {}", short(node)),
+            Op::Monitor { node, id, cancel } => write!(
+                f,
+                "monitor {id} via {}{}",
+                short(node),
+                if *cancel { ", then demonitor" } else { "" }
+            ),
             Op::FailActor { node, actor } => write!(f, "fail the {actor} of {}", short(node)),
             Op::FailChild { id } => write!(f, "fail child {id}"),
             Op::Outage => write!(f, "whole-cluster outage"),
@@ -221,6 +257,10 @@ impl fmt::Display for Op {
             ),
             Op::Join { node } => write!(f, "join {}", short(node)),
             Op::Leave { node } => write!(f, "leave {}", short(node)),
+            Op::LeaveTogether { nodes } => {
+                let nodes: Vec<&str> = nodes.iter().map(|n| short(n)).collect();
+                write!(f, "leave together {nodes:?}")
+            }
             Op::Partition { groups } => {
                 let groups: Vec<Vec<&str>> = groups
                     .iter()
@@ -299,7 +339,7 @@ impl Workload {
         for _ in 0..8 {
             let roll = rng.gen_range(0..100);
             let op = match roll {
-                0..=17 => pick(rng, world.up).map(|node| {
+                0..=15 => pick(rng, world.up).map(|node| {
                     let n = rng.gen_range(1..=4);
                     Op::Start {
                         node,
@@ -307,7 +347,7 @@ impl Workload {
                         durable: false,
                     }
                 }),
-                18..=37 => pick(rng, world.up).map(|node| {
+                16..=33 => pick(rng, world.up).map(|node| {
                     let n = rng.gen_range(1..=4);
                     Op::Start {
                         node,
@@ -315,7 +355,7 @@ impl Workload {
                         durable: true,
                     }
                 }),
-                38..=44 => {
+                34..=40 => {
                     let plain: Vec<&ChildId> = world.plain.iter().collect();
                     match (pick(rng, world.up), plain.choose(rng)) {
                         (Some(node), Some(id)) => Some(Op::Stop {
@@ -326,7 +366,7 @@ impl Workload {
                         _ => None,
                     }
                 }
-                45..=53 => {
+                41..=49 => {
                     let durable: Vec<&ChildId> = world.durable.iter().collect();
                     match (pick(rng, world.up), durable.choose(rng)) {
                         (Some(node), Some(id)) => Some(Op::Stop {
@@ -337,24 +377,17 @@ impl Workload {
                         _ => None,
                     }
                 }
-                54..=56 => {
+                50..=52 => {
                     let running: Vec<&ChildId> = world.running.iter().collect();
                     running
                         .choose(rng)
                         .map(|id| Op::FailChild { id: (*id).clone() })
                 }
-                57..=58 => {
-                    // Any child ever started, running or not (a call may find it gone).
+                53..=58 => {
+                    // Any child ever started, running or not (a message may find it gone).
                     let known: Vec<&ChildId> = world.plain.iter().chain(world.durable).collect();
                     match (pick(rng, world.up), known.choose(rng)) {
-                        (Some(node), Some(id)) if rng.gen_bool(0.7) => Some(Op::CallChild {
-                            node,
-                            id: (*id).clone(),
-                        }),
-                        (Some(node), Some(id)) => Some(Op::CastChild {
-                            node,
-                            id: (*id).clone(),
-                        }),
+                        (Some(node), Some(id)) => Some(message(rng, node, (*id).clone())),
                         _ => None,
                     }
                 }
@@ -367,6 +400,13 @@ impl Workload {
                 74..=75 if world.all < MAX_NODES => Some(Op::Join {
                     node: format!("n{}@sim", world.all + 1),
                 }),
+                76..=77 if world.up.len() > 2 && rng.gen_bool(0.4) => {
+                    let mut nodes = world.up.to_vec();
+                    nodes.shuffle(rng);
+                    nodes.truncate(2);
+                    nodes.sort();
+                    Some(Op::LeaveTogether { nodes })
+                }
                 76..=77 if world.up.len() > 1 => pick(rng, world.up).map(|node| Op::Leave { node }),
                 78..=81 if world.up.len() > 1 => {
                     // Any split into two or three groups of any sizes.
@@ -462,6 +502,22 @@ impl Workload {
             }
         }
         Op::Idle
+    }
+}
+
+/// Draws a message to child `id` through `node`: a typed call or cast, a call or cast of
+/// bytes, or a monitor.
+fn message(rng: &mut StdRng, node: NodeName, id: ChildId) -> Op {
+    match rng.gen_range(0..20) {
+        0..=6 => Op::TypedCall { node, id },
+        7..=10 => Op::TypedCast { node, id },
+        11..=13 => Op::CallChild { node, id },
+        14..=15 => Op::CastChild { node, id },
+        _ => Op::Monitor {
+            node,
+            id,
+            cancel: rng.gen_bool(0.25),
+        },
     }
 }
 

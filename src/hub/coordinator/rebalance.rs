@@ -30,7 +30,7 @@ use crate::core::redistribution::{plan_redistribution, DeclaredKnowledge, Livene
 use crate::events::{HubEvent, MoveReason};
 use crate::hooks::{HookEvent, HookKey};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg};
-use crate::hub::shared::simulation::InjectedBug;
+use crate::hub::shared::simulation::{InjectedBug, Observation};
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName, Row};
 
 type Batches = BTreeMap<NodeName, Vec<(ChildSpec, Metadata)>>;
@@ -418,7 +418,7 @@ impl CoordinatorState {
             .cloned()
             .collect();
         self.publish_membership();
-        if awaiting.is_empty() {
+        if awaiting.is_empty() || self.hub.has_bug(InjectedBug::HandOverWithoutGoodbyeAnswers) {
             return self.hand_over(myself, reply);
         }
         let timer = myself.send_after(GOODBYE_ACK_WAIT, || {
@@ -503,6 +503,10 @@ impl CoordinatorState {
             "leaving the cluster: handing children over"
         );
         let by_node = batches(placed.iter().map(|(n, r)| (n, r)));
+        self.hub.observe(|| Observation::HandedOver {
+            from: me.clone(),
+            to: by_node.keys().cloned().collect(),
+        });
         self.start_internal(
             myself,
             by_node,

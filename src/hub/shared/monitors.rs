@@ -23,6 +23,7 @@ use super::HubShared;
 use crate::api::monitor::{ChildDown, DownSink, MonitorId, MonitorOptions};
 use crate::cluster::wire::WireMsg;
 use crate::core::child_route::{Asking, ChildRoute};
+use crate::hub::shared::simulation::InjectedBug;
 use crate::model::{ChildId, DownReason, NodeName};
 
 /// The most watches one peer may hold on this node's children.
@@ -101,6 +102,13 @@ impl HubShared {
         match owned {
             Some(owned) => {
                 tracing::debug!(child = %owned.id, monitor, ?reason, "monitor fired");
+                if self.has_bug(InjectedBug::DeliverMonitorsTwice) {
+                    owned.sink.deliver(ChildDown {
+                        monitor: MonitorId(monitor),
+                        id: owned.id.clone(),
+                        reason: reason.clone(),
+                    });
+                }
                 owned.sink.deliver(ChildDown {
                     monitor: MonitorId(monitor),
                     id: owned.id,

@@ -27,11 +27,20 @@ pub enum InjectedBug {
     AdoptOlderCopies,
     /// The Coordinator never answers a stop request.
     ForgetStopReplies,
+    /// A leaving node hands its children over at once, without waiting for its peers to say
+    /// whether they leave too.
+    HandOverWithoutGoodbyeAnswers,
+    /// A host never answers a peer's typed call.
+    IgnoreTypedCalls,
+    /// A host drops a peer's typed casts.
+    DropTypedCasts,
+    /// A monitor delivers its `ChildDown` twice.
+    DeliverMonitorsTwice,
 }
 
 impl InjectedBug {
     /// Every bug.
-    pub const ALL: [InjectedBug; 7] = [
+    pub const ALL: [InjectedBug; 11] = [
         InjectedBug::SkipTwoRoundRule,
         InjectedBug::AcknowledgeWithoutDeclaring,
         InjectedBug::StopWithoutUndeclaring,
@@ -39,6 +48,10 @@ impl InjectedBug {
         InjectedBug::NeverMigrate,
         InjectedBug::AdoptOlderCopies,
         InjectedBug::ForgetStopReplies,
+        InjectedBug::HandOverWithoutGoodbyeAnswers,
+        InjectedBug::IgnoreTypedCalls,
+        InjectedBug::DropTypedCasts,
+        InjectedBug::DeliverMonitorsTwice,
     ];
 
     /// Its name on the command line.
@@ -51,6 +64,10 @@ impl InjectedBug {
             InjectedBug::NeverMigrate => "never_migrate",
             InjectedBug::AdoptOlderCopies => "adopt_older_copies",
             InjectedBug::ForgetStopReplies => "forget_stop_replies",
+            InjectedBug::HandOverWithoutGoodbyeAnswers => "hand_over_without_goodbye_answers",
+            InjectedBug::IgnoreTypedCalls => "ignore_typed_calls",
+            InjectedBug::DropTypedCasts => "drop_typed_casts",
+            InjectedBug::DeliverMonitorsTwice => "deliver_monitors_twice",
         }
     }
 }
@@ -91,6 +108,13 @@ pub enum Observation {
         untouched: Vec<ChildId>,
         /// The mutation was the operator's clear.
         cleared: bool,
+    },
+    /// Leaving node `from` handed its children over to `to` (the next owners it chose).
+    HandedOver {
+        /// The leaving node.
+        from: NodeName,
+        /// The nodes it started its children on.
+        to: Vec<NodeName>,
     },
 }
 
