@@ -64,7 +64,7 @@ pub mod __private {
 pub use config::{
     AutoRecoveryConfig, DeclaredCommit, LeaderElector, ManifestLocation, StartBudget,
 };
-pub use config::{ConfigError, ProcessHub, ProcessHubBuilder};
+pub use config::{ConfigError, Distribution, ProcessHub, ProcessHubBuilder};
 pub use core::declared_list::DeclaredChild;
 pub use core::recovery::RecoveryState;
 pub use events::{EventSink, HubEvent, MoveReason, SubscriptionId};

@@ -260,6 +260,8 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
             restart: None,
             metadata: None,
             durable: args.durable,
+            nodes: None,
+            guided_fallback: false,
         })
         .collect();
     let started_at = Instant::now();

@@ -21,6 +21,8 @@ fn counter(id: &str, start: i64) -> StartSpec {
         restart: None,
         metadata: None,
         durable: false,
+        nodes: None,
+        guided_fallback: false,
     }
 }
 

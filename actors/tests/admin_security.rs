@@ -367,6 +367,8 @@ fn unknown_ids_are_not_found_on_every_node_and_pages_refuse_cross_site_writes() 
                     restart: None,
                     metadata: None,
                     durable: false,
+                    nodes: None,
+                    guided_fallback: false,
                 })
                 .collect::<Vec<_>>(),
         )

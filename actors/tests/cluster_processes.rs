@@ -36,6 +36,8 @@ fn specs(prefix: &str, n: usize) -> Vec<StartSpec> {
             restart: None,
             metadata: None,
             durable: false,
+            nodes: None,
+            guided_fallback: false,
         })
         .collect()
 }

@@ -64,6 +64,8 @@ async fn frames_forged_in_a_members_name_change_nothing_on_the_others() {
             restart: None,
             metadata: None,
             durable: false,
+            nodes: None,
+            guided_fallback: false,
         })
         .collect();
     a.start(&specs).expect("children start");

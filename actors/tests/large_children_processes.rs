@@ -31,6 +31,8 @@ fn big(id: String, bytes: usize) -> StartSpec {
                 .collect(),
         ),
         durable: false,
+        nodes: None,
+        guided_fallback: false,
     }
 }
 

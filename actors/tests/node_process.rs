@@ -20,6 +20,8 @@ fn counter(id: &str) -> StartSpec {
         restart: None,
         metadata: None,
         durable: false,
+        nodes: None,
+        guided_fallback: false,
     }
 }
 
@@ -150,6 +152,8 @@ fn a_node_whose_manifest_never_answers_still_boots_and_exits_on_sigterm() {
     let started = client
         .start(&[StartSpec {
             durable: true,
+            nodes: None,
+            guided_fallback: false,
             ..counter("d")
         }])
         .expect("a durable start answers while its ship hangs");

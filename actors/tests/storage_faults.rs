@@ -29,6 +29,8 @@ fn spec(id: &str, durable: bool) -> StartSpec {
         restart: None,
         metadata: None,
         durable,
+        nodes: None,
+        guided_fallback: false,
     }
 }
 

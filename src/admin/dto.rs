@@ -108,6 +108,12 @@ pub struct StartSpec {
     /// Add the child to the declared list (needs auto-recovery and a permanent child).
     #[serde(default)]
     pub durable: bool,
+    /// Guided placement: the node(s) the child runs on (one; `StartOptions::child_mapping`).
+    #[serde(default)]
+    pub nodes: Option<Vec<String>>,
+    /// With `nodes`: the ring may place the child while its nodes are gone.
+    #[serde(default)]
+    pub guided_fallback: bool,
 }
 
 impl StartSpec {

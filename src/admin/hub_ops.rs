@@ -37,6 +37,9 @@ pub fn start_error_code(e: &ChildStartError) -> &'static str {
         ChildStartError::TooLarge { .. } => "too_large",
         ChildStartError::InvalidSpec { .. } => "invalid_spec",
         ChildStartError::InsufficientStorage { .. } => "insufficient_storage",
+        ChildStartError::ChildMappingMissing => "child_mapping_missing",
+        ChildStartError::ChildMappingInvalid { .. } => "child_mapping_invalid",
+        ChildStartError::ChildMappingMismatch { .. } => "child_mapping_mismatch",
     }
 }
 
@@ -203,8 +206,11 @@ impl AdminOps for Hub {
         let node = self.node().clone();
         let mut out = StartResponse::default();
         let mut accepted = Vec::with_capacity(specs.len());
+        let mut mapping = std::collections::BTreeMap::new();
         for raw in specs {
             let id = raw.id.clone();
+            let fallback = raw.guided_fallback;
+            let nodes = raw.nodes.clone();
             let (spec, metadata, durable) = raw.into_spec()?;
             // `declared_parked`, not `declared_children`: the latter copies the whole list,
             // which per child made a request of n durable starts cost O(n * list length).
@@ -229,13 +235,22 @@ impl AdminOps for Hub {
                 });
                 continue;
             }
-            accepted.push((spec, (metadata, durable)));
+            if let Some(nodes) = nodes {
+                mapping.insert(spec.id.clone(), nodes);
+            }
+            accepted.push((spec, (metadata, durable, fallback)));
         }
-        for ((metadata, durable), group) in group_by_metadata(accepted) {
+        for ((metadata, durable, fallback), group) in group_by_metadata(accepted) {
             let mut opts = StartOptions::new()
                 .timeout(ADMIN_REQUEST_TIMEOUT)
-                .durable(durable);
+                .durable(durable)
+                .guided_fallback(fallback);
             opts.metadata = metadata;
+            for spec in &group {
+                if let Some(nodes) = mapping.get(&spec.id) {
+                    opts.child_mapping.insert(spec.id.clone(), nodes.clone());
+                }
+            }
             let result = Hub::start_children(self, group, opts)
                 .await
                 .map_err(start_refused)?;

@@ -85,6 +85,42 @@ pub enum ChildStartError {
         /// The storage error.
         message: String,
     },
+    /// The hub places children by mapping (`distribution = "guided"`) and the start's
+    /// `child_mapping` names no node for this child.
+    #[error("child mapping missing: the hub's distribution is guided")]
+    ChildMappingMissing,
+    /// The start's `child_mapping` for this child names a node that is not a member, or one
+    /// node twice.
+    #[error("invalid child mapping: {reason}")]
+    ChildMappingInvalid {
+        /// What is wrong.
+        reason: String,
+    },
+    /// The start's `child_mapping` for this child names another number of nodes than the
+    /// replication factor.
+    #[error("child mapping names {got} nodes; the replication factor is {expected}")]
+    ChildMappingMismatch {
+        /// The replication factor.
+        expected: u32,
+        /// The nodes named.
+        got: u32,
+    },
+}
+
+impl From<crate::core::guided::MappingError> for ChildStartError {
+    fn from(e: crate::core::guided::MappingError) -> Self {
+        use crate::core::guided::MappingError;
+        match e {
+            MappingError::Missing => Self::ChildMappingMissing,
+            MappingError::Invalid { .. } => Self::ChildMappingInvalid {
+                reason: e.to_string(),
+            },
+            MappingError::Mismatch { expected, got } => Self::ChildMappingMismatch {
+                expected: expected as u32,
+                got: got as u32,
+            },
+        }
+    }
 }
 
 impl ChildStartError {

@@ -1,11 +1,12 @@
 //! Options of start and stop requests.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::errors::{StartError, StopError};
-use crate::model::{Metadata, ReservedMetadataKey, RESERVED_METADATA_KEY};
+use crate::model::{ChildId, Metadata, NodeName, ReservedMetadataKey, RESERVED_METADATA_KEY};
 
 /// The longest timeout a request may ask for.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
@@ -46,6 +47,14 @@ pub struct StartOptions {
     /// list before it starts and comes back after any outage until deliberately stopped.
     /// Needs `auto_recovery` and `Restart::Permanent` children (default `false`).
     pub durable: bool,
+    /// Guided placement: the node each named child must run on (as many nodes as the
+    /// replication factor: one). Such a child never migrates when nodes join. Required for
+    /// every child when the hub's `distribution` is `guided`; a node that is not a member is
+    /// refused (`child_mapping_invalid`). See `docs/strategies.md`.
+    pub child_mapping: BTreeMap<ChildId, Vec<NodeName>>,
+    /// Whether a guided child may be re-placed by the ring when all its nodes are gone (default
+    /// `false`: it waits for its node to come back).
+    pub guided_fallback: bool,
 }
 
 impl Default for StartOptions {
@@ -57,6 +66,8 @@ impl Default for StartOptions {
             on_failure: OnFailure::Continue,
             metadata: Metadata::new(),
             durable: false,
+            child_mapping: BTreeMap::new(),
+            guided_fallback: false,
         }
     }
 }
@@ -71,6 +82,32 @@ impl StartOptions {
     pub fn awaitable(mut self, awaitable: bool) -> Self {
         self.awaitable = awaitable;
         self
+    }
+
+    /// Guided placement: child `id` runs on `node` (see [`StartOptions::child_mapping`]).
+    pub fn child_on(mut self, id: impl Into<ChildId>, node: impl Into<NodeName>) -> Self {
+        self.child_mapping.insert(id.into(), vec![node.into()]);
+        self
+    }
+
+    /// Sets whether guided children may fall back to the ring when their nodes are gone.
+    pub fn guided_fallback(mut self, fallback: bool) -> Self {
+        self.guided_fallback = fallback;
+        self
+    }
+
+    /// The metadata child `id` is stored with: the request's, plus the hub's record of its
+    /// placement when the mapping names it.
+    pub(crate) fn metadata_for(&self, id: &ChildId) -> Metadata {
+        let mut metadata = self.metadata.clone();
+        if let Some(nodes) = self.child_mapping.get(id) {
+            crate::core::guided::Guided {
+                nodes: nodes.clone(),
+                fallback: self.guided_fallback,
+            }
+            .write(&mut metadata);
+        }
+        metadata
     }
 
     /// Sets the timeout.

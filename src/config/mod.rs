@@ -13,9 +13,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub mod distribution;
 pub mod elector;
 pub mod recovery;
 
+pub use distribution::Distribution;
 pub use elector::LeaderElector;
 pub use recovery::{
     AutoRecoveryConfig, AutoRecoveryConfigError, ConfigWarning, DeclaredCommit, ManifestLocation,
@@ -124,6 +126,9 @@ pub struct ProcessHub {
     /// re-placement find its spec) and then swept, in ms. Range `100..=86_400_000`,
     /// default 60 000.
     pub stub_ttl_ms: u64,
+    /// Cluster: how new children are placed: `consistent_hash` (default) or `guided` (every
+    /// start names each child's node). See `docs/strategies.md`.
+    pub distribution: Distribution,
 }
 
 impl Default for ProcessHub {
@@ -147,6 +152,7 @@ impl Default for ProcessHub {
             membership_max_wait_ms: 2_000,
             migration_retry_ms: 1_000,
             stub_ttl_ms: 60_000,
+            distribution: Distribution::ConsistentHash,
         }
     }
 }
@@ -412,6 +418,12 @@ impl ProcessHubBuilder {
         self.0.nodedown_grace_ms = nodedown_grace.as_millis() as u64;
         self.0.membership_debounce_ms = debounce.as_millis() as u64;
         self.0.membership_max_wait_ms = max_wait.as_millis() as u64;
+        self
+    }
+
+    /// Sets the distribution strategy.
+    pub fn distribution(mut self, distribution: Distribution) -> Self {
+        self.0.distribution = distribution;
         self
     }
 

@@ -485,7 +485,8 @@ pub fn check_version(local: u64, offered: u64) -> Result<(), ImplausibleVersion>
     Ok(())
 }
 
-/// Checks that a child may be durable: permanent, and no reserved metadata key.
+/// Checks that a child may be durable: permanent, and no reserved metadata key but the hub's
+/// own placement record (`core::guided`).
 pub fn check_durable(spec: &ChildSpec, metadata: &Metadata) -> Result<(), DeclaredError> {
     if spec.restart != Restart::Permanent {
         return Err(DeclaredError::DurableRequiresPermanent {
@@ -493,7 +494,9 @@ pub fn check_durable(spec: &ChildSpec, metadata: &Metadata) -> Result<(), Declar
             restart: spec.restart,
         });
     }
-    if metadata.contains_key(RESERVED_METADATA_KEY) {
+    if metadata.contains_key(RESERVED_METADATA_KEY)
+        && crate::core::guided::Guided::of(metadata).is_none()
+    {
         return Err(DeclaredError::ReservedMetadataKey {
             id: spec.id.clone(),
         });

@@ -9,6 +9,9 @@
 //!   Every node holding the stub plans the same start and the owner's supervisor keeps one
 //!   child; a node that does not hold the row (it restarted empty) learns it from the others.
 //!
+//! A guided child (`core::guided`) never migrates, and is re-placed on its own node, or on its
+//! ring owner only when all its nodes are gone and its start allowed it.
+//!
 //! A node counts as live while it is up or within its grace period after going down, so a flap
 //! shorter than the grace moves nothing. A child with a migration or a re-placement in flight,
 //! or one waiting for a retry, is left alone.
@@ -24,6 +27,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::core::declared_list::DeclaredList;
+use crate::core::guided::{Guided, Owner};
 use crate::core::placement::HashRing;
 use crate::model::{ChildId, NodeName, Row};
 
@@ -124,10 +128,31 @@ pub fn plan_redistribution<'a>(
         if busy.contains(id) {
             continue;
         }
-        let Some(owner) = ring.owner(id) else {
+        let guided = Guided::of(&row.metadata);
+        let owner = match &guided {
+            None => ring.owner(id),
+            Some(guided) => match guided.owner(|n| live.is_member(n), ring.owner(id)) {
+                Some(Owner::Node(node)) => Some(node),
+                _ => None,
+            },
+        };
+        let Some(owner) = owner else {
             continue;
         };
         if row.node_pids.contains_key(live.me) {
+            // A guided child never migrates: joins do not move it off the node it runs on. A
+            // second copy (a partition let the ring re-place it) gives way to the one on its
+            // own node.
+            if guided.is_some() {
+                if owner != live.me && row.node_pids.contains_key(owner) && live.up.contains(owner)
+                {
+                    plan.migrations
+                        .entry(owner.clone())
+                        .or_default()
+                        .push(row.clone());
+                }
+                continue;
+            }
             if owner != live.me && live.up.contains(owner) {
                 plan.migrations
                     .entry(owner.clone())

@@ -56,6 +56,50 @@ fn ids(rows: &BTreeMap<NodeName, Vec<Row>>) -> BTreeMap<NodeName, Vec<String>> {
         .collect()
 }
 
+fn guided(mut row: Row, node: &str, fallback: bool) -> Row {
+    crate::core::guided::Guided {
+        nodes: vec![node.to_owned()],
+        fallback,
+    }
+    .write(&mut row.metadata);
+    row
+}
+
+#[test]
+fn a_guided_child_stays_put_and_is_re_placed_only_on_its_node_or_if_allowed() {
+    let me = "a@h".to_owned();
+    let up = nodes(&["b@h"]);
+    let ring = HashRing::new(["a@h", "b@h"]);
+    let theirs = owned_by(&ring, "b@h", "x");
+    let theirs2 = owned_by(&ring, "b@h", "y");
+    let orphan = owned_by(&ring, "b@h", "z");
+    let orphan2 = owned_by(&ring, "b@h", "w");
+    let rows = [
+        // Runs here, guided here although b owns it on the ring: it stays.
+        guided(row(&theirs, false, &[("a@h", 1)]), "a@h", false),
+        // Runs here and on its own node b (a partition let the ring place it): gives way.
+        guided(row(&theirs2, false, &[("a@h", 2), ("b@h", 3)]), "b@h", true),
+        // Its node c is gone, no fallback: it waits.
+        guided(row(&orphan, false, &[]), "c@h", false),
+        // Its node c is gone, fallback: the ring places it (on b).
+        guided(row(&orphan2, false, &[]), "c@h", true),
+    ];
+    let live = Liveness {
+        me: &me,
+        up: &up,
+        in_grace: &BTreeSet::new(),
+    };
+    let plan = plan_redistribution(&rows, &ring, live, DeclaredKnowledge::Off, &BTreeSet::new());
+    assert_eq!(
+        ids(&plan.migrations),
+        BTreeMap::from([("b@h".to_owned(), vec![theirs2])])
+    );
+    assert_eq!(
+        ids(&plan.replacements),
+        BTreeMap::from([("b@h".to_owned(), vec![orphan2])])
+    );
+}
+
 #[test]
 fn a_joining_owner_takes_its_children_from_this_node() {
     let me = "a@h".to_owned();

@@ -50,11 +50,12 @@ impl HubShared {
         if here {
             return ChildRoute::Here;
         }
-        let known = match self.storage.get(id) {
+        let row = self.storage.get(id);
+        let known = match &row {
             Some(row) => Known::Bound(row.node_pids.keys().cloned().collect()),
             None => Known::Unknown,
         };
-        let owner = self.owner_of(&self.ring(), id);
+        let owner = self.placement_of(&self.ring(), id, row.as_ref().map(|r| &r.metadata));
         // The published membership, not the transport's peers: the inbox routes under the
         // in-process router's lock, and asking the transport would take that lock again.
         route_child(

@@ -31,7 +31,7 @@ use crate::config::ManifestLocation;
 use crate::core::declared_list::{
     check_durable, precedence, DeclaredChild, DeclaredList, MAX_DECLARED_VERSION,
 };
-use crate::model::validate_child;
+use crate::model::validate_stored_child;
 use crate::model::NodeName;
 
 pub use local_path::LocalPathManifest;
@@ -261,7 +261,7 @@ pub(crate) fn decode(location: &str, bytes: &[u8]) -> Result<DeclaredList, Manif
     }
     let mut children = crate::core::declared_list::DeclaredChildren::new();
     for child in doc.children {
-        validate_child(&child.spec, &child.metadata).map_err(|e| invalid(e.to_string()))?;
+        validate_stored_child(&child.spec, &child.metadata).map_err(|e| invalid(e.to_string()))?;
         check_durable(&child.spec, &child.metadata).map_err(|e| invalid(e.to_string()))?;
         let id = child.spec.id.clone();
         if children.insert(id.clone(), child).is_some() {

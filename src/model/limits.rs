@@ -78,16 +78,23 @@ pub fn child_bytes(spec: &ChildSpec, metadata: &Metadata) -> u64 {
 /// Checks a child as the API does: a valid id, a kind of sensible length, no reserved
 /// metadata key, and no more than [`MAX_CHILD_BYTES`] encoded.
 pub fn validate_child(spec: &ChildSpec, metadata: &Metadata) -> Result<(), InvalidChild> {
+    if metadata.contains_key(RESERVED_METADATA_KEY) {
+        return Err(InvalidChild::ReservedMetadataKey {
+            id: spec.id.clone(),
+        });
+    }
+    validate_stored_child(spec, metadata)
+}
+
+/// Checks a child as a hub wrote it (a peer's row or start item, a declared entry): as
+/// [`validate_child`], except that the metadata may carry the hub's own key (its placement,
+/// `core::guided`, read with bounds wherever it is used).
+pub fn validate_stored_child(spec: &ChildSpec, metadata: &Metadata) -> Result<(), InvalidChild> {
     ChildId::parse(spec.id.as_str())?;
     if spec.kind.is_empty() || spec.kind.len() > MAX_KIND_LEN {
         return Err(InvalidChild::Kind {
             id: spec.id.clone(),
             len: spec.kind.len(),
-        });
-    }
-    if metadata.contains_key(RESERVED_METADATA_KEY) {
-        return Err(InvalidChild::ReservedMetadataKey {
-            id: spec.id.clone(),
         });
     }
     let bytes = child_bytes(spec, metadata);
@@ -104,7 +111,7 @@ pub fn validate_child(spec: &ChildSpec, metadata: &Metadata) -> Result<(), Inval
 /// Checks a row a peer sent: its child as [`validate_child`], and a sane `node_pids` (no
 /// empty node name, at most [`MAX_ROW_NODES`] entries).
 pub fn validate_row(row: &Row) -> Result<(), InvalidChild> {
-    validate_child(&row.spec, &row.metadata)?;
+    validate_stored_child(&row.spec, &row.metadata)?;
     if row.node_pids.len() > MAX_ROW_NODES {
         return Err(InvalidChild::Row {
             id: row.spec.id.clone(),

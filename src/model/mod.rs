@@ -13,8 +13,8 @@ mod row;
 pub use child::{ChildArgs, ChildId, ChildSpec, InvalidChildId, Restart, Shutdown};
 pub use down::DownReason;
 pub use limits::{
-    child_bytes, validate_child, validate_row, InvalidChild, MAX_CHILD_BYTES, MAX_KIND_LEN,
-    MAX_ROW_NODES,
+    child_bytes, validate_child, validate_row, validate_stored_child, InvalidChild,
+    MAX_CHILD_BYTES, MAX_KIND_LEN, MAX_ROW_NODES,
 };
 pub use merge::{
     apply_observation, merge_authored, merge_rows, merge_rows_owned, stamp_cmp, AuthoredOrder,

@@ -237,13 +237,28 @@ pub fn registries_agree(views: &[NodeView]) -> Result<(), Violation> {
 
 /// Each child of the (agreed) registry runs exactly once, on its ring owner among `members`.
 pub fn each_once_on_its_owner(views: &[NodeView], members: &[NodeName]) -> Result<(), Violation> {
+    each_once_where_placed(views, members, &BTreeMap::new())
+}
+
+/// Each child of the (agreed) registry runs exactly once: on its ring owner among `members`,
+/// or for a child in `guided` (its node, and whether it may fall back), on that node, or
+/// anywhere if it may fall back (it never migrates back from where the ring put it).
+pub fn each_once_where_placed(
+    views: &[NodeView],
+    members: &[NodeName],
+    guided: &BTreeMap<ChildId, (NodeName, bool)>,
+) -> Result<(), Violation> {
     let Some(first) = views.first() else {
         return Ok(());
     };
     let ring = HashRing::new(members.iter().cloned());
     for (id, nodes) in &first.registry {
-        let owner = ring.owner(id);
         let on: Vec<&NodeName> = nodes.keys().collect();
+        let owner = match guided.get(id) {
+            Some((_, true)) => on.first().copied(),
+            Some((node, false)) => Some(node),
+            None => ring.owner(id),
+        };
         if on.len() != 1 || Some(on[0]) != owner {
             return Err(Violation::new(
                 Invariant::RegistriesAgree,

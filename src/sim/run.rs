@@ -11,14 +11,14 @@ use rand::{Rng, SeedableRng};
 use super::child::{SimChildMsg, SIM_KIND};
 use super::cluster::SimCluster;
 use super::invariants::{
-    declared_lists_agree, declared_run_as_decided, each_once_on_its_owner, judge_declared,
+    declared_lists_agree, declared_run_as_decided, each_once_where_placed, judge_declared,
     registries_agree, requests_answered, NodeView, PlacementWatch, VersionWatch, Violation,
 };
 use super::ledger::{Acknowledged, Ledger, SharedLedger};
 use super::messaging::{self, SharedMessageLog};
 use super::trace::{short, Trace};
 use super::workload::{Op, Workload, WorldView};
-use crate::api::{StartOptions, StopOptions};
+use crate::api::{ChildStartError, StartOptions, StopOptions};
 use crate::core::placement::HashRing;
 use crate::hub::shared::simulation::{InjectedBug, Observation};
 use crate::model::{ChildId, ChildSpec, NodeName, Pid};
@@ -143,6 +143,8 @@ struct Run {
     next_message: u64,
     /// A broken promise found while applying an operation, reported at the next check.
     found: Option<Violation>,
+    /// Children started with guided placement: their node, and whether they may fall back.
+    guided: BTreeMap<ChildId, (NodeName, bool)>,
 }
 
 impl Run {
@@ -203,6 +205,7 @@ impl Run {
             messages: Arc::default(),
             next_message: 0,
             found: None,
+            guided: BTreeMap::new(),
         }
     }
 
@@ -298,7 +301,12 @@ impl Run {
 
     async fn apply(&mut self, op: Op) {
         match op {
-            Op::Start { node, ids, durable } => self.start(&node, ids, durable),
+            Op::Start {
+                node,
+                ids,
+                durable,
+                guided,
+            } => self.start(&node, ids, durable, guided),
             Op::Stop { node, id, durable } => self.stop(&node, id, durable),
             Op::CallChild { node, id } => self.call(&node, id),
             Op::CastChild { node, id } => {
@@ -425,7 +433,13 @@ impl Run {
     }
 
     /// Sends a start through `node` as a task: it is answered while the run goes on.
-    fn start(&mut self, node: &str, ids: Vec<ChildId>, durable: bool) {
+    fn start(
+        &mut self,
+        node: &str,
+        ids: Vec<ChildId>,
+        durable: bool,
+        guided: Option<(NodeName, bool)>,
+    ) {
         let Some(hub) = self.cluster.hub(node).cloned() else {
             return;
         };
@@ -446,15 +460,21 @@ impl Run {
             .iter()
             .map(|id| ChildSpec::new(id.clone(), SIM_KIND))
             .collect();
+        let mut opts = StartOptions::new().durable(durable);
+        if let Some((on, fallback)) = &guided {
+            for id in &ids {
+                opts = opts.child_on(id.clone(), on.clone());
+                self.guided.insert(id.clone(), (on.clone(), *fallback));
+            }
+            opts = opts.guided_fallback(*fallback);
+        }
         let (ledger, trace, live) = (
             self.ledger.clone(),
             self.trace.clone(),
             self.live_durable.clone(),
         );
         tokio::spawn(async move {
-            let answer = hub
-                .start_children(specs, StartOptions::new().durable(durable))
-                .await;
+            let answer = hub.start_children(specs, opts).await;
             let mut ledger = lock(&ledger);
             ledger.answered(request);
             let summary = match &answer {
@@ -470,8 +490,24 @@ impl Run {
             if !durable {
                 return;
             }
-            // A start that failed may or may not have happened: no invariant rests on it.
-            if answer.is_ok() {
+            // A start that failed may or may not have happened: no invariant rests on it. A
+            // child whose mapping was refused was never declared.
+            if let Ok(result) = answer {
+                let refused: BTreeSet<&ChildId> = result
+                    .errors
+                    .iter()
+                    .filter(|e| {
+                        matches!(
+                            e.reason,
+                            ChildStartError::ChildMappingMissing
+                                | ChildStartError::ChildMappingInvalid { .. }
+                                | ChildStartError::ChildMappingMismatch { .. }
+                        )
+                    })
+                    .map(|e| &e.id)
+                    .collect();
+                let ids: Vec<ChildId> =
+                    ids.into_iter().filter(|id| !refused.contains(id)).collect();
                 ledger.acknowledged.push(Acknowledged {
                     request,
                     start: true,
@@ -567,13 +603,20 @@ impl Run {
             let component = self.cluster.component_of(&node);
             rings.insert(node, HashRing::new(component));
         }
+        let guided = &self.guided;
         let placements: Vec<(&NodeName, &ChildId, Option<&NodeName>)> = running
             .iter()
             .flat_map(|(id, nodes)| {
                 let rings = &rings;
-                nodes
-                    .keys()
-                    .map(move |node| (node, id, rings.get(node).and_then(|r| r.owner(id))))
+                nodes.keys().map(move |node| {
+                    let owner = match guided.get(id) {
+                        // A guided child that may fall back may stay wherever the ring put it.
+                        Some((_, true)) => Some(node),
+                        Some((on, false)) => Some(on),
+                        None => rings.get(node).and_then(|r| r.owner(id)),
+                    };
+                    (node, id, owner)
+                })
             })
             .collect();
         self.placement.observe(self.trace.now_ms(), placements)?;
@@ -590,7 +633,7 @@ impl Run {
             .map(NodeView::of)
             .collect();
         registries_agree(&views)?;
-        each_once_on_its_owner(&views, &up)?;
+        each_once_where_placed(&views, &up, &self.guided)?;
         let ledger = lock(&self.ledger);
         let running: BTreeMap<ChildId, BTreeMap<NodeName, Pid>> = self.cluster.running();
         let superseded = match declared_lists_agree(&views)? {

@@ -27,6 +27,9 @@ pub enum Op {
         ids: Vec<ChildId>,
         /// With `durable: true`.
         durable: bool,
+        /// Guided placement: every child of the start on this node, and whether the ring may
+        /// place them when it is gone.
+        guided: Option<(NodeName, bool)>,
     },
     /// Stop a child through a node.
     Stop {
@@ -222,13 +225,29 @@ pub enum HostileFrame {
 impl fmt::Display for Op {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Op::Start { node, ids, durable } => write!(
-                f,
-                "start{} {:?} via {}",
-                if *durable { " durable" } else { "" },
-                ids.iter().map(ChildId::as_str).collect::<Vec<_>>(),
-                short(node)
-            ),
+            Op::Start {
+                node,
+                ids,
+                durable,
+                guided,
+            } => {
+                write!(
+                    f,
+                    "start{} {:?} via {}",
+                    if *durable { " durable" } else { "" },
+                    ids.iter().map(ChildId::as_str).collect::<Vec<_>>(),
+                    short(node)
+                )?;
+                match guided {
+                    Some((on, fallback)) => write!(
+                        f,
+                        ", guided to {}{}",
+                        short(on),
+                        if *fallback { " (fallback)" } else { "" }
+                    ),
+                    None => Ok(()),
+                }
+            }
             Op::Stop { node, id, durable } => write!(
                 f,
                 "stop{} {id} via {}",
@@ -341,18 +360,22 @@ impl Workload {
             let op = match roll {
                 0..=15 => pick(rng, world.up).map(|node| {
                     let n = rng.gen_range(1..=4);
+                    let guided = guide(rng, world.up);
                     Op::Start {
                         node,
                         ids: self.ids("c", n),
                         durable: false,
+                        guided,
                     }
                 }),
                 16..=33 => pick(rng, world.up).map(|node| {
                     let n = rng.gen_range(1..=4);
+                    let guided = guide(rng, world.up);
                     Op::Start {
                         node,
                         ids: self.ids("d", n),
                         durable: true,
+                        guided,
                     }
                 }),
                 34..=40 => {
@@ -503,6 +526,15 @@ impl Workload {
         }
         Op::Idle
     }
+}
+
+/// Draws whether a start names its children's node (one in five): any node that is up, and
+/// whether the ring may place them when it is gone.
+fn guide(rng: &mut StdRng, up: &[NodeName]) -> Option<(NodeName, bool)> {
+    if !rng.gen_bool(0.2) {
+        return None;
+    }
+    up.choose(rng).map(|node| (node.clone(), rng.gen_bool(0.5)))
 }
 
 /// Draws a message to child `id` through `node`: a typed call or cast, a call or cast of

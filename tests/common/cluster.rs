@@ -23,8 +23,8 @@ use process_hub::sim::invariants::{
 };
 use process_hub::storage::BackendConfig;
 use process_hub::{
-    AutoRecoveryConfig, ChildId, ChildKinds, ChildSpec, HookEvent, HookHandler, HookKey, Hub,
-    ManifestLocation, NodeName, Pid, ProcessHub,
+    AutoRecoveryConfig, ChildId, ChildKinds, ChildSpec, Distribution, HookEvent, HookHandler,
+    HookKey, Hub, ManifestLocation, NodeName, Pid, ProcessHub,
 };
 
 use super::{wait_for, wait_until, DEADLINE};
@@ -60,6 +60,8 @@ pub struct Options {
     pub elector: Option<Elector>,
     /// The child kinds of every node.
     pub kinds: ChildKinds,
+    /// The distribution strategy of every node.
+    pub distribution: Distribution,
 }
 
 impl Options {
@@ -76,6 +78,7 @@ impl Options {
             backend: BackendConfig::Memory,
             elector: None,
             kinds: process_hub_actors::default_kinds(),
+            distribution: Distribution::ConsistentHash,
         }
     }
 
@@ -112,6 +115,11 @@ impl Options {
 
     pub fn elector(mut self, elector: Elector) -> Self {
         self.elector = Some(elector);
+        self
+    }
+
+    pub fn distribution(mut self, distribution: Distribution) -> Self {
+        self.distribution = distribution;
         self
     }
 
@@ -176,6 +184,7 @@ impl TestCluster {
                 Duration::from_millis(200),
             )
             .default_timeout(options.default_timeout)
+            .distribution(options.distribution)
             .shutdown_timeout(Duration::from_secs(5))
             .registry_backend(options.backend.clone());
         if let Some(retry) = options.migration_retry {

@@ -37,6 +37,8 @@ pub fn counter_specs(ids: &[String], durable: bool) -> Vec<StartSpec> {
             restart: None,
             metadata: None,
             durable,
+            nodes: None,
+            guided_fallback: false,
         })
         .collect()
 }

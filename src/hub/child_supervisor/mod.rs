@@ -31,7 +31,9 @@ use crate::core::{
 };
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
-use crate::model::{ChildId, ChildSpec, DownReason, NodeName, Pid, Row, Shutdown};
+use crate::model::{
+    ChildId, ChildSpec, DownReason, NodeName, Pid, Row, Shutdown, RESERVED_METADATA_KEY,
+};
 use crate::storage::StorageError;
 
 mod stopping;
@@ -134,8 +136,18 @@ impl ChildSupState {
                     .storage
                     .get(&spec.id)
                     .is_some_and(|row| row.hub.durable);
+            // The hub's own record (a guided child's placement) is not the caller's metadata:
+            // it is kept aside while the row is authored, then put back.
+            let mut metadata = metadata;
+            let placement = metadata.remove(RESERVED_METADATA_KEY);
             let row = match Row::authored(spec.clone(), metadata, &node, now, durable) {
-                Ok(row) => row,
+                Ok(mut row) => {
+                    if let Some(placement) = placement {
+                        row.metadata
+                            .insert(RESERVED_METADATA_KEY.to_owned(), placement);
+                    }
+                    row
+                }
                 Err(e) => {
                     report.errors.push((
                         spec.id,

@@ -61,11 +61,12 @@ impl CoordinatorState {
         let Some(cluster) = &self.cluster else {
             return if here { Route::Here } else { Route::Nowhere };
         };
-        let known = match self.hub.storage.get(id) {
+        let row = self.hub.storage.get(id);
+        let known = match &row {
             Some(row) => Known::Bound(row.node_pids.keys().cloned().collect()),
             None => Known::Unknown,
         };
-        let owner = self.owner_of(id);
+        let owner = self.placement_of(id, row.as_ref().map(|r| &r.metadata));
         match route_child(
             here,
             &known,

@@ -42,7 +42,7 @@ use super::HubShared;
 use crate::api::errors::{StartError, StopError};
 use crate::api::options::OnFailure;
 use crate::api::results::{StartResult, StopFailure};
-use crate::model::{ChildId, NodeName};
+use crate::model::{ChildId, Metadata, NodeName};
 
 use cluster::ClusterState;
 
@@ -112,6 +112,14 @@ impl CoordinatorState {
             .as_ref()
             .and_then(|c| c.ring.owner(id).cloned())
             .unwrap_or_else(|| self.hub.node.clone())
+    }
+
+    /// The node that must run `id` given its metadata (a guided child's own node).
+    pub(crate) fn placement_of(&self, id: &ChildId, metadata: Option<&Metadata>) -> NodeName {
+        match &self.cluster {
+            Some(cluster) => self.hub.placement_of(&cluster.ring, id, metadata),
+            None => self.hub.node.clone(),
+        }
     }
 
     pub(crate) fn next_id(&mut self) -> u64 {

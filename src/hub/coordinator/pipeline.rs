@@ -116,19 +116,32 @@ impl CoordinatorState {
                 return;
             }
         };
+        let node = self.hub.node.clone();
+        let mut result = StartResult {
+            awaited: opts.awaitable,
+            ..StartResult::default()
+        };
+        let ring = self.hub.ring();
+        let (specs, misplaced): (Vec<ChildSpec>, Vec<ChildSpec>) = specs
+            .into_iter()
+            .partition(|spec| self.hub.check_mapping(&ring, &opts, &spec.id).is_ok());
+        for spec in misplaced {
+            if let Err(e) = self.hub.check_mapping(&ring, &opts, &spec.id) {
+                result.errors.push(ChildFailure {
+                    id: spec.id,
+                    node: node.clone(),
+                    reason: ChildStartError::from(e),
+                });
+            }
+        }
         let storage = self.hub.storage.clone();
         let plan = plan_start(
             specs,
             &opts.metadata,
             opts.check_existing,
             |id| storage.contains(id),
-            |id| self.owner_of(id),
+            |id| self.placement_of(id, Some(&opts.metadata_for(id))),
         );
-        let node = self.hub.node.clone();
-        let mut result = StartResult {
-            awaited: opts.awaitable,
-            ..StartResult::default()
-        };
         for (id, rejection) in plan.rejected {
             let reason = match rejection {
                 Rejection::AlreadyStarted => ChildStartError::AlreadyStarted,
@@ -160,7 +173,10 @@ impl CoordinatorState {
             for (node, children) in plan.by_node {
                 let children = children
                     .into_iter()
-                    .map(|c| (c.spec, opts.metadata.clone()))
+                    .map(|c| {
+                        let metadata = opts.metadata_for(&c.spec.id);
+                        (c.spec, metadata)
+                    })
                     .collect();
                 self.deliver_start(
                     myself,
@@ -181,7 +197,10 @@ impl CoordinatorState {
             .map(|(node, children)| {
                 let children = children
                     .into_iter()
-                    .map(|c| (c.spec, opts.metadata.clone()))
+                    .map(|c| {
+                        let metadata = opts.metadata_for(&c.spec.id);
+                        (c.spec, metadata)
+                    })
                     .collect();
                 (node, children)
             })

@@ -26,6 +26,7 @@ use crate::api::errors::{ChildStartError, ChildStopError};
 use crate::api::options::OnFailure;
 use crate::api::results::{StartResult, StopFailure};
 use crate::cluster::wire::WireMsg;
+use crate::core::guided::{Guided, Owner};
 use crate::core::redistribution::{plan_redistribution, DeclaredKnowledge, Liveness};
 use crate::events::{HubEvent, MoveReason};
 use crate::hooks::{HookEvent, HookKey};
@@ -248,7 +249,7 @@ impl CoordinatorState {
                 continue;
             }
             // The ring may have changed while the stop ran: go to the owner of now.
-            let owner = self.owner_of(&id);
+            let owner = self.placement_of(&id, Some(&row.metadata));
             if owner != target {
                 tracing::debug!(child = %id, planned = %target, owner = %owner, "migration target changed");
             }
@@ -369,7 +370,7 @@ impl CoordinatorState {
             if running {
                 continue;
             }
-            let owner = self.owner_of(&row.spec.id);
+            let owner = self.placement_of(&row.spec.id, Some(&row.metadata));
             if let Some(cluster) = &mut self.cluster {
                 cluster.migrating.insert(row.spec.id.clone());
             }
@@ -493,8 +494,18 @@ impl CoordinatorState {
             if !row.node_pids.contains_key(&me) {
                 continue;
             }
-            if let Some(owner) = ring.owner(&row.spec.id) {
-                placed.push((owner.clone(), row.clone()));
+            let owner = match Guided::of(&row.metadata) {
+                None => ring.owner(&row.spec.id).cloned(),
+                Some(guided) => {
+                    match guided.owner(|n| ring.contains(n), ring.owner(&row.spec.id)) {
+                        Some(Owner::Node(node)) => Some(node.clone()),
+                        // Its nodes are all leaving and it may not fall back: it stops here.
+                        _ => None,
+                    }
+                }
+            };
+            if let Some(owner) = owner {
+                placed.push((owner, row.clone()));
                 rows.insert(row.spec.id.clone(), row);
             }
         }

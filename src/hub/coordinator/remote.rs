@@ -24,7 +24,7 @@ use crate::hub::protocol::{
     StopReply,
 };
 use crate::hub::shared::refusals::Refusal;
-use crate::model::{validate_child, ChildId, NodeName};
+use crate::model::{validate_stored_child, ChildId, NodeName};
 
 fn code_of<E: serde::Serialize>(e: &E) -> (String, String) {
     let json = serde_json::to_value(e).unwrap_or_default();
@@ -214,13 +214,13 @@ impl CoordinatorState {
         let mut forward: BTreeMap<NodeName, Vec<StartItem>> = BTreeMap::new();
         let mut refused = Vec::new();
         for item in children {
-            if let Err(e) = validate_child(&item.spec, &item.metadata) {
+            if let Err(e) = validate_stored_child(&item.spec, &item.metadata) {
                 tracing::warn!(peer = %reply_to, error = %e, "invalid child in a peer's start refused");
                 self.hub.refusals.count(Refusal::InvalidChild);
                 refused.push((item.spec.id, ChildStartError::from(e)));
                 continue;
             }
-            let owner = self.owner_of(&item.spec.id);
+            let owner = self.placement_of(&item.spec.id, Some(&item.metadata));
             if owner == local {
                 here.push((item.spec, item.metadata));
             } else if hops >= MAX_HOPS {

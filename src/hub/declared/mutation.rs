@@ -148,9 +148,17 @@ impl DeclaredLeaderState {
                 });
                 continue;
             }
+            if let Err(e) = self.hub.check_mapping(&self.hub.ring(), &opts, &spec.id) {
+                refused.push(ChildFailure {
+                    id: spec.id.clone(),
+                    node: self.hub.node.clone(),
+                    reason: ChildStartError::from(e),
+                });
+                continue;
+            }
             // Invalid children and repeats go to the Coordinator undeclared: it refuses them.
             if validate_child(&spec, &opts.metadata).is_ok() && seen.insert(spec.id.clone()) {
-                declare.push((spec.clone(), opts.metadata.clone()));
+                declare.push((spec.clone(), opts.metadata_for(&spec.id)));
             }
             accepted.push(spec);
         }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::api::options::StartOptions;
+use crate::core::guided::Guided;
 use crate::core::reconcile::{plan_round, OrphanStart, StopReason};
 use crate::core::recovery::StartPacer;
 use crate::hooks::{HookEvent, HookKey};
@@ -17,7 +18,7 @@ use crate::hub::shared::recovery::{DeclaredSnapshot, RecoveryShared};
 use crate::hub::shared::simulation::InjectedBug;
 use crate::hub::HubShared;
 use crate::manifest::fetch_within;
-use crate::model::{ChildId, ChildSpec, Metadata, NodeName};
+use crate::model::{ChildId, ChildSpec, Metadata, NodeName, RESERVED_METADATA_KEY};
 
 /// Runs one round and returns what the actor keeps.
 pub(super) async fn run_round(
@@ -89,7 +90,7 @@ pub(super) async fn run_round(
     let plan = plan_round(
         &snapshot.list,
         rows.iter(),
-        |id| hub.owner_of(&ring, id),
+        |id| hub.placement_of(&ring, id, snapshot.list.get(id).map(|c| &c.metadata)),
         &hub.node,
         &previous_pending,
         snapshot.parked || !unheard.is_empty(),
@@ -333,22 +334,38 @@ type StartAnswer =
 /// or one unbound for two rounds) would be refused by `check_existing`, which looks for the row:
 /// it goes without it, which starts it on its owner unless the owner already runs it (then
 /// the running instance counts), so there is still one instance per owner.
+///
+/// A guided child's placement record goes back into the start's `child_mapping`, so it starts on
+/// its node (or, allowed to fall back, on its ring owner while its node is gone).
 fn submit(hub: &HubShared, batch: Vec<OrphanStart>) -> Vec<StartAnswer> {
-    let mut groups: BTreeMap<(Metadata, bool), Vec<ChildSpec>> = BTreeMap::new();
+    type Group = (Metadata, bool, bool);
+    let mut groups: BTreeMap<Group, Vec<(ChildSpec, Option<Guided>)>> = BTreeMap::new();
     for orphan in batch {
         let has_row = hub.storage.contains(&orphan.child.spec.id);
+        let mut metadata = orphan.child.metadata;
+        let guided = Guided::of(&metadata);
+        metadata.remove(RESERVED_METADATA_KEY);
+        let fallback = guided.as_ref().is_some_and(|g| g.fallback);
         groups
-            .entry((orphan.child.metadata, !has_row))
+            .entry((metadata, !has_row, fallback))
             .or_default()
-            .push(orphan.child.spec);
+            .push((orphan.child.spec, guided));
     }
     let mut answers = Vec::new();
-    for ((metadata, check_existing), specs) in groups {
+    for ((metadata, check_existing, fallback), children) in groups {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let mut opts = StartOptions::new()
             .check_existing(check_existing)
-            .durable(true);
+            .durable(true)
+            .guided_fallback(fallback);
         opts.metadata = metadata;
+        let mut specs = Vec::with_capacity(children.len());
+        for (spec, guided) in children {
+            if let Some(guided) = guided {
+                opts.child_mapping.insert(spec.id.clone(), guided.nodes);
+            }
+            specs.push(spec);
+        }
         hub.start_through_coordinator(specs, opts, tx.into());
         answers.push(rx);
     }

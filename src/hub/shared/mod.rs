@@ -354,6 +354,46 @@ impl HubShared {
         ring.owner(id).cloned().unwrap_or_else(|| self.node.clone())
     }
 
+    /// Where child `id` belongs, given its metadata: a guided child's own node
+    /// (`core::guided`; while all its nodes are gone and it may not fall back, its first node,
+    /// which nothing reaches until it comes back), else its ring owner.
+    pub fn placement_of(
+        &self,
+        ring: &HashRing,
+        id: &ChildId,
+        metadata: Option<&crate::model::Metadata>,
+    ) -> NodeName {
+        use crate::core::guided::{Guided, Owner};
+        let Some(guided) = metadata.and_then(Guided::of) else {
+            return self.owner_of(ring, id);
+        };
+        let is_member = |n: &NodeName| *n == self.node || ring.contains(n);
+        match guided.owner(is_member, ring.owner(id)) {
+            Some(Owner::Node(node)) => node.clone(),
+            _ => guided.nodes[0].clone(),
+        }
+    }
+
+    /// Checks a start's `child_mapping` for child `id` against the hub's distribution and the
+    /// members now.
+    pub fn check_mapping(
+        &self,
+        ring: &HashRing,
+        opts: &crate::api::StartOptions,
+        id: &ChildId,
+    ) -> Result<(), crate::core::guided::MappingError> {
+        let required = self.config.distribution == crate::config::Distribution::Guided;
+        let is_member = |n: &NodeName| *n == self.node || ring.contains(n);
+        crate::core::guided::check_mapping(
+            opts.child_mapping.get(id),
+            required,
+            1,
+            opts.guided_fallback,
+            is_member,
+        )
+        .map(|_| ())
+    }
+
     /// Every member but this node.
     pub fn peers(&self) -> Vec<NodeName> {
         self.membership()
