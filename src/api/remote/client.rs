@@ -91,6 +91,22 @@ pub enum RemoteHubError {
 /// let info = on.child_lookup("order-1").await?;
 /// # Ok(()) }
 /// ```
+///
+/// Children are messaged with their own types ([`RemoteHub::child_ref`]) and monitored
+/// ([`RemoteHub::monitor`]) the same way, exactly one `ChildDown` per monitor:
+///
+/// ```no_run
+/// # use process_hub::{MonitorOptions, RemoteHub, RemoteHubError};
+/// # use process_hub_actors::counter::CounterMsg;
+/// # async fn demo() -> Result<(), RemoteHubError> {
+/// let orders = RemoteHub::any("orders");
+/// let counter = orders.child_ref::<CounterMsg>("order-1");
+/// counter.cast(CounterMsg::Increment(1)).await?;
+/// let value = counter.call(CounterMsg::Get, std::time::Duration::from_secs(5)).await?;
+/// let (_monitor, mut downs) = orders.monitor_channel("order-1", MonitorOptions::new()).await?;
+/// let down = downs.recv().await; // stopped, exited, node_down (its host or the endpoint), ...
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug)]
 pub struct RemoteHub {
     pub(super) hub_id: String,
