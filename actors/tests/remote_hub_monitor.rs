@@ -4,8 +4,9 @@
 //! `RemoteChildRef<CounterMsg>`, and monitors children: a missing id (`no_child`), a stopped
 //! child (`stopped`), a demonitored one (nothing), a child whose host is SIGKILLed
 //! (`node_down` naming the host), and a child monitored through an endpoint whose node is
-//! SIGKILLed (`node_down` naming the endpoint's node). Each monitor delivers exactly one
-//! `ChildDown`: after the first, the test waits a while for a duplicate.
+//! SIGKILLed or frozen (SIGSTOP: `node_down` naming the endpoint's node), and sends the
+//! endpoint requests no honest client sends. Each monitor delivers exactly one `ChildDown`:
+//! after the first, the test waits a while for a duplicate.
 //!
 //! One test per binary: ractor's pg groups are process-global, so this process is one node.
 
@@ -14,12 +15,17 @@ use std::path::Path;
 use std::time::Duration;
 
 use process_hub::cluster::node::{ClusterConfig, ClusterNode};
+use process_hub::remote::{
+    decode, encode, endpoint_group, endpoint_node, EndpointMsg, EndpointReply, EndpointRequest,
+};
 use process_hub::{
     ChildDown, ChildId, ChildRefError, ChildSpec, DownReason, MonitorId, MonitorOptions, RemoteHub,
     RemoteHubError, StartOptions,
 };
 use process_hub_actors::counter::CounterMsg;
 use process_hub_actors::harness::{ClusterOptions, LocalCluster};
+use ractor::rpc::CallResult;
+use ractor::ActorRef;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -44,6 +50,49 @@ async fn exactly_one(
     tokio::time::sleep(DUPLICATE_WINDOW).await;
     assert!(rx.try_recv().is_err(), "{what}: a second ChildDown");
     down
+}
+
+/// Sends `request` as raw bytes to the endpoint of hub `rmon` on `node`, as any client could.
+async fn raw(node: &str, request: &EndpointRequest) -> EndpointReply {
+    let cell = ractor::pg::get_members(&endpoint_group("rmon"))
+        .into_iter()
+        .find(|c| {
+            c.get_name()
+                .is_some_and(|n| endpoint_node("rmon", &n) == Some(node))
+        })
+        .expect("the endpoint is visible");
+    let endpoint: ActorRef<EndpointMsg> = ActorRef::from(cell);
+    let bytes = encode(request);
+    match endpoint
+        .call(|reply| EndpointMsg::Request(bytes, reply), Some(DEADLINE))
+        .await
+    {
+        Ok(CallResult::Success(answer)) => decode(&answer.0).expect("the answer decodes"),
+        other => panic!("no answer from {node}: {other:?}"),
+    }
+}
+
+fn refused(reply: EndpointReply) -> String {
+    match reply {
+        EndpointReply::Failed(failure) => failure.code,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// This process's down sink group (it exists once a monitor was set).
+fn own_sink() -> String {
+    ractor::pg::which_groups()
+        .into_iter()
+        .find(|g| g.starts_with("process_hub.down_sink|"))
+        .expect("the down sink joined its group")
+}
+
+fn signal(pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill {signal} {pid}");
 }
 
 async fn host_of(hub: &RemoteHub, id: &ChildId) -> String {
@@ -135,6 +184,31 @@ async fn a_client_node_messages_and_monitors_children_through_remote_endpoints()
         Err(RemoteHubError::Child(ChildRefError::NotFound { .. }))
     ));
 
+    // Untrusted requests are typed refusals: a sink that is not one, a sink nobody runs, a
+    // variant name past the bound.
+    let monitor_to = |sink: &str| EndpointRequest::Monitor {
+        id: "c-0".into(),
+        sink: sink.to_owned(),
+        monitor: 1,
+        follow_restarts: false,
+    };
+    assert_eq!(
+        refused(raw(&names[0], &monitor_to("process_hub.endpoint.rmon")).await),
+        "unknown_sink"
+    );
+    let nobodys = "process_hub.down_sink|1|0123456789abcdef0123456789abcdef";
+    assert_eq!(
+        refused(raw(&names[0], &monitor_to(nobodys)).await),
+        "unknown_sink"
+    );
+    let long = EndpointRequest::CallTyped {
+        id: "c-0".into(),
+        variant: "G".repeat(300),
+        args: Vec::new(),
+        timeout_ms: 1000,
+    };
+    assert_eq!(refused(raw(&names[0], &long).await), "bad_request");
+
     // A missing child: no_child.
     let (m, mut rx) = hub
         .monitor_channel("nobody", MonitorOptions::new())
@@ -168,8 +242,15 @@ async fn a_client_node_messages_and_monitors_children_through_remote_endpoints()
         .monitor_channel(quiet.clone(), MonitorOptions::new())
         .await
         .unwrap();
+    let held = EndpointRequest::Held { sink: own_sink() };
+    assert_eq!(raw(&names[1], &held).await, EndpointReply::Held(1));
     assert!(hub.demonitor(m).await);
     assert!(!hub.demonitor(m).await, "cancelled once");
+    assert_eq!(
+        raw(&names[1], &held).await,
+        EndpointReply::Held(0),
+        "the endpoint let go of it"
+    );
     hub.stop_children(vec![quiet]).await.unwrap();
     tokio::time::sleep(DUPLICATE_WINDOW).await;
     assert!(rx.try_recv().is_err(), "a demonitored monitor fired");
@@ -224,7 +305,22 @@ async fn a_client_node_messages_and_monitors_children_through_remote_endpoints()
     );
 
     // The survivor still answers.
-    let still = RemoteHub::on("rmon", survivor.clone()).child_ref::<CounterMsg>(watched);
+    let still = RemoteHub::on("rmon", survivor.clone()).child_ref::<CounterMsg>(watched.clone());
     assert_eq!(still.call(CounterMsg::Get, DEADLINE).await, Ok(0));
+
+    // An endpoint that stops answering (its node frozen: the connection stays open, so only
+    // the client's probe tells): node_down naming its node.
+    let (m, mut rx) = RemoteHub::on("rmon", survivor.clone())
+        .monitor_channel(watched.clone(), MonitorOptions::new())
+        .await
+        .unwrap();
+    let pid = cluster.nodes[2].pid().expect("the survivor runs");
+    signal(pid, "-STOP");
+    let down = exactly_one("endpoint frozen", m, &mut rx).await;
+    signal(pid, "-CONT");
+    assert_eq!(down.id, watched);
+    assert_eq!(down.reason, DownReason::NodeDown { node: survivor });
+    tokio::time::sleep(DUPLICATE_WINDOW).await;
+    assert!(rx.try_recv().is_err(), "a second ChildDown once it thawed");
     client.shutdown();
 }

@@ -81,11 +81,11 @@ impl<S> ClientMonitors<S> {
         taken
     }
 
-    /// The endpoints monitors are held through, as (hub, node).
-    pub fn endpoints(&self) -> BTreeSet<(String, NodeName)> {
+    /// The endpoint actors monitors are held through, as (hub, endpoint name).
+    pub fn vias(&self) -> BTreeSet<(String, String)> {
         self.entries
             .values()
-            .map(|e| (e.hub_id.clone(), e.endpoint.clone()))
+            .map(|e| (e.hub_id.clone(), e.via.clone()))
             .collect()
     }
 
@@ -207,6 +207,11 @@ impl EndpointHolds {
         sinks.iter().flat_map(|s| self.drop_sink(s)).collect()
     }
 
+    /// How many monitors `sink` holds here.
+    pub fn held_by(&self, sink: &str) -> usize {
+        self.by_sink.get(sink).map_or(0, HashMap::len)
+    }
+
     /// Whether `sink` holds anything here.
     pub fn holds(&self, sink: &str) -> bool {
         self.by_sink.contains_key(sink)
@@ -245,8 +250,8 @@ mod tests {
         assert_eq!(through, vec![2]);
         assert!(t.take_reported("b@x", 2).is_none(), "fired by the leave");
         assert_eq!(
-            t.endpoints(),
-            [("other".to_owned(), "a@x".to_owned())].into()
+            t.vias(),
+            [("other".to_owned(), "other|a@x".to_owned())].into()
         );
         assert!(t.take(3).is_some());
         assert!(t.take(3).is_none());
@@ -277,6 +282,7 @@ mod tests {
         assert_eq!(h.release("s2", 1), Some(None));
         assert!(!h.bind("s2", 1, 12));
         assert!(!h.holds("s2"));
+        assert_eq!(h.held_by("s1"), 2);
         assert_eq!(h.release("s1", 1), Some(Some(10)));
         assert_eq!(h.release("s1", 1), None);
         assert_eq!(h.total(), 1);

@@ -56,6 +56,13 @@ pub const MAX_MONITORS_PER_CLIENT: usize = 10_000;
 /// The most monitors one endpoint holds for all its clients.
 pub const MAX_ENDPOINT_MONITORS: usize = 100_000;
 
+/// How often a client probes each endpoint it holds monitors through.
+pub const PROBE_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How long a probe waits: an endpoint that does not answer within it is taken as gone (its
+/// node froze or the connection to it is half-open), and its monitors fire `node_down`.
+pub const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The pg group (default scope) every endpoint of hub `hub_id` joins.
 pub fn endpoint_group(hub_id: &str) -> String {
     format!("process_hub.endpoint.{hub_id}")
@@ -154,6 +161,12 @@ pub enum EndpointRequest {
         /// The client's monitor id.
         monitor: u64,
     },
+    /// How many monitors the endpoint holds for `sink`; answered by the endpoint actor itself,
+    /// so it is also the client's probe that the endpoint still answers.
+    Held {
+        /// The client's sink group.
+        sink: String,
+    },
 }
 
 /// What an endpoint answers.
@@ -179,6 +192,8 @@ pub enum EndpointReply {
     Monitoring,
     /// Whether the cancelled monitor was held.
     Demonitored(bool),
+    /// The monitors held for the sink asked about.
+    Held(u64),
 }
 
 /// A monitored child's down, forwarded by the endpoint on `endpoint` to the client's sink.
@@ -439,6 +454,9 @@ mod tests {
                 sink: down_sink_group(7, 9),
                 monitor: 3,
             },
+            EndpointRequest::Held {
+                sink: down_sink_group(7, 9),
+            },
         ];
         for request in requests {
             assert_eq!(decode::<EndpointRequest>(&encode(&request).0), Ok(request));
@@ -450,6 +468,7 @@ mod tests {
             })),
             EndpointReply::Monitoring,
             EndpointReply::Demonitored(true),
+            EndpointReply::Held(2),
         ];
         for reply in replies {
             assert_eq!(decode::<EndpointReply>(&encode(&reply).0), Ok(reply));

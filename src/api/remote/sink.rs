@@ -8,8 +8,10 @@
 //!
 //! **Exactly once.** The table is the client's promise ([`ClientMonitors`]): whichever comes
 //! first takes the entry and delivers, the forwarded down (only from the endpoint the monitor
-//! went through) or the endpoint's leaving its pg group (it stopped, or the session to its
-//! node closed: `node_down` naming that node). Everything later finds nothing.
+//! went through) or the endpoint going away: it left its pg group (it stopped, or the session
+//! to its node closed), or it did not answer the sink's probe (every [`PROBE_EVERY`], within
+//! [`PROBE_TIMEOUT`]: its node froze, or the connection is half-open, which TCP alone does
+//! not tell); either is `node_down` naming the endpoint's node. Everything later finds nothing.
 //!
 //! **Untrusted both ways.** A forwarded down is decoded with the endpoint's limits; garbage is
 //! dropped and logged. The endpoint bounds what one sink holds and refuses an unknown sink.
@@ -25,7 +27,7 @@ use tokio::sync::mpsc;
 use super::client::{send, unexpected, RemoteHub, RemoteHubError};
 use super::{
     decode, down_sink_group, endpoint_group, endpoint_group_hub, endpoint_node, DownSinkMsg,
-    EndpointReply, EndpointRequest, RemoteDown,
+    EndpointMsg, EndpointReply, EndpointRequest, RemoteDown, PROBE_EVERY, PROBE_TIMEOUT,
 };
 use crate::api::monitor::{ChildDown, DownSink, MonitorId, MonitorOptions};
 use crate::core::remote_monitors::{ClientEntry, ClientMonitors};
@@ -77,6 +79,7 @@ async fn client() -> Result<Arc<Client>, RemoteHubError> {
     let args = SinkState {
         group: group.clone(),
         table: table.clone(),
+        prober: None,
     };
     let (sink, _) = Actor::spawn(Some(group.clone()), DownSinkActor, args)
         .await
@@ -119,11 +122,61 @@ fn fire_via(table: &Table, via: &str) {
     }
 }
 
+/// Whether the endpoint actor named `via` of `hub_id` is there and answers within
+/// [`PROBE_TIMEOUT`] (any answer, a refusal included).
+async fn answers(hub_id: &str, via: &str, sink: &str) -> bool {
+    let found = ractor::pg::get_members(&endpoint_group(hub_id))
+        .into_iter()
+        .find(|cell| cell.get_name().as_deref() == Some(via));
+    let Some(cell) = found else {
+        return false;
+    };
+    let node = endpoint_node(hub_id, via).unwrap_or_default().to_owned();
+    // The name says it is an endpoint, whose message type is `EndpointMsg`.
+    let endpoint: ActorRef<EndpointMsg> = ActorRef::from(cell);
+    let request = EndpointRequest::Held {
+        sink: sink.to_owned(),
+    };
+    match send(node, &endpoint, request, PROBE_TIMEOUT).await {
+        Ok(_) | Err(RemoteHubError::Refused { .. } | RemoteHubError::Decode { .. }) => true,
+        Err(e) => {
+            tracing::warn!(hub = hub_id, endpoint = via, error = %e, "an endpoint holding remote monitors does not answer");
+            false
+        }
+    }
+}
+
+/// Probes every endpoint monitors are held through, every [`PROBE_EVERY`], and fires the
+/// monitors of one that is gone or does not answer.
+async fn probe(owner: ractor::ActorCell, sink: String, table: Table) {
+    let mut every = tokio::time::interval(PROBE_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        // A killed sink skips its `post_stop`: the probe ends with it all the same.
+        if owner.get_status() >= ActorStatus::Stopping {
+            return;
+        }
+        let vias = lock(&table).vias();
+        let probes = vias.into_iter().map(|(hub_id, via)| {
+            let (sink, table) = (sink.clone(), table.clone());
+            async move {
+                if !answers(&hub_id, &via, &sink).await {
+                    fire_via(&table, &via);
+                }
+            }
+        });
+        futures::future::join_all(probes).await;
+    }
+}
+
 struct DownSinkActor;
 
 struct SinkState {
     group: String,
     table: Table,
+    /// The probe of endpoints, owned by the sink: it ends with it.
+    prober: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Actor for DownSinkActor {
@@ -137,7 +190,26 @@ impl Actor for DownSinkActor {
         args: SinkState,
     ) -> Result<SinkState, ActorProcessingErr> {
         ractor::pg::join(args.group.clone(), vec![myself.get_cell()]);
-        Ok(args)
+        let prober = tokio::spawn(probe(
+            myself.get_cell(),
+            args.group.clone(),
+            args.table.clone(),
+        ));
+        Ok(SinkState {
+            prober: Some(prober),
+            ..args
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut SinkState,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some(prober) = state.prober.take() {
+            prober.abort();
+        }
+        Ok(())
     }
 
     async fn handle(

@@ -127,6 +127,7 @@ impl Actor for Endpoint {
                 let outcome = state.holds.demonitor(&myself, hub, &sink, monitor);
                 return answer(reply, outcome);
             }
+            EndpointRequest::Held { sink } => return answer(reply, state.holds.held(&sink)),
             EndpointRequest::CastTyped {
                 id,
                 variant,
@@ -217,7 +218,9 @@ fn checked(request: EndpointRequest) -> Result<EndpointRequest, RemoteFailure> {
                 ));
             }
         }
-        EndpointRequest::Demonitor { sink, .. } if !is_down_sink_group(sink) => {
+        EndpointRequest::Demonitor { sink, .. } | EndpointRequest::Held { sink }
+            if !is_down_sink_group(sink) =>
+        {
             return Err(RemoteFailure::new(
                 "unknown_sink",
                 "not a down sink's group",
@@ -368,7 +371,9 @@ async fn serve(
             }
         }
         // Answered by the actor itself.
-        EndpointRequest::Monitor { .. } | EndpointRequest::Demonitor { .. } => {
+        EndpointRequest::Monitor { .. }
+        | EndpointRequest::Demonitor { .. }
+        | EndpointRequest::Held { .. } => {
             EndpointReply::Failed(RemoteFailure::new("bad_request", "not served here"))
         }
     }

@@ -113,6 +113,11 @@ impl Holds {
         EndpointReply::Demonitored(held.is_some())
     }
 
+    /// How many monitors the sink holds here.
+    pub(crate) fn held(&self, sink: &str) -> EndpointReply {
+        EndpointReply::Held(self.lock().held_by(sink) as u64)
+    }
+
     /// Releases a hold; stops watching a sink that holds nothing any more.
     fn release(
         &self,
