@@ -19,6 +19,7 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use ractor::pg::GroupChangeMessage;
 use ractor::{Actor, ActorProcessingErr, ActorRef, ActorStatus, SupervisionEvent};
@@ -47,6 +48,10 @@ struct Client {
 static CLIENT: Mutex<Option<Arc<Client>>> = Mutex::new(None);
 static SPAWNING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 static NEXT_MONITOR: AtomicU64 = AtomicU64::new(0);
+
+/// Attempts of a monitor the endpoint answered `unknown_sink` (the sink's pg membership
+/// travels to the endpoint's node on its own).
+const UNKNOWN_SINK_RETRIES: u64 = 5;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -313,10 +318,20 @@ impl RemoteHub {
             monitor,
             follow_restarts: options.follow_restarts,
         };
-        let error = match send(node.clone(), &endpoint, request, self.timeout).await {
-            Ok((_, EndpointReply::Monitoring)) => return Ok(MonitorId(monitor)),
-            Ok((node, other)) => unexpected(node, other),
-            Err(e) => e,
+        let mut attempt = 0;
+        let error = loop {
+            match send(node.clone(), &endpoint, request.clone(), self.timeout).await {
+                Ok((_, EndpointReply::Monitoring)) => return Ok(MonitorId(monitor)),
+                Ok((node, other)) => break unexpected(node, other),
+                // A sink spawned a moment ago may not be advertised to that node yet.
+                Err(RemoteHubError::Refused { failure, .. })
+                    if failure.code == "unknown_sink" && attempt < UNKNOWN_SINK_RETRIES =>
+                {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(50 * attempt)).await;
+                }
+                Err(e) => break e,
+            }
         };
         if lock(&client.table).take(monitor).is_none() {
             // It fired meanwhile (its endpoint went away): its one ChildDown is delivered.
