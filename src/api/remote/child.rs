@@ -176,3 +176,56 @@ impl RemoteHub {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use ractor_cluster::RactorClusterMessage;
+
+    use super::*;
+
+    struct LocalOnly;
+    impl Message for LocalOnly {}
+
+    #[derive(RactorClusterMessage)]
+    enum Remotable {
+        Blob(Vec<u8>),
+        #[rpc]
+        Echo(Vec<u8>, RpcReplyPort<Vec<u8>>),
+    }
+
+    fn child_code(result: Result<impl std::fmt::Debug, RemoteHubError>) -> &'static str {
+        match result {
+            Err(RemoteHubError::Child(e)) => e.code(),
+            other => panic!("expected a child error, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn what_cannot_cross_is_refused_before_anything_is_sent() {
+        // No endpoint exists in this process: each refusal comes before looking for one.
+        let hub = RemoteHub::any("nowhere");
+        let local = hub.child_ref::<LocalOnly>("c");
+        assert_eq!(child_code(local.cast(LocalOnly).await), "not_remotable");
+        let remote = hub.child_ref::<Remotable>("c");
+        let wait = Duration::from_secs(1);
+        let cast_rpc = remote.cast(Remotable::Echo(
+            vec![],
+            RpcReplyPort::from(tokio::sync::oneshot::channel().0),
+        ));
+        assert_eq!(child_code(cast_rpc.await), "not_remotable");
+        let call_cast = remote.call(|_reply: RpcReplyPort<()>| Remotable::Blob(vec![]), wait);
+        assert_eq!(child_code(call_cast.await), "not_remotable");
+        let big = vec![0u8; FRAME_BUDGET_BYTES as usize + 1];
+        assert_eq!(
+            child_code(remote.cast(Remotable::Blob(big.clone())).await),
+            "too_large"
+        );
+        let call_big = remote.call(|reply| Remotable::Echo(big, reply), wait);
+        assert_eq!(child_code(call_big.await), "too_large");
+        // A message that may cross, with no endpoint to take it.
+        assert!(matches!(
+            remote.cast(Remotable::Blob(vec![1])).await,
+            Err(RemoteHubError::NoEndpoint { .. })
+        ));
+    }
+}

@@ -274,8 +274,9 @@ impl RemoteHub {
     /// Monitors child `id` from this node, through one of the hub's endpoints: `target` gets
     /// exactly one [`ChildDown`] when the child exits, is stopped or moved, its node goes down,
     /// at once if no node runs it (`no_child`), or — `node_down` naming the endpoint's node —
-    /// when the endpoint the monitor went through goes away first (its node stopped or this
-    /// node lost its connection to it). Works on a client node (no hub). The counterpart of
+    /// when the endpoint the monitor went through goes away first (its node stopped, this
+    /// node lost its connection to it, or it left a probe unanswered for
+    /// [`super::PROBE_TIMEOUT`]). Works on a client node (no hub). The counterpart of
     /// [`crate::Hub::monitor`].
     ///
     /// `Ok` carries the monitor for [`RemoteHub::demonitor`]; an `Err` means no `ChildDown`
