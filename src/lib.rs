@@ -43,7 +43,7 @@ mod api;
 pub use api::remote;
 mod hub;
 
-pub use api::remote::{RemoteFailure, RemoteHub, RemoteHubError};
+pub use api::remote::{RemoteChildRef, RemoteFailure, RemoteHub, RemoteHubError};
 pub use api::AwaitNormalTimeout;
 pub use api::HubInfo;
 pub use api::{ChildDown, ChildRef, ChildRefError, DownSink, MonitorId, MonitorOptions};

@@ -26,13 +26,11 @@ use tokio::time::Instant;
 
 use super::typed_errors::ChildRefError;
 use crate::cluster::wire::budget::FRAME_BUDGET_BYTES;
-use crate::cluster::wire::{RequestId, WireMsg};
+use crate::cluster::wire::WireMsg;
 use crate::core::child_route::{retry_pause_ms, Asking, ChildRoute};
+use crate::hub::typed::RETRY_CAP_MS;
 use crate::hub::HubShared;
 use crate::model::ChildId;
-
-/// The longest pause between two attempts of a call to a child that is between nodes.
-const RETRY_CAP_MS: u64 = 200;
 
 /// A typed reference to child `id` of a hub, from this node. Cheap to clone and send.
 pub struct ChildRef<M> {
@@ -298,37 +296,7 @@ impl<M: Message> ChildRef<M> {
         args: Vec<u8>,
         left: Duration,
     ) -> Result<Vec<u8>, ChildRefError> {
-        let transport = self.hub.transport().ok_or_else(|| self.err_unavailable())?;
-        let (request_id, done) = self.hub.typed.register(node.to_owned(), self.id.clone());
-        let frame = WireMsg::TypedCall {
-            request_id: RequestId(request_id),
-            id: self.id.clone(),
-            variant: variant.to_owned(),
-            args,
-            timeout_ms: left.as_millis() as u64,
-        };
-        if transport.send(&node.to_owned(), &frame).is_err() {
-            self.hub.typed.forget(request_id);
-            return Err(ChildRefError::Unreachable {
-                id: self.id.clone(),
-                node: node.to_owned(),
-            });
-        }
-        let forget = Forget {
-            hub: &self.hub,
-            request_id,
-        };
-        let outcome = tokio::time::timeout(left, done).await;
-        drop(forget);
-        match outcome {
-            Ok(Ok(Ok(bytes))) => Ok(bytes),
-            Ok(Ok(Err(failure))) => Err(ChildRefError::from_failure(failure)),
-            Ok(Err(_)) => Err(self.err_unavailable()),
-            Err(_) => Err(ChildRefError::Timeout {
-                id: self.id.clone(),
-                waited_ms: left.as_millis() as u64,
-            }),
-        }
+        crate::hub::typed::call_peer(&self.hub, &self.id, node, variant, args, left).await
     }
 
     /// Hands `msg` to the local child.
@@ -418,18 +386,6 @@ enum Here<M> {
     Gone,
     /// The child's message type is not `M`.
     WrongType,
-}
-
-/// Forgets a pending call when its caller stops waiting (timeout or a dropped future).
-struct Forget<'a> {
-    hub: &'a HubShared,
-    request_id: u64,
-}
-
-impl Drop for Forget<'_> {
-    fn drop(&mut self) {
-        self.hub.typed.forget(self.request_id);
-    }
 }
 
 impl crate::api::handle::Hub {

@@ -20,6 +20,7 @@ pub mod placement;
 pub mod reconcile;
 pub mod recovery;
 pub mod redistribution;
+pub mod remote_monitors;
 pub mod sync_parts;
 
 mod intensity;

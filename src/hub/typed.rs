@@ -30,9 +30,10 @@ use super::shared::monitors::WatchOutcome;
 use super::shared::refusals::Refusal;
 use super::shared::simulation::InjectedBug;
 use super::shared::{HubShared, MAX_CONCURRENT_COMMANDS};
+use crate::api::typed_errors::ChildRefError;
 use crate::cluster::wire::budget::FRAME_BUDGET_BYTES;
 use crate::cluster::wire::{ChildFailure, RequestId, WireMsg};
-use crate::core::child_route::{route_child, Asking, ChildRoute, Known};
+use crate::core::child_route::{retry_pause_ms, route_child, Asking, ChildRoute, Known};
 use crate::kinds::DeliverError;
 use crate::model::{ChildId, DownReason, NodeName};
 
@@ -252,4 +253,203 @@ pub(crate) fn on_monitor(
     };
     let hub = hub.clone();
     in_task(move || hub.send_down(&from, monitor, id, reason));
+}
+
+/// The longest pause between two attempts of a call to a child that is between nodes.
+pub(crate) const RETRY_CAP_MS: u64 = 200;
+
+/// One attempt of a typed call on peer `node`: the reply's bytes, or the host's failure.
+pub(crate) async fn call_peer(
+    hub: &HubShared,
+    id: &ChildId,
+    node: &str,
+    variant: &str,
+    args: Vec<u8>,
+    left: Duration,
+) -> Result<Vec<u8>, ChildRefError> {
+    let transport = hub
+        .transport()
+        .ok_or_else(|| ChildRefError::HubUnavailable { id: id.clone() })?;
+    let (request_id, done) = hub.typed.register(node.to_owned(), id.clone());
+    let frame = WireMsg::TypedCall {
+        request_id: RequestId(request_id),
+        id: id.clone(),
+        variant: variant.to_owned(),
+        args,
+        timeout_ms: left.as_millis() as u64,
+    };
+    if transport.send(&node.to_owned(), &frame).is_err() {
+        hub.typed.forget(request_id);
+        return Err(ChildRefError::Unreachable {
+            id: id.clone(),
+            node: node.to_owned(),
+        });
+    }
+    let forget = Forget { hub, request_id };
+    let outcome = tokio::time::timeout(left, done).await;
+    drop(forget);
+    match outcome {
+        Ok(Ok(Ok(bytes))) => Ok(bytes),
+        Ok(Ok(Err(failure))) => Err(ChildRefError::from_failure(failure)),
+        Ok(Err(_)) => Err(ChildRefError::HubUnavailable { id: id.clone() }),
+        Err(_) => Err(ChildRefError::Timeout {
+            id: id.clone(),
+            waited_ms: left.as_millis() as u64,
+        }),
+    }
+}
+
+/// Forgets a pending call when its caller stops waiting (timeout or a dropped future).
+struct Forget<'a> {
+    hub: &'a HubShared,
+    request_id: u64,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        self.hub.typed.forget(self.request_id);
+    }
+}
+
+/// A call already in ractor's serialized form (an `#[rpc]` variant's name and fields), from
+/// this node to child `id` wherever it runs: what a client node's typed call becomes at the
+/// endpoint. Follows the child like `ChildRef::call`: retries within `timeout` while the child
+/// is between nodes, and never sends the call twice to a node that may have handled it.
+pub(crate) async fn call_serialized(
+    hub: &Arc<HubShared>,
+    id: &ChildId,
+    variant: String,
+    args: Vec<u8>,
+    timeout: Duration,
+) -> Result<Vec<u8>, ChildRefError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let timed_out = || ChildRefError::Timeout {
+        id: id.clone(),
+        waited_ms: timeout.as_millis() as u64,
+    };
+    let mut attempt = 0u32;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let last = match hub.route_child(id, Asking::Origin) {
+            ChildRoute::Here => {
+                let (tx, rx) = tokio::sync::oneshot::channel::<Vec<u8>>();
+                let message = SerializedMessage::Call {
+                    variant: variant.clone(),
+                    args: args.clone(),
+                    reply: RpcReplyPort::from((tx, left)),
+                    metadata: None,
+                };
+                match deliver_here(hub, id, message) {
+                    Ok(()) => {
+                        return match tokio::time::timeout_at(deadline, rx).await {
+                            Ok(Ok(bytes)) if bytes.len() as u64 > FRAME_BUDGET_BYTES => {
+                                Err(ChildRefError::TooLarge {
+                                    id: id.clone(),
+                                    bytes: bytes.len() as u64,
+                                    max: FRAME_BUDGET_BYTES,
+                                })
+                            }
+                            Ok(Ok(bytes)) => Ok(bytes),
+                            Ok(Err(_)) => Err(ChildRefError::NoReply {
+                                id: id.clone(),
+                                node: hub.node.clone(),
+                            }),
+                            Err(_) => Err(timed_out()),
+                        }
+                    }
+                    Err(f) => ChildRefError::from_failure(f),
+                }
+            }
+            ChildRoute::Peer(node) => {
+                match call_peer(hub, id, &node, &variant, args.clone(), left).await {
+                    Ok(bytes) => return Ok(bytes),
+                    Err(e) => e,
+                }
+            }
+            ChildRoute::BetweenNodes { host } => ChildRefError::BetweenNodes {
+                id: id.clone(),
+                host,
+            },
+            ChildRoute::NotFound => return Err(ChildRefError::NotFound { id: id.clone() }),
+        };
+        if !last.is_retryable() {
+            return Err(last);
+        }
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return Err(last);
+        }
+        let pause = retry_pause_ms(attempt, RETRY_CAP_MS, left.as_millis() as u64);
+        attempt = attempt.saturating_add(1);
+        tokio::time::sleep(Duration::from_millis(pause.max(1))).await;
+    }
+}
+
+/// One attempt of a cast already in ractor's serialized form, from this node to child `id`
+/// wherever it runs: handed to the local child, or sent to its host (which forwards it if the
+/// child moved on). A child between nodes fails `between_nodes` at once.
+pub(crate) fn cast_serialized(
+    hub: &Arc<HubShared>,
+    id: &ChildId,
+    variant: String,
+    args: Vec<u8>,
+) -> Result<(), ChildRefError> {
+    match hub.route_child(id, Asking::OriginNoAnswer) {
+        ChildRoute::Here => {
+            let message = SerializedMessage::Cast {
+                variant,
+                args,
+                metadata: None,
+            };
+            deliver_here(hub, id, message).map_err(ChildRefError::from_failure)
+        }
+        ChildRoute::Peer(node) => {
+            let transport = hub
+                .transport()
+                .ok_or_else(|| ChildRefError::HubUnavailable { id: id.clone() })?;
+            let frame = WireMsg::TypedCast {
+                id: id.clone(),
+                variant,
+                args,
+                hops: 1,
+            };
+            transport
+                .send(&node, &frame)
+                .map_err(|_| ChildRefError::Unreachable {
+                    id: id.clone(),
+                    node,
+                })
+        }
+        ChildRoute::BetweenNodes { host } => Err(ChildRefError::BetweenNodes {
+            id: id.clone(),
+            host,
+        }),
+        ChildRoute::NotFound => Err(ChildRefError::NotFound { id: id.clone() }),
+    }
+}
+
+/// [`cast_serialized`], retried while the child is between nodes until `within` ran out.
+pub(crate) async fn cast_serialized_within(
+    hub: &Arc<HubShared>,
+    id: &ChildId,
+    variant: String,
+    args: Vec<u8>,
+    within: Duration,
+) -> Result<(), ChildRefError> {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut attempt = 0u32;
+    loop {
+        match cast_serialized(hub, id, variant.clone(), args.clone()) {
+            Err(e) if e.is_retryable() => {
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                if left.is_zero() {
+                    return Err(e);
+                }
+                let pause = retry_pause_ms(attempt, RETRY_CAP_MS, left.as_millis() as u64);
+                attempt = attempt.saturating_add(1);
+                tokio::time::sleep(Duration::from_millis(pause.max(1))).await;
+            }
+            other => return other,
+        }
+    }
 }

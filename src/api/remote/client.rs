@@ -11,6 +11,7 @@ use super::{
 };
 use crate::api::options::StartOptions;
 use crate::api::results::{ChildInfo, StartResult, StopResult};
+use crate::api::typed_errors::ChildRefError;
 use crate::model::{ChildId, ChildSpec, NodeName};
 
 /// Why a remote request did not get its answer.
@@ -58,6 +59,17 @@ pub enum RemoteHubError {
         /// Its answer.
         failure: RemoteFailure,
     },
+    /// A typed message to the child failed ([`crate::RemoteChildRef`]): the hub's own typed
+    /// error as the endpoint's node met it, or this node's refusal to send it
+    /// (`not_remotable`, `too_large`).
+    #[error(transparent)]
+    Child(ChildRefError),
+    /// This node could not start the actor that receives its remote monitors' downs.
+    #[error("the down sink could not start: {reason}")]
+    SinkUnavailable {
+        /// What ractor reported.
+        reason: String,
+    },
 }
 
 /// A hub on other nodes, reached through its remote endpoint: the `GenServer.call({hub,
@@ -79,11 +91,27 @@ pub enum RemoteHubError {
 /// let info = on.child_lookup("order-1").await?;
 /// # Ok(()) }
 /// ```
+///
+/// Children are messaged with their own types ([`RemoteHub::child_ref`]) and monitored
+/// ([`RemoteHub::monitor`]) the same way, exactly one `ChildDown` per monitor:
+///
+/// ```no_run
+/// # use process_hub::{MonitorOptions, RemoteHub, RemoteHubError};
+/// # use process_hub_actors::counter::CounterMsg;
+/// # async fn demo() -> Result<(), RemoteHubError> {
+/// let orders = RemoteHub::any("orders");
+/// let counter = orders.child_ref::<CounterMsg>("order-1");
+/// counter.cast(CounterMsg::Increment(1)).await?;
+/// let value = counter.call(CounterMsg::Get, std::time::Duration::from_secs(5)).await?;
+/// let (_monitor, mut downs) = orders.monitor_channel("order-1", MonitorOptions::new()).await?;
+/// let down = downs.recv().await; // stopped, exited, node_down (its host or the endpoint), ...
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug)]
 pub struct RemoteHub {
-    hub_id: String,
+    pub(super) hub_id: String,
     node: Option<NodeName>,
-    timeout: Duration,
+    pub(super) timeout: Duration,
 }
 
 impl RemoteHub {
@@ -218,7 +246,7 @@ impl RemoteHub {
     }
 
     /// The visible endpoints of this hub, with the node each serves.
-    fn visible(&self) -> Vec<(NodeName, ActorCell)> {
+    pub(super) fn visible(&self) -> Vec<(NodeName, ActorCell)> {
         ractor::pg::get_members(&endpoint_group(&self.hub_id))
             .into_iter()
             .filter_map(|cell| {
@@ -237,7 +265,7 @@ impl RemoteHub {
     }
 
     /// The endpoint to ask: on the node asked for, else this node's own, else the lowest.
-    fn endpoint(&self) -> Result<(NodeName, ActorRef<EndpointMsg>), RemoteHubError> {
+    pub(super) fn endpoint(&self) -> Result<(NodeName, ActorRef<EndpointMsg>), RemoteHubError> {
         let mut visible = self.visible();
         visible.sort_by(|a, b| {
             (!a.1.get_id().is_local(), &a.0).cmp(&(!b.1.get_id().is_local(), &b.0))
@@ -253,52 +281,60 @@ impl RemoteHub {
             .ok_or_else(|| self.no_endpoint())
     }
 
-    async fn request(
+    pub(super) async fn request(
         &self,
         request: EndpointRequest,
     ) -> Result<(NodeName, EndpointReply), RemoteHubError> {
         let (node, endpoint) = self.endpoint()?;
-        let bytes = encode(&request);
-        let started = tokio::time::Instant::now();
-        let answer = endpoint
-            .call(
-                |reply| EndpointMsg::Request(bytes, reply),
-                Some(self.timeout),
-            )
-            .await;
-        let timeout_ms = self.timeout.as_millis() as u64;
-        let bytes = match answer {
-            Ok(CallResult::Success(bytes)) => bytes,
-            Ok(CallResult::Timeout) => return Err(RemoteHubError::Timeout { node, timeout_ms }),
-            // A remote call's timeout surfaces as a closed channel, not as a timeout.
-            _ if started.elapsed() >= self.timeout => {
-                return Err(RemoteHubError::Timeout { node, timeout_ms })
-            }
-            Ok(CallResult::SenderError) => {
-                return Err(RemoteHubError::Unreachable {
-                    node,
-                    reason: "the endpoint dropped the request".into(),
-                })
-            }
-            Err(e) => {
-                return Err(RemoteHubError::Unreachable {
-                    node,
-                    reason: e.to_string(),
-                })
-            }
-        };
-        match decode::<EndpointReply>(&bytes.0) {
-            Ok(EndpointReply::Failed(failure)) => Err(RemoteHubError::Refused { node, failure }),
-            Ok(reply) => Ok((node, reply)),
-            Err(failure) => Err(RemoteHubError::Decode {
-                node,
-                reason: failure.message,
-            }),
-        }
+        send(node, &endpoint, request, self.timeout).await
     }
 }
 
-fn unexpected(node: NodeName, reply: EndpointReply) -> RemoteHubError {
+/// Sends `request` to `endpoint` (on `node`) and waits at most `timeout` for its answer.
+pub(super) async fn send(
+    node: NodeName,
+    endpoint: &ActorRef<EndpointMsg>,
+    request: EndpointRequest,
+    timeout: Duration,
+) -> Result<(NodeName, EndpointReply), RemoteHubError> {
+    let bytes = encode(&request);
+    let started = tokio::time::Instant::now();
+    let answer = endpoint
+        .call(|reply| EndpointMsg::Request(bytes, reply), Some(timeout))
+        .await;
+    let timeout_ms = timeout.as_millis() as u64;
+    let bytes = match answer {
+        Ok(CallResult::Success(bytes)) => bytes,
+        Ok(CallResult::Timeout) => return Err(RemoteHubError::Timeout { node, timeout_ms }),
+        // A remote call's timeout surfaces as a closed channel, not as a timeout.
+        _ if started.elapsed() >= timeout => {
+            return Err(RemoteHubError::Timeout { node, timeout_ms })
+        }
+        Ok(CallResult::SenderError) => {
+            return Err(RemoteHubError::Unreachable {
+                node,
+                reason: "the endpoint dropped the request".into(),
+            })
+        }
+        Err(e) => {
+            return Err(RemoteHubError::Unreachable {
+                node,
+                reason: e.to_string(),
+            })
+        }
+    };
+    match decode::<EndpointReply>(&bytes.0) {
+        Ok(EndpointReply::Failed(failure)) => Err(RemoteHubError::Refused { node, failure }),
+        Ok(EndpointReply::ChildFailed(error)) => Err(RemoteHubError::Child(error.0)),
+        Ok(reply) => Ok((node, reply)),
+        Err(failure) => Err(RemoteHubError::Decode {
+            node,
+            reason: failure.message,
+        }),
+    }
+}
+
+pub(super) fn unexpected(node: NodeName, reply: EndpointReply) -> RemoteHubError {
     RemoteHubError::Decode {
         node,
         reason: format!("an answer to another request: {reply:?}"),

@@ -16,7 +16,9 @@
 //! anything starts, and the work of one request runs beside the actor, at most
 //! [`MAX_IN_FLIGHT`] at once.
 
+mod child;
 mod client;
+mod sink;
 
 use bincode::Options;
 use ractor::RpcReplyPort;
@@ -26,8 +28,10 @@ use serde::{Deserialize, Serialize};
 
 use super::options::StartOptions;
 use super::results::{ChildInfo, StartResult, StopResult};
-use crate::model::{ChildId, ChildSpec, NodeName};
+use super::typed_errors::ChildRefError;
+use crate::model::{ChildId, ChildSpec, DownReason, NodeName};
 
+pub use child::RemoteChildRef;
 pub use client::{RemoteHub, RemoteHubError};
 
 /// The version of the endpoint's encoding, the first two bytes of every request and reply.
@@ -41,6 +45,23 @@ pub const MAX_IN_FLIGHT: usize = 1024;
 
 /// Longest timeout a remote request may ask of the endpoint (that of the API's options).
 pub const MAX_REMOTE_TIMEOUT: std::time::Duration = super::options::MAX_TIMEOUT;
+
+/// Longest variant name a typed message may carry (ractor's names are Rust identifiers).
+pub const MAX_VARIANT_LEN: usize = 256;
+
+/// The most monitors one client (one sink) may hold on one endpoint; beyond it a monitor is
+/// refused `too_many_monitors`.
+pub const MAX_MONITORS_PER_CLIENT: usize = 10_000;
+
+/// The most monitors one endpoint holds for all its clients.
+pub const MAX_ENDPOINT_MONITORS: usize = 100_000;
+
+/// How often a client probes each endpoint it holds monitors through.
+pub const PROBE_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How long a probe waits: an endpoint that does not answer within it is taken as gone (its
+/// node froze or the connection to it is half-open), and its monitors fire `node_down`.
+pub const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The pg group (default scope) every endpoint of hub `hub_id` joins.
 pub fn endpoint_group(hub_id: &str) -> String {
@@ -99,6 +120,53 @@ pub enum EndpointRequest {
     },
     /// `Hub::nodes(true)`.
     Nodes,
+    /// A typed call ([`RemoteChildRef::call`]): an `#[rpc]` variant as ractor serializes it.
+    CallTyped {
+        /// The child.
+        id: ChildId,
+        /// The variant's name.
+        variant: String,
+        /// Its encoded fields (at most [`crate::cluster::wire::budget::FRAME_BUDGET_BYTES`]).
+        args: Vec<u8>,
+        /// How long the child may take, in ms.
+        timeout_ms: u64,
+    },
+    /// A typed cast ([`RemoteChildRef::cast`]).
+    CastTyped {
+        /// The child.
+        id: ChildId,
+        /// The variant's name.
+        variant: String,
+        /// Its encoded fields (at most [`crate::cluster::wire::budget::FRAME_BUDGET_BYTES`]).
+        args: Vec<u8>,
+        /// How long to retry while the child is between nodes, in ms (0: fail at once).
+        within_ms: u64,
+    },
+    /// Monitors the child for the client's monitor `monitor`; the down goes to the client's
+    /// sink, the actor in pg group `sink` ([`down_sink_group`]).
+    Monitor {
+        /// The child.
+        id: ChildId,
+        /// The client's sink group.
+        sink: String,
+        /// The client's monitor id.
+        monitor: u64,
+        /// See [`crate::MonitorOptions::follow_restarts`].
+        follow_restarts: bool,
+    },
+    /// Cancels the client's monitor `monitor` held for `sink`.
+    Demonitor {
+        /// The client's sink group.
+        sink: String,
+        /// The client's monitor id.
+        monitor: u64,
+    },
+    /// How many monitors the endpoint holds for `sink`; answered by the endpoint actor itself,
+    /// so it is also the client's probe that the endpoint still answers.
+    Held {
+        /// The client's sink group.
+        sink: String,
+    },
 }
 
 /// What an endpoint answers.
@@ -118,6 +186,60 @@ pub enum EndpointReply {
     Nodes(Vec<NodeName>),
     /// The request failed or was refused as a whole.
     Failed(RemoteFailure),
+    /// A typed message to a child failed (the hub's own typed error).
+    ChildFailed(Json<ChildRefError>),
+    /// The monitor is set; its down will come to the client's sink.
+    Monitoring,
+    /// Whether the cancelled monitor was held.
+    Demonitored(bool),
+    /// The monitors held for the sink asked about.
+    Held(u64),
+}
+
+/// A monitored child's down, forwarded by the endpoint on `endpoint` to the client's sink.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteDown {
+    /// The node of the endpoint that set the monitor.
+    pub endpoint: NodeName,
+    /// The client's monitor id.
+    pub monitor: u64,
+    /// The child.
+    pub id: ChildId,
+    /// Why it is down.
+    pub reason: DownReason,
+}
+
+/// The message of a client's down sink: an encoded [`RemoteDown`].
+#[derive(RactorClusterMessage)]
+pub enum DownSinkMsg {
+    /// An encoded [`RemoteDown`] (decoded with the endpoint's limits; garbage is dropped).
+    Down(EndpointBytes),
+}
+
+const DOWN_SINK_PREFIX: &str = "process_hub.down_sink|";
+
+/// The pg group (default scope) of a client's down sink: the client's process and a random
+/// nonce, so the group names one sink of one client and is not guessed.
+pub fn down_sink_group(process: u32, nonce: u128) -> String {
+    format!("{DOWN_SINK_PREFIX}{process}|{nonce:032x}")
+}
+
+/// Whether `name` is a down sink's group as [`down_sink_group`] builds it.
+pub fn is_down_sink_group(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix(DOWN_SINK_PREFIX) else {
+        return false;
+    };
+    let Some((process, nonce)) = rest.split_once('|') else {
+        return false;
+    };
+    process.parse::<u32>().is_ok()
+        && nonce.len() == 32
+        && nonce.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The hub whose endpoint group `group` is, if it is one.
+pub fn endpoint_group_hub(group: &str) -> Option<&str> {
+    group.strip_prefix("process_hub.endpoint.")
 }
 
 /// A value that crosses as JSON inside the bincode envelope: the per-child errors of results
@@ -305,5 +427,128 @@ mod tests {
             decode::<EndpointRequest>(&huge).unwrap_err().code,
             "bad_request"
         );
+    }
+
+    #[test]
+    fn typed_messages_and_monitors_round_trip_and_garbage_is_refused() {
+        let requests = [
+            EndpointRequest::CallTyped {
+                id: "c".into(),
+                variant: "Get".into(),
+                args: vec![1, 2, 3],
+                timeout_ms: 5,
+            },
+            EndpointRequest::CastTyped {
+                id: "c".into(),
+                variant: "Increment".into(),
+                args: vec![],
+                within_ms: 0,
+            },
+            EndpointRequest::Monitor {
+                id: "c".into(),
+                sink: down_sink_group(7, 9),
+                monitor: 3,
+                follow_restarts: true,
+            },
+            EndpointRequest::Demonitor {
+                sink: down_sink_group(7, 9),
+                monitor: 3,
+            },
+            EndpointRequest::Held {
+                sink: down_sink_group(7, 9),
+            },
+        ];
+        for request in requests {
+            assert_eq!(decode::<EndpointRequest>(&encode(&request).0), Ok(request));
+        }
+        let replies = [
+            EndpointReply::ChildFailed(Json(ChildRefError::BetweenNodes {
+                id: "c".into(),
+                host: Some("a@h".into()),
+            })),
+            EndpointReply::Monitoring,
+            EndpointReply::Demonitored(true),
+            EndpointReply::Held(2),
+        ];
+        for reply in replies {
+            assert_eq!(decode::<EndpointReply>(&encode(&reply).0), Ok(reply));
+        }
+        let down = RemoteDown {
+            endpoint: "a@h".into(),
+            monitor: 4,
+            id: "c".into(),
+            reason: DownReason::NodeDown { node: "b@h".into() },
+        };
+        assert_eq!(decode::<RemoteDown>(&encode(&down).0), Ok(down));
+        // Appended variants keep the earlier ones' numbers: `Nodes` is still 5.
+        assert_eq!(&encode(&EndpointRequest::Nodes).0[2..], &5u32.to_le_bytes());
+        // Garbage: truncated, an unknown variant, a DownReason past the last, a claimed
+        // gigabyte of args.
+        let mut bytes = encode(&EndpointRequest::CallTyped {
+            id: "c".into(),
+            variant: "Get".into(),
+            args: vec![0; 16],
+            timeout_ms: 5,
+        })
+        .0;
+        bytes.truncate(bytes.len() - 4);
+        assert_eq!(
+            decode::<EndpointRequest>(&bytes).unwrap_err().code,
+            "bad_request"
+        );
+        let mut unknown = ENDPOINT_VERSION.to_le_bytes().to_vec();
+        unknown.extend(99u32.to_le_bytes());
+        assert_eq!(
+            decode::<EndpointRequest>(&unknown).unwrap_err().code,
+            "bad_request"
+        );
+        let mut huge = ENDPOINT_VERSION.to_le_bytes().to_vec();
+        huge.extend(6u32.to_le_bytes()); // CallTyped
+        huge.extend(1u64.to_le_bytes());
+        huge.push(b'c');
+        huge.extend(3u64.to_le_bytes());
+        huge.extend(b"Get");
+        huge.extend(u64::MAX.to_le_bytes()); // the args' length
+        assert_eq!(
+            decode::<EndpointRequest>(&huge).unwrap_err().code,
+            "bad_request"
+        );
+        let mut reason = encode(&RemoteDown {
+            endpoint: "a".into(),
+            monitor: 1,
+            id: "c".into(),
+            reason: DownReason::NoChild,
+        })
+        .0;
+        let at = reason.len() - 4;
+        reason[at..].copy_from_slice(&200u32.to_le_bytes());
+        assert_eq!(
+            decode::<RemoteDown>(&reason).unwrap_err().code,
+            "bad_request"
+        );
+        for garbage in [&[][..], &[1, 0][..], &[1, 0, 0xff, 0xff, 0xff][..]] {
+            assert!(decode::<RemoteDown>(garbage).is_err());
+        }
+    }
+
+    #[test]
+    fn down_sink_groups_are_recognised_and_nothing_else() {
+        let group = down_sink_group(42, u128::MAX);
+        assert!(is_down_sink_group(&group));
+        for not in [
+            "process_hub.down_sink|",
+            "process_hub.down_sink|x|00000000000000000000000000000000",
+            "process_hub.down_sink|1|0",
+            "process_hub.down_sink|1|0000000000000000000000000000000g",
+            "process_hub.endpoint.remote",
+            "",
+        ] {
+            assert!(!is_down_sink_group(not), "{not}");
+        }
+        assert_eq!(
+            endpoint_group_hub(&endpoint_group("orders")),
+            Some("orders")
+        );
+        assert_eq!(endpoint_group_hub(&group), None);
     }
 }

@@ -9,22 +9,30 @@
 //! Every request is untrusted: it is decoded with a size limit, its specs checked with the
 //! API's rules ([`validate_child`]) before the hub sees them, its timeouts bounded; a request
 //! that fails any of that is answered with a typed refusal. The actor itself only decodes and
-//! hands each request to a task that asks the hub's root by `HubMsg`, so a slow request
-//! never holds up the others; at most [`MAX_IN_FLIGHT`] run at once.
+//! hands each request to a task that asks the hub's root by `HubMsg` (or, for a typed message
+//! to a child, the hub's typed path), so a slow request never holds up the others; at most
+//! [`MAX_IN_FLIGHT`] run at once. What answers at once stays in the actor, in order: a cast
+//! that does not wait, and the monitors of clients ([`monitors`]).
+
+mod monitors;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use ractor::pg::GroupChangeMessage;
 use ractor::rpc::CallResult;
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
+use self::monitors::Holds;
+use super::typed::{call_serialized, cast_serialized, cast_serialized_within};
 use super::HubShared;
 use crate::api::msg::HubMsg;
 use crate::api::remote::{
-    decode, encode, endpoint_group, EndpointBytes, EndpointMsg, EndpointReply, EndpointRequest,
-    Json, RemoteFailure, MAX_IN_FLIGHT, MAX_REMOTE_TIMEOUT,
+    decode, encode, endpoint_group, is_down_sink_group, EndpointBytes, EndpointMsg, EndpointReply,
+    EndpointRequest, Json, RemoteFailure, MAX_IN_FLIGHT, MAX_REMOTE_TIMEOUT, MAX_VARIANT_LEN,
 };
+use crate::cluster::wire::budget::FRAME_BUDGET_BYTES;
 use crate::model::validate_child;
 use crate::model::ChildId;
 
@@ -39,6 +47,7 @@ pub(crate) struct EndpointState {
     hub: Arc<HubShared>,
     root: ActorRef<HubMsg>,
     in_flight: Arc<AtomicUsize>,
+    holds: Holds,
 }
 
 impl Actor for Endpoint {
@@ -59,12 +68,37 @@ impl Actor for Endpoint {
             hub: args.hub,
             root: args.root,
             in_flight: Arc::default(),
+            holds: Holds::default(),
         })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        state.holds.drain(&state.hub);
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        if let SupervisionEvent::ProcessGroupChanged(GroupChangeMessage::Leave(_, group, _)) = event
+        {
+            if is_down_sink_group(&group) {
+                state.holds.sink_left(&myself, &state.hub, &group);
+            }
+        }
+        Ok(())
     }
 
     async fn handle(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         msg: EndpointMsg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
@@ -76,15 +110,48 @@ impl Actor for Endpoint {
                 return answer(reply, EndpointReply::Failed(failure));
             }
         };
+        let hub = &state.hub;
+        let request = match request {
+            EndpointRequest::Monitor {
+                id,
+                sink,
+                monitor,
+                follow_restarts,
+            } => {
+                let outcome = state
+                    .holds
+                    .monitor(&myself, hub, id, sink, monitor, follow_restarts);
+                return answer(reply, outcome);
+            }
+            EndpointRequest::Demonitor { sink, monitor } => {
+                let outcome = state.holds.demonitor(&myself, hub, &sink, monitor);
+                return answer(reply, outcome);
+            }
+            EndpointRequest::Held { sink } => return answer(reply, state.holds.held(&sink)),
+            EndpointRequest::CastTyped {
+                id,
+                variant,
+                args,
+                within_ms: 0,
+            } => {
+                let outcome = match cast_serialized(hub, &id, variant, args) {
+                    Ok(()) => EndpointReply::Cast,
+                    Err(e) => EndpointReply::ChildFailed(Json(e)),
+                };
+                return answer(reply, outcome);
+            }
+            other => other,
+        };
         if state.in_flight.fetch_add(1, Ordering::AcqRel) >= MAX_IN_FLIGHT {
             state.in_flight.fetch_sub(1, Ordering::AcqRel);
             let failure = RemoteFailure::new("overloaded", "too many remote requests at once");
             return answer(reply, EndpointReply::Failed(failure));
         }
         let (root, in_flight) = (state.root.clone(), state.in_flight.clone());
+        let hub = state.hub.clone();
         let budget = state.hub.config.default_timeout();
         tokio::spawn(async move {
-            let outcome = serve(&root, request, budget).await;
+            let outcome = serve(&root, &hub, request, budget).await;
             in_flight.fetch_sub(1, Ordering::AcqRel);
             let _ = reply.send(encode(&outcome));
         });
@@ -117,6 +184,48 @@ fn checked(request: EndpointRequest) -> Result<EndpointRequest, RemoteFailure> {
                 "the call's timeout is above an hour",
             ));
         }
+        EndpointRequest::CallTyped { timeout_ms: ms, .. }
+        | EndpointRequest::CastTyped { within_ms: ms, .. }
+            if Duration::from_millis(*ms) > MAX_REMOTE_TIMEOUT =>
+        {
+            return Err(RemoteFailure::new(
+                "invalid_option",
+                "the message's timeout is above an hour",
+            ));
+        }
+        EndpointRequest::CallTyped {
+            id, variant, args, ..
+        }
+        | EndpointRequest::CastTyped {
+            id, variant, args, ..
+        } => {
+            ChildId::parse(id.as_str())
+                .map_err(|e| RemoteFailure::new("invalid_child", e.to_string()))?;
+            if args.len() as u64 > FRAME_BUDGET_BYTES || variant.len() > MAX_VARIANT_LEN {
+                return Err(RemoteFailure::new(
+                    "bad_request",
+                    "the message is too large",
+                ));
+            }
+        }
+        EndpointRequest::Monitor { id, sink, .. } => {
+            ChildId::parse(id.as_str())
+                .map_err(|e| RemoteFailure::new("invalid_child", e.to_string()))?;
+            if !is_down_sink_group(sink) {
+                return Err(RemoteFailure::new(
+                    "unknown_sink",
+                    "not a down sink's group",
+                ));
+            }
+        }
+        EndpointRequest::Demonitor { sink, .. } | EndpointRequest::Held { sink }
+            if !is_down_sink_group(sink) =>
+        {
+            return Err(RemoteFailure::new(
+                "unknown_sink",
+                "not a down sink's group",
+            ));
+        }
         EndpointRequest::CastChild { id, payload }
         | EndpointRequest::CallChild { id, payload, .. } => {
             ChildId::parse(id.as_str())
@@ -136,6 +245,7 @@ fn checked(request: EndpointRequest) -> Result<EndpointRequest, RemoteFailure> {
 /// Asks the hub's root, the way a local actor would.
 async fn serve(
     root: &ActorRef<HubMsg>,
+    hub: &Arc<HubShared>,
     request: EndpointRequest,
     budget: Duration,
 ) -> EndpointReply {
@@ -235,6 +345,36 @@ async fn serve(
                 Ok(CallResult::Success(nodes)) => EndpointReply::Nodes(nodes),
                 _ => unavailable(),
             }
+        }
+        EndpointRequest::CallTyped {
+            id,
+            variant,
+            args,
+            timeout_ms,
+        } => {
+            let timeout = Duration::from_millis(timeout_ms);
+            match call_serialized(hub, &id, variant, args, timeout).await {
+                Ok(answer) => EndpointReply::Called(answer),
+                Err(e) => EndpointReply::ChildFailed(Json(e)),
+            }
+        }
+        EndpointRequest::CastTyped {
+            id,
+            variant,
+            args,
+            within_ms,
+        } => {
+            let within = Duration::from_millis(within_ms);
+            match cast_serialized_within(hub, &id, variant, args, within).await {
+                Ok(()) => EndpointReply::Cast,
+                Err(e) => EndpointReply::ChildFailed(Json(e)),
+            }
+        }
+        // Answered by the actor itself.
+        EndpointRequest::Monitor { .. }
+        | EndpointRequest::Demonitor { .. }
+        | EndpointRequest::Held { .. } => {
+            EndpointReply::Failed(RemoteFailure::new("bad_request", "not served here"))
         }
     }
 }
