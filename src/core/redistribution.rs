@@ -142,12 +142,18 @@ pub fn plan_redistribution<'a>(
         if row.node_pids.contains_key(live.me) {
             // A guided child never migrates: joins do not move it off the node it runs on. A
             // second copy (a partition let the ring re-place it) gives way to the one on its
-            // own node.
+            // own node, or when none runs there, to the copy on the lowest-named node.
             if guided.is_some() {
-                if owner != live.me && row.node_pids.contains_key(owner) && live.up.contains(owner)
-                {
+                let keeper = if row.node_pids.contains_key(owner) {
+                    Some(owner)
+                } else {
+                    row.node_pids
+                        .keys()
+                        .find(|n| *n == live.me || live.up.contains(*n))
+                };
+                if let Some(keeper) = keeper.filter(|k| *k != live.me && live.up.contains(*k)) {
                     plan.migrations
-                        .entry(owner.clone())
+                        .entry(keeper.clone())
                         .or_default()
                         .push(row.clone());
                 }

@@ -79,6 +79,9 @@ fn a_guided_child_stays_put_and_is_re_placed_only_on_its_node_or_if_allowed() {
         guided(row(&theirs, false, &[("a@h", 1)]), "a@h", false),
         // Runs here and on its own node b (a partition let the ring place it): gives way.
         guided(row(&theirs2, false, &[("a@h", 2), ("b@h", 3)]), "b@h", true),
+        // Runs here and on b, its node c is gone: the copy on the lowest-named node (here)
+        // stays.
+        guided(row("kept", false, &[("a@h", 4), ("b@h", 5)]), "c@h", true),
         // Its node c is gone, no fallback: it waits.
         guided(row(&orphan, false, &[]), "c@h", false),
         // Its node c is gone, fallback: the ring places it (on b).

@@ -249,7 +249,7 @@ impl Actor for DeclaredLeader {
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         args: DeclaredLeaderArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let DeclaredLeaderArgs { hub, recovery } = args;
@@ -295,8 +295,17 @@ impl Actor for DeclaredLeader {
         let mut after = AfterPersist::default();
         leader_state.apply(effects, &mut after);
         leader_state.submit_changes(&mut after);
+        // A boot write that fails (a full disk) does not fail the actor: a restart would fail
+        // the same way until the HubSupervisor gives up on the hub. The leader starts degraded
+        // instead, refusing mutations until the copy is rebuilt from the disk.
+        let mut boot_write = Ok(());
         for commit in after.commits {
-            commit.wait_async().await?;
+            if let Err(e) = commit.wait_async().await {
+                boot_write = Err(e);
+            }
+        }
+        if let Err(error) = boot_write {
+            leader_state.persist_failed(&myself, error);
         }
         let list = leader_state.state.list().clone();
         let (incarnation, change) = recovery.reset(&list, leader_state.parked());
