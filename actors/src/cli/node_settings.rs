@@ -81,6 +81,10 @@ pub struct NodeFlags {
     /// (the hub's `nodedown_grace_ms`; default 1000).
     #[arg(long)]
     pub nodedown_grace_ms: Option<u64>,
+    /// How new children are placed: `consistent-hash` (default: on their ring owner) or
+    /// `guided` (on the node each start names; a start without one is refused per child).
+    #[arg(long, value_parser = parse_distribution)]
+    pub distribution: Option<process_hub::Distribution>,
     /// Restart intensity: at most this many restarts of this node's children within
     /// --max-seconds; one more escalates to the hub supervisor (default 100).
     #[arg(long)]
@@ -146,6 +150,7 @@ struct FileSettings {
     tls_server_name: Option<String>,
     backend: Option<BackendChoice>,
     nodedown_grace_ms: Option<u64>,
+    distribution: Option<process_hub::Distribution>,
     max_restarts: Option<u32>,
     max_seconds: Option<u32>,
     hub_max_restarts: Option<u32>,
@@ -188,6 +193,8 @@ pub struct NodeSettings {
     pub backend: BackendChoice,
     /// The hub's `nodedown_grace_ms`, when set (validated by the hub's config).
     pub nodedown_grace_ms: Option<u64>,
+    /// The hub's `distribution` (flag, else file; default consistent hash).
+    pub distribution: Option<process_hub::Distribution>,
     /// The hub's restart intensity (`max_restarts`, `max_seconds`, `hub_max_restarts`), each
     /// when set (validated by the hub's config).
     pub restart_intensity: RestartIntensitySettings,
@@ -517,12 +524,27 @@ impl NodeFlags {
             tls,
             backend: self.backend.or(file.backend).unwrap_or_default(),
             nodedown_grace_ms: self.nodedown_grace_ms.or(file.nodedown_grace_ms),
+            distribution: self.distribution.or(file.distribution),
             restart_intensity: RestartIntensitySettings {
                 max_restarts: self.max_restarts.or(file.max_restarts),
                 max_seconds: self.max_seconds.or(file.max_seconds),
                 hub_max_restarts: self.hub_max_restarts.or(file.hub_max_restarts),
             },
         })
+    }
+}
+
+/// `--distribution`: the strategies' names as the original spells them, dashed.
+fn parse_distribution(value: &str) -> Result<process_hub::Distribution, String> {
+    match value {
+        "consistent-hash" | "consistent_hash" => Ok(process_hub::Distribution::ConsistentHash),
+        "guided" => Ok(process_hub::Distribution::Guided),
+        "load-balanced" | "load_balanced" => Err(
+            "load-balanced placement is not available yet; use consistent-hash or guided".into(),
+        ),
+        other => Err(format!(
+            "unknown distribution {other:?}; one of consistent-hash, guided"
+        )),
     }
 }
 
