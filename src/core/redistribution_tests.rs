@@ -74,14 +74,15 @@ fn a_guided_child_stays_put_and_is_re_placed_only_on_its_node_or_if_allowed() {
     let theirs2 = owned_by(&ring, "b@h", "y");
     let orphan = owned_by(&ring, "b@h", "z");
     let orphan2 = owned_by(&ring, "b@h", "w");
+    let kept = owned_by(&ring, "b@h", "k");
     let rows = [
         // Runs here, guided here although b owns it on the ring: it stays.
         guided(row(&theirs, false, &[("a@h", 1)]), "a@h", false),
         // Runs here and on its own node b (a partition let the ring place it): gives way.
         guided(row(&theirs2, false, &[("a@h", 2), ("b@h", 3)]), "b@h", true),
-        // Runs here and on b, its node c is gone: the copy on the lowest-named node (here)
-        // stays.
-        guided(row("kept", false, &[("a@h", 4), ("b@h", 5)]), "c@h", true),
+        // Runs here and on b, its node c is gone and it may fall back: the copy on its ring
+        // owner b stays.
+        guided(row(&kept, false, &[("a@h", 4), ("b@h", 5)]), "c@h", true),
         // Its node c is gone, no fallback: it waits.
         guided(row(&orphan, false, &[]), "c@h", false),
         // Its node c is gone, fallback: the ring places it (on b).
@@ -95,7 +96,7 @@ fn a_guided_child_stays_put_and_is_re_placed_only_on_its_node_or_if_allowed() {
     let plan = plan_redistribution(&rows, &ring, live, DeclaredKnowledge::Off, &BTreeSet::new());
     assert_eq!(
         ids(&plan.migrations),
-        BTreeMap::from([("b@h".to_owned(), vec![theirs2])])
+        BTreeMap::from([("b@h".to_owned(), vec![theirs2, kept])])
     );
     assert_eq!(
         ids(&plan.replacements),
