@@ -22,6 +22,7 @@
 
 mod answers;
 mod cluster;
+mod handover;
 mod membership;
 mod messaging;
 mod pipeline;
