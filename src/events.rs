@@ -193,6 +193,9 @@ pub enum HubEvent {
         to: NodeName,
         /// The state went along, or why not.
         outcome: HandoverOutcome,
+        /// From the export's request to the new node's confirmation, in ms (what a hot move
+        /// costs the child: its casts are held meanwhile, its calls retry).
+        took_ms: u64,
     },
 }
 

@@ -58,6 +58,8 @@ pub(crate) struct HotMove {
     fell_back: Option<HandoverError>,
     /// Part of a graceful leave (the hub's shutdown stops the old instance).
     leaving: bool,
+    /// When the export was asked for (`HubShared::mono_ms`).
+    since_ms: u64,
 }
 
 /// The Coordinator's hot moves under way.
@@ -109,6 +111,7 @@ impl CoordinatorState {
                     bytes: 0,
                     fell_back: None,
                     leaving,
+                    since_ms: hub.mono_ms(),
                 },
             );
         }
@@ -330,11 +333,14 @@ impl CoordinatorState {
                     }
                 }
             };
+            let took_ms = self.hub.mono_ms().saturating_sub(moving.since_ms);
+            tracing::debug!(child = %id, node = %to, took_ms, "hot move done");
             self.hub.events.publish(|| HubEvent::ChildHandover {
                 id: id.clone(),
                 from: me.clone(),
                 to: to.clone(),
                 outcome,
+                took_ms,
             });
             finished.push(id);
         }
@@ -345,7 +351,7 @@ impl CoordinatorState {
             };
             if moving.fell_back.is_some() || moving.leaving || !confirm {
                 // The old instance is stopped (or stops with the hub): nothing to go back to.
-                self.hub.handoffs.moving.remove(&failure.id);
+                self.hub.drop_handoff(&failure.id);
                 continue;
             }
             tracing::warn!(child = %failure.id, node = %failure.node, error = %failure.reason, "hot move failed: the child stays here with its state");

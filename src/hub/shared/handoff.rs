@@ -23,6 +23,9 @@ pub(crate) use crate::core::handover::Handoff;
 #[derive(Default)]
 pub(crate) struct Handoffs {
     pub moving: dashmap::DashMap<ChildId, Handoff>,
+    /// The old instances of the children moving away, until their move completes or is
+    /// abandoned: a Coordinator that restarts mid-move routes them here again.
+    cells: dashmap::DashMap<ChildId, ActorCell>,
     pub imports: Mutex<PendingImports>,
 }
 
@@ -32,7 +35,10 @@ impl HubShared {
     pub(crate) fn begin_handoff(&self, id: &ChildId) -> Option<ActorCell> {
         self.handoffs.moving.insert(id.clone(), Handoff::holding());
         match self.local_children.remove(id) {
-            Some((_, cell)) => Some(cell),
+            Some((_, cell)) => {
+                self.handoffs.cells.insert(id.clone(), cell.clone());
+                Some(cell)
+            }
             None => {
                 self.handoffs.moving.remove(id);
                 None
@@ -59,6 +65,7 @@ impl HubShared {
         let until = self
             .mono_ms()
             .saturating_add(self.config.hot_swap.retention_ms);
+        self.handoffs.cells.remove(id);
         match self.handoffs.moving.get_mut(id) {
             Some(mut entry) => entry.forward_to(to, until),
             None => Vec::new(),
@@ -69,12 +76,50 @@ impl HubShared {
     /// it, to deliver to it.
     pub(crate) fn abandon_handoff(&self, id: &ChildId, cell: ActorCell) -> Vec<HeldCast> {
         // Routed here again first, so a cast that misses the handoff finds the child.
+        self.handoffs.cells.remove(id);
         self.local_children.insert(id.clone(), cell);
         self.handoffs
             .moving
             .remove(id)
             .map(|(_, h)| h.release())
             .unwrap_or_default()
+    }
+
+    /// Forgets a handoff whose old instance is gone (stopped by a cold fallback, or with the
+    /// hub).
+    pub(crate) fn drop_handoff(&self, id: &ChildId) {
+        self.handoffs.cells.remove(id);
+        self.handoffs.moving.remove(id);
+    }
+
+    /// A Coordinator (re)starts: moves it did not finish are abandoned, their children routed
+    /// here again if they still run, with their held typed casts.
+    pub(crate) fn abandon_all_handoffs(&self) {
+        let cells: Vec<(ChildId, ActorCell)> = self
+            .handoffs
+            .cells
+            .iter()
+            .map(|e| (e.key().clone(), e.value().clone()))
+            .collect();
+        for (id, cell) in cells {
+            if cell.get_status() != ractor::ActorStatus::Running {
+                self.drop_handoff(&id);
+                continue;
+            }
+            tracing::warn!(child = %id, "a hot move was cut short: the child stays here");
+            let kind = self.storage.get(&id).map(|r| r.spec.kind);
+            let deliver = kind.as_deref().and_then(|k| self.kinds.deliver(k));
+            for cast in self.abandon_handoff(&id, cell.clone()) {
+                if let (HeldCast::Typed { variant, args }, Some(deliver)) = (cast, &deliver) {
+                    let message = ractor::message::SerializedMessage::Cast {
+                        variant,
+                        args,
+                        metadata: None,
+                    };
+                    let _ = deliver(&cell, message);
+                }
+            }
+        }
     }
 
     /// Forgets the handoffs whose retention period is over.
