@@ -309,3 +309,47 @@ async fn casts_sent_during_a_hot_move_are_all_counted() {
     })
     .await;
 }
+
+/// A command to a `kv_shard` by bytes (the kind's JSON commands), answered as JSON.
+async fn kv(hub: &Hub, id: &ChildId, command: serde_json::Value) -> serde_json::Value {
+    let payload =
+        serde_json::to_vec(&serde_json::json!({"kind": "kv_shard", "command": command})).unwrap();
+    let answer = hub
+        .call_child(id.clone(), payload, CALL)
+        .await
+        .expect("the shard answers");
+    serde_json::from_slice(&answer).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kv_shard_keeps_its_entries_when_it_moves_without_waiting_for_confirmation() {
+    let options = Options::plain().hot_swap(HotSwapConfig {
+        confirm_handover: false,
+        ..timing()
+    });
+    let mut cluster = TestCluster::with_nodes(6, &["a"], options).await;
+    let id = id_owned_by("b", &["a", "b"], "shard-");
+    start(cluster.hub("a"), &id, "kv_shard").await;
+    for (key, value) in [("x", "1"), ("y", "2")] {
+        kv(
+            cluster.hub("a"),
+            &id,
+            serde_json::json!({"op": "put", "key": key, "value": value}),
+        )
+        .await;
+    }
+    assert_eq!(
+        kv(cluster.hub("a"), &id, serde_json::json!({"op": "len"})).await,
+        serde_json::json!(2)
+    );
+
+    cluster.add("b").await;
+    cluster.wait_members().await;
+    wait_runs_on(&cluster, &id, "b").await;
+    let get = serde_json::json!({"op": "get", "key": "y"});
+    assert_eq!(kv(cluster.hub("b"), &id, get).await, serde_json::json!("2"));
+    assert_eq!(
+        kv(cluster.hub("a"), &id, serde_json::json!({"op": "len"})).await,
+        serde_json::json!(2)
+    );
+}
