@@ -372,7 +372,8 @@ pub enum WireMsg {
     /// A moving child's state (hot swap, `core::handover`), sent by its old node to the node
     /// about to start it, ahead of the `StartChildren` on the same link. The receiver keeps it
     /// (bounded, for `handover_data_wait_ms`) and gives it to the child as its first message
-    /// when it starts there; a receiver that forwards the start forwards the state first.
+    /// when the cluster starts it there (a move; a caller's start never takes one); a receiver
+    /// that forwards the start forwards the state first.
     /// Added after every other variant so the older variants encode as before.
     HandoverState {
         /// The child.

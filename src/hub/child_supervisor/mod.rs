@@ -162,8 +162,10 @@ impl ChildSupState {
                 Ok(cell) => {
                     let id = spec.id.clone();
                     // A hot move's state: the child's first message, sent before the child is
-                    // routable here (tracked), so nothing else can reach it first.
-                    if let Some(state) = shared.take_import(&id) {
+                    // routable here (tracked), so nothing else can reach it first. Only the
+                    // cluster's own starts (moves: `existing_ok`) take one, never a caller's.
+                    let state = batch.existing_ok.then(|| shared.take_import(&id)).flatten();
+                    if let Some(state) = state {
                         let bytes = state.len();
                         match shared.kinds.import(&spec.kind, &cell, state) {
                             Some(Ok(())) => {
