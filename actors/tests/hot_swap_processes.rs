@@ -97,6 +97,8 @@ fn counters_keep_their_values_when_a_node_joins_and_when_a_node_leaves() {
             restart: None,
             metadata: None,
             durable: false,
+            nodes: None,
+            guided_fallback: false,
         })
         .collect();
     let started = entry.start(&specs).expect("start answers");
