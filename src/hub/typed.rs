@@ -99,11 +99,11 @@ fn deliver_here(
     id: &ChildId,
     message: SerializedMessage,
 ) -> Result<(), ChildFailure> {
+    if !hub.local_children.contains_key(id) {
+        return Err(hub.not_here(id));
+    }
     let kind = hub.storage.get(id).map(|r| r.spec.kind).unwrap_or_default();
     let Some(deliver) = hub.kinds.deliver(&kind) else {
-        if !hub.local_children.contains_key(id) {
-            return Err(hub.not_here(id));
-        }
         return Err(failure(
             &hub.node,
             id,
@@ -148,13 +148,18 @@ pub(crate) fn on_cast(
     if hub.has_bug(InjectedBug::DropTypedCasts) {
         return;
     }
-    let kind = hub
-        .storage
-        .get(&id)
-        .map(|r| r.spec.kind)
-        .unwrap_or_default();
-    if let Some(deliver) = hub.kinds.deliver(&kind) {
-        // Into the mailbox under the entry's lock (see `deliver_here`).
+    if hub.local_children.contains_key(&id) {
+        let kind = hub
+            .storage
+            .get(&id)
+            .map(|r| r.spec.kind)
+            .unwrap_or_default();
+        let Some(deliver) = hub.kinds.deliver(&kind) else {
+            tracing::debug!(child = %id, %from, %kind, "typed cast not delivered: kind not registered here");
+            return;
+        };
+        // Into the mailbox under the entry's lock (see `deliver_here`); a child taken out of
+        // local routing meanwhile is moving: its cast is held below.
         if let Some(cell) = hub.local_children.get(&id) {
             let message = SerializedMessage::Cast {
                 variant,
