@@ -181,6 +181,39 @@ pub enum HubEvent {
         /// The version now held.
         version: u64,
     },
+    /// A hot move of a child whose kind hands its state over (`migration = "hot"`), fired on
+    /// the node it left, beside its `ChildMoved`: whether the state went with it, or the move
+    /// fell back to a cold swap and why.
+    ChildHandover {
+        /// The child.
+        id: ChildId,
+        /// The node it left.
+        from: NodeName,
+        /// The node it runs on now.
+        to: NodeName,
+        /// The state went along, or why not.
+        outcome: HandoverOutcome,
+        /// From the export's request to the new node's confirmation, in ms (what a hot move
+        /// costs the child: its casts are held meanwhile, its calls retry).
+        took_ms: u64,
+    },
+}
+
+/// What became of a child's state in a hot move ([`HubEvent::ChildHandover`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum HandoverOutcome {
+    /// The new instance imported the old one's state (`bytes` long) before any other message.
+    Imported {
+        /// The state's size.
+        bytes: u64,
+    },
+    /// The state could not be taken or sent: the child started without it (a cold swap).
+    FellBackCold {
+        /// Why.
+        reason: crate::kinds::HandoverError,
+    },
 }
 
 /// Why a child moved or was re-placed ([`HubEvent::ChildMoved`], [`HubEvent::ChildReplaced`]).

@@ -9,10 +9,11 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use ractor::message::SerializedMessage;
-use ractor::{Actor, ActorCell, Message, MessagingErr, SpawnErr};
+use ractor::{Actor, ActorCell, Message, MessagingErr, RpcReplyPort, SpawnErr};
 use serde::{Deserialize, Serialize};
 
 use crate::model::{ChildArgs, ChildSpec};
@@ -69,12 +70,66 @@ pub(crate) enum DeliverError {
 pub(crate) type DeliverFn =
     dyn Fn(&ActorCell, SerializedMessage) -> Result<(), DeliverError> + Send + Sync;
 
+/// Why a child's state could not be handed over (the move then falls back to a cold swap).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "code", rename_all = "snake_case")]
+pub enum HandoverError {
+    /// The child did not answer the export within `handover_data_wait_ms`.
+    #[error("the child did not export its state within {waited_ms} ms")]
+    Timeout {
+        /// How long the node waited.
+        waited_ms: u64,
+    },
+    /// The child dropped the export's reply port, or stopped.
+    #[error("the child stopped or dropped the export without answering")]
+    NoAnswer,
+    /// The exported state is larger than `core::handover::MAX_HANDOVER_BYTES`.
+    #[error("the exported state is {bytes} bytes, above the limit of {limit}")]
+    TooLarge {
+        /// The state's size.
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The kind's handover messages are not of the child's message type.
+    #[error("kind {kind:?}: the handover messages are not of the child's message type")]
+    WrongMessageType {
+        /// The kind.
+        kind: String,
+    },
+    /// The state could not be sent to the new node.
+    #[error("the state could not be sent to {node}: {reason}")]
+    NotSent {
+        /// The new node.
+        node: String,
+        /// The transport's error.
+        reason: String,
+    },
+}
+
+/// Asks a child for its state as bytes (its kind's export message), waiting at most the
+/// given time.
+type ExportFn = dyn Fn(&ActorCell, Duration) -> BoxFuture<'static, Result<Vec<u8>, HandoverError>>
+    + Send
+    + Sync;
+
+/// Gives a freshly started child its state (its kind's import message).
+type ImportFn = dyn Fn(&ActorCell, Vec<u8>) -> Result<(), HandoverError> + Send + Sync;
+
+/// How a kind hands its state over ([`ChildKinds::handover`]).
+#[derive(Clone)]
+pub(crate) struct Handover {
+    export: Arc<ExportFn>,
+    import: Arc<ImportFn>,
+}
+
 /// The table of kinds a hub can start. Cheap to clone (shared entries).
 #[derive(Clone, Default)]
 pub struct ChildKinds {
     kinds: HashMap<String, Arc<StartFn>>,
     commands: HashMap<String, Arc<CommandFn>>,
     delivers: HashMap<String, Arc<DeliverFn>>,
+    handovers: HashMap<String, Handover>,
 }
 
 /// The decoder's message, preceded, when no arguments were given, by what the kind needs to
@@ -160,6 +215,104 @@ impl ChildKinds {
     ) -> &mut Self {
         self.commands.insert(name.into(), Arc::new(handler));
         self
+    }
+
+    /// Lets children of kind `name` keep their state when they move with `migration = "hot"`:
+    /// `export` builds the kind's message asking a child for its state as bytes (in the
+    /// kind's own encoding), `import` the message giving a new instance that state. The hub
+    /// sends the import as the new instance's first message, before any other can reach it.
+    ///
+    /// ```
+    /// # use process_hub::ChildKinds;
+    /// # use ractor::RpcReplyPort;
+    /// enum CounterMsg { Increment(i64), Export(RpcReplyPort<Vec<u8>>), Import(Vec<u8>) }
+    /// impl ractor::Message for CounterMsg {}
+    /// let mut kinds = ChildKinds::new();
+    /// // kinds.register("counter", Counter);
+    /// kinds.handover("counter", CounterMsg::Export, CounterMsg::Import);
+    /// ```
+    ///
+    /// A state above `core::handover::MAX_HANDOVER_BYTES`, an export that is not answered in
+    /// `handover_data_wait_ms`, or messages of another type than the child's make the move a
+    /// cold swap, reported as such ([`crate::HubEvent::ChildHandover`]).
+    pub fn handover<M, E, I>(&mut self, name: impl Into<String>, export: E, import: I) -> &mut Self
+    where
+        M: Message,
+        E: Fn(RpcReplyPort<Vec<u8>>) -> M + Send + Sync + 'static,
+        I: Fn(Vec<u8>) -> M + Send + Sync + 'static,
+    {
+        let name = name.into();
+        let export_kind = name.clone();
+        let export = Arc::new(export);
+        let export: Arc<ExportFn> = Arc::new(move |cell: &ActorCell, wait: Duration| {
+            let (tx, rx) = tokio::sync::oneshot::channel::<Vec<u8>>();
+            let message = export(RpcReplyPort::from((tx, wait)));
+            let sent = cell.send_message::<M>(message);
+            let kind = export_kind.clone();
+            Box::pin(async move {
+                match sent {
+                    Ok(()) => {}
+                    Err(MessagingErr::InvalidActorType) => {
+                        return Err(HandoverError::WrongMessageType { kind })
+                    }
+                    Err(_) => return Err(HandoverError::NoAnswer),
+                }
+                let state = match tokio::time::timeout(wait, rx).await {
+                    Ok(Ok(state)) => state,
+                    Ok(Err(_)) => return Err(HandoverError::NoAnswer),
+                    Err(_) => {
+                        return Err(HandoverError::Timeout {
+                            waited_ms: wait.as_millis() as u64,
+                        })
+                    }
+                };
+                let limit = crate::core::handover::MAX_HANDOVER_BYTES;
+                if state.len() > limit {
+                    return Err(HandoverError::TooLarge {
+                        bytes: state.len() as u64,
+                        limit: limit as u64,
+                    });
+                }
+                Ok(state)
+            }) as BoxFuture<'static, _>
+        });
+        let import_kind = name.clone();
+        let import: Arc<ImportFn> = Arc::new(move |cell: &ActorCell, state: Vec<u8>| {
+            match cell.send_message::<M>(import(state)) {
+                Ok(()) => Ok(()),
+                Err(MessagingErr::InvalidActorType) => Err(HandoverError::WrongMessageType {
+                    kind: import_kind.clone(),
+                }),
+                Err(_) => Err(HandoverError::NoAnswer),
+            }
+        });
+        self.handovers.insert(name, Handover { export, import });
+        self
+    }
+
+    /// Whether children of kind `name` hand their state over when they move hot.
+    pub fn hands_over(&self, name: &str) -> bool {
+        self.handovers.contains_key(name)
+    }
+
+    /// Asks `cell`, a child of kind `name`, for its state; `None` if the kind does not hand over.
+    pub(crate) fn export(
+        &self,
+        name: &str,
+        cell: &ActorCell,
+        wait: Duration,
+    ) -> Option<BoxFuture<'static, Result<Vec<u8>, HandoverError>>> {
+        self.handovers.get(name).map(|h| (h.export)(cell, wait))
+    }
+
+    /// Gives `cell`, a fresh child of kind `name`, its state.
+    pub(crate) fn import(
+        &self,
+        name: &str,
+        cell: &ActorCell,
+        state: Vec<u8>,
+    ) -> Option<Result<(), HandoverError>> {
+        self.handovers.get(name).map(|h| (h.import)(cell, state))
     }
 
     /// How typed messages from peers reach a child of kind `name`, if registered.

@@ -65,10 +65,14 @@ pub use config::{
     AutoRecoveryConfig, DeclaredCommit, LeaderElector, ManifestLocation, StartBudget,
 };
 pub use config::{ConfigError, Distribution, ProcessHub, ProcessHubBuilder};
+// Hot swap with state handover (docs/strategies.md).
+pub use config::{HotSwapConfig, Migration};
 pub use core::declared_list::DeclaredChild;
 pub use core::recovery::RecoveryState;
+pub use events::HandoverOutcome;
 pub use events::{EventSink, HubEvent, MoveReason, SubscriptionId};
 pub use hooks::{HookAction, HookError, HookEvent, HookHandler, HookKey, Hooks};
+pub use kinds::HandoverError;
 pub use kinds::{ChildKinds, KindError};
 pub use model::{
     ChildArgs, ChildId, ChildSpec, DownReason, Metadata, NodeName, Pid, Restart, Row, Shutdown,

@@ -1,5 +1,6 @@
 //! `counter`: an integer that can be incremented and read. Needs no arguments; accepts an
-//! optional start value (`{"start": 5}`).
+//! optional start value (`{"start": 5}`). It hands its value over when it moves under
+//! `migration = "hot"` (8 bytes, little endian; [`register`]).
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde::{Deserialize, Serialize};
@@ -24,6 +25,18 @@ pub enum CounterMsg {
     /// Answers the value.
     #[rpc]
     Get(RpcReplyPort<i64>),
+    /// Answers the value as handover state (hot swap).
+    #[rpc]
+    Export(RpcReplyPort<Vec<u8>>),
+    /// Takes the value from handover state (hot swap; malformed state is ignored).
+    Import(Vec<u8>),
+}
+
+/// Registers the counter kind, with its state handover.
+pub fn register(kinds: &mut process_hub::ChildKinds) {
+    kinds
+        .register(KIND, Counter)
+        .handover(KIND, CounterMsg::Export, CounterMsg::Import);
 }
 
 /// The counter actor.
@@ -54,6 +67,16 @@ impl Actor for Counter {
             CounterMsg::Get(reply) => {
                 let _ = reply.send(*value);
             }
+            CounterMsg::Export(reply) => {
+                let _ = reply.send(value.to_le_bytes().to_vec());
+            }
+            CounterMsg::Import(state) => match <[u8; 8]>::try_from(state.as_slice()) {
+                Ok(bytes) => *value = i64::from_le_bytes(bytes),
+                Err(_) => tracing::warn!(
+                    bytes = state.len(),
+                    "counter: malformed handover state ignored"
+                ),
+            },
         }
         Ok(())
     }

@@ -1,4 +1,5 @@
-//! `kv_shard`: a small in-memory key-value map. No arguments needed.
+//! `kv_shard`: a small in-memory key-value map. No arguments needed. It hands its entries
+//! over when it moves under `migration = "hot"` (a JSON object; [`register`]).
 
 use std::collections::BTreeMap;
 
@@ -40,6 +41,17 @@ pub enum KvMsg {
     },
     /// Answers the number of keys.
     Len(RpcReplyPort<usize>),
+    /// Answers the entries as handover state (hot swap).
+    Export(RpcReplyPort<Vec<u8>>),
+    /// Takes the entries from handover state (hot swap; malformed state is ignored).
+    Import(Vec<u8>),
+}
+
+/// Registers the shard kind, with its state handover.
+pub fn register(kinds: &mut process_hub::ChildKinds) {
+    kinds
+        .register(KIND, KvShard)
+        .handover(KIND, KvMsg::Export, KvMsg::Import);
 }
 
 impl ractor::Message for KvMsg {}
@@ -80,6 +92,17 @@ impl Actor for KvShard {
             KvMsg::Len(reply) => {
                 let _ = reply.send(map.len());
             }
+            KvMsg::Export(reply) => match serde_json::to_vec(map) {
+                Ok(state) => {
+                    let _ = reply.send(state);
+                }
+                // Dropping the port makes the move a cold swap, reported as such.
+                Err(e) => tracing::warn!(error = %e, "kv_shard: entries not exported"),
+            },
+            KvMsg::Import(state) => match serde_json::from_slice(&state) {
+                Ok(entries) => *map = entries,
+                Err(e) => tracing::warn!(error = %e, "kv_shard: malformed handover state ignored"),
+            },
         }
         Ok(())
     }

@@ -22,9 +22,9 @@ use process_hub::ChildKinds;
 
 /// Registers every kind of this crate under its name.
 pub fn register_all(kinds: &mut ChildKinds) {
+    counter::register(kinds);
+    kv_shard::register(kinds);
     kinds
-        .register(counter::KIND, counter::Counter)
-        .register(kv_shard::KIND, kv_shard::KvShard)
         .register(ticker::KIND, ticker::Ticker)
         .register(crasher::KIND, crasher::Crasher);
     command::register_commands(kinds);

@@ -98,6 +98,12 @@ pub fn hub_config(settings: &NodeSettings) -> Result<ProcessHub, process_hub::Co
     if let Some(distribution) = settings.distribution {
         config.distribution = distribution;
     }
+    if let Some(migration) = settings.migration {
+        config.migration = migration;
+    }
+    if let Some(hot_swap) = &settings.hot_swap {
+        config.hot_swap = hot_swap.clone();
+    }
     let intensity = &settings.restart_intensity;
     if let Some(n) = intensity.max_restarts {
         config.max_restarts = n;

@@ -28,6 +28,7 @@ use super::typed_errors::ChildRefError;
 use crate::cluster::wire::budget::FRAME_BUDGET_BYTES;
 use crate::cluster::wire::WireMsg;
 use crate::core::child_route::{retry_pause_ms, Asking, ChildRoute};
+use crate::core::handover::{HeldCast, HoldOutcome};
 use crate::hub::typed::RETRY_CAP_MS;
 use crate::hub::HubShared;
 use crate::model::ChildId;
@@ -129,7 +130,7 @@ impl<M: Message> ChildRef<M> {
         match self.hub.route_child(&self.id, Asking::OriginNoAnswer) {
             ChildRoute::Here => match self.send_here(msg) {
                 Here::Sent => Ok(()),
-                Here::Retry(msg) => Err((self.between(None), Some(msg))),
+                Here::Retry(msg) => self.hold_or(msg, None),
                 Here::Gone => Err((self.between(None), None)),
                 Here::WrongType => Err((self.wrong_type(), None)),
             },
@@ -162,13 +163,54 @@ impl<M: Message> ChildRef<M> {
                     (e, None)
                 })
             }
-            ChildRoute::BetweenNodes { host } => Err((self.between(host), Some(msg))),
+            ChildRoute::BetweenNodes { host } => self.hold_or(msg, host),
             ChildRoute::NotFound => Err((
                 ChildRefError::NotFound {
                     id: self.id.clone(),
                 },
                 None,
             )),
+        }
+    }
+
+    /// A cast to a child that does not run here: held if it is moving away from this node
+    /// (hot swap; delivered to its new instance after the import), else `between_nodes`.
+    fn hold_or(&self, msg: M, host: Option<String>) -> Result<(), (ChildRefError, Option<M>)> {
+        if !self.hub.handoffs.moving.contains_key(&self.id) {
+            return Err((self.between(host), Some(msg)));
+        }
+        let (variant, args) = match msg.serialize() {
+            Ok(SerializedMessage::Cast { variant, args, .. }) => (variant, args),
+            _ => return Err((self.between(host), None)),
+        };
+        match self
+            .hub
+            .hold_cast(&self.id, HeldCast::Typed { variant, args })
+        {
+            Ok(HoldOutcome::Held) => Ok(()),
+            Ok(HoldOutcome::Forward {
+                to,
+                cast: HeldCast::Typed { variant, args },
+            }) => {
+                let transport = self
+                    .hub
+                    .transport()
+                    .ok_or_else(|| (self.err_unavailable(), None))?;
+                let frame = WireMsg::TypedCast {
+                    id: self.id.clone(),
+                    variant,
+                    args,
+                    hops: 1,
+                };
+                transport.send(&to, &frame).map_err(|_| {
+                    let e = ChildRefError::Unreachable {
+                        id: self.id.clone(),
+                        node: to,
+                    };
+                    (e, None)
+                })
+            }
+            _ => Err((self.between(host), None)),
         }
     }
 
@@ -301,15 +343,14 @@ impl<M: Message> ChildRef<M> {
 
     /// Hands `msg` to the local child.
     fn send_here(&self, msg: M) -> Here<M> {
-        let Some(cell) = self
-            .hub
-            .local_children
-            .get(&self.id)
-            .map(|c| c.value().clone())
-        else {
+        // Sent under the entry's lock: a hot move takes the child out of local routing only
+        // after this message is in its mailbox (ahead of the export), or holds it.
+        let Some(cell) = self.hub.local_children.get(&self.id) else {
             return Here::Retry(msg);
         };
-        match cell.send_message::<M>(msg) {
+        let sent = cell.value().send_message::<M>(msg);
+        drop(cell);
+        match sent {
             Ok(()) => Here::Sent,
             Err(MessagingErr::SendErr(msg)) => Here::Retry(msg),
             Err(MessagingErr::InvalidActorType) => Here::WrongType,

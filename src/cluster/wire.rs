@@ -369,6 +369,18 @@ pub enum WireMsg {
         /// The sender is leaving as well.
         leaving: bool,
     },
+    /// A moving child's state (hot swap, `core::handover`), sent by its old node to the node
+    /// about to start it, ahead of the `StartChildren` on the same link. The receiver keeps it
+    /// (bounded, for `handover_data_wait_ms`) and gives it to the child as its first message
+    /// when the cluster starts it there (a move; a caller's start never takes one); a receiver
+    /// that forwards the start forwards the state first.
+    /// Added after every other variant so the older variants encode as before.
+    HandoverState {
+        /// The child.
+        id: ChildId,
+        /// Its state, in its kind's encoding (at most `core::handover::MAX_HANDOVER_BYTES`).
+        state: Vec<u8>,
+    },
 }
 
 impl WireMsg {
@@ -403,6 +415,7 @@ impl WireMsg {
             WireMsg::Demonitor { .. } => "demonitor",
             WireMsg::ChildDown { .. } => "child_down",
             WireMsg::GoodbyeAck { .. } => "goodbye_ack",
+            WireMsg::HandoverState { .. } => "handover_state",
         }
     }
 }

@@ -15,10 +15,12 @@ use serde::{Deserialize, Serialize};
 
 pub mod distribution;
 pub mod elector;
+pub mod migration;
 pub mod recovery;
 
 pub use distribution::Distribution;
 pub use elector::LeaderElector;
+pub use migration::{HotSwapConfig, Migration};
 pub use recovery::{
     AutoRecoveryConfig, AutoRecoveryConfigError, ConfigWarning, DeclaredCommit, ManifestLocation,
     StartBudget,
@@ -129,6 +131,11 @@ pub struct ProcessHub {
     /// Cluster: how new children are placed: `consistent_hash` (default) or `guided` (every
     /// start names each child's node). See `docs/strategies.md`.
     pub distribution: Distribution,
+    /// Cluster: how children move when the members change, `cold` (the default) or `hot`
+    /// (state handover for kinds that opt in; see [`Migration`]).
+    pub migration: Migration,
+    /// Cluster: the hot swap's timing (read with `migration = "hot"`).
+    pub hot_swap: HotSwapConfig,
 }
 
 impl Default for ProcessHub {
@@ -153,11 +160,13 @@ impl Default for ProcessHub {
             migration_retry_ms: 1_000,
             stub_ttl_ms: 60_000,
             distribution: Distribution::ConsistentHash,
+            migration: Migration::Cold,
+            hot_swap: HotSwapConfig::default(),
         }
     }
 }
 
-fn range<T: PartialOrd + ToString>(
+pub(crate) fn range<T: PartialOrd + ToString>(
     option: &'static str,
     value: T,
     lo: T,
@@ -296,6 +305,7 @@ impl ProcessHub {
             86_400_000,
             "100..=86400000",
         )?;
+        self.hot_swap.validate()?;
         let mut seen = std::collections::HashSet::new();
         for spec in &self.child_specs {
             if ChildId::parse(spec.id.as_str()).is_err() {
@@ -430,6 +440,18 @@ impl ProcessHubBuilder {
     /// Sets the retry delay of failed migrations.
     pub fn migration_retry(mut self, delay: Duration) -> Self {
         self.0.migration_retry_ms = delay.as_millis() as u64;
+        self
+    }
+
+    /// Sets the migration strategy (`hot`: state handover for kinds that opt in).
+    pub fn migration(mut self, migration: Migration) -> Self {
+        self.0.migration = migration;
+        self
+    }
+
+    /// Sets the hot swap's timing.
+    pub fn hot_swap(mut self, hot_swap: HotSwapConfig) -> Self {
+        self.0.hot_swap = hot_swap;
         self
     }
 

@@ -152,6 +152,12 @@ impl Inbox {
             WireMsg::ChildDown {
                 monitor, reason, ..
             } => hub.fire_remote_monitor(&from, monitor, reason),
+            WireMsg::HandoverState { id, state } => {
+                if let Err(refused) = hub.accept_import(id.clone(), state) {
+                    tracing::warn!(peer = %from, child = %id, %refused, "handover state refused: the child starts without it");
+                    hub.refusals.count(Refusal::Overloaded);
+                }
+            }
             // The transport consumes these; nothing of the hub's owns them.
             WireMsg::Hello { .. } | WireMsg::Heartbeat { .. } => {}
         }

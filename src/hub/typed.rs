@@ -34,6 +34,7 @@ use crate::api::typed_errors::ChildRefError;
 use crate::cluster::wire::budget::FRAME_BUDGET_BYTES;
 use crate::cluster::wire::{ChildFailure, RequestId, WireMsg};
 use crate::core::child_route::{retry_pause_ms, route_child, Asking, ChildRoute, Known};
+use crate::core::handover::{HeldCast, HoldOutcome};
 use crate::kinds::DeliverError;
 use crate::model::{ChildId, DownReason, NodeName};
 
@@ -90,15 +91,17 @@ pub(crate) fn failure(node: &NodeName, id: &ChildId, code: &str, message: &str) 
     }
 }
 
-/// Hands a serialized message to local child `id`.
+/// Hands a serialized message to local child `id`. The message goes into the mailbox while
+/// the child's `local_children` entry is held, so a hot move that takes the child out of local
+/// routing (`HubShared::begin_handoff`) waits for it and exports after it.
 fn deliver_here(
     hub: &HubShared,
     id: &ChildId,
     message: SerializedMessage,
 ) -> Result<(), ChildFailure> {
-    let Some(cell) = hub.local_children.get(id).map(|c| c.value().clone()) else {
+    if !hub.local_children.contains_key(id) {
         return Err(hub.not_here(id));
-    };
+    }
     let kind = hub.storage.get(id).map(|r| r.spec.kind).unwrap_or_default();
     let Some(deliver) = hub.kinds.deliver(&kind) else {
         return Err(failure(
@@ -108,7 +111,11 @@ fn deliver_here(
             &format!("kind {kind:?} is not registered here"),
         ));
     };
-    deliver(&cell, message).map_err(|e| match e {
+    let outcome = match hub.local_children.get(id) {
+        Some(cell) => deliver(cell.value(), message),
+        None => return Err(hub.not_here(id)),
+    };
+    outcome.map_err(|e| match e {
         DeliverError::Undecodable => failure(
             &hub.node,
             id,
@@ -142,35 +149,74 @@ pub(crate) fn on_cast(
         return;
     }
     if hub.local_children.contains_key(&id) {
-        let message = SerializedMessage::Cast {
-            variant,
-            args,
-            metadata: None,
+        let kind = hub
+            .storage
+            .get(&id)
+            .map(|r| r.spec.kind)
+            .unwrap_or_default();
+        let Some(deliver) = hub.kinds.deliver(&kind) else {
+            tracing::debug!(child = %id, %from, %kind, "typed cast not delivered: kind not registered here");
+            return;
         };
-        if let Err(f) = deliver_here(hub, &id, message) {
-            tracing::debug!(child = %id, %from, code = %f.reason, "typed cast not delivered");
+        // Into the mailbox under the entry's lock (see `deliver_here`); a child taken out of
+        // local routing meanwhile is moving: its cast is held below.
+        if let Some(cell) = hub.local_children.get(&id) {
+            let message = SerializedMessage::Cast {
+                variant,
+                args,
+                metadata: None,
+            };
+            let outcome = deliver(cell.value(), message);
+            drop(cell);
+            if let Err(e) = outcome {
+                tracing::debug!(child = %id, %from, error = %e, "typed cast not delivered");
+            }
+            return;
         }
-        return;
     }
+    // Moving away (hot swap): held for the new instance, or sent on to it.
+    let (variant, args) = match hub.hold_cast(&id, HeldCast::Typed { variant, args }) {
+        Err(HeldCast::Typed { variant, args }) => (variant, args),
+        Err(HeldCast::Bytes { .. }) | Ok(HoldOutcome::Held | HoldOutcome::Full) => return,
+        Ok(HoldOutcome::Forward {
+            to,
+            cast: HeldCast::Typed { variant, args },
+        }) if hops < MAX_HOPS && &to != from => {
+            return forward_cast(hub, to, id, variant, args, hops);
+        }
+        Ok(HoldOutcome::Forward { .. }) => return,
+    };
     match hub.route_child(&id, Asking::Answering) {
         ChildRoute::Peer(next) if hops < MAX_HOPS && &next != from => {
-            let hub = hub.clone();
-            in_task(move || {
-                let msg = WireMsg::TypedCast {
-                    id,
-                    variant,
-                    args,
-                    hops: hops + 1,
-                };
-                if let Some(t) = hub.transport() {
-                    if let Err(e) = t.send(&next, &msg) {
-                        tracing::debug!(%next, error = %e, "typed cast not forwarded");
-                    }
-                }
-            });
+            forward_cast(hub, next, id, variant, args, hops)
         }
         _ => tracing::debug!(child = %id, %from, "typed cast dropped: the child does not run here"),
     }
+}
+
+/// Sends a typed cast on to `next` (from a task: the inbox may hold the transport's lock).
+fn forward_cast(
+    hub: &Arc<HubShared>,
+    next: NodeName,
+    id: ChildId,
+    variant: String,
+    args: Vec<u8>,
+    hops: u8,
+) {
+    let hub = hub.clone();
+    in_task(move || {
+        let msg = WireMsg::TypedCast {
+            id,
+            variant,
+            args,
+            hops: hops + 1,
+        };
+        if let Some(t) = hub.transport() {
+            if let Err(e) = t.send(&next, &msg) {
+                tracing::debug!(%next, error = %e, "typed cast not forwarded");
+            }
+        }
+    });
 }
 
 /// A peer's typed call: handed to the local child, its answer sent back from a task.

@@ -24,7 +24,7 @@ use process_hub::sim::invariants::{
 use process_hub::storage::BackendConfig;
 use process_hub::{
     AutoRecoveryConfig, ChildId, ChildKinds, ChildSpec, Distribution, HookEvent, HookHandler,
-    HookKey, Hub, ManifestLocation, NodeName, Pid, ProcessHub,
+    HookKey, HotSwapConfig, Hub, ManifestLocation, Migration, NodeName, Pid, ProcessHub,
 };
 
 use super::{wait_for, wait_until, DEADLINE};
@@ -62,6 +62,8 @@ pub struct Options {
     pub kinds: ChildKinds,
     /// The distribution strategy of every node.
     pub distribution: Distribution,
+    /// `migration = "hot"` with this timing (`None`: cold, the default).
+    pub hot_swap: Option<HotSwapConfig>,
 }
 
 impl Options {
@@ -79,6 +81,7 @@ impl Options {
             elector: None,
             kinds: process_hub_actors::default_kinds(),
             distribution: Distribution::ConsistentHash,
+            hot_swap: None,
         }
     }
 
@@ -125,6 +128,11 @@ impl Options {
 
     pub fn kinds(mut self, kinds: ChildKinds) -> Self {
         self.kinds = kinds;
+        self
+    }
+
+    pub fn hot_swap(mut self, timing: HotSwapConfig) -> Self {
+        self.hot_swap = Some(timing);
         self
     }
 }
@@ -189,6 +197,9 @@ impl TestCluster {
             .registry_backend(options.backend.clone());
         if let Some(retry) = options.migration_retry {
             builder = builder.migration_retry(retry);
+        }
+        if let Some(timing) = &options.hot_swap {
+            builder = builder.migration(Migration::Hot).hot_swap(timing.clone());
         }
         if options.auto_recovery {
             let recovery = AutoRecoveryConfig {

@@ -85,6 +85,11 @@ pub struct NodeFlags {
     /// `guided` (on the node each start names; a start without one is refused per child).
     #[arg(long, value_parser = parse_distribution)]
     pub distribution: Option<process_hub::Distribution>,
+    /// How children move when nodes join or leave: `cold` (default: stopped, then started
+    /// elsewhere) or `hot` (kinds that hand over, like counter and kv_shard, keep their state;
+    /// timing in the file's `[hot_swap]` table).
+    #[arg(long)]
+    pub migration: Option<process_hub::Migration>,
     /// Restart intensity: at most this many restarts of this node's children within
     /// --max-seconds; one more escalates to the hub supervisor (default 100).
     #[arg(long)]
@@ -151,6 +156,8 @@ struct FileSettings {
     backend: Option<BackendChoice>,
     nodedown_grace_ms: Option<u64>,
     distribution: Option<process_hub::Distribution>,
+    migration: Option<process_hub::Migration>,
+    hot_swap: Option<process_hub::HotSwapConfig>,
     max_restarts: Option<u32>,
     max_seconds: Option<u32>,
     hub_max_restarts: Option<u32>,
@@ -195,6 +202,10 @@ pub struct NodeSettings {
     pub nodedown_grace_ms: Option<u64>,
     /// The hub's `distribution` (flag, else file; default consistent hash).
     pub distribution: Option<process_hub::Distribution>,
+    /// The hub's `migration` (flag, else file; default cold).
+    pub migration: Option<process_hub::Migration>,
+    /// The hub's `hot_swap` timing from the file (validated by the hub's config).
+    pub hot_swap: Option<process_hub::HotSwapConfig>,
     /// The hub's restart intensity (`max_restarts`, `max_seconds`, `hub_max_restarts`), each
     /// when set (validated by the hub's config).
     pub restart_intensity: RestartIntensitySettings,
@@ -525,6 +536,8 @@ impl NodeFlags {
             backend: self.backend.or(file.backend).unwrap_or_default(),
             nodedown_grace_ms: self.nodedown_grace_ms.or(file.nodedown_grace_ms),
             distribution: self.distribution.or(file.distribution),
+            migration: self.migration.or(file.migration),
+            hot_swap: file.hot_swap.clone(),
             restart_intensity: RestartIntensitySettings {
                 max_restarts: self.max_restarts.or(file.max_restarts),
                 max_seconds: self.max_seconds.or(file.max_seconds),

@@ -283,6 +283,12 @@ mod tests {
             }),
             Just(WireMsg::Goodbye),
             any::<bool>().prop_map(|leaving| WireMsg::GoodbyeAck { leaving }),
+            proptest::collection::vec(any::<u8>(), 0..64).prop_map(|state| {
+                WireMsg::HandoverState {
+                    id: ChildId::from("moving"),
+                    state,
+                }
+            }),
             Just(WireMsg::SyncRequest),
             (
                 any::<u64>(),

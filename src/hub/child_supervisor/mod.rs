@@ -161,6 +161,24 @@ impl ChildSupState {
             match shared.kinds.start(&spec, myself.get_cell()).await {
                 Ok(cell) => {
                     let id = spec.id.clone();
+                    // A hot move's state: the child's first message, sent before the child is
+                    // routable here (tracked), so nothing else can reach it first. Only the
+                    // cluster's own starts (moves: `existing_ok`) take one, never a caller's.
+                    let state = batch.existing_ok.then(|| shared.take_import(&id)).flatten();
+                    if let Some(state) = state {
+                        let bytes = state.len();
+                        match shared.kinds.import(&spec.kind, &cell, state) {
+                            Some(Ok(())) => {
+                                tracing::debug!(child = %id, bytes, "handover state imported")
+                            }
+                            Some(Err(e)) => {
+                                tracing::warn!(child = %id, error = %e, "handover state not imported")
+                            }
+                            None => {
+                                tracing::warn!(child = %id, kind = %spec.kind, "handover state for a kind that does not hand over; dropped")
+                            }
+                        }
+                    }
                     let pid = self.track(spec, cell);
                     let mut row = row;
                     row.node_pids.insert(node.clone(), pid);

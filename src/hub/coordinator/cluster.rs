@@ -97,6 +97,8 @@ pub(crate) struct ClusterState {
     pub calls: BTreeMap<u64, (ChildCallReplyPort, Option<Timer>)>,
     /// Forwarded starts and child calls waiting on a peer (failed at once when it goes down).
     pub relay: relay::Relays,
+    /// Hot moves under way (`migration = "hot"`).
+    pub hot: super::handover::HotMoves,
 }
 
 impl ClusterState {
@@ -134,6 +136,7 @@ impl ClusterState {
             leave: None,
             calls: BTreeMap::new(),
             relay: relay::Relays::default(),
+            hot: Default::default(),
         })
     }
 

@@ -20,6 +20,7 @@ use super::cluster::MAX_HOPS;
 use super::CoordinatorState;
 use crate::cluster::wire::{ChildFailure, RequestId, WireMsg};
 use crate::core::child_route::{route_child, Asking, ChildRoute, Known};
+use crate::core::handover::{HeldCast, HoldOutcome};
 use crate::hub::protocol::{ChildCallReplyPort, ClusterMsg, CoordinatorMsg};
 use crate::hub::shared::refusals::Refusal;
 use crate::hub::shared::MAX_CONCURRENT_COMMANDS;
@@ -144,32 +145,49 @@ impl CoordinatorState {
 
     /// A cast to child `id` (from the handle with `hops == 0`, or from a peer).
     pub(super) fn child_cast(&mut self, id: ChildId, payload: Vec<u8>, hops: u8) {
-        match self.route(
+        let route = self.route(
             &id,
             if hops == 0 {
                 Asking::Origin
             } else {
                 Asking::Answering
             },
-        ) {
+        );
+        // Moving away (hot swap): held for the new instance, or sent on to it.
+        let payload = if matches!(route, Route::Here) {
+            payload
+        } else {
+            match self.hub.hold_cast(&id, HeldCast::Bytes { payload }) {
+                Err(HeldCast::Bytes { payload }) => payload,
+                Ok(HoldOutcome::Forward {
+                    to,
+                    cast: HeldCast::Bytes { payload },
+                }) if hops < MAX_HOPS => {
+                    return self.send_child_cast(&to, id, payload, hops + 1);
+                }
+                _ => return,
+            }
+        };
+        match route {
             Route::Here => self.run_here(&id, payload, |outcome| {
                 if let Err(e) = outcome {
                     tracing::debug!(child = %e.id, code = %e.reason, "child cast failed");
                 }
             }),
             Route::Peer(node) if hops < MAX_HOPS => {
-                if let Some(cluster) = &self.cluster {
-                    let msg = WireMsg::ChildCast {
-                        id,
-                        payload,
-                        hops: hops + 1,
-                    };
-                    if let Err(e) = cluster.transport.send(&node, &msg) {
-                        tracing::debug!(peer = %node, error = %e, "child cast not sent");
-                    }
-                }
+                self.send_child_cast(&node, id, payload, hops + 1)
             }
             _ => tracing::debug!(child = %id, "child cast dropped: no node runs the child"),
+        }
+    }
+
+    /// Sends a cast by bytes to `node`'s hub.
+    pub(super) fn send_child_cast(&self, node: &NodeName, id: ChildId, payload: Vec<u8>, hops: u8) {
+        if let Some(cluster) = &self.cluster {
+            let msg = WireMsg::ChildCast { id, payload, hops };
+            if let Err(e) = cluster.transport.send(node, &msg) {
+                tracing::debug!(peer = %node, error = %e, "child cast not sent");
+            }
         }
     }
 

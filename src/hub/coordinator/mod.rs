@@ -22,6 +22,7 @@
 
 mod answers;
 mod cluster;
+mod handover;
 mod membership;
 mod messaging;
 mod pipeline;
@@ -148,6 +149,8 @@ impl Actor for Coordinator {
         myself: ActorRef<Self::Msg>,
         hub: Arc<HubShared>,
     ) -> Result<Self::State, ActorProcessingErr> {
+        // A predecessor's unfinished hot moves: their children stay here.
+        hub.abandon_all_handoffs();
         // Clustered: open the hub's endpoint here, so a restarted Coordinator re-opens it and
         // is told every peer again.
         let cluster = match &hub.network {

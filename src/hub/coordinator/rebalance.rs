@@ -21,6 +21,7 @@ use std::time::Duration;
 use ractor::{ActorRef, RpcReplyPort};
 
 use super::cluster::{Cause, Internal, PendingLeave, GOODBYE_ACK_WAIT};
+use super::handover::AfterExport;
 use super::{CoordinatorState, StartPurpose, StopPurpose};
 use crate::api::errors::{ChildStartError, ChildStopError};
 use crate::api::options::OnFailure;
@@ -180,7 +181,20 @@ impl CoordinatorState {
         }
         cluster.migrating.extend(plan.children().cloned());
         // Cold swap: stop here first (one batch per new owner), start there when stopped.
+        // Children that hand their state over under `migration = "hot"` export it first.
         for (target, rows) in plan.migrations {
+            let (hot, rows) = self.split_hot(rows);
+            if !hot.is_empty() {
+                let after = AfterExport::Migrate {
+                    target: target.clone(),
+                    why: moved_because,
+                    rows: hot.clone(),
+                };
+                self.begin_export(myself, &hot, after);
+            }
+            if rows.is_empty() {
+                continue;
+            }
             let request_id = self.next_id();
             let timeout = self.internal_timeout();
             let ids = rows.iter().map(|r| r.spec.id.clone()).collect();
@@ -278,9 +292,10 @@ impl CoordinatorState {
         internal: Internal,
         result: StartResult,
     ) {
+        let stays = self.finish_hot(myself, &result);
         let retry = Duration::from_millis(self.hub.config.migration_retry_ms);
         let me = self.hub.node.clone();
-        let (rows, reply, cause) = match internal {
+        let (mut rows, reply, cause) = match internal {
             Internal::Replace { rows, cause } => (rows, None, Some(cause)),
             Internal::Handover { rows, reply } => (rows, reply, None),
         };
@@ -293,7 +308,9 @@ impl CoordinatorState {
         for id in rows.keys() {
             cluster.migrating.remove(id);
         }
-        let mut rows = rows;
+        for id in &stays {
+            rows.remove(id);
+        }
         for failure in &result.errors {
             if failure.reason == ChildStartError::AlreadyStarted {
                 continue;
@@ -513,9 +530,27 @@ impl CoordinatorState {
             children = rows.len(),
             "leaving the cluster: handing children over"
         );
+        let (hot, _) = self.split_hot(rows.into_values().collect());
+        if !hot.is_empty() {
+            return self.begin_export(myself, &hot, AfterExport::Leave { placed, reply });
+        }
+        self.start_handover(myself, placed, reply);
+    }
+
+    /// Starts the children of a graceful leave on their next owners; answers once they did.
+    pub(super) fn start_handover(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        placed: Vec<(NodeName, Row)>,
+        reply: RpcReplyPort<()>,
+    ) {
+        let rows = placed
+            .iter()
+            .map(|(_, r)| (r.spec.id.clone(), r.clone()))
+            .collect();
         let by_node = batches(placed.iter().map(|(n, r)| (n, r)));
         self.hub.observe(|| Observation::HandedOver {
-            from: me.clone(),
+            from: self.hub.node.clone(),
             to: by_node.keys().cloned().collect(),
         });
         self.start_internal(

@@ -262,6 +262,15 @@ impl CoordinatorState {
             };
             let ttl = self.forward_ttl();
             let sent = self.cluster.as_mut().map(|c| {
+                // A hot move's state goes ahead of its start (same link, in order).
+                for item in &items {
+                    if let Some(state) = self.hub.take_import(&item.spec.id) {
+                        let id = item.spec.id.clone();
+                        let _ = c
+                            .transport
+                            .send(&owner, &WireMsg::HandoverState { id, state });
+                    }
+                }
                 let sent = c.transport.send(&owner, &msg);
                 if sent.is_ok() {
                     let ids = items.iter().map(|i| i.spec.id.clone()).collect();

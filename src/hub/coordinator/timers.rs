@@ -136,6 +136,10 @@ impl CoordinatorState {
                 reply,
             } => self.child_call(myself, id, payload, timeout, reply),
             ClusterMsg::CallTimeout { request_id } => self.child_call_timeout(request_id),
+            ClusterMsg::HandoverExported { export_id, results } => {
+                self.on_exported(myself, export_id, results)
+            }
+            ClusterMsg::HandoffsExpire => self.hub.expire_handoffs(),
         }
     }
 

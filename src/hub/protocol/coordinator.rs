@@ -82,4 +82,11 @@ pub(crate) enum ClusterMsg {
     },
     /// A child call's deadline passed.
     CallTimeout { request_id: u64 },
+    /// The states of a batch of hot moves are in (`coordinator::handover`).
+    HandoverExported {
+        export_id: u64,
+        results: Vec<(ChildId, Result<Vec<u8>, crate::kinds::HandoverError>)>,
+    },
+    /// A hot move's retention period may be over: forget the expired handoffs.
+    HandoffsExpire,
 }

@@ -14,6 +14,7 @@
 //! - [`typed`]: typed calls to children on peers, waiting for their answers;
 //! - [`monitors`]: monitors set on this node and watches on its children.
 
+pub(crate) mod handoff;
 pub(crate) mod monitors;
 pub(crate) mod owned_task;
 pub(crate) mod post;
@@ -158,6 +159,8 @@ pub(crate) struct HubShared {
     pub typed: typed::TypedCalls,
     /// Monitors set on this node and watches on its children (`Hub::monitor`).
     pub monitors: monitors::Monitors,
+    /// Hot moves: local children moving away, and states for children about to start here.
+    pub handoffs: handoff::Handoffs,
     /// Bugs the simulator injected into this hub.
     #[cfg(feature = "sim")]
     pub bugs: BTreeSet<simulation::InjectedBug>,
@@ -221,6 +224,7 @@ impl HubShared {
             command_slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_COMMANDS)),
             typed: typed::TypedCalls::default(),
             monitors: monitors::Monitors::default(),
+            handoffs: handoff::Handoffs::default(),
             #[cfg(feature = "sim")]
             bugs: BTreeSet::new(),
             #[cfg(feature = "sim")]

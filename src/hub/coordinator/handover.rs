@@ -1,0 +1,395 @@
+//! Hot moves carried out (`migration = "hot"`; the decisions and buffers are `core::handover`).
+//!
+//! A child whose kind hands its state over moves in three steps, each a message to this actor:
+//! 1. [`CoordinatorState::begin_export`]: the child is taken out of local routing (its casts
+//!    are held from now on) and asked for its state, in a task bounded by
+//!    `handover_data_wait_ms`;
+//! 2. [`CoordinatorState::on_exported`]: each state goes to the new node ahead of the start
+//!    (`WireMsg::HandoverState`), then the start is sent (awaited for
+//!    `child_migration_timeout_ms`). A child whose export failed moves cold instead: stopped
+//!    here, then started there ([`HandoverOutcome::FellBackCold`]);
+//! 3. [`CoordinatorState::finish_hot`], when the start completes: the held casts go to the
+//!    new instance, the old one is stopped (released: its row keeps the new binding), and
+//!    [`HubEvent::ChildHandover`] says whether the state went along. A start that failed leaves
+//!    the child here, routed again, with the held casts delivered to it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::future::join_all;
+use ractor::message::SerializedMessage;
+use ractor::{ActorCell, ActorRef, RpcReplyPort};
+
+use super::cluster::{Cause, Internal};
+use super::{CoordinatorState, StartPurpose, StopPurpose};
+use crate::api::errors::ChildStartError;
+use crate::api::options::OnFailure;
+use crate::api::results::StartResult;
+use crate::cluster::wire::WireMsg;
+use crate::core::handover::{move_mode, HeldCast, MoveMode};
+use crate::events::{HandoverOutcome, HubEvent, MoveReason};
+use crate::hub::protocol::{ClusterMsg, CoordinatorMsg};
+use crate::kinds::HandoverError;
+use crate::model::{ChildId, NodeName, Row};
+
+/// What to do once the exports of a batch are in.
+pub(crate) enum AfterExport {
+    /// A redistribution pass: start them on `target`.
+    Migrate {
+        target: NodeName,
+        why: MoveReason,
+        rows: Vec<Row>,
+    },
+    /// A graceful leave: start every local child on its next owner (`placed`; the children
+    /// that do not hand over are in it too), then answer `reply`.
+    Leave {
+        placed: Vec<(NodeName, Row)>,
+        reply: RpcReplyPort<()>,
+    },
+}
+
+/// One child moving hot from this node.
+pub(crate) struct HotMove {
+    /// The old instance (taken out of local routing).
+    cell: ActorCell,
+    /// Its state's size once exported.
+    bytes: u64,
+    /// Why the state did not go along (the move is then a cold swap).
+    fell_back: Option<HandoverError>,
+    /// Part of a graceful leave (the hub's shutdown stops the old instance).
+    leaving: bool,
+    /// When the export was asked for (`HubShared::mono_ms`).
+    since_ms: u64,
+}
+
+/// The Coordinator's hot moves under way.
+#[derive(Default)]
+pub(crate) struct HotMoves {
+    moves: BTreeMap<ChildId, HotMove>,
+    exports: BTreeMap<u64, AfterExport>,
+    next_export: u64,
+}
+
+impl CoordinatorState {
+    /// Splits `rows` into the children that move hot from this node and the others.
+    pub(super) fn split_hot(&self, rows: Vec<Row>) -> (Vec<Row>, Vec<Row>) {
+        let hub = &self.hub;
+        rows.into_iter().partition(|row| {
+            move_mode(hub.config.migration, hub.kinds.hands_over(&row.spec.kind)) == MoveMode::Hot
+                && hub.local_children.contains_key(&row.spec.id)
+        })
+    }
+
+    /// Step 1: holds the casts to `rows` and asks each for its state (in a task).
+    pub(super) fn begin_export(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        rows: &[Row],
+        after: AfterExport,
+    ) {
+        let hub = self.hub.clone();
+        let wait = Duration::from_millis(hub.config.hot_swap.handover_data_wait_ms);
+        let leaving = matches!(after, AfterExport::Leave { .. });
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        let hot = &mut cluster.hot;
+        hot.next_export += 1;
+        let export_id = hot.next_export;
+        hot.exports.insert(export_id, after);
+        let mut exports = Vec::new();
+        for row in rows {
+            let id = row.spec.id.clone();
+            let Some(cell) = hub.begin_handoff(&id) else {
+                continue;
+            };
+            exports.push((id.clone(), hub.kinds.export(&row.spec.kind, &cell, wait)));
+            hot.moves.insert(
+                id,
+                HotMove {
+                    cell,
+                    bytes: 0,
+                    fell_back: None,
+                    leaving,
+                    since_ms: hub.mono_ms(),
+                },
+            );
+        }
+        let coordinator = myself.clone();
+        tokio::spawn(async move {
+            let results = join_all(exports.into_iter().map(|(id, export)| async move {
+                let result = match export {
+                    Some(export) => export.await,
+                    None => Err(HandoverError::NoAnswer),
+                };
+                (id, result)
+            }))
+            .await;
+            let _ = coordinator.cast(CoordinatorMsg::Cluster(ClusterMsg::HandoverExported {
+                export_id,
+                results,
+            }));
+        });
+    }
+
+    /// Step 2: the states are in; send them ahead of the starts.
+    pub(super) fn on_exported(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        export_id: u64,
+        results: Vec<(ChildId, Result<Vec<u8>, HandoverError>)>,
+    ) {
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        let Some(after) = cluster.hot.exports.remove(&export_id) else {
+            return;
+        };
+        let target_of: BTreeMap<ChildId, NodeName> = match &after {
+            AfterExport::Migrate { target, rows, .. } => rows
+                .iter()
+                .map(|r| (r.spec.id.clone(), target.clone()))
+                .collect(),
+            AfterExport::Leave { placed, .. } => placed
+                .iter()
+                .map(|(n, r)| (r.spec.id.clone(), n.clone()))
+                .collect(),
+        };
+        for (id, result) in results {
+            let Some(to) = target_of.get(&id) else {
+                continue;
+            };
+            let outcome = result.and_then(|state| {
+                let bytes = state.len() as u64;
+                let msg = WireMsg::HandoverState {
+                    id: id.clone(),
+                    state,
+                };
+                cluster
+                    .transport
+                    .send(to, &msg)
+                    .map(|()| bytes)
+                    .map_err(|e| HandoverError::NotSent {
+                        node: to.clone(),
+                        reason: e.to_string(),
+                    })
+            });
+            if let Some(moving) = cluster.hot.moves.get_mut(&id) {
+                match outcome {
+                    Ok(bytes) => moving.bytes = bytes,
+                    Err(e) => {
+                        tracing::warn!(child = %id, error = %e, "handover failed: the child moves cold");
+                        moving.fell_back = Some(e);
+                    }
+                }
+            }
+        }
+        match after {
+            AfterExport::Migrate { target, why, rows } => {
+                let (cold, hot): (Vec<Row>, Vec<Row>) = rows.into_iter().partition(|r| {
+                    cluster
+                        .hot
+                        .moves
+                        .get(&r.spec.id)
+                        .is_none_or(|m| m.fell_back.is_some())
+                });
+                if !self.hub.config.hot_swap.confirm_handover && !hot.is_empty() {
+                    // Not waiting for the confirmation: the old instances stop now.
+                    let ids = hot.iter().map(|r| r.spec.id.clone()).collect();
+                    let me = self.hub.node.clone();
+                    let request_id = self.next_id();
+                    self.deliver_stop(myself, &me, request_id, ids, false, true);
+                }
+                self.start_hot(myself, target.clone(), why, hot);
+                if !cold.is_empty() {
+                    // The cold swap: stopped here first, started there when stopped.
+                    let request_id = self.next_id();
+                    let timeout = self.hub.config.default_timeout();
+                    let ids = cold.iter().map(|r| r.spec.id.clone()).collect();
+                    let by_node = BTreeMap::from([(self.hub.node.clone(), ids)]);
+                    self.begin_stop(
+                        myself,
+                        request_id,
+                        by_node,
+                        Vec::new(),
+                        StopPurpose::Migration {
+                            target,
+                            why,
+                            rows: cold,
+                        },
+                        timeout,
+                    );
+                }
+            }
+            AfterExport::Leave { placed, reply } => self.start_handover(myself, placed, reply),
+        }
+    }
+
+    /// Starts `rows` (their states sent ahead) on `target`, awaited for
+    /// `child_migration_timeout_ms`.
+    fn start_hot(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        target: NodeName,
+        why: MoveReason,
+        rows: Vec<Row>,
+    ) {
+        if rows.is_empty() {
+            return;
+        }
+        let children = rows
+            .iter()
+            .map(|r| (r.spec.clone(), r.metadata.clone()))
+            .collect();
+        let durable = rows
+            .iter()
+            .filter(|r| r.hub.durable)
+            .map(|r| r.spec.id.clone())
+            .collect();
+        let rows = rows.into_iter().map(|r| (r.spec.id.clone(), r)).collect();
+        let cause = Cause::Moved {
+            from: self.hub.node.clone(),
+            why,
+        };
+        let request_id = self.next_id();
+        let timeout = Duration::from_millis(self.hub.config.hot_swap.child_migration_timeout_ms);
+        self.begin_start(
+            myself,
+            request_id,
+            BTreeMap::from([(target, children)]),
+            true,
+            durable,
+            StartResult {
+                awaited: true,
+                ..StartResult::default()
+            },
+            StartPurpose::Internal(Internal::Replace { rows, cause }),
+            OnFailure::Continue,
+            timeout,
+        );
+    }
+
+    /// Step 3, at the head of every internal start's completion: settles the hot moves among
+    /// its children. Answers the children that stay here (their move was abandoned), which the
+    /// caller must not retry.
+    pub(super) fn finish_hot(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        result: &StartResult,
+    ) -> Vec<ChildId> {
+        let me = self.hub.node.clone();
+        let confirm = self.hub.config.hot_swap.confirm_handover;
+        let Some(cluster) = &mut self.cluster else {
+            return Vec::new();
+        };
+        if cluster.hot.moves.is_empty() {
+            return Vec::new();
+        }
+        let mut placed: Vec<(ChildId, NodeName)> = result
+            .started
+            .iter()
+            .filter_map(|s| s.nodes.first().map(|(n, _)| (s.id.clone(), n.clone())))
+            .collect();
+        // The new node already ran it (a duplicate): it is there all the same.
+        placed.extend(
+            result
+                .errors
+                .iter()
+                .filter(|f| f.reason == ChildStartError::AlreadyStarted)
+                .map(|f| (f.id.clone(), f.node.clone())),
+        );
+        let mut finished = Vec::new();
+        let mut to_stop = Vec::new();
+        for (id, to) in placed {
+            let Some(moving) = cluster.hot.moves.remove(&id) else {
+                continue;
+            };
+            for cast in self.hub.complete_handoff(&id, to.clone()) {
+                let msg = match cast {
+                    HeldCast::Typed { variant, args } => WireMsg::TypedCast {
+                        id: id.clone(),
+                        variant,
+                        args,
+                        hops: 1,
+                    },
+                    HeldCast::Bytes { payload } => WireMsg::ChildCast {
+                        id: id.clone(),
+                        payload,
+                        hops: 1,
+                    },
+                };
+                if let Err(e) = cluster.transport.send(&to, &msg) {
+                    tracing::warn!(child = %id, node = %to, error = %e, "held cast not forwarded");
+                }
+            }
+            let outcome = match moving.fell_back {
+                Some(reason) => HandoverOutcome::FellBackCold { reason },
+                None => {
+                    if confirm && !moving.leaving {
+                        to_stop.push(id.clone());
+                    }
+                    HandoverOutcome::Imported {
+                        bytes: moving.bytes,
+                    }
+                }
+            };
+            let took_ms = self.hub.mono_ms().saturating_sub(moving.since_ms);
+            tracing::debug!(child = %id, node = %to, took_ms, "hot move done");
+            self.hub.events.publish(|| HubEvent::ChildHandover {
+                id: id.clone(),
+                from: me.clone(),
+                to: to.clone(),
+                outcome,
+                took_ms,
+            });
+            finished.push(id);
+        }
+        let mut stays = Vec::new();
+        for failure in &result.errors {
+            let Some(moving) = cluster.hot.moves.remove(&failure.id) else {
+                continue;
+            };
+            if moving.fell_back.is_some() || moving.leaving || !confirm {
+                // The old instance is stopped (or stops with the hub): nothing to go back to.
+                self.hub.drop_handoff(&failure.id);
+                continue;
+            }
+            tracing::warn!(child = %failure.id, node = %failure.node, error = %failure.reason, "hot move failed: the child stays here with its state");
+            let kind = self.hub.storage.get(&failure.id).map(|r| r.spec.kind);
+            let held = self.hub.abandon_handoff(&failure.id, moving.cell.clone());
+            for cast in held {
+                match cast {
+                    HeldCast::Typed { variant, args } => {
+                        let deliver = kind.as_deref().and_then(|k| self.hub.kinds.deliver(k));
+                        let message = SerializedMessage::Cast {
+                            variant,
+                            args,
+                            metadata: None,
+                        };
+                        if let Some(deliver) = deliver {
+                            let _ = deliver(&moving.cell, message);
+                        }
+                    }
+                    HeldCast::Bytes { payload } => {
+                        let _ = myself.cast(CoordinatorMsg::Cluster(ClusterMsg::ChildCast {
+                            id: failure.id.clone(),
+                            payload,
+                        }));
+                    }
+                }
+            }
+            stays.push(failure.id.clone());
+        }
+        if !to_stop.is_empty() {
+            let request_id = self.next_id();
+            self.deliver_stop(myself, &me, request_id, to_stop, false, true);
+        }
+        if !finished.is_empty() {
+            let retention = Duration::from_millis(self.hub.config.hot_swap.retention_ms);
+            myself.send_after(retention, || {
+                CoordinatorMsg::Cluster(ClusterMsg::HandoffsExpire)
+            });
+        }
+        stays
+    }
+}

@@ -1,0 +1,149 @@
+//! The node's side of hot moves (`core::handover`): which local children are moving away
+//! (casts to them are held, then forwarded), and the states received for children about to
+//! start here.
+//!
+//! Taking a child out of local routing and holding its casts must not lose a cast that is being
+//! delivered at that moment. Delivery hands a message to a child while it holds the child's
+//! `local_children` entry (a read lock of its shard); [`HubShared::begin_handoff`] registers
+//! the handoff *before* it removes that entry (the write lock waits for deliveries under way),
+//! and only then is the export sent. So every cast either reached the mailbox before the
+//! export, or finds the handoff and is held.
+
+use std::sync::Mutex;
+
+use ractor::ActorCell;
+
+use super::HubShared;
+use crate::core::handover::{HeldCast, HoldOutcome, ImportRefused, PendingImports};
+use crate::model::{ChildId, NodeName};
+
+pub(crate) use crate::core::handover::Handoff;
+
+/// The hot-move tables of one hub on one node.
+#[derive(Default)]
+pub(crate) struct Handoffs {
+    pub moving: dashmap::DashMap<ChildId, Handoff>,
+    /// The old instances of the children moving away, until their move completes or is
+    /// abandoned: a Coordinator that restarts mid-move routes them here again.
+    cells: dashmap::DashMap<ChildId, ActorCell>,
+    pub imports: Mutex<PendingImports>,
+}
+
+impl HubShared {
+    /// Starts holding casts to local child `id` and takes it out of local routing; answers
+    /// its actor (to export from), or `None` if it does not run here.
+    pub(crate) fn begin_handoff(&self, id: &ChildId) -> Option<ActorCell> {
+        self.handoffs.moving.insert(id.clone(), Handoff::holding());
+        match self.local_children.remove(id) {
+            Some((_, cell)) => {
+                self.handoffs.cells.insert(id.clone(), cell.clone());
+                Some(cell)
+            }
+            None => {
+                self.handoffs.moving.remove(id);
+                None
+            }
+        }
+    }
+
+    /// A cast to `id` that found no local child: held if `id` is moving away, else given
+    /// back (route it as usual).
+    pub(crate) fn hold_cast(&self, id: &ChildId, cast: HeldCast) -> Result<HoldOutcome, HeldCast> {
+        let Some(mut entry) = self.handoffs.moving.get_mut(id) else {
+            return Err(cast);
+        };
+        let outcome = entry.hold(cast);
+        if outcome == HoldOutcome::Full {
+            tracing::warn!(child = %id, "cast to a moving child refused: its held casts are full");
+        }
+        Ok(outcome)
+    }
+
+    /// The move of `id` completed (it runs on `to`): answers the casts held for it; later
+    /// ones are forwarded to `to` for the retention period.
+    pub(crate) fn complete_handoff(&self, id: &ChildId, to: NodeName) -> Vec<HeldCast> {
+        let until = self
+            .mono_ms()
+            .saturating_add(self.config.hot_swap.retention_ms);
+        self.handoffs.cells.remove(id);
+        match self.handoffs.moving.get_mut(id) {
+            Some(mut entry) => entry.forward_to(to, until),
+            None => Vec::new(),
+        }
+    }
+
+    /// The move of `id` was abandoned: `cell` is routed here again; answers the casts held for
+    /// it, to deliver to it.
+    pub(crate) fn abandon_handoff(&self, id: &ChildId, cell: ActorCell) -> Vec<HeldCast> {
+        // Routed here again first, so a cast that misses the handoff finds the child.
+        self.handoffs.cells.remove(id);
+        self.local_children.insert(id.clone(), cell);
+        self.handoffs
+            .moving
+            .remove(id)
+            .map(|(_, h)| h.release())
+            .unwrap_or_default()
+    }
+
+    /// Forgets a handoff whose old instance is gone (stopped by a cold fallback, or with the
+    /// hub).
+    pub(crate) fn drop_handoff(&self, id: &ChildId) {
+        self.handoffs.cells.remove(id);
+        self.handoffs.moving.remove(id);
+    }
+
+    /// A Coordinator (re)starts: moves it did not finish are abandoned, their children routed
+    /// here again if they still run, with their held typed casts.
+    pub(crate) fn abandon_all_handoffs(&self) {
+        let cells: Vec<(ChildId, ActorCell)> = self
+            .handoffs
+            .cells
+            .iter()
+            .map(|e| (e.key().clone(), e.value().clone()))
+            .collect();
+        for (id, cell) in cells {
+            if cell.get_status() != ractor::ActorStatus::Running {
+                self.drop_handoff(&id);
+                continue;
+            }
+            tracing::warn!(child = %id, "a hot move was cut short: the child stays here");
+            let kind = self.storage.get(&id).map(|r| r.spec.kind);
+            let deliver = kind.as_deref().and_then(|k| self.kinds.deliver(k));
+            for cast in self.abandon_handoff(&id, cell.clone()) {
+                if let (HeldCast::Typed { variant, args }, Some(deliver)) = (cast, &deliver) {
+                    let message = ractor::message::SerializedMessage::Cast {
+                        variant,
+                        args,
+                        metadata: None,
+                    };
+                    let _ = deliver(&cell, message);
+                }
+            }
+        }
+    }
+
+    /// Forgets the handoffs whose retention period is over.
+    pub(crate) fn expire_handoffs(&self) {
+        let now = self.mono_ms();
+        self.handoffs.moving.retain(|_, h| !h.expired(now));
+    }
+
+    /// Keeps a state received from a moving child's old node until the child starts here.
+    pub(crate) fn accept_import(&self, id: ChildId, state: Vec<u8>) -> Result<(), ImportRefused> {
+        let now = self.mono_ms();
+        let until = now.saturating_add(self.config.hot_swap.handover_data_wait_ms);
+        match self.handoffs.imports.lock() {
+            Ok(mut imports) => imports.accept(id, state, now, until),
+            Err(poisoned) => poisoned.into_inner().accept(id, state, now, until),
+        }
+    }
+
+    /// The state waiting for child `id`, if any (taken: a restart starts afresh).
+    pub(crate) fn take_import(&self, id: &ChildId) -> Option<Vec<u8>> {
+        let now = self.mono_ms();
+        match self.handoffs.imports.lock() {
+            Ok(mut imports) => imports.take(id, now),
+            Err(poisoned) => poisoned.into_inner().take(id, now),
+        }
+    }
+}
