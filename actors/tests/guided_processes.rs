@@ -40,9 +40,9 @@ fn a_guided_cluster_places_each_child_on_the_node_its_spec_names() {
     let first = cluster.nodes[0].client();
     let a = cluster.nodes[0].node_name.clone();
     let b = cluster.nodes[1].node_name.clone();
-    let specs: Vec<StartSpec> = (0..6)
+    let specs: Vec<StartSpec> = (0..6usize)
         .map(|i| {
-            let on = if i % 2 == 0 { &a } else { &b };
+            let on = if i.is_multiple_of(2) { &a } else { &b };
             counter(&format!("g{i}"), Some(vec![on.clone()]))
         })
         .chain([
@@ -55,7 +55,7 @@ fn a_guided_cluster_places_each_child_on_the_node_its_spec_names() {
     assert_eq!(answer.started.len(), 6, "{answer:?}");
     for started in &answer.started {
         let i: usize = started.id[1..].parse().expect("gN");
-        let want = if i % 2 == 0 { &a } else { &b };
+        let want = if i.is_multiple_of(2) { &a } else { &b };
         let on: Vec<&str> = started.nodes.iter().map(|n| n.node.as_str()).collect();
         assert_eq!(on, [want.as_str()], "{started:?}");
     }
