@@ -96,7 +96,9 @@ pub fn run_seed(seed: u64, options: &SimOptions) -> SeedReport {
         .start_paused(true)
         .build();
     let mut report = match runtime {
-        Ok(runtime) => runtime.block_on(Run::new(seed, options.clone()).go()),
+        // The run is built inside the runtime: its trace's origin must be read from the paused
+        // clock, not the machine's (a busy machine would shift every timestamp).
+        Ok(runtime) => runtime.block_on(async { Run::new(seed, options.clone()).go().await }),
         Err(e) => SeedReport {
             seed,
             steps: 0,
