@@ -157,24 +157,43 @@ pub fn cookie(source: &CookieSource, home: Option<&Path>) -> Result<String, Secr
 }
 
 /// Writes a random cookie to `path` unless a file is there (whoever creates it first wins;
-/// every node of the host then reads the same one).
+/// every node of the host then reads the same one). The cookie is written whole to a private
+/// file beside it, then linked into place (a link never replaces a file): a node starting at the
+/// same moment sees either no cookie or the whole one, never an empty file.
 fn create_if_missing(path: &Path) -> Result<(), SecretError> {
     let io = |source| SecretError::Io {
         what: "cookie file",
         path: path.to_owned(),
         source,
     };
-    match OpenOptions::new()
+    if path.exists() {
+        return Ok(());
+    }
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let nonce = random_secret();
+    let staged = path.with_file_name(format!(
+        "{}.{}.{}.tmp",
+        name.as_deref().unwrap_or(HOME_COOKIE),
+        std::process::id(),
+        &nonce[..8]
+    ));
+    let written = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(path)
-    {
-        Ok(mut file) => {
-            let cookie = random_secret();
-            file.write_all(format!("{cookie}\n").as_bytes())
-                .and_then(|()| file.sync_all())
-                .map_err(io)?;
+        .open(&staged)
+        .and_then(|mut file| {
+            file.write_all(format!("{}\n", random_secret()).as_bytes())?;
+            file.sync_all()
+        });
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&staged);
+        return Err(io(e));
+    }
+    let linked = std::fs::hard_link(&staged, path);
+    let _ = std::fs::remove_file(&staged);
+    match linked {
+        Ok(()) => {
             tracing::info!(path = %path.display(), "created a random cluster cookie");
             Ok(())
         }
@@ -221,6 +240,26 @@ mod tests {
             read_secret_file("cookie file", dir.path()),
             Err(SecretError::Exposed { .. } | SecretError::Invalid { .. })
         ));
+    }
+
+    #[test]
+    fn nodes_starting_at_once_read_one_whole_cookie() {
+        for _ in 0..20 {
+            let home = tempfile::tempdir().unwrap();
+            let readers: Vec<_> = (0..8)
+                .map(|_| {
+                    let home = home.path().to_owned();
+                    std::thread::spawn(move || cookie(&CookieSource::Home, Some(&home)))
+                })
+                .collect();
+            let cookies: Vec<String> = readers
+                .into_iter()
+                .map(|r| r.join().unwrap().expect("every node reads the cookie"))
+                .collect();
+            assert!(cookies.iter().all(|c| c == &cookies[0] && c.len() == 32));
+            let left: Vec<_> = std::fs::read_dir(home.path()).unwrap().collect();
+            assert_eq!(left.len(), 1, "no staged file is left behind");
+        }
     }
 
     #[test]
