@@ -31,7 +31,7 @@ use crate::core::child_route::{retry_pause_ms, Asking, ChildRoute};
 use crate::core::handover::{HeldCast, HoldOutcome};
 use crate::hub::typed::RETRY_CAP_MS;
 use crate::hub::HubShared;
-use crate::model::ChildId;
+use crate::model::{ChildId, NodeName};
 
 /// A typed reference to child `id` of a hub, from this node. Cheap to clone and send.
 pub struct ChildRef<M> {
@@ -145,23 +145,7 @@ impl<M: Message> ChildRef<M> {
                     }
                 };
                 self.check_size(args.len()).map_err(|e| (e, None))?;
-                let transport = self
-                    .hub
-                    .transport()
-                    .ok_or_else(|| (self.err_unavailable(), None))?;
-                let frame = WireMsg::TypedCast {
-                    id: self.id.clone(),
-                    variant,
-                    args,
-                    hops: 1,
-                };
-                transport.send(&node, &frame).map_err(|_| {
-                    let e = ChildRefError::Unreachable {
-                        id: self.id.clone(),
-                        node,
-                    };
-                    (e, None)
-                })
+                self.send_cast(node, variant, args)
             }
             ChildRoute::BetweenNodes { host } => self.hold_or(msg, host),
             ChildRoute::NotFound => Err((
@@ -191,27 +175,35 @@ impl<M: Message> ChildRef<M> {
             Ok(HoldOutcome::Forward {
                 to,
                 cast: HeldCast::Typed { variant, args },
-            }) => {
-                let transport = self
-                    .hub
-                    .transport()
-                    .ok_or_else(|| (self.err_unavailable(), None))?;
-                let frame = WireMsg::TypedCast {
-                    id: self.id.clone(),
-                    variant,
-                    args,
-                    hops: 1,
-                };
-                transport.send(&to, &frame).map_err(|_| {
-                    let e = ChildRefError::Unreachable {
-                        id: self.id.clone(),
-                        node: to,
-                    };
-                    (e, None)
-                })
-            }
+            }) => self.send_cast(to, variant, args),
             _ => Err((self.between(host), None)),
         }
+    }
+
+    /// Sends an encoded cast to the hub on `node` (`unreachable` if it cannot be sent).
+    fn send_cast(
+        &self,
+        node: NodeName,
+        variant: String,
+        args: Vec<u8>,
+    ) -> Result<(), (ChildRefError, Option<M>)> {
+        let transport = self
+            .hub
+            .transport()
+            .ok_or_else(|| (self.err_unavailable(), None))?;
+        let frame = WireMsg::TypedCast {
+            id: self.id.clone(),
+            variant,
+            args,
+            hops: 1,
+        };
+        transport.send(&node, &frame).map_err(|_| {
+            let e = ChildRefError::Unreachable {
+                id: self.id.clone(),
+                node,
+            };
+            (e, None)
+        })
     }
 
     /// Calls the child and waits for its answer, like ractor's `call`:

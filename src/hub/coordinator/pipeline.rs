@@ -122,18 +122,18 @@ impl CoordinatorState {
             ..StartResult::default()
         };
         let ring = self.hub.ring();
-        let (specs, misplaced): (Vec<ChildSpec>, Vec<ChildSpec>) = specs
-            .into_iter()
-            .partition(|spec| self.hub.check_mapping(&ring, &opts, &spec.id).is_ok());
-        for spec in misplaced {
-            if let Err(e) = self.hub.check_mapping(&ring, &opts, &spec.id) {
-                result.errors.push(ChildFailure {
+        let mut placed = Vec::with_capacity(specs.len());
+        for spec in specs {
+            match self.hub.check_mapping(&ring, &opts, &spec.id) {
+                Ok(()) => placed.push(spec),
+                Err(e) => result.errors.push(ChildFailure {
                     id: spec.id,
                     node: node.clone(),
                     reason: ChildStartError::from(e),
-                });
+                }),
             }
         }
+        let specs = placed;
         let storage = self.hub.storage.clone();
         let plan = plan_start(
             specs,
