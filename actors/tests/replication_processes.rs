@@ -25,12 +25,15 @@ fn id(i: usize) -> String {
     format!("rep-{i:03}")
 }
 
+/// Each child's instances, `(node, pid, role)`, by child.
+type Placement = BTreeMap<String, Vec<(String, u64, Role)>>;
+
 /// Each child's instances, `(node, pid, role)`, if every child runs on exactly two nodes, one
 /// active and one passive, all on `live`.
 fn replicas(
     client: &AdminClient,
     live: &BTreeSet<String>,
-) -> Option<BTreeMap<String, Vec<(String, u64, Role)>>> {
+) -> Option<Placement> {
     let children: Vec<ChildView> = client.children().ok()?;
     if children.len() != CHILDREN {
         return None;
