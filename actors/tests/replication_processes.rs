@@ -30,10 +30,7 @@ type Placement = BTreeMap<String, Vec<(String, u64, Role)>>;
 
 /// Each child's instances, `(node, pid, role)`, if every child runs on exactly two nodes, one
 /// active and one passive, all on `live`.
-fn replicas(
-    client: &AdminClient,
-    live: &BTreeSet<String>,
-) -> Option<Placement> {
+fn replicas(client: &AdminClient, live: &BTreeSet<String>) -> Option<Placement> {
     let children: Vec<ChildView> = client.children().ok()?;
     if children.len() != CHILDREN {
         return None;

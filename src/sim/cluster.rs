@@ -24,8 +24,9 @@ pub const SIM_HUB: &str = "sim";
 const EPOCH_MS: u64 = 1_767_225_600_000;
 
 /// The timing every simulated hub runs with: the production defaults scaled down, so that a
-/// run covers many membership changes, syncs and rounds in little virtual time.
-pub fn sim_config(node: &str) -> ProcessHub {
+/// run covers many membership changes, syncs and rounds in little virtual time; each child
+/// on `replicas` nodes (active-passive).
+pub fn sim_config(node: &str, replicas: usize) -> ProcessHub {
     let recovery = AutoRecoveryConfig {
         reconcile_grace_ms: 1_500,
         reconcile_interval_ms: 2_000,
@@ -44,6 +45,7 @@ pub fn sim_config(node: &str) -> ProcessHub {
         .shutdown_timeout(Duration::from_secs(2))
         .stub_ttl(Duration::from_secs(60))
         .auto_recovery(recovery)
+        .replication(replicas, crate::config::ReplicationModel::ActivePassive)
         .build_unchecked()
 }
 
@@ -103,6 +105,8 @@ pub struct SimCluster {
     observer: Observer,
     /// The run's trace (every frame goes in).
     pub trace: Arc<Trace>,
+    /// How many nodes run each child (the hubs' `replication_factor`).
+    pub replicas: usize,
 }
 
 impl SimCluster {
@@ -126,6 +130,7 @@ impl SimCluster {
             bugs,
             observer,
             trace,
+            replicas: 1,
         }
     }
 
@@ -162,7 +167,7 @@ impl SimCluster {
             bugs: self.bugs.clone(),
             observer: Some(self.observer.clone()),
         };
-        let spawned = Hub::builder(sim_config(name), self.kinds.clone())
+        let spawned = Hub::builder(sim_config(name, self.replicas), self.kinds.clone())
             .network(Arc::new(network))
             .environment(environment)
             .spawn()

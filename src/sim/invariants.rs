@@ -13,6 +13,10 @@
 //! | [`Invariant::CastsInOrder`] | quiescence | one sender's typed casts to a child that stays put all arrive, in the order sent |
 //! | [`Invariant::MonitorsFireOnce`] | every step, quiescence | a monitor delivers at most one `ChildDown`, none once demonitored; at quiescence, a monitor set from any node on a child that is then stopped fires once, `stopped` |
 //! | [`Invariant::NoHandoverToLeaving`] | every step | nodes that leave together hand no child to each other (when the link between them delivers) |
+//! | [`Invariant::OneActiveReplica`] | every step | with replicas (active-passive), no two nodes that see the same members both hold a child's active replica |
+//!
+//! In a run with a replication factor k above 1, "once" reads "on exactly its k owners":
+//! `declared_run_once`, `registries_agree` and `placement_bounded` count a child's replicas.
 //!
 //! The declared list is the leader's, persisted before it is acknowledged and then broadcast; it
 //! is not a consensus log. So when two leaders mutate at once (a partition, or a leader that
@@ -56,11 +60,13 @@ pub enum Invariant {
     MonitorsFireOnce,
     /// A leaving node hands no child to a node leaving with it.
     NoHandoverToLeaving,
+    /// At most one active replica of a child among nodes that agree on the members.
+    OneActiveReplica,
 }
 
 impl Invariant {
     /// Every invariant.
-    pub const ALL: [Invariant; 10] = [
+    pub const ALL: [Invariant; 11] = [
         Invariant::DeclaredRunOnce,
         Invariant::StoppedStaysStopped,
         Invariant::RegistriesAgree,
@@ -71,6 +77,7 @@ impl Invariant {
         Invariant::CastsInOrder,
         Invariant::MonitorsFireOnce,
         Invariant::NoHandoverToLeaving,
+        Invariant::OneActiveReplica,
     ];
 
     /// Its name in reports.
@@ -86,6 +93,7 @@ impl Invariant {
             Invariant::CastsInOrder => "casts_in_order",
             Invariant::MonitorsFireOnce => "monitors_fire_once",
             Invariant::NoHandoverToLeaving => "no_handover_to_leaving",
+            Invariant::OneActiveReplica => "one_active_replica",
         }
     }
 }
@@ -269,6 +277,50 @@ pub fn each_once_where_placed(
     Ok(())
 }
 
+/// With `k` replicas: every child in the registry (the first view's; [`registries_agree`]
+/// checks the others agree) is bound on exactly its first `k` ring owners among `members`.
+pub fn replicas_on_owners(
+    views: &[NodeView],
+    members: &[NodeName],
+    k: usize,
+) -> Result<(), Violation> {
+    let Some(first) = views.first() else {
+        return Ok(());
+    };
+    let ring = HashRing::new(members.iter().cloned());
+    for (id, nodes) in &first.registry {
+        let on: BTreeSet<&NodeName> = nodes.keys().collect();
+        let owners: BTreeSet<&NodeName> = ring.owners(id, k).into_iter().collect();
+        if on != owners {
+            return Err(Violation::new(
+                Invariant::RegistriesAgree,
+                format!("{id} runs on {on:?}, its {k} owners are {owners:?}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// With replicas: the nodes that hold a child's active replica, as each sees it (`active`:
+/// child -> `(node, the members it sees)`), are never two that see the same members.
+pub fn one_active_replica(
+    active: &BTreeMap<ChildId, Vec<(NodeName, Vec<NodeName>)>>,
+) -> Result<(), Violation> {
+    for (id, holders) in active {
+        for (i, (a, seen_a)) in holders.iter().enumerate() {
+            if let Some((b, _)) = holders[i + 1..].iter().find(|(_, seen_b)| seen_b == seen_a) {
+                return Err(Violation::new(
+                    Invariant::OneActiveReplica,
+                    format!(
+                        "{id} is active on both {a} and {b}, which see the same members {seen_a:?}"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The nodes agree on one declared copy; returns it.
 pub fn declared_lists_agree(
     views: &[NodeView],
@@ -439,9 +491,20 @@ pub fn declared_run_as_decided(
     durable: &BTreeSet<ChildId>,
     stopped: &BTreeSet<ChildId>,
 ) -> Result<(), Violation> {
+    declared_run_as_decided_with(running, declared, durable, stopped, 1)
+}
+
+/// [`declared_run_as_decided`] with `copies` instances per declared child (its replicas).
+pub fn declared_run_as_decided_with(
+    running: &BTreeMap<ChildId, BTreeMap<NodeName, Pid>>,
+    declared: &BTreeSet<ChildId>,
+    durable: &BTreeSet<ChildId>,
+    stopped: &BTreeSet<ChildId>,
+    copies: usize,
+) -> Result<(), Violation> {
     for id in declared {
         let on = running.get(id).map_or(0, BTreeMap::len);
-        if on != 1 {
+        if on != copies {
             return Err(Violation::new(
                 Invariant::DeclaredRunOnce,
                 format!(

@@ -171,6 +171,13 @@ impl CoordinatorState {
         if hub.has_bug(InjectedBug::NeverMigrate) {
             plan.migrations.clear();
         }
+        if hub.has_bug(InjectedBug::SkipReplicaRecreation) {
+            // Only children no node runs any more are re-placed.
+            for rows in plan.replacements.values_mut() {
+                rows.retain(|row| row.node_pids.is_empty());
+            }
+            plan.replacements.retain(|_, rows| !rows.is_empty());
+        }
         let (migrating, replacing) = (plan.migrating(), plan.replacing());
         if migrating + replacing > 0 {
             tracing::info!(

@@ -422,9 +422,14 @@ impl HubShared {
         let owners = self.owners_of(ring, id, metadata);
         let ranked = ranked(&owners, running_on);
         let active = active_owner(&owners, |n| n == self.node || self.is_member(n));
+        let model = if self.has_bug(simulation::InjectedBug::EveryReplicaActive) {
+            crate::config::ReplicationModel::ActiveActive
+        } else {
+            self.config.replication_model
+        };
         ranked
             .iter()
-            .map(|n| (n.clone(), role_of(n, active, self.config.replication_model)))
+            .map(|n| (n.clone(), role_of(n, active, model)))
             .collect()
     }
 

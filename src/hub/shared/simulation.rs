@@ -36,11 +36,15 @@ pub enum InjectedBug {
     DropTypedCasts,
     /// A monitor delivers its `ChildDown` twice.
     DeliverMonitorsTwice,
+    /// Every replica of a child calls itself active, whatever the replication model.
+    EveryReplicaActive,
+    /// Redistribution never re-creates a replica lost with its node.
+    SkipReplicaRecreation,
 }
 
 impl InjectedBug {
     /// Every bug.
-    pub const ALL: [InjectedBug; 11] = [
+    pub const ALL: [InjectedBug; 13] = [
         InjectedBug::SkipTwoRoundRule,
         InjectedBug::AcknowledgeWithoutDeclaring,
         InjectedBug::StopWithoutUndeclaring,
@@ -52,6 +56,8 @@ impl InjectedBug {
         InjectedBug::IgnoreTypedCalls,
         InjectedBug::DropTypedCasts,
         InjectedBug::DeliverMonitorsTwice,
+        InjectedBug::EveryReplicaActive,
+        InjectedBug::SkipReplicaRecreation,
     ];
 
     /// Its name on the command line.
@@ -68,6 +74,8 @@ impl InjectedBug {
             InjectedBug::IgnoreTypedCalls => "ignore_typed_calls",
             InjectedBug::DropTypedCasts => "drop_typed_casts",
             InjectedBug::DeliverMonitorsTwice => "deliver_monitors_twice",
+            InjectedBug::EveryReplicaActive => "every_replica_active",
+            InjectedBug::SkipReplicaRecreation => "skip_replica_recreation",
         }
     }
 }
