@@ -463,3 +463,52 @@ async fn replicas_learn_their_role_and_only_changed_ones_are_told_again() {
         "replicas of children a never ran hear nothing: {after:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declared_children_come_back_on_their_owners_after_a_whole_cluster_outage() {
+    let options =
+        Options::durable().replication(K, ReplicationModel::ActivePassive, RedundancySignal::None);
+    let mut d = TestCluster::with_nodes(16, &["a", "b", "c"], options).await;
+    let all = specs("d", 12);
+    let result = d
+        .hub("b")
+        .start_children(all.clone(), common::durable())
+        .await
+        .unwrap();
+    assert!(result.is_ok(), "{result:?}");
+    d.wait_versions(12).await;
+    let stopped: Vec<ChildId> = all[..2].iter().map(|s| s.id.clone()).collect();
+    d.hub("c")
+        .stop_children(stopped.clone(), StopOptions::new())
+        .await
+        .unwrap();
+    d.wait_versions(14).await;
+    let members = ["a", "b", "c"];
+    let declared: Vec<ChildId> = all[2..].iter().map(|s| s.id.clone()).collect();
+    wait_for("declared children on their two owners", || {
+        on_owners(&d, &members, &declared, K)
+    })
+    .await;
+
+    for name in members {
+        d.crash(name).await;
+    }
+    for name in members {
+        d.restart(name).await;
+    }
+    d.wait_members().await;
+    for hub in d.hubs.values() {
+        hub.await_normal(common::DEADLINE).await.unwrap();
+    }
+    wait_for("declared children back on their two owners", || {
+        on_owners(&d, &members, &declared, K)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    on_owners(&d, &members, &declared, K).unwrap();
+    let running = d.running();
+    for id in &stopped {
+        assert!(!running.contains_key(id), "{id} was stopped: {running:?}");
+    }
+    stop_all(&d).await;
+}
