@@ -43,6 +43,10 @@ pub struct SimulateArgs {
     /// Put this bug into every hub (to see the invariant that catches it); repeatable.
     #[arg(long = "inject-bug", value_name = "BUG")]
     pub bugs: Vec<InjectedBug>,
+    /// How children move: `hot` or `cold` for every seed (default: one seed in three hot, as
+    /// the seed says), to replay a seed the other way.
+    #[arg(long, value_name = "hot|cold")]
+    pub migration: Option<process_hub::config::Migration>,
     /// Run only the seeds `from + k` with `k % N == I` (`I/N`); what each job of a sweep runs.
     #[arg(long, hide = true)]
     pub shard: Option<String>,
@@ -95,6 +99,7 @@ fn options(args: &SimulateArgs, keep_trace: bool) -> SimOptions {
         steps: args.steps,
         keep_trace,
         bugs: args.bugs.iter().copied().collect(),
+        migration: args.migration,
         ..SimOptions::default()
     }
 }
@@ -130,13 +135,19 @@ fn run_one(args: &SimulateArgs, seed: u64) -> bool {
     }
     let _ = writeln!(
         out,
-        "seed {seed}: {} steps, {} invariant checks, {} ms virtual, {} ms wall, {} requests, {} superseded",
+        "seed {seed}: migration {}, {} steps, {} invariant checks, {} ms virtual, {} ms wall, {} requests, {} superseded, {} increments acknowledged, {} states imported",
+        match report.migration {
+            process_hub::config::Migration::Hot => "hot",
+            _ => "cold",
+        },
         report.steps,
         report.invariant_checks,
         report.virtual_ms,
         report.wall_ms,
         report.requests,
-        report.superseded
+        report.superseded,
+        report.acknowledged_increments,
+        report.imports
     );
     if let Some(failure) = describe_failure(&report) {
         let _ = writeln!(out, "{failure}");
@@ -205,6 +216,15 @@ fn run_sweep(args: &SimulateArgs) -> Result<bool, String> {
         ]);
         for bug in &args.bugs {
             command.args(["--inject-bug", bug.name()]);
+        }
+        if let Some(migration) = args.migration {
+            command.args([
+                "--migration",
+                match migration {
+                    process_hub::config::Migration::Hot => "hot",
+                    _ => "cold",
+                },
+            ]);
         }
         let child = command
             .stdout(Stdio::piped())

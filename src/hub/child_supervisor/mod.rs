@@ -112,7 +112,11 @@ impl ChildSupState {
         let now = shared.clock.now_ms();
         for (mut spec, metadata) in batch.children {
             if let Some(running) = self.children.get(&spec.id) {
-                if batch.existing_ok {
+                // A hot move onto a node that already runs the child (a duplicate, after a
+                // partition): its state waits here, but this instance keeps its own. Said as
+                // such, so the mover does not report the state as taken.
+                let moved_state = batch.existing_ok && shared.move_met_running(&spec.id);
+                if batch.existing_ok && !moved_state {
                     report.started.push((spec.id, running.cell.get_id().pid()));
                 } else {
                     report

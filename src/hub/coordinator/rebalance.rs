@@ -311,6 +311,7 @@ impl CoordinatorState {
         for id in &stays {
             rows.remove(id);
         }
+
         for failure in &result.errors {
             if failure.reason == ChildStartError::AlreadyStarted {
                 continue;
