@@ -34,6 +34,13 @@ pub const MAX_HELD_BYTES: usize = 8 * 1024 * 1024;
 /// refused; the child then starts without state, as in a cold swap).
 pub const MAX_PENDING_IMPORT_BYTES: usize = 64 * 1024 * 1024;
 
+/// The metadata key a hot move's start carries for each child whose state was sent ahead: the
+/// receiving node refuses to start such a child without its state (the state frame was lost,
+/// or overtaken by the start) instead of starting it empty while the mover reports the state
+/// taken; the mover then keeps the child and moves it again. Taken out before the row is
+/// written, so no row ever shows it.
+pub const HANDOVER_METADATA_KEY: &str = "__process_hub_handover__";
+
 /// How a child moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MoveMode {

@@ -26,7 +26,7 @@ use crate::api::errors::ChildStartError;
 use crate::api::options::OnFailure;
 use crate::api::results::StartResult;
 use crate::cluster::wire::WireMsg;
-use crate::core::handover::{move_mode, HeldCast, MoveMode};
+use crate::core::handover::{move_mode, HeldCast, MoveMode, HANDOVER_METADATA_KEY};
 use crate::events::{HandoverOutcome, HubEvent, MoveReason};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg};
 use crate::kinds::HandoverError;
@@ -244,7 +244,11 @@ impl CoordinatorState {
         }
         let children = rows
             .iter()
-            .map(|r| (r.spec.clone(), r.metadata.clone()))
+            .map(|r| {
+                let mut metadata = r.metadata.clone();
+                metadata.insert(HANDOVER_METADATA_KEY.to_owned(), String::new());
+                (r.spec.clone(), metadata)
+            })
             .collect();
         let durable = rows
             .iter()
@@ -467,5 +471,28 @@ impl CoordinatorState {
         myself.send_after(retry, || {
             CoordinatorMsg::Cluster(ClusterMsg::RetryAbandonedMoves)
         });
+    }
+
+    /// Marks, in a graceful leave's start batches, the children whose state was sent ahead
+    /// (see [`HANDOVER_METADATA_KEY`]): a next owner that did not get the state refuses them
+    /// rather than start them empty as if it had (they are then re-placed once this node is
+    /// gone, without state, as a node that leaves over a lossy link loses it).
+    pub(super) fn mark_states_sent(
+        &self,
+        by_node: &mut BTreeMap<NodeName, Vec<(crate::model::ChildSpec, crate::model::Metadata)>>,
+    ) {
+        let Some(cluster) = &self.cluster else {
+            return;
+        };
+        for (spec, metadata) in by_node.values_mut().flatten() {
+            let sent = cluster
+                .hot
+                .moves
+                .get(&spec.id)
+                .is_some_and(|m| m.fell_back.is_none());
+            if sent {
+                metadata.insert(HANDOVER_METADATA_KEY.to_owned(), String::new());
+            }
+        }
     }
 }
