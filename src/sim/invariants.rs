@@ -13,7 +13,7 @@
 //! | [`Invariant::CastsInOrder`] | quiescence | one sender's typed casts to a child that stays put all arrive, in the order sent |
 //! | [`Invariant::MonitorsFireOnce`] | every step, quiescence | a monitor delivers at most one `ChildDown`, none once demonitored; at quiescence, a monitor set from any node on a child that is then stopped fires once, `stopped` |
 //! | [`Invariant::NoHandoverToLeaving`] | every step | nodes that leave together hand no child to each other (when the link between them delivers) |
-//! | [`Invariant::HandoverStateKept`] | every step, quiescence (hot runs) | an instance the hub reports as having taken a hot-moved child's state (`outcome: imported`) took it before any other message; no two instances of one state's lineage diverge with both acknowledged (each acknowledged an increment the other lacks) |
+//! | [`Invariant::HandoverStateKept`] | every step, quiescence (hot runs) | an instance the hub reports as having taken a hot-moved child's state (`outcome: imported`) took it before any other message; no two instances of one state's lineage diverge with both acknowledged (each acknowledged an increment the other lacks; increments applied during a partition aside) |
 //! | [`Invariant::NoAckedMessageLostAcrossMove`] | every step, quiescence (hot runs) | every increment acknowledged by the instance that exported a state, before the import, is in the imported state |
 //!
 //! The declared list is the leader's, persisted before it is acknowledged and then broadcast; it

@@ -516,8 +516,18 @@ impl Run {
                     self.found.get_or_insert(v);
                 }
             }
-            Op::Partition { groups } => self.cluster.partition(&groups),
-            Op::Heal => self.cluster.heal(),
+            Op::Partition { groups } => {
+                self.cluster.partition(&groups);
+                if let Some(book) = &self.book {
+                    lock(book).set_split(true);
+                }
+            }
+            Op::Heal => {
+                self.cluster.heal();
+                if let Some(book) = &self.book {
+                    lock(book).set_split(false);
+                }
+            }
             Op::FaultLink { from, to, faults } => self.cluster.fault_link(&from, &to, faults),
             Op::DropBurst { probability } => self.cluster.router.set_drop_probability(probability),
             Op::SlowDisk { node, latency_ms } => {
@@ -772,6 +782,9 @@ impl Run {
         let steps = self.options.steps;
         self.trace.line("quiesce: heal, restart every node");
         self.cluster.heal();
+        if let Some(book) = &self.book {
+            lock(book).set_split(false);
+        }
         for node in self.cluster.nodes.values() {
             node.disks().for_each(|d| {
                 d.set_latency(Duration::ZERO);

@@ -50,6 +50,8 @@ struct Applied {
     incarnation: u64,
     lineage: u64,
     n: u64,
+    /// Applied while the cluster was partitioned.
+    split: bool,
 }
 
 /// One import of a handed-over state.
@@ -83,6 +85,8 @@ pub struct StateBook {
     imports: Vec<Imported>,
     acked: BTreeSet<u64>,
     expected: Vec<Expected>,
+    /// The cluster is partitioned now.
+    split: bool,
 }
 
 /// A book shared by the run and its children.
@@ -130,7 +134,15 @@ impl StateBook {
             incarnation,
             lineage: i.lineage,
             n,
+            split: self.split,
         });
+    }
+
+    /// The cluster is partitioned (or whole again). Both sides of a partition run a child (the
+    /// hub is available rather than consistent there, and resolves the duplicates on heal), so
+    /// increments applied meanwhile are not held to the fork check.
+    pub fn set_split(&mut self, split: bool) {
+        self.split = split;
     }
 
     /// `incarnation` imported `state`: it continues the state's lineage.
@@ -176,7 +188,8 @@ impl StateBook {
     ///   answered by the old instance after its export, it is not);
     /// - [`Invariant::HandoverStateKept`]: an instance the hub reported as having taken the
     ///   state did take it before anything else; and no two instances of one lineage diverge
-    ///   with both acknowledged (each acknowledged an increment the other lacks: a fork).
+    ///   with both acknowledged (each acknowledged an increment the other lacks: a fork),
+    ///   increments applied while the cluster was partitioned aside.
     pub fn check(&self) -> Result<(), Violation> {
         for import in &self.imports {
             let lost: Vec<u64> = self
@@ -218,7 +231,7 @@ impl StateBook {
         }
         let mut by_lineage: BTreeMap<u64, BTreeMap<u64, BTreeSet<u64>>> = BTreeMap::new();
         for a in &self.applied {
-            if self.acked.contains(&a.n) {
+            if self.acked.contains(&a.n) && !a.split {
                 by_lineage
                     .entry(a.lineage)
                     .or_default()
@@ -332,6 +345,21 @@ mod tests {
         let broken = book.check().unwrap_err();
         assert_eq!(broken.invariant, Invariant::HandoverStateKept);
         assert!(broken.detail.contains("forked"), "{broken}");
+    }
+
+    #[test]
+    fn both_sides_of_a_partition_may_acknowledge() {
+        let mut book = StateBook::default();
+        let (old, _) = book.born(1);
+        let exported = state(&book, old);
+        let (new, _) = book.born(2);
+        book.import(new, exported);
+        book.set_split(true);
+        book.apply(old, 1);
+        book.apply(new, 2);
+        book.acknowledged(1);
+        book.acknowledged(2);
+        assert_eq!(book.check(), Ok(()));
     }
 
     #[test]

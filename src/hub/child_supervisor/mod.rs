@@ -32,6 +32,7 @@ use crate::core::{
 };
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
+use crate::hub::shared::simulation::InjectedBug;
 use crate::model::{
     ChildId, ChildSpec, DownReason, NodeName, Pid, Row, Shutdown, RESERVED_METADATA_KEY,
 };
@@ -187,6 +188,7 @@ impl ChildSupState {
                     // A hot move's state: the child's first message, sent before the child is
                     // routable here (tracked), so nothing else can reach it first. Only the
                     // cluster's own starts (moves: `existing_ok`) take one, never a caller's.
+                    let state = state.filter(|_| !shared.has_bug(InjectedBug::DropHandoverImport));
                     if let Some(state) = state {
                         let bytes = state.len();
                         match shared.kinds.import(&spec.kind, &cell, state) {

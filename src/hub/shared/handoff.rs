@@ -13,6 +13,7 @@ use std::sync::Mutex;
 
 use ractor::ActorCell;
 
+use super::simulation::InjectedBug;
 use super::HubShared;
 use crate::core::handover::{HeldCast, HoldOutcome, ImportRefused, PendingImports};
 use crate::model::{ChildId, NodeName};
@@ -34,7 +35,14 @@ impl HubShared {
     /// its actor (to export from), or `None` if it does not run here.
     pub(crate) fn begin_handoff(&self, id: &ChildId) -> Option<ActorCell> {
         self.handoffs.moving.insert(id.clone(), Handoff::holding());
-        match self.local_children.remove(id) {
+        let taken = if self.has_bug(InjectedBug::AnswerCallsDuringMove) {
+            self.local_children
+                .get(id)
+                .map(|e| (id.clone(), e.value().clone()))
+        } else {
+            self.local_children.remove(id)
+        };
+        match taken {
             Some((_, cell)) => {
                 self.handoffs.cells.insert(id.clone(), cell.clone());
                 Some(cell)

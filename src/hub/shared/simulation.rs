@@ -36,11 +36,16 @@ pub enum InjectedBug {
     DropTypedCasts,
     /// A monitor delivers its `ChildDown` twice.
     DeliverMonitorsTwice,
+    /// A node that starts a hot-moved child takes its state but never gives it to the child.
+    DropHandoverImport,
+    /// A child moving hot stays in its old node's local routing after its export, so calls
+    /// there are still answered by the old instance, whose state has already left.
+    AnswerCallsDuringMove,
 }
 
 impl InjectedBug {
     /// Every bug.
-    pub const ALL: [InjectedBug; 11] = [
+    pub const ALL: [InjectedBug; 13] = [
         InjectedBug::SkipTwoRoundRule,
         InjectedBug::AcknowledgeWithoutDeclaring,
         InjectedBug::StopWithoutUndeclaring,
@@ -52,6 +57,8 @@ impl InjectedBug {
         InjectedBug::IgnoreTypedCalls,
         InjectedBug::DropTypedCasts,
         InjectedBug::DeliverMonitorsTwice,
+        InjectedBug::DropHandoverImport,
+        InjectedBug::AnswerCallsDuringMove,
     ];
 
     /// Its name on the command line.
@@ -68,6 +75,8 @@ impl InjectedBug {
             InjectedBug::IgnoreTypedCalls => "ignore_typed_calls",
             InjectedBug::DropTypedCasts => "drop_typed_casts",
             InjectedBug::DeliverMonitorsTwice => "deliver_monitors_twice",
+            InjectedBug::DropHandoverImport => "drop_handover_import",
+            InjectedBug::AnswerCallsDuringMove => "answer_calls_during_move",
         }
     }
 }
