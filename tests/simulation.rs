@@ -71,4 +71,9 @@ fn seeds_that_found_hot_move_bugs_keep_every_invariant() {
         assert!(report.imports > 0, "seed {seed} moved children hot");
         assert!(report.acknowledged_increments > 0, "seed {seed}");
     }
+    // A hot run replays as a cold one does.
+    assert_eq!(
+        run_seed(3, &options).trace_hash,
+        run_seed(3, &options).trace_hash
+    );
 }
