@@ -130,6 +130,9 @@ pub(crate) struct Handover {
     import: Arc<ImportFn>,
 }
 
+/// Tells a child its replica role (its kind's role message); `false` if it could not be sent.
+type RoleFn = dyn Fn(&ActorCell, crate::core::replication::Role) -> bool + Send + Sync;
+
 /// The table of kinds a hub can start. Cheap to clone (shared entries).
 #[derive(Clone, Default)]
 pub struct ChildKinds {
@@ -137,6 +140,7 @@ pub struct ChildKinds {
     commands: HashMap<String, Arc<CommandFn>>,
     delivers: HashMap<String, Arc<DeliverFn>>,
     handovers: HashMap<String, Handover>,
+    roles: HashMap<String, Arc<RoleFn>>,
 }
 
 /// The decoder's message, preceded, when no arguments were given, by what the kind needs to
@@ -295,6 +299,48 @@ impl ChildKinds {
         });
         self.handovers.insert(name, Handover { export, import });
         self
+    }
+
+    /// Children of kind `name` learn their replica role (`active` or `passive`) as a message
+    /// of their own type, built by `to_message`: at start and whenever it changes, for the
+    /// roles the hub's `redundancy_signal` names. A passive replica can then stay idle (no
+    /// timers, no writes) until it is told it is active, as the original's
+    /// `handle_info({:process_hub, :redundancy_signal, mode})`.
+    ///
+    /// ```
+    /// use process_hub::{ChildKinds, Role};
+    /// # use ractor::{Actor, ActorProcessingErr, ActorRef};
+    /// enum ScheduleMsg { Role(Role) }
+    /// # #[derive(Clone)]
+    /// # struct Scheduler;
+    /// # impl Actor for Scheduler {
+    /// #     type Msg = ScheduleMsg; type State = (); type Arguments = ();
+    /// #     async fn pre_start(&self, _: ActorRef<ScheduleMsg>, _: ()) -> Result<(), ActorProcessingErr> { Ok(()) }
+    /// # }
+    /// let mut kinds = ChildKinds::new();
+    /// kinds.register("scheduler", Scheduler);
+    /// kinds.redundancy("scheduler", ScheduleMsg::Role);
+    /// ```
+    pub fn redundancy<M, F>(&mut self, name: impl Into<String>, to_message: F) -> &mut Self
+    where
+        M: Message,
+        F: Fn(crate::core::replication::Role) -> M + Send + Sync + 'static,
+    {
+        let tell: Arc<RoleFn> = Arc::new(move |cell: &ActorCell, role| {
+            cell.send_message::<M>(to_message(role)).is_ok()
+        });
+        self.roles.insert(name.into(), tell);
+        self
+    }
+
+    /// Tells `cell`, a child of kind `name`, its role; `None` if the kind does not listen.
+    pub(crate) fn tell_role(
+        &self,
+        name: &str,
+        cell: &ActorCell,
+        role: crate::core::replication::Role,
+    ) -> Option<bool> {
+        self.roles.get(name).map(|tell| tell(cell, role))
     }
 
     /// Whether children of kind `name` hand their state over when they move hot.

@@ -67,8 +67,10 @@ pub use config::{
 pub use config::{ConfigError, Distribution, ProcessHub, ProcessHubBuilder};
 // Hot swap with state handover (docs/strategies.md).
 pub use config::{HotSwapConfig, Migration};
+pub use config::{RedundancySignal, ReplicationModel};
 pub use core::declared_list::DeclaredChild;
 pub use core::recovery::RecoveryState;
+pub use core::replication::Role;
 pub use events::HandoverOutcome;
 pub use events::{EventSink, HubEvent, MoveReason, SubscriptionId};
 pub use hooks::{HookAction, HookError, HookEvent, HookHandler, HookKey, Hooks};

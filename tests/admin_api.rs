@@ -62,6 +62,7 @@ impl AdminOps for FakeHub {
             let nodes = vec![NodePid {
                 node: "a@127.0.0.1".into(),
                 pid: children.len() as u64 + 1,
+                role: None,
             }];
             children.insert(
                 spec.id.clone(),

@@ -109,7 +109,11 @@ async fn started_children_are_listed_with_pid_and_metadata_then_stopped() {
 
     let (status, one) = call(&hub, "GET", "/v1/children/c1", None).await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(one["nodes"], json!([{"node": "a@127.0.0.1", "pid": pid}]));
+    assert_eq!(
+        one["nodes"],
+        json!([{"node": "a@127.0.0.1", "pid": pid, "role": "active"}]),
+        "one instance per child: it is the active one"
+    );
 
     let (status, stopped) = call(&hub, "DELETE", "/v1/children/c1", None).await;
     assert_eq!(status, StatusCode::OK, "{stopped}");

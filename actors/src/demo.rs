@@ -56,6 +56,10 @@ pub struct DemoArgs {
     /// failover.
     #[arg(long)]
     pub durable: bool,
+    /// Nodes running each child (the nodes' `--replication-factor`): with 2 or more the
+    /// failover is a promotion of the passive replicas, not a restart.
+    #[arg(long, default_value_t = 1)]
+    pub replication_factor: usize,
 }
 
 /// Why the demo could not complete.
@@ -90,6 +94,11 @@ pub struct DemoReport {
     pub converge_ms: u64,
     /// From the SIGKILL until the survivors host every child.
     pub failover_ms: u64,
+    /// From the SIGKILL until every survivor has taken the killed node out of its members (the
+    /// failure detection time, the floor of any failover).
+    pub detect_ms: u64,
+    /// Nodes running each child.
+    pub replication_factor: usize,
     /// Resident memory added per child, summed over all nodes (after convergence, before the
     /// kill, against the formed but empty cluster).
     pub rss_bytes_per_child: f64,
@@ -222,6 +231,16 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
     }
     let binary = std::env::current_exe().map_err(HarnessError::Setup)?;
     progress(&format!("starting {} nodes on loopback", args.nodes));
+    if args.replication_factor == 0 || args.replication_factor > args.nodes {
+        return Err(DemoError::Invalid(
+            "--replication-factor must be between 1 and --nodes".into(),
+        ));
+    }
+    if args.durable && args.replication_factor > 1 {
+        return Err(DemoError::Invalid(
+            "--durable checks that every declared child runs once after the outage; run it with --replication-factor 1".into(),
+        ));
+    }
     let mut options = ClusterOptions::default();
     if args.durable {
         options.extra_args = vec![
@@ -231,6 +250,12 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
             "--reconcile-interval-ms".into(),
             DURABLE_INTERVAL_MS.to_string(),
         ];
+    }
+    if args.replication_factor > 1 {
+        options.extra_args.extend([
+            "--replication-factor".to_owned(),
+            args.replication_factor.to_string(),
+        ]);
     }
     let mut cluster = LocalCluster::start(&binary, args.nodes, &options, args.workdir.clone())?;
     cluster.wait_formed(Duration::from_secs(60))?;
@@ -272,8 +297,13 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
         progress(&format!("  {errors} start errors reported"));
     }
     let clients = cluster.live_clients();
+    // Every child on as many nodes as the replication factor asks (its replicas start once
+    // its first owner answered, so the rows can be complete before the replicas are).
+    let instances = args.children * args.replication_factor;
     poll_until("every registry to hold every child", &clients, |s| {
-        s.complete(args.children) && s.members.len() == all.len()
+        s.complete(args.children)
+            && s.members.len() == all.len()
+            && s.per_node.values().sum::<usize>() == instances
     })?;
     let converge = started_at.elapsed();
     // Before anything else allocates in the nodes (the full listings below do, a lot).
@@ -287,6 +317,10 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
     cluster.nodes[victim].kill();
     let live: BTreeSet<String> = all.iter().filter(|n| **n != killed).cloned().collect();
     let survivors = cluster.live_clients();
+    poll_until("the survivors to see the node down", &survivors, |s| {
+        !s.members.contains(&killed)
+    })?;
+    let detect = killed_at.elapsed();
     poll_until("the survivors to host every child", &survivors, |s| {
         s.complete(args.children) && !s.members.contains(&killed)
     })?;
@@ -308,6 +342,8 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
         start_ms: start_elapsed.as_millis() as u64,
         converge_ms: converge.as_millis() as u64,
         failover_ms: failover.as_millis() as u64,
+        detect_ms: detect.as_millis() as u64,
+        replication_factor: args.replication_factor,
         rss_bytes_per_child: rss_full.saturating_sub(rss_empty) as f64 / args.children as f64,
         killed,
         before,
@@ -392,6 +428,10 @@ pub fn render_table(report: &DemoReport) -> String {
     out.push_str(&format!(
         "{:<28}{:>14}\n",
         "failover (ms)", report.failover_ms
+    ));
+    out.push_str(&format!(
+        "{:<28}{:>14}\n",
+        "  of which detection (ms)", report.detect_ms
     ));
     out.push_str(&format!(
         "{:<28}{:>14}\n",

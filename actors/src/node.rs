@@ -101,6 +101,15 @@ pub fn hub_config(settings: &NodeSettings) -> Result<ProcessHub, process_hub::Co
     if let Some(migration) = settings.migration {
         config.migration = migration;
     }
+    if let Some(factor) = settings.replication_factor {
+        config.replication_factor = factor;
+    }
+    if let Some(model) = settings.replication_model {
+        config.replication_model = model;
+    }
+    if let Some(signal) = settings.redundancy_signal {
+        config.redundancy_signal = signal;
+    }
     if let Some(hot_swap) = &settings.hot_swap {
         config.hot_swap = hot_swap.clone();
     }

@@ -197,3 +197,13 @@ fn a_bad_flag_is_refused() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("unknown bug"), "{stderr}");
 }
+
+#[test]
+fn two_active_replicas_are_caught() {
+    caught("every_replica_active", "one_active_replica", "4");
+}
+
+#[test]
+fn a_replica_lost_with_its_node_and_never_re_created_is_caught() {
+    caught("skip_replica_recreation", "registries_agree", "4");
+}

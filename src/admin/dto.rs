@@ -74,6 +74,10 @@ pub struct NodePid {
     pub node: String,
     /// Its node-local actor id.
     pub pid: u64,
+    /// Its role as the answering node sees it (`active` answers messages by id; `passive`
+    /// stands by), in child listings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<crate::core::replication::Role>,
 }
 
 /// One child as this node's registry copy knows it.

@@ -54,15 +54,24 @@ pub fn stop_error_code(e: &ChildStopError) -> &'static str {
     }
 }
 
-fn view(info: ChildInfo) -> ChildView {
+/// A child as the admin API shows it, each instance with its role (`Hub::replica_roles`), in
+/// role order: the instance messages go to first.
+fn view(hub: &Hub, info: ChildInfo) -> ChildView {
+    let pids: std::collections::BTreeMap<crate::model::NodeName, u64> =
+        info.nodes.into_iter().collect();
+    let nodes = hub
+        .replica_roles(&info.spec.id, info.metadata.as_ref(), pids.keys())
+        .into_iter()
+        .map(|(node, role)| NodePid {
+            pid: pids[&node],
+            node,
+            role: Some(role),
+        })
+        .collect();
     ChildView {
         id: info.spec.id.to_string(),
         kind: info.spec.kind.clone(),
-        nodes: info
-            .nodes
-            .into_iter()
-            .map(|(node, pid)| NodePid { node, pid })
-            .collect(),
+        nodes,
         metadata: info.metadata.unwrap_or_default(),
     }
 }
@@ -171,11 +180,14 @@ impl AdminOps for Hub {
             .registry_dump()
             .into_values()
             .map(|row| {
-                view(ChildInfo {
-                    nodes: row.node_pids.into_iter().collect(),
-                    metadata: Some(row.metadata),
-                    spec: row.spec,
-                })
+                view(
+                    self,
+                    ChildInfo {
+                        nodes: row.node_pids.into_iter().collect(),
+                        metadata: Some(row.metadata),
+                        spec: row.spec,
+                    },
+                )
             })
             .collect())
     }
@@ -188,18 +200,23 @@ impl AdminOps for Hub {
         let mut pages = PageCollector::new(after.as_ref().map(ChildId::as_str), limit);
         self.for_each_row(|row| {
             pages.offer(row.spec.id.as_str(), || {
-                view(ChildInfo {
-                    nodes: row.node_pids.clone().into_iter().collect(),
-                    metadata: Some(row.metadata.clone()),
-                    spec: row.spec.clone(),
-                })
+                view(
+                    self,
+                    ChildInfo {
+                        nodes: row.node_pids.clone().into_iter().collect(),
+                        metadata: Some(row.metadata.clone()),
+                        spec: row.spec.clone(),
+                    },
+                )
             })
         });
         Ok(pages.finish())
     }
 
     async fn get_child(&self, id: ChildId) -> Result<Option<ChildView>, AdminError> {
-        Ok(self.child_lookup_with_metadata(&id).map(view))
+        Ok(self
+            .child_lookup_with_metadata(&id)
+            .map(|info| view(self, info)))
     }
 
     async fn start_children(&self, specs: Vec<StartSpec>) -> Result<StartResponse, AdminError> {
@@ -260,7 +277,11 @@ impl AdminOps for Hub {
                     nodes: s
                         .nodes
                         .into_iter()
-                        .map(|(node, pid)| NodePid { node, pid })
+                        .map(|(node, pid)| NodePid {
+                            node,
+                            pid,
+                            role: None,
+                        })
                         .collect(),
                 }
             }));

@@ -101,6 +101,62 @@ impl<M: Message> ChildRef<M> {
         self.try_cast(msg).map_err(|(e, _)| e)
     }
 
+    /// Sends the message `build` makes to every running replica of the child (with a
+    /// replication factor above 1; otherwise to its one instance), not only the active one:
+    /// for a change every replica must see, such as a configuration update
+    /// (`child.cast_replicas(|| RoomMsg::SetTopic(topic.clone()))`). A builder rather than a
+    /// value because message types with reply ports are not `Clone`. Returns how many
+    /// replicas it was handed to; `not_found` when the registry names no running instance.
+    ///
+    /// Replicas this node cannot reach are skipped (logged); `decode`, `not_remotable` and
+    /// `too_large` fail before anything is sent.
+    pub fn cast_replicas(&self, build: impl Fn() -> M) -> Result<usize, ChildRefError> {
+        let nodes: Vec<NodeName> = self
+            .hub
+            .storage
+            .get(&self.id)
+            .map(|row| row.node_pids.into_keys().collect())
+            .unwrap_or_default();
+        if nodes.is_empty() {
+            return Err(ChildRefError::NotFound {
+                id: self.id.clone(),
+            });
+        }
+        let remote = nodes.iter().any(|n| *n != self.hub.node);
+        let encoded = if remote {
+            match build().serialize() {
+                Ok(SerializedMessage::Cast { variant, args, .. }) => {
+                    self.check_size(args.len())?;
+                    Some((variant, args))
+                }
+                Ok(_) => return Err(self.not_remotable("an #[rpc] variant cannot be cast")),
+                Err(_) => return Err(self.not_remotable("the message type is local-only")),
+            }
+        } else {
+            None
+        };
+        let mut sent = 0;
+        for node in nodes {
+            if node == self.hub.node {
+                match self.send_here(build()) {
+                    Here::Sent => sent += 1,
+                    Here::WrongType => return Err(self.wrong_type()),
+                    Here::Retry(_) | Here::Gone => {
+                        tracing::debug!(child = %self.id, "local replica not running; cast skipped")
+                    }
+                }
+            } else if let Some((variant, args)) = &encoded {
+                match self.send_cast(node.clone(), variant.clone(), args.clone()) {
+                    Ok(()) => sent += 1,
+                    Err(_) => {
+                        tracing::debug!(child = %self.id, %node, "replica unreachable; cast skipped")
+                    }
+                }
+            }
+        }
+        Ok(sent)
+    }
+
     /// Like [`ChildRef::cast`], but while the child is between nodes it retries (re-resolving
     /// where it runs) until `timeout`.
     pub async fn cast_within(&self, msg: M, timeout: Duration) -> Result<(), ChildRefError> {

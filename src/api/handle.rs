@@ -344,6 +344,19 @@ impl Hub {
         self.shared.storage.for_each_row(&mut f);
     }
 
+    /// The nodes running child `id` (`running_on`, e.g. [`ChildInfo::nodes`]'s), each with its
+    /// role as this node sees it now, in the order messages pick them: the first reachable one
+    /// is the active replica. With a replication factor of 1 the one instance is `Active`.
+    pub fn replica_roles<'a>(
+        &self,
+        id: &ChildId,
+        metadata: Option<&crate::model::Metadata>,
+        running_on: impl IntoIterator<Item = &'a NodeName>,
+    ) -> Vec<(NodeName, crate::core::replication::Role)> {
+        self.shared
+            .replica_roles(&self.shared.ring(), id, metadata, running_on)
+    }
+
     /// Children whose metadata `tag` is `tag`.
     pub fn tag_query(&self, tag: &str) -> Vec<ProcessEntry> {
         reads::tag_query(&self.shared, tag)

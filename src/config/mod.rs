@@ -17,6 +17,7 @@ pub mod distribution;
 pub mod elector;
 pub mod migration;
 pub mod recovery;
+pub mod replication;
 
 pub use distribution::Distribution;
 pub use elector::LeaderElector;
@@ -25,6 +26,7 @@ pub use recovery::{
     AutoRecoveryConfig, AutoRecoveryConfigError, ConfigWarning, DeclaredCommit, ManifestLocation,
     StartBudget,
 };
+pub use replication::{RedundancySignal, ReplicationModel, MAX_REPLICATION_FACTOR};
 
 use crate::model::{ChildId, ChildSpec, NodeName};
 use crate::storage::BackendConfig;
@@ -136,6 +138,13 @@ pub struct ProcessHub {
     pub migration: Migration,
     /// Cluster: the hot swap's timing (read with `migration = "hot"`).
     pub hot_swap: HotSwapConfig,
+    /// Cluster: how many nodes run each child (its first k ring owners). Range `1..=8`,
+    /// default 1 (one instance per child). See [`replication`].
+    pub replication_factor: usize,
+    /// Cluster: with a factor above 1, whether only one replica is active (the default) or all.
+    pub replication_model: ReplicationModel,
+    /// Cluster: which replicas are told their role when it changes (default: none).
+    pub redundancy_signal: RedundancySignal,
 }
 
 impl Default for ProcessHub {
@@ -162,6 +171,9 @@ impl Default for ProcessHub {
             distribution: Distribution::ConsistentHash,
             migration: Migration::Cold,
             hot_swap: HotSwapConfig::default(),
+            replication_factor: 1,
+            replication_model: ReplicationModel::ActivePassive,
+            redundancy_signal: RedundancySignal::None,
         }
     }
 }
@@ -306,6 +318,7 @@ impl ProcessHub {
             "100..=86400000",
         )?;
         self.hot_swap.validate()?;
+        replication::validate_factor(self.replication_factor)?;
         let mut seen = std::collections::HashSet::new();
         for spec in &self.child_specs {
             if ChildId::parse(spec.id.as_str()).is_err() {
@@ -446,6 +459,20 @@ impl ProcessHubBuilder {
     /// Sets the migration strategy (`hot`: state handover for kinds that opt in).
     pub fn migration(mut self, migration: Migration) -> Self {
         self.0.migration = migration;
+        self
+    }
+
+    /// Runs each child on `factor` nodes, with `model` deciding whether one or all of them are
+    /// active.
+    pub fn replication(mut self, factor: usize, model: ReplicationModel) -> Self {
+        self.0.replication_factor = factor;
+        self.0.replication_model = model;
+        self
+    }
+
+    /// Tells replicas their role when it changes (kinds opt in with `ChildKinds::redundancy`).
+    pub fn redundancy_signal(mut self, signal: RedundancySignal) -> Self {
+        self.0.redundancy_signal = signal;
         self
     }
 

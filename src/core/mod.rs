@@ -22,6 +22,7 @@ pub mod reconcile;
 pub mod recovery;
 pub mod redistribution;
 pub mod remote_monitors;
+pub mod replication;
 pub mod sync_parts;
 
 mod intensity;

@@ -101,8 +101,12 @@ pub struct RoundStats {
     pub started: usize,
     /// Orphans with a registered but unbound row seen for the first time (mid-migration).
     pub skipped_pending: usize,
-    /// Declared children bound on more than one node.
+    /// Declared children bound on more nodes than they have owners.
     pub duplicates: usize,
+    /// Declared children running on fewer of their owners than the replication factor asks,
+    /// submitted again (always 0 with a factor of 1).
+    #[serde(default)]
+    pub under_replicated: usize,
     /// Local instances of undeclared durable children stopped.
     pub stopped_undeclared: usize,
     /// Stale durable rows removed from this node's copy.
@@ -154,6 +158,32 @@ pub fn plan_round<'a>(
     previous_pending: &BTreeSet<ChildId>,
     parked: bool,
 ) -> ReconcilePlan {
+    plan_replicated_round(
+        declared,
+        observed,
+        |id| vec![owner_of(id)],
+        local,
+        previous_pending,
+        parked,
+    )
+}
+
+/// [`plan_round`] for children that run on several owners (`core::replication`): `owners_of`
+/// gives a child's owners in order (the first one alone with a factor of 1).
+///
+/// A declared child bound on fewer of its owners than it has is submitted again (the start
+/// pipeline places it on every owner, and an owner already running it keeps its instance),
+/// counted in `RoundStats::under_replicated`; one bound on more nodes than its owners keeps the
+/// best-ranked instances (its owners first, then the lowest-named nodes), and the others are
+/// stopped as duplicates.
+pub fn plan_replicated_round<'a>(
+    declared: &DeclaredList,
+    observed: impl IntoIterator<Item = &'a Row>,
+    owners_of: impl Fn(&ChildId) -> Vec<NodeName>,
+    local: &str,
+    previous_pending: &BTreeSet<ChildId>,
+    parked: bool,
+) -> ReconcilePlan {
     if parked {
         return ReconcilePlan {
             pending: previous_pending.clone(),
@@ -168,8 +198,16 @@ pub fn plan_round<'a>(
     for (id, child) in declared.children() {
         match rows.get(id) {
             Some(row) if !row.node_pids.is_empty() => {
-                if row.node_pids.len() > 1 {
-                    plan_duplicate(&mut plan, id, row, &owner_of, local);
+                let owners = owners_of(id);
+                if row.node_pids.len() > owners.len().max(1) {
+                    plan_duplicate(&mut plan, id, row, &owners, local);
+                } else if owners.len() > 1 && owners.iter().any(|o| !row.node_pids.contains_key(o))
+                {
+                    plan.stats.under_replicated += 1;
+                    plan.starts.push(OrphanStart {
+                        child: child.clone(),
+                        owner: owners[0].clone(),
+                    });
                 }
             }
             Some(_) if !previous_pending.contains(id) => {
@@ -180,9 +218,10 @@ pub fn plan_round<'a>(
             }
             _ => {
                 plan.stats.orphans += 1;
+                let owner = owners_of(id).into_iter().next().unwrap_or_default();
                 plan.starts.push(OrphanStart {
                     child: child.clone(),
-                    owner: owner_of(id),
+                    owner,
                 });
             }
         }
@@ -220,18 +259,27 @@ pub fn duplicate_keeper(row: &Row, owner: &str) -> Option<NodeName> {
     row.node_pids.keys().next().cloned()
 }
 
+/// The nodes whose instances of a child bound on more nodes than it has owners survive: the
+/// best-ranked ones (`core::replication::ranked`), as many as it has owners (at least one).
+/// With one owner this is [`duplicate_keeper`].
+pub fn replica_keepers(row: &Row, owners: &[NodeName]) -> Vec<NodeName> {
+    let mut keep = crate::core::replication::ranked(owners, row.node_pids.keys());
+    keep.truncate(owners.len().max(1));
+    keep
+}
+
 fn plan_duplicate(
     plan: &mut ReconcilePlan,
     id: &ChildId,
     row: &Row,
-    owner_of: &impl Fn(&ChildId) -> NodeName,
+    owners: &[NodeName],
     local: &str,
 ) {
-    let owner = owner_of(id);
-    let Some(keep) = duplicate_keeper(row, &owner) else {
+    let keepers = replica_keepers(row, owners);
+    let Some(keep) = keepers.first().cloned() else {
         return;
     };
-    if keep != local {
+    if !keepers.iter().any(|k| k == local) {
         if let Some(pid) = row.node_pids.get(local) {
             plan.stops.push(LocalStop {
                 id: id.clone(),

@@ -281,3 +281,40 @@ proptest! {
         prop_assert_eq!(p.pending.len(), p.stats.skipped_pending);
     }
 }
+
+/// Two owners per child: `n1` then `n2` for every id.
+fn two_owners(_: &ChildId) -> Vec<NodeName> {
+    vec!["n1".to_owned(), "n2".to_owned()]
+}
+
+#[test]
+fn a_declared_child_missing_a_replica_is_submitted_again() {
+    let list = declared(&["x"]);
+    let rows = [row("x", true, &[("n2", 7)])];
+    let p = plan_replicated_round(&list, &rows, two_owners, "n3", &BTreeSet::new(), false);
+    assert_eq!(p.starts.len(), 1, "{p:?}");
+    assert_eq!(p.starts[0].owner, "n1");
+    assert_eq!(p.stats.under_replicated, 1);
+    assert!(p.stops.is_empty() && p.duplicates.is_empty());
+    // On both owners: nothing to do.
+    let rows = [row("x", true, &[("n1", 1), ("n2", 7)])];
+    let p = plan_replicated_round(&list, &rows, two_owners, "n3", &BTreeSet::new(), false);
+    assert!(p.starts.is_empty() && p.stops.is_empty(), "{p:?}");
+}
+
+#[test]
+fn a_declared_child_on_more_nodes_than_owners_keeps_its_owners_instances() {
+    let list = declared(&["x"]);
+    let rows = [row("x", true, &[("n1", 1), ("n2", 2), ("n3", 3)])];
+    for local in NODES {
+        let p = plan_replicated_round(&list, &rows, two_owners, local, &BTreeSet::new(), false);
+        assert_eq!(p.duplicates.len(), 1);
+        assert_eq!(p.duplicates[0].keep, "n1");
+        let stops: Vec<&str> = p.stops.iter().map(|s| s.id.as_str()).collect();
+        if local == "n3" {
+            assert_eq!(stops, ["x"], "the instance off the owners goes");
+        } else {
+            assert!(stops.is_empty(), "{local} keeps its replica");
+        }
+    }
+}

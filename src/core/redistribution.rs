@@ -29,6 +29,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::core::declared_list::DeclaredList;
 use crate::core::guided::{Guided, Owner};
 use crate::core::placement::HashRing;
+use crate::core::replication::owners_of;
 use crate::model::{ChildId, NodeName, Row};
 
 /// What a pass knows of the declared list.
@@ -110,7 +111,8 @@ impl RedistributionPlan {
     }
 }
 
-/// Plans one redistribution pass over `rows` (this node's registry copy).
+/// Plans one redistribution pass over `rows` (this node's registry copy), one instance per
+/// child.
 ///
 /// Promises: every child appears at most once in the plan; a migration goes from this node to
 /// an up peer; a re-placement goes to a member (this node or an up peer); a durable row the
@@ -122,10 +124,37 @@ pub fn plan_redistribution<'a>(
     declared: DeclaredKnowledge<'_>,
     busy: &BTreeSet<ChildId>,
 ) -> RedistributionPlan {
+    plan_replicated_redistribution(rows, ring, 1, live, declared, busy)
+}
+
+/// [`plan_redistribution`] with `factor` replicas per child (`core::replication`): each child
+/// runs on its `factor` owners.
+///
+/// - A replica this node runs off its owners migrates to the first owner that is up and runs
+///   none (or, when every owner runs one already, to the first owner: the start there keeps
+///   its copy and this one is released), so a join moves replicas only to the joiner.
+/// - A child with fewer live instances than `factor` (a node's instance counts while the node
+///   is within its grace) is started on the owners that run none, up to `factor`; every node
+///   holding the row plans the same starts and each owner's supervisor keeps one instance.
+///
+/// Promises, beyond [`plan_redistribution`]'s: a child appears in at most one migration of this
+/// node, and its re-placements go to distinct owners.
+pub fn plan_replicated_redistribution<'a>(
+    rows: impl IntoIterator<Item = &'a Row>,
+    ring: &HashRing,
+    factor: usize,
+    live: Liveness<'_>,
+    declared: DeclaredKnowledge<'_>,
+    busy: &BTreeSet<ChildId>,
+) -> RedistributionPlan {
     let mut plan = RedistributionPlan::default();
     for row in rows {
         let id = &row.spec.id;
         if busy.contains(id) {
+            continue;
+        }
+        if factor > 1 {
+            plan_replicas(&mut plan, row, ring, factor, live, declared);
             continue;
         }
         let guided = Guided::of(&row.metadata);
@@ -182,6 +211,57 @@ pub fn plan_redistribution<'a>(
         }
     }
     plan
+}
+
+/// One replicated child's part of a pass (see [`plan_replicated_redistribution`]).
+fn plan_replicas(
+    plan: &mut RedistributionPlan,
+    row: &Row,
+    ring: &HashRing,
+    factor: usize,
+    live: Liveness<'_>,
+    declared: DeclaredKnowledge<'_>,
+) {
+    let id = &row.spec.id;
+    let owners = owners_of(ring, id, factor, Some(&row.metadata), |n| live.is_member(n));
+    if owners.is_empty() {
+        return;
+    }
+    if row.node_pids.contains_key(live.me) && !owners.contains(live.me) {
+        let target = owners
+            .iter()
+            .find(|o| live.up.contains(*o) && !row.node_pids.contains_key(*o))
+            .or_else(|| owners.iter().find(|o| live.up.contains(*o)));
+        if let Some(target) = target {
+            plan.migrations
+                .entry(target.clone())
+                .or_default()
+                .push(row.clone());
+        }
+        return;
+    }
+    let running = row
+        .node_pids
+        .keys()
+        .filter(|n| *n == live.me || live.is_live(n))
+        .count();
+    if running >= factor.min(owners.len()) {
+        return;
+    }
+    if running == 0 && !declared.allows(row) {
+        plan.held_back.push(id.clone());
+        return;
+    }
+    let missing = owners
+        .iter()
+        .filter(|o| live.is_member(o) && !row.node_pids.contains_key(*o))
+        .take(factor.min(owners.len()) - running);
+    for owner in missing {
+        plan.replacements
+            .entry(owner.clone())
+            .or_default()
+            .push(row.clone());
+    }
 }
 
 #[cfg(test)]

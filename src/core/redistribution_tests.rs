@@ -357,3 +357,186 @@ proptest! {
         }
     }
 }
+
+/// The owners of `id` on `ring` with `k` replicas.
+fn owners(ring: &HashRing, id: &str, k: usize) -> Vec<NodeName> {
+    ring.owners(&ChildId::from(id), k)
+        .into_iter()
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn a_replica_on_a_node_that_is_no_longer_an_owner_moves_to_the_joiner() {
+    // Three nodes, k = 2; d joins and takes one of x's two owner slots.
+    let before = HashRing::new(["a@h", "b@h", "c@h"]);
+    let after = HashRing::new(["a@h", "b@h", "c@h", "d@h"]);
+    let id = (0..)
+        .map(|i| format!("x{i}"))
+        .find(|id| {
+            let now = owners(&after, id, 2);
+            now.contains(&"d@h".to_owned()) && !now.contains(&owners(&before, id, 2)[1])
+        })
+        .unwrap();
+    let was = owners(&before, &id, 2);
+    let leaving = was[1].clone();
+    let bound: Vec<(&str, Pid)> = vec![(was[0].as_str(), 1), (leaving.as_str(), 2)];
+    let rows = [row(&id, false, &bound)];
+    let up: BTreeSet<NodeName> = NODES[..4]
+        .iter()
+        .filter(|n| **n != leaving)
+        .map(|n| (*n).to_owned())
+        .collect();
+    let plan = plan_replicated_redistribution(
+        &rows,
+        &after,
+        2,
+        Liveness {
+            me: &leaving,
+            up: &up,
+            in_grace: &BTreeSet::new(),
+        },
+        DeclaredKnowledge::Off,
+        &BTreeSet::new(),
+    );
+    assert_eq!(
+        ids(&plan.migrations),
+        BTreeMap::from([("d@h".to_owned(), vec![id.clone()])])
+    );
+    assert!(plan.replacements.is_empty());
+    // Every other node leaves it alone: two instances run.
+    for me in NODES[..4].iter().filter(|n| **n != leaving) {
+        let me = (*me).to_owned();
+        let up: BTreeSet<NodeName> = NODES[..4]
+            .iter()
+            .filter(|n| **n != me)
+            .map(|n| (*n).to_owned())
+            .collect();
+        let plan = plan_replicated_redistribution(
+            &rows,
+            &after,
+            2,
+            Liveness {
+                me: &me,
+                up: &up,
+                in_grace: &BTreeSet::new(),
+            },
+            DeclaredKnowledge::Off,
+            &BTreeSet::new(),
+        );
+        assert_eq!(plan, RedistributionPlan::default(), "on {me}");
+    }
+}
+
+#[test]
+fn a_lost_replica_is_re_created_on_the_new_owner_only_after_the_grace() {
+    let full = HashRing::new(["a@h", "b@h", "c@h"]);
+    let id = owned_by(&full, "a@h", "r");
+    let was = owners(&full, &id, 2);
+    // a (the active owner) died: the ring lost it; its instance is in grace.
+    let ring = HashRing::new(["b@h", "c@h"]);
+    let now = owners(&ring, &id, 2);
+    let survivor = was[1].clone();
+    let rows = [row(&id, false, &[("a@h", 1), (survivor.as_str(), 2)])];
+    let me = "b@h".to_owned();
+    let up = nodes(&["c@h"]);
+    let plan = |in_grace: &BTreeSet<NodeName>| {
+        plan_replicated_redistribution(
+            &rows,
+            &ring,
+            2,
+            Liveness {
+                me: &me,
+                up: &up,
+                in_grace,
+            },
+            DeclaredKnowledge::Off,
+            &BTreeSet::new(),
+        )
+    };
+    assert_eq!(plan(&nodes(&["a@h"])), RedistributionPlan::default());
+    // The grace is over and a's binding reaped: the owner without an instance gets one.
+    let rows = [row(&id, false, &[(survivor.as_str(), 2)])];
+    let plan = plan_replicated_redistribution(
+        &rows,
+        &ring,
+        2,
+        Liveness {
+            me: &me,
+            up: &up,
+            in_grace: &BTreeSet::new(),
+        },
+        DeclaredKnowledge::Off,
+        &BTreeSet::new(),
+    );
+    let missing: Vec<NodeName> = now.iter().filter(|n| **n != survivor).cloned().collect();
+    assert_eq!(
+        plan.replacements.keys().cloned().collect::<Vec<_>>(),
+        missing
+    );
+}
+
+#[test]
+fn an_undeclared_durable_row_with_no_instance_is_held_back_whatever_the_factor() {
+    let ring = HashRing::new(["a@h", "b@h"]);
+    let rows = [row("d", true, &[])];
+    let me = "a@h".to_owned();
+    let list = declared(&[]);
+    let plan = plan_replicated_redistribution(
+        &rows,
+        &ring,
+        2,
+        Liveness {
+            me: &me,
+            up: &nodes(&["b@h"]),
+            in_grace: &BTreeSet::new(),
+        },
+        DeclaredKnowledge::Current(&list),
+        &BTreeSet::new(),
+    );
+    assert_eq!(plan.held_back, vec![ChildId::from("d")]);
+    assert!(plan.replacements.is_empty());
+}
+
+proptest! {
+    /// Whatever runs where, a replicated pass only moves this node's instance off a node that
+    /// is not an owner and to an owner, and only starts instances on owners that run none,
+    /// never more than are missing.
+    #[test]
+    fn replicated_passes_only_fill_and_trim_owner_slots(
+        members in proptest::collection::btree_set(0usize..5, 1..5),
+        me_index in 0usize..5,
+        bound in proptest::collection::btree_set(0usize..5, 0..4),
+        k in 2usize..4,
+        child in "[a-z]{1,4}",
+    ) {
+        let mut members: BTreeSet<NodeName> = members.iter().map(|i| NODES[*i].to_owned()).collect();
+        let me = NODES[me_index].to_owned();
+        members.insert(me.clone());
+        let ring = HashRing::new(members.iter().cloned());
+        let up: BTreeSet<NodeName> = members.iter().filter(|n| **n != me).cloned().collect();
+        let bound: Vec<(&str, Pid)> = bound.iter().map(|i| (NODES[*i], *i as Pid)).collect();
+        let rows = [row(&child, false, &bound)];
+        let plan = plan_replicated_redistribution(
+            &rows,
+            &ring,
+            k,
+            Liveness { me: &me, up: &up, in_grace: &BTreeSet::new() },
+            DeclaredKnowledge::Off,
+            &BTreeSet::new(),
+        );
+        let owners = owners(&ring, &child, k);
+        prop_assert!(plan.migrating() <= 1);
+        for target in plan.migrations.keys() {
+            prop_assert!(owners.contains(target));
+            prop_assert!(!owners.contains(&me));
+            prop_assert!(bound.iter().any(|(n, _)| *n == me));
+        }
+        let live_running = bound.iter().filter(|(n, _)| members.contains(*n)).count();
+        prop_assert!(plan.replacing() <= k.min(owners.len()).saturating_sub(live_running));
+        for target in plan.replacements.keys() {
+            prop_assert!(owners.contains(target));
+            prop_assert!(!bound.iter().any(|(n, _)| n == target));
+        }
+    }
+}

@@ -48,6 +48,9 @@ impl HubShared {
     /// Where a message to child `id` goes from this node now; `asking` says whether this
     /// node originates it (it may ask the ring owner) or answers a peer.
     pub fn route_child(&self, id: &ChildId, asking: Asking) -> ChildRoute {
+        if let Some(route) = self.replica_route(id, asking) {
+            return route;
+        }
         let here = self.local_children.contains_key(id);
         if here {
             return ChildRoute::Here;
@@ -68,6 +71,30 @@ impl HubShared {
             |n| n != self.node && self.is_member(n),
             asking,
         )
+    }
+
+    /// With replicas, where a message this node originates goes: to the active replica
+    /// (`core::replication`) when it is this node's running instance or a peer that is up.
+    /// `None` leaves the choice to the single-instance rules (one instance, a peer's question,
+    /// or no active replica reachable now).
+    pub(crate) fn replica_route(&self, id: &ChildId, asking: Asking) -> Option<ChildRoute> {
+        if self.config.replication_factor <= 1 || asking == Asking::Answering {
+            return None;
+        }
+        let row = self.storage.get(id)?;
+        let roles = self.replica_roles(&self.ring(), id, Some(&row.metadata), row.node_pids.keys());
+        // The best-ranked reachable replica, whatever the model: in active-active every
+        // replica is active, and messages still prefer the first owner.
+        let (node, _) = roles
+            .iter()
+            .find(|(n, _)| *n == self.node || self.is_member(n))?;
+        if *node == self.node {
+            return self
+                .local_children
+                .contains_key(id)
+                .then_some(ChildRoute::Here);
+        }
+        Some(ChildRoute::Peer(node.clone()))
     }
 
     /// The failure a host answers for a child it does not run (a call or a monitor that

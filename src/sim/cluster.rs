@@ -29,8 +29,8 @@ const EPOCH_MS: u64 = 1_767_225_600_000;
 
 /// The timing every simulated hub runs with: the production defaults scaled down, so that a
 /// run covers many membership changes, syncs and rounds in little virtual time; `migration`
-/// as the run drew it.
-pub fn sim_config(node: &str, migration: Migration) -> ProcessHub {
+/// as the run drew it, and each child on `replicas` nodes (active-passive).
+pub fn sim_config(node: &str, migration: Migration, replicas: usize) -> ProcessHub {
     let recovery = AutoRecoveryConfig {
         reconcile_grace_ms: 1_500,
         reconcile_interval_ms: 2_000,
@@ -50,6 +50,7 @@ pub fn sim_config(node: &str, migration: Migration) -> ProcessHub {
         .stub_ttl(Duration::from_secs(60))
         .auto_recovery(recovery)
         .migration(migration)
+        .replication(replicas, crate::config::ReplicationModel::ActivePassive)
         .build_unchecked()
 }
 
@@ -115,6 +116,8 @@ pub struct SimCluster {
     book: Option<SharedBook>,
     /// The hubs that are up, for the event listeners (which look at the node a child moved to).
     hubs: Arc<Mutex<BTreeMap<NodeName, Hub>>>,
+    /// How many nodes run each child (the hubs' `replication_factor`).
+    pub replicas: usize,
 }
 
 impl SimCluster {
@@ -144,6 +147,7 @@ impl SimCluster {
             migration,
             book,
             hubs: Arc::default(),
+            replicas: 1,
         }
     }
 
@@ -180,7 +184,10 @@ impl SimCluster {
             bugs: self.bugs.clone(),
             observer: Some(self.observer.clone()),
         };
-        let spawned = Hub::builder(sim_config(name, self.migration), self.kinds.clone())
+        let spawned = Hub::builder(
+            sim_config(name, self.migration, self.replicas),
+            self.kinds.clone(),
+        )
             .network(Arc::new(network))
             .environment(environment)
             .spawn()

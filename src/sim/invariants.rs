@@ -15,6 +15,10 @@
 //! | [`Invariant::NoHandoverToLeaving`] | every step | nodes that leave together hand no child to each other (when the link between them delivers) |
 //! | [`Invariant::HandoverStateKept`] | every step, quiescence (hot runs) | an instance the hub reports as having taken a hot-moved child's state (`outcome: imported`) took it before any other message; no two instances of one state's lineage diverge with both acknowledged (each acknowledged an increment the other lacks; increments applied during a partition aside) |
 //! | [`Invariant::NoAckedMessageLostAcrossMove`] | every step, quiescence (hot runs) | every increment acknowledged by the instance that exported a state, before the import, is in the imported state |
+//! | [`Invariant::OneActiveReplica`] | every step | with replicas (active-passive), no two nodes that see the same members both hold a child's active replica |
+//!
+//! In a run with a replication factor k above 1, "once" reads "on exactly its k owners":
+//! `declared_run_once`, `registries_agree` and `placement_bounded` count a child's replicas.
 //!
 //! The declared list is the leader's, persisted before it is acknowledged and then broadcast; it
 //! is not a consensus log. So when two leaders mutate at once (a partition, or a leader that
@@ -63,11 +67,13 @@ pub enum Invariant {
     HandoverStateKept,
     /// An increment acknowledged to its sender before a hot move is in the state after it.
     NoAckedMessageLostAcrossMove,
+    /// At most one active replica of a child among nodes that agree on the members.
+    OneActiveReplica,
 }
 
 impl Invariant {
     /// Every invariant.
-    pub const ALL: [Invariant; 12] = [
+    pub const ALL: [Invariant; 13] = [
         Invariant::DeclaredRunOnce,
         Invariant::StoppedStaysStopped,
         Invariant::RegistriesAgree,
@@ -80,6 +86,7 @@ impl Invariant {
         Invariant::NoHandoverToLeaving,
         Invariant::HandoverStateKept,
         Invariant::NoAckedMessageLostAcrossMove,
+        Invariant::OneActiveReplica,
     ];
 
     /// Its name in reports.
@@ -97,6 +104,7 @@ impl Invariant {
             Invariant::NoHandoverToLeaving => "no_handover_to_leaving",
             Invariant::HandoverStateKept => "handover_state_kept",
             Invariant::NoAckedMessageLostAcrossMove => "no_acked_message_lost_across_move",
+            Invariant::OneActiveReplica => "one_active_replica",
         }
     }
 }
@@ -280,6 +288,50 @@ pub fn each_once_where_placed(
     Ok(())
 }
 
+/// With `k` replicas: every child in the registry (the first view's; [`registries_agree`]
+/// checks the others agree) is bound on exactly its first `k` ring owners among `members`.
+pub fn replicas_on_owners(
+    views: &[NodeView],
+    members: &[NodeName],
+    k: usize,
+) -> Result<(), Violation> {
+    let Some(first) = views.first() else {
+        return Ok(());
+    };
+    let ring = HashRing::new(members.iter().cloned());
+    for (id, nodes) in &first.registry {
+        let on: BTreeSet<&NodeName> = nodes.keys().collect();
+        let owners: BTreeSet<&NodeName> = ring.owners(id, k).into_iter().collect();
+        if on != owners {
+            return Err(Violation::new(
+                Invariant::RegistriesAgree,
+                format!("{id} runs on {on:?}, its {k} owners are {owners:?}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// With replicas: the nodes that hold a child's active replica, as each sees it (`active`:
+/// child -> `(node, the members it sees)`), are never two that see the same members.
+pub fn one_active_replica(
+    active: &BTreeMap<ChildId, Vec<(NodeName, Vec<NodeName>)>>,
+) -> Result<(), Violation> {
+    for (id, holders) in active {
+        for (i, (a, seen_a)) in holders.iter().enumerate() {
+            if let Some((b, _)) = holders[i + 1..].iter().find(|(_, seen_b)| seen_b == seen_a) {
+                return Err(Violation::new(
+                    Invariant::OneActiveReplica,
+                    format!(
+                        "{id} is active on both {a} and {b}, which see the same members {seen_a:?}"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The nodes agree on one declared copy; returns it.
 pub fn declared_lists_agree(
     views: &[NodeView],
@@ -450,9 +502,20 @@ pub fn declared_run_as_decided(
     durable: &BTreeSet<ChildId>,
     stopped: &BTreeSet<ChildId>,
 ) -> Result<(), Violation> {
+    declared_run_as_decided_with(running, declared, durable, stopped, 1)
+}
+
+/// [`declared_run_as_decided`] with `copies` instances per declared child (its replicas).
+pub fn declared_run_as_decided_with(
+    running: &BTreeMap<ChildId, BTreeMap<NodeName, Pid>>,
+    declared: &BTreeSet<ChildId>,
+    durable: &BTreeSet<ChildId>,
+    stopped: &BTreeSet<ChildId>,
+    copies: usize,
+) -> Result<(), Violation> {
     for id in declared {
         let on = running.get(id).map_or(0, BTreeMap::len);
-        if on != 1 {
+        if on != copies {
             return Err(Violation::new(
                 Invariant::DeclaredRunOnce,
                 format!(

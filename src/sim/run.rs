@@ -11,8 +11,9 @@ use rand::{Rng, SeedableRng};
 use super::child::{SimChildMsg, SIM_KIND};
 use super::cluster::SimCluster;
 use super::invariants::{
-    declared_lists_agree, declared_run_as_decided, each_once_where_placed, judge_declared,
-    registries_agree, requests_answered, NodeView, PlacementWatch, VersionWatch, Violation,
+    declared_lists_agree, declared_run_as_decided_with, each_once_where_placed, judge_declared,
+    one_active_replica, registries_agree, replicas_on_owners, requests_answered, NodeView,
+    PlacementWatch, VersionWatch, Violation,
 };
 use super::ledger::{Acknowledged, Ledger, SharedLedger};
 use super::messaging::{self, SharedMessageLog};
@@ -220,7 +221,7 @@ impl Run {
         let migration = options.migration.unwrap_or(migration_of(seed));
         let book: Option<SharedBook> =
             (migration == Migration::Hot).then(|| Arc::new(Mutex::new(StateBook::default())));
-        let cluster = SimCluster::new(
+        let mut cluster = SimCluster::new(
             seed ^ 0x5eed_0fc1_u64,
             durable_registry,
             options.bugs.clone(),
@@ -229,6 +230,9 @@ impl Run {
             migration,
             book.clone(),
         );
+        // One run in four runs each child on two nodes (active-passive replication); decided
+        // from the seed alone, so the other runs draw exactly what they drew before.
+        cluster.replicas = if seed % 4 == 3 { 2 } else { 1 };
         Self {
             seed,
             rng,
@@ -298,6 +302,12 @@ impl Run {
             let latency = (Duration::from_millis(low), Duration::from_millis(high));
             self.trace.line(format!("network latency {low}..{high} ms"));
             self.cluster.router.set_delay(Some(latency));
+        }
+        if self.cluster.replicas > 1 {
+            self.trace.line(format!(
+                "{} replicas per child (active-passive)",
+                self.cluster.replicas
+            ));
         }
         for i in 1..=nodes {
             if let Err(e) = self.cluster.add(&format!("n{i}")).await {
@@ -586,6 +596,9 @@ impl Run {
             .map(|id| ChildSpec::new(id.clone(), SIM_KIND))
             .collect();
         let mut opts = StartOptions::new().durable(durable);
+        // A guided start names one node; with replicas a mapping must name as many nodes as
+        // the factor, so replicated runs start on the ring.
+        let guided = guided.filter(|_| self.cluster.replicas == 1);
         if let Some((on, fallback)) = &guided {
             for id in &ids {
                 opts = opts.child_on(id.clone(), on.clone());
@@ -729,6 +742,7 @@ impl Run {
             rings.insert(node, HashRing::new(component));
         }
         let guided = &self.guided;
+        let replicas = self.cluster.replicas;
         let placements: Vec<(&NodeName, &ChildId, Option<&NodeName>)> = running
             .iter()
             .flat_map(|(id, nodes)| {
@@ -738,6 +752,15 @@ impl Run {
                         // A guided child that may fall back may stay wherever the ring put it.
                         Some((_, true)) => Some(node),
                         Some((on, false)) => Some(on),
+                        // A replica is in place on any of the child's owners.
+                        None if replicas > 1 => rings.get(node).and_then(|r| {
+                            let owners = r.owners(id, replicas);
+                            if owners.contains(&node) {
+                                Some(node)
+                            } else {
+                                owners.first().copied()
+                            }
+                        }),
                         None => rings.get(node).and_then(|r| r.owner(id)),
                     };
                     (node, id, owner)
@@ -748,7 +771,48 @@ impl Run {
         if let Some(book) = &self.book {
             lock(book).check()?;
         }
+        if replicas > 1 {
+            one_active_replica(&self.active_replicas())?;
+        }
         Ok(())
+    }
+
+    /// Each child's active replicas as the nodes running them see it, with the members each
+    /// of those nodes sees.
+    fn active_replicas(&self) -> BTreeMap<ChildId, Vec<(NodeName, Vec<NodeName>)>> {
+        let mut active: BTreeMap<ChildId, Vec<(NodeName, Vec<NodeName>)>> = BTreeMap::new();
+        for node in self.cluster.up() {
+            let Some(hub) = self.cluster.hub(&node) else {
+                continue;
+            };
+            let members = hub.nodes(true);
+            let local: Vec<ChildId> = hub
+                .shared()
+                .local_children
+                .iter()
+                .map(|e| e.key().clone())
+                .collect();
+            for id in local {
+                let Some(info) = hub.child_lookup_with_metadata(&id) else {
+                    continue;
+                };
+                let roles = hub.replica_roles(
+                    &id,
+                    info.metadata.as_ref(),
+                    info.nodes.iter().map(|(n, _)| n),
+                );
+                if roles
+                    .iter()
+                    .any(|(n, r)| *n == node && *r == crate::core::replication::Role::Active)
+                {
+                    active
+                        .entry(id)
+                        .or_default()
+                        .push((node.clone(), members.clone()));
+                }
+            }
+        }
+        active
     }
 
     /// The invariants that hold once the cluster is whole and quiet.
@@ -761,13 +825,25 @@ impl Run {
             .map(NodeView::of)
             .collect();
         registries_agree(&views)?;
-        each_once_where_placed(&views, &up, &self.guided)?;
+        let replicas = self.cluster.replicas;
+        if replicas > 1 {
+            replicas_on_owners(&views, &up, replicas)?;
+        } else {
+            each_once_where_placed(&views, &up, &self.guided)?;
+        }
         let ledger = lock(&self.ledger);
         let running: BTreeMap<ChildId, BTreeMap<NodeName, Pid>> = self.cluster.running();
         let superseded = match declared_lists_agree(&views)? {
             Some((stamp, children)) => {
                 let verdict = judge_declared(&ledger, &stamp, &children)?;
-                declared_run_as_decided(&running, &children, &ledger.durable, &verdict.stopped)?;
+                let copies = replicas.min(up.len()).max(1);
+                declared_run_as_decided_with(
+                    &running,
+                    &children,
+                    &ledger.durable,
+                    &verdict.stopped,
+                    copies,
+                )?;
                 verdict.superseded
             }
             None => 0,

@@ -25,6 +25,7 @@ use process_hub::storage::BackendConfig;
 use process_hub::{
     AutoRecoveryConfig, ChildId, ChildKinds, ChildSpec, Distribution, HookEvent, HookHandler,
     HookKey, HotSwapConfig, Hub, ManifestLocation, Migration, NodeName, Pid, ProcessHub,
+    RedundancySignal, ReplicationModel,
 };
 
 use super::{wait_for, wait_until, DEADLINE};
@@ -64,6 +65,8 @@ pub struct Options {
     pub distribution: Distribution,
     /// `migration = "hot"` with this timing (`None`: cold, the default).
     pub hot_swap: Option<HotSwapConfig>,
+    /// Replication factor, model and redundancy signal (`None`: one instance per child).
+    pub replication: Option<(usize, ReplicationModel, RedundancySignal)>,
 }
 
 impl Options {
@@ -82,6 +85,7 @@ impl Options {
             kinds: process_hub_actors::default_kinds(),
             distribution: Distribution::ConsistentHash,
             hot_swap: None,
+            replication: None,
         }
     }
 
@@ -133,6 +137,16 @@ impl Options {
 
     pub fn hot_swap(mut self, timing: HotSwapConfig) -> Self {
         self.hot_swap = Some(timing);
+        self
+    }
+
+    pub fn replication(
+        mut self,
+        factor: usize,
+        model: ReplicationModel,
+        signal: RedundancySignal,
+    ) -> Self {
+        self.replication = Some((factor, model, signal));
         self
     }
 }
@@ -197,6 +211,9 @@ impl TestCluster {
             .registry_backend(options.backend.clone());
         if let Some(retry) = options.migration_retry {
             builder = builder.migration_retry(retry);
+        }
+        if let Some((factor, model, signal)) = options.replication {
+            builder = builder.replication(factor, model).redundancy_signal(signal);
         }
         if let Some(timing) = &options.hot_swap {
             builder = builder.migration(Migration::Hot).hot_swap(timing.clone());

@@ -6,7 +6,12 @@
 //!
 //! - `start_per_s`: N / time of the awaited start requests;
 //! - `converge_ms`: from the first start request until every node's registry lists all N;
-//! - `failover_ms`: from the SIGKILL until the survivors' registries place all N on survivors;
+//! - `failover_ms`: from the SIGKILL until the survivors' registries place all N on survivors
+//!   (with `--replication-factor` 2 or more: until the passive replicas are the survivors'
+//!   instances, no restart);
+//! - `detect_ms`: from the SIGKILL until every survivor took the killed node out of its members
+//!   (the failure detection time), and `failover_over_detect_ms` the difference: what the
+//!   failover costs beyond detecting the failure (the goal with replicas: at most 50 ms);
 //! - `rss_bytes_per_child`: resident memory added by the N children, summed over the nodes.
 //!
 //! The in-run baseline ([`crate::baseline::measure`]) spreads the same number of actors over the
@@ -36,6 +41,10 @@ pub struct ClusterBenchArgs {
     /// Admin requests in flight at once (see `demo --concurrency`).
     #[arg(long, default_value_t = demo::DEFAULT_CONCURRENCY)]
     pub concurrency: usize,
+    /// Nodes running each child (`--replication-factor` of the nodes). With 2 or more,
+    /// `failover_ms` is the promotion of passive replicas, to be read against `detect_ms`.
+    #[arg(long, default_value_t = 1)]
+    pub replication_factor: usize,
     /// Skip the plain-ractor baseline (its fields are then null).
     #[arg(long)]
     pub no_baseline: bool,
@@ -63,6 +72,7 @@ pub fn run(args: ClusterBenchArgs) -> Result<(), String> {
         json: true,
         workdir: None,
         durable: false,
+        replication_factor: args.replication_factor,
     })
     .map_err(|e| e.to_string())?;
     eprintln!(
@@ -93,6 +103,9 @@ pub fn run(args: ClusterBenchArgs) -> Result<(), String> {
         "start_ms": report.start_ms,
         "converge_ms": report.converge_ms,
         "failover_ms": report.failover_ms,
+        "detect_ms": report.detect_ms,
+        "failover_over_detect_ms": report.failover_ms.saturating_sub(report.detect_ms),
+        "replication_factor": report.replication_factor,
         "rss_bytes_per_child": report.rss_bytes_per_child,
         "children_per_node_before": report.before,
         "children_per_node_after": report.after,

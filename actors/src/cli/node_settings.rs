@@ -90,6 +90,18 @@ pub struct NodeFlags {
     /// timing in the file's `[hot_swap]` table).
     #[arg(long)]
     pub migration: Option<process_hub::Migration>,
+    /// How many nodes run each child (its first k ring owners; 1..=8, default 1). With 2 or
+    /// more, a child survives the loss of a node without a restart.
+    #[arg(long)]
+    pub replication_factor: Option<usize>,
+    /// With --replication-factor 2 or more: `active-passive` (default: one replica answers,
+    /// the others stand by) or `active-active` (every replica is active).
+    #[arg(long)]
+    pub replication_model: Option<process_hub::ReplicationModel>,
+    /// Which replicas are told their role when it changes: none (default), active, passive,
+    /// all (kinds that opt in with `ChildKinds::redundancy`).
+    #[arg(long)]
+    pub redundancy_signal: Option<process_hub::RedundancySignal>,
     /// Restart intensity: at most this many restarts of this node's children within
     /// --max-seconds; one more escalates to the hub supervisor (default 100).
     #[arg(long)]
@@ -157,6 +169,9 @@ struct FileSettings {
     nodedown_grace_ms: Option<u64>,
     distribution: Option<process_hub::Distribution>,
     migration: Option<process_hub::Migration>,
+    replication_factor: Option<usize>,
+    replication_model: Option<process_hub::ReplicationModel>,
+    redundancy_signal: Option<process_hub::RedundancySignal>,
     hot_swap: Option<process_hub::HotSwapConfig>,
     max_restarts: Option<u32>,
     max_seconds: Option<u32>,
@@ -204,6 +219,12 @@ pub struct NodeSettings {
     pub distribution: Option<process_hub::Distribution>,
     /// The hub's `migration` (flag, else file; default cold).
     pub migration: Option<process_hub::Migration>,
+    /// The hub's `replication_factor` (flag, else file; default 1; validated by the hub).
+    pub replication_factor: Option<usize>,
+    /// The hub's `replication_model` (flag, else file; default active-passive).
+    pub replication_model: Option<process_hub::ReplicationModel>,
+    /// The hub's `redundancy_signal` (flag, else file; default none).
+    pub redundancy_signal: Option<process_hub::RedundancySignal>,
     /// The hub's `hot_swap` timing from the file (validated by the hub's config).
     pub hot_swap: Option<process_hub::HotSwapConfig>,
     /// The hub's restart intensity (`max_restarts`, `max_seconds`, `hub_max_restarts`), each
@@ -537,6 +558,9 @@ impl NodeFlags {
             nodedown_grace_ms: self.nodedown_grace_ms.or(file.nodedown_grace_ms),
             distribution: self.distribution.or(file.distribution),
             migration: self.migration.or(file.migration),
+            replication_factor: self.replication_factor.or(file.replication_factor),
+            replication_model: self.replication_model.or(file.replication_model),
+            redundancy_signal: self.redundancy_signal.or(file.redundancy_signal),
             hot_swap: file.hot_swap.clone(),
             restart_intensity: RestartIntensitySettings {
                 max_restarts: self.max_restarts.or(file.max_restarts),
@@ -662,5 +686,75 @@ mod tests {
             matches!(err, NodeSettingsError::ParseConfig { .. }),
             "{err}"
         );
+    }
+
+    #[test]
+    fn replication_comes_from_the_flags_else_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        std::fs::write(
+            &path,
+            "hub = \"h\"\nname = \"a\"\nlisten = \"127.0.0.1:4000\"\nreplication_factor = 3\nreplication_model = \"active_active\"\nredundancy_signal = \"all\"\n",
+        )
+        .unwrap();
+        let s = NodeFlags {
+            config: Some(path.clone()),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(s.replication_factor, Some(3));
+        assert_eq!(
+            s.replication_model,
+            Some(process_hub::ReplicationModel::ActiveActive)
+        );
+        assert_eq!(
+            s.redundancy_signal,
+            Some(process_hub::RedundancySignal::All)
+        );
+        let s = NodeFlags {
+            config: Some(path),
+            replication_factor: Some(2),
+            replication_model: Some(process_hub::ReplicationModel::ActivePassive),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(s.replication_factor, Some(2));
+        assert_eq!(
+            s.replication_model,
+            Some(process_hub::ReplicationModel::ActivePassive)
+        );
+    }
+
+    #[test]
+    fn replication_flags_parse_and_refuse_unknown_values() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            flags: NodeFlags,
+        }
+        let cli = Cli::try_parse_from([
+            "node",
+            "--replication-factor",
+            "2",
+            "--replication-model",
+            "active-passive",
+            "--redundancy-signal",
+            "active",
+        ])
+        .unwrap();
+        assert_eq!(cli.flags.replication_factor, Some(2));
+        assert_eq!(
+            cli.flags.redundancy_signal,
+            Some(process_hub::RedundancySignal::Active)
+        );
+        let err = Cli::try_parse_from(["node", "--replication-model", "primary"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("active-passive"), "{err}");
+        assert!(Cli::try_parse_from(["node", "--replication-factor", "two"]).is_err());
     }
 }

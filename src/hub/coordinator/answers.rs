@@ -153,6 +153,22 @@ impl CoordinatorState {
             && !op.result.errors.is_empty()
             && !op.result.started.is_empty();
         if !rollback {
+            if let Some(replicas) = op.replicas {
+                let started: std::collections::BTreeSet<&ChildId> =
+                    op.result.started.iter().map(|s| &s.id).collect();
+                let by_node = replicas
+                    .by_node
+                    .into_iter()
+                    .map(|(node, children)| {
+                        let children = children
+                            .into_iter()
+                            .filter(|(spec, _)| started.contains(&spec.id))
+                            .collect();
+                        (node, children)
+                    })
+                    .collect();
+                self.deliver_replicas(myself, by_node, &replicas.durable);
+            }
             let _ = reply.send(Ok(op.result));
             return;
         }

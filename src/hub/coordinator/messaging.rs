@@ -58,6 +58,11 @@ enum Route {
 
 impl CoordinatorState {
     fn route(&self, id: &ChildId, asking: Asking) -> Route {
+        match self.hub.replica_route(id, asking) {
+            Some(ChildRoute::Here) => return Route::Here,
+            Some(ChildRoute::Peer(node)) if self.cluster.is_some() => return Route::Peer(node),
+            _ => {}
+        }
         let here = self.hub.local_children.contains_key(id);
         let Some(cluster) = &self.cluster else {
             return if here { Route::Here } else { Route::Nowhere };

@@ -66,6 +66,15 @@ pub(crate) struct PendingStart {
     on_failure: OnFailure,
     timeout: Duration,
     timer: Option<Timer>,
+    /// With replicas: the other owners' starts, delivered once the first owners answered, for
+    /// the children that started (see `CoordinatorState::start_replicas`).
+    pub(crate) replicas: Option<ReplicaStarts>,
+}
+
+/// The replica starts a request delivers after its first owners answered.
+pub(crate) struct ReplicaStarts {
+    pub(crate) by_node: BTreeMap<NodeName, Vec<(crate::model::ChildSpec, crate::model::Metadata)>>,
+    pub(crate) durable: std::collections::BTreeSet<ChildId>,
 }
 
 pub(crate) enum StopPurpose {

@@ -13,7 +13,8 @@ use std::time::Duration;
 use ractor::ActorRef;
 
 use super::{
-    CoordinatorState, PendingOperation, PendingStart, PendingStop, StartPurpose, StopPurpose,
+    CoordinatorState, PendingOperation, PendingStart, PendingStop, ReplicaStarts, StartPurpose,
+    StopPurpose,
 };
 use crate::api::errors::ChildStartError;
 use crate::api::errors::ChildStopError;
@@ -169,7 +170,11 @@ impl CoordinatorState {
         } else {
             BTreeSet::new()
         };
+        let replicas = self.replica_starts(&ring, &plan.by_node, &opts);
         if !opts.awaitable {
+            if let Some(replicas) = replicas {
+                self.deliver_replicas(myself, replicas.by_node, &durable);
+            }
             for (node, children) in plan.by_node {
                 let children = children
                     .into_iter()
@@ -205,6 +210,10 @@ impl CoordinatorState {
                 (node, children)
             })
             .collect();
+        let replicas = replicas.map(|r| ReplicaStarts {
+            by_node: r.by_node,
+            durable: durable.clone(),
+        });
         self.begin_start(
             myself,
             request_id,
@@ -216,6 +225,60 @@ impl CoordinatorState {
             opts.on_failure,
             timeout,
         );
+        if let Some(PendingOperation::Start(op)) = self.pending_operations.get_mut(&request_id) {
+            op.replicas = replicas;
+        }
+    }
+
+    /// With a replication factor above 1, each planned child's other owners, by node. They are
+    /// started once the first owners answered (an awaited start: only the children that
+    /// started, so a replica never outlives a refused start nor races the first owner's start),
+    /// or at once (a start nobody awaits); a replica that fails to start is started again by
+    /// the next redistribution pass or reconcile round.
+    fn replica_starts(
+        &self,
+        ring: &crate::core::placement::HashRing,
+        by_node: &BTreeMap<NodeName, Vec<crate::core::PlannedChild>>,
+        opts: &StartOptions,
+    ) -> Option<ReplicaStarts> {
+        if self.hub.config.replication_factor <= 1 || self.cluster.is_none() {
+            return None;
+        }
+        let mut replicas: BTreeMap<NodeName, Vec<(ChildSpec, Metadata)>> = BTreeMap::new();
+        for (primary, children) in by_node {
+            for child in children {
+                let metadata = opts.metadata_for(&child.spec.id);
+                for owner in self.hub.owners_of(ring, &child.spec.id, Some(&metadata)) {
+                    if &owner != primary {
+                        replicas
+                            .entry(owner)
+                            .or_default()
+                            .push((child.spec.clone(), metadata.clone()));
+                    }
+                }
+            }
+        }
+        Some(ReplicaStarts {
+            by_node: replicas,
+            durable: BTreeSet::new(),
+        })
+    }
+
+    /// Delivers replica starts, unawaited (`existing_ok`: an owner already running one keeps
+    /// it).
+    pub(crate) fn deliver_replicas(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        by_node: BTreeMap<NodeName, Vec<(ChildSpec, Metadata)>>,
+        durable: &BTreeSet<ChildId>,
+    ) {
+        for (node, children) in by_node {
+            if children.is_empty() {
+                continue;
+            }
+            let request_id = self.next_id();
+            self.deliver_start(myself, &node, request_id, children, true, durable, false);
+        }
     }
 
     /// Delivers planned batches and waits for them in `pending_operations[request_id]`.
@@ -249,6 +312,7 @@ impl CoordinatorState {
                 on_failure,
                 timeout,
                 timer: self.arm_timer(myself, request_id, timeout),
+                replicas: None,
             }),
         );
         for (node, children) in by_node {
@@ -287,6 +351,7 @@ impl CoordinatorState {
         };
         let mut errors = Vec::new();
         let mut by_node: BTreeMap<NodeName, Vec<ChildId>> = BTreeMap::new();
+        let mut unbound_owners: BTreeMap<NodeName, Vec<ChildId>> = BTreeMap::new();
         let mut seen = std::collections::BTreeSet::new();
         for id in ids {
             if !seen.insert(id.clone()) {
@@ -311,8 +376,22 @@ impl CoordinatorState {
                     for node in row.node_pids.keys() {
                         by_node.entry(node.clone()).or_default().push(id.clone());
                     }
+                    // A replica whose start is still on its way has no binding here yet: its
+                    // owner is told too (unawaited), after the start on the same link.
+                    if self.hub.config.replication_factor > 1 {
+                        let ring = self.hub.ring();
+                        for owner in self.hub.owners_of(&ring, &id, Some(&row.metadata)) {
+                            if !row.node_pids.contains_key(&owner) && owner != self.hub.node {
+                                unbound_owners.entry(owner).or_default().push(id.clone());
+                            }
+                        }
+                    }
                 }
             }
+        }
+        for (node, ids) in std::mem::take(&mut unbound_owners) {
+            let request_id = self.next_id();
+            self.deliver_stop(myself, &node, request_id, ids, false, false);
         }
         let request_id = self.next_id();
         if !opts.awaitable || by_node.is_empty() {

@@ -28,7 +28,7 @@ use crate::api::options::OnFailure;
 use crate::api::results::{StartResult, StopFailure};
 use crate::cluster::wire::WireMsg;
 use crate::core::guided::{Guided, Owner};
-use crate::core::redistribution::{plan_redistribution, DeclaredKnowledge, Liveness};
+use crate::core::redistribution::{plan_replicated_redistribution, DeclaredKnowledge, Liveness};
 use crate::events::{HubEvent, MoveReason};
 use crate::hooks::{HookEvent, HookKey};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg};
@@ -157,6 +157,7 @@ impl CoordinatorState {
             .iter()
             .chain(cluster.failed.keys())
             .cloned()
+            .chain(hub.replicas_stopping())
             .collect();
         let rows = hub.storage.export_all();
         let live = Liveness {
@@ -164,9 +165,18 @@ impl CoordinatorState {
             up: &cluster.peers,
             in_grace: &in_grace,
         };
-        let mut plan = plan_redistribution(&rows, &cluster.ring, live, declared, &busy);
+        let factor = hub.config.replication_factor;
+        let mut plan =
+            plan_replicated_redistribution(&rows, &cluster.ring, factor, live, declared, &busy);
         if hub.has_bug(InjectedBug::NeverMigrate) {
             plan.migrations.clear();
+        }
+        if hub.has_bug(InjectedBug::SkipReplicaRecreation) {
+            // Only children no node runs any more are re-placed.
+            for rows in plan.replacements.values_mut() {
+                rows.retain(|row| row.node_pids.is_empty());
+            }
+            plan.replacements.retain(|_, rows| !rows.is_empty());
         }
         let (migrating, replacing) = (plan.migrating(), plan.replacing());
         if migrating + replacing > 0 {
@@ -262,8 +272,20 @@ impl CoordinatorState {
                 }
                 continue;
             }
-            // The ring may have changed while the stop ran: go to the owner of now.
-            let owner = self.placement_of(&id, Some(&row.metadata));
+            // The ring may have changed while the stop ran: go to the owner of now (a replica:
+            // the planned owner while it still is one).
+            let owner = if self.hub.config.replication_factor > 1 {
+                let owners = self
+                    .hub
+                    .owners_of(&self.hub.ring(), &id, Some(&row.metadata));
+                if owners.contains(&target) {
+                    target.clone()
+                } else {
+                    owners.into_iter().next().unwrap_or_else(|| target.clone())
+                }
+            } else {
+                self.placement_of(&id, Some(&row.metadata))
+            };
             if owner != target {
                 tracing::debug!(child = %id, planned = %target, owner = %owner, "migration target changed");
             }
@@ -510,6 +532,19 @@ impl CoordinatorState {
         let mut rows = BTreeMap::new();
         for row in self.hub.storage.export_all() {
             if !row.node_pids.contains_key(&me) {
+                continue;
+            }
+            if self.hub.config.replication_factor > 1 {
+                // A replica goes to the first owner left that runs none; when every owner
+                // already runs one, it just stops with this node.
+                let owners = self.hub.owners_of(&ring, &row.spec.id, Some(&row.metadata));
+                if let Some(owner) = owners
+                    .into_iter()
+                    .find(|o| *o != me && !row.node_pids.contains_key(o))
+                {
+                    placed.push((owner, row.clone()));
+                    rows.insert(row.spec.id.clone(), row);
+                }
                 continue;
             }
             let owner = match Guided::of(&row.metadata) {

@@ -220,8 +220,16 @@ impl CoordinatorState {
                 refused.push((item.spec.id, ChildStartError::from(e)));
                 continue;
             }
-            let owner = self.placement_of(&item.spec.id, Some(&item.metadata));
-            if owner == local {
+            // A replica start comes to any of the child's owners, not only the first.
+            let owners = match &self.cluster {
+                Some(cluster) => {
+                    self.hub
+                        .owners_of(&cluster.ring, &item.spec.id, Some(&item.metadata))
+                }
+                None => vec![local.clone()],
+            };
+            let owner = owners.first().cloned().unwrap_or_else(|| local.clone());
+            if owners.contains(&local) {
                 here.push((item.spec, item.metadata));
             } else if hops >= MAX_HOPS {
                 refused.push((

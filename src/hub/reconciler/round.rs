@@ -1,6 +1,6 @@
 //! One reconcile round, run in a task so that the Reconciler keeps answering: it gathers the
 //! inputs (the declared copy as persisted, the registry view, the ring, the leader's version),
-//! plans with [`plan_round`], and carries the plan out.
+//! plans with [`plan_replicated_round`], and carries the plan out.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use crate::api::options::StartOptions;
 use crate::core::guided::Guided;
-use crate::core::reconcile::{plan_round, OrphanStart, StopReason};
+use crate::core::reconcile::{plan_replicated_round, OrphanStart, StopReason};
 use crate::core::recovery::StartPacer;
 use crate::hooks::{HookEvent, HookKey};
 use crate::hub::protocol::{DeclaredMsg, NodeStopReport, RegistryOp, RoundReport, StopBatch};
@@ -87,10 +87,10 @@ pub(super) async fn run_round(
     } else {
         previous_pending
     };
-    let plan = plan_round(
+    let plan = plan_replicated_round(
         &snapshot.list,
         rows.iter(),
-        |id| hub.placement_of(&ring, id, snapshot.list.get(id).map(|c| &c.metadata)),
+        |id| hub.owners_of(&ring, id, snapshot.list.get(id).map(|c| &c.metadata)),
         &hub.node,
         &previous_pending,
         snapshot.parked || !unheard.is_empty(),

@@ -188,6 +188,7 @@ impl RegistryState {
                     let Some(mut row) = self.current(&id) else {
                         continue;
                     };
+                    self.shared.note_replica_stopping(&row, &node);
                     if self.shared.clustered() && node == local {
                         delta.push(RegistryChange::Removed {
                             id: id.clone(),
@@ -306,6 +307,30 @@ pub(super) fn own_view(row: &Row, local: &str) -> Row {
 }
 
 fn fire_effects(shared: &HubShared, effects: Vec<Effect>) {
+    if shared.signals_roles() {
+        // A replica starting or stopping anywhere may change the role of this node's one.
+        let changed: Vec<ChildId> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Bound { id, .. } | Effect::Unbound { id, .. } => Some(id),
+                _ => None,
+            })
+            .filter(|id| shared.local_children.contains_key(*id))
+            .cloned()
+            .collect();
+        if !changed.is_empty() {
+            shared.tell_roles(Some(changed));
+        }
+    }
+    for effect in &effects {
+        match effect {
+            Effect::Removed { id }
+            | Effect::Bound {
+                id, new_row: true, ..
+            } => shared.forget_replica_stop(id),
+            _ => {}
+        }
+    }
     let hooks = &shared.hooks;
     let events = &shared.events;
     for effect in effects {

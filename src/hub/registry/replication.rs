@@ -187,6 +187,7 @@ impl RegistryState {
                         continue;
                     };
                     if row.node_pids.contains_key(from) {
+                        self.shared.note_replica_stopping(&row, from);
                         self.unbind_row(row, from, None, seq, mutations, effects);
                     } else if row.node_pids.is_empty()
                         && stamp_cmp(&row.hub, &hub) != Ordering::Greater

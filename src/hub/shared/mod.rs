@@ -21,6 +21,8 @@ pub(crate) mod post;
 pub(crate) mod recovery;
 pub(crate) mod recovery_state;
 pub(crate) mod refusals;
+pub(crate) mod replica_stops;
+pub(crate) mod roles;
 pub(crate) mod simulation;
 pub(crate) mod typed;
 pub(crate) mod write_fault;
@@ -135,6 +137,10 @@ pub(crate) struct HubShared {
     membership: RwLock<Membership>,
     /// The actors of this node's children, for `Hub::local_child`.
     pub local_children: DashMap<ChildId, ActorCell>,
+    /// The role each local replica was last told (`redundancy_signal`).
+    pub(crate) told_roles: roles::ToldRoles,
+    /// Replicated children being stopped on purpose (not to be re-created meanwhile).
+    pub(crate) replica_stops: replica_stops::ReplicaStops,
     /// Durable children and orphan recovery, when `auto_recovery` is on.
     pub recovery: Option<Arc<RecoveryShared>>,
     /// The registry's last failed write until one succeeds (the Registry notes every commit).
@@ -212,6 +218,8 @@ impl HubShared {
             events: EventBus::new(),
             refs: RwLock::new(ActorRefs::default()),
             local_children: DashMap::new(),
+            told_roles: roles::ToldRoles::default(),
+            replica_stops: replica_stops::ReplicaStops::default(),
             recovery: None,
             registry_fault: write_fault::WriteFaultLatch::default(),
             // One node is settled by definition; a clustered hub is settled once its peers'
@@ -331,6 +339,7 @@ impl HubShared {
             members,
             ring: Arc::new(ring),
         };
+        self.tell_roles(None);
     }
 
     fn membership(&self) -> std::sync::RwLockReadGuard<'_, Membership> {
@@ -378,6 +387,52 @@ impl HubShared {
         }
     }
 
+    /// The nodes that must run child `id` given its metadata, the one that would be active
+    /// first: [`Self::placement_of`] alone with a replication factor of 1, else its owners
+    /// (`core::replication::owners_of`).
+    pub fn owners_of(
+        &self,
+        ring: &HashRing,
+        id: &ChildId,
+        metadata: Option<&crate::model::Metadata>,
+    ) -> Vec<NodeName> {
+        let factor = self.config.replication_factor;
+        if factor <= 1 || ring.is_empty() {
+            return vec![self.placement_of(ring, id, metadata)];
+        }
+        let is_member = |n: &NodeName| *n == self.node || ring.contains(n);
+        let owners = crate::core::replication::owners_of(ring, id, factor, metadata, is_member);
+        if owners.is_empty() {
+            return vec![self.placement_of(ring, id, metadata)];
+        }
+        owners
+    }
+
+    /// The nodes running child `id` (`running_on`), best-ranked first (the first reachable one
+    /// is where messages go), with each one's role as this node sees it now: the replica of the
+    /// first owner that is this node or a member is active (`core::replication`).
+    pub fn replica_roles<'a>(
+        &self,
+        ring: &HashRing,
+        id: &ChildId,
+        metadata: Option<&crate::model::Metadata>,
+        running_on: impl IntoIterator<Item = &'a NodeName>,
+    ) -> Vec<(NodeName, crate::core::replication::Role)> {
+        use crate::core::replication::{active_owner, ranked, role_of};
+        let owners = self.owners_of(ring, id, metadata);
+        let ranked = ranked(&owners, running_on);
+        let active = active_owner(&owners, |n| n == self.node || self.is_member(n));
+        let model = if self.has_bug(simulation::InjectedBug::EveryReplicaActive) {
+            crate::config::ReplicationModel::ActiveActive
+        } else {
+            self.config.replication_model
+        };
+        ranked
+            .iter()
+            .map(|n| (n.clone(), role_of(n, active, model)))
+            .collect()
+    }
+
     /// Checks a start's `child_mapping` for child `id` against the hub's distribution and the
     /// members now.
     pub fn check_mapping(
@@ -391,7 +446,7 @@ impl HubShared {
         crate::core::guided::check_mapping(
             opts.child_mapping.get(id),
             required,
-            1,
+            self.config.replication_factor,
             opts.guided_fallback,
             is_member,
         )

@@ -41,11 +41,15 @@ pub enum InjectedBug {
     /// A child moving hot stays in its old node's local routing after its export, so calls
     /// there are still answered by the old instance, whose state has already left.
     AnswerCallsDuringMove,
+    /// Every replica of a child calls itself active, whatever the replication model.
+    EveryReplicaActive,
+    /// Redistribution never re-creates a replica lost with its node.
+    SkipReplicaRecreation,
 }
 
 impl InjectedBug {
     /// Every bug.
-    pub const ALL: [InjectedBug; 13] = [
+    pub const ALL: [InjectedBug; 15] = [
         InjectedBug::SkipTwoRoundRule,
         InjectedBug::AcknowledgeWithoutDeclaring,
         InjectedBug::StopWithoutUndeclaring,
@@ -59,6 +63,8 @@ impl InjectedBug {
         InjectedBug::DeliverMonitorsTwice,
         InjectedBug::DropHandoverImport,
         InjectedBug::AnswerCallsDuringMove,
+        InjectedBug::EveryReplicaActive,
+        InjectedBug::SkipReplicaRecreation,
     ];
 
     /// Its name on the command line.
@@ -77,6 +83,8 @@ impl InjectedBug {
             InjectedBug::DeliverMonitorsTwice => "deliver_monitors_twice",
             InjectedBug::DropHandoverImport => "drop_handover_import",
             InjectedBug::AnswerCallsDuringMove => "answer_calls_during_move",
+            InjectedBug::EveryReplicaActive => "every_replica_active",
+            InjectedBug::SkipReplicaRecreation => "skip_replica_recreation",
         }
     }
 }
