@@ -351,7 +351,6 @@ impl CoordinatorState {
         };
         let mut errors = Vec::new();
         let mut by_node: BTreeMap<NodeName, Vec<ChildId>> = BTreeMap::new();
-        let mut unbound_owners: BTreeMap<NodeName, Vec<ChildId>> = BTreeMap::new();
         let mut seen = std::collections::BTreeSet::new();
         for id in ids {
             if !seen.insert(id.clone()) {
@@ -376,20 +375,31 @@ impl CoordinatorState {
                     for node in row.node_pids.keys() {
                         by_node.entry(node.clone()).or_default().push(id.clone());
                     }
-                    // A replica whose start is still on its way has no binding here yet: its
-                    // owner is told too (unawaited), after the start on the same link.
-                    if self.hub.config.replication_factor > 1 {
-                        let ring = self.hub.ring();
-                        for owner in self.hub.owners_of(&ring, &id, Some(&row.metadata)) {
-                            if !row.node_pids.contains_key(&owner) && owner != self.hub.node {
-                                unbound_owners.entry(owner).or_default().push(id.clone());
-                            }
-                        }
-                    }
                 }
             }
         }
-        for (node, ids) in std::mem::take(&mut unbound_owners) {
+        // A replica this node's registry does not show (its start still on its way, or this
+        // node's copy behind after a restart) must stop too: with replicas every other member
+        // is told (unawaited); one not running the child ignores it.
+        let mut told_too: BTreeMap<NodeName, Vec<ChildId>> = BTreeMap::new();
+        if self.hub.config.replication_factor > 1 {
+            for member in self.hub.members() {
+                if member == self.hub.node {
+                    continue;
+                }
+                let asked: BTreeSet<&ChildId> =
+                    by_node.get(&member).into_iter().flatten().collect();
+                let rest: Vec<ChildId> = seen
+                    .iter()
+                    .filter(|id| !asked.contains(id))
+                    .cloned()
+                    .collect();
+                if !rest.is_empty() {
+                    told_too.insert(member, rest);
+                }
+            }
+        }
+        for (node, ids) in told_too {
             let request_id = self.next_id();
             self.deliver_stop(myself, &node, request_id, ids, false, false);
         }
