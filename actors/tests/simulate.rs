@@ -205,5 +205,5 @@ fn two_active_replicas_are_caught() {
 
 #[test]
 fn a_replica_lost_with_its_node_and_never_re_created_is_caught() {
-    caught("skip_replica_recreation", "registries_agree", "4");
+    caught("skip_replica_recreation", "registries_agree", "12");
 }
