@@ -60,6 +60,11 @@ pub struct DemoArgs {
     /// failover is a promotion of the passive replicas, not a restart.
     #[arg(long, default_value_t = 1)]
     pub replication_factor: usize,
+    /// The nodes' `--migration`; when given, a node joins after the failover and the moves to
+    /// it are timed: counters (which hand their state over, so hot under `hot`) beside
+    /// tickers (no handover: always a cold swap), in the same join.
+    #[arg(long)]
+    pub migration: Option<process_hub::Migration>,
 }
 
 /// Why the demo could not complete.
@@ -111,6 +116,9 @@ pub struct DemoReport {
     /// `--durable`: the whole-cluster outage after the failover.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outage: Option<DurableOutage>,
+    /// `--migration`: the join after the failover.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub join: Option<crate::harness::JoinReport>,
 }
 
 /// The whole-cluster outage phase of `demo --durable`.
@@ -251,6 +259,15 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
             DURABLE_INTERVAL_MS.to_string(),
         ];
     }
+    if let Some(migration) = args.migration {
+        let name = match migration {
+            process_hub::Migration::Hot => "hot",
+            process_hub::Migration::Cold => "cold",
+        };
+        options
+            .extra_args
+            .extend(["--migration".to_owned(), name.to_owned()]);
+    }
     if args.replication_factor > 1 {
         options.extra_args.extend([
             "--replication-factor".to_owned(),
@@ -332,6 +349,10 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
     } else {
         None
     };
+    let join = match args.migration {
+        Some(_) => Some(timed_join(&mut cluster, &options, &ids, args)?),
+        None => None,
+    };
 
     progress("shutting down");
     cluster.shutdown(Duration::from_secs(10));
@@ -349,7 +370,52 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
         before,
         after,
         outage,
+        join,
     })
+}
+
+/// `--migration`: starts a tenth as many tickers (no handover) as there are counters, then
+/// adds a node and times the moves to it per kind.
+fn timed_join(
+    cluster: &mut LocalCluster,
+    options: &ClusterOptions,
+    counters: &[String],
+    args: &DemoArgs,
+) -> Result<crate::harness::JoinReport, DemoError> {
+    let tickers: Vec<String> = (0..(counters.len() / 10).max(1))
+        .map(|i| format!("ticker-{i:06}"))
+        .collect();
+    let specs: Vec<StartSpec> = tickers
+        .iter()
+        .map(|id| StartSpec {
+            id: id.clone(),
+            kind: "ticker".into(),
+            args: Some(serde_json::json!({"interval_ms": 60_000})),
+            restart: None,
+            metadata: None,
+            durable: false,
+            nodes: None,
+            guided_fallback: false,
+        })
+        .collect();
+    progress(&format!("starting {} tickers (no handover)", tickers.len()));
+    let entry = cluster.live_clients().remove(0);
+    let (_, errors) = start_in_batches(&entry, &specs, args.batch, args.concurrency, &progress)?;
+    if !errors.is_empty() {
+        return Err(DemoError::Diverged(format!(
+            "{} tickers did not start",
+            errors.len()
+        )));
+    }
+    progress("a node joins; timing the moves to it");
+    Ok(crate::harness::measure_join(
+        cluster,
+        options,
+        counters,
+        &tickers,
+        args.replication_factor,
+        WAIT_LIMIT,
+    )?)
 }
 
 /// `--durable`: stops every tenth child while the killed node is down, then SIGKILLs every

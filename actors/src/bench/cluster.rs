@@ -45,6 +45,11 @@ pub struct ClusterBenchArgs {
     /// `failover_ms` is the promotion of passive replicas, to be read against `detect_ms`.
     #[arg(long, default_value_t = 1)]
     pub replication_factor: usize,
+    /// The nodes' migration strategy; when given, a node joins after the failover and the
+    /// moves to it are timed: `handover_ms` (counters, hot under `hot`) beside `cold_swap_ms`
+    /// (tickers, always cold), in the same join.
+    #[arg(long)]
+    pub migration: Option<process_hub::Migration>,
     /// Skip the plain-ractor baseline (its fields are then null).
     #[arg(long)]
     pub no_baseline: bool,
@@ -73,6 +78,7 @@ pub fn run(args: ClusterBenchArgs) -> Result<(), String> {
         workdir: None,
         durable: false,
         replication_factor: args.replication_factor,
+        migration: args.migration,
     })
     .map_err(|e| e.to_string())?;
     eprintln!(
@@ -106,6 +112,12 @@ pub fn run(args: ClusterBenchArgs) -> Result<(), String> {
         "detect_ms": report.detect_ms,
         "failover_over_detect_ms": report.failover_ms.saturating_sub(report.detect_ms),
         "replication_factor": report.replication_factor,
+        "migration": args.migration.map(|m| if m == process_hub::Migration::Hot { "hot" } else { "cold" }),
+        "join": report.join,
+        "handover_ms": report.join.as_ref().map(|j| j.handover_ms),
+        "handover_ms_per_child": report.join.as_ref().map(|j| j.handover_ms_per_child),
+        "cold_swap_ms": report.join.as_ref().map(|j| j.cold_swap_ms),
+        "cold_swap_ms_per_child": report.join.as_ref().map(|j| j.cold_swap_ms_per_child),
         "rss_bytes_per_child": report.rss_bytes_per_child,
         "children_per_node_before": report.before,
         "children_per_node_after": report.after,

@@ -4,11 +4,13 @@
 
 pub mod admin_client;
 pub mod census;
+pub mod join;
 pub mod local_cluster;
 pub mod outage;
 
 pub use admin_client::{AdminClient, AdminClientError};
 pub use census::Census;
+pub use join::{measure_join, JoinReport};
 pub use local_cluster::{
     free_port, wait_for, write_private, ClusterOptions, HarnessError, LocalCluster, NodeProcess,
 };
