@@ -88,6 +88,9 @@ pub struct RedistributionPlan {
     pub replacements: BTreeMap<NodeName, Vec<Row>>,
     /// Durable rows no live node runs that the declared list does not let this node re-place.
     pub held_back: Vec<ChildId>,
+    /// Replicas this node runs off the child's owners while every owner runs one already: they
+    /// stop here (released), nothing moves.
+    pub excess: Vec<ChildId>,
 }
 
 impl RedistributionPlan {
@@ -131,8 +134,8 @@ pub fn plan_redistribution<'a>(
 /// runs on its `factor` owners.
 ///
 /// - A replica this node runs off its owners migrates to the first owner that is up and runs
-///   none (or, when every owner runs one already, to the first owner: the start there keeps
-///   its copy and this one is released), so a join moves replicas only to the joiner.
+///   none, so a join moves replicas only to the joiner; when every owner runs one already it
+///   is excess, and stops here.
 /// - A child with fewer live instances than `factor` (a node's instance counts while the node
 ///   is within its grace) is started on the owners that run none, up to `factor`; every node
 ///   holding the row plans the same starts and each owner's supervisor keeps one instance.
@@ -230,13 +233,14 @@ fn plan_replicas(
     if row.node_pids.contains_key(live.me) && !owners.contains(live.me) {
         let target = owners
             .iter()
-            .find(|o| live.up.contains(*o) && !row.node_pids.contains_key(*o))
-            .or_else(|| owners.iter().find(|o| live.up.contains(*o)));
+            .find(|o| live.up.contains(*o) && !row.node_pids.contains_key(*o));
         if let Some(target) = target {
             plan.migrations
                 .entry(target.clone())
                 .or_default()
                 .push(row.clone());
+        } else if owners.iter().all(|o| row.node_pids.contains_key(o)) {
+            plan.excess.push(id.clone());
         }
         return;
     }

@@ -526,7 +526,12 @@ proptest! {
             &BTreeSet::new(),
         );
         let owners = owners(&ring, &child, k);
-        prop_assert!(plan.migrating() <= 1);
+        prop_assert!(plan.migrating() + plan.excess.len() <= 1);
+        for id in &plan.excess {
+            prop_assert_eq!(id.as_str(), child.as_str());
+            prop_assert!(!owners.contains(&me));
+            prop_assert!(owners.iter().all(|o| bound.iter().any(|(n, _)| n == o)));
+        }
         for target in plan.migrations.keys() {
             prop_assert!(owners.contains(target));
             prop_assert!(!owners.contains(&me));

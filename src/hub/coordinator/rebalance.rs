@@ -190,6 +190,17 @@ impl CoordinatorState {
             );
         }
         cluster.migrating.extend(plan.children().cloned());
+        if !plan.excess.is_empty() {
+            // Every owner runs a replica: this one stops, released (its row stays, bound to
+            // the owners), and nothing starts anywhere.
+            tracing::info!(
+                replicas = plan.excess.len(),
+                "stopping replicas off their owners"
+            );
+            let request_id = self.next_id();
+            let excess = std::mem::take(&mut plan.excess);
+            self.deliver_stop(myself, &me, request_id, excess, false, true);
+        }
         // Cold swap: stop here first (one batch per new owner), start there when stopped.
         // Children that hand their state over under `migration = "hot"` export it first.
         for (target, rows) in plan.migrations {
