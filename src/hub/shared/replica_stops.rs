@@ -5,7 +5,9 @@
 //! redistribution pass would start again on their owners — a stopped child must stay stopped.
 //! So a node that sees a replica unbound on purpose (a local stop, or a peer's `Removed`) while
 //! other replicas still run notes the child here, and redistribution leaves it alone until its
-//! row is gone, it is started anew, or the stub TTL passes (a stop that never completed).
+//! row is gone, it is started anew, or a stop's own timeout (`default_timeout`) passes: a stop
+//! that did not reach every replica (a partition kept one away) leaves that replica to be
+//! placed as usual, not stranded off its owners.
 
 use dashmap::DashMap;
 
@@ -38,7 +40,11 @@ impl HubShared {
 
     /// The children redistribution must not re-create now (their stop is under way).
     pub(crate) fn replicas_stopping(&self) -> Vec<ChildId> {
-        let ttl = self.config.stub_ttl().as_millis() as u64;
+        let stop_timeout = match self.config.default_timeout() {
+            t if t.is_zero() => std::time::Duration::from_secs(10),
+            t => t,
+        };
+        let ttl = stop_timeout.min(self.config.stub_ttl()).as_millis() as u64;
         let now = self.mono_ms();
         self.replica_stops
             .0
