@@ -79,6 +79,11 @@ impl CoordinatorState {
     /// Splits `rows` into the children that move hot from this node and the others.
     pub(super) fn split_hot(&self, rows: Vec<Row>) -> (Vec<Row>, Vec<Row>) {
         let hub = &self.hub;
+        // Replicas move cold: each replica's state is its own, and a node taking a replica
+        // slot may already run another instance this node's registry does not show yet.
+        if hub.config.replication_factor > 1 {
+            return (Vec::new(), rows);
+        }
         rows.into_iter().partition(|row| {
             move_mode(hub.config.migration, hub.kinds.hands_over(&row.spec.kind)) == MoveMode::Hot
                 && hub.local_children.contains_key(&row.spec.id)
