@@ -105,6 +105,13 @@ pub enum HandoverError {
         /// The transport's error.
         reason: String,
     },
+    /// The new node already ran the child (a duplicate, after a partition): its own instance
+    /// stays, with its own state, and the moving instance's state is not taken.
+    #[error("{node} already ran the child: its instance keeps its own state")]
+    AlreadyRunning {
+        /// The node that ran it.
+        node: String,
+    },
 }
 
 /// Asks a child for its state as bytes (its kind's export message), waiting at most the

@@ -13,6 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use clap::Args;
+use process_hub::config::Migration;
 use process_hub::sim::{run_seed, InjectedBug, SeedReport, SimOptions, SweepReport};
 use serde::{Deserialize, Serialize};
 
@@ -43,6 +44,10 @@ pub struct SimulateArgs {
     /// Put this bug into every hub (to see the invariant that catches it); repeatable.
     #[arg(long = "inject-bug", value_name = "BUG")]
     pub bugs: Vec<InjectedBug>,
+    /// How children move: `hot` or `cold` for every seed (default: one seed in three hot, as
+    /// the seed says), to replay a seed the other way.
+    #[arg(long, value_name = "hot|cold")]
+    pub migration: Option<Migration>,
     /// Run only the seeds `from + k` with `k % N == I` (`I/N`); what each job of a sweep runs.
     #[arg(long, hide = true)]
     pub shard: Option<String>,
@@ -90,16 +95,32 @@ pub fn replay_command(seed: u64) -> String {
     format!("bash scripts/simulate.sh --seed {seed} --trace")
 }
 
+/// The command that replays `seed` as the sweep ran it (with its `--migration`, if forced).
+fn replay_as_run(seed: u64, migration: Option<Migration>) -> String {
+    match migration {
+        Some(m) => format!("{} --migration {}", replay_command(seed), migration_name(m)),
+        None => replay_command(seed),
+    }
+}
+
+fn migration_name(migration: Migration) -> &'static str {
+    match migration {
+        Migration::Hot => "hot",
+        Migration::Cold => "cold",
+    }
+}
+
 fn options(args: &SimulateArgs, keep_trace: bool) -> SimOptions {
     SimOptions {
         steps: args.steps,
         keep_trace,
         bugs: args.bugs.iter().copied().collect(),
+        migration: args.migration,
         ..SimOptions::default()
     }
 }
 
-fn describe_failure(report: &SeedReport) -> Option<String> {
+fn describe_failure(report: &SeedReport, migration: Option<Migration>) -> Option<String> {
     let failure = report.failure.as_ref()?;
     Some(format!(
         "seed {} FAILED after step {} at {} ms: {} (replay: {})",
@@ -107,7 +128,7 @@ fn describe_failure(report: &SeedReport) -> Option<String> {
         failure.step,
         failure.at_ms,
         failure.violation,
-        replay_command(report.seed)
+        replay_as_run(report.seed, migration)
     ))
 }
 
@@ -130,15 +151,18 @@ fn run_one(args: &SimulateArgs, seed: u64) -> bool {
     }
     let _ = writeln!(
         out,
-        "seed {seed}: {} steps, {} invariant checks, {} ms virtual, {} ms wall, {} requests, {} superseded",
+        "seed {seed}: migration {}, {} steps, {} invariant checks, {} ms virtual, {} ms wall, {} requests, {} superseded, {} increments acknowledged, {} states imported",
+        migration_name(report.migration),
         report.steps,
         report.invariant_checks,
         report.virtual_ms,
         report.wall_ms,
         report.requests,
-        report.superseded
+        report.superseded,
+        report.acknowledged_increments,
+        report.imports
     );
-    if let Some(failure) = describe_failure(&report) {
+    if let Some(failure) = describe_failure(&report, args.migration) {
         let _ = writeln!(out, "{failure}");
     }
     let _ = writeln!(out, "trace_hash={:016x}", report.trace_hash);
@@ -166,7 +190,7 @@ fn run_shard(args: &SimulateArgs, shard: &str) -> Result<bool, String> {
     for k in (index..args.seeds).step_by(count as usize) {
         let report = run_seed(args.from + k, &options);
         sweep.add(&report);
-        match describe_failure(&report) {
+        match describe_failure(&report, args.migration) {
             Some(failure) => eprintln!("{failure}"),
             None => eprintln!("seed {} ok ({} ms)", report.seed, report.wall_ms),
         }
@@ -205,6 +229,9 @@ fn run_sweep(args: &SimulateArgs) -> Result<bool, String> {
         ]);
         for bug in &args.bugs {
             command.args(["--inject-bug", bug.name()]);
+        }
+        if let Some(migration) = args.migration {
+            command.args(["--migration", migration_name(migration)]);
         }
         let child = command
             .stdout(Stdio::piped())

@@ -34,6 +34,13 @@ pub const MAX_HELD_BYTES: usize = 8 * 1024 * 1024;
 /// refused; the child then starts without state, as in a cold swap).
 pub const MAX_PENDING_IMPORT_BYTES: usize = 64 * 1024 * 1024;
 
+/// The metadata key a hot move's start carries for each child whose state was sent ahead: the
+/// receiving node refuses to start such a child without its state (the state frame was lost,
+/// or overtaken by the start) instead of starting it empty while the mover reports the state
+/// taken; the mover then keeps the child and moves it again. Taken out before the row is
+/// written, so no row ever shows it.
+pub const HANDOVER_METADATA_KEY: &str = "__process_hub_handover__";
+
 /// How a child moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MoveMode {
@@ -190,6 +197,9 @@ pub enum ImportRefused {
 pub struct PendingImports {
     states: BTreeMap<ChildId, (Vec<u8>, u64)>,
     bytes: usize,
+    /// When each state received lately stops counting as a move under way (taken or not): a
+    /// start of a child that already runs here, meanwhile, met a hot move it did not take.
+    arrived: BTreeMap<ChildId, u64>,
 }
 
 impl PendingImports {
@@ -215,8 +225,19 @@ impl PendingImports {
             });
         }
         self.bytes = self.bytes - replaced + state.len();
+        self.arrived.insert(id.clone(), expires_ms);
         self.states.insert(id, (state, expires_ms));
         Ok(())
+    }
+
+    /// Whether a state for child `id` arrived within its wait at `now_ms` (taken or not):
+    /// drops it if it still waits. Asked when a move's start finds the child already running
+    /// here, whose instance keeps its own state: the mover must not count its state as taken.
+    pub fn met_running(&mut self, id: &ChildId, now_ms: u64) -> bool {
+        if let Some((state, _)) = self.states.remove(id) {
+            self.bytes -= state.len();
+        }
+        self.arrived.get(id).is_some_and(|until| now_ms < *until)
     }
 
     /// The state waiting for child `id`, if any and not expired at `now_ms`.
@@ -228,6 +249,7 @@ impl PendingImports {
 
     /// Drops every state expired at `now_ms`.
     pub fn expire(&mut self, now_ms: u64) {
+        self.arrived.retain(|_, until| now_ms < *until);
         let expired: Vec<ChildId> = self
             .states
             .iter()
@@ -308,6 +330,24 @@ mod tests {
         p.accept("c".into(), vec![1], 0, 10).unwrap();
         p.expire(10);
         assert_eq!(p.bytes(), 0);
+    }
+
+    #[test]
+    fn a_state_that_arrived_lately_is_met_by_a_running_child_until_its_wait_ends() {
+        let mut p = PendingImports::default();
+        p.accept("a".into(), vec![1, 2], 0, 10).unwrap();
+        assert_eq!(p.take(&"a".into(), 1), Some(vec![1, 2]));
+        // Taken by one start, a second mover's start still meets the move.
+        assert!(p.met_running(&"a".into(), 5));
+        p.accept("b".into(), vec![1], 0, 10).unwrap();
+        assert!(p.met_running(&"b".into(), 5));
+        assert_eq!(
+            p.bytes(),
+            0,
+            "the state a running child will never take is dropped"
+        );
+        assert!(!p.met_running(&"b".into(), 10), "its wait is over");
+        assert!(!p.met_running(&"c".into(), 0));
     }
 
     #[test]

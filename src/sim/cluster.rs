@@ -5,12 +5,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::child::sim_kinds;
-use super::trace::Trace;
+use std::sync::Mutex;
+
+use super::child::sim_kinds_with;
+use super::state::{with_book, SharedBook};
+use super::trace::{short, Trace};
 use crate::api::Hub;
 use crate::clock::Clock;
 use crate::cluster::in_process::{InProcessCluster, InProcessNode, LinkFaults};
-use crate::config::{AutoRecoveryConfig, ProcessHub};
+use crate::config::{AutoRecoveryConfig, Migration, ProcessHub};
+use crate::events::{HandoverOutcome, HubEvent};
 use crate::hub::shared::simulation::{InjectedBug, Observer};
 use crate::hub::shared::Environment;
 use crate::kinds::ChildKinds;
@@ -24,9 +28,9 @@ pub const SIM_HUB: &str = "sim";
 const EPOCH_MS: u64 = 1_767_225_600_000;
 
 /// The timing every simulated hub runs with: the production defaults scaled down, so that a
-/// run covers many membership changes, syncs and rounds in little virtual time; each child
-/// on `replicas` nodes (active-passive).
-pub fn sim_config(node: &str, replicas: usize) -> ProcessHub {
+/// run covers many membership changes, syncs and rounds in little virtual time; `migration`
+/// as the run drew it, and each child on `replicas` nodes (active-passive).
+pub fn sim_config(node: &str, migration: Migration, replicas: usize) -> ProcessHub {
     let recovery = AutoRecoveryConfig {
         reconcile_grace_ms: 1_500,
         reconcile_interval_ms: 2_000,
@@ -45,6 +49,7 @@ pub fn sim_config(node: &str, replicas: usize) -> ProcessHub {
         .shutdown_timeout(Duration::from_secs(2))
         .stub_ttl(Duration::from_secs(60))
         .auto_recovery(recovery)
+        .migration(migration)
         .replication(replicas, crate::config::ReplicationModel::ActivePassive)
         .build_unchecked()
 }
@@ -105,19 +110,28 @@ pub struct SimCluster {
     observer: Observer,
     /// The run's trace (every frame goes in).
     pub trace: Arc<Trace>,
+    /// How children move.
+    migration: Migration,
+    /// Where the children write what they do with their state (hot runs).
+    book: Option<SharedBook>,
+    /// The hubs that are up, for the event listeners (which look at the node a child moved to).
+    hubs: Arc<Mutex<BTreeMap<NodeName, Hub>>>,
     /// How many nodes run each child (the hubs' `replication_factor`).
     pub replicas: usize,
 }
 
 impl SimCluster {
     /// An empty cluster whose router draws from `seed`; with `durable_registry` every node
-    /// keeps its registry on disk.
+    /// keeps its registry on disk; its hubs move children as `migration` says, and with a
+    /// `book` the children write what they do with their state there.
     pub fn new(
         seed: u64,
         durable_registry: bool,
         bugs: BTreeSet<InjectedBug>,
         trace: Arc<Trace>,
         observer: Observer,
+        migration: Migration,
+        book: Option<SharedBook>,
     ) -> Self {
         let router = InProcessCluster::new(seed);
         let tap = trace.clone();
@@ -125,11 +139,14 @@ impl SimCluster {
         Self {
             router,
             nodes: BTreeMap::new(),
-            kinds: sim_kinds(),
+            kinds: sim_kinds_with(book.clone()),
             durable_registry,
             bugs,
             observer,
             trace,
+            migration,
+            book,
+            hubs: Arc::default(),
             replicas: 1,
         }
     }
@@ -167,13 +184,20 @@ impl SimCluster {
             bugs: self.bugs.clone(),
             observer: Some(self.observer.clone()),
         };
-        let spawned = Hub::builder(sim_config(name, self.replicas), self.kinds.clone())
+        let spawned = Hub::builder(
+            sim_config(name, self.migration, self.replicas),
+            self.kinds.clone(),
+        )
             .network(Arc::new(network))
             .environment(environment)
             .spawn()
             .await;
         match spawned {
             Ok((hub, _)) => {
+                if let Some(book) = &self.book {
+                    listen_for_handovers(&hub, book, &self.hubs, &self.trace);
+                    lock(&self.hubs).insert(name.to_owned(), hub.clone());
+                }
                 node.life = NodeLife::Up(hub);
                 Ok(())
             }
@@ -193,6 +217,7 @@ impl SimCluster {
         };
         let _ = self.router.crash(name);
         node.disks().for_each(|d| d.crash());
+        lock(&self.hubs).remove(name);
         if let NodeLife::Up(hub) = std::mem::replace(&mut node.life, NodeLife::Down) {
             hub.actor().kill();
             let _ = hub.actor().wait(Some(Duration::from_secs(5))).await;
@@ -231,6 +256,7 @@ impl SimCluster {
             if let NodeLife::Up(hub) = std::mem::replace(&mut node.life, NodeLife::Left) {
                 leaving.push(hub);
             }
+            lock(&self.hubs).remove(name);
         }
         futures::future::join_all(leaving.iter().map(Hub::leave)).await;
         for name in names {
@@ -306,6 +332,7 @@ impl SimCluster {
 
     /// Stops every hub (the end of a run).
     pub async fn shut_down(&mut self) {
+        lock(&self.hubs).clear();
         for node in self.nodes.values_mut() {
             if let NodeLife::Up(hub) = std::mem::replace(&mut node.life, NodeLife::Down) {
                 hub.actor().kill();
@@ -313,4 +340,50 @@ impl SimCluster {
             }
         }
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Follows `hub`'s hot moves: each goes in the trace, and one whose state went along names
+/// the new instance (the child's actor on the node it moved to) that must have taken it.
+fn listen_for_handovers(
+    hub: &Hub,
+    book: &SharedBook,
+    hubs: &Arc<Mutex<BTreeMap<NodeName, Hub>>>,
+    trace: &Arc<Trace>,
+) {
+    let (_, mut events) = hub.subscribe_channel();
+    let (book, hubs, trace) = (book.clone(), hubs.clone(), trace.clone());
+    tokio::spawn(async move {
+        while let Some(event) = events.recv().await {
+            let HubEvent::ChildHandover {
+                id,
+                from,
+                to,
+                outcome,
+                ..
+            } = event
+            else {
+                continue;
+            };
+            let what = format!("{} -> {}", short(&from), short(&to));
+            match outcome {
+                HandoverOutcome::Imported { bytes } => {
+                    trace.line(format!("hot move of {id} {what}: imported {bytes} bytes"));
+                    let pid = lock(&hubs).get(&to).and_then(|h| {
+                        h.shared()
+                            .local_children
+                            .get(&id)
+                            .map(|cell| cell.get_id().pid())
+                    });
+                    if let Some(pid) = pid {
+                        with_book(&book, |b| b.expect_import(id, what, pid));
+                    }
+                }
+                other => trace.line(format!("hot move of {id} {what}: {other:?}")),
+            }
+        }
+    });
 }

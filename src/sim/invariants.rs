@@ -13,6 +13,8 @@
 //! | [`Invariant::CastsInOrder`] | quiescence | one sender's typed casts to a child that stays put all arrive, in the order sent |
 //! | [`Invariant::MonitorsFireOnce`] | every step, quiescence | a monitor delivers at most one `ChildDown`, none once demonitored; at quiescence, a monitor set from any node on a child that is then stopped fires once, `stopped` |
 //! | [`Invariant::NoHandoverToLeaving`] | every step | nodes that leave together hand no child to each other (when the link between them delivers) |
+//! | [`Invariant::HandoverStateKept`] | every step, quiescence (hot runs) | an instance the hub reports as having taken a hot-moved child's state (`outcome: imported`) took it before any other message; no two instances of one state's lineage diverge with both acknowledged (each acknowledged an increment the other lacks; increments applied during a partition aside) |
+//! | [`Invariant::NoAckedMessageLostAcrossMove`] | every step, quiescence (hot runs) | every increment acknowledged by the instance that exported a state, before the import, is in the imported state |
 //! | [`Invariant::OneActiveReplica`] | every step | with replicas (active-passive), no two nodes that see the same members both hold a child's active replica |
 //!
 //! In a run with a replication factor k above 1, "once" reads "on exactly its k owners":
@@ -60,13 +62,18 @@ pub enum Invariant {
     MonitorsFireOnce,
     /// A leaving node hands no child to a node leaving with it.
     NoHandoverToLeaving,
+    /// A hot-moved child's state is neither lost (the new instance the hub names takes it)
+    /// nor forked (two instances of it both acknowledging diverging increments).
+    HandoverStateKept,
+    /// An increment acknowledged to its sender before a hot move is in the state after it.
+    NoAckedMessageLostAcrossMove,
     /// At most one active replica of a child among nodes that agree on the members.
     OneActiveReplica,
 }
 
 impl Invariant {
     /// Every invariant.
-    pub const ALL: [Invariant; 11] = [
+    pub const ALL: [Invariant; 13] = [
         Invariant::DeclaredRunOnce,
         Invariant::StoppedStaysStopped,
         Invariant::RegistriesAgree,
@@ -77,6 +84,8 @@ impl Invariant {
         Invariant::CastsInOrder,
         Invariant::MonitorsFireOnce,
         Invariant::NoHandoverToLeaving,
+        Invariant::HandoverStateKept,
+        Invariant::NoAckedMessageLostAcrossMove,
         Invariant::OneActiveReplica,
     ];
 
@@ -93,6 +102,8 @@ impl Invariant {
             Invariant::CastsInOrder => "casts_in_order",
             Invariant::MonitorsFireOnce => "monitors_fire_once",
             Invariant::NoHandoverToLeaving => "no_handover_to_leaving",
+            Invariant::HandoverStateKept => "handover_state_kept",
+            Invariant::NoAckedMessageLostAcrossMove => "no_acked_message_lost_across_move",
             Invariant::OneActiveReplica => "one_active_replica",
         }
     }

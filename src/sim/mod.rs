@@ -40,11 +40,12 @@ pub mod invariants;
 pub mod ledger;
 pub mod messaging;
 mod run;
+pub mod state;
 pub mod trace;
 pub mod workload;
 
 pub use crate::hub::shared::simulation::InjectedBug;
-pub use run::{run_seed, Failure, SeedReport, SimOptions};
+pub use run::{migration_of, run_seed, Failure, SeedReport, SimOptions};
 
 /// What a sweep of many seeds did.
 #[derive(Clone, Debug, Default)]

@@ -17,9 +17,11 @@ use super::invariants::{
 };
 use super::ledger::{Acknowledged, Ledger, SharedLedger};
 use super::messaging::{self, SharedMessageLog};
+use super::state::{with_book, SharedBook, StateBook};
 use super::trace::{short, Trace};
 use super::workload::{Op, Workload, WorldView};
 use crate::api::{ChildStartError, StartOptions, StopOptions};
+use crate::config::Migration;
 use crate::core::placement::HashRing;
 use crate::hub::shared::simulation::{InjectedBug, Observation};
 use crate::model::{ChildId, ChildSpec, NodeName, Pid};
@@ -37,6 +39,19 @@ pub struct SimOptions {
     pub placement_bound: Duration,
     /// How long quiescence may take before the final checks count as failed.
     pub quiescence: Duration,
+    /// How children move; `None`: as the seed says ([`migration_of`]).
+    pub migration: Option<Migration>,
+}
+
+/// How the children of seed `seed`'s run move when the options do not say: one seed in three
+/// runs hot (a function of the seed alone, so that the seeds that run cold replay exactly as
+/// they did before hot runs existed: the workload's generator is not drawn from).
+pub fn migration_of(seed: u64) -> Migration {
+    if seed % 3 == 1 {
+        Migration::Hot
+    } else {
+        Migration::Cold
+    }
 }
 
 impl Default for SimOptions {
@@ -47,6 +62,7 @@ impl Default for SimOptions {
             keep_trace: false,
             placement_bound: Duration::from_secs(45),
             quiescence: Duration::from_secs(120),
+            migration: None,
         }
     }
 }
@@ -87,6 +103,12 @@ pub struct SeedReport {
     pub failure: Option<Failure>,
     /// The trace, when kept.
     pub trace: Vec<String>,
+    /// How the run's children moved.
+    pub migration: Migration,
+    /// Increments acknowledged (hot runs).
+    pub acknowledged_increments: usize,
+    /// States imported by hot moves (hot runs).
+    pub imports: usize,
 }
 
 /// Runs `seed` on a fresh single-threaded runtime in paused, auto-advancing time.
@@ -119,6 +141,9 @@ pub fn run_seed(seed: u64, options: &SimOptions) -> SeedReport {
                 at_ms: 0,
             }),
             trace: Vec::new(),
+            migration: options.migration.unwrap_or(migration_of(seed)),
+            acknowledged_increments: 0,
+            imports: 0,
         },
     };
     report.wall_ms = began.elapsed().as_millis() as u64;
@@ -148,6 +173,15 @@ struct Run {
     found: Option<Violation>,
     /// Children started with guided placement: their node, and whether they may fall back.
     guided: BTreeMap<ChildId, (NodeName, bool)>,
+    /// How children move.
+    migration: Migration,
+    /// What the children did with their state (hot runs).
+    book: Option<SharedBook>,
+    /// The increments' own generator (hot runs), so that the workload's draws are the same
+    /// as in a cold run of the seed.
+    increments: StdRng,
+    /// The number the next increment carries.
+    next_increment: u64,
 }
 
 impl Run {
@@ -184,12 +218,17 @@ impl Run {
         let mut rng = StdRng::seed_from_u64(seed);
         // Half the runs keep their registries on disk (the `durable` backend).
         let durable_registry = rng.gen_bool(0.5);
+        let migration = options.migration.unwrap_or(migration_of(seed));
+        let book: Option<SharedBook> =
+            (migration == Migration::Hot).then(|| Arc::new(Mutex::new(StateBook::default())));
         let mut cluster = SimCluster::new(
             seed ^ 0x5eed_0fc1_u64,
             durable_registry,
             options.bugs.clone(),
             trace.clone(),
             observer,
+            migration,
+            book.clone(),
         );
         // One run in four runs each child on two nodes (active-passive replication); decided
         // from the seed alone, so the other runs draw exactly what they drew before.
@@ -212,6 +251,10 @@ impl Run {
             next_message: 0,
             found: None,
             guided: BTreeMap::new(),
+            migration,
+            book,
+            increments: StdRng::seed_from_u64(seed ^ 0x1_7c4e_a5e5),
+            next_increment: 0,
         }
     }
 
@@ -229,17 +272,26 @@ impl Run {
             superseded: 0,
             failure,
             trace: self.trace.lines(),
+            migration: self.migration,
+            acknowledged_increments: self.book.as_ref().map_or(0, |b| lock(b).acked()),
+            imports: self.book.as_ref().map_or(0, |b| lock(b).imports()),
         }
     }
 
     async fn go(mut self) -> SeedReport {
         let nodes = self.rng.gen_range(3..=4);
         self.trace.line(format!(
-            "{nodes} nodes, registry {}",
+            "{nodes} nodes, registry {}{}",
             if self.durable_registry {
                 "on disk"
             } else {
                 "in memory"
+            },
+            // Said only of hot runs: a cold run's trace is what it was before hot runs.
+            if self.migration == Migration::Hot {
+                ", migration hot"
+            } else {
+                ""
             }
         ));
         // Half the runs have a network latency, so that requests are in flight when faults
@@ -274,7 +326,7 @@ impl Run {
                 tokio::time::sleep(Duration::from_millis(gap)).await;
             }
             let pause = self.rng.gen_range(100..2_000);
-            tokio::time::sleep(Duration::from_millis(pause)).await;
+            self.pause(Duration::from_millis(pause)).await;
             self.cluster.router.set_drop_probability(0.0);
             if let Err(violation) = self.check_always() {
                 return self.fail(step, violation).await;
@@ -293,6 +345,67 @@ impl Run {
         let report = self.report(step, Some(failure));
         self.cluster.shut_down().await;
         report
+    }
+
+    /// Lets `pause` pass. In a hot run, increments go to the children meanwhile, one every
+    /// [`INCREMENT_EVERY`]: to a child that is moving when one is (its state is at stake),
+    /// else to any running child.
+    async fn pause(&mut self, pause: Duration) {
+        if self.book.is_none() {
+            tokio::time::sleep(pause).await;
+            return;
+        }
+        let mut left = pause;
+        while !left.is_zero() {
+            let slice = left.min(INCREMENT_EVERY);
+            self.increment();
+            tokio::time::sleep(slice).await;
+            left -= slice;
+        }
+    }
+
+    /// Sends the next increment, as a task (a typed call: answered, it is acknowledged).
+    fn increment(&mut self) {
+        let Some(book) = self.book.clone() else {
+            return;
+        };
+        let up = self.cluster.up();
+        let mut moving = BTreeSet::new();
+        for node in &up {
+            if let Some(hub) = self.cluster.hub(node) {
+                moving.extend(hub.shared().handoffs.moving.iter().map(|e| e.key().clone()));
+            }
+        }
+        let running: Vec<ChildId> = if moving.is_empty() {
+            self.cluster.running().into_keys().collect()
+        } else {
+            moving.into_iter().collect()
+        };
+        if running.is_empty() || up.is_empty() {
+            return;
+        }
+        let id = running[self.increments.gen_range(0..running.len())].clone();
+        let node = &up[self.increments.gen_range(0..up.len())];
+        let Some(hub) = self.cluster.hub(node) else {
+            return;
+        };
+        self.next_increment += 1;
+        let n = self.next_increment;
+        let child = hub.child_ref::<SimChildMsg>(id.clone());
+        let (trace, via) = (self.trace.clone(), short(node).to_owned());
+        tokio::spawn(async move {
+            let answer = child
+                .call(|reply| SimChildMsg::Add(n, reply), messaging::CALL_TIMEOUT)
+                .await;
+            let summary = match answer {
+                Ok(_) => {
+                    with_book(&book, |b| b.acknowledged(n));
+                    "acknowledged".to_owned()
+                }
+                Err(e) => format!("failed: {}", e.code()),
+            };
+            trace.line(format!("increment {n} of {id} via {via}: {summary}"));
+        });
     }
 
     fn next_op(&mut self) -> Op {
@@ -413,8 +526,18 @@ impl Run {
                     self.found.get_or_insert(v);
                 }
             }
-            Op::Partition { groups } => self.cluster.partition(&groups),
-            Op::Heal => self.cluster.heal(),
+            Op::Partition { groups } => {
+                self.cluster.partition(&groups);
+                if let Some(book) = &self.book {
+                    lock(book).set_split(true);
+                }
+            }
+            Op::Heal => {
+                self.cluster.heal();
+                if let Some(book) = &self.book {
+                    lock(book).set_split(false);
+                }
+            }
             Op::FaultLink { from, to, faults } => self.cluster.fault_link(&from, &to, faults),
             Op::DropBurst { probability } => self.cluster.router.set_drop_probability(probability),
             Op::SlowDisk { node, latency_ms } => {
@@ -645,6 +768,9 @@ impl Run {
             })
             .collect();
         self.placement.observe(self.trace.now_ms(), placements)?;
+        if let Some(book) = &self.book {
+            lock(book).check()?;
+        }
         if replicas > 1 {
             one_active_replica(&self.active_replicas())?;
         }
@@ -732,6 +858,9 @@ impl Run {
         let steps = self.options.steps;
         self.trace.line("quiesce: heal, restart every node");
         self.cluster.heal();
+        if let Some(book) = &self.book {
+            lock(book).set_split(false);
+        }
         for node in self.cluster.nodes.values() {
             node.disks().for_each(|d| {
                 d.set_latency(Duration::ZERO);
@@ -766,6 +895,11 @@ impl Run {
                             messaging::probe(&self.cluster, &self.live_plain, &self.trace).await;
                         let probed = probed.and_then(|counts| {
                             lock(&self.messages).check()?;
+                            // The probe's messages reached every child: an instance that
+                            // should have taken a state has handled one by now.
+                            if let Some(book) = &self.book {
+                                lock(book).check()?;
+                            }
                             Ok(counts)
                         });
                         match probed {
@@ -793,6 +927,9 @@ impl Run {
         }
     }
 }
+
+/// How often a hot run sends an increment while a step's pause passes.
+const INCREMENT_EVERY: Duration = Duration::from_millis(100);
 
 /// How many checks in a row (500 ms apart) the quiescent invariants must pass: longer than a
 /// reconcile interval (2 s), so a round that would undo the state has had its chance.

@@ -26,11 +26,13 @@ use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, Supervisio
 use super::protocol::{ChildSupMsg, NodeStartReport, RegistryOp, StartBatch, WriteDone};
 use super::HubShared;
 use crate::api::errors::ChildStartError;
+use crate::core::handover::HANDOVER_METADATA_KEY;
 use crate::core::{
     restart_decision, ExitKind, IntensityVerdict, RestartDecision, RestartIntensity,
 };
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
+use crate::hub::shared::simulation::InjectedBug;
 use crate::model::{
     ChildId, ChildSpec, DownReason, NodeName, Pid, Row, Shutdown, RESERVED_METADATA_KEY,
 };
@@ -110,9 +112,16 @@ impl ChildSupState {
         };
         let mut ops = Vec::with_capacity(batch.children.len());
         let now = shared.clock.now_ms();
-        for (mut spec, metadata) in batch.children {
+        for (mut spec, mut metadata) in batch.children {
+            // A hot move's start names the children whose state was sent ahead.
+            let state_sent = metadata.remove(HANDOVER_METADATA_KEY).is_some();
             if let Some(running) = self.children.get(&spec.id) {
-                if batch.existing_ok {
+                // A hot move onto a node that already runs the child (a duplicate, after a
+                // partition): its state waits here, but this instance keeps its own. Said as
+                // such, so the mover does not report the state as taken.
+                let moved_state =
+                    batch.existing_ok && (shared.move_met_running(&spec.id) || state_sent);
+                if batch.existing_ok && !moved_state {
                     report.started.push((spec.id, running.cell.get_id().pid()));
                 } else {
                     report
@@ -129,6 +138,21 @@ impl ChildSupState {
             }
             if alter {
                 shared.hooks.alter(&mut spec, &metadata);
+            }
+            // A hot move whose state is not here (lost, or overtaken by this start): refused,
+            // so the child stays with its state on the old node, which moves it again.
+            let state = batch
+                .existing_ok
+                .then(|| shared.take_import(&spec.id))
+                .flatten();
+            if state_sent && state.is_none() {
+                report.errors.push((
+                    spec.id,
+                    ChildStartError::StartupFailed {
+                        message: "the hot move's state did not arrive ahead of its start".into(),
+                    },
+                ));
+                continue;
             }
             // A declared child keeps its mark when it is moved or restarted from its row.
             let durable = batch.durable.contains(&spec.id)
@@ -164,7 +188,7 @@ impl ChildSupState {
                     // A hot move's state: the child's first message, sent before the child is
                     // routable here (tracked), so nothing else can reach it first. Only the
                     // cluster's own starts (moves: `existing_ok`) take one, never a caller's.
-                    let state = batch.existing_ok.then(|| shared.take_import(&id)).flatten();
+                    let state = state.filter(|_| !shared.has_bug(InjectedBug::DropHandoverImport));
                     if let Some(state) = state {
                         let bytes = state.len();
                         match shared.kinds.import(&spec.kind, &cell, state) {

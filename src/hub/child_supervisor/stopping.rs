@@ -55,6 +55,7 @@ impl ChildSupState {
                 let aid = running.cell.get_id();
                 self.by_actor.remove(&aid);
                 self.shared.local_children.remove(&id);
+                self.shared.forget_moving_cell(&id);
                 self.stopping.insert(aid, group_id);
                 let grace_ms = match running.spec.shutdown {
                     Shutdown::Kill => {

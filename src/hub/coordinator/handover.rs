@@ -13,7 +13,7 @@
 //!    [`HubEvent::ChildHandover`] says whether the state went along. A start that failed leaves
 //!    the child here, routed again, with the held casts delivered to it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use futures::future::join_all;
@@ -26,7 +26,7 @@ use crate::api::errors::ChildStartError;
 use crate::api::options::OnFailure;
 use crate::api::results::StartResult;
 use crate::cluster::wire::WireMsg;
-use crate::core::handover::{move_mode, HeldCast, MoveMode};
+use crate::core::handover::{move_mode, HeldCast, MoveMode, HANDOVER_METADATA_KEY};
 use crate::events::{HandoverOutcome, HubEvent, MoveReason};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg};
 use crate::kinds::HandoverError;
@@ -68,6 +68,11 @@ pub(crate) struct HotMoves {
     moves: BTreeMap<ChildId, HotMove>,
     exports: BTreeMap<u64, AfterExport>,
     next_export: u64,
+    /// Children whose hot move was abandoned and that still run here: looked at again after
+    /// `migration_retry_ms` ([`CoordinatorState::retry_abandoned`]).
+    abandoned: BTreeSet<ChildId>,
+    /// The timer of that look is armed.
+    retry_armed: bool,
 }
 
 impl CoordinatorState {
@@ -244,7 +249,11 @@ impl CoordinatorState {
         }
         let children = rows
             .iter()
-            .map(|r| (r.spec.clone(), r.metadata.clone()))
+            .map(|r| {
+                let mut metadata = r.metadata.clone();
+                metadata.insert(HANDOVER_METADATA_KEY.to_owned(), String::new());
+                (r.spec.clone(), metadata)
+            })
             .collect();
         let durable = rows
             .iter()
@@ -290,25 +299,37 @@ impl CoordinatorState {
         if cluster.hot.moves.is_empty() {
             return Vec::new();
         }
-        let mut placed: Vec<(ChildId, NodeName)> = result
+        let mut placed: Vec<(ChildId, NodeName, bool)> = result
             .started
             .iter()
-            .filter_map(|s| s.nodes.first().map(|(n, _)| (s.id.clone(), n.clone())))
+            .filter_map(|s| {
+                s.nodes
+                    .first()
+                    .map(|(n, _)| (s.id.clone(), n.clone(), false))
+            })
             .collect();
-        // The new node already ran it (a duplicate): it is there all the same.
+        // The new node already ran it (a duplicate): it is there all the same, but that
+        // instance never took this one's state.
         placed.extend(
             result
                 .errors
                 .iter()
                 .filter(|f| f.reason == ChildStartError::AlreadyStarted)
-                .map(|f| (f.id.clone(), f.node.clone())),
+                .map(|f| (f.id.clone(), f.node.clone(), true)),
         );
         let mut finished = Vec::new();
         let mut to_stop = Vec::new();
-        for (id, to) in placed {
-            let Some(moving) = cluster.hot.moves.remove(&id) else {
+        for (id, to, duplicate) in placed {
+            let Some(mut moving) = cluster.hot.moves.remove(&id) else {
                 continue;
             };
+            if duplicate && moving.fell_back.is_none() {
+                moving.fell_back = Some(HandoverError::AlreadyRunning { node: to.clone() });
+                if confirm && !moving.leaving {
+                    // Its state was not taken, but the old instance is a duplicate now.
+                    to_stop.push(id.clone());
+                }
+            }
             for cast in self.hub.complete_handoff(&id, to.clone()) {
                 let msg = match cast {
                     HeldCast::Typed { variant, args } => WireMsg::TypedCast {
@@ -359,9 +380,12 @@ impl CoordinatorState {
                 self.hub.drop_handoff(&failure.id);
                 continue;
             }
-            tracing::warn!(child = %failure.id, node = %failure.node, error = %failure.reason, "hot move failed: the child stays here with its state");
             let kind = self.hub.storage.get(&failure.id).map(|r| r.spec.kind);
-            let held = self.hub.abandon_handoff(&failure.id, moving.cell.clone());
+            let Some(held) = self.hub.abandon_handoff(&failure.id, moving.cell.clone()) else {
+                tracing::warn!(child = %failure.id, node = %failure.node, error = %failure.reason, "hot move failed, and the child was stopped here meanwhile");
+                continue;
+            };
+            tracing::warn!(child = %failure.id, node = %failure.node, error = %failure.reason, "hot move failed: the child stays here with its state");
             for cast in held {
                 match cast {
                     HeldCast::Typed { variant, args } => {
@@ -383,7 +407,15 @@ impl CoordinatorState {
                     }
                 }
             }
+            cluster.hot.abandoned.insert(failure.id.clone());
             stays.push(failure.id.clone());
+        }
+        if !cluster.hot.abandoned.is_empty() && !cluster.hot.retry_armed {
+            cluster.hot.retry_armed = true;
+            let retry = Duration::from_millis(self.hub.config.migration_retry_ms);
+            myself.send_after(retry, || {
+                CoordinatorMsg::Cluster(ClusterMsg::RetryAbandonedMoves)
+            });
         }
         if !to_stop.is_empty() {
             let request_id = self.next_id();
@@ -396,5 +428,76 @@ impl CoordinatorState {
             });
         }
         stays
+    }
+
+    /// The children whose hot move was abandoned, `migration_retry_ms` later. No membership
+    /// event may come to move them again, so:
+    /// - one whose row binds it elsewhere and no longer here (the new node did start it; only
+    ///   its confirmation was lost) is a stray copy: stopped here, the row's instance stays;
+    /// - one still bound here only is moved again by a pass of its own (hot again, or cold if
+    ///   its export fails then); looked at again until it no longer runs here.
+    pub(super) fn retry_abandoned(&mut self, myself: &ActorRef<CoordinatorMsg>) {
+        let me = self.hub.node.clone();
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        cluster.hot.retry_armed = false;
+        let abandoned = std::mem::take(&mut cluster.hot.abandoned);
+        let mut strays = Vec::new();
+        let mut again = BTreeSet::new();
+        for id in abandoned {
+            if cluster.hot.moves.contains_key(&id) || !self.hub.local_children.contains_key(&id) {
+                continue;
+            }
+            let bound = self.hub.storage.get(&id).map(|row| row.node_pids);
+            match bound {
+                Some(nodes) if !nodes.contains_key(&me) && !nodes.is_empty() => {
+                    tracing::warn!(child = %id, nodes = ?nodes.keys().collect::<Vec<_>>(), "an abandoned hot move did start the child there: this copy stops");
+                    strays.push(id);
+                }
+                _ => {
+                    again.insert(id);
+                }
+            }
+        }
+        if !strays.is_empty() {
+            let request_id = self.next_id();
+            self.deliver_stop(myself, &me, request_id, strays, false, true);
+        }
+        if again.is_empty() {
+            return;
+        }
+        if let Some(cluster) = &mut self.cluster {
+            cluster.hot.abandoned.extend(again);
+            cluster.hot.retry_armed = true;
+        }
+        self.redistribute(myself, &[], &[]);
+        let retry = Duration::from_millis(self.hub.config.migration_retry_ms);
+        myself.send_after(retry, || {
+            CoordinatorMsg::Cluster(ClusterMsg::RetryAbandonedMoves)
+        });
+    }
+
+    /// Marks, in a graceful leave's start batches, the children whose state was sent ahead
+    /// (see [`HANDOVER_METADATA_KEY`]): a next owner that did not get the state refuses them
+    /// rather than start them empty as if it had (they are then re-placed once this node is
+    /// gone, without state, as a node that leaves over a lossy link loses it).
+    pub(super) fn mark_states_sent(
+        &self,
+        by_node: &mut BTreeMap<NodeName, Vec<(crate::model::ChildSpec, crate::model::Metadata)>>,
+    ) {
+        let Some(cluster) = &self.cluster else {
+            return;
+        };
+        for (spec, metadata) in by_node.values_mut().flatten() {
+            let sent = cluster
+                .hot
+                .moves
+                .get(&spec.id)
+                .is_some_and(|m| m.fell_back.is_none());
+            if sent {
+                metadata.insert(HANDOVER_METADATA_KEY.to_owned(), String::new());
+            }
+        }
     }
 }

@@ -344,6 +344,7 @@ impl CoordinatorState {
         for id in &stays {
             rows.remove(id);
         }
+
         for failure in &result.errors {
             if failure.reason == ChildStartError::AlreadyStarted {
                 continue;
@@ -594,7 +595,8 @@ impl CoordinatorState {
             .iter()
             .map(|(_, r)| (r.spec.id.clone(), r.clone()))
             .collect();
-        let by_node = batches(placed.iter().map(|(n, r)| (n, r)));
+        let mut by_node = batches(placed.iter().map(|(n, r)| (n, r)));
+        self.mark_states_sent(&mut by_node);
         self.hub.observe(|| Observation::HandedOver {
             from: self.hub.node.clone(),
             to: by_node.keys().cloned().collect(),

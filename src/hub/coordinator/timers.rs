@@ -140,6 +140,7 @@ impl CoordinatorState {
                 self.on_exported(myself, export_id, results)
             }
             ClusterMsg::HandoffsExpire => self.hub.expire_handoffs(),
+            ClusterMsg::RetryAbandonedMoves => self.retry_abandoned(myself),
         }
     }
 

@@ -89,4 +89,7 @@ pub(crate) enum ClusterMsg {
     },
     /// A hot move's retention period may be over: forget the expired handoffs.
     HandoffsExpire,
+    /// Hot moves were abandoned (their children stay here, off their owner): a pass moves
+    /// them again.
+    RetryAbandonedMoves,
 }

@@ -13,6 +13,7 @@ use std::sync::Mutex;
 
 use ractor::ActorCell;
 
+use super::simulation::InjectedBug;
 use super::HubShared;
 use crate::core::handover::{HeldCast, HoldOutcome, ImportRefused, PendingImports};
 use crate::model::{ChildId, NodeName};
@@ -34,7 +35,14 @@ impl HubShared {
     /// its actor (to export from), or `None` if it does not run here.
     pub(crate) fn begin_handoff(&self, id: &ChildId) -> Option<ActorCell> {
         self.handoffs.moving.insert(id.clone(), Handoff::holding());
-        match self.local_children.remove(id) {
+        let taken = if self.has_bug(InjectedBug::AnswerCallsDuringMove) {
+            self.local_children
+                .get(id)
+                .map(|e| (id.clone(), e.value().clone()))
+        } else {
+            self.local_children.remove(id)
+        };
+        match taken {
             Some((_, cell)) => {
                 self.handoffs.cells.insert(id.clone(), cell.clone());
                 Some(cell)
@@ -74,15 +82,29 @@ impl HubShared {
 
     /// The move of `id` was abandoned: `cell` is routed here again; answers the casts held for
     /// it, to deliver to it.
-    pub(crate) fn abandon_handoff(&self, id: &ChildId, cell: ActorCell) -> Vec<HeldCast> {
+    /// `None` when the old instance was stopped meanwhile ([`HubShared::forget_moving_cell`]):
+    /// then nothing is routed here again and the handoff is forgotten.
+    pub(crate) fn abandon_handoff(&self, id: &ChildId, cell: ActorCell) -> Option<Vec<HeldCast>> {
+        if self.handoffs.cells.remove(id).is_none() {
+            self.handoffs.moving.remove(id);
+            return None;
+        }
         // Routed here again first, so a cast that misses the handoff finds the child.
-        self.handoffs.cells.remove(id);
         self.local_children.insert(id.clone(), cell);
-        self.handoffs
-            .moving
-            .remove(id)
-            .map(|(_, h)| h.release())
-            .unwrap_or_default()
+        Some(
+            self.handoffs
+                .moving
+                .remove(id)
+                .map(|(_, h)| h.release())
+                .unwrap_or_default(),
+        )
+    }
+
+    /// The supervisor stopped local child `id` (a duplicate's stop, say) while it was moving
+    /// away: a move abandoned later must not route the stopped instance here again (it would
+    /// stay in local routing, unsupervised and unregistered).
+    pub(crate) fn forget_moving_cell(&self, id: &ChildId) {
+        self.handoffs.cells.remove(id);
     }
 
     /// Forgets a handoff whose old instance is gone (stopped by a cold fallback, or with the
@@ -109,7 +131,7 @@ impl HubShared {
             tracing::warn!(child = %id, "a hot move was cut short: the child stays here");
             let kind = self.storage.get(&id).map(|r| r.spec.kind);
             let deliver = kind.as_deref().and_then(|k| self.kinds.deliver(k));
-            for cast in self.abandon_handoff(&id, cell.clone()) {
+            for cast in self.abandon_handoff(&id, cell.clone()).unwrap_or_default() {
                 if let (HeldCast::Typed { variant, args }, Some(deliver)) = (cast, &deliver) {
                     let message = ractor::message::SerializedMessage::Cast {
                         variant,
@@ -135,6 +157,17 @@ impl HubShared {
         match self.handoffs.imports.lock() {
             Ok(mut imports) => imports.accept(id, state, now, until),
             Err(poisoned) => poisoned.into_inner().accept(id, state, now, until),
+        }
+    }
+
+    /// Whether a hot move's state for child `id` arrived lately (its wait not over): asked
+    /// when a move's start finds `id` already running here (see
+    /// [`PendingImports::met_running`]).
+    pub(crate) fn move_met_running(&self, id: &ChildId) -> bool {
+        let now = self.mono_ms();
+        match self.handoffs.imports.lock() {
+            Ok(mut imports) => imports.met_running(id, now),
+            Err(poisoned) => poisoned.into_inner().met_running(id, now),
         }
     }
 

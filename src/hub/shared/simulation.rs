@@ -36,6 +36,11 @@ pub enum InjectedBug {
     DropTypedCasts,
     /// A monitor delivers its `ChildDown` twice.
     DeliverMonitorsTwice,
+    /// A node that starts a hot-moved child takes its state but never gives it to the child.
+    DropHandoverImport,
+    /// A child moving hot stays in its old node's local routing after its export, so calls
+    /// there are still answered by the old instance, whose state has already left.
+    AnswerCallsDuringMove,
     /// Every replica of a child calls itself active, whatever the replication model.
     EveryReplicaActive,
     /// Redistribution never re-creates a replica lost with its node.
@@ -44,7 +49,7 @@ pub enum InjectedBug {
 
 impl InjectedBug {
     /// Every bug.
-    pub const ALL: [InjectedBug; 13] = [
+    pub const ALL: [InjectedBug; 15] = [
         InjectedBug::SkipTwoRoundRule,
         InjectedBug::AcknowledgeWithoutDeclaring,
         InjectedBug::StopWithoutUndeclaring,
@@ -56,6 +61,8 @@ impl InjectedBug {
         InjectedBug::IgnoreTypedCalls,
         InjectedBug::DropTypedCasts,
         InjectedBug::DeliverMonitorsTwice,
+        InjectedBug::DropHandoverImport,
+        InjectedBug::AnswerCallsDuringMove,
         InjectedBug::EveryReplicaActive,
         InjectedBug::SkipReplicaRecreation,
     ];
@@ -74,6 +81,8 @@ impl InjectedBug {
             InjectedBug::IgnoreTypedCalls => "ignore_typed_calls",
             InjectedBug::DropTypedCasts => "drop_typed_casts",
             InjectedBug::DeliverMonitorsTwice => "deliver_monitors_twice",
+            InjectedBug::DropHandoverImport => "drop_handover_import",
+            InjectedBug::AnswerCallsDuringMove => "answer_calls_during_move",
             InjectedBug::EveryReplicaActive => "every_replica_active",
             InjectedBug::SkipReplicaRecreation => "skip_replica_recreation",
         }
