@@ -188,10 +188,10 @@ impl SimCluster {
             sim_config(name, self.migration, self.replicas),
             self.kinds.clone(),
         )
-            .network(Arc::new(network))
-            .environment(environment)
-            .spawn()
-            .await;
+        .network(Arc::new(network))
+        .environment(environment)
+        .spawn()
+        .await;
         match spawned {
             Ok((hub, _)) => {
                 if let Some(book) = &self.book {
