@@ -44,6 +44,19 @@ pub struct SimOptions {
     pub quiescence: Duration,
     /// How children move; `None`: as the seed says ([`migration_of`]).
     pub migration: Option<Migration>,
+    /// Nodes running each child; `None`: as the seed says ([`replicas_of`]).
+    pub replicas: Option<usize>,
+}
+
+/// How many nodes run each child of seed `seed`'s run when the options do not say: one run in
+/// four replicates every child on two nodes (active-passive), decided from the seed alone, so
+/// the other runs draw exactly what they drew before replicated runs existed.
+pub fn replicas_of(seed: u64) -> usize {
+    if seed % 4 == 3 {
+        2
+    } else {
+        1
+    }
 }
 
 /// How the children of seed `seed`'s run move when the options do not say: one seed in three
@@ -66,6 +79,7 @@ impl Default for SimOptions {
             placement_bound: Duration::from_secs(45),
             quiescence: Duration::from_secs(120),
             migration: None,
+            replicas: None,
         }
     }
 }
@@ -233,9 +247,7 @@ impl Run {
             migration,
             book.clone(),
         );
-        // One run in four runs each child on two nodes (active-passive replication); decided
-        // from the seed alone, so the other runs draw exactly what they drew before.
-        cluster.replicas = if seed % 4 == 3 { 2 } else { 1 };
+        cluster.replicas = options.replicas.unwrap_or(replicas_of(seed)).max(1);
         Self {
             seed,
             rng,
