@@ -8,8 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
-use process_hub::admin::{ChildView, StartSpec};
+use process_hub::admin::ChildView;
 use process_hub::Role;
+use process_hub_actors::harness::outage::counter_specs;
 use process_hub_actors::harness::{wait_for, AdminClient, ClusterOptions, LocalCluster};
 use serde_json::json;
 
@@ -72,18 +73,8 @@ fn a_passive_replica_takes_over_without_a_restart_when_its_node_is_killed() {
         .unwrap_or_else(|e| panic!("{e}\n{}", cluster.log_tails(40)));
     let all: BTreeSet<String> = cluster.nodes.iter().map(|n| n.node_name.clone()).collect();
     let entry = cluster.nodes[1].client();
-    let specs: Vec<StartSpec> = (0..CHILDREN)
-        .map(|i| StartSpec {
-            id: id(i),
-            kind: "counter".into(),
-            args: None,
-            restart: None,
-            metadata: None,
-            durable: false,
-            nodes: None,
-            guided_fallback: false,
-        })
-        .collect();
+    let ids: Vec<String> = (0..CHILDREN).map(id).collect();
+    let specs = counter_specs(&ids, false);
     let started = entry.start(&specs).expect("start answers");
     assert_eq!(started.started.len(), CHILDREN, "{started:?}");
     let before = wait_for("every child on two nodes, one active", DEADLINE, || {
