@@ -311,6 +311,7 @@ impl ChildKinds {
     /// use process_hub::{ChildKinds, Role};
     /// # use ractor::{Actor, ActorProcessingErr, ActorRef};
     /// enum ScheduleMsg { Role(Role) }
+    /// # impl ractor::Message for ScheduleMsg {}
     /// # #[derive(Clone)]
     /// # struct Scheduler;
     /// # impl Actor for Scheduler {
