@@ -15,6 +15,7 @@ pub mod declared_state;
 pub mod event_batch;
 pub mod failure_detector;
 pub mod guided;
+pub mod load;
 pub mod handover;
 pub mod manifest_ship;
 pub mod placement;
