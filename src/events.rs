@@ -230,6 +230,10 @@ pub enum MoveReason {
     /// The members did not change, but the child ran away from its owner (after a partition
     /// healed, or a failed move being retried).
     Rebalance,
+    /// The load balancer's leader found the members' children further apart than
+    /// `load_balancer.rebalance_threshold_percent` and moved some from the busiest node to the
+    /// idlest (`Distribution::LoadBalanced`).
+    LoadImbalance,
 }
 
 impl ractor::Message for HubEvent {}

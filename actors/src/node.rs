@@ -113,6 +113,9 @@ pub fn hub_config(settings: &NodeSettings) -> Result<ProcessHub, process_hub::Co
     if let Some(hot_swap) = &settings.hot_swap {
         config.hot_swap = hot_swap.clone();
     }
+    if let Some(load_balancer) = &settings.load_balancer {
+        config.load_balancer = load_balancer.clone();
+    }
     let intensity = &settings.restart_intensity;
     if let Some(n) = intensity.max_restarts {
         config.max_restarts = n;

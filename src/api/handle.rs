@@ -357,6 +357,15 @@ impl Hub {
             .replica_roles(&self.shared.ring(), id, metadata, running_on)
     }
 
+    /// The members' loads that this node places new children by
+    /// (`Distribution::LoadBalanced`): the leader's latest table, each an average over the
+    /// member's reports. Empty with another distribution, or before the first table arrived.
+    pub fn load_table(
+        &self,
+    ) -> std::collections::BTreeMap<NodeName, crate::core::load::LoadSample> {
+        self.shared.loads.table()
+    }
+
     /// Children whose metadata `tag` is `tag`.
     pub fn tag_query(&self, tag: &str) -> Vec<ProcessEntry> {
         reads::tag_query(&self.shared, tag)

@@ -55,6 +55,13 @@ pub struct StartOptions {
     /// Whether a guided child may be re-placed by the ring when all its nodes are gone (default
     /// `false`: it waits for its node to come back).
     pub guided_fallback: bool,
+    /// The children of `child_mapping` whose nodes the hub chose by load
+    /// (`Distribution::LoadBalanced`): they fall back to the ring when their nodes are gone
+    /// and a rebalance may move them. Filled by the hub when it receives the start; a caller's
+    /// value is replaced.
+    #[doc(hidden)]
+    #[serde(skip)]
+    pub placed_by_load: std::collections::BTreeSet<ChildId>,
 }
 
 impl Default for StartOptions {
@@ -68,6 +75,7 @@ impl Default for StartOptions {
             durable: false,
             child_mapping: BTreeMap::new(),
             guided_fallback: false,
+            placed_by_load: Default::default(),
         }
     }
 }
@@ -101,9 +109,11 @@ impl StartOptions {
     pub(crate) fn metadata_for(&self, id: &ChildId) -> Metadata {
         let mut metadata = self.metadata.clone();
         if let Some(nodes) = self.child_mapping.get(id) {
+            let by_load = self.placed_by_load.contains(id);
             crate::core::guided::Guided {
                 nodes: nodes.clone(),
-                fallback: self.guided_fallback,
+                fallback: self.guided_fallback || by_load,
+                by_load,
             }
             .write(&mut metadata);
         }

@@ -381,6 +381,27 @@ pub enum WireMsg {
         /// Its state, in its kind's encoding (at most `core::handover::MAX_HANDOVER_BYTES`).
         state: Vec<u8>,
     },
+    /// A member's load, sent to the leader every `load_balancer.push_interval_ms`
+    /// (`Distribution::LoadBalanced`). The leader alone keeps it.
+    LoadReport {
+        /// The sender's load now.
+        sample: crate::core::load::LoadSample,
+    },
+    /// The leader's table of the members' loads (each an average over its reports), sent to
+    /// every member after each round of reports: what new children are placed by. Taken only
+    /// from the node the receiver sees as leader, and only for its members.
+    LoadTable {
+        /// Each member's load.
+        loads: Vec<(NodeName, crate::core::load::LoadSample)>,
+    },
+    /// The leader asks the receiver, the busiest member, to move `count` of its children placed
+    /// by load to `to`, the idlest one (`core::load::plan_rebalance`).
+    Rebalance {
+        /// Where the children go.
+        to: NodeName,
+        /// How many.
+        count: u64,
+    },
 }
 
 impl WireMsg {
@@ -416,6 +437,9 @@ impl WireMsg {
             WireMsg::ChildDown { .. } => "child_down",
             WireMsg::GoodbyeAck { .. } => "goodbye_ack",
             WireMsg::HandoverState { .. } => "handover_state",
+            WireMsg::LoadReport { .. } => "load_report",
+            WireMsg::LoadTable { .. } => "load_table",
+            WireMsg::Rebalance { .. } => "rebalance",
         }
     }
 }

@@ -15,6 +15,12 @@ pub enum Distribution {
     /// not is refused `child_mapping_missing` for that child. For children that must run next
     /// to something only one node has.
     Guided,
+    /// Each child goes where there is room: a leader gathers every node's load (children,
+    /// scheduler busy time, run queue, memory; `[load_balancer]`) and a start places each child
+    /// in proportion to the members' spare capacity (`core::load`), recording the choice like a
+    /// guided placement, so joins do not move it. A start may still name a child's node. For
+    /// children whose cost differs a lot from node to node, or clusters of unequal machines.
+    LoadBalanced,
 }
 
 impl Distribution {
@@ -23,6 +29,7 @@ impl Distribution {
         match self {
             Distribution::ConsistentHash => "consistent_hash",
             Distribution::Guided => "guided",
+            Distribution::LoadBalanced => "load_balanced",
         }
     }
 }

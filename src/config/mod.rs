@@ -15,12 +15,14 @@ use serde::{Deserialize, Serialize};
 
 pub mod distribution;
 pub mod elector;
+pub mod load_balancer;
 pub mod migration;
 pub mod recovery;
 pub mod replication;
 
 pub use distribution::Distribution;
 pub use elector::LeaderElector;
+pub use load_balancer::LoadBalancerConfig;
 pub use migration::{HotSwapConfig, Migration};
 pub use recovery::{
     AutoRecoveryConfig, AutoRecoveryConfigError, ConfigWarning, DeclaredCommit, ManifestLocation,
@@ -138,6 +140,9 @@ pub struct ProcessHub {
     pub migration: Migration,
     /// Cluster: the hot swap's timing (read with `migration = "hot"`).
     pub hot_swap: HotSwapConfig,
+    /// Cluster: how loads are gathered and children rebalanced (read with
+    /// `distribution = "load_balanced"`).
+    pub load_balancer: LoadBalancerConfig,
     /// Cluster: how many nodes run each child (its first k ring owners). Range `1..=8`,
     /// default 1 (one instance per child). See [`replication`].
     pub replication_factor: usize,
@@ -171,6 +176,7 @@ impl Default for ProcessHub {
             distribution: Distribution::ConsistentHash,
             migration: Migration::Cold,
             hot_swap: HotSwapConfig::default(),
+            load_balancer: LoadBalancerConfig::default(),
             replication_factor: 1,
             replication_model: ReplicationModel::ActivePassive,
             redundancy_signal: RedundancySignal::None,
@@ -318,6 +324,7 @@ impl ProcessHub {
             "100..=86400000",
         )?;
         self.hot_swap.validate()?;
+        self.load_balancer.validate()?;
         replication::validate_factor(self.replication_factor)?;
         let mut seen = std::collections::HashSet::new();
         for spec in &self.child_specs {
@@ -473,6 +480,12 @@ impl ProcessHubBuilder {
     /// Tells replicas their role when it changes (kinds opt in with `ChildKinds::redundancy`).
     pub fn redundancy_signal(mut self, signal: RedundancySignal) -> Self {
         self.0.redundancy_signal = signal;
+        self
+    }
+
+    /// Sets how loads are gathered and children rebalanced (with `Distribution::LoadBalanced`).
+    pub fn load_balancer(mut self, load_balancer: LoadBalancerConfig) -> Self {
+        self.0.load_balancer = load_balancer;
         self
     }
 

@@ -28,6 +28,10 @@ pub struct Guided {
     /// Whether the ring may place it when every one of its nodes is gone.
     #[serde(default)]
     pub fallback: bool,
+    /// The hub chose the nodes by load (`core::load`), not the caller: a rebalance may move
+    /// the child.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub by_load: bool,
 }
 
 /// Where a child belongs now.
@@ -155,6 +159,7 @@ mod tests {
         let guided = Guided {
             nodes: vec!["a@h".into()],
             fallback: true,
+            by_load: false,
         };
         let mut metadata = Metadata::from([("tag".to_owned(), "x".to_owned())]);
         guided.write(&mut metadata);
@@ -177,6 +182,7 @@ mod tests {
         let mut guided = Guided {
             nodes: vec!["a@h".into()],
             fallback: false,
+            by_load: false,
         };
         assert_eq!(
             guided.owner(member, Some(&ring_owner)),
@@ -252,6 +258,7 @@ mod cost {
         Guided {
             nodes: vec!["gateway-3@10.0.0.3".into()],
             fallback: false,
+            by_load: false,
         }
         .write(&mut metadata);
         let guided = child_bytes(&spec, &metadata);

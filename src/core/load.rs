@@ -103,7 +103,8 @@ fn figures(s: LoadSample) -> [f64; 4] {
 }
 
 /// Each member's spare capacity, in `MIN_SPARE..=1 + MIN_SPARE`: one minus its load score,
-/// where the score weighs each figure against the busiest member's ([`WEIGHTS`]). A member with
+/// where the score weighs each figure against the busiest member's ([`WEIGHTS`]), so the
+/// busiest member in every figure has no spare capacity but [`MIN_SPARE`]. A member with
 /// no report yet (it just joined) counts as idle. Members are returned in their given order.
 pub fn spare_capacity(
     loads: &BTreeMap<NodeName, LoadSample>,
@@ -117,6 +118,14 @@ pub fn spare_capacity(
             }
         }
     }
+    // A figure no member reports (all zero: nodes that share a process report children only)
+    // weighs nothing; its weight is shared among the others.
+    let weighed: f64 = max
+        .iter()
+        .zip(WEIGHTS)
+        .filter(|(m, _)| **m > 0.0)
+        .map(|(_, w)| w)
+        .sum();
     members
         .iter()
         .map(|node| {
@@ -126,7 +135,8 @@ pub fn spare_capacity(
                     .zip(max)
                     .zip(WEIGHTS)
                     .map(|((f, m), w)| if m > 0.0 { w * f / m } else { 0.0 })
-                    .sum()
+                    .sum::<f64>()
+                    / weighed.max(f64::MIN_POSITIVE)
             });
             (node.clone(), (1.0 - score).max(0.0) + MIN_SPARE)
         })

@@ -9,7 +9,10 @@ fn nodes(n: usize) -> Vec<NodeName> {
 }
 
 fn children(counts: &[u64]) -> BTreeMap<NodeName, u64> {
-    nodes(counts.len()).into_iter().zip(counts.iter().copied()).collect()
+    nodes(counts.len())
+        .into_iter()
+        .zip(counts.iter().copied())
+        .collect()
 }
 
 fn with_children(n: u64) -> LoadSample {
@@ -38,7 +41,10 @@ fn placement_follows_spare_capacity() {
     let spare = spare_capacity(&loads, &members);
     assert!((spare[0].1 - MIN_SPARE).abs() < 1e-9, "{spare:?}");
     assert!((spare[1].1 - (1.0 + MIN_SPARE)).abs() < 1e-9);
-    assert!((spare[2].1 - (1.0 + MIN_SPARE)).abs() < 1e-9, "no report: idle");
+    assert!(
+        (spare[2].1 - (1.0 + MIN_SPARE)).abs() < 1e-9,
+        "no report: idle"
+    );
     let mut on = BTreeMap::<NodeName, usize>::new();
     for i in 0..6000 {
         let chosen = place(&ChildId::from(format!("child-{i}")), &spare, 1);
@@ -85,7 +91,11 @@ fn rebalance_moves_half_the_spread_above_the_threshold() {
         "at most max_moves"
     );
     assert_eq!(plan_rebalance(&children(&[110, 100, 90]), 0.5, 100), None);
-    assert_eq!(plan_rebalance(&children(&[1, 0]), 0.0, 100), None, "spread < 2");
+    assert_eq!(
+        plan_rebalance(&children(&[1, 0]), 0.0, 100),
+        None,
+        "spread < 2"
+    );
     assert_eq!(plan_rebalance(&children(&[0, 0]), 0.0, 100), None);
     assert_eq!(plan_rebalance(&children(&[7]), 0.0, 100), None);
 }
@@ -145,4 +155,20 @@ proptest! {
             prop_assert_eq!(to, *table.values().min().unwrap());
         }
     }
+}
+
+#[test]
+fn children_alone_weigh_fully_when_no_host_figures_are_reported() {
+    let members = nodes(2);
+    let loads = BTreeMap::from([
+        (members[0].clone(), with_children(100)),
+        (members[1].clone(), with_children(50)),
+    ]);
+    let spare = spare_capacity(&loads, &members);
+    assert!((spare[0].1 - MIN_SPARE).abs() < 1e-9, "{spare:?}");
+    assert!((spare[1].1 - (0.5 + MIN_SPARE)).abs() < 1e-9, "{spare:?}");
+    let idle = spare_capacity(&BTreeMap::new(), &members);
+    assert!(idle
+        .iter()
+        .all(|(_, w)| (*w - (1.0 + MIN_SPARE)).abs() < 1e-9));
 }

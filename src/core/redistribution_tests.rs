@@ -60,6 +60,7 @@ fn guided(mut row: Row, node: &str, fallback: bool) -> Row {
     crate::core::guided::Guided {
         nodes: vec![node.to_owned()],
         fallback,
+        by_load: false,
     }
     .write(&mut row.metadata);
     row

@@ -146,6 +146,7 @@ mod tests {
         Guided {
             nodes: names(&["c", "z"]),
             fallback: false,
+            by_load: false,
         }
         .write(&mut metadata);
         let owners = owners_of(&ring, &ChildId::from("x"), 2, Some(&metadata), |n| {

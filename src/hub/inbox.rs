@@ -94,7 +94,8 @@ impl Inbox {
             | WireMsg::ChildCall { .. }
             | WireMsg::ChildCallReply { .. }
             | WireMsg::Goodbye
-            | WireMsg::GoodbyeAck { .. }) => {
+            | WireMsg::GoodbyeAck { .. }
+            | WireMsg::Rebalance { .. }) => {
                 self.to_coordinator(TransportEvent::Message { from, msg })
             }
             WireMsg::RegistryDelta { changes } => {
@@ -156,6 +157,17 @@ impl Inbox {
                 if let Err(refused) = hub.accept_import(id.clone(), state) {
                     tracing::warn!(peer = %from, child = %id, %refused, "handover state refused: the child starts without it");
                     hub.refusals.count(Refusal::Overloaded);
+                }
+            }
+            WireMsg::LoadReport { sample } => {
+                if hub.is_leader() && hub.is_member(&from) {
+                    let decay = hub.config.load_balancer.decay();
+                    hub.loads.note_report(&from, sample, decay);
+                }
+            }
+            WireMsg::LoadTable { loads } => {
+                if hub.leader().as_ref() == Some(&from) {
+                    hub.loads.set_table(loads, &hub.members());
                 }
             }
             // The transport consumes these; nothing of the hub's owns them.

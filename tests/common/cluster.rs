@@ -24,8 +24,8 @@ use process_hub::sim::invariants::{
 use process_hub::storage::BackendConfig;
 use process_hub::{
     AutoRecoveryConfig, ChildId, ChildKinds, ChildSpec, Distribution, HookEvent, HookHandler,
-    HookKey, HotSwapConfig, Hub, ManifestLocation, Migration, NodeName, Pid, ProcessHub,
-    RedundancySignal, ReplicationModel,
+    HookKey, HotSwapConfig, Hub, LoadBalancerConfig, ManifestLocation, Migration, NodeName, Pid,
+    ProcessHub, RedundancySignal, ReplicationModel,
 };
 
 use super::{wait_for, wait_until, DEADLINE};
@@ -67,6 +67,8 @@ pub struct Options {
     pub hot_swap: Option<HotSwapConfig>,
     /// Replication factor, model and redundancy signal (`None`: one instance per child).
     pub replication: Option<(usize, ReplicationModel, RedundancySignal)>,
+    /// The load balancer's options (read with `Distribution::LoadBalanced`).
+    pub load_balancer: Option<LoadBalancerConfig>,
 }
 
 impl Options {
@@ -86,6 +88,7 @@ impl Options {
             distribution: Distribution::ConsistentHash,
             hot_swap: None,
             replication: None,
+            load_balancer: None,
         }
     }
 
@@ -127,6 +130,13 @@ impl Options {
 
     pub fn distribution(mut self, distribution: Distribution) -> Self {
         self.distribution = distribution;
+        self
+    }
+
+    /// `Distribution::LoadBalanced` with these options.
+    pub fn load_balanced(mut self, options: LoadBalancerConfig) -> Self {
+        self.distribution = Distribution::LoadBalanced;
+        self.load_balancer = Some(options);
         self
     }
 
@@ -214,6 +224,9 @@ impl TestCluster {
         }
         if let Some((factor, model, signal)) = options.replication {
             builder = builder.replication(factor, model).redundancy_signal(signal);
+        }
+        if let Some(load_balancer) = &options.load_balancer {
+            builder = builder.load_balancer(load_balancer.clone());
         }
         if let Some(timing) = &options.hot_swap {
             builder = builder.migration(Migration::Hot).hot_swap(timing.clone());

@@ -81,10 +81,19 @@ pub struct NodeFlags {
     /// (the hub's `nodedown_grace_ms`; default 1000).
     #[arg(long)]
     pub nodedown_grace_ms: Option<u64>,
-    /// How new children are placed: `consistent-hash` (default: on their ring owner) or
-    /// `guided` (on the node each start names; a start without one is refused per child).
+    /// How new children are placed: `consistent-hash` (default: on their ring owner),
+    /// `guided` (on the node each start names; a start without one is refused per child) or
+    /// `load-balanced` (in proportion to each node's spare capacity, as the leader gathers it;
+    /// timing in the file's `[load_balancer]` table).
     #[arg(long, value_parser = parse_distribution)]
     pub distribution: Option<process_hub::Distribution>,
+    /// With --distribution load-balanced: how often loads are reported, in ms (default 5000).
+    #[arg(long)]
+    pub load_push_interval_ms: Option<u64>,
+    /// With --distribution load-balanced: move children when the busiest and the idlest
+    /// node's children differ by more than this percentage of the mean (default 0: never).
+    #[arg(long)]
+    pub load_rebalance_threshold_percent: Option<u32>,
     /// How children move when nodes join or leave: `cold` (default: stopped, then started
     /// elsewhere) or `hot` (kinds that hand over, like counter and kv_shard, keep their state;
     /// timing in the file's `[hot_swap]` table).
@@ -173,6 +182,7 @@ struct FileSettings {
     replication_model: Option<process_hub::ReplicationModel>,
     redundancy_signal: Option<process_hub::RedundancySignal>,
     hot_swap: Option<process_hub::HotSwapConfig>,
+    load_balancer: Option<process_hub::LoadBalancerConfig>,
     max_restarts: Option<u32>,
     max_seconds: Option<u32>,
     hub_max_restarts: Option<u32>,
@@ -227,6 +237,9 @@ pub struct NodeSettings {
     pub redundancy_signal: Option<process_hub::RedundancySignal>,
     /// The hub's `hot_swap` timing from the file (validated by the hub's config).
     pub hot_swap: Option<process_hub::HotSwapConfig>,
+    /// The hub's `load_balancer` options: the file's table with the flags over it (validated
+    /// by the hub's config).
+    pub load_balancer: Option<process_hub::LoadBalancerConfig>,
     /// The hub's restart intensity (`max_restarts`, `max_seconds`, `hub_max_restarts`), each
     /// when set (validated by the hub's config).
     pub restart_intensity: RestartIntensitySettings,
@@ -562,6 +575,11 @@ impl NodeFlags {
             replication_model: self.replication_model.or(file.replication_model),
             redundancy_signal: self.redundancy_signal.or(file.redundancy_signal),
             hot_swap: file.hot_swap.clone(),
+            load_balancer: load_balancer(
+                file.load_balancer.clone(),
+                self.load_push_interval_ms,
+                self.load_rebalance_threshold_percent,
+            ),
             restart_intensity: RestartIntensitySettings {
                 max_restarts: self.max_restarts.or(file.max_restarts),
                 max_seconds: self.max_seconds.or(file.max_seconds),
@@ -571,16 +589,33 @@ impl NodeFlags {
     }
 }
 
+/// The file's `[load_balancer]` table with the flags over it; `None` when neither sets one.
+fn load_balancer(
+    file: Option<process_hub::LoadBalancerConfig>,
+    push_interval_ms: Option<u64>,
+    rebalance_threshold_percent: Option<u32>,
+) -> Option<process_hub::LoadBalancerConfig> {
+    if file.is_none() && push_interval_ms.is_none() && rebalance_threshold_percent.is_none() {
+        return None;
+    }
+    let mut config = file.unwrap_or_default();
+    if let Some(ms) = push_interval_ms {
+        config.push_interval_ms = ms;
+    }
+    if let Some(percent) = rebalance_threshold_percent {
+        config.rebalance_threshold_percent = percent;
+    }
+    Some(config)
+}
+
 /// `--distribution`: the strategies' names as the original spells them, dashed.
 fn parse_distribution(value: &str) -> Result<process_hub::Distribution, String> {
     match value {
         "consistent-hash" | "consistent_hash" => Ok(process_hub::Distribution::ConsistentHash),
         "guided" => Ok(process_hub::Distribution::Guided),
-        "load-balanced" | "load_balanced" => Err(
-            "load-balanced placement is not available yet; use consistent-hash or guided".into(),
-        ),
+        "load-balanced" | "load_balanced" => Ok(process_hub::Distribution::LoadBalanced),
         other => Err(format!(
-            "unknown distribution {other:?}; one of consistent-hash, guided"
+            "unknown distribution {other:?}; one of consistent-hash, guided, load-balanced"
         )),
     }
 }

@@ -89,6 +89,8 @@ pub(crate) struct ClusterState {
     pub failed: BTreeMap<ChildId, (Row, Cause)>,
     pub retry_timer: Option<Timer>,
     pub sync_timer: Option<Timer>,
+    /// The next load report (`Distribution::LoadBalanced`).
+    pub load_timer: Option<Timer>,
     /// This node is leaving: no more passes.
     pub self_leaving: bool,
     /// A graceful leave waiting for the peers' answers to its goodbye before it hands over.
@@ -132,6 +134,7 @@ impl ClusterState {
             failed: BTreeMap::new(),
             retry_timer: None,
             sync_timer: None,
+            load_timer: None,
             self_leaving: false,
             leave: None,
             calls: BTreeMap::new(),
@@ -273,6 +276,7 @@ impl CoordinatorState {
             .chain(cluster.flush_timer.take())
             .chain(cluster.retry_timer.take())
             .chain(cluster.sync_timer.take())
+            .chain(cluster.load_timer.take())
         {
             t.abort();
         }

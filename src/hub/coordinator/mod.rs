@@ -23,6 +23,7 @@
 mod answers;
 mod cluster;
 mod handover;
+mod load_balance;
 mod membership;
 mod messaging;
 mod pipeline;
@@ -184,6 +185,7 @@ impl Actor for Coordinator {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         state.arm_sync_timer(&myself);
+        state.arm_load_timer(&myself);
         Ok(())
     }
 

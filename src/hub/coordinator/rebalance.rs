@@ -201,37 +201,8 @@ impl CoordinatorState {
             let excess = std::mem::take(&mut plan.excess);
             self.deliver_stop(myself, &me, request_id, excess, false, true);
         }
-        // Cold swap: stop here first (one batch per new owner), start there when stopped.
-        // Children that hand their state over under `migration = "hot"` export it first.
         for (target, rows) in plan.migrations {
-            let (hot, rows) = self.split_hot(rows);
-            if !hot.is_empty() {
-                let after = AfterExport::Migrate {
-                    target: target.clone(),
-                    why: moved_because,
-                    rows: hot.clone(),
-                };
-                self.begin_export(myself, &hot, after);
-            }
-            if rows.is_empty() {
-                continue;
-            }
-            let request_id = self.next_id();
-            let timeout = self.internal_timeout();
-            let ids = rows.iter().map(|r| r.spec.id.clone()).collect();
-            let by_node = BTreeMap::from([(me.clone(), ids)]);
-            self.begin_stop(
-                myself,
-                request_id,
-                by_node,
-                Vec::new(),
-                StopPurpose::Migration {
-                    target,
-                    why: moved_because,
-                    rows,
-                },
-                timeout,
-            );
+            self.migrate(myself, target, rows, moved_because);
         }
         // The owner starts it; every other holder of the stub asks the owner too (the owner may
         // not hold it: a restarted node starts empty), and the owner's supervisor keeps it to
@@ -256,6 +227,43 @@ impl CoordinatorState {
                 replacing,
             }
         });
+    }
+
+    /// Moves `rows`, children running here, to `target`. A cold swap: stopped here first (one
+    /// batch), started there when stopped. Children that hand their state over under
+    /// `migration = "hot"` export it first and start there with it. The caller has marked them
+    /// `migrating`.
+    pub(super) fn migrate(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        target: NodeName,
+        rows: Vec<Row>,
+        why: MoveReason,
+    ) {
+        let (hot, rows) = self.split_hot(rows);
+        if !hot.is_empty() {
+            let after = AfterExport::Migrate {
+                target: target.clone(),
+                why,
+                rows: hot.clone(),
+            };
+            self.begin_export(myself, &hot, after);
+        }
+        if rows.is_empty() {
+            return;
+        }
+        let request_id = self.next_id();
+        let timeout = self.internal_timeout();
+        let ids = rows.iter().map(|r| r.spec.id.clone()).collect();
+        let by_node = BTreeMap::from([(self.hub.node.clone(), ids)]);
+        self.begin_stop(
+            myself,
+            request_id,
+            by_node,
+            Vec::new(),
+            StopPurpose::Migration { target, why, rows },
+            timeout,
+        );
     }
 
     /// The second half of a migration: the children stopped here start on their owner.

@@ -147,6 +147,7 @@ impl CoordinatorState {
                 self.publish_membership();
             }
             WireMsg::GoodbyeAck { leaving } => self.on_goodbye_ack(myself, from, leaving),
+            WireMsg::Rebalance { to, count } => self.rebalance_out(myself, &from, to, count),
             WireMsg::ChildCast { id, payload, hops } => self.child_cast(id, payload, hops),
             WireMsg::ChildCall {
                 request_id,

@@ -141,6 +141,7 @@ impl CoordinatorState {
             }
             ClusterMsg::HandoffsExpire => self.hub.expire_handoffs(),
             ClusterMsg::RetryAbandonedMoves => self.retry_abandoned(myself),
+            ClusterMsg::LoadTick => self.on_load_tick(myself),
         }
     }
 

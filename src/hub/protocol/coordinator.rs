@@ -92,4 +92,6 @@ pub(crate) enum ClusterMsg {
     /// Hot moves were abandoned (their children stay here, off their owner): a pass moves
     /// them again.
     RetryAbandonedMoves,
+    /// Time to report this node's load (`Distribution::LoadBalanced`).
+    LoadTick,
 }

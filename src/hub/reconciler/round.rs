@@ -338,6 +338,7 @@ type StartAnswer =
 /// A guided child's placement record goes back into the start's `child_mapping`, so it starts on
 /// its node (or, allowed to fall back, on its ring owner while its node is gone).
 fn submit(hub: &HubShared, batch: Vec<OrphanStart>) -> Vec<StartAnswer> {
+    // (metadata, check_existing, fallback): one start request each.
     type Group = (Metadata, bool, bool);
     let mut groups: BTreeMap<Group, Vec<(ChildSpec, Option<Guided>)>> = BTreeMap::new();
     for orphan in batch {
@@ -362,6 +363,9 @@ fn submit(hub: &HubShared, batch: Vec<OrphanStart>) -> Vec<StartAnswer> {
         let mut specs = Vec::with_capacity(children.len());
         for (spec, guided) in children {
             if let Some(guided) = guided {
+                if guided.by_load {
+                    opts.placed_by_load.insert(spec.id.clone());
+                }
                 opts.child_mapping.insert(spec.id.clone(), guided.nodes);
             }
             specs.push(spec);

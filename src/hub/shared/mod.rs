@@ -15,6 +15,7 @@
 //! - [`monitors`]: monitors set on this node and watches on its children.
 
 pub(crate) mod handoff;
+pub(crate) mod loads;
 pub(crate) mod monitors;
 pub(crate) mod owned_task;
 pub(crate) mod post;
@@ -167,6 +168,8 @@ pub(crate) struct HubShared {
     pub monitors: monitors::Monitors,
     /// Hot moves: local children moving away, and states for children about to start here.
     pub handoffs: handoff::Handoffs,
+    /// The members' loads, for `Distribution::LoadBalanced`.
+    pub loads: loads::Loads,
     /// Bugs the simulator injected into this hub.
     #[cfg(feature = "sim")]
     pub bugs: BTreeSet<simulation::InjectedBug>,
@@ -233,6 +236,7 @@ impl HubShared {
             typed: typed::TypedCalls::default(),
             monitors: monitors::Monitors::default(),
             handoffs: handoff::Handoffs::default(),
+            loads: loads::Loads::default(),
             #[cfg(feature = "sim")]
             bugs: BTreeSet::new(),
             #[cfg(feature = "sim")]
@@ -250,6 +254,51 @@ impl HubShared {
         {
             let _ = bug;
             false
+        }
+    }
+
+    /// Whether this node's load includes its host's figures (scheduler, run queue, memory):
+    /// only where a node is alone in its process, as on the networks that serve remote
+    /// clients. Nodes sharing a process (the in-process network, the simulator) would all
+    /// report the same host, so they report their children alone.
+    pub fn measures_host_load(&self) -> bool {
+        self.network
+            .as_ref()
+            .is_some_and(|n| n.serves_remote_clients())
+    }
+
+    /// With `Distribution::LoadBalanced`, chooses the nodes of every child of a start that
+    /// does not name its own (`core::load`), once, where the start enters the hub: the choice
+    /// is then carried like a guided placement. Left to the ring while there are fewer members
+    /// than the replication factor.
+    pub fn place_by_load(
+        &self,
+        specs: &[crate::model::ChildSpec],
+        opts: &mut crate::api::StartOptions,
+    ) {
+        opts.placed_by_load.clear();
+        if self.config.distribution != crate::config::Distribution::LoadBalanced {
+            return;
+        }
+        let ring = self.ring();
+        let members: Vec<NodeName> = self
+            .members()
+            .into_iter()
+            .filter(|n| *n == self.node || ring.contains(n))
+            .collect();
+        let k = self.config.replication_factor.max(1);
+        if members.len() < k {
+            return;
+        }
+        let unmapped = specs
+            .iter()
+            .map(|s| &s.id)
+            .filter(|id| !opts.child_mapping.contains_key(*id));
+        for (id, nodes) in self.loads.choose(unmapped, &members, k) {
+            if nodes.len() == k {
+                opts.placed_by_load.insert(id.clone());
+                opts.child_mapping.insert(id, nodes);
+            }
         }
     }
 

@@ -207,7 +207,8 @@ impl HubSupState {
     }
 
     /// A start: `durable: true` goes through the DeclaredLeader (declare, then start).
-    fn route_start(&self, specs: Vec<ChildSpec>, opts: StartOptions, reply: StartReplyPort) {
+    fn route_start(&self, specs: Vec<ChildSpec>, mut opts: StartOptions, reply: StartReplyPort) {
+        self.shared.place_by_load(&specs, &mut opts);
         if !opts.durable {
             return self.shared.start_through_coordinator(specs, opts, reply);
         }

@@ -1,0 +1,167 @@
+//! Load-based placement carried out (`Distribution::LoadBalanced`): the report timer, the
+//! leader's table and rebalance plan, and the busiest node's moves. The decisions are
+//! `core::load`'s; this file samples, sends and moves.
+
+use std::time::Duration;
+
+use ractor::ActorRef;
+
+use super::CoordinatorState;
+use crate::cluster::wire::WireMsg;
+use crate::config::Distribution;
+use crate::core::guided::Guided;
+use crate::core::load::plan_rebalance;
+use crate::events::MoveReason;
+use crate::hub::protocol::{ClusterMsg, CoordinatorMsg};
+use crate::model::{NodeName, Row};
+
+impl CoordinatorState {
+    /// Arms the next load report (only with `Distribution::LoadBalanced`).
+    pub(in crate::hub) fn arm_load_timer(&mut self, myself: &ActorRef<CoordinatorMsg>) {
+        if self.hub.config.distribution != Distribution::LoadBalanced {
+            return;
+        }
+        let period = Duration::from_millis(self.hub.config.load_balancer.push_interval_ms);
+        if let Some(cluster) = &mut self.cluster {
+            let timer = myself.send_after(period, || CoordinatorMsg::Cluster(ClusterMsg::LoadTick));
+            if let Some(old) = cluster.load_timer.replace(timer) {
+                old.abort();
+            }
+        }
+    }
+
+    /// The members that may take children: this node and the ring's (a leaving node is off the
+    /// ring already).
+    fn placeable_members(&self) -> Vec<NodeName> {
+        let ring = self.hub.ring();
+        self.hub
+            .members()
+            .into_iter()
+            .filter(|n| *n == self.hub.node || ring.contains(n))
+            .collect()
+    }
+
+    /// Every report interval: a member sends its load to the leader; the leader folds in its
+    /// own, sends the table to every member, and asks the busiest member to move children when
+    /// the cluster is uneven past the threshold.
+    pub(super) fn on_load_tick(&mut self, myself: &ActorRef<CoordinatorMsg>) {
+        self.arm_load_timer(myself);
+        let hub = self.hub.clone();
+        let Some(cluster) = &self.cluster else {
+            return;
+        };
+        let sample = hub
+            .loads
+            .sample(hub.local_children.len(), hub.measures_host_load());
+        let Some(leader) = hub.leader() else {
+            return;
+        };
+        if leader != hub.node {
+            if let Err(e) = cluster
+                .transport
+                .send(&leader, &WireMsg::LoadReport { sample })
+            {
+                tracing::debug!(%leader, error = %e, "load report not sent");
+            }
+            return;
+        }
+        let config = &hub.config.load_balancer;
+        hub.loads.note_report(&hub.node, sample, config.decay());
+        let members = self.placeable_members();
+        let loads = hub.loads.leader_table(&members);
+        if let Err(e) = cluster.transport.broadcast(&WireMsg::LoadTable { loads }) {
+            tracing::debug!(error = %e, "load table not sent");
+        }
+        let Some(threshold) = config.rebalance_threshold() else {
+            return;
+        };
+        let counts = hub.loads.children_counts(&members);
+        if counts.len() < members.len() {
+            return; // not every member has reported yet
+        }
+        let Some(plan) = plan_rebalance(&counts, threshold, u64::from(config.rebalance_batch))
+        else {
+            return;
+        };
+        tracing::info!(from = %plan.from, to = %plan.to, count = plan.count, ?counts, "load rebalance");
+        if plan.from == hub.node {
+            self.rebalance_out(myself, &leader, plan.to, plan.count);
+        } else if let Err(e) = cluster.transport.send(
+            &plan.from,
+            &WireMsg::Rebalance {
+                to: plan.to.clone(),
+                count: plan.count,
+            },
+        ) {
+            tracing::debug!(node = %plan.from, error = %e, "rebalance request not sent");
+        }
+    }
+
+    /// The leader (`from`) asked this node to move `count` of its children placed by load to
+    /// `to`: the lowest ids that run here, are not moving already and do not run on `to`, each
+    /// re-recorded on `to` in place of this node. Refused while a move is still under way here
+    /// (the leader asks again after the next reports), or when `from` is not the leader or
+    /// `to` not a member.
+    pub(super) fn rebalance_out(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        from: &NodeName,
+        to: NodeName,
+        count: u64,
+    ) {
+        let hub = self.hub.clone();
+        let me = hub.node.clone();
+        if hub.config.distribution != Distribution::LoadBalanced
+            || hub.leader().as_ref() != Some(from)
+            || to == me
+            || !self.placeable_members().contains(&to)
+        {
+            tracing::debug!(%from, %to, "rebalance request ignored");
+            return;
+        }
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        if cluster.self_leaving || !cluster.migrating.is_empty() || !cluster.failed.is_empty() {
+            tracing::debug!(%to, count, "rebalance deferred: moves under way");
+            return;
+        }
+        let stopping = hub.replicas_stopping();
+        let mut ids: Vec<_> = hub
+            .local_children
+            .iter()
+            .map(|e| e.key().clone())
+            .filter(|id| !stopping.contains(id))
+            .collect();
+        ids.sort();
+        let mut rows: Vec<Row> = Vec::new();
+        for id in ids {
+            if rows.len() as u64 >= count {
+                break;
+            }
+            let Some(mut row) = hub.storage.get(&id) else {
+                continue;
+            };
+            let Some(mut guided) = Guided::of(&row.metadata) else {
+                continue;
+            };
+            if !guided.by_load || guided.nodes.contains(&to) || row.node_pids.contains_key(&to) {
+                continue;
+            }
+            let Some(slot) = guided.nodes.iter_mut().find(|n| **n == me) else {
+                continue;
+            };
+            *slot = to.clone();
+            guided.write(&mut row.metadata);
+            rows.push(row);
+        }
+        if rows.is_empty() {
+            return;
+        }
+        tracing::info!(%to, moving = rows.len(), "moving children for load");
+        cluster
+            .migrating
+            .extend(rows.iter().map(|r| r.spec.id.clone()));
+        self.migrate(myself, to, rows, MoveReason::LoadImbalance);
+    }
+}

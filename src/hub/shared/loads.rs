@@ -1,0 +1,136 @@
+//! This node's part in load-based placement (`Distribution::LoadBalanced`, `core::load`): its
+//! own load sample, the table of every member's load it places children by, and, on the
+//! leader, each member's average over its reports.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use crate::core::load::{place, spare_capacity, LoadAverage, LoadSample};
+use crate::model::{ChildId, NodeName};
+
+/// The loads this node knows.
+#[derive(Default)]
+pub(crate) struct Loads {
+    /// The table the leader last sent (the leader's own, on the leader): what starts place by.
+    table: RwLock<BTreeMap<NodeName, LoadSample>>,
+    /// On the leader: each member's average over its reports.
+    averages: Mutex<BTreeMap<NodeName, LoadAverage>>,
+    /// On the leader: each member's children in its latest report. A rebalance counts these,
+    /// not the averages, so one imbalance is not answered twice while the average catches up.
+    latest_children: Mutex<BTreeMap<NodeName, u64>>,
+    /// The scheduler's busy time at the previous sample.
+    busy_mark: Mutex<Option<(Instant, Duration)>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Loads {
+    /// This node's load now: its `children`, and with `host` the scheduler's busy share since
+    /// the previous sample, its global queue and the process's resident memory
+    /// (`HubShared::measures_host_load`).
+    pub fn sample(&self, children: usize, host: bool) -> LoadSample {
+        let mut sample = LoadSample {
+            children: children as u64,
+            ..LoadSample::default()
+        };
+        if !host {
+            return sample;
+        }
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let metrics = handle.metrics();
+            let workers = metrics.num_workers();
+            let busy: Duration = (0..workers)
+                .map(|w| metrics.worker_total_busy_duration(w))
+                .sum();
+            let now = Instant::now();
+            let mut mark = lock(&self.busy_mark);
+            if let Some((then, busy_then)) = *mark {
+                let wall = now.duration_since(then).as_secs_f64() * workers.max(1) as f64;
+                if wall > 0.0 {
+                    let share = busy.saturating_sub(busy_then).as_secs_f64() / wall;
+                    sample.busy_permille = (share * 1000.0).round().clamp(0.0, 1000.0) as u64;
+                }
+            }
+            *mark = Some((now, busy));
+            sample.run_queue = metrics.global_queue_depth() as u64;
+        }
+        sample.memory_bytes = resident_bytes().unwrap_or(0);
+        sample
+    }
+
+    /// The leader folds in a member's report.
+    pub fn note_report(&self, node: &NodeName, sample: LoadSample, decay: f64) {
+        let sample = sample.bounded();
+        lock(&self.averages)
+            .entry(node.clone())
+            .and_modify(|avg| avg.update(sample, decay))
+            .or_insert_with(|| LoadAverage::first(sample));
+        lock(&self.latest_children).insert(node.clone(), sample.children);
+    }
+
+    /// The leader's table of the members' averages (nodes no longer members are forgotten),
+    /// which it also places by.
+    pub fn leader_table(&self, members: &[NodeName]) -> Vec<(NodeName, LoadSample)> {
+        let is_member = |n: &NodeName| members.contains(n);
+        lock(&self.averages).retain(|n, _| is_member(n));
+        lock(&self.latest_children).retain(|n, _| is_member(n));
+        let table: Vec<(NodeName, LoadSample)> = lock(&self.averages)
+            .iter()
+            .map(|(n, avg)| (n.clone(), avg.sample()))
+            .collect();
+        self.set_table(table.clone(), members);
+        table
+    }
+
+    /// Each member's children in its latest report, for the rebalance (members that have not
+    /// reported yet are left out: nothing moves on a guess).
+    pub fn children_counts(&self, members: &[NodeName]) -> BTreeMap<NodeName, u64> {
+        lock(&self.latest_children)
+            .iter()
+            .filter(|(n, _)| members.contains(n))
+            .map(|(n, c)| (n.clone(), *c))
+            .collect()
+    }
+
+    /// Takes the leader's table; entries for nodes that are not members are dropped (so a
+    /// peer's frame cannot grow it past the members).
+    pub fn set_table(&self, table: Vec<(NodeName, LoadSample)>, members: &[NodeName]) {
+        let table = table
+            .into_iter()
+            .filter(|(n, _)| members.contains(n))
+            .map(|(n, s)| (n, s.bounded()))
+            .collect();
+        *self.table.write().unwrap_or_else(|e| e.into_inner()) = table;
+    }
+
+    /// The table this node places by.
+    pub fn table(&self) -> BTreeMap<NodeName, LoadSample> {
+        self.table.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Chooses `k` nodes among `members` for each of `ids` (`core::load::place`), from one
+    /// reading of the table.
+    pub fn choose<'a>(
+        &self,
+        ids: impl IntoIterator<Item = &'a ChildId>,
+        members: &[NodeName],
+        k: usize,
+    ) -> BTreeMap<ChildId, Vec<NodeName>> {
+        let spare = spare_capacity(&self.table(), members);
+        let mut seen = BTreeSet::new();
+        ids.into_iter()
+            .filter(|id| seen.insert(*id))
+            .map(|id| (id.clone(), place(id, &spare, k)))
+            .collect()
+    }
+}
+
+/// The process's resident memory, from `/proc/self/statm` (Linux; `None` elsewhere).
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
