@@ -65,6 +65,10 @@ pub struct DemoArgs {
     /// tickers (no handover: always a cold swap), in the same join.
     #[arg(long)]
     pub migration: Option<process_hub::Migration>,
+    /// The nodes' `--distribution`: `consistent-hash` (default) or `load-balanced` (loads
+    /// reported every 500 ms; the start rate then includes placing each child by load).
+    #[arg(long, value_parser = crate::cli::node_settings::parse_distribution)]
+    pub distribution: Option<process_hub::Distribution>,
 }
 
 /// Why the demo could not complete.
@@ -267,6 +271,20 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
         options
             .extra_args
             .extend(["--migration".to_owned(), name.to_owned()]);
+    }
+    match args.distribution {
+        Some(process_hub::Distribution::LoadBalanced) => options.extra_args.extend([
+            "--distribution".to_owned(),
+            "load-balanced".to_owned(),
+            "--load-push-interval-ms".to_owned(),
+            "500".to_owned(),
+        ]),
+        Some(process_hub::Distribution::Guided) => {
+            return Err(DemoError::Invalid(
+                "--distribution guided needs a node for every child; use consistent-hash or load-balanced".into(),
+            ))
+        }
+        _ => {}
     }
     if args.replication_factor > 1 {
         options.extra_args.extend([

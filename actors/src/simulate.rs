@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use clap::Args;
-use process_hub::config::Migration;
+use process_hub::config::{Distribution, Migration};
 use process_hub::sim::{run_seed, InjectedBug, SeedReport, SimOptions, SweepReport};
 use serde::{Deserialize, Serialize};
 
@@ -48,6 +48,10 @@ pub struct SimulateArgs {
     /// the seed says), to replay a seed the other way.
     #[arg(long, value_name = "hot|cold")]
     pub migration: Option<Migration>,
+    /// How children are placed: `consistent-hash` or `load-balanced` for every seed (default:
+    /// one run in five load-balanced, as the seed says), to replay a seed the other way.
+    #[arg(long, value_name = "consistent-hash|load-balanced", value_parser = parse_sim_distribution)]
+    pub distribution: Option<Distribution>,
     /// Run only the seeds `from + k` with `k % N == I` (`I/N`); what each job of a sweep runs.
     #[arg(long, hide = true)]
     pub shard: Option<String>,
@@ -95,11 +99,30 @@ pub fn replay_command(seed: u64) -> String {
     format!("bash scripts/simulate.sh --seed {seed} --trace")
 }
 
-/// The command that replays `seed` as the sweep ran it (with its `--migration`, if forced).
-fn replay_as_run(seed: u64, migration: Option<Migration>) -> String {
-    match migration {
-        Some(m) => format!("{} --migration {}", replay_command(seed), migration_name(m)),
-        None => replay_command(seed),
+/// The command that replays `seed` as the sweep ran it (with its `--migration` and
+/// `--distribution`, if forced).
+fn replay_as_run(seed: u64, args: &SimulateArgs) -> String {
+    let mut command = replay_command(seed);
+    if let Some(m) = args.migration {
+        command.push_str(&format!(" --migration {}", migration_name(m)));
+    }
+    if let Some(d) = args.distribution {
+        command.push_str(&format!(" --distribution {}", distribution_name(d)));
+    }
+    command
+}
+
+fn distribution_name(distribution: Distribution) -> &'static str {
+    match distribution {
+        Distribution::LoadBalanced => "load-balanced",
+        _ => "consistent-hash",
+    }
+}
+
+fn parse_sim_distribution(value: &str) -> Result<Distribution, String> {
+    match crate::cli::node_settings::parse_distribution(value)? {
+        Distribution::Guided => Err("the simulator runs consistent-hash or load-balanced".into()),
+        other => Ok(other),
     }
 }
 
@@ -116,11 +139,12 @@ fn options(args: &SimulateArgs, keep_trace: bool) -> SimOptions {
         keep_trace,
         bugs: args.bugs.iter().copied().collect(),
         migration: args.migration,
+        distribution: args.distribution,
         ..SimOptions::default()
     }
 }
 
-fn describe_failure(report: &SeedReport, migration: Option<Migration>) -> Option<String> {
+fn describe_failure(report: &SeedReport, args: &SimulateArgs) -> Option<String> {
     let failure = report.failure.as_ref()?;
     Some(format!(
         "seed {} FAILED after step {} at {} ms: {} (replay: {})",
@@ -128,7 +152,7 @@ fn describe_failure(report: &SeedReport, migration: Option<Migration>) -> Option
         failure.step,
         failure.at_ms,
         failure.violation,
-        replay_as_run(report.seed, migration)
+        replay_as_run(report.seed, args)
     ))
 }
 
@@ -162,7 +186,7 @@ fn run_one(args: &SimulateArgs, seed: u64) -> bool {
         report.acknowledged_increments,
         report.imports
     );
-    if let Some(failure) = describe_failure(&report, args.migration) {
+    if let Some(failure) = describe_failure(&report, args) {
         let _ = writeln!(out, "{failure}");
     }
     let _ = writeln!(out, "trace_hash={:016x}", report.trace_hash);
@@ -190,7 +214,7 @@ fn run_shard(args: &SimulateArgs, shard: &str) -> Result<bool, String> {
     for k in (index..args.seeds).step_by(count as usize) {
         let report = run_seed(args.from + k, &options);
         sweep.add(&report);
-        match describe_failure(&report, args.migration) {
+        match describe_failure(&report, args) {
             Some(failure) => eprintln!("{failure}"),
             None => eprintln!("seed {} ok ({} ms)", report.seed, report.wall_ms),
         }
@@ -232,6 +256,9 @@ fn run_sweep(args: &SimulateArgs) -> Result<bool, String> {
         }
         if let Some(migration) = args.migration {
             command.args(["--migration", migration_name(migration)]);
+        }
+        if let Some(distribution) = args.distribution {
+            command.args(["--distribution", distribution_name(distribution)]);
         }
         let child = command
             .stdout(Stdio::piped())

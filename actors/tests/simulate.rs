@@ -207,3 +207,8 @@ fn two_active_replicas_are_caught() {
 fn a_replica_lost_with_its_node_and_never_re_created_is_caught() {
     caught("skip_replica_recreation", "registries_agree", "12");
 }
+
+#[test]
+fn a_node_that_ignores_the_load_balancer_is_caught() {
+    caught("ignore_rebalance", "load_balanced", "2");
+}

@@ -212,3 +212,32 @@ pub struct CastAccepted {
     /// The node this node's registry names as the child's host when the cast was sent.
     pub node: Option<String>,
 }
+
+/// `GET /v1/loads`: the members' loads this node places new children by.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadsResponse {
+    /// The node answering.
+    pub node: String,
+    /// The hub's distribution (`consistent_hash`, `guided`, `load_balanced`).
+    pub distribution: String,
+    /// The leader that gathers the loads and sends the table.
+    pub leader: Option<String>,
+    /// Each member's load as the leader's last table says (an average over its reports);
+    /// empty with another distribution or before the first table.
+    pub nodes: Vec<NodeLoad>,
+}
+
+/// One member's row of [`LoadsResponse`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeLoad {
+    /// The member.
+    pub node: String,
+    /// Children it runs.
+    pub children: u64,
+    /// Its scheduler's busy share, in thousandths.
+    pub busy_permille: u64,
+    /// Tasks in its scheduler's global queue.
+    pub run_queue: u64,
+    /// Its process's resident memory, in bytes.
+    pub memory_bytes: u64,
+}

@@ -13,8 +13,8 @@ use crate::api::{ChildStartError, ChildStopError, Hub, StartError, StartOptions,
 use crate::model::{ChildId, ChildSpec, Restart};
 
 use super::dto::{
-    ChildView, Health, NodePid, StartError as AdminStartError, StartResponse, StartSpec,
-    StartedChild, StopResponse, StoppedChild,
+    ChildView, Health, LoadsResponse, NodeLoad, NodePid, StartError as AdminStartError,
+    StartResponse, StartSpec, StartedChild, StopResponse, StoppedChild,
 };
 use super::{AdminError, AdminOps, ChildrenPage, PageCollector, RegistrySummary};
 
@@ -163,6 +163,25 @@ impl AdminOps for Hub {
                 .refused_peer_input()
                 .into_iter()
                 .map(|(reason, n)| (reason.to_owned(), n))
+                .collect(),
+        })
+    }
+
+    async fn loads(&self) -> Result<LoadsResponse, AdminError> {
+        Ok(LoadsResponse {
+            node: self.node().clone(),
+            distribution: self.shared().config.distribution.name().to_owned(),
+            leader: self.shared().leader(),
+            nodes: self
+                .load_table()
+                .into_iter()
+                .map(|(node, s)| NodeLoad {
+                    node,
+                    children: s.children,
+                    busy_permille: s.busy_permille,
+                    run_queue: s.run_queue,
+                    memory_bytes: s.memory_bytes,
+                })
                 .collect(),
         })
     }

@@ -40,8 +40,8 @@ mod summary;
 pub use config::{AdminConfig, AdminLimits, AdminToken, AdminTokenError};
 pub use dto::{CastAccepted, ChildAnswer};
 pub use dto::{
-    ChildView, ClearResponse, DeclaredChildView, DeclaredResponse, Health, NodePid, StartError,
-    StartResponse, StartSpec, StartedChild, StopResponse, StoppedChild,
+    ChildView, ClearResponse, DeclaredChildView, DeclaredResponse, Health, LoadsResponse, NodeLoad,
+    NodePid, StartError, StartResponse, StartSpec, StartedChild, StopResponse, StoppedChild,
 };
 pub use error::AdminError;
 pub use hub_ops::{start_error_code, stop_error_code, ADMIN_REQUEST_TIMEOUT};

@@ -16,8 +16,8 @@ use serde::Deserialize;
 use crate::model::ChildId;
 
 use super::dto::{
-    CastAccepted, ChildView, ClearResponse, DeclaredResponse, Health, StartResponse, StartSpec,
-    StopResponse,
+    CastAccepted, ChildView, ClearResponse, DeclaredResponse, Health, LoadsResponse, StartResponse,
+    StartSpec, StopResponse,
 };
 use super::messaging::{self, CallOutcome};
 use super::page::ChildrenPage;
@@ -77,6 +77,15 @@ pub trait AdminOps: Clone + Send + Sync + 'static {
         async {
             Err(AdminError::NotFound(
                 "this node does not summarize its registry".into(),
+            ))
+        }
+    }
+    /// The members' loads this node places new children by (`GET /v1/loads`). Optional: the
+    /// default answers 404.
+    fn loads(&self) -> impl Future<Output = Result<LoadsResponse, AdminError>> + Send {
+        async {
+            Err(AdminError::NotFound(
+                "this node does not report loads".into(),
             ))
         }
     }
@@ -144,6 +153,7 @@ pub fn router_with<O: AdminOps>(ops: O, config: AdminConfig) -> Router {
         )
         .route("/v1/registry/summary", get(registry_summary::<O>))
         .route("/v1/declared", get(declared::<O>))
+        .route("/v1/loads", get(loads::<O>))
         .route(
             "/v1/declared/clear",
             axum::routing::post(clear_declared::<O>),
@@ -312,6 +322,10 @@ async fn registry_summary<O: AdminOps>(
     State(r): State<Routes<O>>,
 ) -> Result<Json<RegistrySummary>, AdminError> {
     r.ops.registry_summary().await.map(Json)
+}
+
+async fn loads<O: AdminOps>(State(r): State<Routes<O>>) -> Result<Json<LoadsResponse>, AdminError> {
+    r.ops.loads().await.map(Json)
 }
 
 async fn declared<O: AdminOps>(

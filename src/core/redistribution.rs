@@ -10,7 +10,8 @@
 //!   child; a node that does not hold the row (it restarted empty) learns it from the others.
 //!
 //! A guided child (`core::guided`) never migrates, and is re-placed on its own node, or on its
-//! ring owner only when all its nodes are gone and its start allowed it.
+//! ring owner only when all its nodes are gone and its start allowed it. A child placed by load
+//! (`core::load`) re-placed on its ring owner is recorded there.
 //!
 //! A node counts as live while it is up or within its grace period after going down, so a flap
 //! shorter than the grace moves nothing. A child with a migration or a re-placement in flight,
@@ -207,10 +208,16 @@ pub fn plan_replicated_redistribution<'a>(
             continue;
         }
         if live.is_member(owner) {
-            plan.replacements
-                .entry(owner.clone())
-                .or_default()
-                .push(row.clone());
+            let mut row = row.clone();
+            let owner = owner.clone();
+            if let Some(mut placed) = guided.filter(|g| g.by_load && !g.nodes.contains(&owner)) {
+                // Placed by load, its node gone: it falls back to its ring owner and is
+                // recorded there, so nothing waits for the old node and a rebalance may move
+                // it. Every node holding the stub records the same owner.
+                placed.nodes = vec![owner.clone()];
+                placed.write(&mut row.metadata);
+            }
+            plan.replacements.entry(owner).or_default().push(row);
         }
     }
     plan

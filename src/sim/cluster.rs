@@ -30,7 +30,12 @@ const EPOCH_MS: u64 = 1_767_225_600_000;
 /// The timing every simulated hub runs with: the production defaults scaled down, so that a
 /// run covers many membership changes, syncs and rounds in little virtual time; `migration`
 /// as the run drew it, and each child on `replicas` nodes (active-passive).
-pub fn sim_config(node: &str, migration: Migration, replicas: usize) -> ProcessHub {
+pub fn sim_config(
+    node: &str,
+    migration: Migration,
+    replicas: usize,
+    distribution: crate::config::Distribution,
+) -> ProcessHub {
     let recovery = AutoRecoveryConfig {
         reconcile_grace_ms: 1_500,
         reconcile_interval_ms: 2_000,
@@ -51,6 +56,13 @@ pub fn sim_config(node: &str, migration: Migration, replicas: usize) -> ProcessH
         .auto_recovery(recovery)
         .migration(migration)
         .replication(replicas, crate::config::ReplicationModel::ActivePassive)
+        .distribution(distribution)
+        .load_balancer(crate::config::LoadBalancerConfig {
+            push_interval_ms: 1_000,
+            decay_percent: 50,
+            rebalance_threshold_percent: 50,
+            rebalance_batch: 5,
+        })
         .build_unchecked()
 }
 
@@ -118,6 +130,8 @@ pub struct SimCluster {
     hubs: Arc<Mutex<BTreeMap<NodeName, Hub>>>,
     /// How many nodes run each child (the hubs' `replication_factor`).
     pub replicas: usize,
+    /// How new children are placed (the hubs' `distribution`).
+    pub distribution: crate::config::Distribution,
 }
 
 impl SimCluster {
@@ -148,6 +162,7 @@ impl SimCluster {
             book,
             hubs: Arc::default(),
             replicas: 1,
+            distribution: crate::config::Distribution::ConsistentHash,
         }
     }
 
@@ -185,7 +200,7 @@ impl SimCluster {
             observer: Some(self.observer.clone()),
         };
         let spawned = Hub::builder(
-            sim_config(name, self.migration, self.replicas),
+            sim_config(name, self.migration, self.replicas, self.distribution),
             self.kinds.clone(),
         )
         .network(Arc::new(network))

@@ -16,6 +16,7 @@
 //! | [`Invariant::HandoverStateKept`] | every step, quiescence (hot runs) | an instance the hub reports as having taken a hot-moved child's state (`outcome: imported`) took it before any other message; no two instances of one state's lineage diverge with both acknowledged (each acknowledged an increment the other lacks; increments applied during a partition aside) |
 //! | [`Invariant::NoAckedMessageLostAcrossMove`] | every step, quiescence (hot runs) | every increment acknowledged by the instance that exported a state, before the import, is in the imported state |
 //! | [`Invariant::OneActiveReplica`] | every step | with replicas (active-passive), no two nodes that see the same members both hold a child's active replica |
+//! | [`Invariant::LoadBalanced`] | quiescence | in a load-balanced run, every child runs on the nodes its row records, and no rebalance the leader would ask for is left undone |
 //!
 //! In a run with a replication factor k above 1, "once" reads "on exactly its k owners":
 //! `declared_run_once`, `registries_agree` and `placement_bounded` count a child's replicas.
@@ -69,11 +70,15 @@ pub enum Invariant {
     NoAckedMessageLostAcrossMove,
     /// At most one active replica of a child among nodes that agree on the members.
     OneActiveReplica,
+    /// In a load-balanced run, at quiescence, no move the load balancer would make is left
+    /// undone: the children per node are within the rebalance threshold, or the busiest node
+    /// has no child it may move.
+    LoadBalanced,
 }
 
 impl Invariant {
     /// Every invariant.
-    pub const ALL: [Invariant; 13] = [
+    pub const ALL: [Invariant; 14] = [
         Invariant::DeclaredRunOnce,
         Invariant::StoppedStaysStopped,
         Invariant::RegistriesAgree,
@@ -87,6 +92,7 @@ impl Invariant {
         Invariant::HandoverStateKept,
         Invariant::NoAckedMessageLostAcrossMove,
         Invariant::OneActiveReplica,
+        Invariant::LoadBalanced,
     ];
 
     /// Its name in reports.
@@ -105,6 +111,7 @@ impl Invariant {
             Invariant::HandoverStateKept => "handover_state_kept",
             Invariant::NoAckedMessageLostAcrossMove => "no_acked_message_lost_across_move",
             Invariant::OneActiveReplica => "one_active_replica",
+            Invariant::LoadBalanced => "load_balanced",
         }
     }
 }
@@ -308,6 +315,52 @@ pub fn replicas_on_owners(
                 format!("{id} runs on {on:?}, its {k} owners are {owners:?}"),
             ));
         }
+    }
+    Ok(())
+}
+
+/// In a load-balanced run: every child in the registry (the first view's) is bound on exactly
+/// the nodes its row records (`expected`: the placement the start chose by load, or its ring
+/// owners once those nodes are gone).
+pub fn runs_where_recorded(
+    views: &[NodeView],
+    expected: &BTreeMap<ChildId, BTreeSet<NodeName>>,
+) -> Result<(), Violation> {
+    let Some(first) = views.first() else {
+        return Ok(());
+    };
+    for (id, nodes) in &first.registry {
+        let on: BTreeSet<&NodeName> = nodes.keys().collect();
+        let recorded: BTreeSet<&NodeName> = expected.get(id).into_iter().flatten().collect();
+        if on != recorded {
+            return Err(Violation::new(
+                Invariant::LoadBalanced,
+                format!("{id} runs on {on:?}, its row records {recorded:?}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// In a load-balanced run at quiescence: the children per node (`children`) call for no move
+/// (`core::load::plan_rebalance` with `threshold`), or the busiest node has no child it may
+/// move to the idlest (`movable(from, to)`).
+pub fn no_rebalance_left_undone(
+    children: &BTreeMap<NodeName, u64>,
+    threshold: f64,
+    movable: impl Fn(&NodeName, &NodeName) -> bool,
+) -> Result<(), Violation> {
+    let Some(plan) = crate::core::load::plan_rebalance(children, threshold, u64::MAX) else {
+        return Ok(());
+    };
+    if movable(&plan.from, &plan.to) {
+        return Err(Violation::new(
+            Invariant::LoadBalanced,
+            format!(
+                "children per node {children:?}: {} could still move {} to {}",
+                plan.from, plan.count, plan.to
+            ),
+        ));
     }
     Ok(())
 }

@@ -45,7 +45,9 @@ pub mod trace;
 pub mod workload;
 
 pub use crate::hub::shared::simulation::InjectedBug;
-pub use run::{migration_of, replicas_of, run_seed, Failure, SeedReport, SimOptions};
+pub use run::{
+    distribution_of, migration_of, replicas_of, run_seed, Failure, SeedReport, SimOptions,
+};
 
 /// What a sweep of many seeds did.
 #[derive(Clone, Debug, Default)]

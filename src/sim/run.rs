@@ -12,8 +12,8 @@ use super::child::{SimChildMsg, SIM_KIND};
 use super::cluster::SimCluster;
 use super::invariants::{
     declared_lists_agree, declared_run_as_decided_with, each_once_where_placed, judge_declared,
-    one_active_replica, registries_agree, replicas_on_owners, requests_answered, NodeView,
-    PlacementWatch, VersionWatch, Violation,
+    no_rebalance_left_undone, one_active_replica, registries_agree, replicas_on_owners,
+    requests_answered, runs_where_recorded, NodeView, PlacementWatch, VersionWatch, Violation,
 };
 use super::ledger::{Acknowledged, Ledger, SharedLedger};
 use super::messaging::{self, SharedMessageLog};
@@ -21,7 +21,7 @@ use super::state::{with_book, SharedBook, StateBook};
 use super::trace::{short, Trace};
 use super::workload::{Op, Workload, WorldView};
 use crate::api::{ChildStartError, StartOptions, StopOptions};
-use crate::config::Migration;
+use crate::config::{Distribution, Migration};
 use crate::core::placement::HashRing;
 use crate::hub::shared::simulation::{InjectedBug, Observation};
 use crate::model::{ChildId, ChildSpec, NodeName, Pid};
@@ -46,6 +46,8 @@ pub struct SimOptions {
     pub migration: Option<Migration>,
     /// Nodes running each child; `None`: as the seed says ([`replicas_of`]).
     pub replicas: Option<usize>,
+    /// How new children are placed; `None`: as the seed says ([`distribution_of`]).
+    pub distribution: Option<Distribution>,
 }
 
 /// How many nodes run each child of seed `seed`'s run when the options do not say: one run in
@@ -56,6 +58,17 @@ pub fn replicas_of(seed: u64) -> usize {
         2
     } else {
         1
+    }
+}
+
+/// How the children of seed `seed`'s run are placed when the options do not say: one run in
+/// five places them by load, with a rebalance (a function of the seed alone, as
+/// [`replicas_of`]).
+pub fn distribution_of(seed: u64) -> Distribution {
+    if seed % 5 == 2 {
+        Distribution::LoadBalanced
+    } else {
+        Distribution::ConsistentHash
     }
 }
 
@@ -80,6 +93,7 @@ impl Default for SimOptions {
             quiescence: Duration::from_secs(120),
             migration: None,
             replicas: None,
+            distribution: None,
         }
     }
 }
@@ -248,6 +262,7 @@ impl Run {
             book.clone(),
         );
         cluster.replicas = options.replicas.unwrap_or(replicas_of(seed)).max(1);
+        cluster.distribution = options.distribution.unwrap_or(distribution_of(seed));
         Self {
             seed,
             rng,

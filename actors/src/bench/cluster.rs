@@ -51,6 +51,9 @@ pub struct ClusterBenchArgs {
     #[arg(long)]
     pub migration: Option<process_hub::Migration>,
     /// Skip the plain-ractor baseline (its fields are then null).
+    /// The nodes' `--distribution` (`consistent-hash` or `load-balanced`).
+    #[arg(long, value_parser = crate::cli::node_settings::parse_distribution)]
+    pub distribution: Option<process_hub::Distribution>,
     #[arg(long)]
     pub no_baseline: bool,
     /// Print the result as JSON (the only format; kept for the documented command line).
@@ -79,6 +82,7 @@ pub fn run(args: ClusterBenchArgs) -> Result<(), String> {
         durable: false,
         replication_factor: args.replication_factor,
         migration: args.migration,
+        distribution: args.distribution,
     })
     .map_err(|e| e.to_string())?;
     eprintln!(
@@ -112,6 +116,7 @@ pub fn run(args: ClusterBenchArgs) -> Result<(), String> {
         "detect_ms": report.detect_ms,
         "failover_over_detect_ms": report.failover_ms.saturating_sub(report.detect_ms),
         "replication_factor": report.replication_factor,
+        "distribution": args.distribution.unwrap_or_default().name(),
         "migration": args.migration.map(|m| if m == process_hub::Migration::Hot { "hot" } else { "cold" }),
         "join": report.join,
         "handover_ms": report.join.as_ref().map(|j| j.handover_ms),

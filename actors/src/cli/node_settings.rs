@@ -609,7 +609,7 @@ fn load_balancer(
 }
 
 /// `--distribution`: the strategies' names as the original spells them, dashed.
-fn parse_distribution(value: &str) -> Result<process_hub::Distribution, String> {
+pub fn parse_distribution(value: &str) -> Result<process_hub::Distribution, String> {
     match value {
         "consistent-hash" | "consistent_hash" => Ok(process_hub::Distribution::ConsistentHash),
         "guided" => Ok(process_hub::Distribution::Guided),

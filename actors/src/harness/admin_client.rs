@@ -227,6 +227,11 @@ impl AdminClient {
         )
     }
 
+    /// `GET /v1/loads`: the members' loads this node places new children by.
+    pub fn loads(&self) -> Result<process_hub::admin::LoadsResponse, AdminClientError> {
+        self.finish(self.auth(self.agent.get(&self.url("/v1/loads"))).call())
+    }
+
     /// `GET /v1/declared`: this node's copy of the declared list.
     pub fn declared(&self) -> Result<DeclaredResponse, AdminClientError> {
         self.finish(self.auth(self.agent.get(&self.url("/v1/declared"))).call())

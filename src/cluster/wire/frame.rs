@@ -283,6 +283,33 @@ mod tests {
             }),
             Just(WireMsg::Goodbye),
             any::<bool>().prop_map(|leaving| WireMsg::GoodbyeAck { leaving }),
+            (any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(
+                |(children, busy_permille, run_queue, memory_bytes)| WireMsg::LoadReport {
+                    sample: crate::core::load::LoadSample {
+                        children,
+                        busy_permille,
+                        run_queue,
+                        memory_bytes,
+                    },
+                }
+            ),
+            proptest::collection::vec((node, any::<u64>()), 0..4).prop_map(|loads| {
+                WireMsg::LoadTable {
+                    loads: loads
+                        .into_iter()
+                        .map(|(n, children)| {
+                            (
+                                n,
+                                crate::core::load::LoadSample {
+                                    children,
+                                    ..Default::default()
+                                },
+                            )
+                        })
+                        .collect(),
+                }
+            }),
+            (node, any::<u64>()).prop_map(|(to, count)| WireMsg::Rebalance { to, count }),
             proptest::collection::vec(any::<u8>(), 0..64).prop_map(|state| {
                 WireMsg::HandoverState {
                     id: ChildId::from("moving"),
@@ -393,6 +420,50 @@ mod tests {
         let bytes = encode("hub", "a@h", &msg).unwrap();
         assert_eq!(variant(&bytes), 19);
         assert_eq!(decode_for("hub", &bytes).unwrap().payload, msg);
+    }
+
+    /// The load balancer's messages are small: a report is one frame under 100 bytes, and
+    /// the table grows by one node name and four 8-byte numbers per member.
+    #[test]
+    fn load_frames_are_small() {
+        let sample = crate::core::load::LoadSample {
+            children: 3_334,
+            busy_permille: 412,
+            run_queue: 7,
+            memory_bytes: 180 << 20,
+        };
+        let report = encode("orders", "node-1@10.0.0.1", &WireMsg::LoadReport { sample }).unwrap();
+        let table = |n: usize| {
+            let loads = (0..n)
+                .map(|i| (format!("node-{i}@10.0.0.{i}"), sample))
+                .collect();
+            encode("orders", "node-1@10.0.0.1", &WireMsg::LoadTable { loads })
+                .unwrap()
+                .len()
+        };
+        let per_member = table(4) - table(3);
+        assert!(report.len() <= 96, "report {} bytes", report.len());
+        assert!(per_member <= 64, "{per_member} bytes per member");
+        assert!(
+            table(3) <= 64 + 3 * per_member,
+            "table of 3: {} bytes",
+            table(3)
+        );
+        for msg in [
+            WireMsg::LoadReport { sample },
+            WireMsg::Rebalance {
+                to: "b@h".into(),
+                count: 25,
+            },
+        ] {
+            let bytes = encode("hub", "a@h", &msg).unwrap();
+            assert_eq!(decode_for("hub", &bytes).unwrap().payload, msg);
+        }
+        eprintln!(
+            "load_report {} B, load_table of 3 {} B ({per_member} B per member)",
+            report.len(),
+            table(3)
+        );
     }
 
     /// The typed messages and monitors come after every older variant (21 onwards), and each

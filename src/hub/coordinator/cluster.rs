@@ -91,6 +91,8 @@ pub(crate) struct ClusterState {
     pub sync_timer: Option<Timer>,
     /// The next load report (`Distribution::LoadBalanced`).
     pub load_timer: Option<Timer>,
+    /// On the leader: report intervals to let pass before the next rebalance.
+    pub load_cooldown: u32,
     /// This node is leaving: no more passes.
     pub self_leaving: bool,
     /// A graceful leave waiting for the peers' answers to its goodbye before it hands over.
@@ -135,6 +137,7 @@ impl ClusterState {
             retry_timer: None,
             sync_timer: None,
             load_timer: None,
+            load_cooldown: 0,
             self_leaving: false,
             leave: None,
             calls: BTreeMap::new(),

@@ -15,6 +15,9 @@ use crate::events::MoveReason;
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg};
 use crate::model::{NodeName, Row};
 
+/// Report intervals the leader lets pass after asking for a move before it plans another.
+const REBALANCE_COOLDOWN_TICKS: u32 = 2;
+
 impl CoordinatorState {
     /// Arms the next load report (only with `Distribution::LoadBalanced`).
     pub(in crate::hub) fn arm_load_timer(&mut self, myself: &ActorRef<CoordinatorMsg>) {
@@ -47,7 +50,7 @@ impl CoordinatorState {
     pub(super) fn on_load_tick(&mut self, myself: &ActorRef<CoordinatorMsg>) {
         self.arm_load_timer(myself);
         let hub = self.hub.clone();
-        let Some(cluster) = &self.cluster else {
+        let Some(transport) = self.cluster.as_ref().map(|c| c.transport.clone()) else {
             return;
         };
         let sample = hub
@@ -57,10 +60,7 @@ impl CoordinatorState {
             return;
         };
         if leader != hub.node {
-            if let Err(e) = cluster
-                .transport
-                .send(&leader, &WireMsg::LoadReport { sample })
-            {
+            if let Err(e) = transport.send(&leader, &WireMsg::LoadReport { sample }) {
                 tracing::debug!(%leader, error = %e, "load report not sent");
             }
             return;
@@ -69,12 +69,20 @@ impl CoordinatorState {
         hub.loads.note_report(&hub.node, sample, config.decay());
         let members = self.placeable_members();
         let loads = hub.loads.leader_table(&members);
-        if let Err(e) = cluster.transport.broadcast(&WireMsg::LoadTable { loads }) {
+        if let Err(e) = transport.broadcast(&WireMsg::LoadTable { loads }) {
             tracing::debug!(error = %e, "load table not sent");
         }
         let Some(threshold) = config.rebalance_threshold() else {
             return;
         };
+        if let Some(cluster) = &mut self.cluster {
+            // The reports of the interval after a move may predate it: acting on them would
+            // move the same imbalance twice.
+            if cluster.load_cooldown > 0 {
+                cluster.load_cooldown -= 1;
+                return;
+            }
+        }
         let counts = hub.loads.children_counts(&members);
         if counts.len() < members.len() {
             return; // not every member has reported yet
@@ -84,9 +92,12 @@ impl CoordinatorState {
             return;
         };
         tracing::info!(from = %plan.from, to = %plan.to, count = plan.count, ?counts, "load rebalance");
+        if let Some(cluster) = &mut self.cluster {
+            cluster.load_cooldown = REBALANCE_COOLDOWN_TICKS;
+        }
         if plan.from == hub.node {
             self.rebalance_out(myself, &leader, plan.to, plan.count);
-        } else if let Err(e) = cluster.transport.send(
+        } else if let Err(e) = transport.send(
             &plan.from,
             &WireMsg::Rebalance {
                 to: plan.to.clone(),
@@ -111,6 +122,9 @@ impl CoordinatorState {
     ) {
         let hub = self.hub.clone();
         let me = hub.node.clone();
+        if hub.has_bug(crate::hub::shared::simulation::InjectedBug::IgnoreRebalance) {
+            return;
+        }
         if hub.config.distribution != Distribution::LoadBalanced
             || hub.leader().as_ref() != Some(from)
             || to == me
@@ -148,7 +162,16 @@ impl CoordinatorState {
             if !guided.by_load || guided.nodes.contains(&to) || row.node_pids.contains_key(&to) {
                 continue;
             }
-            let Some(slot) = guided.nodes.iter_mut().find(|n| **n == me) else {
+            // Its slot: this node's, or (it fell back here from nodes that were gone) a slot of
+            // a node that does not run it.
+            let slot = match guided.nodes.iter().position(|n| *n == me) {
+                Some(i) => Some(i),
+                None => guided
+                    .nodes
+                    .iter()
+                    .position(|n| !row.node_pids.contains_key(n)),
+            };
+            let Some(slot) = slot.and_then(|i| guided.nodes.get_mut(i)) else {
                 continue;
             };
             *slot = to.clone();

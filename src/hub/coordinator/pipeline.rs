@@ -123,6 +123,8 @@ impl CoordinatorState {
             ..StartResult::default()
         };
         let ring = self.hub.ring();
+        let mut opts = opts;
+        self.hub.refresh_load_placements(&ring, &mut opts);
         let mut placed = Vec::with_capacity(specs.len());
         for spec in specs {
             match self.hub.check_mapping(&ring, &opts, &spec.id) {

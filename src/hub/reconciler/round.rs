@@ -90,7 +90,12 @@ pub(super) async fn run_round(
     let plan = plan_replicated_round(
         &snapshot.list,
         rows.iter(),
-        |id| hub.owners_of(&ring, id, snapshot.list.get(id).map(|c| &c.metadata)),
+        // The placement its registry row records (a rebalance or a fallback may have moved
+        // it since it was declared), else the one it was declared with.
+        |id| match hub.storage.get(id) {
+            Some(row) => hub.owners_of(&ring, id, Some(&row.metadata)),
+            None => hub.owners_of(&ring, id, snapshot.list.get(id).map(|c| &c.metadata)),
+        },
         &hub.node,
         &previous_pending,
         snapshot.parked || !unheard.is_empty(),

@@ -302,6 +302,25 @@ impl HubShared {
         }
     }
 
+    /// A child placed by load whose recorded nodes are all gone (the Reconciler bringing it
+    /// back after an outage) starts on its ring owners and is recorded there, as a
+    /// re-placement records it (`core::redistribution`).
+    pub fn refresh_load_placements(&self, ring: &HashRing, opts: &mut crate::api::StartOptions) {
+        let k = self.config.replication_factor.max(1);
+        for id in &opts.placed_by_load {
+            let Some(nodes) = opts.child_mapping.get_mut(id) else {
+                continue;
+            };
+            if nodes.iter().any(|n| *n == self.node || ring.contains(n)) {
+                continue;
+            }
+            let owners: Vec<NodeName> = ring.owners(id, k).into_iter().cloned().collect();
+            if owners.len() == k {
+                *nodes = owners;
+            }
+        }
+    }
+
     /// Tells the simulator's observer, if any, about `observation` (built only when one exists).
     #[inline]
     pub fn observe(&self, observation: impl FnOnce() -> simulation::Observation) {

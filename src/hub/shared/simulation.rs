@@ -45,11 +45,13 @@ pub enum InjectedBug {
     EveryReplicaActive,
     /// Redistribution never re-creates a replica lost with its node.
     SkipReplicaRecreation,
+    /// The busiest node ignores the load balancer's requests to move children.
+    IgnoreRebalance,
 }
 
 impl InjectedBug {
     /// Every bug.
-    pub const ALL: [InjectedBug; 15] = [
+    pub const ALL: [InjectedBug; 16] = [
         InjectedBug::SkipTwoRoundRule,
         InjectedBug::AcknowledgeWithoutDeclaring,
         InjectedBug::StopWithoutUndeclaring,
@@ -65,6 +67,7 @@ impl InjectedBug {
         InjectedBug::AnswerCallsDuringMove,
         InjectedBug::EveryReplicaActive,
         InjectedBug::SkipReplicaRecreation,
+        InjectedBug::IgnoreRebalance,
     ];
 
     /// Its name on the command line.
@@ -85,6 +88,7 @@ impl InjectedBug {
             InjectedBug::AnswerCallsDuringMove => "answer_calls_during_move",
             InjectedBug::EveryReplicaActive => "every_replica_active",
             InjectedBug::SkipReplicaRecreation => "skip_replica_recreation",
+            InjectedBug::IgnoreRebalance => "ignore_rebalance",
         }
     }
 }

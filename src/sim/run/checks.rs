@@ -30,15 +30,30 @@ impl Run {
         }
         let guided = &self.guided;
         let replicas = self.cluster.replicas;
+        let by_load = self.load_balanced();
+        let recorded = self.recorded_owners_as_running_nodes_see(&running, &rings);
         let placements: Vec<(&NodeName, &ChildId, Option<&NodeName>)> = running
             .iter()
             .flat_map(|(id, nodes)| {
                 let rings = &rings;
+                let recorded = &recorded;
                 nodes.keys().map(move |node| {
                     let owner = match guided.get(id) {
                         // A guided child that may fall back may stay wherever the ring put it.
                         Some((_, true)) => Some(node),
                         Some((on, false)) => Some(on),
+                        // Placed by load: in place on any node its row records.
+                        None if by_load => {
+                            recorded
+                                .get(&(node.clone(), id.clone()))
+                                .and_then(|owners| {
+                                    if owners.contains(node) {
+                                        Some(node)
+                                    } else {
+                                        owners.first()
+                                    }
+                                })
+                        }
                         // A replica is in place on any of the child's owners.
                         None if replicas > 1 => rings.get(node).and_then(|r| {
                             let owners = r.owners(id, replicas);
@@ -62,6 +77,112 @@ impl Run {
             one_active_replica(&self.active_replicas())?;
         }
         Ok(())
+    }
+
+    /// Whether this run places children by load.
+    pub(super) fn load_balanced(&self) -> bool {
+        self.cluster.distribution == crate::config::Distribution::LoadBalanced
+    }
+
+    /// In a load-balanced run: for each running child and each node running it, the nodes the
+    /// child's row on that node records (`core::replication::owners_of` over the node's ring).
+    fn recorded_owners_as_running_nodes_see(
+        &self,
+        running: &BTreeMap<ChildId, BTreeMap<NodeName, Pid>>,
+        rings: &BTreeMap<NodeName, HashRing>,
+    ) -> BTreeMap<(NodeName, ChildId), Vec<NodeName>> {
+        let mut out = BTreeMap::new();
+        if !self.load_balanced() {
+            return out;
+        }
+        for (id, nodes) in running {
+            for node in nodes.keys() {
+                let (Some(hub), Some(ring)) = (self.cluster.hub(node), rings.get(node)) else {
+                    continue;
+                };
+                let metadata = hub.child_lookup_with_metadata(id).and_then(|i| i.metadata);
+                if placed_by_load(metadata.as_ref()) {
+                    // In place wherever it runs: its nodes gone, it fell back to the ring and
+                    // stays there (as a guided child that may fall back).
+                    out.insert((node.clone(), id.clone()), vec![node.clone()]);
+                    continue;
+                }
+                let owners = crate::core::replication::owners_of(
+                    ring,
+                    id,
+                    self.cluster.replicas,
+                    metadata.as_ref(),
+                    |n| ring.contains(n),
+                );
+                out.insert((node.clone(), id.clone()), owners);
+            }
+        }
+        out
+    }
+
+    /// The load-balanced run's quiescent checks: each child where its row records, and no
+    /// rebalance left undone.
+    fn check_load_balanced(&self, views: &[NodeView], up: &[NodeName]) -> Result<(), Violation> {
+        let Some(first) = views.first().and_then(|v| self.cluster.hub(&v.node)) else {
+            return Ok(());
+        };
+        let ring = HashRing::new(up.iter().cloned());
+        let copies = self.cluster.replicas.min(up.len()).max(1);
+        let expected: BTreeMap<ChildId, BTreeSet<NodeName>> = views[0]
+            .registry
+            .iter()
+            .map(|(id, on)| {
+                let metadata = first
+                    .child_lookup_with_metadata(id)
+                    .and_then(|i| i.metadata);
+                if may_fall_back(metadata.as_ref()) && on.len() == copies {
+                    // Placed by load, or guided and allowed to fall back: on as many nodes as
+                    // it has replicas, wherever a fallback to the ring left it.
+                    return (id.clone(), on.keys().cloned().collect());
+                }
+                let owners = crate::core::replication::owners_of(
+                    &ring,
+                    id,
+                    self.cluster.replicas,
+                    metadata.as_ref(),
+                    |n| up.contains(n),
+                );
+                (id.clone(), owners.into_iter().collect())
+            })
+            .collect();
+        runs_where_recorded(views, &expected)?;
+        let children: BTreeMap<NodeName, u64> = views
+            .iter()
+            .map(|v| (v.node.clone(), v.running.len() as u64))
+            .collect();
+        let threshold = first
+            .shared()
+            .config
+            .load_balancer
+            .rebalance_threshold()
+            .unwrap_or(f64::INFINITY);
+        no_rebalance_left_undone(&children, threshold, |from, to| {
+            let Some(hub) = self.cluster.hub(from) else {
+                return false;
+            };
+            let local: Vec<ChildId> = hub
+                .shared()
+                .local_children
+                .iter()
+                .map(|e| e.key().clone())
+                .collect();
+            local.iter().any(|id| {
+                hub.child_lookup_with_metadata(id).is_some_and(|info| {
+                    let placed = info
+                        .metadata
+                        .as_ref()
+                        .and_then(crate::core::guided::Guided::of);
+                    placed.is_some_and(|g| g.by_load && !g.nodes.contains(to))
+                        && info.nodes.iter().any(|(n, _)| n == from)
+                        && !info.nodes.iter().any(|(n, _)| n == to)
+                })
+            })
+        })
     }
 
     /// Each child's active replicas as the nodes running them see it, with the members each
@@ -113,7 +234,9 @@ impl Run {
             .collect();
         registries_agree(&views)?;
         let replicas = self.cluster.replicas;
-        if replicas > 1 {
+        if self.load_balanced() {
+            self.check_load_balanced(&views, &up)?;
+        } else if replicas > 1 {
             replicas_on_owners(&views, &up, replicas)?;
         } else {
             each_once_where_placed(&views, &up, &self.guided)?;
@@ -138,4 +261,19 @@ impl Run {
         requests_answered(&ledger, true)?;
         Ok(superseded)
     }
+}
+
+/// Whether the row's metadata names nodes the child may leave for the ring when they are gone
+/// (a guided start that allows it, and every placement by load).
+fn may_fall_back(metadata: Option<&crate::model::Metadata>) -> bool {
+    metadata
+        .and_then(crate::core::guided::Guided::of)
+        .is_some_and(|g| g.fallback)
+}
+
+/// Whether the row's metadata says the hub placed the child by load.
+fn placed_by_load(metadata: Option<&crate::model::Metadata>) -> bool {
+    metadata
+        .and_then(crate::core::guided::Guided::of)
+        .is_some_and(|g| g.by_load)
 }
