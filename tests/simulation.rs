@@ -57,11 +57,12 @@ fn a_few_seeds_keep_every_invariant() {
 #[test]
 fn seeds_that_found_hot_move_bugs_keep_every_invariant() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    // One instance per child, as when the seeds were found (seed 3 became a replicated run
-    // since, and replicas move cold).
+    // One instance per child on the ring, as when the seeds were found (seed 3 became a
+    // replicated run since, and replicas move cold; seed 7 a load-balanced one).
     let options = SimOptions {
         migration: Some(process_hub::config::Migration::Hot),
         replicas: Some(1),
+        distribution: Some(process_hub::Distribution::ConsistentHash),
         ..SimOptions::default()
     };
     for seed in [3, 7, 8, 25] {

@@ -171,7 +171,16 @@ fn calls_answered_by_the_old_instance_after_its_export_are_caught() {
     caught_with(
         "answer_calls_during_move",
         "no_acked_message_lost_across_move",
-        &["--seeds", "1", "--from", "2", "--migration", "hot"],
+        &[
+            "--seeds",
+            "1",
+            "--from",
+            "2",
+            "--migration",
+            "hot",
+            "--distribution",
+            "consistent-hash",
+        ],
     );
 }
 

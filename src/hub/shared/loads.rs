@@ -134,3 +134,73 @@ fn resident_bytes() -> Option<u64> {
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
     Some(pages * 4096)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(children: u64) -> LoadSample {
+        LoadSample {
+            children,
+            ..LoadSample::default()
+        }
+    }
+
+    #[test]
+    fn a_peers_table_cannot_grow_past_the_members_nor_weigh_past_the_bounds() {
+        let loads = Loads::default();
+        let members = vec!["a@h".to_owned(), "b@h".to_owned()];
+        let mut table: Vec<(NodeName, LoadSample)> = (0..10_000)
+            .map(|i| (format!("stranger-{i}@h"), sample(1)))
+            .collect();
+        table.push((
+            "a@h".into(),
+            LoadSample {
+                children: u64::MAX,
+                busy_permille: u64::MAX,
+                run_queue: u64::MAX,
+                memory_bytes: u64::MAX,
+            },
+        ));
+        loads.set_table(table, &members);
+        let kept = loads.table();
+        assert_eq!(kept.keys().collect::<Vec<_>>(), ["a@h"]);
+        assert_eq!(kept["a@h"].busy_permille, 1000);
+        // b has not reported: it counts as idle and takes nearly every child.
+        let chosen = loads.choose(
+            &(0..100)
+                .map(|i| ChildId::from(format!("c{i}")))
+                .collect::<Vec<_>>(),
+            &members,
+            1,
+        );
+        let on_b = chosen.values().filter(|n| n[0] == "b@h").count();
+        assert!(on_b >= 90, "{on_b} of 100 on the idle node");
+    }
+
+    #[test]
+    fn the_leader_forgets_members_that_left_and_counts_the_latest_reports() {
+        let loads = Loads::default();
+        loads.note_report(&"a@h".to_owned(), sample(10), 0.5);
+        loads.note_report(&"a@h".to_owned(), sample(20), 0.5);
+        loads.note_report(&"gone@h".to_owned(), sample(5), 0.5);
+        let members = vec!["a@h".to_owned()];
+        let table = loads.leader_table(&members);
+        assert_eq!(table, vec![("a@h".to_owned(), sample(15))]);
+        assert_eq!(
+            loads.children_counts(&members),
+            BTreeMap::from([("a@h".to_owned(), 20)])
+        );
+        assert_eq!(loads.table().len(), 1, "the leader places by its own table");
+    }
+
+    #[test]
+    fn a_process_alone_measures_its_host() {
+        let loads = Loads::default();
+        let s = loads.sample(3, true);
+        assert_eq!(s.children, 3);
+        #[cfg(target_os = "linux")]
+        assert!(s.memory_bytes > 0);
+        assert_eq!(loads.sample(3, false), sample(3));
+    }
+}
