@@ -763,6 +763,63 @@ mod tests {
     }
 
     #[test]
+    fn load_balancing_comes_from_the_file_with_the_flags_over_it() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            flags: NodeFlags,
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        std::fs::write(
+            &path,
+            "hub = \"h\"\nname = \"a\"\nlisten = \"127.0.0.1:4000\"\ndistribution = \"load_balanced\"\n[load_balancer]\npush_interval_ms = 700\nrebalance_batch = 9\n",
+        )
+        .unwrap();
+        let file_only = NodeFlags {
+            config: Some(path.clone()),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(
+            file_only.distribution,
+            Some(process_hub::Distribution::LoadBalanced)
+        );
+        let lb = file_only.load_balancer.unwrap();
+        assert_eq!((lb.push_interval_ms, lb.rebalance_batch), (700, 9));
+        assert_eq!(lb.rebalance_threshold_percent, 0);
+
+        let cli = Cli::try_parse_from([
+            "node",
+            "--config",
+            path.to_str().unwrap(),
+            "--load-push-interval-ms",
+            "250",
+            "--load-rebalance-threshold-percent",
+            "40",
+        ])
+        .unwrap();
+        let lb = cli.flags.resolve().unwrap().load_balancer.unwrap();
+        assert_eq!(lb.push_interval_ms, 250, "the flag over the file");
+        assert_eq!(lb.rebalance_threshold_percent, 40);
+        assert_eq!(lb.rebalance_batch, 9, "the file's other options kept");
+
+        assert!(flags().resolve().unwrap().load_balancer.is_none());
+        let cli = Cli::try_parse_from(["node", "--distribution", "load-balanced"]).unwrap();
+        assert_eq!(
+            cli.flags.distribution,
+            Some(process_hub::Distribution::LoadBalanced)
+        );
+        let err = Cli::try_parse_from(["node", "--distribution", "least-loaded"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("load-balanced"), "{err}");
+    }
+
+    #[test]
     fn replication_flags_parse_and_refuse_unknown_values() {
         use clap::Parser;
         #[derive(Parser)]
