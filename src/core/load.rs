@@ -35,6 +35,11 @@ pub struct LoadSample {
     pub run_queue: u64,
     /// Resident memory of the process, in bytes.
     pub memory_bytes: u64,
+    /// Children with a move under way on the node (not a load figure: while any member reports
+    /// one, the leader plans no rebalance, since counts taken mid-move would move children
+    /// twice).
+    #[serde(default)]
+    pub moving: u64,
 }
 
 impl LoadSample {
@@ -46,6 +51,7 @@ impl LoadSample {
             busy_permille: self.busy_permille.min(1000),
             run_queue: self.run_queue.min(1 << 40),
             memory_bytes: self.memory_bytes.min(1 << 50),
+            moving: self.moving.min(1 << 40),
         }
     }
 }
@@ -89,6 +95,7 @@ impl LoadAverage {
             busy_permille: busy,
             run_queue: queue,
             memory_bytes: memory,
+            moving: 0,
         }
     }
 }

@@ -34,6 +34,7 @@ fn placement_follows_spare_capacity() {
                 busy_permille: 900,
                 run_queue: 50,
                 memory_bytes: 1 << 30,
+                moving: 0,
             },
         ),
         (members[1].clone(), with_children(0)),
@@ -69,6 +70,7 @@ fn average_decays_toward_new_reports() {
         busy_permille: u64::MAX,
         run_queue: u64::MAX,
         memory_bytes: u64::MAX,
+        moving: u64::MAX,
     };
     let bounded = LoadAverage::first(huge).sample();
     assert_eq!(bounded.busy_permille, 1000);
@@ -133,7 +135,7 @@ proptest! {
             .iter()
             .zip(&samples)
             .map(|(n, &(children, busy_permille, run_queue, memory_bytes))| {
-                (n.clone(), LoadSample { children, busy_permille, run_queue, memory_bytes })
+                (n.clone(), LoadSample { children, busy_permille, run_queue, memory_bytes, moving: 0 })
             })
             .collect();
         let spare = spare_capacity(&loads, &members);

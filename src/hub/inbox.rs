@@ -160,13 +160,18 @@ impl Inbox {
                 }
             }
             WireMsg::LoadReport { sample } => {
-                if hub.is_leader() && hub.is_member(&from) {
+                if hub.config.distribution == crate::config::Distribution::LoadBalanced
+                    && hub.is_leader()
+                    && hub.is_member(&from)
+                {
                     let decay = hub.config.load_balancer.decay();
                     hub.loads.note_report(&from, sample, decay);
                 }
             }
             WireMsg::LoadTable { loads } => {
-                if hub.leader().as_ref() == Some(&from) {
+                if hub.config.distribution == crate::config::Distribution::LoadBalanced
+                    && hub.leader().as_ref() == Some(&from)
+                {
                     hub.loads.set_table(loads, &hub.members());
                 }
             }

@@ -290,6 +290,7 @@ mod tests {
                         busy_permille,
                         run_queue,
                         memory_bytes,
+                        moving: 0,
                     },
                 }
             ),
@@ -431,6 +432,7 @@ mod tests {
             busy_permille: 412,
             run_queue: 7,
             memory_bytes: 180 << 20,
+            moving: 0,
         };
         let report = encode("orders", "node-1@10.0.0.1", &WireMsg::LoadReport { sample }).unwrap();
         let table = |n: usize| {

@@ -12,7 +12,7 @@ use crate::config::Distribution;
 use crate::core::guided::Guided;
 use crate::core::load::plan_rebalance;
 use crate::events::MoveReason;
-use crate::hub::protocol::{ClusterMsg, CoordinatorMsg};
+use crate::hub::protocol::{ClusterMsg, CoordinatorMsg, RegistryOp};
 use crate::model::{NodeName, Row};
 
 /// Report intervals the leader lets pass after asking for a move before it plans another.
@@ -33,17 +33,6 @@ impl CoordinatorState {
         }
     }
 
-    /// The members that may take children: this node and the ring's (a leaving node is off the
-    /// ring already).
-    fn placeable_members(&self) -> Vec<NodeName> {
-        let ring = self.hub.ring();
-        self.hub
-            .members()
-            .into_iter()
-            .filter(|n| *n == self.hub.node || ring.contains(n))
-            .collect()
-    }
-
     /// Every report interval: a member sends its load to the leader; the leader folds in its
     /// own, sends the table to every member, and asks the busiest member to move children when
     /// the cluster is uneven past the threshold.
@@ -53,13 +42,19 @@ impl CoordinatorState {
         let Some(transport) = self.cluster.as_ref().map(|c| c.transport.clone()) else {
             return;
         };
-        let sample = hub
+        let mut sample = hub
             .loads
             .sample(hub.local_children.len(), hub.measures_host_load());
+        sample.moving = self
+            .cluster
+            .as_ref()
+            .map_or(0, |c| (c.migrating.len() + c.failed.len()) as u64);
         let Some(leader) = hub.leader() else {
             return;
         };
         if leader != hub.node {
+            // Reports gathered while this node led are stale by the time it leads again.
+            hub.loads.forget_reports();
             if let Err(e) = transport.send(&leader, &WireMsg::LoadReport { sample }) {
                 tracing::debug!(%leader, error = %e, "load report not sent");
             }
@@ -67,7 +62,7 @@ impl CoordinatorState {
         }
         let config = &hub.config.load_balancer;
         hub.loads.note_report(&hub.node, sample, config.decay());
-        let members = self.placeable_members();
+        let members = self.hub.placeable_members();
         let loads = hub.loads.leader_table(&members);
         if let Err(e) = transport.broadcast(&WireMsg::LoadTable { loads }) {
             tracing::debug!(error = %e, "load table not sent");
@@ -87,11 +82,14 @@ impl CoordinatorState {
         if counts.len() < members.len() {
             return; // not every member has reported yet
         }
+        if hub.loads.moves_under_way(&members) {
+            return; // counts taken mid-move would send the same children twice
+        }
         let Some(plan) = plan_rebalance(&counts, threshold, u64::from(config.rebalance_batch))
         else {
             return;
         };
-        tracing::info!(from = %plan.from, to = %plan.to, count = plan.count, ?counts, "load rebalance");
+        tracing::debug!(from = %plan.from, to = %plan.to, count = plan.count, ?counts, "load rebalance asked");
         if let Some(cluster) = &mut self.cluster {
             cluster.load_cooldown = REBALANCE_COOLDOWN_TICKS;
         }
@@ -125,10 +123,12 @@ impl CoordinatorState {
         if hub.has_bug(crate::hub::shared::simulation::InjectedBug::IgnoreRebalance) {
             return;
         }
+        let config = &hub.config.load_balancer;
         if hub.config.distribution != Distribution::LoadBalanced
+            || config.rebalance_threshold().is_none()
             || hub.leader().as_ref() != Some(from)
             || to == me
-            || !self.placeable_members().contains(&to)
+            || !self.hub.placeable_members().contains(&to)
         {
             tracing::debug!(%from, %to, "rebalance request ignored");
             return;
@@ -140,6 +140,8 @@ impl CoordinatorState {
             tracing::debug!(%to, count, "rebalance deferred: moves under way");
             return;
         }
+        // At most this node's own batch, whatever the request says.
+        let count = count.min(u64::from(config.rebalance_batch));
         let stopping = hub.replicas_stopping();
         let mut ids: Vec<_> = hub
             .local_children
@@ -185,6 +187,10 @@ impl CoordinatorState {
         cluster
             .migrating
             .extend(rows.iter().map(|r| r.spec.id.clone()));
+        // Every node's copy names the new node before the child leaves this one, so a node
+        // holding its stub meanwhile re-places it there, never back here.
+        let reauthor = rows.iter().cloned().map(RegistryOp::Reauthor).collect();
+        self.registry_write(myself, reauthor, None);
         self.migrate(myself, to, rows, MoveReason::LoadImbalance);
     }
 }

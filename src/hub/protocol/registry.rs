@@ -14,6 +14,9 @@ use crate::storage::StorageError;
 pub(crate) enum RegistryOp {
     /// Insert (or replace) a row authored here, with this node's observation in it.
     Insert(Row),
+    /// A new authored version of a known row (its placement changed: a move for load), every
+    /// node's observation kept; told to every peer so that no stub names the old placement.
+    Reauthor(Row),
     /// A child got a new pid on `node` (a restart).
     SetPid {
         id: ChildId,

@@ -349,7 +349,13 @@ fn submit(hub: &HubShared, batch: Vec<OrphanStart>) -> Vec<StartAnswer> {
     for orphan in batch {
         let has_row = hub.storage.contains(&orphan.child.spec.id);
         let mut metadata = orphan.child.metadata;
-        let guided = Guided::of(&metadata);
+        // The placement its row records (a rebalance may have moved it since it was
+        // declared), else the declared one.
+        let guided = hub
+            .storage
+            .get(&orphan.child.spec.id)
+            .and_then(|row| Guided::of(&row.metadata))
+            .or_else(|| Guided::of(&metadata));
         metadata.remove(RESERVED_METADATA_KEY);
         let fallback = guided.as_ref().is_some_and(|g| g.fallback);
         groups

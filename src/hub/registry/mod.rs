@@ -147,6 +147,20 @@ impl RegistryState {
                     self.stage(&id, Some(row.clone()), seq);
                     mutations.push(Mutation::put(row));
                 }
+                RegistryOp::Reauthor(mut row) => {
+                    let id = row.spec.id.clone();
+                    let Some(current) = self.current(&id) else {
+                        continue;
+                    };
+                    row.hub.epoch = row.hub.epoch.max(current.hub.epoch + 1);
+                    row.hub.changed_by = local.clone();
+                    row.node_pids = current.node_pids;
+                    if self.shared.clustered() {
+                        delta.push(RegistryChange::Upsert(own_view(&row, &local)));
+                    }
+                    self.stage(&id, Some(row.clone()), seq);
+                    mutations.push(Mutation::put(row));
+                }
                 RegistryOp::SetPid { id, node, pid } => {
                     let Some(mut row) = self.current(&id) else {
                         tracing::debug!(child = %id, "pid update for a child without a row");

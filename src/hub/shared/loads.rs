@@ -16,9 +16,9 @@ pub(crate) struct Loads {
     table: RwLock<BTreeMap<NodeName, LoadSample>>,
     /// On the leader: each member's average over its reports.
     averages: Mutex<BTreeMap<NodeName, LoadAverage>>,
-    /// On the leader: each member's children in its latest report. A rebalance counts these,
-    /// not the averages, so one imbalance is not answered twice while the average catches up.
-    latest_children: Mutex<BTreeMap<NodeName, u64>>,
+    /// On the leader: each member's latest report. A rebalance counts these children, not the
+    /// averages, so one imbalance is not answered twice while the average catches up.
+    latest: Mutex<BTreeMap<NodeName, LoadSample>>,
     /// The scheduler's busy time at the previous sample.
     busy_mark: Mutex<Option<(Instant, Duration)>>,
 }
@@ -68,7 +68,7 @@ impl Loads {
             .entry(node.clone())
             .and_modify(|avg| avg.update(sample, decay))
             .or_insert_with(|| LoadAverage::first(sample));
-        lock(&self.latest_children).insert(node.clone(), sample.children);
+        lock(&self.latest).insert(node.clone(), sample);
     }
 
     /// The leader's table of the members' averages (nodes no longer members are forgotten),
@@ -76,7 +76,7 @@ impl Loads {
     pub fn leader_table(&self, members: &[NodeName]) -> Vec<(NodeName, LoadSample)> {
         let is_member = |n: &NodeName| members.contains(n);
         lock(&self.averages).retain(|n, _| is_member(n));
-        lock(&self.latest_children).retain(|n, _| is_member(n));
+        lock(&self.latest).retain(|n, _| is_member(n));
         let table: Vec<(NodeName, LoadSample)> = lock(&self.averages)
             .iter()
             .map(|(n, avg)| (n.clone(), avg.sample()))
@@ -88,11 +88,24 @@ impl Loads {
     /// Each member's children in its latest report, for the rebalance (members that have not
     /// reported yet are left out: nothing moves on a guess).
     pub fn children_counts(&self, members: &[NodeName]) -> BTreeMap<NodeName, u64> {
-        lock(&self.latest_children)
+        lock(&self.latest)
             .iter()
             .filter(|(n, _)| members.contains(n))
-            .map(|(n, c)| (n.clone(), *c))
+            .map(|(n, s)| (n.clone(), s.children))
             .collect()
+    }
+
+    /// Whether a member reported a move under way in its latest report.
+    pub fn moves_under_way(&self, members: &[NodeName]) -> bool {
+        lock(&self.latest)
+            .iter()
+            .any(|(n, s)| s.moving > 0 && members.contains(n))
+    }
+
+    /// Drops the reports gathered as leader (this node no longer leads).
+    pub fn forget_reports(&self) {
+        lock(&self.averages).clear();
+        lock(&self.latest).clear();
     }
 
     /// Takes the leader's table; entries for nodes that are not members are dropped (so a
@@ -128,11 +141,13 @@ impl Loads {
     }
 }
 
-/// The process's resident memory, from `/proc/self/statm` (Linux; `None` elsewhere).
+/// The process's resident memory, from `VmRSS` in `/proc/self/status` (Linux; `None`
+/// elsewhere), which the kernel gives in kB whatever the page size.
 fn resident_bytes() -> Option<u64> {
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    Some(pages * 4096)
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
 }
 
 #[cfg(test)]
@@ -160,6 +175,7 @@ mod tests {
                 busy_permille: u64::MAX,
                 run_queue: u64::MAX,
                 memory_bytes: u64::MAX,
+                moving: 0,
             },
         ));
         loads.set_table(table, &members);

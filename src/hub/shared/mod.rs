@@ -267,6 +267,16 @@ impl HubShared {
             .is_some_and(|n| n.serves_remote_clients())
     }
 
+    /// The members that may take new children: those on the placement ring (a node leaving,
+    /// this one included, is off it already).
+    pub fn placeable_members(&self) -> Vec<NodeName> {
+        let ring = self.ring();
+        self.members()
+            .into_iter()
+            .filter(|n| ring.contains(n))
+            .collect()
+    }
+
     /// With `Distribution::LoadBalanced`, chooses the nodes of every child of a start that
     /// does not name its own (`core::load`), once, where the start enters the hub: the choice
     /// is then carried like a guided placement. Left to the ring while there are fewer members
@@ -280,12 +290,7 @@ impl HubShared {
         if self.config.distribution != crate::config::Distribution::LoadBalanced {
             return;
         }
-        let ring = self.ring();
-        let members: Vec<NodeName> = self
-            .members()
-            .into_iter()
-            .filter(|n| *n == self.node || ring.contains(n))
-            .collect();
+        let members = self.placeable_members();
         let k = self.config.replication_factor.max(1);
         if members.len() < k {
             return;
