@@ -187,10 +187,19 @@ impl CoordinatorState {
         cluster
             .migrating
             .extend(rows.iter().map(|r| r.spec.id.clone()));
-        // Every node's copy names the new node before the child leaves this one, so a node
-        // holding its stub meanwhile re-places it there, never back here.
-        let reauthor = rows.iter().cloned().map(RegistryOp::Reauthor).collect();
-        self.registry_write(myself, reauthor, None);
-        self.migrate(myself, to, rows, MoveReason::LoadImbalance);
+        // A child moving cold is a stub between its stop here and its start there: every
+        // node's copy names the new node first, so a node re-placing the stub meanwhile places
+        // it there, never back here. (A hot move starts it there before it stops here.)
+        let (hot, cold) = self.split_hot(rows);
+        let reauthor: Vec<RegistryOp> = cold.iter().cloned().map(RegistryOp::Reauthor).collect();
+        if !reauthor.is_empty() {
+            self.registry_write(myself, reauthor, None);
+        }
+        self.migrate(
+            myself,
+            to,
+            hot.into_iter().chain(cold).collect(),
+            MoveReason::LoadImbalance,
+        );
     }
 }
