@@ -19,6 +19,7 @@ pub mod handover;
 pub mod load;
 pub mod manifest_ship;
 pub mod placement;
+pub mod quorum;
 pub mod reconcile;
 pub mod recovery;
 pub mod redistribution;

@@ -1,0 +1,193 @@
+//! Partition tolerance: whether this node's side of the cluster may keep running children.
+//!
+//! Under a network split the default (`Divergence`) keeps both sides running and resolves the
+//! duplicates on heal. Children that must never run twice at once need the other choice: a side
+//! without quorum stops its children and refuses work until quorum returns. Three ways to count
+//! it, as the original's strategies:
+//! - `StaticQuorum`: at least `quorum_size` members (this node included), for a cluster whose
+//!   size is known;
+//! - `DynamicQuorum`: the members must be at least `quorum_size_percent` of the members plus
+//!   the nodes lost within the last `threshold_time_ms` — so nodes lost one at a time, slower
+//!   than the threshold, never count against it (a cluster that shrinks on purpose), while many
+//!   lost at once do;
+//! - `MajorityQuorum`: a majority of the largest membership seen (`initial_cluster_size` until
+//!   a larger one is seen, when `track_max_size`), so of a 5-node cluster split 3/2 only the
+//!   three keep running.
+//!
+//! Pure: the Coordinator tells a [`QuorumTracker`] of each node that went down or came up, with
+//! the time and the member count, and acts on the [`Verdict`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::NodeName;
+
+/// A hub's partition tolerance strategy.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "type")]
+pub enum PartitionTolerance {
+    /// Both sides of a split keep running; duplicates are resolved on heal.
+    #[default]
+    Divergence,
+    /// Quorum is `quorum_size` members; with `startup_confirm` a node that starts without them
+    /// starts partitioned.
+    StaticQuorum {
+        /// Members needed, this node included.
+        quorum_size: usize,
+        /// Check quorum when the hub starts.
+        #[serde(default)]
+        startup_confirm: bool,
+    },
+    /// Quorum is `quorum_size_percent` of the members plus the nodes lost within
+    /// `threshold_time_ms`.
+    DynamicQuorum {
+        /// Share of the recent membership needed, in percent (1..=100).
+        quorum_size_percent: u8,
+        /// How long a lost node counts against quorum, in ms.
+        threshold_time_ms: u64,
+    },
+    /// Quorum is a majority of the largest membership seen.
+    MajorityQuorum {
+        /// The membership assumed until a larger one is seen.
+        initial_cluster_size: usize,
+        /// Remember the largest membership seen (else `initial_cluster_size` stays the base).
+        track_max_size: bool,
+    },
+}
+
+/// What a membership change did to quorum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Quorum held, or was already lost.
+    Unchanged,
+    /// Quorum was lost: enter partition mode.
+    Lost,
+    /// Quorum came back: leave partition mode.
+    Regained,
+}
+
+/// One node's view of quorum, fed with membership changes.
+#[derive(Clone, Debug)]
+pub struct QuorumTracker {
+    strategy: PartitionTolerance,
+    /// The largest membership seen (majority quorum).
+    max_seen: usize,
+    /// Nodes lost and when, in ms (dynamic quorum).
+    lost: BTreeMap<NodeName, u64>,
+    partitioned: bool,
+}
+
+impl QuorumTracker {
+    /// A tracker for a hub starting with `members` members (this node included). Only a static
+    /// quorum with `startup_confirm` can start partitioned.
+    pub fn new(strategy: PartitionTolerance, members: usize) -> Self {
+        let max_seen = match &strategy {
+            PartitionTolerance::MajorityQuorum {
+                initial_cluster_size,
+                ..
+            } => (*initial_cluster_size).max(members),
+            _ => members,
+        };
+        let partitioned = match &strategy {
+            PartitionTolerance::StaticQuorum {
+                quorum_size,
+                startup_confirm: true,
+            } => members < *quorum_size,
+            _ => false,
+        };
+        Self {
+            strategy,
+            max_seen,
+            lost: BTreeMap::new(),
+            partitioned,
+        }
+    }
+
+    /// Whether this side is in partition mode.
+    pub fn is_partitioned(&self) -> bool {
+        self.partitioned
+    }
+
+    /// `node` went down at `now_ms`, leaving `members` members.
+    pub fn node_down(&mut self, node: &NodeName, now_ms: u64, members: usize) -> Verdict {
+        self.prune(now_ms);
+        if matches!(self.strategy, PartitionTolerance::DynamicQuorum { .. }) {
+            self.lost.insert(node.clone(), now_ms);
+        }
+        self.judge(members)
+    }
+
+    /// `node` came up at `now_ms`, making `members` members.
+    pub fn node_up(&mut self, node: &NodeName, now_ms: u64, members: usize) -> Verdict {
+        self.prune(now_ms);
+        self.lost.remove(node);
+        if let PartitionTolerance::MajorityQuorum {
+            track_max_size: true,
+            ..
+        } = self.strategy
+        {
+            self.max_seen = self.max_seen.max(members);
+        }
+        self.judge(members)
+    }
+
+    /// Time passed: lost nodes older than the threshold stop counting (dynamic quorum).
+    pub fn tick(&mut self, now_ms: u64, members: usize) -> Verdict {
+        self.prune(now_ms);
+        self.judge(members)
+    }
+
+    /// Sets the membership a majority is counted of (an intentional downsizing), as the
+    /// original's `reset_cluster_size`.
+    pub fn reset_cluster_size(&mut self, size: usize, members: usize) -> Verdict {
+        self.max_seen = size.max(1);
+        self.judge(members)
+    }
+
+    /// Whether `members` members are quorum now.
+    pub fn has_quorum(&self, members: usize) -> bool {
+        match &self.strategy {
+            PartitionTolerance::Divergence => true,
+            PartitionTolerance::StaticQuorum { quorum_size, .. } => members >= *quorum_size,
+            PartitionTolerance::DynamicQuorum {
+                quorum_size_percent,
+                ..
+            } => {
+                let counted = members + self.lost.len();
+                // members / counted >= percent / 100, in integers.
+                counted == 0 || members * 100 >= usize::from(*quorum_size_percent) * counted
+            }
+            PartitionTolerance::MajorityQuorum { .. } => members > self.max_seen / 2,
+        }
+    }
+
+    fn prune(&mut self, now_ms: u64) {
+        if let PartitionTolerance::DynamicQuorum {
+            threshold_time_ms, ..
+        } = self.strategy
+        {
+            self.lost
+                .retain(|_, at| now_ms.saturating_sub(*at) < threshold_time_ms);
+        }
+    }
+
+    fn judge(&mut self, members: usize) -> Verdict {
+        let quorum = self.has_quorum(members);
+        match (self.partitioned, quorum) {
+            (false, false) => {
+                self.partitioned = true;
+                Verdict::Lost
+            }
+            (true, true) => {
+                self.partitioned = false;
+                Verdict::Regained
+            }
+            _ => Verdict::Unchanged,
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "quorum_tests.rs"]
+mod tests;
