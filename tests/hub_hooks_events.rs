@@ -437,6 +437,20 @@ mod cluster_events {
         let (_, mut on_a) = cluster.hub("a").subscribe_channel();
         let (_, mut on_b) = cluster.hub("b").subscribe_channel();
         let before = cluster.running();
+        // Each pass says what it is about to move before it moves anything.
+        let announced: Arc<Mutex<Vec<HookEvent>>> = Arc::default();
+        for name in ["a", "b"] {
+            let announced = announced.clone();
+            cluster
+                .hub(name)
+                .register_hook(
+                    HookKey::PreChildrenRedistribution,
+                    HookHandler::observe("test", 0, move |e| {
+                        announced.lock().unwrap().push(e.clone())
+                    }),
+                )
+                .unwrap();
+        }
 
         cluster.add("c").await;
         cluster.wait_members().await;
@@ -467,6 +481,25 @@ mod cluster_events {
             }
         }
         assert_eq!(reported, moved);
+        let mut to_move = BTreeSet::new();
+        for event in announced.lock().unwrap().iter() {
+            let HookEvent::PreChildrenRedistribution {
+                migrating,
+                replacing,
+            } = event
+            else {
+                panic!("{event:?}")
+            };
+            assert!(replacing.is_empty(), "{event:?}");
+            for (id, to) in migrating {
+                assert_eq!(*to, full("c"), "{event:?}");
+                to_move.insert(id.clone());
+            }
+        }
+        assert_eq!(
+            to_move, moved,
+            "pre_children_redistribution named every move"
+        );
 
         // A crash: after the grace the survivors re-place its children.
         let (_, mut on_a) = cluster.hub("a").subscribe_channel();

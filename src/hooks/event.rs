@@ -198,4 +198,12 @@ pub enum HookEvent {
         /// The children.
         ids: Vec<ChildId>,
     },
+    /// `pre_children_redistribution`.
+    PreChildrenRedistribution {
+        /// Children this node is about to move, each with the node it goes to.
+        migrating: Vec<(ChildId, NodeName)>,
+        /// Children this node is about to re-place (their node is gone), each with the node it
+        /// goes to.
+        replacing: Vec<(ChildId, NodeName)>,
+    },
 }

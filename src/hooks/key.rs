@@ -64,6 +64,9 @@ pub enum HookKey {
     ChildrenMigrated,
     /// Cluster: a start reached a node that does not own the children and was forwarded.
     ForwardedMigration,
+    /// Cluster: a redistribution pass is about to move or re-place these children (each with
+    /// the node it goes to), before any of them stops.
+    PreChildrenRedistribution,
 }
 
 impl HookKey {
@@ -94,6 +97,7 @@ impl HookKey {
             HookKey::PostNodesRedistribution => "post_nodes_redistribution",
             HookKey::ChildrenMigrated => "children_migrated",
             HookKey::ForwardedMigration => "forwarded_migration",
+            HookKey::PreChildrenRedistribution => "pre_children_redistribution",
         }
     }
 

@@ -190,6 +190,22 @@ impl CoordinatorState {
             );
         }
         cluster.migrating.extend(plan.children().cloned());
+        if migrating + replacing > 0 {
+            let each = |by_node: &BTreeMap<NodeName, Vec<Row>>| -> Vec<(ChildId, NodeName)> {
+                by_node
+                    .iter()
+                    .flat_map(|(node, rows)| {
+                        rows.iter().map(move |r| (r.spec.id.clone(), node.clone()))
+                    })
+                    .collect()
+            };
+            hub.hooks.fire(HookKey::PreChildrenRedistribution, || {
+                HookEvent::PreChildrenRedistribution {
+                    migrating: each(&plan.migrations),
+                    replacing: each(&plan.replacements),
+                }
+            });
+        }
         if !plan.excess.is_empty() {
             // Every owner runs a replica: this one stops, released (its row stays, bound to
             // the owners), and nothing starts anywhere.
