@@ -358,6 +358,28 @@ async fn a_monitor_fires_once_for_each_reason() {
     let _ = b;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_request_overtaken_by_the_stop_fires_with_the_stops_reason() {
+    let members = ["a", "b"];
+    let options = Options::plain().kinds(kinds());
+    let cluster = TestCluster::with_nodes(47, &members, options).await;
+    let a = cluster.hub("a");
+    let id = start_on(&cluster, "b", &members, "counter").await;
+
+    // a's watch request to b is held while the child is stopped there.
+    cluster.hold("monitor_child", "b");
+    let (_, mut rx) = a.monitor_channel(id.clone(), MonitorOptions::new());
+    cluster.wait_held().await;
+    a.stop_child(id.clone(), StopOptions::new()).await.unwrap();
+    assert!(cluster.hub("b").get_pid(&id).is_none());
+    assert_eq!(cluster.net.release_held(), 1);
+    let fired = rx_one(&mut rx, "late watch").await;
+    assert_eq!(fired.reason, DownReason::Stopped { node: full("b") });
+    assert_eq!(fired.id, id);
+
+    assert!(rx.try_recv().is_err());
+}
+
 async fn rx_one(
     rx: &mut tokio::sync::mpsc::UnboundedReceiver<process_hub::ChildDown>,
     what: &str,

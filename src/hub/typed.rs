@@ -316,6 +316,7 @@ pub(crate) fn on_monitor(
     let reason = match hub.watch(monitor, &id, Some(from.clone()), follow_restarts) {
         WatchOutcome::Watching => return,
         WatchOutcome::NoChild => DownReason::NoChild,
+        WatchOutcome::Down(reason) => reason,
         WatchOutcome::Refused => {
             hub.refusals.count(Refusal::Overloaded);
             tracing::warn!(peer = %from, "monitor refused: the peer holds too many watches here");

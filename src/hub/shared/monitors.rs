@@ -13,11 +13,15 @@
 //! **Races with the child's exit.** The ChildSupervisor removes a child from
 //! `local_children` before it reports the exit here, and a watch is set only while the child is
 //! in `local_children`, under this table's lock: a watch set before the removal is reported by
-//! it; one attempted after finds no child and fires `no_child` at once.
+//! it; one attempted after finds no child and fires `no_child` at once — unless the child
+//! went down here moments ago: a peer's watch request travels apart from the stop or the exit
+//! that overtook it, so the host remembers the last [`RECENT_DOWNS`] exits for
+//! [`RECENT_DOWN_WINDOW`] and answers such a late watch with the exit's own reason.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use super::HubShared;
 use crate::api::monitor::{ChildDown, DownSink, MonitorId, MonitorOptions};
@@ -28,6 +32,12 @@ use crate::model::{ChildId, DownReason, NodeName};
 
 /// The most watches one peer may hold on this node's children.
 pub(crate) const MAX_WATCHES_PER_PEER: usize = 100_000;
+
+/// How many of this node's last child exits a late watch request may still learn about.
+pub(crate) const RECENT_DOWNS: usize = 1024;
+
+/// How long an exit answers a late watch request with its reason (then: `no_child`).
+pub(crate) const RECENT_DOWN_WINDOW: Duration = Duration::from_secs(10);
 
 struct Owned {
     id: ChildId,
@@ -48,6 +58,28 @@ struct Tables {
     owned: HashMap<u64, Owned>,
     watches: HashMap<ChildId, Vec<Watch>>,
     per_peer: HashMap<NodeName, usize>,
+    /// This node's last exits (not followed by a restart here), oldest first.
+    recent_downs: VecDeque<(ChildId, DownReason, u64)>,
+}
+
+impl Tables {
+    fn remember_down(&mut self, id: &ChildId, reason: &DownReason, now_ms: u64) {
+        if self.recent_downs.len() >= RECENT_DOWNS {
+            self.recent_downs.pop_front();
+        }
+        self.recent_downs
+            .push_back((id.clone(), reason.clone(), now_ms));
+    }
+
+    fn recent_down(&self, id: &ChildId, now_ms: u64) -> Option<DownReason> {
+        let window = RECENT_DOWN_WINDOW.as_millis() as u64;
+        self.recent_downs
+            .iter()
+            .rev()
+            .take_while(|(_, _, at)| now_ms.saturating_sub(*at) < window)
+            .find(|(down, _, _)| down == id)
+            .map(|(_, reason, _)| reason.clone())
+    }
 }
 
 /// A node's monitors and watches.
@@ -58,12 +90,14 @@ pub(crate) struct Monitors {
 }
 
 /// What a watch request found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum WatchOutcome {
     /// The child runs here; the watch is set.
     Watching,
     /// The child does not run here.
     NoChild,
+    /// The child went down here a moment before the request came.
+    Down(DownReason),
     /// The peer holds too many watches here.
     Refused,
 }
@@ -131,7 +165,10 @@ impl HubShared {
     ) -> WatchOutcome {
         let mut tables = self.monitors.lock();
         if !self.local_children.contains_key(id) {
-            return WatchOutcome::NoChild;
+            return match tables.recent_down(id, self.clock.now_ms()) {
+                Some(reason) if origin.is_some() => WatchOutcome::Down(reason),
+                _ => WatchOutcome::NoChild,
+            };
         }
         if let Some(peer) = &origin {
             let count = tables.per_peer.entry(peer.clone()).or_default();
@@ -154,6 +191,9 @@ impl HubShared {
     pub fn child_down(&self, id: &ChildId, reason: DownReason, restarting: bool) {
         let fired: Vec<Watch> = {
             let mut tables = self.monitors.lock();
+            if !restarting {
+                tables.remember_down(id, &reason, self.clock.now_ms());
+            }
             let Some(watches) = tables.watches.remove(id) else {
                 return;
             };
