@@ -123,6 +123,18 @@ pub enum HubEvent {
         /// The peer.
         node: NodeName,
     },
+    /// This node's side of a split lost quorum (`partition_tolerance`): its local children are
+    /// stopped (their rows kept) and starts and stops are refused until quorum returns.
+    PartitionModeEntered {
+        /// The members this node still sees, itself included.
+        members: Vec<NodeName>,
+    },
+    /// Quorum returned: this node takes work again, and a redistribution pass brings back the
+    /// children it owns.
+    PartitionModeLeft {
+        /// The members this node sees, itself included.
+        members: Vec<NodeName>,
+    },
     /// Every member has delivered its registry to this node (`cluster_settled` became true).
     ClusterSettled {
         /// The members at that moment, this node included.

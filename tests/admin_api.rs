@@ -34,6 +34,7 @@ impl AdminOps for FakeHub {
             parked: false,
             status: "ok".into(),
             problems: Vec::new(),
+            partitioned: false,
             refused_peer_input: Default::default(),
         })
     }

@@ -21,13 +21,18 @@ pub struct Health {
     /// restores or clears it (always `false` without auto-recovery).
     #[serde(default)]
     pub parked: bool,
-    /// `"ok"`, or `"degraded"` while something keeps this node from writing what it must (a
-    /// full or failing disk, a data directory removed under it); `problems` says what.
+    /// `"ok"`; `"degraded"` while something keeps this node from writing what it must (a
+    /// full or failing disk, a data directory removed under it), `problems` says what;
+    /// `"partitioned"` while its side of a split has no quorum.
     #[serde(default)]
     pub status: String,
     /// Why the node is degraded, one sentence each; empty when `status` is `"ok"`.
     #[serde(default)]
     pub problems: Vec<String>,
+    /// This node's side of a split has no quorum (`partition_tolerance`): it runs no child and
+    /// answers starts and stops `partitioned`; `status` is then `"partitioned"`.
+    #[serde(default)]
+    pub partitioned: bool,
     /// Peer input this node refused since it started, by reason (`parts`, `invalid_child`,
     /// `implausible_version`, `overloaded`...): a count that grows points at a misbehaving or
     /// incompatible peer (see docs/security.md).

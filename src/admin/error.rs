@@ -29,6 +29,10 @@ pub enum AdminError {
     /// No declared-list leader is reachable (503, `no_leader`).
     #[error("{0}")]
     NoLeader(String),
+    /// This node's side of a split has no quorum, so it takes no start or stop (503,
+    /// `partitioned`); a node of the majority does, and this one once quorum returns.
+    #[error("{0}")]
+    Partitioned(String),
     /// The write the request needed did not reach the disk (503, `storage_failed`); other
     /// requests keep working.
     #[error("{0}")]
@@ -90,6 +94,7 @@ impl AdminError {
             AdminError::DeclaredParked(_) => "declared_parked",
             AdminError::NotReady(_) => "not_ready",
             AdminError::NoLeader(_) => "no_leader",
+            AdminError::Partitioned(_) => "partitioned",
             AdminError::StorageFailed(_) => "storage_failed",
             AdminError::InsufficientStorage(_) => "insufficient_storage",
             AdminError::Internal(_) => "internal",
@@ -125,7 +130,9 @@ impl AdminError {
             }
             AdminError::NotFound(_) => StatusCode::NOT_FOUND,
             AdminError::AlreadyStarted(_) | AdminError::DeclaredParked(_) => StatusCode::CONFLICT,
-            AdminError::NotReady(_) | AdminError::NoLeader(_) => StatusCode::SERVICE_UNAVAILABLE,
+            AdminError::NotReady(_) | AdminError::NoLeader(_) | AdminError::Partitioned(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             AdminError::StorageFailed(_) => StatusCode::SERVICE_UNAVAILABLE,
             AdminError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             AdminError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -149,6 +156,7 @@ impl AdminError {
             }
             "durable_requires_permanent" => return AdminError::DurableRequiresPermanent(message),
             "no_leader" => return AdminError::NoLeader(message),
+            "partitioned" => return AdminError::Partitioned(message),
             "not_found" => return AdminError::NotFound(message),
             "invalid_spec" => return AdminError::InvalidInput(message),
             // The registry write the request needed failed: the same request succeeds once

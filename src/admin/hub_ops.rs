@@ -40,6 +40,7 @@ pub fn start_error_code(e: &ChildStartError) -> &'static str {
         ChildStartError::ChildMappingMissing => "child_mapping_missing",
         ChildStartError::ChildMappingInvalid { .. } => "child_mapping_invalid",
         ChildStartError::ChildMappingMismatch { .. } => "child_mapping_mismatch",
+        ChildStartError::Partitioned => "partitioned",
     }
 }
 
@@ -83,6 +84,7 @@ fn start_refused(e: StartError) -> AdminError {
         | StartError::ReservedMetadataKey(_)
         | StartError::InvalidOption { .. } => AdminError::InvalidInput(e.to_string()),
         StartError::Declared(r) => declared_refused(r),
+        StartError::Partitioned => AdminError::Partitioned(e.to_string()),
     }
 }
 
@@ -93,6 +95,7 @@ fn stop_refused(e: StopError) -> AdminError {
             AdminError::InvalidInput(e.to_string())
         }
         StopError::Declared(r) => declared_refused(r),
+        StopError::Partitioned => AdminError::Partitioned(e.to_string()),
     }
 }
 
@@ -142,7 +145,15 @@ impl AdminOps for Hub {
         ) {
             return Err(AdminError::NotReady("the hub is not running".into()));
         }
-        let problems = self.storage_problems();
+        let mut problems = self.storage_problems();
+        let partitioned = self.is_partitioned();
+        if partitioned {
+            problems.push(
+                "partitioned: this node's side of the cluster has no quorum; its children are \
+                 stopped and it refuses starts and stops until quorum returns"
+                    .into(),
+            );
+        }
         Ok(Health {
             node: self.node().clone(),
             hub: self.hub_id().to_owned(),
@@ -152,13 +163,16 @@ impl AdminOps for Hub {
                 crate::RecoveryState::Normal => "normal".into(),
             },
             parked: self.declared_parked().unwrap_or(false),
-            status: if problems.is_empty() {
+            status: if partitioned {
+                "partitioned"
+            } else if problems.is_empty() {
                 "ok"
             } else {
                 "degraded"
             }
             .into(),
             problems,
+            partitioned,
             refused_peer_input: self
                 .refused_peer_input()
                 .into_iter()
@@ -443,6 +457,7 @@ mod tests {
             ChildStartError::InsufficientStorage {
                 message: "m".into(),
             },
+            ChildStartError::Partitioned,
         ] {
             let serde = serde_json::to_value(&e).unwrap();
             assert_eq!(serde["code"], start_error_code(&e), "{e:?}");

@@ -96,6 +96,10 @@ pub enum ChildStartError {
         /// What is wrong.
         reason: String,
     },
+    /// The node that owns the child is in partition mode (its side of a split has no quorum)
+    /// and runs no child until quorum returns.
+    #[error("partitioned: the owner's side of the cluster has no quorum")]
+    Partitioned,
     /// The start's `child_mapping` for this child names another number of nodes than the
     /// replication factor.
     #[error("child mapping names {got} nodes; the replication factor is {expected}")]
@@ -270,6 +274,10 @@ pub enum StartError {
     /// write); no child of the request was started.
     #[error(transparent)]
     Declared(RecoveryError),
+    /// This node's side of a split has no quorum (`partition_tolerance`): it starts nothing
+    /// until quorum returns. Retry on a node of the majority, or later.
+    #[error("partitioned: this node's side of the cluster has no quorum")]
+    Partitioned,
 }
 
 /// Why a whole stop request was refused.
@@ -293,6 +301,10 @@ pub enum StopError {
     /// (`no_leader`, parked, a failed write); no child of the request was stopped.
     #[error(transparent)]
     Declared(RecoveryError),
+    /// This node's side of a split has no quorum (`partition_tolerance`): a stop made here
+    /// could not reach the majority that runs the children, so none is taken.
+    #[error("partitioned: this node's side of the cluster has no quorum")]
+    Partitioned,
 }
 
 /// Why a hub could not be spawned.

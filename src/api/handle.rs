@@ -381,6 +381,20 @@ impl Hub {
         self.root.get_status() == ActorStatus::Running
     }
 
+    /// Whether this node is in partition mode: its side of a split has no quorum under the
+    /// hub's `partition_tolerance`, so it runs no child and refuses starts and stops
+    /// (`partitioned`) until quorum returns. Always `false` under `divergence`.
+    pub fn is_partitioned(&self) -> bool {
+        self.shared.partition.partitioned()
+    }
+
+    /// Whether membership work is under way on this node: it is partitioned, or children of a
+    /// redistribution pass are moving (the original's locked event queue). Requests are still
+    /// taken while locked; the flag tells an operator or a test that placements are in flux.
+    pub fn is_locked(&self) -> bool {
+        self.shared.partition.partitioned() || self.shared.partition.locked()
+    }
+
     /// The actor of a child running on this node.
     pub fn local_child(&self, id: &ChildId) -> Option<ActorCell> {
         self.shared

@@ -17,6 +17,7 @@ pub mod distribution;
 pub mod elector;
 pub mod load_balancer;
 pub mod migration;
+pub mod partition;
 pub mod recovery;
 pub mod replication;
 
@@ -24,6 +25,7 @@ pub use distribution::Distribution;
 pub use elector::LeaderElector;
 pub use load_balancer::LoadBalancerConfig;
 pub use migration::{HotSwapConfig, Migration};
+pub use partition::PartitionTolerance;
 pub use recovery::{
     AutoRecoveryConfig, AutoRecoveryConfigError, ConfigWarning, DeclaredCommit, ManifestLocation,
     StartBudget,
@@ -150,6 +152,10 @@ pub struct ProcessHub {
     pub replication_model: ReplicationModel,
     /// Cluster: which replicas are told their role when it changes (default: none).
     pub redundancy_signal: RedundancySignal,
+    /// Cluster: what a side of a split without quorum does: `divergence` (the default: both
+    /// sides keep running) or a quorum strategy (the side without quorum stops its children
+    /// and refuses work until quorum returns). See `docs/strategies.md`.
+    pub partition_tolerance: PartitionTolerance,
 }
 
 impl Default for ProcessHub {
@@ -180,6 +186,7 @@ impl Default for ProcessHub {
             replication_factor: 1,
             replication_model: ReplicationModel::ActivePassive,
             redundancy_signal: RedundancySignal::None,
+            partition_tolerance: PartitionTolerance::Divergence,
         }
     }
 }
@@ -325,6 +332,7 @@ impl ProcessHub {
         )?;
         self.hot_swap.validate()?;
         self.load_balancer.validate()?;
+        partition::validate(&self.partition_tolerance)?;
         replication::validate_factor(self.replication_factor)?;
         let mut seen = std::collections::HashSet::new();
         for spec in &self.child_specs {
@@ -486,6 +494,12 @@ impl ProcessHubBuilder {
     /// Sets how loads are gathered and children rebalanced (with `Distribution::LoadBalanced`).
     pub fn load_balancer(mut self, load_balancer: LoadBalancerConfig) -> Self {
         self.0.load_balancer = load_balancer;
+        self
+    }
+
+    /// Sets what a side of a split without quorum does.
+    pub fn partition_tolerance(mut self, strategy: PartitionTolerance) -> Self {
+        self.0.partition_tolerance = strategy;
         self
     }
 

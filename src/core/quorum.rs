@@ -25,7 +25,7 @@ use crate::model::NodeName;
 
 /// A hub's partition tolerance strategy.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "type")]
+#[serde(rename_all = "snake_case", tag = "type", deny_unknown_fields)]
 pub enum PartitionTolerance {
     /// Both sides of a split keep running; duplicates are resolved on heal.
     #[default]
@@ -79,8 +79,9 @@ pub struct QuorumTracker {
 }
 
 impl QuorumTracker {
-    /// A tracker for a hub starting with `members` members (this node included). Only a static
-    /// quorum with `startup_confirm` can start partitioned.
+    /// A tracker for a hub starting with `members` members (this node included). A static
+    /// quorum with `startup_confirm`, and a majority quorum whose `initial_cluster_size` makes
+    /// `members` a minority, start partitioned.
     pub fn new(strategy: PartitionTolerance, members: usize) -> Self {
         let max_seen = match &strategy {
             PartitionTolerance::MajorityQuorum {
@@ -94,6 +95,8 @@ impl QuorumTracker {
                 quorum_size,
                 startup_confirm: true,
             } => members < *quorum_size,
+            // A node alone of a cluster configured larger is not a majority of it.
+            PartitionTolerance::MajorityQuorum { .. } => members <= max_seen / 2,
             _ => false,
         };
         Self {

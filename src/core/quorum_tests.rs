@@ -111,6 +111,16 @@ fn majority_quorum_keeps_the_larger_side_of_a_split() {
     let mut t = QuorumTracker::new(fixed, 3);
     t.node_up(&n(4), 0, 7);
     assert!(t.has_quorum(2), "a majority of 3, not of 7");
+
+    // A node booting alone into a cluster configured for five waits for two more.
+    let five = PartitionTolerance::MajorityQuorum {
+        initial_cluster_size: 5,
+        track_max_size: true,
+    };
+    let mut t = QuorumTracker::new(five, 1);
+    assert!(t.is_partitioned());
+    assert_eq!(t.node_up(&n(1), 0, 2), Verdict::Unchanged);
+    assert_eq!(t.node_up(&n(2), 0, 3), Verdict::Regained);
 }
 
 fn strategies() -> impl Strategy<Value = PartitionTolerance> {

@@ -24,8 +24,8 @@ use process_hub::sim::invariants::{
 use process_hub::storage::BackendConfig;
 use process_hub::{
     AutoRecoveryConfig, ChildId, ChildKinds, ChildSpec, Distribution, HookEvent, HookHandler,
-    HookKey, HotSwapConfig, Hub, LoadBalancerConfig, ManifestLocation, Migration, NodeName, Pid,
-    ProcessHub, RedundancySignal, ReplicationModel,
+    HookKey, HotSwapConfig, Hub, LoadBalancerConfig, ManifestLocation, Migration, NodeName,
+    PartitionTolerance, Pid, ProcessHub, RedundancySignal, ReplicationModel,
 };
 
 use super::{wait_for, wait_until, DEADLINE};
@@ -69,6 +69,8 @@ pub struct Options {
     pub replication: Option<(usize, ReplicationModel, RedundancySignal)>,
     /// The load balancer's options (read with `Distribution::LoadBalanced`).
     pub load_balancer: Option<LoadBalancerConfig>,
+    /// The partition tolerance strategy of every node.
+    pub partition_tolerance: PartitionTolerance,
 }
 
 impl Options {
@@ -89,6 +91,7 @@ impl Options {
             hot_swap: None,
             replication: None,
             load_balancer: None,
+            partition_tolerance: PartitionTolerance::Divergence,
         }
     }
 
@@ -137,6 +140,11 @@ impl Options {
     pub fn load_balanced(mut self, options: LoadBalancerConfig) -> Self {
         self.distribution = Distribution::LoadBalanced;
         self.load_balancer = Some(options);
+        self
+    }
+
+    pub fn partition_tolerance(mut self, strategy: PartitionTolerance) -> Self {
+        self.partition_tolerance = strategy;
         self
     }
 
@@ -217,6 +225,7 @@ impl TestCluster {
             )
             .default_timeout(options.default_timeout)
             .distribution(options.distribution)
+            .partition_tolerance(options.partition_tolerance.clone())
             .shutdown_timeout(Duration::from_secs(5))
             .registry_backend(options.backend.clone());
         if let Some(retry) = options.migration_retry {

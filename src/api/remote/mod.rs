@@ -297,6 +297,7 @@ impl From<super::errors::StartError> for RemoteFailure {
             E::InvalidOption { .. } => "invalid_option",
             E::HubUnavailable(_) => "hub_unavailable",
             E::Declared(_) => "declared",
+            E::Partitioned => "partitioned",
         };
         Self::new(code, e.to_string())
     }
@@ -310,6 +311,7 @@ impl From<super::errors::StopError> for RemoteFailure {
             E::InvalidOption { .. } => "invalid_option",
             E::HubUnavailable(_) => "hub_unavailable",
             E::Declared(_) => "declared",
+            E::Partitioned => "partitioned",
         };
         Self::new(code, e.to_string())
     }

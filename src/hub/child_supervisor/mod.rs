@@ -99,6 +99,21 @@ impl ChildSupState {
     async fn start_batch(&mut self, myself: &ActorRef<ChildSupMsg>, batch: StartBatch) {
         let shared = self.shared.clone();
         let node = self.node().clone();
+        if shared.partition.partitioned() {
+            // This side has no quorum: whoever asked (a peer of this side, a re-placement)
+            // learns it, and the majority's copy of the child is the one that runs.
+            let errors = batch
+                .children
+                .into_iter()
+                .map(|(spec, _)| (spec.id, ChildStartError::Partitioned))
+                .collect();
+            (batch.reply)(NodeStartReport {
+                node,
+                started: Vec::new(),
+                errors,
+            });
+            return;
+        }
         shared
             .hooks
             .fire(HookKey::PreChildrenStart, || HookEvent::PreChildrenStart {

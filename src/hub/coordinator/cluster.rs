@@ -103,6 +103,10 @@ pub(crate) struct ClusterState {
     pub relay: relay::Relays,
     /// Hot moves under way (`migration = "hot"`).
     pub hot: super::handover::HotMoves,
+    /// Quorum under the hub's `partition_tolerance` (`coordinator::partition`).
+    pub quorum: crate::core::quorum::QuorumTracker,
+    /// The dynamic quorum's re-judging timer, while partitioned.
+    pub quorum_timer: Option<Timer>,
 }
 
 impl ClusterState {
@@ -143,6 +147,11 @@ impl ClusterState {
             calls: BTreeMap::new(),
             relay: relay::Relays::default(),
             hot: Default::default(),
+            quorum: crate::core::quorum::QuorumTracker::new(
+                hub.config.partition_tolerance.clone(),
+                1,
+            ),
+            quorum_timer: None,
         })
     }
 
@@ -280,6 +289,7 @@ impl CoordinatorState {
             .chain(cluster.retry_timer.take())
             .chain(cluster.sync_timer.take())
             .chain(cluster.load_timer.take())
+            .chain(cluster.quorum_timer.take())
         {
             t.abort();
         }

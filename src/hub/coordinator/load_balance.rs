@@ -70,6 +70,9 @@ impl CoordinatorState {
         let Some(threshold) = config.rebalance_threshold() else {
             return;
         };
+        if hub.partition.partitioned() {
+            return; // this side moves nothing until quorum returns
+        }
         if let Some(cluster) = &mut self.cluster {
             // The reports of the interval after a move may predate it: acting on them would
             // move the same imbalance twice.
@@ -120,7 +123,9 @@ impl CoordinatorState {
     ) {
         let hub = self.hub.clone();
         let me = hub.node.clone();
-        if hub.has_bug(crate::hub::shared::simulation::InjectedBug::IgnoreRebalance) {
+        if hub.has_bug(crate::hub::shared::simulation::InjectedBug::IgnoreRebalance)
+            || hub.partition.partitioned()
+        {
             return;
         }
         let config = &hub.config.load_balancer;

@@ -84,6 +84,7 @@ impl CoordinatorState {
         let restarted = matches!(verdict, PeerBoot::Restarted { .. });
         tracing::info!(peer = %node, restarted, "peer up");
         self.publish_membership();
+        self.quorum_node_up(myself, &node);
         // Durable children: offer the peer this node's declared list (boot adoption).
         if let Some(declared) = hub.declared_leader() {
             let _ = declared.cast(DeclaredMsg::PeerUp { node: node.clone() });
@@ -147,6 +148,7 @@ impl CoordinatorState {
             cluster.departed.insert(node.clone());
         }
         self.publish_membership();
+        self.quorum_node_down(myself, &node);
         self.goodbye_answered(myself, &node);
         self.fail_pending_on(myself, &node);
         self.fail_relayed_on(&node);

@@ -14,6 +14,7 @@
 //! - [`rebalance`]: carrying out the pure redistribution plan, retries, the graceful leave;
 //! - [`relay`]: requests this node waits on for someone else;
 //! - [`messaging`]: messages to a child by id;
+//! - [`partition`]: quorum and partition mode (`partition_tolerance`);
 //! - [`timers`]: the cluster half's timers and completions, and their dispatch.
 //!
 //! Results arrive as messages, so the Coordinator never waits on a node and keeps serving other
@@ -26,6 +27,7 @@ mod handover;
 mod load_balance;
 mod membership;
 mod messaging;
+mod partition;
 mod pipeline;
 mod rebalance;
 mod relay;
@@ -171,12 +173,19 @@ impl Actor for Coordinator {
             )?),
             None => None,
         };
-        Ok(CoordinatorState {
+        let mut state = CoordinatorState {
             hub,
             pending_operations: BTreeMap::new(),
             next_request_id: 0,
             cluster,
-        })
+        };
+        if state.cluster.is_some() {
+            let quorum = state.new_quorum();
+            if let Some(cluster) = &mut state.cluster {
+                cluster.quorum = quorum;
+            }
+        }
+        Ok(state)
     }
 
     async fn post_start(
@@ -242,6 +251,12 @@ impl Actor for Coordinator {
             CoordinatorMsg::Timeout { request_id } => state.on_timeout(&myself, request_id),
             CoordinatorMsg::Transport(event) => state.on_transport(&myself, event),
             CoordinatorMsg::Cluster(msg) => state.on_cluster_msg(&myself, msg),
+        }
+        if let Some(cluster) = &state.cluster {
+            state
+                .hub
+                .partition
+                .set_locked(!cluster.migrating.is_empty());
         }
         Ok(())
     }

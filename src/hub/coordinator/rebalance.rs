@@ -117,6 +117,11 @@ impl CoordinatorState {
         if cluster.self_leaving {
             return;
         }
+        if hub.partition.partitioned() {
+            // Nothing starts on this side; leaving partition mode runs a pass over everyone.
+            tracing::debug!("redistribution pass skipped: partition mode");
+            return;
+        }
         hub.hooks.fire(HookKey::PreNodesRedistribution, || {
             HookEvent::PreNodesRedistribution {
                 joined: joined.to_vec(),
@@ -429,7 +434,8 @@ impl CoordinatorState {
             return;
         };
         cluster.retry_timer = None;
-        if cluster.self_leaving {
+        if cluster.self_leaving || self.hub.partition.partitioned() {
+            // Kept for leaving partition mode, which retries them.
             return;
         }
         let failed: Vec<(Row, Cause)> = std::mem::take(&mut cluster.failed).into_values().collect();

@@ -142,6 +142,7 @@ impl CoordinatorState {
             ClusterMsg::HandoffsExpire => self.hub.expire_handoffs(),
             ClusterMsg::RetryAbandonedMoves => self.retry_abandoned(myself),
             ClusterMsg::LoadTick => self.on_load_tick(myself),
+            ClusterMsg::QuorumTick => self.on_quorum_tick(myself),
         }
     }
 

@@ -180,6 +180,14 @@ impl DeclaredLeaderState {
                 let answer: Then =
                     Box::new(move |result| hub.reply_mutation(&reply_to, request_id, result));
                 match self.hub.leader() {
+                    // A leader without quorum takes no mutation (an asymmetric split can
+                    // still let a majority node reach it): the majority's list decides.
+                    _ if self.hub.partition.partitioned() => answer(Err(RecoveryError::NoLeader {
+                        reason: format!(
+                            "{} is partitioned: its side of the cluster has no quorum",
+                            self.hub.node
+                        ),
+                    })),
                     Some(l) if l == self.hub.node => self.mutate_here(myself, op, answer),
                     other => answer(Err(RecoveryError::NoLeader {
                         reason: format!(

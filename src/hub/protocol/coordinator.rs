@@ -94,4 +94,6 @@ pub(crate) enum ClusterMsg {
     RetryAbandonedMoves,
     /// Time to report this node's load (`Distribution::LoadBalanced`).
     LoadTick,
+    /// Time to judge a dynamic quorum again (lost nodes age out of its threshold).
+    QuorumTick,
 }

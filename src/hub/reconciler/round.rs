@@ -98,7 +98,8 @@ pub(super) async fn run_round(
         },
         &hub.node,
         &previous_pending,
-        snapshot.parked || !unheard.is_empty(),
+        // A side without quorum starts and stops nothing: the majority's rounds decide.
+        snapshot.parked || !unheard.is_empty() || hub.partition.partitioned(),
     );
     let mut stats = plan.stats;
 

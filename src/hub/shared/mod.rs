@@ -12,12 +12,14 @@
 //! - [`post`]: handing batches and requests to a sibling actor, answering them when it is away;
 //! - [`write_fault`]: the registry's last failed write, which health reports until one succeeds;
 //! - [`typed`]: typed calls to children on peers, waiting for their answers;
-//! - [`monitors`]: monitors set on this node and watches on its children.
+//! - [`monitors`]: monitors set on this node and watches on its children;
+//! - [`partition`]: partition mode and the membership lock, as the Coordinator published them.
 
 pub(crate) mod handoff;
 pub(crate) mod loads;
 pub(crate) mod monitors;
 pub(crate) mod owned_task;
+pub(crate) mod partition;
 pub(crate) mod post;
 pub(crate) mod recovery;
 pub(crate) mod recovery_state;
@@ -170,6 +172,8 @@ pub(crate) struct HubShared {
     pub handoffs: handoff::Handoffs,
     /// The members' loads, for `Distribution::LoadBalanced`.
     pub loads: loads::Loads,
+    /// Partition mode and the membership lock (`Hub::is_partitioned`, `Hub::is_locked`).
+    pub partition: partition::PartitionFlags,
     /// Bugs the simulator injected into this hub.
     #[cfg(feature = "sim")]
     pub bugs: BTreeSet<simulation::InjectedBug>,
@@ -237,6 +241,7 @@ impl HubShared {
             monitors: monitors::Monitors::default(),
             handoffs: handoff::Handoffs::default(),
             loads: loads::Loads::default(),
+            partition: partition::PartitionFlags::default(),
             #[cfg(feature = "sim")]
             bugs: BTreeSet::new(),
             #[cfg(feature = "sim")]

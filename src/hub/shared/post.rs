@@ -196,6 +196,13 @@ impl HubShared {
         let restarting = || RecoveryError::HubUnavailable {
             reason: "declared leader is restarting".into(),
         };
+        if self.partition.partitioned() && self.recovery.is_some() {
+            // A minority clearing its copy would diverge from the majority's list.
+            let _ = reply.send(Err(RecoveryError::HubUnavailable {
+                reason: "partitioned: this node's side of the cluster has no quorum".into(),
+            }));
+            return;
+        }
         let Some(leader) = self.declared_leader() else {
             let _ = reply.send(Err(if self.recovery.is_none() {
                 RecoveryError::AutoRecoveryDisabled

@@ -208,6 +208,10 @@ impl HubSupState {
 
     /// A start: `durable: true` goes through the DeclaredLeader (declare, then start).
     fn route_start(&self, specs: Vec<ChildSpec>, mut opts: StartOptions, reply: StartReplyPort) {
+        if self.shared.partition.partitioned() {
+            let _ = reply.send(Err(StartError::Partitioned));
+            return;
+        }
         self.shared.place_by_load(&specs, &mut opts);
         if !opts.durable {
             return self.shared.start_through_coordinator(specs, opts, reply);
@@ -233,6 +237,10 @@ impl HubSupState {
     /// A stop: with recovery on, through the DeclaredLeader (a declared child is undeclared
     /// before it is terminated).
     fn route_stop(&self, ids: Vec<ChildId>, opts: StopOptions, reply: StopReplyPort) {
+        if self.shared.partition.partitioned() {
+            let _ = reply.send(Err(StopError::Partitioned));
+            return;
+        }
         if self.shared.recovery.is_none() {
             return self.shared.stop_through_coordinator(ids, opts, reply);
         }

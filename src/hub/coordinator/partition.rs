@@ -1,0 +1,181 @@
+//! Partition mode: the Coordinator feeds every membership change to the hub's
+//! [`QuorumTracker`] and carries out its verdict.
+//!
+//! - **Quorum lost**: the flag every actor reads is set (starts and stops are refused at the
+//!   API, start batches by the ChildSupervisor, passes, retries and reconcile rounds wait), and
+//!   every local child is stopped as a release: its row stays here as an unbound stub, so this
+//!   node still knows what it held, while the majority (which sees this node down) re-places
+//!   those children after its grace.
+//! - **Quorum regained**: the flag is cleared, every peer is asked for its registry again, and a
+//!   redistribution pass over every member (batched with the syncs it triggers) re-places the
+//!   stubs nobody runs and moves back what the ring gives this node.
+//!
+//! A dynamic quorum also changes with time alone (lost nodes age out of its threshold), so it
+//! is re-judged on a timer.
+
+use std::time::Duration;
+
+use ractor::ActorRef;
+use tokio::time::Instant;
+
+use super::CoordinatorState;
+use crate::cluster::wire::WireMsg;
+use crate::core::quorum::{PartitionTolerance, QuorumTracker, Verdict};
+use crate::events::HubEvent;
+use crate::hub::protocol::{ClusterMsg, CoordinatorMsg, StopBatch};
+use crate::model::{ChildId, NodeName};
+
+/// How often a dynamic quorum is re-judged at most (a quarter of its threshold, within these).
+const QUORUM_TICK_MIN: Duration = Duration::from_millis(50);
+const QUORUM_TICK_MAX: Duration = Duration::from_secs(5);
+
+impl CoordinatorState {
+    /// The tracker of a Coordinator that starts with no peer. A strategy that starts
+    /// partitioned (a static quorum with `startup_confirm`, a majority of a larger configured
+    /// cluster) refuses work until enough peers are up; it stops no child here: a restarted
+    /// Coordinator is told its peers again at once.
+    pub(super) fn new_quorum(&self) -> QuorumTracker {
+        let tracker = QuorumTracker::new(self.hub.config.partition_tolerance.clone(), 1);
+        if self.hub.partition.set_partitioned(tracker.is_partitioned()) && tracker.is_partitioned()
+        {
+            tracing::info!("no quorum yet: starts and stops are refused until enough peers are up");
+        }
+        tracker
+    }
+
+    fn members(&self) -> Vec<NodeName> {
+        let mut members: Vec<NodeName> = self
+            .cluster
+            .as_ref()
+            .map(|c| c.peers.iter().cloned().collect())
+            .unwrap_or_default();
+        members.push(self.hub.node.clone());
+        members.sort();
+        members
+    }
+
+    /// `node` went down: judges quorum with the members left.
+    pub(super) fn quorum_node_down(&mut self, myself: &ActorRef<CoordinatorMsg>, node: &NodeName) {
+        let now = self.hub.mono_ms();
+        let members = self.members().len();
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        let verdict = cluster.quorum.node_down(node, now, members);
+        self.on_verdict(myself, verdict);
+        self.arm_quorum_tick(myself);
+    }
+
+    /// `node` came up: judges quorum with it.
+    pub(super) fn quorum_node_up(&mut self, myself: &ActorRef<CoordinatorMsg>, node: &NodeName) {
+        let now = self.hub.mono_ms();
+        let members = self.members().len();
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        let verdict = cluster.quorum.node_up(node, now, members);
+        self.on_verdict(myself, verdict);
+    }
+
+    /// The dynamic quorum's timer: lost nodes may have aged out of the threshold.
+    pub(super) fn on_quorum_tick(&mut self, myself: &ActorRef<CoordinatorMsg>) {
+        let now = self.hub.mono_ms();
+        let members = self.members().len();
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        cluster.quorum_timer = None;
+        let verdict = cluster.quorum.tick(now, members);
+        self.on_verdict(myself, verdict);
+        self.arm_quorum_tick(myself);
+    }
+
+    fn arm_quorum_tick(&mut self, myself: &ActorRef<CoordinatorMsg>) {
+        let PartitionTolerance::DynamicQuorum {
+            threshold_time_ms, ..
+        } = self.hub.config.partition_tolerance
+        else {
+            return;
+        };
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        if cluster.quorum_timer.is_some() || !cluster.quorum.is_partitioned() {
+            return;
+        }
+        let every =
+            (Duration::from_millis(threshold_time_ms) / 4).clamp(QUORUM_TICK_MIN, QUORUM_TICK_MAX);
+        cluster.quorum_timer =
+            Some(myself.send_after(every, || CoordinatorMsg::Cluster(ClusterMsg::QuorumTick)));
+    }
+
+    fn on_verdict(&mut self, myself: &ActorRef<CoordinatorMsg>, verdict: Verdict) {
+        match verdict {
+            Verdict::Unchanged => {}
+            Verdict::Lost => self.enter_partition_mode(),
+            Verdict::Regained => self.leave_partition_mode(myself),
+        }
+    }
+
+    fn enter_partition_mode(&mut self) {
+        let hub = self.hub.clone();
+        if !hub.partition.set_partitioned(true) {
+            return;
+        }
+        let members = self.members();
+        let ids: Vec<ChildId> = hub.local_children.iter().map(|e| e.key().clone()).collect();
+        tracing::warn!(
+            ?members,
+            children = ids.len(),
+            "quorum lost: partition mode; stopping this node's children, refusing starts and stops"
+        );
+        hub.events
+            .publish(|| HubEvent::PartitionModeEntered { members });
+        if ids.is_empty() {
+            return;
+        }
+        hub.deliver_stop(
+            &hub.node.clone(),
+            StopBatch {
+                ids,
+                release: true,
+                reply: Box::new(|report| {
+                    for (id, e) in report.errors {
+                        tracing::warn!(child = %id, error = %e, "not stopped for partition mode");
+                    }
+                }),
+            },
+        );
+    }
+
+    fn leave_partition_mode(&mut self, myself: &ActorRef<CoordinatorMsg>) {
+        let hub = self.hub.clone();
+        if !hub.partition.set_partitioned(false) {
+            return;
+        }
+        let members = self.members();
+        tracing::info!(?members, "quorum regained: leaving partition mode");
+        hub.events.publish(|| HubEvent::PartitionModeLeft {
+            members: members.clone(),
+        });
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        if let Some(t) = cluster.quorum_timer.take() {
+            t.abort();
+        }
+        let now = Instant::now().into_std();
+        for peer in cluster.peers.clone() {
+            if let Err(e) = cluster.transport.send(&peer, &WireMsg::SyncRequest) {
+                tracing::debug!(%peer, error = %e, "sync request not sent");
+            }
+            cluster.joins.on_event(peer, now);
+        }
+        // This node's own stubs need a pass even when it has no peer left to sync with.
+        cluster.joins.on_event(hub.node.clone(), now);
+        self.arm_flush(myself);
+        if !self.cluster.as_ref().is_some_and(|c| c.failed.is_empty()) {
+            self.retry_failed(myself);
+        }
+    }
+}
