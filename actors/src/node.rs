@@ -116,6 +116,9 @@ pub fn hub_config(settings: &NodeSettings) -> Result<ProcessHub, process_hub::Co
     if let Some(load_balancer) = &settings.load_balancer {
         config.load_balancer = load_balancer.clone();
     }
+    if let Some(strategy) = &settings.partition_tolerance {
+        config.partition_tolerance = strategy.clone();
+    }
     let intensity = &settings.restart_intensity;
     if let Some(n) = intensity.max_restarts {
         config.max_restarts = n;

@@ -94,6 +94,13 @@ pub struct NodeFlags {
     /// node's children differ by more than this percentage of the mean (default 0: never).
     #[arg(long)]
     pub load_rebalance_threshold_percent: Option<u32>,
+    /// What a side of a split without quorum does: `divergence` (default: both sides keep
+    /// running), `static-quorum:N[:confirm]`, `dynamic-quorum:PERCENT:MS` or
+    /// `majority-quorum[:N]` (the side without quorum stops its children and answers
+    /// `partitioned` until quorum returns; the file's `[partition_tolerance]` table says the
+    /// same).
+    #[arg(long, value_parser = super::partition_tolerance::parse_partition_tolerance)]
+    pub partition_tolerance: Option<process_hub::PartitionTolerance>,
     /// How children move when nodes join or leave: `cold` (default: stopped, then started
     /// elsewhere) or `hot` (kinds that hand over, like counter and kv_shard, keep their state;
     /// timing in the file's `[hot_swap]` table).
@@ -183,6 +190,7 @@ struct FileSettings {
     redundancy_signal: Option<process_hub::RedundancySignal>,
     hot_swap: Option<process_hub::HotSwapConfig>,
     load_balancer: Option<process_hub::LoadBalancerConfig>,
+    partition_tolerance: Option<process_hub::PartitionTolerance>,
     max_restarts: Option<u32>,
     max_seconds: Option<u32>,
     hub_max_restarts: Option<u32>,
@@ -240,6 +248,8 @@ pub struct NodeSettings {
     /// The hub's `load_balancer` options: the file's table with the flags over it (validated
     /// by the hub's config).
     pub load_balancer: Option<process_hub::LoadBalancerConfig>,
+    /// The hub's `partition_tolerance` (flag, else file; default divergence).
+    pub partition_tolerance: Option<process_hub::PartitionTolerance>,
     /// The hub's restart intensity (`max_restarts`, `max_seconds`, `hub_max_restarts`), each
     /// when set (validated by the hub's config).
     pub restart_intensity: RestartIntensitySettings,
@@ -580,6 +590,9 @@ impl NodeFlags {
                 self.load_push_interval_ms,
                 self.load_rebalance_threshold_percent,
             ),
+            partition_tolerance: self
+                .partition_tolerance
+                .or(file.partition_tolerance.clone()),
             restart_intensity: RestartIntensitySettings {
                 max_restarts: self.max_restarts.or(file.max_restarts),
                 max_seconds: self.max_seconds.or(file.max_seconds),
@@ -848,5 +861,57 @@ mod tests {
             .to_string();
         assert!(err.contains("active-passive"), "{err}");
         assert!(Cli::try_parse_from(["node", "--replication-factor", "two"]).is_err());
+    }
+
+    #[test]
+    fn partition_tolerance_comes_from_the_file_table_or_the_flag_over_it() {
+        use clap::Parser;
+        use process_hub::PartitionTolerance;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            flags: NodeFlags,
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        std::fs::write(
+            &path,
+            "hub = \"h\"\nname = \"a\"\nlisten = \"127.0.0.1:4000\"\n[partition_tolerance]\ntype = \"static_quorum\"\nquorum_size = 2\n",
+        )
+        .unwrap();
+        let file_only = NodeFlags {
+            config: Some(path.clone()),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(
+            file_only.partition_tolerance,
+            Some(PartitionTolerance::StaticQuorum {
+                quorum_size: 2,
+                startup_confirm: false
+            })
+        );
+        let cli = Cli::try_parse_from([
+            "node",
+            "--config",
+            path.to_str().unwrap(),
+            "--partition-tolerance",
+            "majority-quorum:5",
+        ])
+        .unwrap();
+        assert_eq!(
+            cli.flags.resolve().unwrap().partition_tolerance,
+            Some(PartitionTolerance::MajorityQuorum {
+                initial_cluster_size: 5,
+                track_max_size: true
+            })
+        );
+        assert!(flags().resolve().unwrap().partition_tolerance.is_none());
+        let err = Cli::try_parse_from(["node", "--partition-tolerance", "quorum"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("unknown partition tolerance"), "{err}");
     }
 }
