@@ -52,6 +52,11 @@ pub struct SimulateArgs {
     /// one run in five load-balanced, as the seed says), to replay a seed the other way.
     #[arg(long, value_name = "consistent-hash|load-balanced", value_parser = parse_sim_distribution)]
     pub distribution: Option<Distribution>,
+    /// What a side of a split without quorum does, for every seed: `divergence` or a quorum
+    /// strategy as `process-hub node --partition-tolerance` takes it (default: one run in
+    /// seven `majority-quorum`, as the seed says), to replay a seed the other way.
+    #[arg(long, value_name = "STRATEGY", value_parser = parse_sim_partition_tolerance)]
+    pub partition_tolerance: Option<String>,
     /// Run only the seeds `from + k` with `k % N == I` (`I/N`); what each job of a sweep runs.
     #[arg(long, hide = true)]
     pub shard: Option<String>,
@@ -109,7 +114,17 @@ fn replay_as_run(seed: u64, args: &SimulateArgs) -> String {
     if let Some(d) = args.distribution {
         command.push_str(&format!(" --distribution {}", distribution_name(d)));
     }
+    if let Some(p) = &args.partition_tolerance {
+        command.push_str(&format!(" --partition-tolerance {p}"));
+    }
     command
+}
+
+/// `--partition-tolerance`: checked as the node's flag, kept as written (it is passed on to
+/// the sweep's jobs and into replay commands).
+fn parse_sim_partition_tolerance(value: &str) -> Result<String, String> {
+    crate::cli::partition_tolerance::parse_partition_tolerance(value)?;
+    Ok(value.to_owned())
 }
 
 fn distribution_name(distribution: Distribution) -> &'static str {
@@ -140,6 +155,10 @@ fn options(args: &SimulateArgs, keep_trace: bool) -> SimOptions {
         bugs: args.bugs.iter().copied().collect(),
         migration: args.migration,
         distribution: args.distribution,
+        partition_tolerance: args.partition_tolerance.as_deref().map(|p| {
+            crate::cli::partition_tolerance::parse_partition_tolerance(p)
+                .expect("checked when parsed")
+        }),
         ..SimOptions::default()
     }
 }
@@ -259,6 +278,9 @@ fn run_sweep(args: &SimulateArgs) -> Result<bool, String> {
         }
         if let Some(distribution) = args.distribution {
             command.args(["--distribution", distribution_name(distribution)]);
+        }
+        if let Some(strategy) = &args.partition_tolerance {
+            command.args(["--partition-tolerance", strategy]);
         }
         let child = command
             .stdout(Stdio::piped())

@@ -221,3 +221,21 @@ fn a_replica_lost_with_its_node_and_never_re_created_is_caught() {
 fn a_node_that_ignores_the_load_balancer_is_caught() {
     caught("ignore_rebalance", "load_balanced", "2");
 }
+
+#[test]
+fn a_node_that_keeps_its_children_without_quorum_is_caught() {
+    caught_with(
+        "keep_children_without_quorum",
+        "quorum_one_side",
+        &["--from", "26", "--seeds", "1"],
+    );
+}
+
+#[test]
+fn a_node_that_takes_work_without_quorum_is_caught() {
+    caught_with(
+        "accept_without_quorum",
+        "quorum_no_minority_ack",
+        &["--from", "33", "--seeds", "1"],
+    );
+}

@@ -35,6 +35,7 @@ pub fn sim_config(
     migration: Migration,
     replicas: usize,
     distribution: crate::config::Distribution,
+    partition_tolerance: crate::config::PartitionTolerance,
 ) -> ProcessHub {
     let recovery = AutoRecoveryConfig {
         reconcile_grace_ms: 1_500,
@@ -57,6 +58,7 @@ pub fn sim_config(
         .migration(migration)
         .replication(replicas, crate::config::ReplicationModel::ActivePassive)
         .distribution(distribution)
+        .partition_tolerance(partition_tolerance)
         .load_balancer(crate::config::LoadBalancerConfig {
             push_interval_ms: 1_000,
             decay_percent: 50,
@@ -132,6 +134,8 @@ pub struct SimCluster {
     pub replicas: usize,
     /// How new children are placed (the hubs' `distribution`).
     pub distribution: crate::config::Distribution,
+    /// What a side of a split without quorum does (the hubs' `partition_tolerance`).
+    pub partition_tolerance: crate::config::PartitionTolerance,
 }
 
 impl SimCluster {
@@ -163,6 +167,7 @@ impl SimCluster {
             hubs: Arc::default(),
             replicas: 1,
             distribution: crate::config::Distribution::ConsistentHash,
+            partition_tolerance: crate::config::PartitionTolerance::Divergence,
         }
     }
 
@@ -200,7 +205,13 @@ impl SimCluster {
             observer: Some(self.observer.clone()),
         };
         let spawned = Hub::builder(
-            sim_config(name, self.migration, self.replicas, self.distribution),
+            sim_config(
+                name,
+                self.migration,
+                self.replicas,
+                self.distribution,
+                self.partition_tolerance.clone(),
+            ),
             self.kinds.clone(),
         )
         .network(Arc::new(network))

@@ -74,11 +74,17 @@ pub enum Invariant {
     /// undone: the children per node are within the rebalance threshold, or the busiest node
     /// has no child it may move.
     LoadBalanced,
+    /// Under a quorum strategy, while the cluster is split cleanly into sides, no child runs on
+    /// two sides for longer than the partition-detection bound.
+    QuorumOneSide,
+    /// Under a quorum strategy, no acknowledged durable mutation is lost to another side's
+    /// list: the minority acknowledges none.
+    QuorumNoMinorityAck,
 }
 
 impl Invariant {
     /// Every invariant.
-    pub const ALL: [Invariant; 14] = [
+    pub const ALL: [Invariant; 16] = [
         Invariant::DeclaredRunOnce,
         Invariant::StoppedStaysStopped,
         Invariant::RegistriesAgree,
@@ -93,6 +99,8 @@ impl Invariant {
         Invariant::NoAckedMessageLostAcrossMove,
         Invariant::OneActiveReplica,
         Invariant::LoadBalanced,
+        Invariant::QuorumOneSide,
+        Invariant::QuorumNoMinorityAck,
     ];
 
     /// Its name in reports.
@@ -112,6 +120,8 @@ impl Invariant {
             Invariant::NoAckedMessageLostAcrossMove => "no_acked_message_lost_across_move",
             Invariant::OneActiveReplica => "one_active_replica",
             Invariant::LoadBalanced => "load_balanced",
+            Invariant::QuorumOneSide => "quorum_one_side",
+            Invariant::QuorumNoMinorityAck => "quorum_no_minority_ack",
         }
     }
 }
@@ -427,6 +437,9 @@ pub struct DeclaredVerdict {
     pub stops_in_force: usize,
     /// Acknowledged mutations that lost to another leader's (the documented divergence).
     pub superseded: usize,
+    /// The requests of those whose decision is not in the final list's lineage at all (a
+    /// mutation re-declared later is superseded, not lost).
+    pub lost_requests: Vec<u64>,
     /// Children acknowledged stopped, in force: they must not run.
     pub stopped: BTreeSet<ChildId>,
 }
@@ -528,6 +541,7 @@ pub fn judge_declared(
             .max()
         else {
             verdict.superseded += 1;
+            verdict.lost_requests.push(ack.request);
             continue;
         };
         if ack.start {

@@ -77,6 +77,9 @@ pub struct Ledger {
     pub decisions: Vec<Decision>,
     /// The handovers of leaving nodes: who handed children to whom, in order.
     pub handovers: Vec<(NodeName, Vec<NodeName>)>,
+    /// Requests acknowledged (something started or stopped) by a node that had been without
+    /// quorum for longer than the detection bound when they were made (quorum runs).
+    pub minority_acks: Vec<u64>,
 }
 
 /// A ledger shared by the run and its request tasks.

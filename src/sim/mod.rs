@@ -40,6 +40,7 @@ pub mod invariants;
 pub mod ledger;
 pub mod messaging;
 mod run;
+pub mod split;
 pub mod state;
 pub mod trace;
 pub mod workload;

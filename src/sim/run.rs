@@ -21,7 +21,7 @@ use super::state::{with_book, SharedBook, StateBook};
 use super::trace::{short, Trace};
 use super::workload::{Op, Workload, WorldView};
 use crate::api::{ChildStartError, StartOptions, StopOptions};
-use crate::config::{Distribution, Migration};
+use crate::config::{Distribution, Migration, PartitionTolerance};
 use crate::core::placement::HashRing;
 use crate::hub::shared::simulation::{InjectedBug, Observation};
 use crate::model::{ChildId, ChildSpec, NodeName, Pid};
@@ -48,6 +48,8 @@ pub struct SimOptions {
     pub replicas: Option<usize>,
     /// How new children are placed; `None`: as the seed says ([`distribution_of`]).
     pub distribution: Option<Distribution>,
+    /// What a side without quorum does; `None`: as the seed says ([`partition_tolerance_of`]).
+    pub partition_tolerance: Option<PartitionTolerance>,
 }
 
 /// How many nodes run each child of seed `seed`'s run when the options do not say: one run in
@@ -72,6 +74,28 @@ pub fn distribution_of(seed: u64) -> Distribution {
     }
 }
 
+/// What a side of a split does in seed `seed`'s run when the options do not say: one run in
+/// seven keeps a majority of the largest cluster the run can have (a function of the seed
+/// alone, as [`replicas_of`]; only these runs also draw partial partitions). The size is
+/// configured, not only tracked: a node restarted during a split counts from the configured
+/// size again (the largest membership seen is not kept across restarts).
+pub fn partition_tolerance_of(seed: u64) -> PartitionTolerance {
+    if seed % 7 == 5 {
+        PartitionTolerance::MajorityQuorum {
+            initial_cluster_size: super::workload::MAX_NODES,
+            track_max_size: true,
+        }
+    } else {
+        PartitionTolerance::Divergence
+    }
+}
+
+/// How long a child may run on two sides of a clean split in a quorum run: the minority sees
+/// the split when the router cuts the links and stops its children at once, while the majority
+/// re-places them only after the grace (1 s), so any overlap is a bug; the bound absorbs
+/// requests already in flight.
+const SPLIT_BOUND_MS: u64 = 1_000;
+
 /// How the children of seed `seed`'s run move when the options do not say: one seed in three
 /// runs hot (a function of the seed alone, so that the seeds that run cold replay exactly as
 /// they did before hot runs existed: the workload's generator is not drawn from).
@@ -94,6 +118,7 @@ impl Default for SimOptions {
             migration: None,
             replicas: None,
             distribution: None,
+            partition_tolerance: None,
         }
     }
 }
@@ -191,6 +216,10 @@ struct Run {
     workload: Workload,
     versions: VersionWatch,
     placement: PlacementWatch,
+    /// Children on two sides of a clean split (quorum runs).
+    split: super::split::SplitWatch,
+    /// Since when each node has been on a side without quorum (quorum runs).
+    minority_since: BTreeMap<NodeName, u64>,
     checks: u64,
     durable_registry: bool,
     /// Acknowledged and not stopped since (what stops are drawn from).
@@ -263,10 +292,16 @@ impl Run {
         );
         cluster.replicas = options.replicas.unwrap_or(replicas_of(seed)).max(1);
         cluster.distribution = options.distribution.unwrap_or(distribution_of(seed));
+        cluster.partition_tolerance = options
+            .partition_tolerance
+            .clone()
+            .unwrap_or(partition_tolerance_of(seed));
         Self {
             seed,
             rng,
             placement: PlacementWatch::new(options.placement_bound.as_millis() as u64),
+            split: super::split::SplitWatch::new(SPLIT_BOUND_MS),
+            minority_since: BTreeMap::new(),
             options,
             trace,
             ledger,
@@ -311,7 +346,7 @@ impl Run {
     async fn go(mut self) -> SeedReport {
         let nodes = self.rng.gen_range(3..=4);
         self.trace.line(format!(
-            "{nodes} nodes, registry {}{}",
+            "{nodes} nodes, registry {}{}{}",
             if self.durable_registry {
                 "on disk"
             } else {
@@ -320,6 +355,11 @@ impl Run {
             // Said only of hot runs: a cold run's trace is what it was before hot runs.
             if self.migration == Migration::Hot {
                 ", migration hot"
+            } else {
+                ""
+            },
+            if self.quorum() {
+                ", majority quorum"
             } else {
                 ""
             }
@@ -450,6 +490,7 @@ impl Run {
             plain: &self.live_plain,
             durable: &durable,
             running: &running,
+            partial_partitions: self.quorum(),
         };
         self.workload.next(&mut self.rng, &world)
     }
@@ -562,6 +603,7 @@ impl Run {
                     lock(book).set_split(true);
                 }
             }
+            Op::Cut { a, b } => self.cluster.router.cut(&a, &b),
             Op::Heal => {
                 self.cluster.heal();
                 if let Some(book) = &self.book {

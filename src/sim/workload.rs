@@ -124,6 +124,14 @@ pub enum Op {
         /// The groups (every link between two groups is cut).
         groups: Vec<Vec<NodeName>>,
     },
+    /// The link between two nodes is cut, both ways; each still reaches the others (a partial
+    /// partition: the nodes no longer agree on who is up).
+    Cut {
+        /// One end.
+        a: NodeName,
+        /// The other end.
+        b: NodeName,
+    },
     /// Every link is restored and every link fault cleared.
     Heal,
     /// One directed link drops, delays or reorders.
@@ -287,6 +295,7 @@ impl fmt::Display for Op {
                     .collect();
                 write!(f, "partition {groups:?}")
             }
+            Op::Cut { a, b } => write!(f, "cut {}-{}", short(a), short(b)),
             Op::Heal => write!(f, "heal"),
             Op::FaultLink { from, to, faults } => write!(
                 f,
@@ -330,6 +339,8 @@ pub struct WorldView<'a> {
     pub durable: &'a BTreeSet<ChildId>,
     /// Children running now.
     pub running: &'a BTreeSet<ChildId>,
+    /// Splits may also be partial: one link cut, its two ends still reaching the others.
+    pub partial_partitions: bool,
 }
 
 /// Draws operations.
@@ -431,6 +442,14 @@ impl Workload {
                     Some(Op::LeaveTogether { nodes })
                 }
                 76..=77 if world.up.len() > 1 => pick(rng, world.up).map(|node| Op::Leave { node }),
+                78..=81 if world.partial_partitions && world.up.len() > 2 && rng.gen_bool(0.4) => {
+                    let mut nodes = world.up.to_vec();
+                    nodes.shuffle(rng);
+                    Some(Op::Cut {
+                        a: nodes[0].clone(),
+                        b: nodes[1].clone(),
+                    })
+                }
                 78..=81 if world.up.len() > 1 => {
                     // Any split into two or three groups of any sizes.
                     let mut nodes = world.up.to_vec();

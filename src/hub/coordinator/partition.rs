@@ -131,7 +131,9 @@ impl CoordinatorState {
         );
         hub.events
             .publish(|| HubEvent::PartitionModeEntered { members });
-        if ids.is_empty() {
+        if ids.is_empty()
+            || hub.has_bug(crate::hub::shared::simulation::InjectedBug::KeepChildrenWithoutQuorum)
+        {
             return;
         }
         hub.deliver_stop(

@@ -47,11 +47,15 @@ pub enum InjectedBug {
     SkipReplicaRecreation,
     /// The busiest node ignores the load balancer's requests to move children.
     IgnoreRebalance,
+    /// A node that loses quorum keeps its children running.
+    KeepChildrenWithoutQuorum,
+    /// A node without quorum still takes starts and stops from its callers.
+    AcceptWithoutQuorum,
 }
 
 impl InjectedBug {
     /// Every bug.
-    pub const ALL: [InjectedBug; 16] = [
+    pub const ALL: [InjectedBug; 18] = [
         InjectedBug::SkipTwoRoundRule,
         InjectedBug::AcknowledgeWithoutDeclaring,
         InjectedBug::StopWithoutUndeclaring,
@@ -68,6 +72,8 @@ impl InjectedBug {
         InjectedBug::EveryReplicaActive,
         InjectedBug::SkipReplicaRecreation,
         InjectedBug::IgnoreRebalance,
+        InjectedBug::KeepChildrenWithoutQuorum,
+        InjectedBug::AcceptWithoutQuorum,
     ];
 
     /// Its name on the command line.
@@ -89,6 +95,8 @@ impl InjectedBug {
             InjectedBug::EveryReplicaActive => "every_replica_active",
             InjectedBug::SkipReplicaRecreation => "skip_replica_recreation",
             InjectedBug::IgnoreRebalance => "ignore_rebalance",
+            InjectedBug::KeepChildrenWithoutQuorum => "keep_children_without_quorum",
+            InjectedBug::AcceptWithoutQuorum => "accept_without_quorum",
         }
     }
 }

@@ -206,9 +206,17 @@ impl HubSupState {
             .map(|(_, c)| c.clone())
     }
 
+    /// Whether this node is partitioned, so refuses its callers' starts and stops.
+    fn refuses_without_quorum(&self) -> bool {
+        self.shared.partition.partitioned()
+            && !self
+                .shared
+                .has_bug(crate::hub::shared::simulation::InjectedBug::AcceptWithoutQuorum)
+    }
+
     /// A start: `durable: true` goes through the DeclaredLeader (declare, then start).
     fn route_start(&self, specs: Vec<ChildSpec>, mut opts: StartOptions, reply: StartReplyPort) {
-        if self.shared.partition.partitioned() {
+        if self.refuses_without_quorum() {
             let _ = reply.send(Err(StartError::Partitioned));
             return;
         }
@@ -237,7 +245,7 @@ impl HubSupState {
     /// A stop: with recovery on, through the DeclaredLeader (a declared child is undeclared
     /// before it is terminated).
     fn route_stop(&self, ids: Vec<ChildId>, opts: StopOptions, reply: StopReplyPort) {
-        if self.shared.partition.partitioned() {
+        if self.refuses_without_quorum() {
             let _ = reply.send(Err(StopError::Partitioned));
             return;
         }

@@ -76,7 +76,58 @@ impl Run {
         if replicas > 1 {
             one_active_replica(&self.active_replicas())?;
         }
+        if self.quorum() {
+            let minority_acks = lock(&self.ledger).minority_acks.clone();
+            if !minority_acks.is_empty() {
+                return Err(Violation {
+                    invariant: super::super::invariants::Invariant::QuorumNoMinorityAck,
+                    detail: format!(
+                        "requests {minority_acks:?} were acknowledged by a node without quorum"
+                    ),
+                });
+            }
+            let components: BTreeMap<NodeName, BTreeSet<NodeName>> = self
+                .cluster
+                .up()
+                .into_iter()
+                .map(|n| {
+                    let side = self.cluster.component_of(&n);
+                    (n, side)
+                })
+                .collect();
+            let now = self.trace.now_ms();
+            for (node, side) in &components {
+                match super::super::split::lacks_quorum(
+                    &self.cluster.partition_tolerance,
+                    side.len(),
+                ) {
+                    Some(true) => {
+                        self.minority_since.entry(node.clone()).or_insert(now);
+                    }
+                    _ => {
+                        self.minority_since.remove(node);
+                    }
+                }
+            }
+            self.minority_since
+                .retain(|n, _| components.contains_key(n));
+            let sides = super::super::split::clean_sides(&components);
+            self.split
+                .observe(self.trace.now_ms(), sides.as_deref(), &running)?;
+        }
         Ok(())
+    }
+
+    /// Whether `node` has been on a side without quorum for longer than the detection bound.
+    pub(super) fn long_in_minority(&self, node: &str) -> bool {
+        self.minority_since
+            .get(node)
+            .is_some_and(|since| self.trace.now_ms().saturating_sub(*since) > SPLIT_BOUND_MS)
+    }
+
+    /// Whether this run's hubs keep a quorum (`partition_tolerance` other than divergence).
+    pub(super) fn quorum(&self) -> bool {
+        self.cluster.partition_tolerance != crate::config::PartitionTolerance::Divergence
     }
 
     /// Whether this run places children by load.

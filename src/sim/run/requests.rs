@@ -24,6 +24,7 @@ impl Run {
             }
             ledger.issue(format!("start {ids:?}"), node, self.trace.now_ms())
         };
+        let minority = self.long_in_minority(node);
         if !durable {
             // Stops of plain children are drawn from those started, whatever the answer.
             self.live_plain.extend(ids.iter().cloned());
@@ -52,6 +53,9 @@ impl Run {
             let answer = hub.start_children(specs, opts).await;
             let mut ledger = lock(&ledger);
             ledger.answered(request);
+            if minority && answer.as_ref().is_ok_and(|r| !r.started.is_empty()) {
+                ledger.minority_acks.push(request);
+            }
             let summary = match &answer {
                 Ok(result) => {
                     let mut codes: Vec<String> =
@@ -120,6 +124,7 @@ impl Run {
             return;
         };
         let request = lock(&self.ledger).issue(format!("stop {id}"), node, self.trace.now_ms());
+        let minority = self.long_in_minority(node);
         if durable {
             lock(&self.live_durable).remove(&id);
         } else {
@@ -130,6 +135,9 @@ impl Run {
             let answer = hub.stop_child(id.clone(), StopOptions::new()).await;
             let mut ledger = lock(&ledger);
             ledger.answered(request);
+            if minority && answer.as_ref().is_ok_and(|r| !r.stopped.is_empty()) {
+                ledger.minority_acks.push(request);
+            }
             let summary = match &answer {
                 Ok(result) => {
                     let mut codes: Vec<String> =
