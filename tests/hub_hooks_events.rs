@@ -439,6 +439,7 @@ mod cluster_events {
         let before = cluster.running();
         // Each pass says what it is about to move before it moves anything.
         let announced: Arc<Mutex<Vec<HookEvent>>> = Arc::default();
+        let passes: Arc<Mutex<Vec<HookEvent>>> = Arc::default();
         for name in ["a", "b"] {
             let announced = announced.clone();
             cluster
@@ -450,6 +451,22 @@ mod cluster_events {
                     }),
                 )
                 .unwrap();
+            for key in [
+                HookKey::PreNodesRedistribution,
+                HookKey::PostNodesRedistribution,
+                HookKey::ChildrenMigrated,
+            ] {
+                let passes = passes.clone();
+                cluster
+                    .hub(name)
+                    .register_hook(
+                        key,
+                        HookHandler::observe("test", 0, move |e| {
+                            passes.lock().unwrap().push(e.clone())
+                        }),
+                    )
+                    .unwrap();
+            }
         }
 
         cluster.add("c").await;
@@ -500,6 +517,39 @@ mod cluster_events {
             to_move, moved,
             "pre_children_redistribution named every move"
         );
+        // The pass hooks: a pass for the join (before and after it issued its moves), and the
+        // moved children reported running on their new owner.
+        let passes = passes.lock().unwrap().clone();
+        assert!(
+            passes.iter().any(|e| matches!(e,
+                HookEvent::PreNodesRedistribution { joined, left }
+                    if joined.contains(&full("c")) && left.is_empty())),
+            "{passes:?}"
+        );
+        let issued: usize = passes
+            .iter()
+            .filter_map(|e| match e {
+                HookEvent::PostNodesRedistribution { migrating, .. } => Some(*migrating),
+                _ => None,
+            })
+            .sum();
+        assert_eq!(
+            issued,
+            moved.len(),
+            "post_nodes_redistribution counted every move"
+        );
+        let migrated: BTreeSet<ChildId> = passes
+            .iter()
+            .flat_map(|e| match e {
+                HookEvent::ChildrenMigrated { children } => children.clone(),
+                _ => Vec::new(),
+            })
+            .map(|(id, to)| {
+                assert_eq!(to, full("c"));
+                id
+            })
+            .collect();
+        assert_eq!(migrated, moved, "children_migrated named every moved child");
 
         // A crash: after the grace the survivors re-place its children.
         let (_, mut on_a) = cluster.hub("a").subscribe_channel();
@@ -682,5 +732,186 @@ mod recovery_events {
         hub.shutdown().await.unwrap();
         drop(hub);
         join.await.unwrap();
+    }
+}
+
+// ---- Partition mode, forwarded starts and duplicates resolved by a reconcile round ---------
+
+mod quorum_and_duplicates {
+    use std::sync::{Arc, Mutex};
+
+    use super::common::cluster::{full, ids, specs, Options, TestCluster};
+    use super::common::{durable, wait_event, wait_until};
+    use process_hub::{
+        ChildSpec, HookEvent, HookHandler, HookKey, Hub, HubEvent, PartitionTolerance, StartOptions,
+    };
+
+    fn record(hub: &Hub, key: HookKey) -> Arc<Mutex<Vec<HookEvent>>> {
+        let seen: Arc<Mutex<Vec<HookEvent>>> = Arc::default();
+        let sink = seen.clone();
+        hub.register_hook(
+            key,
+            HookHandler::observe("test", 0, move |e| sink.lock().unwrap().push(e.clone())),
+        )
+        .unwrap();
+        seen
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn losing_and_regaining_quorum_fires_priority_state_updated_and_the_events() {
+        let strategy = PartitionTolerance::MajorityQuorum {
+            initial_cluster_size: 3,
+            track_max_size: true,
+        };
+        let cluster = TestCluster::with_nodes(
+            61,
+            &["a", "b", "c"],
+            Options::plain().partition_tolerance(strategy),
+        )
+        .await;
+        let a = cluster.hub("a");
+        let priority = record(a, HookKey::PriorityStateUpdated);
+        let (_, mut events) = a.subscribe_channel();
+        cluster
+            .net
+            .partition(&[vec![full("a")], vec![full("b"), full("c")]]);
+        let entered = wait_event(&mut events, "partition mode", |e| {
+            matches!(e, HubEvent::PartitionModeEntered { .. })
+        })
+        .await;
+        assert_eq!(
+            entered,
+            HubEvent::PartitionModeEntered {
+                members: vec![full("a")]
+            }
+        );
+        cluster.net.heal();
+        wait_event(&mut events, "quorum back", |e| {
+            matches!(e, HubEvent::PartitionModeLeft { .. })
+        })
+        .await;
+        wait_until("unlocked", || !a.is_locked()).await;
+        let seen = priority.lock().unwrap().clone();
+        let states: Vec<(bool, bool)> = seen
+            .iter()
+            .map(|e| match e {
+                HookEvent::PriorityStateUpdated {
+                    node,
+                    locked,
+                    partitioned,
+                } => {
+                    assert_eq!(*node, full("a"));
+                    (*locked, *partitioned)
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(states.first(), Some(&(true, true)), "{seen:?}");
+        assert_eq!(states.last().map(|s| s.0), Some(false), "{seen:?}");
+        assert!(
+            states.windows(2).all(|w| w[0].0 != w[1].0),
+            "each change announced once: {seen:?}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_start_sent_to_a_node_that_does_not_own_it_is_forwarded_and_says_so() {
+        let mut cluster = TestCluster::with_nodes(62, &["a", "b"], Options::plain()).await;
+        // c joins, but a does not hear of it yet: b does, so a start a routes to b by its
+        // ring may belong to c by b's.
+        cluster.net.cut("a@test", "c@test");
+        cluster.add("c").await;
+        wait_until("b sees c", || cluster.hub("b").nodes(true).len() == 3).await;
+        let forwarded = record(cluster.hub("b"), HookKey::ForwardedMigration);
+        let all = specs("fw-", 40);
+        cluster
+            .hub("a")
+            .start_children(all.clone(), StartOptions::new())
+            .await
+            .unwrap();
+        let seen = forwarded.lock().unwrap().clone();
+        assert!(
+            seen.iter().any(|e| matches!(e,
+                HookEvent::ForwardedMigration { to, ids } if *to == full("c") && !ids.is_empty())),
+            "b forwarded the starts c owns: {seen:?}"
+        );
+        cluster.net.heal();
+        cluster.wait_members().await;
+        cluster.wait_converged(&ids(&all), "after the heal").await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_declared_child_running_on_both_sides_is_reduced_to_one_and_reconcile_duplicate_says_which(
+    ) {
+        let cluster = TestCluster::with_nodes(63, &["a", "b"], Options::durable()).await;
+        // Guided to a, allowed to fall back to the ring: a redistribution pass never moves it,
+        // so only a reconcile round resolves its duplicate.
+        let spec = ChildSpec::new("dup", "counter");
+        let opts = durable()
+            .child_on(spec.id.clone(), full("a"))
+            .guided_fallback(true);
+        cluster
+            .hub("a")
+            .start_children(vec![spec.clone()], opts)
+            .await
+            .unwrap();
+        cluster.wait_versions(1).await;
+        cluster
+            .wait_exactly(
+                &ids(std::slice::from_ref(&spec)),
+                &Default::default(),
+                "declared",
+            )
+            .await;
+        // Split: b falls back to running it too (divergence), the heal shows it twice; a round
+        // keeps the instance on its guided node.
+        cluster.net.partition(&[vec![full("a")], vec![full("b")]]);
+        wait_until("it runs on both sides", || {
+            ["a", "b"]
+                .iter()
+                .all(|n| cluster.hub(n).local_child(&spec.id).is_some())
+        })
+        .await;
+        let duplicates: Vec<_> = ["a", "b"]
+            .iter()
+            .map(|n| record(cluster.hub(n), HookKey::ReconcileDuplicate))
+            .collect();
+        // b's first pass after the heal would stop its fallback copy itself: the hook holds
+        // b's Coordinator long enough for a reconcile round (every second) to come first.
+        let held = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let once = held.clone();
+        cluster
+            .hub("b")
+            .register_hook(
+                HookKey::PreNodesRedistribution,
+                HookHandler::observe("hold", 0, move |_| {
+                    if !once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                        std::thread::sleep(std::time::Duration::from_millis(2500));
+                    }
+                }),
+            )
+            .unwrap();
+        cluster.net.heal();
+        cluster.wait_members().await;
+        cluster
+            .wait_exactly(
+                &ids(std::slice::from_ref(&spec)),
+                &Default::default(),
+                "once again",
+            )
+            .await;
+        let fired: Vec<HookEvent> = duplicates
+            .iter()
+            .flat_map(|d| d.lock().unwrap().clone())
+            .collect();
+        let keeper = cluster.running()[&spec.id][0].clone();
+        assert_eq!(keeper, "a", "the guided node's instance is kept");
+        assert!(
+            fired.iter().any(|e| matches!(e,
+                HookEvent::ReconcileDuplicate { id, node, keep, .. }
+                    if *id == spec.id && *keep == full(&keeper) && *node != full(&keeper))),
+            "the stopping node named the keeper {keeper}: {fired:?}"
+        );
+        assert!(held.load(std::sync::atomic::Ordering::SeqCst));
     }
 }

@@ -392,7 +392,7 @@ impl Hub {
     /// redistribution pass are moving (the original's locked event queue). Requests are still
     /// taken while locked; the flag tells an operator or a test that placements are in flux.
     pub fn is_locked(&self) -> bool {
-        self.shared.partition.partitioned() || self.shared.partition.locked()
+        self.shared.partition.is_locked()
     }
 
     /// The actor of a child running on this node.

@@ -206,4 +206,13 @@ pub enum HookEvent {
         /// goes to.
         replacing: Vec<(ChildId, NodeName)>,
     },
+    /// `priority_state_updated`.
+    PriorityStateUpdated {
+        /// The node.
+        node: NodeName,
+        /// Whether it is locked now (`Hub::is_locked`).
+        locked: bool,
+        /// Whether it is partitioned now (`Hub::is_partitioned`).
+        partitioned: bool,
+    },
 }

@@ -67,6 +67,9 @@ pub enum HookKey {
     /// Cluster: a redistribution pass is about to move or re-place these children (each with
     /// the node it goes to), before any of them stops.
     PreChildrenRedistribution,
+    /// Cluster: the node's membership lock changed (`Hub::is_locked`): it became partitioned
+    /// or a pass's moves began, or both are over.
+    PriorityStateUpdated,
 }
 
 impl HookKey {
@@ -98,6 +101,7 @@ impl HookKey {
             HookKey::ChildrenMigrated => "children_migrated",
             HookKey::ForwardedMigration => "forwarded_migration",
             HookKey::PreChildrenRedistribution => "pre_children_redistribution",
+            HookKey::PriorityStateUpdated => "priority_state_updated",
         }
     }
 

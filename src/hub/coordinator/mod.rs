@@ -46,6 +46,7 @@ use super::HubShared;
 use crate::api::errors::{StartError, StopError};
 use crate::api::options::OnFailure;
 use crate::api::results::{StartResult, StopFailure};
+use crate::hooks::{HookEvent, HookKey};
 use crate::model::{ChildId, Metadata, NodeName};
 
 use cluster::ClusterState;
@@ -253,10 +254,17 @@ impl Actor for Coordinator {
             CoordinatorMsg::Cluster(msg) => state.on_cluster_msg(&myself, msg),
         }
         if let Some(cluster) = &state.cluster {
-            state
-                .hub
-                .partition
-                .set_locked(!cluster.migrating.is_empty());
+            let hub = &state.hub;
+            hub.partition.set_locked(!cluster.migrating.is_empty());
+            if let Some(locked) = hub.partition.lock_change() {
+                hub.hooks.fire(HookKey::PriorityStateUpdated, || {
+                    HookEvent::PriorityStateUpdated {
+                        node: hub.node.clone(),
+                        locked,
+                        partitioned: hub.partition.partitioned(),
+                    }
+                });
+            }
         }
         Ok(())
     }

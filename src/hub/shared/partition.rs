@@ -9,6 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub(crate) struct PartitionFlags {
     partitioned: AtomicBool,
     locked: AtomicBool,
+    /// `partitioned || locked` as last announced (`priority_state_updated`).
+    announced: AtomicBool,
 }
 
 impl PartitionFlags {
@@ -30,5 +32,16 @@ impl PartitionFlags {
     /// Publishes whether membership work is under way.
     pub fn set_locked(&self, locked: bool) {
         self.locked.store(locked, Ordering::Release);
+    }
+
+    /// Whether the node is locked (partitioned, or membership work under way).
+    pub fn is_locked(&self) -> bool {
+        self.partitioned() || self.locked()
+    }
+
+    /// The lock as it is now, when it changed since the last call (to announce it once).
+    pub fn lock_change(&self) -> Option<bool> {
+        let now = self.is_locked();
+        (self.announced.swap(now, Ordering::AcqRel) != now).then_some(now)
     }
 }

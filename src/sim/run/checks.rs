@@ -119,10 +119,16 @@ impl Run {
     }
 
     /// Whether `node` has been on a side without quorum for longer than the detection bound.
+    /// (Judged again now: a node that joined within the step may have given it quorum.)
     pub(super) fn long_in_minority(&self, node: &str) -> bool {
-        self.minority_since
-            .get(node)
-            .is_some_and(|since| self.trace.now_ms().saturating_sub(*since) > SPLIT_BOUND_MS)
+        let side = self.cluster.component_of(node).len();
+        let lacks = super::super::split::lacks_quorum(&self.cluster.partition_tolerance, side)
+            == Some(true);
+        lacks
+            && self
+                .minority_since
+                .get(node)
+                .is_some_and(|since| self.trace.now_ms().saturating_sub(*since) > SPLIT_BOUND_MS)
     }
 
     /// Whether this run's hubs keep a quorum (`partition_tolerance` other than divergence).
