@@ -35,6 +35,7 @@ impl AdminOps for FakeHub {
             status: "ok".into(),
             problems: Vec::new(),
             partitioned: false,
+            pending_work: 0,
             refused_peer_input: Default::default(),
         })
     }

@@ -33,6 +33,9 @@ pub struct Health {
     /// answers starts and stops `partitioned`; `status` is then `"partitioned"`.
     #[serde(default)]
     pub partitioned: bool,
+    /// What the Coordinator still owes the cluster (`Hub::pending_work`): 0 on a quiet node.
+    #[serde(default)]
+    pub pending_work: usize,
     /// Peer input this node refused since it started, by reason (`parts`, `invalid_child`,
     /// `implausible_version`, `overloaded`...): a count that grows points at a misbehaving or
     /// incompatible peer (see docs/security.md).

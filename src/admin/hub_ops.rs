@@ -173,6 +173,7 @@ impl AdminOps for Hub {
             .into(),
             problems,
             partitioned,
+            pending_work: self.pending_work(),
             refused_peer_input: self
                 .refused_peer_input()
                 .into_iter()

@@ -82,6 +82,19 @@ impl HubBuilder {
         self
     }
 
+    /// Puts the simulator's known bugs into this hub, so that a test can take one mechanism
+    /// away and watch another do the work (say, no migrations: duplicates are left to the
+    /// reconcile round). Test builds only.
+    #[cfg(feature = "sim")]
+    #[doc(hidden)]
+    pub fn inject_bugs(
+        mut self,
+        bugs: impl IntoIterator<Item = crate::hub::shared::simulation::InjectedBug>,
+    ) -> Self {
+        self.environment.bugs.extend(bugs);
+        self
+    }
+
     /// Registers a hook handler before boot (so it also sees the static children).
     pub fn hook(mut self, key: HookKey, handler: HookHandler) -> Self {
         self.hooks.push((key, handler));
@@ -393,6 +406,15 @@ impl Hub {
     /// taken while locked; the flag tells an operator or a test that placements are in flux.
     pub fn is_locked(&self) -> bool {
         self.shared.partition.is_locked()
+    }
+
+    /// What the Coordinator still owes the cluster, as a count (the seed's
+    /// `pending_work_count`): requests waiting for nodes' answers, children moving or
+    /// re-placed, failed moves waiting for their retry, requests relayed for peers, calls
+    /// waiting for a child's answer, hot moves under way. 0 on a quiet node; a count that does
+    /// not come back to 0 points at a node that does not answer.
+    pub fn pending_work(&self) -> usize {
+        self.shared.partition.pending_work()
     }
 
     /// The actor of a child running on this node.

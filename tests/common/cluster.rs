@@ -71,6 +71,8 @@ pub struct Options {
     pub load_balancer: Option<LoadBalancerConfig>,
     /// The partition tolerance strategy of every node.
     pub partition_tolerance: PartitionTolerance,
+    /// Known bugs put into every node (to take one mechanism away).
+    pub bugs: Vec<process_hub::sim::InjectedBug>,
 }
 
 impl Options {
@@ -92,6 +94,7 @@ impl Options {
             replication: None,
             load_balancer: None,
             partition_tolerance: PartitionTolerance::Divergence,
+            bugs: Vec::new(),
         }
     }
 
@@ -140,6 +143,11 @@ impl Options {
     pub fn load_balanced(mut self, options: LoadBalancerConfig) -> Self {
         self.distribution = Distribution::LoadBalanced;
         self.load_balancer = Some(options);
+        self
+    }
+
+    pub fn bug(mut self, bug: process_hub::sim::InjectedBug) -> Self {
+        self.bugs.push(bug);
         self
     }
 
@@ -278,6 +286,7 @@ impl TestCluster {
             if let Some(elector) = self.options.elector {
                 builder = builder.elector(elector);
             }
+            builder = builder.inject_bugs(self.options.bugs.iter().copied());
             if self.options.auto_recovery {
                 for key in [
                     HookKey::DeclaredTiebreak,

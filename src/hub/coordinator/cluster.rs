@@ -62,6 +62,46 @@ pub(crate) enum Cause {
     Replaced { why: MoveReason },
 }
 
+/// The migration retry timer (the seed's `migration_retry_timer`: `nil`, a timer, or
+/// `{:running, timer}`): a retry's starts in flight hold off the next timer until they answered,
+/// so one retry never overlaps the next.
+pub(crate) enum RetryTimer {
+    /// Nothing waits for a retry.
+    Idle,
+    /// Failed moves wait for this timer.
+    Armed(Timer),
+    /// A retry's starts are in flight: these children have not answered yet.
+    Running { children: BTreeSet<ChildId> },
+}
+
+impl RetryTimer {
+    /// The armed timer, if any, leaving `Idle` in its place.
+    pub fn take(&mut self) -> Option<Timer> {
+        match std::mem::replace(self, RetryTimer::Idle) {
+            RetryTimer::Armed(t) => Some(t),
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+
+    /// Children of a running retry answered; returns whether the retry is over.
+    pub fn answered<'a>(&mut self, ids: impl IntoIterator<Item = &'a ChildId>) -> bool {
+        if let RetryTimer::Running { children } = self {
+            for id in ids {
+                children.remove(id);
+            }
+            if children.is_empty() {
+                *self = RetryTimer::Idle;
+                return true;
+            }
+            return false;
+        }
+        false
+    }
+}
+
 /// The coordinator's cluster state.
 pub(crate) struct ClusterState {
     pub transport: Arc<dyn Transport>,
@@ -75,10 +115,19 @@ pub(crate) struct ClusterState {
     /// re-placement is reported as `NodeLeft`, not `NodeDown`.
     pub departed: BTreeSet<NodeName>,
     pub tokens: BootTokens,
-    /// Joins (and syncs) waiting for a redistribution pass.
+    /// Node-downs waiting to be told to the declared leader as one batch (`nodedown`).
+    pub nodedowns: EventBatch,
+    /// Joins (and syncs) waiting for a redistribution pass (`cluster_join`).
     pub joins: EventBatch,
-    /// Nodes gone for good (grace over, reaped) waiting for a re-placement pass.
+    /// Nodes gone for good (grace over, reaped) waiting for a re-placement pass
+    /// (`cluster_leave`).
     pub leaves: EventBatch,
+    /// Nodes whose grace ran out, waiting to be reaped in one registry write
+    /// (`grace_expired`).
+    pub grace_expiries: EventBatch,
+    /// Per peer that came up: a timer that asks for its registry again if it has not arrived
+    /// (a lost `SyncRequest` or `FullSync` would otherwise wait for the periodic sync).
+    pub nodeup_reconcile_timers: BTreeMap<NodeName, Timer>,
     pub flush_timer: Option<Timer>,
     pub grace_timers: BTreeMap<NodeName, Timer>,
     /// Peers whose registry has been merged since they came up (`registry_delivered_by`).
@@ -87,7 +136,7 @@ pub(crate) struct ClusterState {
     pub migrating: BTreeSet<ChildId>,
     /// Children whose migration or re-placement failed, waiting for the retry timer.
     pub failed: BTreeMap<ChildId, (Row, Cause)>,
-    pub retry_timer: Option<Timer>,
+    pub retry_timer: RetryTimer,
     pub sync_timer: Option<Timer>,
     /// The next load report (`Distribution::LoadBalanced`).
     pub load_timer: Option<Timer>,
@@ -131,14 +180,17 @@ impl ClusterState {
             leaving: BTreeSet::new(),
             departed: BTreeSet::new(),
             tokens: BootTokens::new(),
+            nodedowns: EventBatch::new(batch),
             joins: EventBatch::new(batch),
             leaves: EventBatch::new(batch),
+            grace_expiries: EventBatch::new(batch),
+            nodeup_reconcile_timers: BTreeMap::new(),
             flush_timer: None,
             grace_timers: BTreeMap::new(),
             delivered_by: BTreeSet::new(),
             migrating: BTreeSet::new(),
             failed: BTreeMap::new(),
-            retry_timer: None,
+            retry_timer: RetryTimer::Idle,
             sync_timer: None,
             load_timer: None,
             load_cooldown: 0,
@@ -285,6 +337,7 @@ impl CoordinatorState {
         }
         for t in std::mem::take(&mut cluster.grace_timers)
             .into_values()
+            .chain(std::mem::take(&mut cluster.nodeup_reconcile_timers).into_values())
             .chain(cluster.flush_timer.take())
             .chain(cluster.retry_timer.take())
             .chain(cluster.sync_timer.take())
@@ -308,5 +361,27 @@ impl CoordinatorState {
             );
         }
         self.hub.set_transport(None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_running_retry_ends_when_its_last_child_answered() {
+        let id = |s: &str| ChildId::parse(s).unwrap();
+        let mut timer = RetryTimer::Running {
+            children: [id("a"), id("b")].into(),
+        };
+        assert!(
+            timer.take().is_none(),
+            "a running retry has no timer to take"
+        );
+        assert!(!timer.answered([&id("a"), &id("z")]));
+        assert!(matches!(timer, RetryTimer::Running { .. }));
+        assert!(timer.answered([&id("b")]));
+        assert!(matches!(timer, RetryTimer::Idle));
+        assert!(!timer.answered([&id("b")]), "idle stays idle");
     }
 }

@@ -20,7 +20,45 @@ use crate::hooks::{HookEvent, HookKey};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg, DeclaredMsg, NodeStopReport, RegistryOp};
 use crate::model::{ChildId, NodeName};
 
+/// How long after a peer came up its registry may take before it is asked for again (and
+/// then at this interval, [`NODEUP_RECONCILE_ATTEMPTS`] times in all).
+pub(super) const NODEUP_RECONCILE: Duration = Duration::from_millis(1_000);
+
+/// How many times a peer's registry is asked for again after it came up.
+pub(super) const NODEUP_RECONCILE_ATTEMPTS: u32 = 5;
+
 impl CoordinatorState {
+    /// A node-up reconcile timer fired: a peer still up whose registry has not arrived is
+    /// asked again.
+    pub(super) fn on_nodeup_reconcile(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        node: NodeName,
+        attempt: u32,
+    ) {
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        cluster.nodeup_reconcile_timers.remove(&node);
+        if !cluster.peers.contains(&node) || cluster.delivered_by.contains(&node) {
+            return;
+        }
+        tracing::info!(peer = %node, attempt, "peer's registry not delivered yet; asking again");
+        if let Err(e) = cluster.transport.send(&node, &WireMsg::SyncRequest) {
+            tracing::debug!(peer = %node, error = %e, "sync request not sent");
+        }
+        if attempt < NODEUP_RECONCILE_ATTEMPTS {
+            let again = node.clone();
+            let timer = myself.send_after(NODEUP_RECONCILE, move || {
+                CoordinatorMsg::Cluster(ClusterMsg::NodeUpReconcile {
+                    node: again,
+                    attempt: attempt + 1,
+                })
+            });
+            cluster.nodeup_reconcile_timers.insert(node, timer);
+        }
+    }
+
     /// Publishes the members and the ring for the other actors (and `cluster_settled`).
     pub(super) fn publish_membership(&self) {
         let Some(cluster) = &self.cluster else {
@@ -77,9 +115,22 @@ impl CoordinatorState {
         cluster.peers.insert(node.clone());
         cluster.ring.add(node.clone());
         cluster.delivered_by.remove(&node);
-        // Ask for the peer's registry; `cluster_settled` waits for it.
+        cluster.nodedowns.cancel(&node);
+        cluster.grace_expiries.cancel(&node);
+        // Ask for the peer's registry; `cluster_settled` waits for it, and the node-up
+        // reconcile timer asks again if it does not come.
         if let Err(e) = cluster.transport.send(&node, &WireMsg::SyncRequest) {
             tracing::debug!(peer = %node, error = %e, "sync request not sent");
+        }
+        let again = node.clone();
+        let timer = myself.send_after(NODEUP_RECONCILE, move || {
+            CoordinatorMsg::Cluster(ClusterMsg::NodeUpReconcile {
+                node: again,
+                attempt: 1,
+            })
+        });
+        if let Some(old) = cluster.nodeup_reconcile_timers.insert(node.clone(), timer) {
+            old.abort();
         }
         let restarted = matches!(verdict, PeerBoot::Restarted { .. });
         tracing::info!(peer = %node, restarted, "peer up");
@@ -99,7 +150,9 @@ impl CoordinatorState {
                     node: node.clone(),
                     ttl,
                 }],
-                Some(ClusterMsg::Reaped { node: node.clone() }),
+                Some(ClusterMsg::Reaped {
+                    nodes: vec![node.clone()],
+                }),
             );
         } else if let Some(cluster) = &mut self.cluster {
             cluster
@@ -130,6 +183,12 @@ impl CoordinatorState {
         cluster.ring.remove(&node);
         cluster.delivered_by.remove(&node);
         cluster.joins.cancel(&node);
+        if let Some(t) = cluster.nodeup_reconcile_timers.remove(&node) {
+            t.abort();
+        }
+        cluster
+            .nodedowns
+            .on_event(node.clone(), Instant::now().into_std());
         let graceful = cluster.leaving.remove(&node);
         let grace = if graceful {
             Duration::ZERO
@@ -152,9 +211,7 @@ impl CoordinatorState {
         self.goodbye_answered(myself, &node);
         self.fail_pending_on(myself, &node);
         self.fail_relayed_on(&node);
-        if let Some(declared) = hub.declared_leader() {
-            let _ = declared.cast(DeclaredMsg::PeerDown { node: node.clone() });
-        }
+        self.arm_flush(myself);
         hub.events.publish(|| HubEvent::NodeDown {
             node: node.clone(),
             graceful,

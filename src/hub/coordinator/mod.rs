@@ -256,6 +256,15 @@ impl Actor for Coordinator {
         if let Some(cluster) = &state.cluster {
             let hub = &state.hub;
             hub.partition.set_locked(!cluster.migrating.is_empty());
+            // The seed's `pending_work_count`: what this node still owes the cluster.
+            hub.partition.set_pending_work(
+                state.pending_operations.len()
+                    + cluster.migrating.len()
+                    + cluster.failed.len()
+                    + cluster.relay.len()
+                    + cluster.calls.len()
+                    + cluster.hot.len(),
+            );
             if let Some(locked) = hub.partition.lock_change() {
                 hub.hooks.fire(HookKey::PriorityStateUpdated, || {
                     HookEvent::PriorityStateUpdated {

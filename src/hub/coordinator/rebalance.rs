@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use ractor::{ActorRef, RpcReplyPort};
 
-use super::cluster::{Cause, Internal, PendingLeave, GOODBYE_ACK_WAIT};
+use super::cluster::{Cause, Internal, PendingLeave, RetryTimer, GOODBYE_ACK_WAIT};
 use super::handover::AfterExport;
 use super::{CoordinatorState, StartPurpose, StopPurpose};
 use crate::api::errors::{ChildStartError, ChildStopError};
@@ -370,6 +370,7 @@ impl CoordinatorState {
         for id in rows.keys() {
             cluster.migrating.remove(id);
         }
+        cluster.retry_timer.answered(rows.keys());
         for id in &stays {
             rows.remove(id);
         }
@@ -385,9 +386,10 @@ impl CoordinatorState {
                     .insert(failure.id.clone(), (row, cause.clone()));
             }
         }
-        if !cluster.failed.is_empty() && cluster.retry_timer.is_none() {
-            cluster.retry_timer =
-                Some(myself.send_after(retry, || CoordinatorMsg::Cluster(ClusterMsg::Retry)));
+        if !cluster.failed.is_empty() && matches!(cluster.retry_timer, RetryTimer::Idle) {
+            cluster.retry_timer = RetryTimer::Armed(
+                myself.send_after(retry, || CoordinatorMsg::Cluster(ClusterMsg::Retry)),
+            );
         }
         let placed: Vec<(ChildId, NodeName)> = result
             .started
@@ -433,7 +435,7 @@ impl CoordinatorState {
         let Some(cluster) = &mut self.cluster else {
             return;
         };
-        cluster.retry_timer = None;
+        cluster.retry_timer = RetryTimer::Idle;
         if cluster.self_leaving || self.hub.partition.partitioned() {
             // Kept for leaving partition mode, which retries them.
             return;
@@ -462,6 +464,15 @@ impl CoordinatorState {
             }
         }
         tracing::info!(children = retried, "retrying failed re-placements");
+        let running: BTreeSet<ChildId> = by_cause
+            .iter()
+            .flat_map(|(_, placed)| placed.iter().map(|(_, r)| r.spec.id.clone()))
+            .collect();
+        if let Some(cluster) = &mut self.cluster {
+            if !running.is_empty() {
+                cluster.retry_timer = RetryTimer::Running { children: running };
+            }
+        }
         for (cause, placed) in by_cause {
             let by_node = batches(placed.iter().map(|(n, r)| (n, r)));
             let rows = placed

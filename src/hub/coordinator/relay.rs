@@ -65,6 +65,11 @@ pub(crate) struct Relays {
 }
 
 impl Relays {
+    /// Requests this node relays or waits on for someone else.
+    pub fn len(&self) -> usize {
+        self.forwards.len() + self.call_peers.len() + self.call_forwards.len()
+    }
+
     /// Records starts forwarded to `owner` under `request_id` (this node's id) on behalf of
     /// `origin`'s `origin_request`.
     pub fn forwarded(

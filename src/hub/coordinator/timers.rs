@@ -12,7 +12,10 @@ use tokio::time::Instant;
 use ractor::ActorRef;
 
 use super::{CoordinatorState, Timer};
-use crate::hub::protocol::{ClusterMsg, CoordinatorMsg, ReconcilerMsg, RegistryMsg, RegistryOp};
+use crate::hub::protocol::{
+    ClusterMsg, CoordinatorMsg, DeclaredMsg, ReconcilerMsg, RegistryMsg, RegistryOp,
+};
+use crate::model::NodeName;
 
 fn arm(myself: &ActorRef<CoordinatorMsg>, after: Duration, msg: fn() -> ClusterMsg) -> Timer {
     myself.send_after(after, move || CoordinatorMsg::Cluster(msg()))
@@ -31,10 +34,15 @@ impl CoordinatorState {
         let Some(cluster) = &mut self.cluster else {
             return;
         };
-        let deadline = [cluster.joins.deadline(), cluster.leaves.deadline()]
-            .into_iter()
-            .flatten()
-            .min();
+        let deadline = [
+            cluster.nodedowns.deadline(),
+            cluster.joins.deadline(),
+            cluster.leaves.deadline(),
+            cluster.grace_expiries.deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         if let Some(t) = cluster.flush_timer.take() {
             t.abort();
         }
@@ -76,27 +84,28 @@ impl CoordinatorState {
                 if cluster.peers.contains(&node) {
                     return; // came back within its grace: a flap, nothing moves
                 }
-                let ttl = Duration::from_millis(self.hub.config.stub_ttl_ms);
-                self.registry_write(
-                    myself,
-                    vec![RegistryOp::Reap {
-                        node: node.clone(),
-                        ttl,
-                    }],
-                    Some(ClusterMsg::Reaped { node }),
-                );
+                // Reaped with the other expiries of its window, in one registry write.
+                cluster
+                    .grace_expiries
+                    .on_event(node, Instant::now().into_std());
+                self.arm_flush(myself);
             }
-            ClusterMsg::Reaped { node } => {
+            ClusterMsg::Reaped { nodes } => {
                 if let Some(cluster) = &mut self.cluster {
-                    if !cluster.peers.contains(&node) {
-                        let gone = node.clone();
-                        self.hub
-                            .events
-                            .publish(|| crate::events::HubEvent::NodeLeft { node: gone });
+                    for node in nodes {
+                        if !cluster.peers.contains(&node) {
+                            let gone = node.clone();
+                            self.hub
+                                .events
+                                .publish(|| crate::events::HubEvent::NodeLeft { node: gone });
+                        }
+                        cluster.leaves.on_event(node, Instant::now().into_std());
                     }
-                    cluster.leaves.on_event(node, Instant::now().into_std());
                 }
                 self.arm_flush(myself);
+            }
+            ClusterMsg::NodeUpReconcile { node, attempt } => {
+                self.on_nodeup_reconcile(myself, node, attempt)
             }
             ClusterMsg::Synced { from } => {
                 let Some(cluster) = &mut self.cluster else {
@@ -152,6 +161,34 @@ impl CoordinatorState {
             return;
         };
         let now = Instant::now().into_std();
+        if let Some(downs) = cluster.nodedowns.take_due(now) {
+            // The declared leader hears a storm of node-downs as one batch.
+            if let Some(declared) = self.hub.declared_leader() {
+                for node in downs.into_iter().filter(|n| !cluster.peers.contains(n)) {
+                    let _ = declared.cast(DeclaredMsg::PeerDown { node });
+                }
+            }
+        }
+        if let Some(expired) = cluster.grace_expiries.take_due(now) {
+            let gone: Vec<NodeName> = expired
+                .into_iter()
+                .filter(|n| !cluster.peers.contains(n))
+                .collect();
+            if !gone.is_empty() {
+                let ttl = Duration::from_millis(self.hub.config.stub_ttl_ms);
+                let ops = gone
+                    .iter()
+                    .map(|node| RegistryOp::Reap {
+                        node: node.clone(),
+                        ttl,
+                    })
+                    .collect();
+                self.registry_write(myself, ops, Some(ClusterMsg::Reaped { nodes: gone }));
+            }
+        }
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
         let joined = cluster.joins.take_due(now);
         let left = cluster.leaves.take_due(now);
         if joined.is_some() || left.is_some() {

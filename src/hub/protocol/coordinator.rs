@@ -54,8 +54,10 @@ pub(crate) enum ClusterMsg {
     Flush,
     /// `node`'s grace period after a `NodeDown` ran out.
     GraceExpired { node: NodeName },
-    /// The Registry committed the reaping of `node`'s bindings.
-    Reaped { node: NodeName },
+    /// The Registry committed the reaping of these nodes' bindings.
+    Reaped { nodes: Vec<NodeName> },
+    /// A while after `node` came up: ask for its registry again if it has not arrived.
+    NodeUpReconcile { node: NodeName, attempt: u32 },
     /// The Registry merged `from`'s full sync.
     Synced { from: NodeName },
     /// Time to send this node's full sync.

@@ -1,8 +1,8 @@
 //! Partition mode as the Coordinator last published it: whether this node's side of a split has
-//! lost quorum (it then runs no child and refuses work), and whether membership work is under
-//! way (`Hub::is_locked`).
+//! lost quorum (it then runs no child and refuses work), whether membership work is under way
+//! (`Hub::is_locked`), and how much work the Coordinator still owes (`Hub::pending_work`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// The flags every actor and handle reads without asking the Coordinator.
 #[derive(Default)]
@@ -11,6 +11,7 @@ pub(crate) struct PartitionFlags {
     locked: AtomicBool,
     /// `partitioned || locked` as last announced (`priority_state_updated`).
     announced: AtomicBool,
+    pending_work: AtomicUsize,
 }
 
 impl PartitionFlags {
@@ -32,6 +33,16 @@ impl PartitionFlags {
     /// Publishes whether membership work is under way.
     pub fn set_locked(&self, locked: bool) {
         self.locked.store(locked, Ordering::Release);
+    }
+
+    /// Publishes the Coordinator's pending work count.
+    pub fn set_pending_work(&self, count: usize) {
+        self.pending_work.store(count, Ordering::Release);
+    }
+
+    /// The Coordinator's pending work count, as last published.
+    pub fn pending_work(&self) -> usize {
+        self.pending_work.load(Ordering::Acquire)
     }
 
     /// Whether the node is locked (partitioned, or membership work under way).
