@@ -11,7 +11,8 @@
 //! - [`membership`]: peers up and down, boot tokens, grace periods, `cluster_settled`, and
 //!   publishing the members and the ring every other actor reads;
 //! - [`remote`]: the hub protocol on the receiving side (peers' starts and stops, their replies);
-//! - [`rebalance`]: carrying out the pure redistribution plan, retries, the graceful leave;
+//! - [`rebalance`]: carrying out the pure redistribution plan, retries;
+//! - [`leave`]: the graceful leave (goodbyes, their answers, the handover);
 //! - [`relay`]: requests this node waits on for someone else;
 //! - [`messaging`]: messages to a child by id;
 //! - [`partition`]: quorum and partition mode (`partition_tolerance`);
@@ -24,6 +25,7 @@
 mod answers;
 mod cluster;
 mod handover;
+mod leave;
 mod load_balance;
 mod membership;
 mod messaging;
