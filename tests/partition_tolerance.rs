@@ -266,3 +266,32 @@ async fn declared_children_under_a_quorum_take_no_minority_mutation_and_run_once
         .await;
     assert!(!a.is_partitioned());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn static_children_of_a_node_that_boots_without_quorum_start_once_quorum_is_there() {
+    let strategy = PartitionTolerance::StaticQuorum {
+        quorum_size: 2,
+        startup_confirm: true,
+    };
+    let statics = vec![
+        process_hub::ChildSpec::new("static-1", "counter"),
+        process_hub::ChildSpec::new("static-2", "counter"),
+    ];
+    let options = Options::plain()
+        .partition_tolerance(strategy)
+        .child_specs(statics.clone());
+    let mut cluster = TestCluster::new(55, options);
+    // The hub spawns (its static children wait), and runs nothing alone.
+    let a = cluster.add("a").await;
+    assert!(a.is_partitioned());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        cluster.running().is_empty(),
+        "nothing starts without quorum"
+    );
+    cluster.add("b").await;
+    cluster.wait_members().await;
+    cluster
+        .wait_converged(&ids(&statics), "the static children run once")
+        .await;
+}

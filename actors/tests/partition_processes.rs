@@ -313,6 +313,7 @@ fn a_five_node_cluster_split_three_two_runs_every_child_once_on_the_majority() {
     );
 
     let (majority, minority) = ([1, 2, 3], [4, 5]);
+    let split_at = std::time::Instant::now();
     net.split(&majority, &minority).unwrap();
     let majority_names: BTreeSet<String> = majority
         .iter()
@@ -325,11 +326,13 @@ fn a_five_node_cluster_split_three_two_runs_every_child_once_on_the_majority() {
             .then_some(())
     })
     .unwrap_or_else(|e| panic!("{e}\n{}", tails(&nodes)));
+    let partitioned_ms = split_at.elapsed().as_millis();
     let majority_nodes: Vec<&Node> = majority.iter().map(|k| &nodes[k - 1]).collect();
     wait_for("every child once, on the majority", DEADLINE, || {
         once_on(&majority_nodes, &ids, &majority_names)
     })
     .unwrap_or_else(|e| panic!("{e}\n{}", tails(&nodes)));
+    let majority_ms = split_at.elapsed().as_millis();
     // The minority runs nothing: its own registry binds no child anywhere it can see.
     for k in minority {
         let client = nodes[k - 1].client();
@@ -362,6 +365,7 @@ fn a_five_node_cluster_split_three_two_runs_every_child_once_on_the_majority() {
     })
     .unwrap_or_else(|e| panic!("{e}\n{}", tails(&nodes)));
 
+    let heal_at = std::time::Instant::now();
     net.heal(&majority, &minority).unwrap();
     wait_for("five members again, none partitioned", DEADLINE, || {
         nodes
@@ -391,6 +395,11 @@ fn a_five_node_cluster_split_three_two_runs_every_child_once_on_the_majority() {
             .then_some(())
     })
     .unwrap_or_else(|e| panic!("{e}\n{}", tails(&nodes)));
+    eprintln!(
+        "split 3/2: minority partitioned after {partitioned_ms} ms, every child once on the \
+         majority after {majority_ms} ms; heal: every child on its owner after {} ms",
+        heal_at.elapsed().as_millis()
+    );
     // And every child answers, asked through a node of the former minority.
     for id in &ids {
         nodes[3]

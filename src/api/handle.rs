@@ -175,6 +175,13 @@ impl HubBuilder {
         };
         let (root, join) = spawned.map_err(|e| SpawnError::Actor(e.to_string()))?;
         let hub = Hub { shared, root };
+        if !statics.is_empty() && hub.is_partitioned() {
+            // A quorum strategy that starts without quorum (a node booting alone into a
+            // cluster configured larger): the static children start once quorum is there.
+            let waiting = hub.clone();
+            tokio::spawn(async move { waiting.start_statics_with_quorum(statics).await });
+            return Ok((hub, join));
+        }
         if !statics.is_empty() {
             // A static child may have a row from a previous run (durable backends): starting
             // it again is the point, so existing rows are not a refusal here.
@@ -196,6 +203,30 @@ impl HubBuilder {
 }
 
 impl Hub {
+    /// Starts the config's static children once this node has quorum (a hub that booted
+    /// partitioned); failures are logged, as nobody waits for them any more.
+    async fn start_statics_with_quorum(self, statics: Vec<ChildSpec>) {
+        tracing::info!(children = statics.len(), "static children wait for quorum");
+        while self.is_partitioned() {
+            if !self.is_alive() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let opts = StartOptions::new().check_existing(false);
+        match self.start_children(statics, opts).await {
+            Ok(result) if result.errors.is_empty() => {
+                tracing::info!(started = result.started.len(), "static children started");
+            }
+            Ok(result) => {
+                for e in result.errors {
+                    tracing::error!(child = %e.id, error = %e.reason, "static child not started");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "static children not started"),
+        }
+    }
+
     /// A builder, to attach hooks, subscribers or a supervisor before the hub boots.
     pub fn builder(config: ProcessHub, kinds: ChildKinds) -> HubBuilder {
         HubBuilder {

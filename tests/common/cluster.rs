@@ -73,6 +73,8 @@ pub struct Options {
     pub partition_tolerance: PartitionTolerance,
     /// Known bugs put into every node (to take one mechanism away).
     pub bugs: Vec<process_hub::sim::InjectedBug>,
+    /// The config's static children of every node.
+    pub child_specs: Vec<ChildSpec>,
 }
 
 impl Options {
@@ -95,6 +97,7 @@ impl Options {
             load_balancer: None,
             partition_tolerance: PartitionTolerance::Divergence,
             bugs: Vec::new(),
+            child_specs: Vec::new(),
         }
     }
 
@@ -143,6 +146,11 @@ impl Options {
     pub fn load_balanced(mut self, options: LoadBalancerConfig) -> Self {
         self.distribution = Distribution::LoadBalanced;
         self.load_balancer = Some(options);
+        self
+    }
+
+    pub fn child_specs(mut self, specs: Vec<ChildSpec>) -> Self {
+        self.child_specs = specs;
         self
     }
 
@@ -263,7 +271,9 @@ impl TestCluster {
                 .data_dir(self.data_dir(name))
                 .auto_recovery(recovery);
         }
-        builder.build().expect("valid config")
+        let mut config = builder.build().expect("valid config");
+        config.child_specs = options.child_specs.clone();
+        config
     }
 
     /// Adds a node (`name@test`) running the hub.
