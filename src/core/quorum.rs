@@ -107,6 +107,12 @@ impl QuorumTracker {
         }
     }
 
+    /// Starts in partition mode whatever the count (a restarted Coordinator of a node that was
+    /// partitioned: only a membership that makes quorum lets it out, as a `Regained`).
+    pub fn assume_partitioned(&mut self) {
+        self.partitioned = true;
+    }
+
     /// Whether this side is in partition mode.
     pub fn is_partitioned(&self) -> bool {
         self.partitioned

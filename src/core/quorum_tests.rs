@@ -117,8 +117,14 @@ fn majority_quorum_keeps_the_larger_side_of_a_split() {
         initial_cluster_size: 5,
         track_max_size: true,
     };
-    let mut t = QuorumTracker::new(five, 1);
+    let mut t = QuorumTracker::new(five.clone(), 1);
     assert!(t.is_partitioned());
+    assert_eq!(t.node_up(&n(1), 0, 2), Verdict::Unchanged);
+    assert_eq!(t.node_up(&n(2), 0, 3), Verdict::Regained);
+
+    // A tracker told it starts partitioned leaves only with quorum.
+    let mut t = QuorumTracker::new(five, 5);
+    t.assume_partitioned();
     assert_eq!(t.node_up(&n(1), 0, 2), Verdict::Unchanged);
     assert_eq!(t.node_up(&n(2), 0, 3), Verdict::Regained);
 }

@@ -35,7 +35,12 @@ impl CoordinatorState {
     /// cluster) refuses work until enough peers are up; it stops no child here: a restarted
     /// Coordinator is told its peers again at once.
     pub(super) fn new_quorum(&self) -> QuorumTracker {
-        let tracker = QuorumTracker::new(self.hub.config.partition_tolerance.clone(), 1);
+        let mut tracker = QuorumTracker::new(self.hub.config.partition_tolerance.clone(), 1);
+        if self.hub.partition.partitioned() {
+            // A restarted Coordinator of a partitioned node: it stays partitioned until its
+            // peers, told again, make quorum.
+            tracker.assume_partitioned();
+        }
         if self.hub.partition.set_partitioned(tracker.is_partitioned()) && tracker.is_partitioned()
         {
             tracing::info!("no quorum yet: starts and stops are refused until enough peers are up");
