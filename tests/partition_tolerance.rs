@@ -295,3 +295,40 @@ async fn static_children_of_a_node_that_boots_without_quorum_start_once_quorum_i
         .wait_converged(&ids(&statics), "the static children run once")
         .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_made_smaller_on_purpose_keeps_quorum_once_its_size_is_reset() {
+    let mut cluster = TestCluster::with_nodes(
+        56,
+        &["a", "b", "c"],
+        Options::plain().partition_tolerance(majority_of(3)),
+    )
+    .await;
+    let specs = specs("rs-", 12);
+    let all = ids(&specs);
+    cluster
+        .hub("a")
+        .start_children(specs, StartOptions::new())
+        .await
+        .unwrap();
+    cluster.wait_converged(&all, "started").await;
+    // Two nodes leave for good, one after the other: 1 of 3 is no majority.
+    for name in ["c", "b"] {
+        let hub = cluster.hubs.remove(&full(name)).unwrap();
+        hub.leave().await.unwrap();
+    }
+    let a = cluster.hub("a");
+    wait_until("a alone is partitioned", || a.is_partitioned()).await;
+    assert_eq!(
+        a.start_children(specs_of("rs-late-", 1), StartOptions::new())
+            .await,
+        Err(StartError::Partitioned)
+    );
+    // The operator says the cluster is one node now: a regains quorum and runs everything.
+    assert_eq!(a.reset_cluster_size(1).await, Ok(false));
+    assert!(!a.is_partitioned());
+    cluster.wait_converged(&all, "everything back on a").await;
+    a.start_children(specs_of("rs-late-", 1), StartOptions::new())
+        .await
+        .unwrap();
+}

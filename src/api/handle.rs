@@ -34,6 +34,11 @@ use crate::storage::{open_backend, BackendConfig, MemoryStorage, Storage};
 #[error("hub did not shut down within {0:?}; its remaining actors were killed")]
 pub struct ShutdownTimedOut(pub Duration);
 
+/// The hub is not running (stopped, or its root actor dropped the request).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("hub unavailable: {0}")]
+pub struct HubUnavailable(pub String);
+
 fn unavailable(node: &NodeName, id: &ChildId) -> ChildMessageError {
     ChildMessageError {
         id: id.clone(),
@@ -437,6 +442,16 @@ impl Hub {
     /// taken while locked; the flag tells an operator or a test that placements are in flux.
     pub fn is_locked(&self) -> bool {
         self.shared.partition.is_locked()
+    }
+
+    /// Tells a quorum strategy that the cluster was made smaller on purpose (nodes left for
+    /// good): its majority is counted of `size` members from now on, so the nodes that remain
+    /// keep (or regain) quorum. Answers whether this node is partitioned afterwards. Call it on
+    /// every remaining node. No effect under `divergence`; a static quorum keeps its size.
+    pub async fn reset_cluster_size(&self, size: usize) -> Result<bool, HubUnavailable> {
+        self.call(|reply| HubMsg::ResetClusterSize { size, reply })
+            .await
+            .map_err(HubUnavailable)
     }
 
     /// What the Coordinator still owes the cluster, as a count (the seed's

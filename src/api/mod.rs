@@ -19,7 +19,7 @@ pub use errors::{
     AwaitNormalTimeout, ChildMessageError, ChildStartError, ChildStopError, RecoveryError,
     SpawnError, StartError, StopError,
 };
-pub use handle::{Hub, HubBuilder, ShutdownTimedOut};
+pub use handle::{Hub, HubBuilder, HubUnavailable, ShutdownTimedOut};
 pub use monitor::{ChildDown, DownSink, MonitorId, MonitorOptions};
 pub use msg::{HubInfo, HubMsg};
 pub use options::{OnFailure, StartOptions, StopOptions};

@@ -168,6 +168,15 @@ pub enum HubMsg {
         /// Answered when every child was handed over (or failed to be).
         reply: RpcReplyPort<()>,
     },
+    /// The cluster was made smaller on purpose: a quorum strategy counts its majority (or its
+    /// static size) of `size` members from now on; answers whether this node is partitioned
+    /// after it (the original's `reset_cluster_size`).
+    ResetClusterSize {
+        /// The members the cluster has now, this node included.
+        size: usize,
+        /// Whether this node is partitioned afterwards.
+        reply: RpcReplyPort<bool>,
+    },
     /// Stop the hub gracefully: `coordinator_shutdown` hooks, then the Coordinator, the
     /// children (each with its shutdown grace) and last the Registry. The root actor stops once
     /// all of them did; wait for it with `ActorCell::wait` or the spawn's join handle.

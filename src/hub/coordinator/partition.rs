@@ -82,6 +82,18 @@ impl CoordinatorState {
         self.on_verdict(myself, verdict);
     }
 
+    /// The cluster was made smaller on purpose: the majority (or static size) is counted of
+    /// `size` members from now on.
+    pub(super) fn reset_cluster_size(&mut self, myself: &ActorRef<CoordinatorMsg>, size: usize) {
+        let members = self.members().len();
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        tracing::info!(size, members, "cluster size reset");
+        let verdict = cluster.quorum.reset_cluster_size(size, members);
+        self.on_verdict(myself, verdict);
+    }
+
     /// The dynamic quorum's timer: lost nodes may have aged out of the threshold.
     pub(super) fn on_quorum_tick(&mut self, myself: &ActorRef<CoordinatorMsg>) {
         let now = self.hub.mono_ms();

@@ -69,8 +69,14 @@ impl CoordinatorState {
             other => other,
         };
         if self.cluster.is_none() {
-            if let ClusterMsg::Leave { reply } = msg {
-                let _ = reply.send(());
+            match msg {
+                ClusterMsg::Leave { reply } => {
+                    let _ = reply.send(());
+                }
+                ClusterMsg::ResetClusterSize { reply, .. } => {
+                    let _ = reply.send(false);
+                }
+                _ => {}
             }
             return;
         }
@@ -152,6 +158,10 @@ impl CoordinatorState {
             ClusterMsg::RetryAbandonedMoves => self.retry_abandoned(myself),
             ClusterMsg::LoadTick => self.on_load_tick(myself),
             ClusterMsg::QuorumTick => self.on_quorum_tick(myself),
+            ClusterMsg::ResetClusterSize { size, reply } => {
+                self.reset_cluster_size(myself, size);
+                let _ = reply.send(self.hub.partition.partitioned());
+            }
         }
     }
 

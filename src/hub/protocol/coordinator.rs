@@ -98,4 +98,9 @@ pub(crate) enum ClusterMsg {
     LoadTick,
     /// Time to judge a dynamic quorum again (lost nodes age out of its threshold).
     QuorumTick,
+    /// The cluster was made smaller on purpose (`Hub::reset_cluster_size`).
+    ResetClusterSize {
+        size: usize,
+        reply: RpcReplyPort<bool>,
+    },
 }

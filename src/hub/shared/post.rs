@@ -190,6 +190,23 @@ impl HubShared {
         }
     }
 
+    /// Hands an intentional downsizing to the Coordinator (answers the current partition mode
+    /// when it is away).
+    pub fn reset_cluster_size_through_coordinator(&self, size: usize, reply: RpcReplyPort<bool>) {
+        let Some(coordinator) = self.coordinator() else {
+            let _ = reply.send(self.partition.partitioned());
+            return;
+        };
+        if let Err(ractor::MessagingErr::SendErr(CoordinatorMsg::Cluster(
+            ClusterMsg::ResetClusterSize { reply, .. },
+        ))) = coordinator.cast(CoordinatorMsg::Cluster(ClusterMsg::ResetClusterSize {
+            size,
+            reply,
+        })) {
+            let _ = reply.send(self.partition.partitioned());
+        }
+    }
+
     /// Hands a clear of the declared list to the DeclaredLeader (answers
     /// `AutoRecoveryDisabled` without recovery, `HubUnavailable` while it restarts).
     pub fn clear_through_declared_leader(&self, reply: RpcReplyPort<Result<u64, RecoveryError>>) {

@@ -430,6 +430,9 @@ impl Actor for HubSupervisor {
                 reply,
             } => hub.call_child_through_coordinator(id, payload, timeout, reply),
             HubMsg::Leave { reply } => hub.leave_through_coordinator(reply),
+            HubMsg::ResetClusterSize { size, reply } => {
+                hub.reset_cluster_size_through_coordinator(size, reply)
+            }
             HubMsg::Shutdown => myself.stop(Some("shutdown".into())),
             HubMsg::ShutdownAndWait { reply } => {
                 state.shutdown_waiters.push(reply);
