@@ -212,23 +212,28 @@ impl Hub {
     /// partitioned); failures are logged, as nobody waits for them any more.
     async fn start_statics_with_quorum(self, statics: Vec<ChildSpec>) {
         tracing::info!(children = statics.len(), "static children wait for quorum");
-        while self.is_partitioned() {
-            if !self.is_alive() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let opts = StartOptions::new().check_existing(false);
-        match self.start_children(statics, opts).await {
-            Ok(result) if result.errors.is_empty() => {
-                tracing::info!(started = result.started.len(), "static children started");
-            }
-            Ok(result) => {
-                for e in result.errors {
-                    tracing::error!(child = %e.id, error = %e.reason, "static child not started");
+        loop {
+            while self.is_partitioned() {
+                if !self.is_alive() {
+                    return;
                 }
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            Err(e) => tracing::error!(error = %e, "static children not started"),
+            let opts = StartOptions::new().check_existing(false);
+            match self.start_children(statics.clone(), opts).await {
+                // Quorum was lost again before the start was taken: wait for it again.
+                Err(StartError::Partitioned) => continue,
+                Ok(result) if result.errors.is_empty() => {
+                    tracing::info!(started = result.started.len(), "static children started");
+                }
+                Ok(result) => {
+                    for e in result.errors {
+                        tracing::error!(child = %e.id, error = %e.reason, "static child not started");
+                    }
+                }
+                Err(e) => tracing::error!(error = %e, "static children not started"),
+            }
+            return;
         }
     }
 

@@ -168,9 +168,9 @@ pub enum HubMsg {
         /// Answered when every child was handed over (or failed to be).
         reply: RpcReplyPort<()>,
     },
-    /// The cluster was made smaller on purpose: a quorum strategy counts its majority (or its
-    /// static size) of `size` members from now on; answers whether this node is partitioned
-    /// after it (the original's `reset_cluster_size`).
+    /// The cluster was made smaller on purpose: a majority quorum counts its majority of
+    /// `size` members from now on (a static quorum keeps its configured size); answers whether
+    /// this node is partitioned after it (the original's `reset_cluster_size`).
     ResetClusterSize {
         /// The members the cluster has now, this node included.
         size: usize,

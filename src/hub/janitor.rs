@@ -59,9 +59,6 @@ impl Actor for Janitor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            // In partition mode the stubs of the children this node stopped are what it
-            // re-places when quorum returns: they wait for it.
-            JanitorMsg::Sweep if state.hub.partition.partitioned() => {}
             JanitorMsg::Sweep => {
                 if let Some(registry) = state.hub.registry() {
                     let _ = registry.cast(RegistryMsg::SweepExpired { reply: None });

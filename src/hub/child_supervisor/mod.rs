@@ -23,7 +23,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 
-use super::protocol::{ChildSupMsg, NodeStartReport, RegistryOp, StartBatch, WriteDone};
+use super::protocol::{ChildSupMsg, NodeStartReport, RegistryOp, StartBatch, StopBatch, WriteDone};
 use super::HubShared;
 use crate::api::errors::ChildStartError;
 use crate::core::handover::HANDOVER_METADATA_KEY;
@@ -149,6 +149,11 @@ impl ChildSupState {
                 report
                     .errors
                     .push((spec.id, ChildStartError::AlreadyStarted));
+                continue;
+            }
+            // Partition mode may begin while a batch starts its children one by one.
+            if shared.partition.partitioned() {
+                report.errors.push((spec.id, ChildStartError::Partitioned));
                 continue;
             }
             if alter {
@@ -284,6 +289,14 @@ impl ChildSupState {
         spec: ChildSpec,
         old_pid: Pid,
     ) -> Result<(), ActorProcessingErr> {
+        if self.shared.partition.partitioned() {
+            // No quorum: the child is not restarted here; its row stays as a stub, which the
+            // pass after quorum returns re-places.
+            let node = self.node().clone();
+            tracing::info!(child = %spec.id, "not restarted: partition mode");
+            self.write(vec![RegistryOp::Release { id: spec.id, node }], None);
+            return Ok(());
+        }
         let now = self.shared.mono_ms();
         if self.intensity.record(now) == IntensityVerdict::Exceeded {
             let node = self.node().clone();
@@ -416,8 +429,17 @@ impl ChildSupState {
             "restoring this node's children after an escalation"
         );
         let mut ops = Vec::new();
+        let partitioned = self.shared.partition.partitioned();
         for row in rows {
             let old_pid = row.node_pids[&node];
+            if partitioned {
+                // No quorum: released, re-placed by the pass after quorum returns.
+                ops.push(RegistryOp::Release {
+                    id: row.spec.id,
+                    node: node.clone(),
+                });
+                continue;
+            }
             // The previous instance was killed with the failed supervisor.
             let down = DownReason::Abnormal {
                 node: node.clone(),
@@ -563,6 +585,36 @@ impl Actor for ChildSupervisor {
                         tracing::warn!(child = %child.id, "child did not stop within its shutdown timeout; killing it");
                         child.cell.kill();
                     }
+                }
+            }
+            ChildSupMsg::ReleaseAll => {
+                let waiting: Vec<ChildId> = state.awaiting_retry.keys().cloned().collect();
+                let node = state.node().clone();
+                let ops = waiting
+                    .into_iter()
+                    .map(|id| {
+                        state.awaiting_retry.remove(&id);
+                        RegistryOp::Release {
+                            id,
+                            node: node.clone(),
+                        }
+                    })
+                    .collect::<Vec<_>>();
+                if !ops.is_empty() {
+                    state.write(ops, None);
+                }
+                let ids: Vec<ChildId> = state.children.keys().cloned().collect();
+                if !ids.is_empty() {
+                    let batch = StopBatch {
+                        ids,
+                        release: true,
+                        reply: Box::new(|report| {
+                            for (id, e) in report.errors {
+                                tracing::warn!(child = %id, error = %e, "not stopped for partition mode");
+                            }
+                        }),
+                    };
+                    state.stop_batch(&myself, batch);
                 }
             }
             ChildSupMsg::Discard { ids } => {

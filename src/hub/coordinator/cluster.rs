@@ -154,8 +154,12 @@ pub(crate) struct ClusterState {
     pub hot: super::handover::HotMoves,
     /// Quorum under the hub's `partition_tolerance` (`coordinator::partition`).
     pub quorum: crate::core::quorum::QuorumTracker,
-    /// The dynamic quorum's re-judging timer, while partitioned.
+    /// The dynamic quorum's re-judging timer, while partitioned (and the one re-judging of a
+    /// restarted Coordinator, once its peers had time to reconnect).
     pub quorum_timer: Option<Timer>,
+    /// This Coordinator took over a predecessor's tracker: quorum is judged again once the
+    /// peers had time to reconnect.
+    pub quorum_recheck: bool,
 }
 
 impl ClusterState {
@@ -204,6 +208,7 @@ impl ClusterState {
                 1,
             ),
             quorum_timer: None,
+            quorum_recheck: false,
         })
     }
 

@@ -75,13 +75,6 @@ pub(crate) struct HotMoves {
     retry_armed: bool,
 }
 
-impl HotMoves {
-    /// Hot moves under way and abandoned ones waiting to be looked at again.
-    pub fn len(&self) -> usize {
-        self.moves.len() + self.abandoned.len()
-    }
-}
-
 impl CoordinatorState {
     /// Splits `rows` into the children that move hot from this node and the others.
     pub(super) fn split_hot(&self, rows: Vec<Row>) -> (Vec<Row>, Vec<Row>) {

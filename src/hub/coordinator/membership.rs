@@ -115,8 +115,16 @@ impl CoordinatorState {
         cluster.peers.insert(node.clone());
         cluster.ring.add(node.clone());
         cluster.delivered_by.remove(&node);
+        // A node-down not told to the declared leader yet is told now, before the node-up:
+        // the leader forgets what it waited for from the previous incarnation.
+        let down_untold = cluster.nodedowns.pending().contains(&node);
         cluster.nodedowns.cancel(&node);
         cluster.grace_expiries.cancel(&node);
+        if down_untold {
+            if let Some(declared) = hub.declared_leader() {
+                let _ = declared.cast(DeclaredMsg::PeerDown { node: node.clone() });
+            }
+        }
         // Ask for the peer's registry; `cluster_settled` waits for it, and the node-up
         // reconcile timer asks again if it does not come.
         if let Err(e) = cluster.transport.send(&node, &WireMsg::SyncRequest) {

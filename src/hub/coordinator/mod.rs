@@ -183,9 +183,10 @@ impl Actor for Coordinator {
             cluster,
         };
         if state.cluster.is_some() {
-            let quorum = state.new_quorum();
+            let (quorum, restarted) = state.new_quorum();
             if let Some(cluster) = &mut state.cluster {
                 cluster.quorum = quorum;
+                cluster.quorum_recheck = restarted;
             }
         }
         Ok(state)
@@ -198,6 +199,7 @@ impl Actor for Coordinator {
     ) -> Result<(), ActorProcessingErr> {
         state.arm_sync_timer(&myself);
         state.arm_load_timer(&myself);
+        state.arm_quorum_recheck(&myself);
         Ok(())
     }
 
@@ -258,14 +260,14 @@ impl Actor for Coordinator {
         if let Some(cluster) = &state.cluster {
             let hub = &state.hub;
             hub.partition.set_locked(!cluster.migrating.is_empty());
-            // The seed's `pending_work_count`: what this node still owes the cluster.
+            // The seed's `pending_work_count`: what this node still owes the cluster (a hot
+            // move is among `migrating`).
             hub.partition.set_pending_work(
                 state.pending_operations.len()
                     + cluster.migrating.len()
                     + cluster.failed.len()
                     + cluster.relay.len()
-                    + cluster.calls.len()
-                    + cluster.hot.len(),
+                    + cluster.calls.len(),
             );
             if let Some(locked) = hub.partition.lock_change() {
                 hub.hooks.fire(HookKey::PriorityStateUpdated, || {

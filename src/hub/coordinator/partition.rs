@@ -2,13 +2,13 @@
 //! [`QuorumTracker`] and carries out its verdict.
 //!
 //! - **Quorum lost**: the flag every actor reads is set (starts and stops are refused at the
-//!   API, start batches by the ChildSupervisor, passes, retries and reconcile rounds wait), and
-//!   every local child is stopped as a release: its row stays here as an unbound stub, so this
-//!   node still knows what it held, while the majority (which sees this node down) re-places
-//!   those children after its grace.
-//! - **Quorum regained**: the flag is cleared, every peer is asked for its registry again, and a
-//!   redistribution pass over every member (batched with the syncs it triggers) re-places the
-//!   stubs nobody runs and moves back what the ring gives this node.
+//!   API, start batches and restarts by the ChildSupervisor, passes, retries and reconcile
+//!   rounds wait), and the ChildSupervisor stops every local child as a release: its row stays
+//!   here as an unbound stub (for `stub_ttl_ms`), so this node still knows what it held, while
+//!   the majority (which sees this node down) re-places those children after its grace.
+//! - **Quorum regained**: the flag is cleared, every peer is asked for its registry again, and
+//!   the redistribution pass those registries trigger (each is an event of its batch) re-places
+//!   the stubs nobody runs and moves back what the ring gives this node.
 //!
 //! A dynamic quorum also changes with time alone (lost nodes age out of its threshold), so it
 //! is re-judged on a timer.
@@ -22,30 +22,50 @@ use super::CoordinatorState;
 use crate::cluster::wire::WireMsg;
 use crate::core::quorum::{PartitionTolerance, QuorumTracker, Verdict};
 use crate::events::HubEvent;
-use crate::hub::protocol::{ClusterMsg, CoordinatorMsg, StopBatch};
-use crate::model::{ChildId, NodeName};
+use crate::hub::protocol::{ChildSupMsg, ClusterMsg, CoordinatorMsg};
+use crate::model::NodeName;
 
 /// How often a dynamic quorum is re-judged at most (a quarter of its threshold, within these).
 const QUORUM_TICK_MIN: Duration = Duration::from_millis(50);
 const QUORUM_TICK_MAX: Duration = Duration::from_secs(5);
 
+/// How long a restarted Coordinator gives its peers to reconnect before it judges quorum again.
+const QUORUM_RECHECK: Duration = Duration::from_secs(2);
+
 impl CoordinatorState {
-    /// The tracker of a Coordinator that starts with no peer. A strategy that starts
-    /// partitioned (a static quorum with `startup_confirm`, a majority of a larger configured
-    /// cluster) refuses work until enough peers are up; it stops no child here: a restarted
-    /// Coordinator is told its peers again at once.
-    pub(super) fn new_quorum(&self) -> QuorumTracker {
-        let mut tracker = QuorumTracker::new(self.hub.config.partition_tolerance.clone(), 1);
-        if self.hub.partition.partitioned() {
-            // A restarted Coordinator of a partitioned node: it stays partitioned until its
-            // peers, told again, make quorum.
-            tracker.assume_partitioned();
+    /// The tracker of a Coordinator that starts with no peer, and whether it took over a
+    /// predecessor's (a restarted Coordinator goes on from the losses and the largest
+    /// membership its predecessor saw). A strategy that starts partitioned (a static quorum
+    /// with `startup_confirm`, a majority of a larger configured cluster) refuses work until
+    /// enough peers are up; it stops no child here: a restarted Coordinator is told its peers
+    /// again, and judges quorum once more after [`QUORUM_RECHECK`].
+    pub(super) fn new_quorum(&self) -> (QuorumTracker, bool) {
+        if let Some(saved) = self.hub.partition.saved_tracker() {
+            self.hub.partition.set_partitioned(saved.is_partitioned());
+            return (saved, true);
         }
+        let tracker = QuorumTracker::new(self.hub.config.partition_tolerance.clone(), 1);
         if self.hub.partition.set_partitioned(tracker.is_partitioned()) && tracker.is_partitioned()
         {
             tracing::info!("no quorum yet: starts and stops are refused until enough peers are up");
         }
-        tracker
+        self.hub.partition.save_tracker(&tracker);
+        (tracker, false)
+    }
+
+    /// A restarted Coordinator judges quorum again once its peers had time to reconnect.
+    pub(super) fn arm_quorum_recheck(&mut self, myself: &ActorRef<CoordinatorMsg>) {
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        if std::mem::take(&mut cluster.quorum_recheck) {
+            if let Some(t) = cluster.quorum_timer.take() {
+                t.abort();
+            }
+            cluster.quorum_timer = Some(myself.send_after(QUORUM_RECHECK, || {
+                CoordinatorMsg::Cluster(ClusterMsg::QuorumTick)
+            }));
+        }
     }
 
     fn members(&self) -> Vec<NodeName> {
@@ -82,8 +102,8 @@ impl CoordinatorState {
         self.on_verdict(myself, verdict);
     }
 
-    /// The cluster was made smaller on purpose: the majority (or static size) is counted of
-    /// `size` members from now on.
+    /// The cluster was made smaller on purpose: a majority quorum is counted of `size` members
+    /// from now on (a static quorum keeps its configured size).
     pub(super) fn reset_cluster_size(&mut self, myself: &ActorRef<CoordinatorMsg>, size: usize) {
         let members = self.members().len();
         let Some(cluster) = &mut self.cluster else {
@@ -127,6 +147,9 @@ impl CoordinatorState {
     }
 
     fn on_verdict(&mut self, myself: &ActorRef<CoordinatorMsg>, verdict: Verdict) {
+        if let Some(cluster) = &self.cluster {
+            self.hub.partition.save_tracker(&cluster.quorum);
+        }
         match verdict {
             Verdict::Unchanged => {}
             Verdict::Lost => self.enter_partition_mode(),
@@ -140,31 +163,21 @@ impl CoordinatorState {
             return;
         }
         let members = self.members();
-        let ids: Vec<ChildId> = hub.local_children.iter().map(|e| e.key().clone()).collect();
         tracing::warn!(
             ?members,
-            children = ids.len(),
+            children = hub.local_children.len(),
             "quorum lost: partition mode; stopping this node's children, refusing starts and stops"
         );
         hub.events
             .publish(|| HubEvent::PartitionModeEntered { members });
-        if ids.is_empty()
-            || hub.has_bug(crate::hub::shared::simulation::InjectedBug::KeepChildrenWithoutQuorum)
-        {
+        if hub.has_bug(crate::hub::shared::simulation::InjectedBug::KeepChildrenWithoutQuorum) {
             return;
         }
-        hub.deliver_stop(
-            &hub.node.clone(),
-            StopBatch {
-                ids,
-                release: true,
-                reply: Box::new(|report| {
-                    for (id, e) in report.errors {
-                        tracing::warn!(child = %id, error = %e, "not stopped for partition mode");
-                    }
-                }),
-            },
-        );
+        // The ChildSupervisor stops what runs when it handles this (a batch in progress
+        // included); one restarting reads the flag in its restore.
+        if let Some(supervisor) = hub.child_supervisor() {
+            let _ = supervisor.cast(ChildSupMsg::ReleaseAll);
+        }
     }
 
     fn leave_partition_mode(&mut self, myself: &ActorRef<CoordinatorMsg>) {
@@ -183,15 +196,19 @@ impl CoordinatorState {
         if let Some(t) = cluster.quorum_timer.take() {
             t.abort();
         }
-        let now = Instant::now().into_std();
+        // The pass waits for the peers' registries: each one that arrives (`Synced`) is a join
+        // event of the batch, so the pass sees what the majority re-placed before it re-places
+        // a stub itself. With no peer left, this node's own stubs still get their pass.
         for peer in cluster.peers.clone() {
             if let Err(e) = cluster.transport.send(&peer, &WireMsg::SyncRequest) {
                 tracing::debug!(%peer, error = %e, "sync request not sent");
             }
-            cluster.joins.on_event(peer, now);
         }
-        // This node's own stubs need a pass even when it has no peer left to sync with.
-        cluster.joins.on_event(hub.node.clone(), now);
+        if cluster.peers.is_empty() {
+            cluster
+                .joins
+                .on_event(hub.node.clone(), Instant::now().into_std());
+        }
         self.arm_flush(myself);
         if !self.cluster.as_ref().is_some_and(|c| c.failed.is_empty()) {
             self.retry_failed(myself);

@@ -434,7 +434,13 @@ impl CoordinatorState {
         let Some(cluster) = &mut self.cluster else {
             return;
         };
-        cluster.retry_timer = RetryTimer::Idle;
+        if matches!(cluster.retry_timer, RetryTimer::Running { .. }) {
+            // The retry under way arms the next timer when its starts answered.
+            return;
+        }
+        if let Some(timer) = cluster.retry_timer.take() {
+            timer.abort();
+        }
         if cluster.self_leaving || self.hub.partition.partitioned() {
             // Kept for leaving partition mode, which retries them.
             return;

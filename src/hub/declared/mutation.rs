@@ -113,6 +113,15 @@ impl DeclaredLeaderState {
     /// Applies `op` through the leader: here when this node leads, else over the wire; `then`
     /// runs once the leader persisted it (or refused, or could not be reached: `no_leader`).
     pub(super) fn mutate(&mut self, myself: &ActorRef<DeclaredMsg>, op: DeclaredOp, then: Then) {
+        if self.hub.partition.partitioned() {
+            // No quorum: this side's list takes nothing the majority's could contradict.
+            return then(Err(RecoveryError::NoLeader {
+                reason: format!(
+                    "{} is partitioned: its side of the cluster has no quorum",
+                    self.hub.node
+                ),
+            }));
+        }
         match self.hub.leader() {
             None => then(Err(RecoveryError::NoLeader {
                 reason: "the hub has no members".into(),

@@ -69,6 +69,10 @@ pub(crate) enum ChildSupMsg {
     Discard {
         ids: Vec<ChildId>,
     },
+    /// Partition mode: stop every child this node runs when the message is handled (those a
+    /// batch started meanwhile included), as releases, and forget the restarts waiting for a
+    /// retry (their rows become stubs).
+    ReleaseAll,
 }
 
 impl ractor::Message for ChildSupMsg {}

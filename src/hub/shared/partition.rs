@@ -3,6 +3,9 @@
 //! (`Hub::is_locked`), and how much work the Coordinator still owes (`Hub::pending_work`).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use crate::core::quorum::QuorumTracker;
 
 /// The flags every actor and handle reads without asking the Coordinator.
 #[derive(Default)]
@@ -12,6 +15,10 @@ pub(crate) struct PartitionFlags {
     /// `partitioned || locked` as last announced (`priority_state_updated`).
     announced: AtomicBool,
     pending_work: AtomicUsize,
+    /// The Coordinator's quorum tracker as of its last verdict, so that a restarted
+    /// Coordinator goes on from it (the losses a dynamic quorum counts, the largest membership
+    /// seen) instead of from nothing.
+    tracker: Mutex<Option<QuorumTracker>>,
 }
 
 impl PartitionFlags {
@@ -33,6 +40,19 @@ impl PartitionFlags {
     /// Publishes whether membership work is under way.
     pub fn set_locked(&self, locked: bool) {
         self.locked.store(locked, Ordering::Release);
+    }
+
+    /// Keeps the Coordinator's tracker for a restarted Coordinator.
+    pub fn save_tracker(&self, tracker: &QuorumTracker) {
+        *self.tracker.lock().unwrap_or_else(|e| e.into_inner()) = Some(tracker.clone());
+    }
+
+    /// The tracker a previous Coordinator kept, if any.
+    pub fn saved_tracker(&self) -> Option<QuorumTracker> {
+        self.tracker
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Publishes the Coordinator's pending work count.
