@@ -212,7 +212,8 @@ impl Hub {
     /// partitioned); failures are logged, as nobody waits for them any more.
     async fn start_statics_with_quorum(self, statics: Vec<ChildSpec>) {
         tracing::info!(children = statics.len(), "static children wait for quorum");
-        loop {
+        let mut pending = statics;
+        while !pending.is_empty() {
             while self.is_partitioned() {
                 if !self.is_alive() {
                     return;
@@ -220,21 +221,40 @@ impl Hub {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             let opts = StartOptions::new().check_existing(false);
-            match self.start_children(statics.clone(), opts).await {
+            match self.start_children(pending.clone(), opts).await {
                 // Quorum was lost again before the start was taken: wait for it again.
                 Err(StartError::Partitioned) => continue,
-                Ok(result) if result.errors.is_empty() => {
-                    tracing::info!(started = result.started.len(), "static children started");
+                Err(e) => {
+                    tracing::error!(error = %e, "static children not started");
+                    return;
                 }
                 Ok(result) => {
+                    // A peer that has not seen quorum come back yet answers `partitioned`, and
+                    // one not reachable yet `node_unavailable`: those are asked again.
+                    let mut again = std::collections::BTreeSet::new();
                     for e in result.errors {
-                        tracing::error!(child = %e.id, error = %e.reason, "static child not started");
+                        match e.reason {
+                            crate::api::errors::ChildStartError::Partitioned
+                            | crate::api::errors::ChildStartError::NodeUnavailable { .. }
+                            | crate::api::errors::ChildStartError::NodeReceiveTimeout => {
+                                again.insert(e.id);
+                            }
+                            reason => {
+                                tracing::error!(child = %e.id, error = %reason, "static child not started")
+                            }
+                        }
+                    }
+                    pending.retain(|spec| again.contains(&spec.id));
+                    if !pending.is_empty() {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
                     }
                 }
-                Err(e) => tracing::error!(error = %e, "static children not started"),
             }
-            return;
+            if !self.is_alive() {
+                return;
+            }
         }
+        tracing::info!("static children started");
     }
 
     /// A builder, to attach hooks, subscribers or a supervisor before the hub boots.
