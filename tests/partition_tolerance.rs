@@ -58,11 +58,11 @@ async fn a_split_three_two_leaves_every_child_once_on_the_majority_and_the_minor
             "{name} before the split"
         );
     }
-    let specs = specs("q-", 200);
-    let mut all = ids(&specs);
+    let batch = specs("q-", 200);
+    let mut all = ids(&batch);
     cluster
         .hub("d")
-        .start_children(specs, StartOptions::new())
+        .start_children(batch, StartOptions::new())
         .await
         .unwrap();
     cluster.wait_converged(&all, "before the split").await;
@@ -87,8 +87,7 @@ async fn a_split_three_two_leaves_every_child_once_on_the_majority_and_the_minor
     // The minority refuses work, typed; health says why.
     let d = cluster.hub("d");
     assert_eq!(
-        d.start_children(specs_of("m-", 3), StartOptions::new())
-            .await,
+        d.start_children(specs("m-", 3), StartOptions::new()).await,
         Err(StartError::Partitioned)
     );
     let some = all.iter().next().unwrap().clone();
@@ -101,7 +100,7 @@ async fn a_split_three_two_leaves_every_child_once_on_the_majority_and_the_minor
     assert_eq!(health.status, "partitioned");
     assert!(d.is_locked());
     // The majority takes work meanwhile.
-    let more = specs_of("n-", 20);
+    let more = specs("n-", 20);
     all.extend(ids(&more));
     let started = cluster
         .hub("a")
@@ -122,14 +121,10 @@ async fn a_split_three_two_leaves_every_child_once_on_the_majority_and_the_minor
     .await;
     cluster.wait_converged(&all, "after the heal").await;
     // And work is taken on the former minority again.
-    let late = specs_of("late-", 5);
+    let late = specs("late-", 5);
     all.extend(ids(&late));
     d.start_children(late, StartOptions::new()).await.unwrap();
     cluster.wait_converged(&all, "after a start on d").await;
-}
-
-fn specs_of(prefix: &str, n: usize) -> Vec<process_hub::ChildSpec> {
-    specs(prefix, n)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -156,9 +151,9 @@ async fn a_static_quorum_with_startup_confirm_refuses_work_until_its_size_is_up(
             .all(|n| !cluster.hub(n).is_partitioned())
     })
     .await;
-    let specs = specs("s-", 30);
-    let all = ids(&specs);
-    a.start_children(specs, StartOptions::new()).await.unwrap();
+    let batch = specs("s-", 30);
+    let all = ids(&batch);
+    a.start_children(batch, StartOptions::new()).await.unwrap();
     cluster.wait_converged(&all, "with quorum").await;
 
     // One node lost: two of three is below the static quorum on both sides.
@@ -304,11 +299,11 @@ async fn a_cluster_made_smaller_on_purpose_keeps_quorum_once_its_size_is_reset()
         Options::plain().partition_tolerance(majority_of(3)),
     )
     .await;
-    let specs = specs("rs-", 12);
-    let all = ids(&specs);
+    let batch = specs("rs-", 12);
+    let all = ids(&batch);
     cluster
         .hub("a")
-        .start_children(specs, StartOptions::new())
+        .start_children(batch, StartOptions::new())
         .await
         .unwrap();
     cluster.wait_converged(&all, "started").await;
@@ -320,7 +315,7 @@ async fn a_cluster_made_smaller_on_purpose_keeps_quorum_once_its_size_is_reset()
     let a = cluster.hub("a");
     wait_until("a alone is partitioned", || a.is_partitioned()).await;
     assert_eq!(
-        a.start_children(specs_of("rs-late-", 1), StartOptions::new())
+        a.start_children(specs("rs-late-", 1), StartOptions::new())
             .await,
         Err(StartError::Partitioned)
     );
@@ -328,7 +323,7 @@ async fn a_cluster_made_smaller_on_purpose_keeps_quorum_once_its_size_is_reset()
     assert_eq!(a.reset_cluster_size(1).await, Ok(false));
     assert!(!a.is_partitioned());
     cluster.wait_converged(&all, "everything back on a").await;
-    a.start_children(specs_of("rs-late-", 1), StartOptions::new())
+    a.start_children(specs("rs-late-", 1), StartOptions::new())
         .await
         .unwrap();
 }

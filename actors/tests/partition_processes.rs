@@ -219,6 +219,24 @@ fn spawn(net: &Network, k: usize, dir: &Path) -> Node {
     }
 }
 
+/// Waits until every node sees exactly `expected` as members and none is partitioned.
+fn wait_whole(nodes: &[Node], expected: &[String], what: &str) {
+    wait_for(what, DEADLINE, || {
+        nodes
+            .iter()
+            .all(|n| {
+                n.client()
+                    .health()
+                    .is_ok_and(|h| h.members == expected && !h.partitioned)
+            })
+            .then_some(())
+    })
+    .unwrap_or_else(|e| {
+        let tails: Vec<String> = nodes.iter().map(|n| n.log_tail(30)).collect();
+        panic!("{e}\n{}", tails.join("\n"))
+    });
+}
+
 fn specs(prefix: &str, n: usize) -> Vec<StartSpec> {
     (0..n)
         .map(|i| StartSpec {
@@ -276,21 +294,11 @@ fn a_five_node_cluster_split_three_two_runs_every_child_once_on_the_majority() {
         .map(|k| format!("n{k}@{}", net.addr(k)))
         .collect();
     let expected: Vec<String> = all_names.iter().cloned().collect();
-    wait_for(
+    wait_whole(
+        &nodes,
+        &expected,
         "five members everywhere, none partitioned",
-        DEADLINE,
-        || {
-            nodes
-                .iter()
-                .all(|n| {
-                    n.client()
-                        .health()
-                        .is_ok_and(|h| h.members == expected && !h.partitioned)
-                })
-                .then_some(())
-        },
-    )
-    .unwrap_or_else(|e| panic!("{e}\n{}", tails(&nodes)));
+    );
 
     let mut ids: BTreeSet<String> = BTreeSet::new();
     let batch = specs("s", CHILDREN);
@@ -367,17 +375,7 @@ fn a_five_node_cluster_split_three_two_runs_every_child_once_on_the_majority() {
 
     let heal_at = std::time::Instant::now();
     net.heal(&majority, &minority).unwrap();
-    wait_for("five members again, none partitioned", DEADLINE, || {
-        nodes
-            .iter()
-            .all(|n| {
-                n.client()
-                    .health()
-                    .is_ok_and(|h| h.members == expected && !h.partitioned)
-            })
-            .then_some(())
-    })
-    .unwrap_or_else(|e| panic!("{e}\n{}", tails(&nodes)));
+    wait_whole(&nodes, &expected, "five members again, none partitioned");
     wait_for("every child once, everywhere agreeing", DEADLINE, || {
         once_on(&everyone, &ids, &all_names)
     })

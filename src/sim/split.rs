@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::invariants::{Invariant, Violation};
-use crate::core::quorum::PartitionTolerance;
+use crate::core::quorum::{PartitionTolerance, QuorumTracker};
 use crate::model::{ChildId, NodeName, Pid};
 
 /// Children seen on two sides of a clean split, and since when.
@@ -46,14 +46,10 @@ pub fn clean_sides(
 /// membership seen (`None`: not decidable from the count alone, as for a dynamic quorum).
 pub fn lacks_quorum(strategy: &PartitionTolerance, members: usize) -> Option<bool> {
     match strategy {
-        PartitionTolerance::Divergence => Some(false),
-        PartitionTolerance::StaticQuorum { quorum_size, .. } => Some(members < *quorum_size),
-        // The largest membership seen is at least the configured size.
-        PartitionTolerance::MajorityQuorum {
-            initial_cluster_size,
-            ..
-        } => Some(members * 2 <= *initial_cluster_size),
         PartitionTolerance::DynamicQuorum { .. } => None,
+        // A fresh tracker counts a majority of the configured size, which the largest
+        // membership seen can only raise.
+        _ => Some(!QuorumTracker::new(strategy.clone(), members).has_quorum(members)),
     }
 }
 

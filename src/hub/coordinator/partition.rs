@@ -68,21 +68,10 @@ impl CoordinatorState {
         }
     }
 
-    fn members(&self) -> Vec<NodeName> {
-        let mut members: Vec<NodeName> = self
-            .cluster
-            .as_ref()
-            .map(|c| c.peers.iter().cloned().collect())
-            .unwrap_or_default();
-        members.push(self.hub.node.clone());
-        members.sort();
-        members
-    }
-
     /// `node` went down: judges quorum with the members left.
     pub(super) fn quorum_node_down(&mut self, myself: &ActorRef<CoordinatorMsg>, node: &NodeName) {
         let now = self.hub.mono_ms();
-        let members = self.members().len();
+        let members = self.hub.members().len();
         let Some(cluster) = &mut self.cluster else {
             return;
         };
@@ -94,7 +83,7 @@ impl CoordinatorState {
     /// `node` came up: judges quorum with it.
     pub(super) fn quorum_node_up(&mut self, myself: &ActorRef<CoordinatorMsg>, node: &NodeName) {
         let now = self.hub.mono_ms();
-        let members = self.members().len();
+        let members = self.hub.members().len();
         let Some(cluster) = &mut self.cluster else {
             return;
         };
@@ -105,7 +94,7 @@ impl CoordinatorState {
     /// The cluster was made smaller on purpose: a majority quorum is counted of `size` members
     /// from now on (a static quorum keeps its configured size).
     pub(super) fn reset_cluster_size(&mut self, myself: &ActorRef<CoordinatorMsg>, size: usize) {
-        let members = self.members().len();
+        let members = self.hub.members().len();
         let Some(cluster) = &mut self.cluster else {
             return;
         };
@@ -117,7 +106,7 @@ impl CoordinatorState {
     /// The dynamic quorum's timer: lost nodes may have aged out of the threshold.
     pub(super) fn on_quorum_tick(&mut self, myself: &ActorRef<CoordinatorMsg>) {
         let now = self.hub.mono_ms();
-        let members = self.members().len();
+        let members = self.hub.members().len();
         let Some(cluster) = &mut self.cluster else {
             return;
         };
@@ -162,7 +151,7 @@ impl CoordinatorState {
         if !hub.partition.set_partitioned(true) {
             return;
         }
-        let members = self.members();
+        let members = self.hub.members();
         tracing::warn!(
             ?members,
             children = hub.local_children.len(),
@@ -185,7 +174,7 @@ impl CoordinatorState {
         if !hub.partition.set_partitioned(false) {
             return;
         }
-        let members = self.members();
+        let members = self.hub.members();
         tracing::info!(?members, "quorum regained: leaving partition mode");
         hub.events.publish(|| HubEvent::PartitionModeLeft {
             members: members.clone(),
