@@ -66,7 +66,7 @@ pub use config::{
 };
 pub use config::{ConfigError, Distribution, ProcessHub, ProcessHubBuilder};
 // Hot swap with state handover (docs/strategies.md).
-pub use config::{HotSwapConfig, LoadBalancerConfig, Migration, PartitionTolerance};
+pub use config::{HotSwapConfig, LoadBalancerConfig, Migration, PartitionTolerance, SyncStrategy};
 pub use config::{RedundancySignal, ReplicationModel};
 pub use core::declared_list::DeclaredChild;
 pub use core::recovery::RecoveryState;

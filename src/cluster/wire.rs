@@ -402,6 +402,54 @@ pub enum WireMsg {
         /// How many.
         count: u64,
     },
+    /// A registry delta of `origin` passed along the gossip tree (`sync = gossip`): the
+    /// receiver applies `origin`'s changes in `seq` order and hands the frame on to its share
+    /// of `relay_to`. Only `origin`'s own observations are in it, as in a `RegistryDelta`.
+    GossipDelta {
+        /// The node whose observations these are.
+        origin: NodeName,
+        /// `origin`'s stream: a new one each time its Registry starts.
+        epoch: u64,
+        /// The delta's number in that stream, from 1.
+        seq: u64,
+        /// The changes, in the order `origin` applied them.
+        changes: Vec<RegistryChange>,
+        /// The nodes the receiver passes the frame to (itself excluded).
+        relay_to: Vec<NodeName>,
+    },
+    /// The sender's whole set of its own observations with its gossip stream position
+    /// (`sync = gossip`): what a node behind in the sender's stream restarts from. Cut into
+    /// parts like a `FullSyncPart`; applied once every part arrived.
+    GossipSync {
+        /// The sender's stream.
+        epoch: u64,
+        /// The last delta of that stream the rows include.
+        seq: u64,
+        /// Tells the parts of two syncs apart.
+        sync_id: u64,
+        /// This part's index, from 0.
+        index: u32,
+        /// How many parts.
+        total: u32,
+        /// Rows of this part.
+        rows: Vec<Row>,
+    },
+    /// A periodic gossip round (`sync = gossip`): first it travels `route` one node at a time,
+    /// each adding the stream positions it has applied; then it spreads like a delta, and a
+    /// node that sees it is behind in some stream asks that stream's origin for a
+    /// `GossipSync`.
+    GossipRound {
+        /// The node that started the round.
+        initiator: NodeName,
+        /// The initiator's number for it.
+        round: u64,
+        /// Each origin's furthest stream position seen so far: `(origin, epoch, seq)`.
+        heads: Vec<(NodeName, u64, u64)>,
+        /// Gathering: the nodes still to visit, in order. Spreading: the receiver's share.
+        route: Vec<NodeName>,
+        /// Whether the round is spreading (every position gathered).
+        spreading: bool,
+    },
 }
 
 impl WireMsg {
@@ -440,6 +488,9 @@ impl WireMsg {
             WireMsg::LoadReport { .. } => "load_report",
             WireMsg::LoadTable { .. } => "load_table",
             WireMsg::Rebalance { .. } => "rebalance",
+            WireMsg::GossipDelta { .. } => "gossip_delta",
+            WireMsg::GossipSync { .. } => "gossip_sync",
+            WireMsg::GossipRound { .. } => "gossip_round",
         }
     }
 }

@@ -20,6 +20,7 @@ pub mod migration;
 pub mod partition;
 pub mod recovery;
 pub mod replication;
+pub mod sync;
 
 pub use distribution::Distribution;
 pub use elector::LeaderElector;
@@ -31,6 +32,7 @@ pub use recovery::{
     StartBudget,
 };
 pub use replication::{RedundancySignal, ReplicationModel, MAX_REPLICATION_FACTOR};
+pub use sync::SyncStrategy;
 
 use crate::model::{ChildId, ChildSpec, NodeName};
 use crate::storage::BackendConfig;
@@ -156,6 +158,10 @@ pub struct ProcessHub {
     /// sides keep running) or a quorum strategy (the side without quorum stops its children
     /// and refuses work until quorum returns). See `docs/strategies.md`.
     pub partition_tolerance: PartitionTolerance,
+    /// Cluster: how registry changes reach the other nodes: `pubsub` (the default: each change
+    /// to every peer) or `gossip` (each change to a few peers that pass it on; for large
+    /// clusters). See `docs/strategies.md`.
+    pub sync: SyncStrategy,
 }
 
 impl Default for ProcessHub {
@@ -187,6 +193,7 @@ impl Default for ProcessHub {
             replication_model: ReplicationModel::ActivePassive,
             redundancy_signal: RedundancySignal::None,
             partition_tolerance: PartitionTolerance::Divergence,
+            sync: SyncStrategy::PubSub,
         }
     }
 }
@@ -209,6 +216,15 @@ pub(crate) fn range<T: PartialOrd + ToString>(
 }
 
 impl ProcessHub {
+    /// The period of the periodic sync: `sync_interval_ms`, or the gossip round's
+    /// `interval_ms` with `sync = gossip`.
+    pub fn sync_period_ms(&self) -> u64 {
+        match self.sync {
+            SyncStrategy::PubSub => self.sync_interval_ms,
+            SyncStrategy::Gossip { interval_ms, .. } => interval_ms,
+        }
+    }
+
     /// A config with defaults for everything but the hub id.
     pub fn new(hub_id: impl Into<String>) -> Self {
         Self {
@@ -333,6 +349,7 @@ impl ProcessHub {
         self.hot_swap.validate()?;
         self.load_balancer.validate()?;
         partition::validate(&self.partition_tolerance)?;
+        sync::validate(&self.sync)?;
         replication::validate_factor(self.replication_factor)?;
         let mut seen = std::collections::HashSet::new();
         for spec in &self.child_specs {
@@ -351,7 +368,7 @@ impl ProcessHub {
         }
         if let Some(recovery) = &self.auto_recovery {
             // Logs the init warnings (grace vs sync interval, deprecated keys) at WARN.
-            recovery.validate(self.sync_interval_ms)?;
+            recovery.validate(self.sync_period_ms())?;
         }
         Ok(())
     }
@@ -500,6 +517,12 @@ impl ProcessHubBuilder {
     /// Sets what a side of a split without quorum does.
     pub fn partition_tolerance(mut self, strategy: PartitionTolerance) -> Self {
         self.0.partition_tolerance = strategy;
+        self
+    }
+
+    /// Sets how registry changes reach the other nodes.
+    pub fn sync(mut self, strategy: SyncStrategy) -> Self {
+        self.0.sync = strategy;
         self
     }
 

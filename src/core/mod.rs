@@ -14,6 +14,7 @@ pub mod declared_list;
 pub mod declared_state;
 pub mod event_batch;
 pub mod failure_detector;
+pub mod gossip;
 pub mod guided;
 pub mod handover;
 pub mod load;

@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `NodeUp`, `NodeDown` | the Coordinator (membership, the ring); the Registry also hears `NodeDown` (it forgets the peer's unfinished sync) |
 //! | starts, stops, their replies, child messages, `Goodbye` and its ack | the Coordinator |
-//! | `RegistryDelta`, `FullSync`, `FullSyncPart`, `SyncRequest` | the Registry |
+//! | `RegistryDelta`, `FullSync`, `FullSyncPart`, `SyncRequest`, `Gossip*` | the Registry |
 //! | `DeclaredOffer`, `DeclaredOfferPart`, `DeclaredDelta`, `DeclaredMutate`, `DeclaredMutateReply`, `DeclaredVersionQuery` | the DeclaredLeader |
 //! | `DeclaredVersion` | recorded here, in arrival order, in the recovery state the rounds read |
 //! | `TypedCast`, `TypedCall`, `MonitorChild` | handed to the local child or answered here (`hub/typed.rs`): no actor hop |
@@ -118,6 +118,58 @@ impl Inbox {
                 },
             ),
             WireMsg::SyncRequest => to_registry(hub, RegistryMsg::SendFullSync { to: Some(from) }),
+            WireMsg::GossipDelta {
+                origin,
+                epoch,
+                seq,
+                changes,
+                relay_to,
+            } => to_registry(
+                hub,
+                RegistryMsg::GossipDelta {
+                    from,
+                    origin,
+                    epoch,
+                    seq,
+                    changes,
+                    relay_to,
+                },
+            ),
+            WireMsg::GossipSync {
+                epoch,
+                seq,
+                sync_id,
+                index,
+                total,
+                rows,
+            } => to_registry(
+                hub,
+                RegistryMsg::GossipSync {
+                    from,
+                    epoch,
+                    seq,
+                    sync_id,
+                    index,
+                    total,
+                    rows,
+                },
+            ),
+            WireMsg::GossipRound {
+                initiator,
+                round,
+                heads,
+                route,
+                spreading,
+            } => to_registry(
+                hub,
+                RegistryMsg::GossipRound {
+                    initiator,
+                    round,
+                    heads,
+                    route,
+                    spreading,
+                },
+            ),
             WireMsg::DeclaredVersion {
                 version,
                 last_mutated_by,

@@ -25,7 +25,7 @@ use process_hub::storage::BackendConfig;
 use process_hub::{
     AutoRecoveryConfig, ChildId, ChildKinds, ChildSpec, Distribution, HookEvent, HookHandler,
     HookKey, HotSwapConfig, Hub, LoadBalancerConfig, ManifestLocation, Migration, NodeName,
-    PartitionTolerance, Pid, ProcessHub, RedundancySignal, ReplicationModel,
+    PartitionTolerance, Pid, ProcessHub, RedundancySignal, ReplicationModel, SyncStrategy,
 };
 
 use super::{wait_for, wait_until, DEADLINE};
@@ -75,6 +75,8 @@ pub struct Options {
     pub bugs: Vec<process_hub::sim::InjectedBug>,
     /// The config's static children of every node.
     pub child_specs: Vec<ChildSpec>,
+    /// The synchronization strategy of every node spawned from now on.
+    pub sync: SyncStrategy,
 }
 
 impl Options {
@@ -98,6 +100,7 @@ impl Options {
             partition_tolerance: PartitionTolerance::Divergence,
             bugs: Vec::new(),
             child_specs: Vec::new(),
+            sync: SyncStrategy::PubSub,
         }
     }
 
@@ -161,6 +164,11 @@ impl Options {
 
     pub fn partition_tolerance(mut self, strategy: PartitionTolerance) -> Self {
         self.partition_tolerance = strategy;
+        self
+    }
+
+    pub fn sync(mut self, strategy: SyncStrategy) -> Self {
+        self.sync = strategy;
         self
     }
 
@@ -242,6 +250,7 @@ impl TestCluster {
             .default_timeout(options.default_timeout)
             .distribution(options.distribution)
             .partition_tolerance(options.partition_tolerance.clone())
+            .sync(options.sync.clone())
             .shutdown_timeout(Duration::from_secs(5))
             .registry_backend(options.backend.clone());
         if let Some(retry) = options.migration_retry {

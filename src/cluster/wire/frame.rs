@@ -539,6 +539,29 @@ mod tests {
         }
 
         #[test]
+        fn gossip_frames_roundtrip(
+            origin in "[a-z]{1,4}@h",
+            epoch in any::<u64>(),
+            seq in any::<u64>(),
+            rows in proptest::collection::vec(arb_row(), 0..3),
+            relay_to in proptest::collection::vec("[a-z]{1,4}@h", 0..5),
+            heads in proptest::collection::vec(("[a-z]{1,4}@h", any::<u64>(), any::<u64>()), 0..5),
+            spreading in any::<bool>(),
+        ) {
+            let changes = rows.iter().cloned().map(RegistryChange::Upsert).collect();
+            for msg in [
+                WireMsg::GossipDelta { origin: origin.clone(), epoch, seq, changes, relay_to: relay_to.clone() },
+                WireMsg::GossipSync { epoch, seq, sync_id: seq ^ epoch, index: 0, total: 1, rows },
+                WireMsg::GossipRound { initiator: origin, round: seq, heads, route: relay_to, spreading },
+            ] {
+                let bytes = encode("hub", "a@h", &msg).unwrap();
+                prop_assert_eq!(&decode_for("hub", &bytes).unwrap().payload, &msg);
+                let at = (seq as usize) % bytes.len();
+                prop_assert!(decode(&bytes[..at]).is_err());
+            }
+        }
+
+        #[test]
         fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
             let _ = decode(&bytes);
             let mut versioned = WIRE_VERSION.to_le_bytes().to_vec();

@@ -23,7 +23,7 @@ fn arm(myself: &ActorRef<CoordinatorMsg>, after: Duration, msg: fn() -> ClusterM
 
 impl CoordinatorState {
     pub(in crate::hub) fn arm_sync_timer(&mut self, myself: &ActorRef<CoordinatorMsg>) {
-        let period = Duration::from_millis(self.hub.config.sync_interval_ms);
+        let period = Duration::from_millis(self.hub.config.sync_period_ms());
         if let Some(cluster) = &mut self.cluster {
             cluster.sync_timer = Some(arm(myself, period, || ClusterMsg::SyncTick));
         }
@@ -133,7 +133,7 @@ impl CoordinatorState {
             ClusterMsg::SyncTick => {
                 self.announce_declared_version();
                 if let Some(registry) = self.hub.registry() {
-                    let _ = registry.cast(RegistryMsg::SendFullSync { to: None });
+                    let _ = registry.cast(RegistryMsg::SyncTick);
                 }
                 self.arm_sync_timer(myself);
             }

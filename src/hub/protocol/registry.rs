@@ -78,8 +78,38 @@ pub(crate) enum RegistryMsg {
         total: u32,
         rows: Vec<Row>,
     },
-    /// Peer `node` went down: its unfinished sync is forgotten.
+    /// Peer `node` went down: its unfinished sync (and its gossip stream) is forgotten.
     PeerDown { node: NodeName },
+    /// The periodic sync: a `FullSync` to every peer (`pubsub`), or a gossip round and one
+    /// peer's direct sync (`gossip`).
+    SyncTick,
+    /// A `GossipDelta` relayed by `from`.
+    GossipDelta {
+        from: NodeName,
+        origin: NodeName,
+        epoch: u64,
+        seq: u64,
+        changes: Vec<RegistryChange>,
+        relay_to: Vec<NodeName>,
+    },
+    /// One part of `from`'s `GossipSync`.
+    GossipSync {
+        from: NodeName,
+        epoch: u64,
+        seq: u64,
+        sync_id: u64,
+        index: u32,
+        total: u32,
+        rows: Vec<Row>,
+    },
+    /// A `GossipRound` passed on by `from`.
+    GossipRound {
+        initiator: NodeName,
+        round: u64,
+        heads: Vec<crate::core::gossip::Head>,
+        route: Vec<NodeName>,
+        spreading: bool,
+    },
     /// A commit failed (sent by the completion task): probe the disk until writes succeed,
     /// and tell the peers this node's rows again (the failed write's delta already left).
     WriteFailed,

@@ -23,12 +23,14 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 mod faults;
+mod gossip;
 mod replication;
 
 use super::protocol::{RegistryMsg, RegistryOp, WriteDone};
 use super::HubShared;
 use crate::cluster::wire::budget::encoded_len;
 use crate::cluster::wire::RegistryChange;
+use crate::config::SyncStrategy;
 use crate::core::sync_parts::SyncAssembler;
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
@@ -90,6 +92,9 @@ pub(crate) struct RegistryState {
     pub(super) sync_parts: SyncAssembler,
     /// Failed writes waiting for the next probe tick.
     probing: faults::Probing,
+    /// This node's gossip stream and the others' (`sync = gossip`; also what a node
+    /// receives from gossiping peers whatever its own strategy).
+    gossip: gossip::GossipState,
 }
 
 impl RegistryState {
@@ -470,6 +475,7 @@ impl Actor for Registry {
         }
         let (tx, rx) = mpsc::unbounded_channel();
         let pump_task = tokio::spawn(pump(shared.clone(), myself.clone(), rx));
+        let (shared_now, shared_node) = (shared.clock.now_ms(), shared.node.clone());
         Ok(RegistryState {
             shared,
             seq: 0,
@@ -479,6 +485,7 @@ impl Actor for Registry {
             pump_task,
             sync_parts: SyncAssembler::new(),
             probing: faults::Probing::default(),
+            gossip: gossip::GossipState::new(shared_now, &shared_node),
         })
     }
 
@@ -527,7 +534,40 @@ impl Actor for Registry {
                     }
                 }
             }
-            RegistryMsg::PeerDown { node } => state.sync_parts.forget(&node),
+            RegistryMsg::PeerDown { node } => {
+                state.sync_parts.forget(&node);
+                state.gossip.forget(&node);
+            }
+            RegistryMsg::SyncTick => match state.shared.config.sync {
+                SyncStrategy::PubSub => state.send_full_sync(None),
+                SyncStrategy::Gossip {
+                    restricted_init, ..
+                } => state.gossip_tick(restricted_init),
+            },
+            RegistryMsg::GossipDelta {
+                from,
+                origin,
+                epoch,
+                seq,
+                changes,
+                relay_to,
+            } => state.on_gossip_delta(from, origin, epoch, seq, changes, relay_to),
+            RegistryMsg::GossipSync {
+                from,
+                epoch,
+                seq,
+                sync_id,
+                index,
+                total,
+                rows,
+            } => state.on_gossip_sync(from, epoch, seq, sync_id, index, total, rows),
+            RegistryMsg::GossipRound {
+                initiator,
+                round,
+                heads,
+                route,
+                spreading,
+            } => state.on_gossip_round(initiator, round, heads, route, spreading),
             RegistryMsg::Committed { upto } => {
                 state.overlay.retain(|_, (seq, _)| *seq > upto);
                 if state.overlay.is_empty() && state.overlay.capacity() > OVERLAY_KEEP {

@@ -13,7 +13,9 @@
 //!   still finds their specs and a lookup still answers, and are swept if nobody restarts them.
 //!
 //! Remote changes go through the same single writer (the Registry actor) as local ones, so
-//! hooks, events and the overlay behave alike; they are never re-broadcast.
+//! hooks, events and the overlay behave alike; they are never re-broadcast. With
+//! `sync = gossip` the deltas and syncs travel differently ([`super::gossip`]) and are applied
+//! here the same way.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
@@ -267,9 +269,12 @@ impl RegistryState {
     }
 
     /// Broadcasts this node's changed observations of one write turn.
-    pub(super) fn broadcast_delta(&self, delta: Vec<RegistryChange>) {
+    pub(super) fn broadcast_delta(&mut self, delta: Vec<RegistryChange>) {
         if delta.is_empty() {
             return;
+        }
+        if self.gossips() {
+            return self.gossip_delta(delta);
         }
         let Some(transport) = self.shared.transport() else {
             return;
@@ -285,6 +290,9 @@ impl RegistryState {
 
     /// Sends every row this node runs a child of (its own observations) as a `FullSync`.
     pub(super) fn send_full_sync(&self, to: Option<&NodeName>) {
+        if self.gossips() {
+            return self.send_gossip_sync(to);
+        }
         let Some(transport) = self.shared.transport() else {
             return;
         };
@@ -326,7 +334,7 @@ impl RegistryState {
 
 /// Logs what a send or broadcast of registry replication could not deliver: a peer it did not
 /// reach at debug (the next full sync heals it), a frame that could not be sent at all at warn.
-fn log_send(
+pub(super) fn log_send(
     outcome: Result<
         Vec<(NodeName, crate::cluster::transport::TransportError)>,
         crate::cluster::transport::TransportError,
