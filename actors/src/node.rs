@@ -119,6 +119,9 @@ pub fn hub_config(settings: &NodeSettings) -> Result<ProcessHub, process_hub::Co
     if let Some(strategy) = &settings.partition_tolerance {
         config.partition_tolerance = strategy.clone();
     }
+    if let Some(strategy) = &settings.sync {
+        config.sync = strategy.clone();
+    }
     let intensity = &settings.restart_intensity;
     if let Some(n) = intensity.max_restarts {
         config.max_restarts = n;

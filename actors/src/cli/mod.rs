@@ -3,3 +3,4 @@
 pub mod node_settings;
 pub mod partition_tolerance;
 pub mod secrets;
+pub mod sync;

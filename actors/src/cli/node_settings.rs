@@ -101,6 +101,11 @@ pub struct NodeFlags {
     /// same).
     #[arg(long, value_parser = super::partition_tolerance::parse_partition_tolerance)]
     pub partition_tolerance: Option<process_hub::PartitionTolerance>,
+    /// How registry changes reach the other nodes: `pubsub` (default: every change to every
+    /// peer) or `gossip[:INTERVAL_MS[:RECIPIENTS[:all]]]` (each change to a few peers that pass
+    /// it on; for large clusters; the file's `[sync]` table says the same).
+    #[arg(long, value_parser = super::sync::parse_sync)]
+    pub sync: Option<process_hub::SyncStrategy>,
     /// How children move when nodes join or leave: `cold` (default: stopped, then started
     /// elsewhere) or `hot` (kinds that hand over, like counter and kv_shard, keep their state;
     /// timing in the file's `[hot_swap]` table).
@@ -191,6 +196,7 @@ struct FileSettings {
     hot_swap: Option<process_hub::HotSwapConfig>,
     load_balancer: Option<process_hub::LoadBalancerConfig>,
     partition_tolerance: Option<process_hub::PartitionTolerance>,
+    sync: Option<process_hub::SyncStrategy>,
     max_restarts: Option<u32>,
     max_seconds: Option<u32>,
     hub_max_restarts: Option<u32>,
@@ -250,6 +256,8 @@ pub struct NodeSettings {
     pub load_balancer: Option<process_hub::LoadBalancerConfig>,
     /// The hub's `partition_tolerance` (flag, else file; default divergence).
     pub partition_tolerance: Option<process_hub::PartitionTolerance>,
+    /// The hub's `sync` strategy (flag, else file; default pubsub).
+    pub sync: Option<process_hub::SyncStrategy>,
     /// The hub's restart intensity (`max_restarts`, `max_seconds`, `hub_max_restarts`), each
     /// when set (validated by the hub's config).
     pub restart_intensity: RestartIntensitySettings,
@@ -593,6 +601,7 @@ impl NodeFlags {
             partition_tolerance: self
                 .partition_tolerance
                 .or(file.partition_tolerance.clone()),
+            sync: self.sync.or(file.sync.clone()),
             restart_intensity: RestartIntensitySettings {
                 max_restarts: self.max_restarts.or(file.max_restarts),
                 max_seconds: self.max_seconds.or(file.max_seconds),
