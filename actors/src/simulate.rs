@@ -57,6 +57,11 @@ pub struct SimulateArgs {
     /// seven `majority-quorum`, as the seed says), to replay a seed the other way.
     #[arg(long, value_name = "STRATEGY", value_parser = parse_sim_partition_tolerance)]
     pub partition_tolerance: Option<String>,
+    /// How registry changes travel, for every seed: `pubsub` or `gossip[:MS[:N[:all]]]` as
+    /// `process-hub node --sync` takes it (default: one run in eight gossips, as the seed
+    /// says), to replay a seed the other way.
+    #[arg(long, value_name = "STRATEGY", value_parser = parse_sim_sync)]
+    pub sync: Option<String>,
     /// Run only the seeds `from + k` with `k % N == I` (`I/N`); what each job of a sweep runs.
     #[arg(long, hide = true)]
     pub shard: Option<String>,
@@ -117,7 +122,16 @@ fn replay_as_run(seed: u64, args: &SimulateArgs) -> String {
     if let Some(p) = &args.partition_tolerance {
         command.push_str(&format!(" --partition-tolerance {p}"));
     }
+    if let Some(s) = &args.sync {
+        command.push_str(&format!(" --sync {s}"));
+    }
     command
+}
+
+/// `--sync`: checked as the node's flag, kept as written (as `--partition-tolerance`).
+fn parse_sim_sync(value: &str) -> Result<String, String> {
+    crate::cli::sync::parse_sync(value)?;
+    Ok(value.to_owned())
 }
 
 /// `--partition-tolerance`: checked as the node's flag, kept as written (it is passed on to
@@ -159,6 +173,10 @@ fn options(args: &SimulateArgs, keep_trace: bool) -> SimOptions {
             crate::cli::partition_tolerance::parse_partition_tolerance(p)
                 .expect("checked when parsed")
         }),
+        sync: args
+            .sync
+            .as_deref()
+            .map(|s| crate::cli::sync::parse_sync(s).expect("checked when parsed")),
         ..SimOptions::default()
     }
 }
@@ -281,6 +299,9 @@ fn run_sweep(args: &SimulateArgs) -> Result<bool, String> {
         }
         if let Some(strategy) = &args.partition_tolerance {
             command.args(["--partition-tolerance", strategy]);
+        }
+        if let Some(strategy) = &args.sync {
+            command.args(["--sync", strategy]);
         }
         let child = command
             .stdout(Stdio::piped())

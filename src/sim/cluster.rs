@@ -36,6 +36,7 @@ pub fn sim_config(
     replicas: usize,
     distribution: crate::config::Distribution,
     partition_tolerance: crate::config::PartitionTolerance,
+    sync: crate::config::SyncStrategy,
 ) -> ProcessHub {
     let recovery = AutoRecoveryConfig {
         reconcile_grace_ms: 1_500,
@@ -59,6 +60,7 @@ pub fn sim_config(
         .replication(replicas, crate::config::ReplicationModel::ActivePassive)
         .distribution(distribution)
         .partition_tolerance(partition_tolerance)
+        .sync(sync)
         .load_balancer(crate::config::LoadBalancerConfig {
             push_interval_ms: 1_000,
             decay_percent: 50,
@@ -136,6 +138,8 @@ pub struct SimCluster {
     pub distribution: crate::config::Distribution,
     /// What a side of a split without quorum does (the hubs' `partition_tolerance`).
     pub partition_tolerance: crate::config::PartitionTolerance,
+    /// How registry changes travel (the hubs' `sync`).
+    pub sync: crate::config::SyncStrategy,
 }
 
 impl SimCluster {
@@ -168,6 +172,7 @@ impl SimCluster {
             replicas: 1,
             distribution: crate::config::Distribution::ConsistentHash,
             partition_tolerance: crate::config::PartitionTolerance::Divergence,
+            sync: crate::config::SyncStrategy::PubSub,
         }
     }
 
@@ -211,6 +216,7 @@ impl SimCluster {
                 self.replicas,
                 self.distribution,
                 self.partition_tolerance.clone(),
+                self.sync.clone(),
             ),
             self.kinds.clone(),
         )

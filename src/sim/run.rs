@@ -21,7 +21,7 @@ use super::state::{with_book, SharedBook, StateBook};
 use super::trace::{short, Trace};
 use super::workload::{Op, Workload, WorldView};
 use crate::api::{ChildStartError, StartOptions, StopOptions};
-use crate::config::{Distribution, Migration, PartitionTolerance};
+use crate::config::{Distribution, Migration, PartitionTolerance, SyncStrategy};
 use crate::core::placement::HashRing;
 use crate::hub::shared::simulation::{InjectedBug, Observation};
 use crate::model::{ChildId, ChildSpec, NodeName, Pid};
@@ -50,6 +50,8 @@ pub struct SimOptions {
     pub distribution: Option<Distribution>,
     /// What a side without quorum does; `None`: as the seed says ([`partition_tolerance_of`]).
     pub partition_tolerance: Option<PartitionTolerance>,
+    /// How registry changes travel; `None`: as the seed says ([`sync_of`]).
+    pub sync: Option<SyncStrategy>,
 }
 
 /// How many nodes run each child of seed `seed`'s run when the options do not say: one run in
@@ -90,6 +92,21 @@ pub fn partition_tolerance_of(seed: u64) -> PartitionTolerance {
     }
 }
 
+/// How registry changes travel in seed `seed`'s run when the options do not say: one run in
+/// eight gossips (1 to 3 recipients, rounds from the first node or from all, a function of the
+/// seed alone, as [`replicas_of`]); the others broadcast.
+pub fn sync_of(seed: u64) -> SyncStrategy {
+    if seed % 8 == 6 {
+        SyncStrategy::Gossip {
+            interval_ms: 1_000,
+            recipients: 1 + (seed / 8 % 3) as usize,
+            restricted_init: seed / 8 % 2 == 0,
+        }
+    } else {
+        SyncStrategy::PubSub
+    }
+}
+
 /// How long a child may run on two sides of a clean split in a quorum run: the minority sees
 /// the split when the router cuts the links and stops its children at once, while the majority
 /// re-places them only after the grace (1 s), so any overlap is a bug; the bound absorbs
@@ -119,6 +136,7 @@ impl Default for SimOptions {
             replicas: None,
             distribution: None,
             partition_tolerance: None,
+            sync: None,
         }
     }
 }
@@ -296,6 +314,7 @@ impl Run {
             .partition_tolerance
             .clone()
             .unwrap_or(partition_tolerance_of(seed));
+        cluster.sync = options.sync.clone().unwrap_or(sync_of(seed));
         Self {
             seed,
             rng,
@@ -346,7 +365,7 @@ impl Run {
     async fn go(mut self) -> SeedReport {
         let nodes = self.rng.gen_range(3..=4);
         self.trace.line(format!(
-            "{nodes} nodes, registry {}{}{}",
+            "{nodes} nodes, registry {}{}{}{}",
             if self.durable_registry {
                 "on disk"
             } else {
@@ -362,6 +381,21 @@ impl Run {
                 ", majority quorum"
             } else {
                 ""
+            },
+            match &self.cluster.sync {
+                SyncStrategy::PubSub => String::new(),
+                SyncStrategy::Gossip {
+                    recipients,
+                    restricted_init,
+                    ..
+                } => format!(
+                    ", gossip to {recipients}{}",
+                    if *restricted_init {
+                        ""
+                    } else {
+                        ", rounds from all"
+                    }
+                ),
             }
         ));
         // Half the runs have a network latency, so that requests are in flight when faults

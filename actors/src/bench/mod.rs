@@ -7,6 +7,7 @@ pub mod frames;
 pub mod recovery;
 pub mod start;
 pub mod storage;
+pub mod sync;
 
 use clap::Subcommand;
 
@@ -27,6 +28,10 @@ pub enum BenchCommand {
     Call(call::CallBenchArgs),
     /// Sealing frames (keyed BLAKE3) and checking seals, per frame size, against open frames.
     Frames(frames::FramesArgs),
+    /// Registry synchronization on 3, 10 and 30 in-process nodes: gossip against pubsub
+    /// (frames per change, the most one node sends, time until every registry agrees, the
+    /// periodic sync's frames, a lost delta's repair).
+    Sync(sync::SyncBenchArgs),
 }
 
 /// Runs a bench command; the error is printed by the caller.
@@ -38,5 +43,6 @@ pub fn run(cmd: BenchCommand) -> Result<(), String> {
         BenchCommand::Recovery(args) => recovery::run(args),
         BenchCommand::Frames(args) => frames::run(&args),
         BenchCommand::Call(args) => call::run(args),
+        BenchCommand::Sync(args) => sync::run(args),
     }
 }

@@ -24,6 +24,7 @@ use crate::core::gossip::{merge_heads, relay_plan, Head, Offer, Streams, MAX_NOD
 use crate::core::sync_parts::SyncAssembler;
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg, RegistryOp, WriteDone};
 use crate::hub::shared::refusals::Refusal;
+use crate::hub::shared::simulation::InjectedBug;
 use crate::model::{NodeName, Row};
 
 /// Tells apart the streams of Registries started at the same millisecond in one process.
@@ -61,7 +62,9 @@ impl GossipState {
             epoch,
             seq: 0,
             streams: Streams::default(),
-            rng: StdRng::seed_from_u64(epoch ^ salt),
+            // From the clock and the node only: a simulated run draws the same relays
+            // whatever ran before it in the process.
+            rng: StdRng::seed_from_u64(now_ms ^ salt),
             parts: SyncAssembler::new(),
             marks: BTreeMap::new(),
             rounds: 0,
@@ -185,6 +188,9 @@ impl RegistryState {
 
     /// Asks the origins of gaps that lasted (and of streams with no start) for a sync.
     fn ask_overdue(&mut self) {
+        if self.shared.has_bug(InjectedBug::GossipWithoutRounds) {
+            return;
+        }
         let due = self.gossip.streams.overdue(self.shared.clock.now_ms());
         self.ask_sync(due);
     }
@@ -305,6 +311,9 @@ impl RegistryState {
     /// The periodic sync of a gossiping hub: start a round when this node starts them, send
     /// this node's sync to the next peer in turn, and ask for what lasted too long.
     pub(super) fn gossip_tick(&mut self, restricted_init: bool) {
+        if self.shared.has_bug(InjectedBug::GossipWithoutRounds) {
+            return;
+        }
         let Some(transport) = self.shared.transport() else {
             return;
         };

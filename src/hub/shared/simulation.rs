@@ -51,11 +51,14 @@ pub enum InjectedBug {
     KeepChildrenWithoutQuorum,
     /// A node without quorum still takes starts and stops from its callers.
     AcceptWithoutQuorum,
+    /// A gossiping node never runs its periodic rounds nor asks for what it is behind in, so
+    /// a lost delta is never made good.
+    GossipWithoutRounds,
 }
 
 impl InjectedBug {
     /// Every bug.
-    pub const ALL: [InjectedBug; 18] = [
+    pub const ALL: [InjectedBug; 19] = [
         InjectedBug::SkipTwoRoundRule,
         InjectedBug::AcknowledgeWithoutDeclaring,
         InjectedBug::StopWithoutUndeclaring,
@@ -74,6 +77,7 @@ impl InjectedBug {
         InjectedBug::IgnoreRebalance,
         InjectedBug::KeepChildrenWithoutQuorum,
         InjectedBug::AcceptWithoutQuorum,
+        InjectedBug::GossipWithoutRounds,
     ];
 
     /// Its name on the command line.
@@ -97,6 +101,7 @@ impl InjectedBug {
             InjectedBug::IgnoreRebalance => "ignore_rebalance",
             InjectedBug::KeepChildrenWithoutQuorum => "keep_children_without_quorum",
             InjectedBug::AcceptWithoutQuorum => "accept_without_quorum",
+            InjectedBug::GossipWithoutRounds => "gossip_without_rounds",
         }
     }
 }
