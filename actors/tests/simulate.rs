@@ -241,3 +241,14 @@ fn a_node_that_takes_work_without_quorum_is_caught() {
         &["--from", "33", "--seeds", "1"],
     );
 }
+
+#[test]
+fn gossip_that_never_repairs_a_lost_delta_is_caught() {
+    // Without rounds nor requests for a sync, a gossip delta lost to a dropping link is never
+    // made good: the registries differ at quiescence (seed 11, every hub gossiping).
+    caught_with(
+        "gossip_without_rounds",
+        "registries_agree",
+        &["--from", "11", "--seeds", "1", "--sync", "gossip:1000:2"],
+    );
+}
