@@ -100,7 +100,7 @@ pub fn sync_of(seed: u64) -> SyncStrategy {
         SyncStrategy::Gossip {
             interval_ms: 1_000,
             recipients: 1 + (seed / 8 % 3) as usize,
-            restricted_init: seed / 8 % 2 == 0,
+            restricted_init: (seed / 8).is_multiple_of(2),
         }
     } else {
         SyncStrategy::PubSub
