@@ -281,6 +281,12 @@ impl EventSink {
     pub fn channel(tx: mpsc::UnboundedSender<HubEvent>) -> Self {
         Self(Box::new(move |e| tx.send(e).is_ok()))
     }
+
+    /// Events go to `f`, called on the publishing actor's task: it must be quick and must not
+    /// block (a counter, a bounded buffer). `false` ends the subscription.
+    pub fn from_fn(f: impl Fn(HubEvent) -> bool + Send + Sync + 'static) -> Self {
+        Self(Box::new(f))
+    }
 }
 
 /// The subscribers of one hub. Shared by its actors, which publish directly (no extra hop).

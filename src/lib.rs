@@ -33,6 +33,7 @@ pub mod recovery;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod storage;
+pub mod telemetry;
 
 pub mod config;
 pub mod events;

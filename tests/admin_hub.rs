@@ -330,3 +330,13 @@ async fn without_auto_recovery_the_declared_list_is_404_and_durable_is_refused()
     assert_eq!(body["errors"][0]["code"], "durable_unavailable");
     hub.shutdown().await.unwrap();
 }
+
+/// This test binary never installs the Prometheus exporter: `GET /metrics` says so.
+#[tokio::test]
+async fn metrics_are_off_until_the_exporter_is_installed() {
+    let hub = hub().await;
+    let (status, body) = call(&hub, "GET", "/metrics", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(body["error"], "metrics_off");
+    hub.shutdown().await.unwrap();
+}

@@ -182,6 +182,12 @@ impl AdminOps for Hub {
         })
     }
 
+    async fn metrics_text(&self) -> Option<String> {
+        let handle = crate::telemetry::prometheus()?;
+        self.refresh_metrics();
+        Some(handle.render())
+    }
+
     async fn loads(&self) -> Result<LoadsResponse, AdminError> {
         Ok(LoadsResponse {
             node: self.node().clone(),

@@ -17,6 +17,7 @@
 //! | `GET /v1/registry/summary` | [`RegistrySummary`]: counts of this node's copy (cheap to poll) |
 //! | `GET /v1/declared` | [`DeclaredResponse`], or 404 without auto-recovery |
 //! | `POST /v1/declared/clear` | [`ClearResponse`] (the operator's clear of a parked list) |
+//! | `GET /metrics` | the process's metrics in the Prometheus text format, or 404 `metrics_off` |
 //!
 //! Every error, the framework's own included (404 of an unknown path, 405, 413), is
 //! `{"error": "snake_case_code", "message": "..."}` ([`AdminError`]).

@@ -119,6 +119,13 @@ pub trait AdminOps: Clone + Send + Sync + 'static {
             ))
         }
     }
+    /// This process's metrics in the Prometheus text format (`GET /metrics`), read after the
+    /// gauges taken from state are refreshed. Optional: the default, and a process that never
+    /// installed the exporter ([`crate::telemetry::install_prometheus`]), answer 404
+    /// `metrics_off`.
+    fn metrics_text(&self) -> impl Future<Output = Option<String>> + Send {
+        async { None }
+    }
     /// Empties the declared list (the operator's way out of a parked hub). Same default.
     fn clear_declared(&self) -> impl Future<Output = Result<ClearResponse, AdminError>> + Send {
         async {
@@ -154,6 +161,7 @@ pub fn router_with<O: AdminOps>(ops: O, config: AdminConfig) -> Router {
         .route("/v1/registry/summary", get(registry_summary::<O>))
         .route("/v1/declared", get(declared::<O>))
         .route("/v1/loads", get(loads::<O>))
+        .route("/metrics", get(metrics_text::<O>))
         .route(
             "/v1/declared/clear",
             axum::routing::post(clear_declared::<O>),
@@ -326,6 +334,29 @@ async fn registry_summary<O: AdminOps>(
 
 async fn loads<O: AdminOps>(State(r): State<Routes<O>>) -> Result<Json<LoadsResponse>, AdminError> {
     r.ops.loads().await.map(Json)
+}
+
+async fn metrics_text<O: AdminOps>(
+    State(r): State<Routes<O>>,
+) -> Result<axum::response::Response, AdminError> {
+    use axum::response::IntoResponse;
+    match r.ops.metrics_text().await {
+        Some(text) => Ok((
+            [(
+                axum::http::header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response()),
+        None => Err(AdminError::Child {
+            status: axum::http::StatusCode::NOT_FOUND,
+            code: "metrics_off".into(),
+            message:
+                "this process does not export metrics (the Prometheus exporter is not installed)"
+                    .into(),
+        }),
+    }
 }
 
 async fn declared<O: AdminOps>(

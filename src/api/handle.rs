@@ -28,6 +28,7 @@ use crate::hub::HubShared;
 use crate::kinds::ChildKinds;
 use crate::model::{ChildId, ChildSpec, NodeName, Pid, Row};
 use crate::storage::{open_backend, BackendConfig, MemoryStorage, Storage};
+use crate::telemetry::metrics as telemetry;
 
 /// A graceful shutdown did not finish within the hub's `shutdown_timeout_ms`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -173,6 +174,10 @@ impl HubBuilder {
         for sink in self.sinks {
             shared.events.subscribe(sink);
         }
+        telemetry::describe();
+        let labels = telemetry::HubLabels::new(&shared.config.hub_id, &shared.node);
+        shared.events.subscribe(telemetry::event_sink(labels));
+
         // No name: ractor's name registry is process-global and many hubs share a process.
         let spawned = match self.supervisor {
             Some(sup) => Actor::spawn_linked(None, HubSupervisor, shared.clone(), sup).await,
@@ -345,9 +350,14 @@ impl Hub {
         specs: Vec<ChildSpec>,
         opts: StartOptions,
     ) -> Result<StartResult, StartError> {
-        self.call(|reply| HubMsg::StartChildren { specs, opts, reply })
+        let began = std::time::Instant::now();
+        let result = self
+            .call(|reply| HubMsg::StartChildren { specs, opts, reply })
             .await
-            .map_err(StartError::HubUnavailable)?
+            .map_err(StartError::HubUnavailable)?;
+        self.labels()
+            .request_took(telemetry::START_SECONDS, began.elapsed());
+        result
     }
 
     /// Stops one child. See [`Hub::stop_children`].
@@ -369,9 +379,26 @@ impl Hub {
         ids: Vec<ChildId>,
         opts: StopOptions,
     ) -> Result<StopResult, StopError> {
-        self.call(|reply| HubMsg::StopChildren { ids, opts, reply })
+        let began = std::time::Instant::now();
+        let result = self
+            .call(|reply| HubMsg::StopChildren { ids, opts, reply })
             .await
-            .map_err(StopError::HubUnavailable)?
+            .map_err(StopError::HubUnavailable)?;
+        self.labels()
+            .request_took(telemetry::STOP_SECONDS, began.elapsed());
+        result
+    }
+
+    /// Sets the metrics read from this hub's state (children per kind, registry rows, members,
+    /// the declared list, recovery, sync lag per peer) to what they are now: a `/metrics`
+    /// handler calls it before rendering, so a scrape shows the present without the hub
+    /// updating gauges on every change. A no-op without a `metrics` recorder installed.
+    pub fn refresh_metrics(&self) {
+        telemetry::refresh(&self.shared);
+    }
+
+    fn labels(&self) -> telemetry::HubLabels {
+        telemetry::HubLabels::new(&self.shared.config.hub_id, &self.shared.node)
     }
 
     /// Peer input this node refused since the hub started, counted by reason (`parts`,

@@ -150,6 +150,16 @@ impl FailureDetector {
         changes
     }
 
+    /// How long each watched peer has been silent at `now`, with its health.
+    pub fn silences(
+        &self,
+        now: Instant,
+    ) -> impl Iterator<Item = (&NodeName, Duration, PeerHealth)> {
+        self.peers
+            .iter()
+            .map(move |(n, p)| (n, now.saturating_duration_since(p.last_heard), p.health))
+    }
+
     /// Peers currently considered up (alive or suspect).
     pub fn up_peers(&self) -> impl Iterator<Item = &NodeName> {
         self.peers

@@ -322,6 +322,7 @@ impl LinkState {
     }
 
     async fn on_frame(&mut self, myself: &ActorRef<LinkMsg>, bytes: Vec<u8>) {
+        let size = bytes.len();
         let arrived = match seal::arrived(&self.args.hub_id, &bytes) {
             Ok(arrived) if self.seals() || matches!(arrived, Arrived::Open { .. }) => arrived,
             Ok(_) => {
@@ -382,6 +383,8 @@ impl LinkState {
                 }
             }
         };
+        crate::telemetry::metrics::HubLabels::new(&self.args.hub_id, &self.args.node)
+            .frame(&from, "in", size);
         self.on_message(from, frame.payload, sealed).await;
     }
 
@@ -532,6 +535,10 @@ impl LinkState {
         };
         for node in self.tokens.keys() {
             self.send(node, &beat);
+        }
+        let labels = crate::telemetry::metrics::HubLabels::new(&self.args.hub_id, &self.args.node);
+        for (peer, silent, health) in self.detector.silences(now) {
+            labels.peer_health(peer, silent, health != PeerHealth::Alive);
         }
         for change in self.detector.tick(now) {
             match change.to {

@@ -167,10 +167,21 @@ impl Transport for RactorTransport {
             .get(to)
             .cloned()
             .ok_or_else(|| TransportError::Unreachable(to.clone()))?;
-        peer.send(frame).map_err(|e| match e {
-            TransportError::Closed => TransportError::Unreachable(to.clone()),
-            other => other,
-        })
+        let labels = crate::telemetry::metrics::HubLabels::new(&self.hub_id, self.local_node());
+        let size = frame.len();
+        match peer.send(frame) {
+            Ok(()) => {
+                labels.frame(to, "out", size);
+                Ok(())
+            }
+            Err(e) => {
+                labels.frame_dropped(to);
+                Err(match e {
+                    TransportError::Closed => TransportError::Unreachable(to.clone()),
+                    other => other,
+                })
+            }
+        }
     }
 }
 

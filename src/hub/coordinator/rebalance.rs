@@ -241,6 +241,7 @@ impl CoordinatorState {
             why: replaced_because,
         };
         self.start_internal(myself, by_node, Internal::Replace { rows, cause });
+        crate::telemetry::metrics::redistribution_pass(&hub.config.hub_id, &hub.node);
         hub.hooks.fire(HookKey::PostNodesRedistribution, || {
             HookEvent::PostNodesRedistribution {
                 migrating,

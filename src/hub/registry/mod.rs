@@ -259,9 +259,15 @@ impl RegistryState {
                     });
                 }
                 RegistryOp::Merge { from, changes } => {
+                    self.shared
+                        .sync_heard
+                        .heard(&from, self.shared.clock.now_ms());
                     self.plan_merge(&from, changes, seq, &mut mutations, &mut effects)
                 }
                 RegistryOp::Sync { from, rows } => {
+                    self.shared
+                        .sync_heard
+                        .heard(&from, self.shared.clock.now_ms());
                     self.plan_sync(&from, rows, seq, &mut mutations, &mut effects)
                 }
                 RegistryOp::Reap { node, ttl } => {
@@ -536,6 +542,7 @@ impl Actor for Registry {
             }
             RegistryMsg::PeerDown { node } => {
                 state.sync_parts.forget(&node);
+                state.shared.sync_heard.forget(&node);
                 state.gossip.forget(&node);
             }
             RegistryMsg::SyncTick => match state.shared.config.sync {

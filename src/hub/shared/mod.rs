@@ -174,6 +174,8 @@ pub(crate) struct HubShared {
     pub loads: loads::Loads,
     /// Partition mode and the membership lock (`Hub::is_partitioned`, `Hub::is_locked`).
     pub partition: partition::PartitionFlags,
+    /// When each peer's registry was last applied here (the sync lag metric).
+    pub sync_heard: crate::telemetry::metrics::SyncHeard,
     /// Bugs the simulator injected into this hub.
     #[cfg(feature = "sim")]
     pub bugs: BTreeSet<simulation::InjectedBug>,
@@ -242,6 +244,7 @@ impl HubShared {
             handoffs: handoff::Handoffs::default(),
             loads: loads::Loads::default(),
             partition: partition::PartitionFlags::default(),
+            sync_heard: Default::default(),
             #[cfg(feature = "sim")]
             bugs: BTreeSet::new(),
             #[cfg(feature = "sim")]

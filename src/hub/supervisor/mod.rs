@@ -157,6 +157,7 @@ async fn spawn_role(
                 let Some(hub) = hub.upgrade() else {
                     return;
                 };
+                crate::telemetry::metrics::manifest_ship_failed(&hub.config.hub_id, &hub.node);
                 hub.hooks.fire(HookKey::ManifestShipFailed, || {
                     HookEvent::ManifestShipFailed {
                         node: hub.node.clone(),

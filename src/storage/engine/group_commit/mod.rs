@@ -234,8 +234,10 @@ impl<S: GroupSink> Writer<S> {
             self.taken += group.len() as u64;
             let mut answers = Vec::with_capacity(group.len());
             let began = Instant::now();
+            let writes = group.len();
             self.commit_isolated(group, &mut answers);
             self.last_commit = began.elapsed();
+            crate::telemetry::metrics::storage_commit(self.last_commit, writes);
             self.hand_out(answers, &notify);
         }
     }

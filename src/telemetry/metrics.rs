@@ -1,0 +1,439 @@
+//! The hub's Prometheus metrics, recorded through the `metrics` facade: a process that installs
+//! a recorder (the node binary installs the Prometheus exporter, served at `GET /metrics`) gets
+//! them; one that does not pays only the facade's no-op.
+//!
+//! Three sources: the hub's own events (one subscriber per hub turns each into counters), a few
+//! timings taken where they happen (a start or stop request, a storage commit, a frame), and
+//! gauges read from the hub's state when they are scraped ([`refresh`]). Every series carries
+//! `hub` and `node`; the other labels take a bounded set of values (a kind the hub registered,
+//! a reason code, a member's name) and never a child id.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
+
+use crate::events::{EventSink, HandoverOutcome, HubEvent, MoveReason};
+use crate::hub::HubShared;
+use crate::model::NodeName;
+
+/// Children this node runs, by kind.
+pub const CHILDREN: &str = "process_hub_children";
+/// Rows in this node's registry copy.
+pub const REGISTRY_ROWS: &str = "process_hub_registry_rows";
+/// Rows no node runs (stubs waiting for a re-placement).
+pub const REGISTRY_UNBOUND_ROWS: &str = "process_hub_registry_unbound_rows";
+/// Members this node sees, itself included.
+pub const MEMBERS: &str = "process_hub_members";
+/// Child starts on this node.
+pub const STARTS: &str = "process_hub_child_starts_total";
+/// Child starts that failed on this node, by reason.
+pub const START_FAILURES: &str = "process_hub_child_start_failures_total";
+/// Child exits on this node, by reason (`normal`, `killed`, `failed`).
+pub const EXITS: &str = "process_hub_child_exits_total";
+/// Child restarts on this node.
+pub const RESTARTS: &str = "process_hub_child_restarts_total";
+/// Child stops on request on this node.
+pub const STOPS: &str = "process_hub_child_stops_total";
+/// Time of a start request made on this node, from the call to its answer.
+pub const START_SECONDS: &str = "process_hub_start_duration_seconds";
+/// Time of a stop request made on this node.
+pub const STOP_SECONDS: &str = "process_hub_stop_duration_seconds";
+/// Children that moved off this node, by why.
+pub const MOVED: &str = "process_hub_children_moved_total";
+/// Children this node started again elsewhere because their node was gone, by why.
+pub const REPLACED: &str = "process_hub_children_replaced_total";
+/// Hot moves off this node, by outcome (`imported`, `fell_back_cold`).
+pub const HANDOVERS: &str = "process_hub_handovers_total";
+/// Redistribution passes this node ran.
+pub const REDISTRIBUTIONS: &str = "process_hub_redistribution_passes_total";
+/// Membership changes this node saw, by change (`up`, `down`, `left`).
+pub const MEMBERSHIP: &str = "process_hub_membership_changes_total";
+/// 1 while this node's side of a split has no quorum.
+pub const PARTITIONED: &str = "process_hub_partitioned";
+/// Redistribution work waiting (moves in flight, retries armed).
+pub const PENDING_WORK: &str = "process_hub_pending_work";
+/// The declared list's version on this node.
+pub const DECLARED_VERSION: &str = "process_hub_declared_version";
+/// Children in the declared list on this node.
+pub const DECLARED_CHILDREN: &str = "process_hub_declared_children";
+/// 1 while the declared list is parked on this node.
+pub const DECLARED_PARKED: &str = "process_hub_declared_parked";
+/// 1 on the node whose declared list was last mutated by itself (the leader that wrote it).
+pub const DECLARED_LAST_MUTATOR: &str = "process_hub_declared_last_mutator";
+/// Reconcile rounds this node completed, by whether they were parked.
+pub const RECONCILE_ROUNDS: &str = "process_hub_reconcile_rounds_total";
+/// What reconcile rounds did, by action (`started`, `duplicates`, ...).
+pub const RECONCILE_CHILDREN: &str = "process_hub_reconcile_children_total";
+/// 1 once this node's recovery state is `normal`.
+pub const RECOVERY_NORMAL: &str = "process_hub_recovery_normal";
+/// Remote manifest ships that failed.
+pub const MANIFEST_SHIP_FAILURES: &str = "process_hub_manifest_ship_failures_total";
+/// Hub actors that failed and were restarted, by actor.
+pub const ACTOR_RESTARTS: &str = "process_hub_actor_restarts_total";
+/// Seconds since this node last applied a registry delta or sync from a peer.
+pub const SYNC_LAG: &str = "process_hub_sync_lag_seconds";
+/// Peer input this node refused, by reason.
+pub const REFUSED: &str = "process_hub_refused_peer_input_total";
+/// Wire frames by peer and direction (`in`, `out`).
+pub const FRAMES: &str = "process_hub_wire_frames_total";
+/// Wire bytes by peer and direction.
+pub const BYTES: &str = "process_hub_wire_bytes_total";
+/// Wire frames that could not be sent, by peer.
+pub const FRAMES_DROPPED: &str = "process_hub_wire_frames_dropped_total";
+/// Seconds since a peer was last heard (its heartbeats or frames), by peer.
+pub const PEER_SILENCE: &str = "process_hub_peer_silence_seconds";
+/// 1 while the failure detector suspects a peer (or holds it down), by peer.
+pub const PEER_SUSPECTED: &str = "process_hub_peer_suspected";
+/// A registry storage commit (one disk sync for a group of batches).
+pub const COMMIT_SECONDS: &str = "process_hub_storage_commit_duration_seconds";
+/// Batches (writes) per storage commit.
+pub const WRITES_PER_COMMIT: &str = "process_hub_storage_writes_per_commit";
+
+/// Gives every metric its help text, once per process (the exporter shows it as `# HELP`).
+pub fn describe() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        describe_gauge!(CHILDREN, "Children this node runs, by kind.");
+        describe_gauge!(REGISTRY_ROWS, "Rows in this node's registry copy.");
+        describe_gauge!(REGISTRY_UNBOUND_ROWS, "Registry rows no node runs (stubs).");
+        describe_gauge!(MEMBERS, "Members this node sees, itself included.");
+        describe_counter!(STARTS, "Child starts on this node.");
+        describe_counter!(START_FAILURES, "Child starts that failed, by reason.");
+        describe_counter!(EXITS, "Child exits, by reason.");
+        describe_counter!(RESTARTS, "Child restarts.");
+        describe_counter!(STOPS, "Child stops on request.");
+        describe_histogram!(
+            START_SECONDS,
+            metrics::Unit::Seconds,
+            "Start requests, call to answer."
+        );
+        describe_histogram!(
+            STOP_SECONDS,
+            metrics::Unit::Seconds,
+            "Stop requests, call to answer."
+        );
+        describe_counter!(MOVED, "Children that moved off this node, by why.");
+        describe_counter!(REPLACED, "Children re-placed by this node, by why.");
+        describe_counter!(HANDOVERS, "Hot moves off this node, by outcome.");
+        describe_counter!(REDISTRIBUTIONS, "Redistribution passes.");
+        describe_counter!(MEMBERSHIP, "Membership changes seen, by change.");
+        describe_gauge!(PARTITIONED, "1 while this side of a split has no quorum.");
+        describe_gauge!(PENDING_WORK, "Redistribution work waiting.");
+        describe_gauge!(DECLARED_VERSION, "The declared list's version.");
+        describe_gauge!(DECLARED_CHILDREN, "Children in the declared list.");
+        describe_gauge!(DECLARED_PARKED, "1 while the declared list is parked.");
+        describe_gauge!(
+            DECLARED_LAST_MUTATOR,
+            "1 where the declared list was last written by this node."
+        );
+        describe_counter!(RECONCILE_ROUNDS, "Reconcile rounds completed.");
+        describe_counter!(RECONCILE_CHILDREN, "What reconcile rounds did, by action.");
+        describe_gauge!(RECOVERY_NORMAL, "1 once recovery is normal.");
+        describe_counter!(MANIFEST_SHIP_FAILURES, "Remote manifest ships that failed.");
+        describe_counter!(ACTOR_RESTARTS, "Hub actors restarted, by actor.");
+        describe_gauge!(
+            SYNC_LAG,
+            metrics::Unit::Seconds,
+            "Since the last registry delta or sync applied from a peer."
+        );
+        describe_counter!(REFUSED, "Peer input refused, by reason.");
+        describe_counter!(FRAMES, "Wire frames, by peer and direction.");
+        describe_counter!(
+            BYTES,
+            metrics::Unit::Bytes,
+            "Wire bytes, by peer and direction."
+        );
+        describe_counter!(FRAMES_DROPPED, "Wire frames not sent, by peer.");
+        describe_gauge!(
+            PEER_SILENCE,
+            metrics::Unit::Seconds,
+            "Since a peer was last heard."
+        );
+        describe_gauge!(
+            PEER_SUSPECTED,
+            "1 while the failure detector suspects a peer."
+        );
+        describe_histogram!(
+            COMMIT_SECONDS,
+            metrics::Unit::Seconds,
+            "Registry storage commits."
+        );
+        describe_histogram!(WRITES_PER_COMMIT, "Writes per storage commit.");
+    });
+}
+
+/// The `hub` and `node` labels of one hub's series.
+#[derive(Clone, Debug)]
+pub(crate) struct HubLabels {
+    hub: String,
+    node: String,
+}
+
+impl HubLabels {
+    pub(crate) fn new(hub: &str, node: &str) -> Self {
+        Self {
+            hub: hub.to_owned(),
+            node: node.to_owned(),
+        }
+    }
+
+    fn base(&self) -> Vec<(&'static str, String)> {
+        vec![("hub", self.hub.clone()), ("node", self.node.clone())]
+    }
+
+    fn with(&self, key: &'static str, value: impl Into<String>) -> Vec<(&'static str, String)> {
+        let mut labels = self.base();
+        labels.push((key, value.into()));
+        labels
+    }
+
+    fn count(&self, name: &'static str, extra: Option<(&'static str, String)>) {
+        let labels = match extra {
+            Some((k, v)) => self.with(k, v),
+            None => self.base(),
+        };
+        counter!(name, &labels).increment(1);
+    }
+
+    /// A start or stop request's time.
+    pub(crate) fn request_took(&self, name: &'static str, took: Duration) {
+        histogram!(name, &self.base()).record(took.as_secs_f64());
+    }
+
+    /// A frame to or from `peer`.
+    pub(crate) fn frame(&self, peer: &str, direction: &'static str, bytes: usize) {
+        let mut labels = self.with("peer", peer);
+        labels.push(("direction", direction.to_owned()));
+        counter!(FRAMES, &labels).increment(1);
+        counter!(BYTES, &labels).increment(bytes as u64);
+    }
+
+    /// The failure detector's view of `peer`.
+    pub(crate) fn peer_health(&self, peer: &str, silent: Duration, suspected: bool) {
+        let labels = self.with("peer", peer);
+        gauge!(PEER_SILENCE, &labels).set(silent.as_secs_f64());
+        gauge!(PEER_SUSPECTED, &labels).set(f64::from(u8::from(suspected)));
+    }
+
+    /// A frame to `peer` that could not be sent.
+    pub(crate) fn frame_dropped(&self, peer: &str) {
+        counter!(FRAMES_DROPPED, &self.with("peer", peer)).increment(1);
+    }
+}
+
+/// A start failure's reason as a bounded label: its leading code when it is one of the hub's,
+/// else `other` (a reason may carry a kind's own message).
+pub fn failure_code(reason: &str) -> &'static str {
+    const CODES: [&str; 9] = [
+        "unknown_kind",
+        "invalid_args",
+        "invalid_child",
+        "pre_start_failed",
+        "already_started",
+        "timeout",
+        "partitioned",
+        "node_unavailable",
+        "registry_write_failed",
+    ];
+    let head = reason
+        .split(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+        .next()
+        .unwrap_or_default();
+    CODES.into_iter().find(|c| *c == head).unwrap_or("other")
+}
+
+fn exit_code(reason: &str) -> &'static str {
+    match reason {
+        "normal" => "normal",
+        "killed" => "killed",
+        _ => "failed",
+    }
+}
+
+fn why(reason: MoveReason) -> &'static str {
+    match reason {
+        MoveReason::NodeJoined => "node_joined",
+        MoveReason::NodeDown => "node_down",
+        MoveReason::NodeLeft => "node_left",
+        MoveReason::Rebalance => "rebalance",
+        MoveReason::LoadImbalance => "load_imbalance",
+    }
+}
+
+/// The subscriber that turns one hub's events into counters.
+pub(crate) fn event_sink(labels: HubLabels) -> EventSink {
+    EventSink::from_fn(move |event| {
+        record(&labels, &event);
+        true
+    })
+}
+
+fn record(labels: &HubLabels, event: &HubEvent) {
+    match event {
+        HubEvent::ChildStarted { .. } => labels.count(STARTS, None),
+        HubEvent::ChildStartFailed { reason, .. } => labels.count(
+            START_FAILURES,
+            Some(("reason", failure_code(reason).to_owned())),
+        ),
+        HubEvent::ChildExited { reason, .. } => {
+            labels.count(EXITS, Some(("reason", exit_code(reason).to_owned())))
+        }
+        HubEvent::ChildRestarted { .. } => labels.count(RESTARTS, None),
+        HubEvent::ChildStopped { .. } => labels.count(STOPS, None),
+        HubEvent::ChildMoved { why: w, .. } => labels.count(MOVED, Some(("why", why(*w).into()))),
+        HubEvent::ChildReplaced { why: w, .. } => {
+            labels.count(REPLACED, Some(("why", why(*w).into())))
+        }
+        HubEvent::ChildHandover { outcome, .. } => {
+            let outcome = match outcome {
+                HandoverOutcome::Imported { .. } => "imported",
+                _ => "fell_back_cold",
+            };
+            labels.count(HANDOVERS, Some(("outcome", outcome.into())))
+        }
+        HubEvent::NodeUp { .. } => labels.count(MEMBERSHIP, Some(("change", "up".into()))),
+        HubEvent::NodeDown { .. } => labels.count(MEMBERSHIP, Some(("change", "down".into()))),
+        HubEvent::NodeLeft { .. } => labels.count(MEMBERSHIP, Some(("change", "left".into()))),
+        HubEvent::ReconcileRoundCompleted { stats, parked, .. } => {
+            labels.count(RECONCILE_ROUNDS, Some(("parked", parked.to_string())));
+            for (action, n) in [
+                ("started", stats.started),
+                ("skipped_pending", stats.skipped_pending),
+                ("duplicates", stats.duplicates),
+                ("under_replicated", stats.under_replicated),
+                ("stopped_undeclared", stats.stopped_undeclared),
+                ("removed_stale", stats.removed_stale),
+            ] {
+                if n > 0 {
+                    counter!(RECONCILE_CHILDREN, &labels.with("action", action))
+                        .increment(n as u64);
+                }
+            }
+        }
+        HubEvent::HubActorRestarted { actor } => {
+            let actor = match actor.as_str() {
+                "registry" | "coordinator" | "child_supervisor" | "janitor" | "reconciler"
+                | "declared_leader" => actor.clone(),
+                _ => "other".to_owned(),
+            };
+            labels.count(ACTOR_RESTARTS, Some(("actor", actor)))
+        }
+        HubEvent::DeclaredVersionChanged { version, .. } => {
+            gauge!(DECLARED_VERSION, &labels.base()).set(*version as f64)
+        }
+        _ => {}
+    }
+}
+
+/// A storage commit of `writes` batches that took `took`.
+pub(crate) fn storage_commit(took: Duration, writes: usize) {
+    histogram!(COMMIT_SECONDS).record(took.as_secs_f64());
+    histogram!(WRITES_PER_COMMIT).record(writes as f64);
+}
+
+/// A redistribution pass of hub `hub` on `node` ran.
+pub(crate) fn redistribution_pass(hub: &str, node: &str) {
+    HubLabels::new(hub, node).count(REDISTRIBUTIONS, None);
+}
+
+/// A remote manifest ship of hub `hub` on `node` failed.
+pub(crate) fn manifest_ship_failed(hub: &str, node: &str) {
+    HubLabels::new(hub, node).count(MANIFEST_SHIP_FAILURES, None);
+}
+
+/// Sets the gauges read from the hub's state: what a scrape shows is what is now.
+pub(crate) fn refresh(shared: &HubShared) {
+    let labels = HubLabels::new(&shared.config.hub_id, &shared.node);
+    let base = labels.base();
+    let mut kinds: BTreeMap<String, u64> =
+        shared.kinds.names().into_iter().map(|k| (k, 0)).collect();
+    for entry in shared.local_children.iter() {
+        if let Some(row) = shared.storage.get(entry.key()) {
+            if let Some(n) = kinds.get_mut(&row.spec.kind) {
+                *n += 1;
+            }
+        }
+    }
+    for (kind, n) in kinds {
+        gauge!(CHILDREN, &labels.with("kind", kind)).set(n as f64);
+    }
+    let (mut rows, mut unbound) = (0u64, 0u64);
+    shared.storage.for_each_row(&mut |row| {
+        rows += 1;
+        if row.node_pids.is_empty() {
+            unbound += 1;
+        }
+    });
+    gauge!(REGISTRY_ROWS, &base).set(rows as f64);
+    gauge!(REGISTRY_UNBOUND_ROWS, &base).set(unbound as f64);
+    gauge!(MEMBERS, &base).set(shared.members().len() as f64);
+    gauge!(PARTITIONED, &base).set(f64::from(u8::from(shared.partition.partitioned())));
+    gauge!(PENDING_WORK, &base).set(shared.partition.pending_work() as f64);
+    if let Some(recovery) = &shared.recovery {
+        let snapshot = recovery.snapshot();
+        gauge!(DECLARED_VERSION, &base).set(snapshot.list.version() as f64);
+        gauge!(DECLARED_CHILDREN, &base).set(snapshot.list.len() as f64);
+        gauge!(DECLARED_PARKED, &base).set(f64::from(u8::from(snapshot.parked)));
+        let mine = snapshot.list.last_mutated_by() == Some(shared.node.as_str());
+        gauge!(DECLARED_LAST_MUTATOR, &base).set(f64::from(u8::from(mine)));
+    }
+    let normal =
+        crate::api::reads::recovery_state(shared) == crate::core::recovery::RecoveryState::Normal;
+    gauge!(RECOVERY_NORMAL, &base).set(f64::from(u8::from(normal)));
+    let now = shared.clock.now_ms();
+    for (peer, at) in shared.sync_heard.snapshot() {
+        let lag = now.saturating_sub(at) as f64 / 1_000.0;
+        gauge!(SYNC_LAG, &labels.with("peer", peer)).set(lag);
+    }
+    for (reason, n) in shared.refusals.snapshot() {
+        counter!(REFUSED, &labels.with("reason", reason)).absolute(n);
+    }
+}
+
+/// When each peer's registry was last heard from (a delta or a sync applied), for the sync
+/// lag gauge. Bounded by the members: a peer that leaves is forgotten.
+#[derive(Default)]
+pub(crate) struct SyncHeard(std::sync::Mutex<BTreeMap<NodeName, u64>>);
+
+impl SyncHeard {
+    pub(crate) fn heard(&self, peer: &NodeName, now_ms: u64) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match map.get_mut(peer) {
+            Some(at) => *at = now_ms,
+            None => {
+                map.insert(peer.clone(), now_ms);
+            }
+        }
+    }
+
+    pub(crate) fn forget(&self, peer: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(peer);
+    }
+
+    fn snapshot(&self) -> Vec<(NodeName, u64)> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_reasons_become_bounded_codes() {
+        assert_eq!(failure_code("unknown_kind: no kind \"x\""), "unknown_kind");
+        assert_eq!(failure_code("invalid_args: bad"), "invalid_args");
+        assert_eq!(failure_code("pre_start_failed"), "pre_start_failed");
+        assert_eq!(failure_code("my kind's own message c-123"), "other");
+        assert_eq!(failure_code(""), "other");
+    }
+}
