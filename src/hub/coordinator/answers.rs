@@ -143,6 +143,8 @@ impl CoordinatorState {
         if let Some(t) = &op.timer {
             t.abort();
         }
+        op.span.record("started", op.result.started.len());
+        op.span.record("failed", op.result.errors.len());
         let reply = match op.purpose {
             StartPurpose::Request(reply) => reply,
             StartPurpose::Internal(internal) => {

@@ -75,6 +75,9 @@ pub(crate) struct PendingStart {
     /// With replicas: the other owners' starts, delivered once the first owners answered, for
     /// the children that started (see `CoordinatorState::start_replicas`).
     pub(crate) replicas: Option<ReplicaStarts>,
+    /// The request's span (`process_hub.start`): open until it is answered, so its duration is
+    /// the request's; the batches it sends carry its `request_id` to the other nodes.
+    pub(crate) span: tracing::Span,
 }
 
 /// The replica starts a request delivers after its first owners answered.

@@ -297,7 +297,7 @@ impl CoordinatorState {
         on_failure: OnFailure,
         timeout: Duration,
     ) {
-        let awaiting = by_node
+        let awaiting: BTreeMap<ChildId, NodeName> = by_node
             .iter()
             .flat_map(|(node, children)| {
                 children
@@ -305,6 +305,22 @@ impl CoordinatorState {
                     .map(move |(spec, _)| (spec.id.clone(), node.clone()))
             })
             .collect();
+        let span = tracing::info_span!(
+            "process_hub.start",
+            otel.name = "process_hub.start",
+            otel.kind = "client",
+            hub = %self.hub.config.hub_id,
+            node = %self.hub.node,
+            request_id,
+            purpose = match &purpose {
+                StartPurpose::Request(_) => "request",
+                StartPurpose::Internal(_) => "re_placement",
+            },
+            children = awaiting.len(),
+            nodes = by_node.len(),
+            started = tracing::field::Empty,
+            failed = tracing::field::Empty,
+        );
         self.pending_operations.insert(
             request_id,
             PendingOperation::Start(PendingStart {
@@ -315,9 +331,12 @@ impl CoordinatorState {
                 timeout,
                 timer: self.arm_timer(myself, request_id, timeout),
                 replicas: None,
+                span: span.clone(),
             }),
         );
+        let _entered = span.enter();
         for (node, children) in by_node {
+            tracing::debug!(to = %node, children = children.len(), "start batch delivered");
             self.deliver_start(
                 myself,
                 &node,

@@ -110,6 +110,15 @@ impl CoordinatorState {
     ) {
         let hub = self.hub.clone();
         let me = hub.node.clone();
+        let span = tracing::info_span!(
+            "process_hub.redistribution",
+            otel.name = "process_hub.redistribution",
+            hub = %hub.config.hub_id,
+            node = %me,
+            joined = joined.len(),
+            left = left.len(),
+        );
+        let _entered = span.enter();
         let Some(cluster) = &mut self.cluster else {
             return;
         };

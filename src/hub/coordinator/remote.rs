@@ -95,6 +95,20 @@ impl CoordinatorState {
                 check_existing,
                 children,
             } => {
+                // The origin's request, as seen here: its `request_id` and `origin` tie this
+                // span to the origin's `process_hub.start`.
+                let span = tracing::info_span!(
+                    "process_hub.start_batch",
+                    otel.name = "process_hub.start_batch",
+                    otel.kind = "server",
+                    hub = %self.hub.config.hub_id,
+                    node = %self.hub.node,
+                    request_id = request_id.0,
+                    origin = %reply_to,
+                    children = children.len(),
+                    hops,
+                );
+                let _entered = span.enter();
                 self.on_start_children(myself, request_id, reply_to, hops, check_existing, children)
             }
             WireMsg::StartReply {

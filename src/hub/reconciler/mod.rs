@@ -75,10 +75,20 @@ impl ReconcilerState {
                 let recovery = self.recovery.clone();
                 let pending = self.pending.clone();
                 let me = myself.clone();
-                self.round = Some(OwnedTask::spawn(async move {
-                    let report = run_round(hub, recovery, first, pending, pacer).await;
-                    let _ = me.cast(ReconcilerMsg::RoundDone(Box::new(report)));
-                }));
+                let span = tracing::info_span!(
+                    "process_hub.reconcile_round",
+                    otel.name = "process_hub.reconcile_round",
+                    hub = %hub.config.hub_id,
+                    node = %hub.node,
+                    first,
+                );
+                self.round = Some(OwnedTask::spawn(tracing::Instrument::instrument(
+                    async move {
+                        let report = run_round(hub, recovery, first, pending, pacer).await;
+                        let _ = me.cast(ReconcilerMsg::RoundDone(Box::new(report)));
+                    },
+                    span,
+                )));
             }
             RoundDecision::WaitUntil(at) => {
                 if let Some(w) = self.wake.take() {
