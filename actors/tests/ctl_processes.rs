@@ -259,6 +259,11 @@ fn an_operator_runs_a_cluster_with_ctl() {
         token_file: None,
     };
     assert_eq!(anonymous.run(&["children"]).code, 4);
+    assert_eq!(
+        anonymous.run(&["watch"]).code,
+        4,
+        "the event stream is guarded too"
+    );
 
     // Unreachable: exit 3.
     let nobody = Ctl {
