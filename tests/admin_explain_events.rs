@@ -239,6 +239,71 @@ async fn the_event_stream_carries_events_as_they_happen_and_is_capped() {
     .expect("the stream ends with the hub");
 }
 
+/// The server-sent events in `text`, as (event, data) pairs.
+fn sse_events(text: &str) -> Vec<(String, Value)> {
+    text.split("\n\n")
+        .filter_map(|block| {
+            let event = block.lines().find_map(|l| l.strip_prefix("event: "))?;
+            let data = block.lines().find_map(|l| l.strip_prefix("data: "))?;
+            Some((event.to_owned(), serde_json::from_str(data).ok()?))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_watcher_that_falls_behind_gets_a_lagged_event_and_the_latest_events() {
+    let hub = hub().await;
+    let router = process_hub::admin::router(hub.clone());
+    let response = router.oneshot(events_request()).await.expect("answers");
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body();
+
+    // Nobody reads the stream while 600 children start: two events each, more than the 1,024
+    // a watcher may fall behind. A subscriber tells when the last one is published.
+    let (_subscription, mut published) = hub.subscribe_channel();
+    let specs: Vec<ChildSpec> = (0..600)
+        .map(|i| ChildSpec::new(format!("s{i}"), "counter"))
+        .collect();
+    let result = hub
+        .start_children(specs, StartOptions::new())
+        .await
+        .expect("started");
+    assert_eq!(result.started.len(), 600);
+    for _ in 0..1_200 {
+        common::wait_event(&mut published, "a start or a registry insert", |e| {
+            matches!(
+                e,
+                process_hub::HubEvent::ChildStarted { .. }
+                    | process_hub::HubEvent::RegistryInserted { .. }
+            )
+        })
+        .await;
+    }
+    let last_seq = |hub: &Hub| hub.recent_events().last(1)[0].seq;
+    let last = last_seq(&hub);
+
+    let text = read_until(&mut body, &format!("\nid: {last}\n")).await;
+    let events = sse_events(&text);
+    let (kind, lagged) = &events[0];
+    assert_eq!(
+        kind, "lagged",
+        "the first thing a late reader sees: {text:.300}"
+    );
+    let lost = lagged["lost"].as_u64().expect("how many were lost");
+    assert!(lost > 0);
+    let kept: Vec<u64> = events[1..]
+        .iter()
+        .map(|(_, e)| e["seq"].as_u64().expect("a seq"))
+        .collect();
+    assert_eq!(kept.len(), 1_024, "the backlog a watcher may have, no more");
+    assert_eq!(kept.last(), Some(&last));
+    assert!(
+        kept.windows(2).all(|w| w[1] == w[0] + 1),
+        "no gap after the lag"
+    );
+    hub.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_child_of_a_crashed_node_waits_for_its_grace_and_the_node_shows_down() {
     // A grace far longer than the test: the crashed node's children stay bound to it.

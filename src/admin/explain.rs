@@ -16,7 +16,6 @@ use crate::api::Hub;
 use crate::core::explain::{explain, ChildFacts, Why};
 use crate::core::guided::Guided;
 use crate::model::{ChildId, NodeName};
-use crate::recent_events::RecordedEvent;
 
 use super::dto::NodePid;
 use super::events::EventView;
@@ -184,7 +183,7 @@ pub(super) fn of_hub(hub: &Hub, id: &ChildId) -> Option<ChildExplanation> {
         recent_events: recent
             .last_of(id, EXPLAIN_EVENTS)
             .iter()
-            .map(|e: &std::sync::Arc<RecordedEvent>| EventView::of(e))
+            .map(|e| EventView::of(e))
             .collect(),
     })
 }
