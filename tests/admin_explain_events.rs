@@ -376,3 +376,45 @@ async fn a_child_of_a_crashed_node_waits_for_its_grace_and_the_node_shows_down()
     );
     assert!(members["members"][1]["children"].as_u64().unwrap() > 0);
 }
+
+#[tokio::test]
+async fn replicas_on_their_owners_are_explained_with_their_roles() {
+    use process_hub::{RedundancySignal, ReplicationModel};
+    let cluster = TestCluster::with_nodes(
+        11,
+        &["a", "b"],
+        Options::plain().replication(2, ReplicationModel::ActivePassive, RedundancySignal::None),
+    )
+    .await;
+    let a = cluster.hub("a").clone();
+    let result = a
+        .start_child(ChildSpec::new("r1", "counter"), StartOptions::new())
+        .await
+        .expect("started");
+    assert!(result.errors.is_empty(), "{:?}", result.errors);
+    wait_until("a's registry binds both replicas", || {
+        a.get_pids(&"r1".into()).len() == 2
+    })
+    .await;
+
+    let (status, e) = call(&a, "GET", "/v1/children/r1/explain", None).await;
+    assert_eq!(status, StatusCode::OK, "{e}");
+    assert_eq!(e["why"], "replica", "{e}");
+    assert_eq!(e["owners"].as_array().unwrap().len(), 2);
+    let mut roles: Vec<&str> = e["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["role"].as_str().expect("a member's replica has a role"))
+        .collect();
+    roles.sort();
+    assert_eq!(roles, vec!["active", "passive"]);
+    // The active replica is the first owner's.
+    let active = e["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["role"] == "active")
+        .unwrap();
+    assert_eq!(active["node"], e["owners"][0]);
+}
