@@ -7,7 +7,7 @@
 //!
 //! - [`client`]: the HTTP requests and what their answers mean;
 //! - [`read`]: `status`, `members`, `children`, `declared`, `explain`;
-//! - [`write`]: `start`, `stop`, `call`, `clear-declared`;
+//! - [`write`](mod@write): `start`, `stop`, `call`, `clear-declared`;
 //! - [`batch`]: `start --file`, many children in batches with progress;
 //! - [`watch`]: `watch`, the node's events as they happen;
 //! - [`table`]: the human tables.
