@@ -20,7 +20,9 @@ use ractor::ActorRef;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
+use crate::clock::Clock;
 use crate::model::{ChildId, NodeName, Pid};
+use crate::recent_events::RecentEvents;
 
 /// Something that happened in a hub.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -290,10 +292,15 @@ impl EventSink {
 }
 
 /// The subscribers of one hub. Shared by its actors, which publish directly (no extra hop).
+///
+/// Every event is also recorded in the hub's [`RecentEvents`] (a bounded ring and a live feed
+/// that drops for slow watchers), which the admin API's explain and event stream read.
 #[derive(Default)]
 pub struct EventBus {
     subs: RwLock<Vec<(SubscriptionId, EventSink)>>,
     next: AtomicU64,
+    recent: RecentEvents,
+    clock: Clock,
 }
 
 impl EventBus {
@@ -330,15 +337,24 @@ impl EventBus {
         self.len() == 0
     }
 
-    /// Delivers an event to every subscriber; the event is only built when someone listens.
+    /// Reads the time of day from `clock` when recording events (the simulator's clock).
+    pub(crate) fn set_clock(&mut self, clock: Clock) {
+        self.clock = clock;
+    }
+
+    /// The hub's recent events and their live feed.
+    pub fn recent(&self) -> &RecentEvents {
+        &self.recent
+    }
+
+    /// Records an event among the recent ones, then delivers it to every subscriber (so a
+    /// subscriber that sees it finds it recorded).
     pub fn publish(&self, event: impl FnOnce() -> HubEvent) {
+        let event = event();
+        self.recent.record(event.clone(), self.clock.now_ms());
         let mut dead = Vec::new();
         {
             let subs = self.subs.read().unwrap_or_else(|e| e.into_inner());
-            if subs.is_empty() {
-                return;
-            }
-            let event = event();
             for (id, sink) in subs.iter() {
                 if !(sink.0)(event.clone()) {
                     dead.push(*id);

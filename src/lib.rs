@@ -29,6 +29,7 @@ pub mod cluster;
 pub mod core;
 pub mod manifest;
 pub mod model;
+pub mod recent_events;
 pub mod recovery;
 #[cfg(feature = "sim")]
 pub mod sim;

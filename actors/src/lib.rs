@@ -11,6 +11,7 @@ pub mod cli;
 pub mod command;
 pub mod counter;
 pub mod crasher;
+pub mod ctl;
 pub mod demo;
 pub mod harness;
 pub mod kv_shard;

@@ -1,4 +1,4 @@
-//! The `process-hub` binary: run a node, the demo cluster, and the benchmarks.
+//! The `process-hub` binary: run a node, the demo cluster, the benchmarks and the admin CLI (`ctl`).
 
 use clap::{Parser, Subcommand};
 use process_hub_actors::baseline;
@@ -28,6 +28,9 @@ enum Command {
     Demo(process_hub_actors::demo::DemoArgs),
     /// Run the deterministic simulator over many seeds (or one, with its trace).
     Simulate(process_hub_actors::simulate::SimulateArgs),
+    /// Operate a running node through its admin API (status, children, start, explain, watch,
+    /// ...). Exit codes: 0 ok, 1 refused or failed, 2 usage, 3 unreachable, 4 unauthorized.
+    Ctl(process_hub_actors::ctl::CtlArgs),
 }
 
 /// Exit status for a configuration the command refuses (as clap uses for bad flags).
@@ -117,6 +120,7 @@ fn main() {
         }
         Command::Node(flags) => run_node(*flags),
         Command::Demo(args) => run_demo(args),
+        Command::Ctl(args) => std::process::exit(process_hub_actors::ctl::run(args)),
         Command::Simulate(args) => match process_hub_actors::simulate::run(&args) {
             Ok(true) => Ok(()),
             Ok(false) => std::process::exit(1),

@@ -74,6 +74,9 @@ pub struct AdminLimits {
     pub default_page: usize,
     /// The largest `limit` a listing accepts (400 beyond). Default 10,000.
     pub max_page: usize,
+    /// The most `GET /v1/events` streams served at once (503 `too_many_streams` beyond): each
+    /// holds a connection and a backlog for as long as its watcher stays. Default 16.
+    pub max_event_streams: usize,
 }
 
 impl Default for AdminLimits {
@@ -83,6 +86,7 @@ impl Default for AdminLimits {
             max_specs_per_request: 10_000,
             default_page: 1_000,
             max_page: 10_000,
+            max_event_streams: 16,
         }
     }
 }

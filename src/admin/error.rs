@@ -33,6 +33,10 @@ pub enum AdminError {
     /// `partitioned`); a node of the majority does, and this one once quorum returns.
     #[error("{0}")]
     Partitioned(String),
+    /// As many event streams are open as the node serves (503, `too_many_streams`): retry once
+    /// one closes.
+    #[error("{0}")]
+    TooManyStreams(String),
     /// The write the request needed did not reach the disk (503, `storage_failed`); other
     /// requests keep working.
     #[error("{0}")]
@@ -96,6 +100,7 @@ impl AdminError {
             AdminError::NoLeader(_) => "no_leader",
             AdminError::Partitioned(_) => "partitioned",
             AdminError::StorageFailed(_) => "storage_failed",
+            AdminError::TooManyStreams(_) => "too_many_streams",
             AdminError::InsufficientStorage(_) => "insufficient_storage",
             AdminError::Internal(_) => "internal",
             AdminError::Unauthorized(_) => "unauthorized",
@@ -133,7 +138,9 @@ impl AdminError {
             AdminError::NotReady(_) | AdminError::NoLeader(_) | AdminError::Partitioned(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
-            AdminError::StorageFailed(_) => StatusCode::SERVICE_UNAVAILABLE,
+            AdminError::StorageFailed(_) | AdminError::TooManyStreams(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             AdminError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             AdminError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             AdminError::Unauthorized(_) => StatusCode::UNAUTHORIZED,

@@ -405,6 +405,38 @@ impl AdminOps for Hub {
         })
     }
 
+    async fn explain_child(
+        &self,
+        id: ChildId,
+    ) -> Result<Option<super::ChildExplanation>, AdminError> {
+        Ok(super::explain::of_hub(self, &id))
+    }
+
+    async fn members(&self) -> Result<super::MembersResponse, AdminError> {
+        Ok(super::members::of_hub(self))
+    }
+
+    async fn recent_events(&self, limit: usize) -> Result<Vec<super::EventView>, AdminError> {
+        // The hub's own `recent_events` (the ring), not this trait's method of the same name.
+        Ok(Hub::recent_events(self)
+            .last(limit)
+            .iter()
+            .map(|e| super::EventView::of(e))
+            .collect())
+    }
+
+    async fn watch_events(&self) -> Result<super::EventFeed, AdminError> {
+        let root = self.actor();
+        Ok(super::EventFeed {
+            events: Hub::recent_events(self).watch(),
+            // The stream ends when the hub's root actor does: a node's graceful shutdown waits
+            // for open responses, and a stream that outlived its hub would hold it forever.
+            ended: Box::pin(async move {
+                let _ = root.wait(None).await;
+            }),
+        })
+    }
+
     async fn declared(&self) -> Result<crate::admin::DeclaredResponse, AdminError> {
         let view = self.declared_children().ok_or_else(|| {
             AdminError::NotFound(

@@ -15,6 +15,11 @@
 //! | `POST /v1/children/{id}/call?timeout_ms=` | the body (a JSON command) to the child wherever it runs -> [`ChildAnswer`] |
 //! | `POST /v1/children/{id}/cast` | the same without waiting -> 202 [`CastAccepted`] |
 //! | `GET /v1/registry/summary` | [`RegistrySummary`]: counts of this node's copy (cheap to poll) |
+//! | `GET /v1/children/{id}/explain` | [`ChildExplanation`]: where it runs, its ring owners, `why` it is there, its recent events; 404 when neither the registry nor the declared list knows the id |
+//! | `GET /v1/members` | [`MembersResponse`]: the members with their state (`up`, `leaving`, `down`) |
+//! | `GET /v1/loads` | [`LoadsResponse`]: the members' loads this node places by |
+//! | `GET /v1/events` | server-sent events: this node's hub events as they happen ([`EventView`] per `data:`, `event:` its kind), `lagged` when the watcher fell behind; 503 `too_many_streams` beyond [`AdminLimits::max_event_streams`] |
+//! | `GET /v1/events/recent?limit=` | `[`[`EventView`]`]`: the last events of the hub's bounded ring (default 100, at most 1,000) |
 //! | `GET /v1/declared` | [`DeclaredResponse`], or 404 without auto-recovery |
 //! | `POST /v1/declared/clear` | [`ClearResponse`] (the operator's clear of a parked list) |
 //! | `GET /metrics` | the process's metrics in the Prometheus text format, or 404 `metrics_off` |
@@ -31,8 +36,11 @@
 mod config;
 mod dto;
 mod error;
+mod events;
+mod explain;
 mod guard;
 mod hub_ops;
+mod members;
 mod messaging;
 mod page;
 mod routes;
@@ -45,7 +53,10 @@ pub use dto::{
     NodePid, StartError, StartResponse, StartSpec, StartedChild, StopResponse, StoppedChild,
 };
 pub use error::AdminError;
+pub use events::{EventFeed, EventView, DEFAULT_RECENT_LIMIT};
+pub use explain::{ChildExplanation, EXPLAIN_EVENTS};
 pub use hub_ops::{start_error_code, stop_error_code, ADMIN_REQUEST_TIMEOUT};
+pub use members::{MemberView, MembersResponse};
 pub use messaging::{message_error, CallOutcome, DEFAULT_CALL_TIMEOUT_MS, MAX_CALL_TIMEOUT_MS};
 pub use page::{ChildrenPage, PageCollector};
 pub use routes::{router, router_with, AdminOps};

@@ -19,6 +19,9 @@ use super::dto::{
     CastAccepted, ChildView, ClearResponse, DeclaredResponse, Health, LoadsResponse, StartResponse,
     StartSpec, StopResponse,
 };
+use super::events::{self, EventFeed, EventView};
+use super::explain::{self, ChildExplanation};
+use super::members::MembersResponse;
 use super::messaging::{self, CallOutcome};
 use super::page::ChildrenPage;
 use super::summary::RegistrySummary;
@@ -126,6 +129,50 @@ pub trait AdminOps: Clone + Send + Sync + 'static {
     fn metrics_text(&self) -> impl Future<Output = Option<String>> + Send {
         async { None }
     }
+    /// Where child `id` runs, where it belongs and why (`GET /v1/children/{id}/explain`);
+    /// `None` when neither the registry nor the declared list knows the id (404). Optional:
+    /// the default answers 404.
+    fn explain_child(
+        &self,
+        id: ChildId,
+    ) -> impl Future<Output = Result<Option<ChildExplanation>, AdminError>> + Send {
+        let _ = id;
+        async {
+            Err(AdminError::NotFound(
+                "this node does not explain children".into(),
+            ))
+        }
+    }
+    /// The members with their state (`GET /v1/members`). Optional: the default answers 404.
+    fn members(&self) -> impl Future<Output = Result<MembersResponse, AdminError>> + Send {
+        async {
+            Err(AdminError::NotFound(
+                "this node does not list members".into(),
+            ))
+        }
+    }
+    /// The last `limit` events of the hub's bounded ring, oldest first
+    /// (`GET /v1/events/recent`). Optional: the default answers 404.
+    fn recent_events(
+        &self,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<EventView>, AdminError>> + Send {
+        let _ = limit;
+        async {
+            Err(AdminError::NotFound(
+                "this node does not record events".into(),
+            ))
+        }
+    }
+    /// The live feed of the hub's events (`GET /v1/events`). Optional: the default answers
+    /// 404.
+    fn watch_events(&self) -> impl Future<Output = Result<EventFeed, AdminError>> + Send {
+        async {
+            Err(AdminError::NotFound(
+                "this node does not stream events".into(),
+            ))
+        }
+    }
     /// Empties the declared list (the operator's way out of a parked hub). Same default.
     fn clear_declared(&self) -> impl Future<Output = Result<ClearResponse, AdminError>> + Send {
         async {
@@ -162,12 +209,20 @@ pub fn router_with<O: AdminOps>(ops: O, config: AdminConfig) -> Router {
         .route("/v1/declared", get(declared::<O>))
         .route("/v1/loads", get(loads::<O>))
         .route("/metrics", get(metrics_text::<O>))
+        .route("/v1/members", get(members::<O>))
+        .route("/v1/children/{id}/explain", get(explain::route::<O>))
+        .route("/v1/events", get(events::stream::<O>))
+        .route("/v1/events/recent", get(events::recent::<O>))
         .route(
             "/v1/declared/clear",
             axum::routing::post(clear_declared::<O>),
         )
         .fallback(unknown_path)
-        .with_state(Routes { ops, limits })
+        .with_state(Routes {
+            ops,
+            limits,
+            streams: events::stream_slots(&limits),
+        })
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(
             Arc::new(config),
@@ -176,11 +231,13 @@ pub fn router_with<O: AdminOps>(ops: O, config: AdminConfig) -> Router {
         .layer(axum::middleware::from_fn(guard::json_errors))
 }
 
-/// What every route reads: the hub behind the API and the request bounds.
+/// What every route reads: the hub behind the API, the request bounds, and the permits of
+/// the event streams open at once.
 #[derive(Clone)]
 pub(super) struct Routes<O> {
     pub(super) ops: O,
     pub(super) limits: AdminLimits,
+    pub(super) streams: Arc<tokio::sync::Semaphore>,
 }
 
 async fn unknown_path(uri: Uri) -> AdminError {
@@ -357,6 +414,12 @@ async fn metrics_text<O: AdminOps>(
                     .into(),
         }),
     }
+}
+
+async fn members<O: AdminOps>(
+    State(r): State<Routes<O>>,
+) -> Result<Json<MembersResponse>, AdminError> {
+    r.ops.members().await.map(Json)
 }
 
 async fn declared<O: AdminOps>(

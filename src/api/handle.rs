@@ -165,6 +165,7 @@ impl HubBuilder {
             HubShared::with_network(self.config, storage, self.kinds, hooks, self.network);
         shared.recovery = recovery;
         shared.clock = environment.clock;
+        shared.events.set_clock(shared.clock.clone());
         #[cfg(feature = "sim")]
         {
             shared.bugs = environment.bugs;
@@ -550,6 +551,12 @@ impl Hub {
     pub fn subscribe_channel(&self) -> (SubscriptionId, mpsc::UnboundedReceiver<HubEvent>) {
         let (tx, rx) = mpsc::unbounded_channel();
         (self.shared.events.subscribe(EventSink::channel(tx)), rx)
+    }
+
+    /// The hub's last events (a bounded ring, see [`crate::recent_events`]) and a live feed
+    /// of new ones that drops for a watcher that falls behind, rather than grow.
+    pub fn recent_events(&self) -> &crate::recent_events::RecentEvents {
+        self.shared.events.recent()
     }
 
     /// Cancels a subscription; `false` if it did not exist.

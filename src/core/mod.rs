@@ -13,6 +13,7 @@ pub mod declared_delta;
 pub mod declared_list;
 pub mod declared_state;
 pub mod event_batch;
+pub mod explain;
 pub mod failure_detector;
 pub mod gossip;
 pub mod guided;
