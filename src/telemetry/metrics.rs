@@ -90,6 +90,21 @@ pub const COMMIT_SECONDS: &str = "process_hub_storage_commit_duration_seconds";
 /// Batches (writes) per storage commit.
 pub const WRITES_PER_COMMIT: &str = "process_hub_storage_writes_per_commit";
 
+/// Whether this process records the hub's metrics (on by default; a recorder still has to be
+/// installed for them to go anywhere).
+static ENABLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Turns the recording of the hub's metrics on or off for the whole process: off, every
+/// recording point returns at once (what `bench start --telemetry compare` measures against).
+pub fn set_enabled(on: bool) {
+    ENABLED.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether the hub's metrics are recorded.
+pub fn enabled() -> bool {
+    ENABLED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Gives every metric its help text, once per process (the exporter shows it as `# HELP`).
 pub fn describe() {
     static ONCE: std::sync::Once = std::sync::Once::new();
@@ -189,6 +204,9 @@ impl HubLabels {
     }
 
     fn count(&self, name: &'static str, extra: Option<(&'static str, String)>) {
+        if !enabled() {
+            return;
+        }
         let labels = match extra {
             Some((k, v)) => self.with(k, v),
             None => self.base(),
@@ -198,11 +216,17 @@ impl HubLabels {
 
     /// A start or stop request's time.
     pub(crate) fn request_took(&self, name: &'static str, took: Duration) {
+        if !enabled() {
+            return;
+        }
         histogram!(name, &self.base()).record(took.as_secs_f64());
     }
 
     /// A frame to or from `peer`.
     pub(crate) fn frame(&self, peer: &str, direction: &'static str, bytes: usize) {
+        if !enabled() {
+            return;
+        }
         let mut labels = self.with("peer", peer);
         labels.push(("direction", direction.to_owned()));
         counter!(FRAMES, &labels).increment(1);
@@ -211,6 +235,9 @@ impl HubLabels {
 
     /// The failure detector's view of `peer`.
     pub(crate) fn peer_health(&self, peer: &str, silent: Duration, suspected: bool) {
+        if !enabled() {
+            return;
+        }
         let labels = self.with("peer", peer);
         gauge!(PEER_SILENCE, &labels).set(silent.as_secs_f64());
         gauge!(PEER_SUSPECTED, &labels).set(f64::from(u8::from(suspected)));
@@ -218,6 +245,9 @@ impl HubLabels {
 
     /// A frame to `peer` that could not be sent.
     pub(crate) fn frame_dropped(&self, peer: &str) {
+        if !enabled() {
+            return;
+        }
         counter!(FRAMES_DROPPED, &self.with("peer", peer)).increment(1);
     }
 }
@@ -261,17 +291,35 @@ fn why(reason: MoveReason) -> &'static str {
     }
 }
 
-/// The subscriber that turns one hub's events into counters.
+/// The counters of one hub's most frequent events, registered once: incrementing one is an
+/// atomic add, with no label set built per event.
+struct Frequent {
+    starts: metrics::Counter,
+    stops: metrics::Counter,
+    restarts: metrics::Counter,
+}
+
+/// The subscriber that turns one hub's events into counters. The counters of frequent events
+/// are taken from the recorder installed when the hub spawns (install it before).
 pub(crate) fn event_sink(labels: HubLabels) -> EventSink {
+    let base = labels.base();
+    let frequent = Frequent {
+        starts: counter!(STARTS, &base),
+        stops: counter!(STOPS, &base),
+        restarts: counter!(RESTARTS, &base),
+    };
     EventSink::from_fn(move |event| {
-        record(&labels, &event);
+        record(&labels, &frequent, &event);
         true
     })
 }
 
-fn record(labels: &HubLabels, event: &HubEvent) {
+fn record(labels: &HubLabels, frequent: &Frequent, event: &HubEvent) {
+    if !enabled() {
+        return;
+    }
     match event {
-        HubEvent::ChildStarted { .. } => labels.count(STARTS, None),
+        HubEvent::ChildStarted { .. } => frequent.starts.increment(1),
         HubEvent::ChildStartFailed { reason, .. } => labels.count(
             START_FAILURES,
             Some(("reason", failure_code(reason).to_owned())),
@@ -279,8 +327,8 @@ fn record(labels: &HubLabels, event: &HubEvent) {
         HubEvent::ChildExited { reason, .. } => {
             labels.count(EXITS, Some(("reason", exit_code(reason).to_owned())))
         }
-        HubEvent::ChildRestarted { .. } => labels.count(RESTARTS, None),
-        HubEvent::ChildStopped { .. } => labels.count(STOPS, None),
+        HubEvent::ChildRestarted { .. } => frequent.restarts.increment(1),
+        HubEvent::ChildStopped { .. } => frequent.stops.increment(1),
         HubEvent::ChildMoved { why: w, .. } => labels.count(MOVED, Some(("why", why(*w).into()))),
         HubEvent::ChildReplaced { why: w, .. } => {
             labels.count(REPLACED, Some(("why", why(*w).into())))
@@ -328,6 +376,9 @@ fn record(labels: &HubLabels, event: &HubEvent) {
 
 /// A storage commit of `writes` batches that took `took`.
 pub(crate) fn storage_commit(took: Duration, writes: usize) {
+    if !enabled() {
+        return;
+    }
     histogram!(COMMIT_SECONDS).record(took.as_secs_f64());
     histogram!(WRITES_PER_COMMIT).record(writes as f64);
 }
@@ -344,27 +395,28 @@ pub(crate) fn manifest_ship_failed(hub: &str, node: &str) {
 
 /// Sets the gauges read from the hub's state: what a scrape shows is what is now.
 pub(crate) fn refresh(shared: &HubShared) {
+    if !enabled() {
+        return;
+    }
     let labels = HubLabels::new(&shared.config.hub_id, &shared.node);
     let base = labels.base();
     let mut kinds: BTreeMap<String, u64> =
         shared.kinds.names().into_iter().map(|k| (k, 0)).collect();
-    for entry in shared.local_children.iter() {
-        if let Some(row) = shared.storage.get(entry.key()) {
-            if let Some(n) = kinds.get_mut(&row.spec.kind) {
-                *n += 1;
-            }
-        }
-    }
-    for (kind, n) in kinds {
-        gauge!(CHILDREN, &labels.with("kind", kind)).set(n as f64);
-    }
+    // One pass over the rows, none copied: the children this node runs are the rows bound here.
     let (mut rows, mut unbound) = (0u64, 0u64);
     shared.storage.for_each_row(&mut |row| {
         rows += 1;
         if row.node_pids.is_empty() {
             unbound += 1;
+        } else if row.node_pids.contains_key(&shared.node) {
+            if let Some(n) = kinds.get_mut(&row.spec.kind) {
+                *n += 1;
+            }
         }
     });
+    for (kind, n) in kinds {
+        gauge!(CHILDREN, &labels.with("kind", kind)).set(n as f64);
+    }
     gauge!(REGISTRY_ROWS, &base).set(rows as f64);
     gauge!(REGISTRY_UNBOUND_ROWS, &base).set(unbound as f64);
     gauge!(MEMBERS, &base).set(shared.members().len() as f64);

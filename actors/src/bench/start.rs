@@ -4,6 +4,12 @@
 //! included, memory backend) and stops them (one awaited `stop_children`), and as the baseline
 //! spawns and stops the same N actors with plain ractor. Rounds alternate hub and baseline; the
 //! median of each phase is reported. `overhead_ratio` = hub (start + stop) / plain (spawn + stop).
+//!
+//! `--telemetry compare` also measures what operating the hub costs: the Prometheus exporter is
+//! installed, and every round runs the hub twice, with its metrics recorded while a dashboard's
+//! load runs beside it (a scrape of `/metrics` every second, a watcher draining the live events)
+//! and with recording off, in alternating order. `telemetry_throughput_change` is the change of
+//! the hub's start + stop rate with telemetry on (negative: slower).
 
 use std::time::{Duration, Instant};
 
@@ -29,6 +35,79 @@ pub struct StartBenchArgs {
     /// Print the result as JSON (the only format; kept for the documented command line).
     #[arg(long)]
     pub json: bool,
+    /// `off` (metrics not recorded), `on` (recorded, exported, scraped and watched as a
+    /// dashboard does) or `compare` (both, alternating, and their throughput change).
+    #[arg(long, default_value = "off", value_parser = ["off", "on", "compare"])]
+    pub telemetry: String,
+}
+
+/// A dashboard's load on a hub while telemetry is on: `/metrics` rendered every second and
+/// the live events drained, until dropped.
+struct DashboardLoad {
+    stop: tokio::sync::watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl DashboardLoad {
+    fn start(hub: &Hub) -> Self {
+        let (stop, done) = tokio::sync::watch::channel(false);
+        let scraper = {
+            let hub = hub.clone();
+            let mut done = done.clone();
+            tokio::spawn(async move {
+                let handle = process_hub::telemetry::prometheus().cloned();
+                loop {
+                    if let Some(handle) = &handle {
+                        hub.refresh_metrics();
+                        std::hint::black_box(handle.render());
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        _ = done.changed() => return,
+                    }
+                }
+            })
+        };
+        let watcher = {
+            let (id, mut events) = hub.subscribe_channel();
+            let hub = hub.clone();
+            let mut done = done;
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        event = events.recv() => match event {
+                            Some(event) => { std::hint::black_box(serde_json::to_string(&event).ok()); }
+                            None => break,
+                        },
+                        _ = done.changed() => break,
+                    }
+                }
+                hub.unsubscribe(id);
+            })
+        };
+        Self {
+            stop,
+            tasks: vec![scraper, watcher],
+        }
+    }
+
+    async fn end(self) {
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+/// One hub round with telemetry on (recorded, scraped, watched) or off.
+async fn hub_round_with(hub: &Hub, n: usize, round: usize, on: bool) -> Result<Phase, String> {
+    process_hub::telemetry::metrics::set_enabled(on);
+    let load = on.then(|| DashboardLoad::start(hub));
+    let phase = hub_round(hub, n, round).await;
+    if let Some(load) = load {
+        load.end().await;
+    }
+    phase
 }
 
 struct Phase {
@@ -109,8 +188,14 @@ pub fn run(args: StartBenchArgs) -> Result<(), String> {
         return Err("--children and --rounds must be at least 1".into());
     }
     let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
+    if args.telemetry != "off" {
+        process_hub::telemetry::install_prometheus().map_err(|e| e.to_string())?;
+    }
     rt.block_on(async move {
         let n = args.children;
+        let telemetry_on = args.telemetry == "on";
+        let compare = args.telemetry == "compare";
+        let mut off_phases = Vec::new();
         let (hub, _join) = Hub::spawn(ProcessHub::new("bench-start"), crate::default_kinds())
             .await
             .map_err(|e| e.to_string())?;
@@ -121,12 +206,23 @@ pub fn run(args: StartBenchArgs) -> Result<(), String> {
         let (mut hub_phases, mut plain_phases) = (Vec::new(), Vec::new());
         for round in 0..=args.rounds {
             let (h, p) = if round % 2 == 0 {
-                let h = hub_round(&hub, n, round).await?;
+                let h = hub_round_with(&hub, n, round, telemetry_on || compare).await?;
                 (h, plain_round(n).await?)
             } else {
                 let p = plain_round(n).await?;
-                (hub_round(&hub, n, round).await?, p)
+                (
+                    hub_round_with(&hub, n, round, telemetry_on || compare).await?,
+                    p,
+                )
             };
+            if compare {
+                // The same hub with telemetry off, in the same round (the two orders alternate
+                // with the rounds, as hub and baseline do).
+                let off = hub_round_with(&hub, n, round + 1_000, false).await?;
+                if round > 0 {
+                    off_phases.push(off);
+                }
+            }
             eprintln!(
                 "round {round}{}: hub start {:?} stop {:?} | ractor spawn {:?} stop {:?}",
                 if round == 0 { " (warm-up)" } else { "" },
@@ -147,7 +243,9 @@ pub fn run(args: StartBenchArgs) -> Result<(), String> {
         let plain_start = median(plain_phases.iter().map(|p| p.start).collect());
         let plain_stop = median(plain_phases.iter().map(|p| p.stop).collect());
         let plain_total = median(plain_phases.iter().map(|p| p.start + p.stop).collect());
-        let out = json!({
+        let off_total = (!off_phases.is_empty())
+            .then(|| median(off_phases.iter().map(|p| p.start + p.stop).collect()));
+        let mut out = json!({
             "bench": "start",
             "nodes": 1,
             "children": n,
@@ -163,6 +261,14 @@ pub fn run(args: StartBenchArgs) -> Result<(), String> {
             "ractor_stop_ms": plain_stop.as_secs_f64() * 1e3,
             "overhead_ratio": hub_total.as_secs_f64() / plain_total.as_secs_f64().max(1e-9),
         });
+        out["telemetry"] = json!(args.telemetry);
+        if let Some(off_total) = off_total {
+            let on_rate = 1.0 / hub_total.as_secs_f64().max(1e-9);
+            let off_rate = 1.0 / off_total.as_secs_f64().max(1e-9);
+            out["telemetry_off_start_stop_ms"] = json!(off_total.as_secs_f64() * 1e3);
+            out["telemetry_on_start_stop_ms"] = json!(hub_total.as_secs_f64() * 1e3);
+            out["telemetry_throughput_change"] = json!(on_rate / off_rate - 1.0);
+        }
         println!("{out}");
         Ok(())
     })
