@@ -144,3 +144,39 @@ async fn metrics_show_what_the_hubs_did_with_bounded_labels() {
     }
     stop_all(&cluster).await;
 }
+
+/// The Grafana dashboard in `docs/` charts only series the hub exports.
+#[test]
+fn the_grafana_dashboard_charts_only_exported_metrics() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/grafana/process_hub.json");
+    let text = std::fs::read_to_string(path).expect("docs/grafana/process_hub.json");
+    let dashboard: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    let panels = dashboard["panels"].as_array().expect("panels");
+    assert!(panels.len() >= 10);
+    let known: BTreeSet<&str> = process_hub::telemetry::metrics::ALL.into_iter().collect();
+    let mut charted = BTreeSet::new();
+    for panel in panels {
+        for target in panel["targets"].as_array().expect("targets") {
+            let expr = target["expr"].as_str().expect("a PromQL expression");
+            let mut rest = expr;
+            while let Some(at) = rest.find("process_hub_") {
+                let name: String = rest[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                    .collect();
+                let base = ["_bucket", "_count", "_sum"]
+                    .iter()
+                    .find_map(|suffix| name.strip_suffix(suffix))
+                    .unwrap_or(&name)
+                    .to_owned();
+                assert!(
+                    known.contains(base.as_str()),
+                    "{base} is not exported ({expr})"
+                );
+                charted.insert(base);
+                rest = &rest[at + name.len()..];
+            }
+        }
+    }
+    assert!(charted.len() >= 25, "{} metrics charted", charted.len());
+}

@@ -90,6 +90,46 @@ pub const COMMIT_SECONDS: &str = "process_hub_storage_commit_duration_seconds";
 /// Batches (writes) per storage commit.
 pub const WRITES_PER_COMMIT: &str = "process_hub_storage_writes_per_commit";
 
+/// Every metric the hub records, by name (what a dashboard may chart).
+pub const ALL: [&str; 36] = [
+    CHILDREN,
+    REGISTRY_ROWS,
+    REGISTRY_UNBOUND_ROWS,
+    MEMBERS,
+    STARTS,
+    START_FAILURES,
+    EXITS,
+    RESTARTS,
+    STOPS,
+    START_SECONDS,
+    STOP_SECONDS,
+    MOVED,
+    REPLACED,
+    HANDOVERS,
+    REDISTRIBUTIONS,
+    MEMBERSHIP,
+    PARTITIONED,
+    PENDING_WORK,
+    DECLARED_VERSION,
+    DECLARED_CHILDREN,
+    DECLARED_PARKED,
+    DECLARED_LAST_MUTATOR,
+    RECONCILE_ROUNDS,
+    RECONCILE_CHILDREN,
+    RECOVERY_NORMAL,
+    MANIFEST_SHIP_FAILURES,
+    ACTOR_RESTARTS,
+    SYNC_LAG,
+    REFUSED,
+    FRAMES,
+    BYTES,
+    FRAMES_DROPPED,
+    PEER_SILENCE,
+    PEER_SUSPECTED,
+    COMMIT_SECONDS,
+    WRITES_PER_COMMIT,
+];
+
 /// Whether this process records the hub's metrics (on by default; a recorder still has to be
 /// installed for them to go anywhere).
 static ENABLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
