@@ -69,6 +69,13 @@ pub struct DemoArgs {
     /// reported every 500 ms; the start rate then includes placing each child by load).
     #[arg(long, value_parser = crate::cli::node_settings::parse_distribution)]
     pub distribution: Option<process_hub::Distribution>,
+    /// The nodes record no metrics (`process-hub node --no-metrics`).
+    #[arg(long)]
+    pub no_metrics: bool,
+    /// While the demo runs, scrape every node's `/metrics` and read its recent events every
+    /// second, as a dashboard does (what `bench cluster --telemetry` measures).
+    #[arg(long)]
+    pub dashboard_load: bool,
 }
 
 /// Why the demo could not complete.
@@ -221,6 +228,42 @@ fn identical_placement(
     Ok(per_node)
 }
 
+/// A dashboard's load on every node until dropped: `GET /metrics` and the last 100 events,
+/// every second, from a thread of its own.
+struct DashboardLoad {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl DashboardLoad {
+    fn start(clients: Vec<crate::harness::AdminClient>) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let done = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                for client in &clients {
+                    let _ = client.get_text("/metrics");
+                    let _ = client.get_text("/v1/events/recent?limit=100");
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        });
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for DashboardLoad {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// The summed resident memory of the cluster's node processes.
 fn cluster_rss(cluster: &LocalCluster) -> u64 {
     cluster
@@ -292,8 +335,14 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
             args.replication_factor.to_string(),
         ]);
     }
+    if args.no_metrics {
+        options.extra_args.push("--no-metrics".to_owned());
+    }
     let mut cluster = LocalCluster::start(&binary, args.nodes, &options, args.workdir.clone())?;
     cluster.wait_formed(Duration::from_secs(60))?;
+    let _dashboard = args
+        .dashboard_load
+        .then(|| DashboardLoad::start(cluster.live_clients()));
     if args.durable {
         let clients = cluster.live_clients();
         wait_for(

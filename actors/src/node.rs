@@ -239,7 +239,9 @@ pub async fn run(settings: NodeSettings) -> Result<(), NodeError> {
         };
     // Before the hub: its metrics are recorded from its first event on, and served by the
     // admin API's `GET /metrics`.
-    if let Err(e) = process_hub::telemetry::install_prometheus() {
+    if !settings.metrics {
+        process_hub::telemetry::metrics::set_enabled(false);
+    } else if let Err(e) = process_hub::telemetry::install_prometheus() {
         tracing::warn!(error = %e, "metrics exporter not installed: GET /metrics answers metrics_off");
     }
     let mut cluster_config = cluster_config(&settings, secrets.cookie);

@@ -56,6 +56,11 @@ pub struct ClusterBenchArgs {
     pub distribution: Option<process_hub::Distribution>,
     #[arg(long)]
     pub no_baseline: bool,
+    /// `on` (the nodes record and serve metrics, and a dashboard's load scrapes them and reads
+    /// their events every second), `off` (`--no-metrics`, no load), or `compare`: the hub's run
+    /// both ways, and `telemetry_start_throughput_change` between them.
+    #[arg(long, default_value = "on", value_parser = ["off", "on", "compare"])]
+    pub telemetry: String,
     /// Print the result as JSON (the only format; kept for the documented command line).
     #[arg(long)]
     pub json: bool,
@@ -72,7 +77,7 @@ pub fn run(args: ClusterBenchArgs) -> Result<(), String> {
         "bench cluster: {} nodes, {} children (hub first, then the plain-ractor baseline)",
         args.nodes, args.children
     );
-    let report = demo::run(&DemoArgs {
+    let demo_args = |telemetry: bool| DemoArgs {
         nodes: args.nodes,
         children: args.children,
         batch: args.batch,
@@ -83,8 +88,18 @@ pub fn run(args: ClusterBenchArgs) -> Result<(), String> {
         replication_factor: args.replication_factor,
         migration: args.migration,
         distribution: args.distribution,
-    })
-    .map_err(|e| e.to_string())?;
+        no_metrics: !telemetry,
+        dashboard_load: telemetry,
+    };
+    let off = if args.telemetry == "compare" {
+        eprintln!("bench cluster: the hub with telemetry off first");
+        let off = demo::run(&demo_args(false)).map_err(|e| e.to_string())?;
+        std::thread::sleep(Duration::from_millis(500));
+        Some(off)
+    } else {
+        None
+    };
+    let report = demo::run(&demo_args(args.telemetry != "off")).map_err(|e| e.to_string())?;
     eprintln!(
         "hub: start {:.0}/s, converge {} ms, failover {} ms, {:.0} B/child",
         report.start_per_s, report.converge_ms, report.failover_ms, report.rss_bytes_per_child
@@ -136,6 +151,14 @@ pub fn run(args: ClusterBenchArgs) -> Result<(), String> {
             .as_ref()
             .and_then(|b| ratio(report.rss_bytes_per_child, b.rss_bytes_per_child)),
     });
+    let mut out = out;
+    out["telemetry"] = json!(args.telemetry);
+    if let Some(off) = off {
+        out["telemetry_off_start_per_s"] = json!(off.start_per_s);
+        out["telemetry_start_throughput_change"] =
+            json!(report.start_per_s / off.start_per_s.max(1e-9) - 1.0);
+        out["telemetry_off_converge_ms"] = json!(off.converge_ms);
+    }
     println!("{out}");
     Ok(())
 }

@@ -106,6 +106,10 @@ pub struct NodeFlags {
     /// it on; for large clusters; the file's `[sync]` table says the same).
     #[arg(long, value_parser = super::sync::parse_sync)]
     pub sync: Option<process_hub::SyncStrategy>,
+    /// Record no metrics and serve none (`GET /metrics` answers 404 `metrics_off`); by
+    /// default the node records them and serves them to Prometheus.
+    #[arg(long)]
+    pub no_metrics: bool,
     /// How children move when nodes join or leave: `cold` (default: stopped, then started
     /// elsewhere) or `hot` (kinds that hand over, like counter and kv_shard, keep their state;
     /// timing in the file's `[hot_swap]` table).
@@ -258,6 +262,8 @@ pub struct NodeSettings {
     pub partition_tolerance: Option<process_hub::PartitionTolerance>,
     /// The hub's `sync` strategy (flag, else file; default pubsub).
     pub sync: Option<process_hub::SyncStrategy>,
+    /// Whether the node records and serves metrics (`--no-metrics` turns them off).
+    pub metrics: bool,
     /// The hub's restart intensity (`max_restarts`, `max_seconds`, `hub_max_restarts`), each
     /// when set (validated by the hub's config).
     pub restart_intensity: RestartIntensitySettings,
@@ -602,6 +608,7 @@ impl NodeFlags {
                 .partition_tolerance
                 .or(file.partition_tolerance.clone()),
             sync: self.sync.or(file.sync.clone()),
+            metrics: !self.no_metrics,
             restart_intensity: RestartIntensitySettings {
                 max_restarts: self.max_restarts.or(file.max_restarts),
                 max_seconds: self.max_seconds.or(file.max_seconds),

@@ -130,6 +130,35 @@ impl AdminClient {
         })
     }
 
+    /// `GET path` as text, whatever its content type (`/metrics`).
+    pub fn get_text(&self, path: &str) -> Result<String, AdminClientError> {
+        let mut response = self
+            .auth(self.agent.get(&self.url(path)))
+            .call()
+            .map_err(|e| AdminClientError::Unreachable {
+                addr: self.addr,
+                message: e.to_string(),
+            })?;
+        let status = response.status().as_u16();
+        let body = response
+            .body_mut()
+            .with_config()
+            .limit(1 << 30)
+            .read_to_string()
+            .map_err(|e| AdminClientError::Unreachable {
+                addr: self.addr,
+                message: e.to_string(),
+            })?;
+        if !(200..300).contains(&status) {
+            return Err(AdminClientError::Status {
+                addr: self.addr,
+                status,
+                body,
+            });
+        }
+        Ok(body)
+    }
+
     /// `GET /v1/health`.
     pub fn health(&self) -> Result<Health, AdminClientError> {
         self.finish(self.auth(self.agent.get(&self.url("/v1/health"))).call())
