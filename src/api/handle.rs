@@ -27,7 +27,10 @@ use crate::hub::supervisor::HubSupervisor;
 use crate::hub::HubShared;
 use crate::kinds::ChildKinds;
 use crate::model::{ChildId, ChildSpec, NodeName, Pid, Row};
-use crate::storage::{open_backend, BackendConfig, MemoryStorage, Storage};
+use crate::storage::{
+    open_backend, BackendConfig, CustomBackend, MemoryStorage, Storage, StorageError,
+    StorageFactory,
+};
 use crate::telemetry::metrics as telemetry;
 
 /// A graceful shutdown did not finish within the hub's `shutdown_timeout_ms`.
@@ -78,9 +81,28 @@ pub struct HubBuilder {
     network: Option<Arc<dyn Network>>,
     elector: Option<Arc<dyn LeaderElector>>,
     environment: Environment,
+    /// A store given directly, over the config's backend.
+    storage: Option<Arc<dyn Storage>>,
+    /// Factories of custom backends, by the name a config gives them.
+    factories: BTreeMap<String, StorageFactory>,
 }
 
 impl HubBuilder {
+    /// Keeps the registry in `storage`, whatever the config's `registry_backend` says: any
+    /// implementation of [`Storage`] that keeps the contract of [`crate::storage::custom`].
+    pub fn registry_storage(mut self, storage: Arc<dyn Storage>) -> Self {
+        self.storage = Some(storage);
+        self
+    }
+
+    /// Registers the factory of the custom backend a config names
+    /// (`registry_backend = { type = "custom", name, options }`), the seed's `{Module, opts}`:
+    /// the hub calls it at spawn with the config's options, data dir and hub id.
+    pub fn storage_backend(mut self, name: impl Into<String>, factory: StorageFactory) -> Self {
+        self.factories.insert(name.into(), factory);
+        self
+    }
+
     /// Runs the hub in `environment` (the simulator's clock, disk and injected bugs).
     #[cfg(feature = "sim")]
     pub(crate) fn environment(mut self, environment: Environment) -> Self {
@@ -143,12 +165,25 @@ impl HubBuilder {
         self.config.validate()?;
         let environment = self.environment;
         let storage: Arc<dyn Storage> = match (
-            environment.registry_storage(),
+            environment.registry_storage().or(self.storage),
             &self.config.registry_backend,
         ) {
             (Some(storage), _) => storage,
             (None, BackendConfig::Memory) => {
                 Arc::new(MemoryStorage::with_clock(environment.clock.clone()))
+            }
+            (None, BackendConfig::Custom { name, options }) => {
+                let factory = self.factories.get(name).ok_or_else(|| {
+                    StorageError::Backend(format!(
+                        "registry backend {name:?} has no factory: register one with HubBuilder::storage_backend"
+                    ))
+                })?;
+                factory(&CustomBackend {
+                    name,
+                    options,
+                    data_dir: &self.config.data_dir,
+                    hub_id: &self.config.hub_id,
+                })?
             }
             (None, backend) => open_backend(backend, &self.config.data_dir, &self.config.hub_id)?,
         };
@@ -274,6 +309,8 @@ impl Hub {
             network: None,
             elector: None,
             environment: Environment::default(),
+            storage: None,
+            factories: BTreeMap::new(),
         }
     }
 

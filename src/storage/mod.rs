@@ -14,6 +14,7 @@
 //! many writes in flight and let the backend batch them into one fsync.
 
 mod commit;
+pub mod custom;
 mod data_dir_lock;
 pub mod declared_store;
 mod durable;
@@ -35,6 +36,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::{ChildId, Row};
 
 pub use commit::{Commit, CommitSender};
+pub use custom::{CustomBackend, StorageFactory};
 pub use data_dir_lock::{DataDirLock, DataDirLockError, DATA_DIR_LOCK_FILE};
 pub use durable::DurableStorage;
 pub use engine::{CommitMode, CommitStats, DiskOptions, FileIdentity};
@@ -290,6 +292,15 @@ pub enum BackendConfig {
         #[serde(default)]
         path: Option<PathBuf>,
     },
+    /// A backend of the user's, opened by the factory registered under `name`
+    /// ([`crate::HubBuilder::storage_backend`]) with these options.
+    Custom {
+        /// The factory's name.
+        name: String,
+        /// Its options, as strings.
+        #[serde(default)]
+        options: std::collections::BTreeMap<String, String>,
+    },
 }
 
 impl BackendConfig {
@@ -298,7 +309,7 @@ impl BackendConfig {
     pub fn disk_path(&self, data_dir: &Path, hub_id: &str) -> Option<PathBuf> {
         let default = || data_dir.join("process_hub").join(hub_id);
         match self {
-            BackendConfig::Memory => None,
+            BackendConfig::Memory | BackendConfig::Custom { .. } => None,
             BackendConfig::Lmdb { path } | BackendConfig::Durable { path } => {
                 Some(path.clone().unwrap_or_else(default))
             }
@@ -333,6 +344,9 @@ pub fn open_backend_with(
         (BackendConfig::Durable { .. }, Some(dir)) => {
             Ok(Arc::new(DurableStorage::open(&dir, options)?))
         }
+        (BackendConfig::Custom { name, .. }, _) => Err(StorageError::Backend(format!(
+            "registry backend {name:?} is a custom one: register its factory with HubBuilder::storage_backend"
+        ))),
         _ => Ok(Arc::new(MemoryStorage::new())),
     }
 }

@@ -77,6 +77,8 @@ pub struct Options {
     pub child_specs: Vec<ChildSpec>,
     /// The synchronization strategy of every node spawned from now on.
     pub sync: SyncStrategy,
+    /// A custom registry backend's factory, by the name `backend` gives it.
+    pub storage_factory: Option<(String, process_hub::storage::StorageFactory)>,
 }
 
 impl Options {
@@ -101,6 +103,7 @@ impl Options {
             bugs: Vec::new(),
             child_specs: Vec::new(),
             sync: SyncStrategy::PubSub,
+            storage_factory: None,
         }
     }
 
@@ -164,6 +167,20 @@ impl Options {
 
     pub fn partition_tolerance(mut self, strategy: PartitionTolerance) -> Self {
         self.partition_tolerance = strategy;
+        self
+    }
+
+    /// The registry in the custom backend `name`, opened by `factory`.
+    pub fn custom_storage(
+        mut self,
+        name: &str,
+        factory: process_hub::storage::StorageFactory,
+    ) -> Self {
+        self.backend = BackendConfig::Custom {
+            name: name.to_owned(),
+            options: Default::default(),
+        };
+        self.storage_factory = Some((name.to_owned(), factory));
         self
     }
 
@@ -306,6 +323,9 @@ impl TestCluster {
                 builder = builder.elector(elector);
             }
             builder = builder.inject_bugs(self.options.bugs.iter().copied());
+            if let Some((name, factory)) = &self.options.storage_factory {
+                builder = builder.storage_backend(name.clone(), factory.clone());
+            }
             if self.options.auto_recovery {
                 for key in [
                     HookKey::DeclaredTiebreak,

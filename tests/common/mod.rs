@@ -5,6 +5,7 @@
 //!   the simulator's invariants (`process_hub::sim::invariants`).
 //! - [`recovery_hub`]: one hub with auto-recovery on a data directory, its hooks recorded.
 //! - [`admin`]: requests to the admin routes.
+//! - [`fault_map`]: an example custom registry backend, with injected faults.
 //! - [`peers`]: real `ractor_cluster` nodes in separate OS processes on loopback.
 //!
 //! Each test binary declares `mod common;` and uses what it needs.
@@ -13,6 +14,7 @@
 
 pub mod admin;
 pub mod cluster;
+pub mod fault_map;
 pub mod peers;
 pub mod recovery_hub;
 
