@@ -107,8 +107,7 @@ async fn a_config_names_a_custom_backend_and_its_factory_builds_it() {
     let err = Hub::builder(config.clone(), process_hub_actors::default_kinds())
         .spawn()
         .await
-        .err()
-        .expect("no factory, no hub");
+        .expect_err("no factory, no hub");
     assert!(err.to_string().contains("faulty_map"), "{err}");
     let (hub, _) = Hub::builder(config.clone(), process_hub_actors::default_kinds())
         .storage_backend("faulty_map", FaultyMapStorage::factory(disks.clone()))
@@ -127,8 +126,7 @@ async fn a_config_names_a_custom_backend_and_its_factory_builds_it() {
         .storage_backend("faulty_map", FaultyMapStorage::factory(disks))
         .spawn()
         .await
-        .err()
-        .expect("bad options, no hub");
+        .expect_err("bad options, no hub");
     assert!(err.to_string().contains("fsync_ms"), "{err}");
 }
 
