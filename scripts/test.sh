@@ -40,6 +40,24 @@ for _ in $(seq 1 150); do
   sleep 0.2
 done
 
+# The dashboard's browser test (actors/tests/dashboard_browser.rs) drives Debian's Chromium
+# through chromedriver; it fails, never skips, without them. Install both when missing (idempotent:
+# nothing is done when they are there).
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+  echo "==> installing chromium and chromium-driver (apt-get) for the dashboard's browser test" >&2
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "error: chromium and chromedriver are missing and installing them needs root: run as root, or run 'apt-get install chromium chromium-driver' as root first" >&2
+    exit 1
+  fi
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "error: chromium and chromedriver are missing and there is no apt-get to install them: install them so that /usr/bin/chromium and /usr/bin/chromedriver exist" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+  echo "==> $(/usr/bin/chromedriver --version)" >&2
+fi
+
 # A test that hangs (a deadlock) fails the run here, named by the harness's "has been running
 # for over 60 seconds" line, instead of holding the machine until an outer limit kills it.
 # The whole suite takes a few minutes; the bound is generous.

@@ -13,6 +13,10 @@
 //! - **What**: a write (`POST`, `PUT`, `PATCH`, `DELETE`) that carries a body, or declares a
 //!   content type, must declare `application/json` (415): the content types a page may send
 //!   across origins without asking (`text/plain`, forms) never reach a route.
+//!
+//! A read (`GET`, `HEAD`) of the dashboard's static files (`/ui`, `/ui/...`) needs neither the
+//! token nor the same origin: the files hold no data (see `ui`). Without a token, the `Host`
+//! check still applies to them.
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, Method};
@@ -20,7 +24,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
-use super::{AdminConfig, AdminError};
+use super::{ui, AdminConfig, AdminError};
 
 /// Refuses a request that fails any of the module's checks, with its JSON error.
 pub(super) async fn guard(
@@ -28,9 +32,24 @@ pub(super) async fn guard(
     request: Request,
     next: Next,
 ) -> Response {
-    match check(&config, request.method(), request.headers()) {
+    let checked = if ui::is_static(request.method(), request.uri().path()) {
+        check_static(&config, request.headers())
+    } else {
+        check(&config, request.method(), request.headers())
+    };
+    match checked {
         Ok(()) => next.run(request).await,
         Err(e) => e.into_response(),
+    }
+}
+
+/// The checks of a read of the dashboard's static files (`ui`): they hold no data, so they
+/// need no token (a browser cannot send one with a navigation) and may be linked from another
+/// site; without a token the `Host` check still applies, as everywhere.
+fn check_static(config: &AdminConfig, headers: &HeaderMap) -> Result<(), AdminError> {
+    match config.token {
+        Some(_) => Ok(()),
+        None => local_host(headers),
     }
 }
 

@@ -23,6 +23,7 @@
 //! | `GET /v1/declared` | [`DeclaredResponse`], or 404 without auto-recovery |
 //! | `POST /v1/declared/clear` | [`ClearResponse`] (the operator's clear of a parked list) |
 //! | `GET /metrics` | the process's metrics in the Prometheus text format, or 404 `metrics_off` |
+//! | `GET /ui` | the operator's dashboard (HTML; its assets under `/ui/`), served without a token: it holds no data and asks for the token itself (see `ui`) |
 //!
 //! Every error, the framework's own included (404 of an unknown path, 405, 413), is
 //! `{"error": "snake_case_code", "message": "..."}` ([`AdminError`]).
@@ -45,6 +46,7 @@ mod messaging;
 mod page;
 mod routes;
 mod summary;
+mod ui;
 
 pub use config::{AdminConfig, AdminLimits, AdminToken, AdminTokenError};
 pub use dto::{CastAccepted, ChildAnswer};
@@ -61,3 +63,4 @@ pub use messaging::{message_error, CallOutcome, DEFAULT_CALL_TIMEOUT_MS, MAX_CAL
 pub use page::{ChildrenPage, PageCollector};
 pub use routes::{router, router_with, AdminOps};
 pub use summary::RegistrySummary;
+pub use ui::CONTENT_SECURITY_POLICY;

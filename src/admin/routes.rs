@@ -25,7 +25,7 @@ use super::members::MembersResponse;
 use super::messaging::{self, CallOutcome};
 use super::page::ChildrenPage;
 use super::summary::RegistrySummary;
-use super::{guard, AdminConfig, AdminError, AdminLimits};
+use super::{guard, ui, AdminConfig, AdminError, AdminLimits};
 
 /// What the admin API needs from a hub. Implemented by the hub handle; a test double is enough
 /// to exercise the HTTP contract.
@@ -217,6 +217,7 @@ pub fn router_with<O: AdminOps>(ops: O, config: AdminConfig) -> Router {
             "/v1/declared/clear",
             axum::routing::post(clear_declared::<O>),
         )
+        .merge(ui::routes())
         .fallback(unknown_path)
         .with_state(Routes {
             ops,

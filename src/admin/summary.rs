@@ -31,6 +31,10 @@ pub struct RegistrySummary {
     /// Bindings per hosting node (a child briefly on two nodes counts for both), including
     /// nodes that are no longer members.
     pub per_node: BTreeMap<String, usize>,
+    /// Rows per child kind (the dashboard's "per kind"). Bounded by the kinds the nodes
+    /// register, since a row's kind is checked at its start.
+    #[serde(default)]
+    pub per_kind: BTreeMap<String, usize>,
 }
 
 impl RegistrySummary {
@@ -53,13 +57,9 @@ impl RegistrySummary {
             self.placed += 1;
         }
         for node in row.node_pids.keys() {
-            match self.per_node.get_mut(node) {
-                Some(count) => *count += 1,
-                None => {
-                    self.per_node.insert(node.clone(), 1);
-                }
-            }
+            count(&mut self.per_node, node);
         }
+        count(&mut self.per_kind, &row.spec.kind);
     }
 
     /// The summary of `rows` as seen by `node` with `members` up.
@@ -79,6 +79,16 @@ impl RegistrySummary {
     /// Whether this copy lists exactly `expected` children, each running on a member.
     pub fn complete(&self, expected: usize) -> bool {
         self.rows == expected && self.placed == expected
+    }
+}
+
+/// Adds one to `key`'s count, cloning the key only the first time it is seen.
+fn count(counts: &mut BTreeMap<String, usize>, key: &str) {
+    match counts.get_mut(key) {
+        Some(n) => *n += 1,
+        None => {
+            counts.insert(key.to_owned(), 1);
+        }
     }
 }
 
@@ -118,6 +128,11 @@ mod tests {
         assert_eq!(s.per_node.get("a@h"), Some(&2));
         assert_eq!(s.per_node.get("b@h"), Some(&2));
         assert_eq!(s.per_node.get("dead@h"), Some(&1));
+        assert_eq!(
+            s.per_kind.get("counter"),
+            Some(&5),
+            "every row is a counter"
+        );
         assert!(!s.complete(5));
         assert!(!s.complete(3), "rows must match the expected count too");
     }
@@ -139,7 +154,9 @@ mod tests {
     fn serializes_with_stable_field_names() {
         let s = RegistrySummary::of_rows("a@h", vec!["a@h".into()], &[row("c1", &[("a@h", 1)])]);
         let json = serde_json::to_value(&s).expect("serializes");
-        for field in ["node", "members", "rows", "placed", "unbound", "per_node"] {
+        for field in [
+            "node", "members", "rows", "placed", "unbound", "per_node", "per_kind",
+        ] {
             assert!(json.get(field).is_some(), "missing {field}");
         }
         assert_eq!(json["per_node"]["a@h"], 1);
