@@ -217,7 +217,10 @@ impl AdminClient {
     /// `POST /v1/children` with one spec (not an array), awaited: a child that does not start
     /// is the request's error status.
     pub fn start_one(&self, spec: &StartSpec) -> Result<StartResponse, AdminClientError> {
-        self.finish(self.agent.post(&self.url("/v1/children")).send_json(spec))
+        self.finish(
+            self.auth(self.agent.post(&self.url("/v1/children")))
+                .send_json(spec),
+        )
     }
 
     /// `DELETE /v1/children/{id}`, awaited.
