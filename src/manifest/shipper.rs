@@ -290,6 +290,7 @@ async fn ship(shared: &Shared, on_failure: &OnShipFailure, list: DeclaredList) {
                 );
             }
             shared.queue().on_shipped(version);
+            crate::telemetry::metrics::manifest_shipped();
             shared.shipped.send_modify(|v| {
                 *v = Some(v.map_or(version, |old| old.max(version)));
             });

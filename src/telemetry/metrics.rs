@@ -67,6 +67,8 @@ pub const RECONCILE_ROUNDS: &str = "process_hub_reconcile_rounds_total";
 pub const RECONCILE_CHILDREN: &str = "process_hub_reconcile_children_total";
 /// 1 once this node's recovery state is `normal`.
 pub const RECOVERY_NORMAL: &str = "process_hub_recovery_normal";
+/// Remote manifest ships that succeeded (process-wide: the shipper serves one hub per node).
+pub const MANIFEST_SHIPS: &str = "process_hub_manifest_ships_total";
 /// Remote manifest ships that failed.
 pub const MANIFEST_SHIP_FAILURES: &str = "process_hub_manifest_ship_failures_total";
 /// Hub actors that failed and were restarted, by actor.
@@ -91,7 +93,7 @@ pub const COMMIT_SECONDS: &str = "process_hub_storage_commit_duration_seconds";
 pub const WRITES_PER_COMMIT: &str = "process_hub_storage_writes_per_commit";
 
 /// Every metric the hub records, by name (what a dashboard may chart).
-pub const ALL: [&str; 36] = [
+pub const ALL: [&str; 37] = [
     CHILDREN,
     REGISTRY_ROWS,
     REGISTRY_UNBOUND_ROWS,
@@ -117,6 +119,7 @@ pub const ALL: [&str; 36] = [
     RECONCILE_ROUNDS,
     RECONCILE_CHILDREN,
     RECOVERY_NORMAL,
+    MANIFEST_SHIPS,
     MANIFEST_SHIP_FAILURES,
     ACTOR_RESTARTS,
     SYNC_LAG,
@@ -185,6 +188,7 @@ pub fn describe() {
         describe_counter!(RECONCILE_ROUNDS, "Reconcile rounds completed.");
         describe_counter!(RECONCILE_CHILDREN, "What reconcile rounds did, by action.");
         describe_gauge!(RECOVERY_NORMAL, "1 once recovery is normal.");
+        describe_counter!(MANIFEST_SHIPS, "Remote manifest ships that succeeded.");
         describe_counter!(MANIFEST_SHIP_FAILURES, "Remote manifest ships that failed.");
         describe_counter!(ACTOR_RESTARTS, "Hub actors restarted, by actor.");
         describe_gauge!(
@@ -426,6 +430,13 @@ pub(crate) fn storage_commit(took: Duration, writes: usize) {
 /// A redistribution pass of hub `hub` on `node` ran.
 pub(crate) fn redistribution_pass(hub: &str, node: &str) {
     HubLabels::new(hub, node).count(REDISTRIBUTIONS, None);
+}
+
+/// A remote manifest ship succeeded.
+pub(crate) fn manifest_shipped() {
+    if enabled() {
+        counter!(MANIFEST_SHIPS).increment(1);
+    }
 }
 
 /// A remote manifest ship of hub `hub` on `node` failed.
