@@ -103,6 +103,18 @@ impl AdminClient {
         &self,
         response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
     ) -> Result<T, AdminClientError> {
+        let body = self.body(response)?;
+        serde_json::from_str(&body).map_err(|e| AdminClientError::Decode {
+            addr: self.addr,
+            message: e.to_string(),
+        })
+    }
+
+    /// The body of a successful answer; an error status is [`AdminClientError::Status`].
+    fn body(
+        &self,
+        response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> Result<String, AdminClientError> {
         let mut response = response.map_err(|e| AdminClientError::Unreachable {
             addr: self.addr,
             message: e.to_string(),
@@ -124,39 +136,12 @@ impl AdminClient {
                 body,
             });
         }
-        serde_json::from_str(&body).map_err(|e| AdminClientError::Decode {
-            addr: self.addr,
-            message: e.to_string(),
-        })
+        Ok(body)
     }
 
     /// `GET path` as text, whatever its content type (`/metrics`).
     pub fn get_text(&self, path: &str) -> Result<String, AdminClientError> {
-        let mut response = self
-            .auth(self.agent.get(&self.url(path)))
-            .call()
-            .map_err(|e| AdminClientError::Unreachable {
-                addr: self.addr,
-                message: e.to_string(),
-            })?;
-        let status = response.status().as_u16();
-        let body = response
-            .body_mut()
-            .with_config()
-            .limit(1 << 30)
-            .read_to_string()
-            .map_err(|e| AdminClientError::Unreachable {
-                addr: self.addr,
-                message: e.to_string(),
-            })?;
-        if !(200..300).contains(&status) {
-            return Err(AdminClientError::Status {
-                addr: self.addr,
-                status,
-                body,
-            });
-        }
-        Ok(body)
+        self.body(self.auth(self.agent.get(&self.url(path))).call())
     }
 
     /// `GET /v1/health`.

@@ -79,6 +79,8 @@ pub(crate) struct LinkState {
     confirming: BTreeSet<NodeName>,
     detector: FailureDetector,
     timer: Option<tokio::task::JoinHandle<()>>,
+    /// The `hub` and `node` labels of this endpoint's metrics, built once.
+    labels: crate::telemetry::metrics::HubLabels,
 }
 
 impl LinkState {
@@ -383,8 +385,7 @@ impl LinkState {
                 }
             }
         };
-        crate::telemetry::metrics::HubLabels::new(&self.args.hub_id, &self.args.node)
-            .frame(&from, "in", size);
+        self.labels.frame(&from, "in", size);
         self.on_message(from, frame.payload, sealed).await;
     }
 
@@ -536,9 +537,9 @@ impl LinkState {
         for node in self.tokens.keys() {
             self.send(node, &beat);
         }
-        let labels = crate::telemetry::metrics::HubLabels::new(&self.args.hub_id, &self.args.node);
         for (peer, silent, health) in self.detector.silences(now) {
-            labels.peer_health(peer, silent, health != PeerHealth::Alive);
+            self.labels
+                .peer_health(peer, silent, health != PeerHealth::Alive);
         }
         for change in self.detector.tick(now) {
             match change.to {
@@ -614,6 +615,7 @@ impl Actor for Link {
         let timer = myself.send_interval(args.endpoint.detector.interval, || LinkMsg::Tick);
         let mut state = LinkState {
             detector: FailureDetector::new(args.endpoint.detector),
+            labels: crate::telemetry::metrics::HubLabels::new(&args.hub_id, &args.node),
             args,
             scope,
             proxies: HashMap::new(),

@@ -53,6 +53,8 @@ pub struct RactorTransport {
     boot_token: BootToken,
     shared: Arc<Shared>,
     link: Arc<Mutex<Option<ActorRef<LinkMsg>>>>,
+    /// The `hub` and `node` labels of this endpoint's frame metrics, built once.
+    labels: crate::telemetry::metrics::HubLabels,
 }
 
 impl std::fmt::Debug for RactorTransport {
@@ -114,6 +116,7 @@ impl RactorTransport {
             }
         });
         Ok(Self {
+            labels: crate::telemetry::metrics::HubLabels::new(hub_id, &node),
             hub_id: hub_id.to_owned(),
             node,
             boot_token,
@@ -167,7 +170,7 @@ impl Transport for RactorTransport {
             .get(to)
             .cloned()
             .ok_or_else(|| TransportError::Unreachable(to.clone()))?;
-        let labels = crate::telemetry::metrics::HubLabels::new(&self.hub_id, self.local_node());
+        let labels = &self.labels;
         let size = frame.len();
         match peer.send(frame) {
             Ok(()) => {

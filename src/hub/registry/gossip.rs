@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
-use super::{own_view, RegistryState};
+use super::RegistryState;
 use crate::cluster::wire::budget::{chunk_by_bytes, encoded_len, FRAME_BUDGET_BYTES};
 use crate::cluster::wire::{RegistryChange, WireMsg};
 use crate::config::SyncStrategy;
@@ -213,14 +213,7 @@ impl RegistryState {
         let Some(transport) = self.shared.transport() else {
             return;
         };
-        let local = &self.shared.node;
-        let rows: Vec<Row> = self
-            .all_rows()
-            .iter()
-            .filter(|r| r.node_pids.contains_key(local))
-            .map(|r| own_view(r, local))
-            .collect();
-        let mut parts = chunk_by_bytes(rows, FRAME_BUDGET_BYTES);
+        let mut parts = chunk_by_bytes(self.own_rows(), FRAME_BUDGET_BYTES);
         if parts.is_empty() {
             parts.push(Vec::new());
         }

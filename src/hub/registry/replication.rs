@@ -288,6 +288,17 @@ impl RegistryState {
         }
     }
 
+    /// Every row this node runs a child of, as it reports it (its own observation only): what
+    /// a full sync of either strategy carries.
+    pub(super) fn own_rows(&self) -> Vec<Row> {
+        let local = &self.shared.node;
+        self.all_rows()
+            .iter()
+            .filter(|r| r.node_pids.contains_key(local))
+            .map(|r| own_view(r, local))
+            .collect()
+    }
+
     /// Sends every row this node runs a child of (its own observations) as a `FullSync`.
     pub(super) fn send_full_sync(&self, to: Option<&NodeName>) {
         if self.gossips() {
@@ -296,14 +307,7 @@ impl RegistryState {
         let Some(transport) = self.shared.transport() else {
             return;
         };
-        let local = &self.shared.node;
-        let rows: Vec<Row> = self
-            .all_rows()
-            .iter()
-            .filter(|r| r.node_pids.contains_key(local))
-            .map(|r| own_view(r, local))
-            .collect();
-        let mut parts = chunk_by_bytes(rows, FRAME_BUDGET_BYTES);
+        let mut parts = chunk_by_bytes(self.own_rows(), FRAME_BUDGET_BYTES);
         let messages = if parts.len() <= 1 {
             vec![WireMsg::FullSync {
                 rows: parts.pop().unwrap_or_default(),
