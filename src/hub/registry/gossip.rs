@@ -162,6 +162,17 @@ impl RegistryState {
             self.shared.refusals.count(Refusal::InvalidChild);
             return;
         }
+        let peers = self
+            .shared
+            .transport()
+            .map(|t| t.peers())
+            .unwrap_or_default();
+        if !peers.contains(&origin) {
+            // Only a member's stream is tracked: a forged origin cannot grow this node's
+            // streams (a joining node's deltas wait for its sync, asked on its node-up).
+            tracing::debug!(peer = %from, origin = %origin, "gossip delta of a node that is not up here; dropped");
+            return;
+        }
         let share = self.known_peers(relay_to, &[&origin, &from]);
         if !share.is_empty() {
             self.relay(share, |relay_to| WireMsg::GossipDelta {
@@ -383,10 +394,17 @@ impl RegistryState {
             // Every position gathered: spread it to everyone from here.
             route = transport.peers();
         }
+        // Only members' positions are judged: a forged name in a round adds no stream.
+        let members = transport.peers();
+        let known: Vec<Head> = heads
+            .iter()
+            .filter(|(origin, ..)| members.contains(origin))
+            .cloned()
+            .collect();
         let behind =
             self.gossip
                 .streams
-                .behind(&heads, &self.shared.node, self.shared.clock.now_ms());
+                .behind(&known, &self.shared.node, self.shared.clock.now_ms());
         self.ask_sync(behind);
         self.relay(route, |share| WireMsg::GossipRound {
             initiator: initiator.clone(),
