@@ -7,14 +7,17 @@
 use std::fmt;
 use std::time::Duration;
 
+use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 
 /// The cluster-wide name of a child; unique within a hub.
 ///
-/// A newtype so that ids cannot be confused with kinds or node names in signatures.
+/// A newtype so that ids cannot be confused with kinds or node names in signatures. An id of up
+/// to 24 bytes is kept inline, so the copies the hub keeps of it (registry key, host tables)
+/// cost no allocation; it compares, hashes and serializes as the text it holds.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct ChildId(String);
+pub struct ChildId(CompactString);
 
 /// A child id was empty or too long to be a sensible key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -45,7 +48,7 @@ impl ChildId {
                 reason: "longer than 480 bytes",
             });
         }
-        Ok(Self(id))
+        Ok(Self(id.into()))
     }
 
     /// The id as text.
@@ -58,13 +61,13 @@ impl From<&str> for ChildId {
     /// Infallible conversion for literals in code and tests; use [`ChildId::parse`] for input
     /// that comes from outside the program.
     fn from(s: &str) -> Self {
-        Self(s.to_owned())
+        Self(s.into())
     }
 }
 
 impl From<String> for ChildId {
     fn from(s: String) -> Self {
-        Self(s)
+        Self(s.into())
     }
 }
 
