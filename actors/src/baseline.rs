@@ -433,7 +433,8 @@ pub fn measure_bare(
         let rss_after: u64 = procs.iter().map(|(_, c, _)| rss_bytes(c.id())).sum();
         let stop = unix_us();
         let stopped = round(&mut procs, "STOP", "STOPPED")?;
-        let per_s = |from: u128, to: u128| total as f64 / (to.saturating_sub(from).max(1) as f64 / 1e6);
+        let per_s =
+            |from: u128, to: u128| total as f64 / (to.saturating_sub(from).max(1) as f64 / 1e6);
         Ok(BareReport {
             actors: total,
             start_per_s: per_s(go, spawned),
