@@ -118,6 +118,10 @@ pub struct ScaleBenchArgs {
     /// The durable cluster's `--reconcile-interval-ms`.
     #[arg(long, default_value_t = 1_000)]
     pub reconcile_interval_ms: u64,
+    /// How long any one wait (convergence, empty registries, failover, recovery) may take
+    /// before that phase is reported as failed; default 120 s plus 1 s per 1,000 children.
+    #[arg(long)]
+    pub wait_limit_s: Option<u64>,
     /// Skip the durable cluster (`declare_per_s`, `recovery_ms` are then null).
     #[arg(long)]
     pub no_recovery: bool,
@@ -140,9 +144,10 @@ pub fn poll_interval(n: usize) -> Duration {
     Duration::from_millis((n as u64 / 2_000).max(10))
 }
 
-/// How long any one wait may take at `n` children: generous, these are shared cores.
-fn deadline(n: usize) -> Duration {
-    Duration::from_secs(180 + n as u64 / 500)
+/// How long any one wait may take at `n` children: `--wait-limit-s`, or generous (these are
+/// shared cores): 120 s plus 1 s per 1,000 children.
+fn deadline(n: usize, args: &ScaleBenchArgs) -> Duration {
+    Duration::from_secs(args.wait_limit_s.unwrap_or(120 + n as u64 / 1_000))
 }
 
 /// Polls every client's summary until `done` holds for all of them in one sweep.
@@ -211,19 +216,22 @@ fn start_all(
     Ok(elapsed)
 }
 
-/// The memory cluster's phases at `n` children (see the module docs).
+/// The memory cluster's phases at `n` children (see the module docs). Each figure goes into
+/// `out` as soon as it is measured, so a later phase that fails keeps the earlier ones.
 fn memory_phase(
     binary: &Path,
     n: usize,
     args: &ScaleBenchArgs,
-) -> Result<Map<String, Value>, String> {
+    out: &mut Map<String, Value>,
+) -> Result<(), String> {
     let options = ClusterOptions {
         hub: "bench-scale".into(),
         log_filter: "warn".into(),
         ..ClusterOptions::default()
     };
-    let limit = deadline(n);
+    let limit = deadline(n, args);
     let poll = poll_interval(n);
+    out.insert("poll_ms".into(), json!(poll.as_millis() as u64));
     let mut cluster =
         LocalCluster::start(binary, args.nodes, &options, None).map_err(|e| e.to_string())?;
     let outcome = (|| {
@@ -237,6 +245,8 @@ fn memory_phase(
         progress(&format!("{n}: starting {n} children"));
         let started_at = Instant::now();
         let start_elapsed = start_all(&entry, &ids, false, args)?;
+        out.insert("start_per_s".into(), json!(per_s(n, start_elapsed)));
+        out.insert("start_ms".into(), json!(start_elapsed.as_millis() as u64));
         poll_until(
             "every registry to hold every child",
             &clients,
@@ -247,11 +257,14 @@ fn memory_phase(
         .map_err(|e| e.to_string())?;
         let converge = started_at.elapsed();
         let rss_full = cluster_rss(&cluster);
+        let rss_per_child = rss_full.saturating_sub(rss_empty) as f64 / n as f64;
+        out.insert("converge_ms".into(), json!(converge.as_millis() as u64));
+        out.insert("converge_per_s".into(), json!(per_s(n, converge)));
+        out.insert("rss_bytes_per_child".into(), json!(rss_per_child));
         progress(&format!(
-            "{n}: start {:.0}/s, converged in {} ms, {:.0} B/child",
+            "{n}: start {:.0}/s, converged in {} ms, {rss_per_child:.0} B/child",
             per_s(n, start_elapsed),
             converge.as_millis(),
-            rss_full.saturating_sub(rss_empty) as f64 / n as f64
         ));
 
         progress(&format!(
@@ -261,6 +274,9 @@ fn memory_phase(
         let stop_started = Instant::now();
         let failures = stop_concurrently(&entry, &ids, args.stop_callers);
         let stop_elapsed = stop_started.elapsed();
+        out.insert("stop_per_s".into(), json!(per_s(n, stop_elapsed)));
+        out.insert("stop_ms".into(), json!(stop_elapsed.as_millis() as u64));
+        out.insert("stop_failures".into(), json!(failures.len()));
         if let Some(first) = failures.first() {
             return Err(format!("{} stops failed, first: {first:?}", failures.len()));
         }
@@ -269,6 +285,10 @@ fn memory_phase(
         })
         .map_err(|e| e.to_string())?;
         let stop_converge = stop_started.elapsed();
+        out.insert(
+            "stop_converge_ms".into(),
+            json!(stop_converge.as_millis() as u64),
+        );
         progress(&format!(
             "{n}: stop {:.0}/s, registries empty after {} ms",
             per_s(n, stop_elapsed),
@@ -279,6 +299,7 @@ fn memory_phase(
             "{n}: starting {n} children again for the failover"
         ));
         let refill_elapsed = start_all(&entry, &ids, false, args)?;
+        out.insert("refill_start_per_s".into(), json!(per_s(n, refill_elapsed)));
         poll_until(
             "every registry to hold every child again",
             &clients,
@@ -303,6 +324,7 @@ fn memory_phase(
         )
         .map_err(|e| e.to_string())?;
         let detect = killed_at.elapsed();
+        out.insert("detect_ms".into(), json!(detect.as_millis() as u64));
         poll_until(
             "the survivors to host every child",
             &survivors,
@@ -312,32 +334,14 @@ fn memory_phase(
         )
         .map_err(|e| e.to_string())?;
         let failover = killed_at.elapsed();
+        out.insert("failover_ms".into(), json!(failover.as_millis() as u64));
+        out.insert("failover_per_s".into(), json!(per_s(n, failover)));
         progress(&format!(
             "{n}: failover {} ms (detection {} ms)",
             failover.as_millis(),
             detect.as_millis()
         ));
-        let mut out = Map::new();
-        out.insert("start_per_s".into(), json!(per_s(n, start_elapsed)));
-        out.insert("start_ms".into(), json!(start_elapsed.as_millis() as u64));
-        out.insert("converge_ms".into(), json!(converge.as_millis() as u64));
-        out.insert("converge_per_s".into(), json!(per_s(n, converge)));
-        out.insert("stop_per_s".into(), json!(per_s(n, stop_elapsed)));
-        out.insert("stop_ms".into(), json!(stop_elapsed.as_millis() as u64));
-        out.insert(
-            "stop_converge_ms".into(),
-            json!(stop_converge.as_millis() as u64),
-        );
-        out.insert("refill_start_per_s".into(), json!(per_s(n, refill_elapsed)));
-        out.insert("failover_ms".into(), json!(failover.as_millis() as u64));
-        out.insert("failover_per_s".into(), json!(per_s(n, failover)));
-        out.insert("detect_ms".into(), json!(detect.as_millis() as u64));
-        out.insert(
-            "rss_bytes_per_child".into(),
-            json!(rss_full.saturating_sub(rss_empty) as f64 / n as f64),
-        );
-        out.insert("poll_ms".into(), json!(poll.as_millis() as u64));
-        Ok(out)
+        Ok(())
     })();
     progress(&format!("{n}: shutting the memory cluster down"));
     cluster.shutdown(Duration::from_secs(10));
@@ -362,7 +366,7 @@ fn durable_phase(
         ],
         ..ClusterOptions::default()
     };
-    let limit = deadline(n);
+    let limit = deadline(n, args);
     let poll = poll_interval(n);
     let mut cluster =
         LocalCluster::start(binary, args.nodes, &options, None).map_err(|e| e.to_string())?;
@@ -489,10 +493,21 @@ pub fn run(args: ScaleBenchArgs) -> Result<(), String> {
         let size_started = Instant::now();
         let mut size = Map::new();
         size.insert("children".into(), json!(n));
-        size.extend(memory_phase(&binary, n, &args)?);
+        // A phase that fails (a wait past its deadline) is reported in its size's object, and
+        // the run goes on: what broke at which size is a finding, not a reason to lose the rest.
+        if let Err(e) = memory_phase(&binary, n, &args, &mut size) {
+            progress(&format!("{n}: the memory cluster failed: {e}"));
+            size.insert("memory_error".into(), json!(e));
+        }
         std::thread::sleep(Duration::from_millis(500));
         if !args.no_recovery {
-            size.extend(durable_phase(&binary, n, &args)?);
+            match durable_phase(&binary, n, &args) {
+                Ok(fields) => size.extend(fields),
+                Err(e) => {
+                    progress(&format!("{n}: the durable cluster failed: {e}"));
+                    size.insert("durable_error".into(), json!(e));
+                }
+            }
             std::thread::sleep(Duration::from_millis(500));
         }
         if !args.no_baseline {
@@ -509,14 +524,12 @@ pub fn run(args: ScaleBenchArgs) -> Result<(), String> {
                 "actor_bytes_per_child".into(),
                 json!(bare.actor_bytes_per_child),
             );
-            let rss = size
-                .get("rss_bytes_per_child")
-                .and_then(Value::as_f64)
-                .unwrap_or(0.0);
-            size.insert(
-                "hub_bytes_per_child".into(),
-                json!(rss - bare.actor_bytes_per_child),
-            );
+            if let Some(rss) = size.get("rss_bytes_per_child").and_then(Value::as_f64) {
+                size.insert(
+                    "hub_bytes_per_child".into(),
+                    json!(rss - bare.actor_bytes_per_child),
+                );
+            }
         }
         size.insert(
             "size_runtime_s".into(),
