@@ -7,6 +7,14 @@
 //! from `GO` to the last `CONVERGED` is what a user gets by hand, and what the hub is measured
 //! against: the hub does more (placement, supervision, a registry) and should not be slower to
 //! converge.
+//!
+//! The **bare** baseline ([`measure_bare`], `process-hub bare-baseline-node`) is the same
+//! number of processes with no cluster at all: each spawns its share of the hub's own `counter`
+//! actor ([`crate::counter::Counter`], `Actor::spawn`, unnamed, no pg), then stops them all and
+//! waits until each has terminated. It is what the hub's children cost as plain actors: the
+//! spawn and stop rates, and the resident memory per actor summed over the processes, measured
+//! as the hub's `rss_bytes_per_child` is (RSS from `/proc` after minus before, see
+//! [`rss_bytes`]). The difference between the two memory figures is the hub's own cost.
 
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;
@@ -47,6 +55,14 @@ pub struct BaselineArgs {
     /// Actors across all processes.
     #[arg(long)]
     pub total: usize,
+}
+
+/// Hidden `process-hub bare-baseline-node` flags.
+#[derive(Args, Debug, Clone)]
+pub struct BareArgs {
+    /// Actors this process spawns.
+    #[arg(long)]
+    pub share: usize,
 }
 
 /// A remotable counter: remotable because only remotable actors are visible in remote pg groups.
@@ -126,20 +142,8 @@ pub async fn run(args: BaselineArgs) -> Result<(), ractor::SpawnErr> {
     wait_members(READY, args.nodes).await;
     say("READY");
 
-    let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel();
-    std::thread::spawn(move || {
-        for line in std::io::stdin().lock().lines() {
-            let Ok(line) = line else { break };
-            if lines_tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    while let Some(line) = lines.recv().await {
-        if line.trim() == "GO" {
-            break;
-        }
-    }
+    let mut lines = stdin_lines();
+    wait_line(&mut lines, "GO").await;
     let mut cells = Vec::with_capacity(args.share);
     for _ in 0..args.share {
         let (actor, _) = Actor::spawn(None, BaselineCounter, ()).await?;
@@ -154,6 +158,71 @@ pub async fn run(args: BaselineArgs) -> Result<(), ractor::SpawnErr> {
         cell.stop(None);
     }
     Ok(())
+}
+
+fn unix_us() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros())
+        .unwrap_or(0)
+}
+
+/// The lines of stdin, read on a thread of their own.
+fn stdin_lines() -> tokio::sync::mpsc::UnboundedReceiver<String> {
+    let (lines_tx, lines) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
+async fn wait_line(lines: &mut tokio::sync::mpsc::UnboundedReceiver<String>, word: &str) {
+    while let Some(line) = lines.recv().await {
+        if line.trim() == word {
+            return;
+        }
+    }
+}
+
+/// Runs one bare baseline process: says `READY`; on `GO` spawns its share of counters and says
+/// `SPAWNED <unix_us>`; on `STOP` stops them all, waits until each has terminated and says
+/// `STOPPED <unix_us>`; then exits.
+pub async fn run_bare(args: BareArgs) -> Result<(), ractor::SpawnErr> {
+    let mut lines = stdin_lines();
+    say("READY");
+    wait_line(&mut lines, "GO").await;
+    let mut actors = Vec::with_capacity(args.share);
+    for _ in 0..args.share {
+        actors.push(Actor::spawn(None, crate::counter::Counter, None).await?);
+    }
+    say(&format!("SPAWNED {}", unix_us()));
+    wait_line(&mut lines, "STOP").await;
+    for (actor, _) in &actors {
+        actor.stop(None);
+    }
+    for (_, handle) in actors {
+        let _ = handle.await;
+    }
+    say(&format!("STOPPED {}", unix_us()));
+    Ok(())
+}
+
+/// What the bare baseline measured.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BareReport {
+    /// Actors over all processes.
+    pub actors: usize,
+    /// Actors / time from `GO` until the last process had spawned its share.
+    pub start_per_s: f64,
+    /// Actors / time from `STOP` until the last process saw every actor of its share terminate.
+    pub stop_per_s: f64,
+    /// Resident memory added per actor, summed over the processes.
+    pub actor_bytes_per_child: f64,
 }
 
 /// What the baseline measured.
@@ -283,4 +352,101 @@ pub fn measure(
         converge_ms: (last - go) as u64,
         rss_bytes_per_child: rss_after.saturating_sub(rss_before) as f64 / total.max(1) as f64,
     })
+}
+
+type BareProcess = (
+    String,
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStdout>,
+);
+
+/// Reads the next line of a baseline process and checks it starts with `word`.
+fn expect_line(
+    name: &str,
+    reader: &mut std::io::BufReader<std::process::ChildStdout>,
+    word: &str,
+) -> Result<String, BaselineError> {
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    if line.starts_with(word) {
+        Ok(line)
+    } else {
+        Err(BaselineError::Protocol {
+            name: name.to_owned(),
+            message: format!("expected {word}, got {line:?}"),
+        })
+    }
+}
+
+/// Writes `word` to every process, then answers the latest `<word'> <unix_us>` they reply with.
+fn round(procs: &mut [BareProcess], say: &str, reply: &str) -> Result<u128, BaselineError> {
+    for (_, child, _) in procs.iter_mut() {
+        let stdin = child.stdin.as_mut().expect("piped stdin");
+        writeln!(stdin, "{say}")?;
+        stdin.flush()?;
+    }
+    let mut last = 0;
+    for (name, _, out) in procs.iter_mut() {
+        let line = expect_line(name, out, reply)?;
+        let at: u128 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(|| BaselineError::Protocol {
+                name: name.clone(),
+                message: format!("no time in {line:?}"),
+            })?;
+        last = last.max(at);
+    }
+    Ok(last)
+}
+
+/// Runs `nodes` bare baseline processes of `binary` sharing `total` counters (see the module
+/// docs) and measures them.
+pub fn measure_bare(
+    binary: &std::path::Path,
+    nodes: usize,
+    total: usize,
+) -> Result<BareReport, BaselineError> {
+    use std::process::{Command, Stdio};
+
+    let nodes = nodes.max(1);
+    let mut procs: Vec<BareProcess> = Vec::new();
+    for i in 0..nodes {
+        let share = total / nodes + usize::from(i < total % nodes);
+        let mut child = Command::new(binary)
+            .args(["bare-baseline-node", "--share", &share.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let stdout = std::io::BufReader::new(child.stdout.take().expect("piped stdout"));
+        procs.push((format!("bare{}", i + 1), child, stdout));
+    }
+    let outcome = (|| {
+        for (name, _, out) in &mut procs {
+            expect_line(name, out, "READY")?;
+        }
+        let rss_before: u64 = procs.iter().map(|(_, c, _)| rss_bytes(c.id())).sum();
+        let go = unix_us();
+        let spawned = round(&mut procs, "GO", "SPAWNED")?;
+        let rss_after: u64 = procs.iter().map(|(_, c, _)| rss_bytes(c.id())).sum();
+        let stop = unix_us();
+        let stopped = round(&mut procs, "STOP", "STOPPED")?;
+        let per_s =
+            |from: u128, to: u128| total as f64 / (to.saturating_sub(from).max(1) as f64 / 1e6);
+        Ok(BareReport {
+            actors: total,
+            start_per_s: per_s(go, spawned),
+            stop_per_s: per_s(stop, stopped),
+            actor_bytes_per_child: rss_after.saturating_sub(rss_before) as f64
+                / total.max(1) as f64,
+        })
+    })();
+    for (_, mut child, _) in procs {
+        drop(child.stdin.take());
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    outcome
 }

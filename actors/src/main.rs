@@ -19,6 +19,9 @@ enum Command {
     /// One process of the plain-ractor baseline of `bench cluster` (internal).
     #[command(hide = true)]
     BaselineNode(baseline::BaselineArgs),
+    /// One process of the bare-actor baseline of `bench cluster` and `bench scale` (internal).
+    #[command(hide = true)]
+    BareBaselineNode(baseline::BareArgs),
     /// The host process of `bench call` (internal).
     #[command(hide = true)]
     BenchCallHost(process_hub_actors::bench::call::CallHostArgs),
@@ -114,6 +117,9 @@ fn main() {
         Command::Bench(cmd) => process_hub_actors::bench::run(cmd),
         Command::BaselineNode(args) => runtime()
             .block_on(baseline::run(args))
+            .map_err(|e| e.to_string()),
+        Command::BareBaselineNode(args) => runtime()
+            .block_on(baseline::run_bare(args))
             .map_err(|e| e.to_string()),
         Command::BenchCallHost(args) => {
             runtime().block_on(process_hub_actors::bench::call::run_host(args))

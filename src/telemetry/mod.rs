@@ -3,6 +3,7 @@
 //! Prometheus exporter the admin API serves ([`install_prometheus`], with the `admin`
 //! feature).
 
+pub(crate) mod failure_tally;
 pub mod metrics;
 #[cfg(feature = "admin")]
 mod prometheus;

@@ -18,6 +18,13 @@
 //! same number of processes with plain ractor + ractor_cluster process groups:
 //! `baseline_converge_ms` (until every process sees all N through pg) and
 //! `baseline_rss_bytes_per_child`. Ratios are hub / baseline.
+//!
+//! The bare-actor baseline ([`crate::baseline::measure_bare`]) spawns the same number of the
+//! hub's own `counter` actors over the same number of processes, with no hub and no cluster:
+//! `actor_bytes_per_child` (resident memory per actor summed over the processes, measured as
+//! `rss_bytes_per_child` is) and `hub_bytes_per_child` = `rss_bytes_per_child −
+//! actor_bytes_per_child`, the hub's own cost per child summed over the nodes (registry rows on
+//! every node, the host's bookkeeping). `bare_start_per_s` and `bare_stop_per_s` are its rates.
 
 use std::time::Duration;
 
@@ -50,10 +57,10 @@ pub struct ClusterBenchArgs {
     /// (tickers, always cold), in the same join.
     #[arg(long)]
     pub migration: Option<process_hub::Migration>,
-    /// Skip the plain-ractor baseline (its fields are then null).
     /// The nodes' `--distribution` (`consistent-hash` or `load-balanced`).
     #[arg(long, value_parser = crate::cli::node_settings::parse_distribution)]
     pub distribution: Option<process_hub::Distribution>,
+    /// Skip the plain-ractor and bare-actor baselines (their fields are then null).
     #[arg(long)]
     pub no_baseline: bool,
     /// `on` (the nodes record and serve metrics, and a dashboard's load scrapes them and reads
@@ -115,8 +122,17 @@ pub fn run(args: ClusterBenchArgs) -> Result<(), String> {
             "baseline: converge {} ms, {:.0} B/child",
             b.converge_ms, b.rss_bytes_per_child
         );
-        Some(b)
+        std::thread::sleep(Duration::from_millis(200));
+        let bare = crate::baseline::measure_bare(&binary, args.nodes, args.children)
+            .map_err(|e| e.to_string())?;
+        eprintln!(
+            "bare actors: start {:.0}/s, stop {:.0}/s, {:.0} B/actor",
+            bare.start_per_s, bare.stop_per_s, bare.actor_bytes_per_child
+        );
+        Some((b, bare))
     };
+    let bare = baseline.as_ref().map(|(_, bare)| bare.clone());
+    let baseline = baseline.map(|(b, _)| b);
     let out = json!({
         "bench": "cluster",
         "nodes": args.nodes,
@@ -147,6 +163,12 @@ pub fn run(args: ClusterBenchArgs) -> Result<(), String> {
         "converge_ratio": baseline
             .as_ref()
             .and_then(|b| ratio(report.converge_ms as f64, b.converge_ms as f64)),
+        "actor_bytes_per_child": bare.as_ref().map(|b| b.actor_bytes_per_child),
+        "hub_bytes_per_child": bare
+            .as_ref()
+            .map(|b| report.rss_bytes_per_child - b.actor_bytes_per_child),
+        "bare_start_per_s": bare.as_ref().map(|b| b.start_per_s),
+        "bare_stop_per_s": bare.as_ref().map(|b| b.stop_per_s),
         "rss_ratio": baseline
             .as_ref()
             .and_then(|b| ratio(report.rss_bytes_per_child, b.rss_bytes_per_child)),

@@ -5,6 +5,7 @@ pub mod call;
 pub mod cluster;
 pub mod frames;
 pub mod recovery;
+pub mod scale;
 pub mod start;
 pub mod storage;
 pub mod sync;
@@ -23,6 +24,9 @@ pub enum BenchCommand {
     /// Declare N durable children, stop some, SIGKILL every node, restart: recovery time,
     /// lost/resurrected/duplicates; against one fsync per declared-list mutation.
     Recovery(recovery::RecoveryBenchArgs),
+    /// Every rate of a cluster of node processes at several sizes (1,000 to 250,000 children):
+    /// start, converge, stop, failover, durable recovery, memory per child, against bare actors.
+    Scale(scale::ScaleBenchArgs),
     /// A typed remote call and cast through the hub (`ChildRef`) between two node processes,
     /// against a plain ractor_cluster remote actor between the same two processes.
     Call(call::CallBenchArgs),
@@ -41,6 +45,7 @@ pub fn run(cmd: BenchCommand) -> Result<(), String> {
         BenchCommand::Storage(args) => storage::run(&args),
         BenchCommand::Cluster(args) => cluster::run(args),
         BenchCommand::Recovery(args) => recovery::run(args),
+        BenchCommand::Scale(args) => scale::run(args),
         BenchCommand::Frames(args) => frames::run(&args),
         BenchCommand::Call(args) => call::run(args),
         BenchCommand::Sync(args) => sync::run(args),

@@ -33,6 +33,7 @@ use crate::hooks::{HookEvent, HookKey};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg};
 use crate::hub::shared::simulation::InjectedBug;
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName, Row};
+use crate::telemetry::failure_tally::FailureTally;
 
 type Batches = BTreeMap<NodeName, Vec<(ChildSpec, Metadata)>>;
 
@@ -312,10 +313,11 @@ impl CoordinatorState {
             .collect();
         let mut moving = BTreeMap::new();
         let mut placed = Vec::new();
+        let mut not_stopped = FailureTally::new();
         for row in rows {
             let id = row.spec.id.clone();
             if let Some(reason) = refused.get(&id) {
-                tracing::warn!(child = %id, error = %reason, "migration: the child could not be stopped here; a later pass retries");
+                not_stopped.add(&id, reason);
                 if let Some(cluster) = &mut self.cluster {
                     cluster.migrating.remove(&id);
                 }
@@ -341,6 +343,7 @@ impl CoordinatorState {
             placed.push((owner, row.clone()));
             moving.insert(id, row);
         }
+        not_stopped.warn("migration: children could not be stopped here; a later pass retries");
         let by_node = batches(placed.iter().map(|(n, r)| (n, r)));
         let cause = Cause::Moved {
             from: self.hub.node.clone(),
@@ -384,17 +387,22 @@ impl CoordinatorState {
             rows.remove(id);
         }
 
+        let mut not_placed = FailureTally::new();
         for failure in &result.errors {
             if failure.reason == ChildStartError::AlreadyStarted {
                 continue;
             }
-            tracing::warn!(child = %failure.id, node = %failure.node, error = %failure.reason, "re-placement failed");
+            not_placed.add(
+                &failure.id,
+                format_args!("{}: {}", failure.node, failure.reason),
+            );
             if let (Some(cause), Some(row)) = (&cause, rows.remove(&failure.id)) {
                 cluster
                     .failed
                     .insert(failure.id.clone(), (row, cause.clone()));
             }
         }
+        not_placed.warn("re-placement failed");
         if !cluster.failed.is_empty() && matches!(cluster.retry_timer, RetryTimer::Idle) {
             cluster.retry_timer = RetryTimer::Armed(
                 myself.send_after(retry, || CoordinatorMsg::Cluster(ClusterMsg::Retry)),

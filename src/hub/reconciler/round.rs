@@ -19,6 +19,7 @@ use crate::hub::shared::simulation::InjectedBug;
 use crate::hub::HubShared;
 use crate::manifest::fetch_within;
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName, RESERVED_METADATA_KEY};
+use crate::telemetry::failure_tally::FailureTally;
 
 /// Runs one round and returns what the actor keeps.
 pub(super) async fn run_round(
@@ -104,18 +105,21 @@ pub(super) async fn run_round(
     let mut stats = plan.stats;
 
     if !plan.stops.is_empty() {
+        // Looked up by id: a split cluster that heals can leave every child duplicated, and a
+        // scan of the duplicates per stop was quadratic in them.
+        let keeps: BTreeMap<&ChildId, &NodeName> =
+            plan.duplicates.iter().map(|d| (&d.id, &d.keep)).collect();
+        let mut duplicates = FailureTally::new();
         for stop in plan
             .stops
             .iter()
             .filter(|s| s.reason == StopReason::Duplicate)
         {
-            let keep = plan
-                .duplicates
-                .iter()
-                .find(|d| d.id == stop.id)
-                .map(|d| d.keep.clone())
+            let keep = keeps
+                .get(&stop.id)
+                .map(|k| (*k).clone())
                 .unwrap_or_default();
-            tracing::warn!(child = %stop.id, %keep, "stopping this node's duplicate instance");
+            duplicates.add(&stop.id, format_args!("kept on {keep}"));
             hub.hooks.fire(HookKey::ReconcileDuplicate, || {
                 HookEvent::ReconcileDuplicate {
                     id: stop.id.clone(),
@@ -125,11 +129,14 @@ pub(super) async fn run_round(
                 }
             });
         }
+        duplicates.warn("stopping this node's duplicate instances");
         let ids: Vec<ChildId> = plan.stops.iter().map(|s| s.id.clone()).collect();
         let report = stop_local(&hub, ids).await;
+        let mut failed = FailureTally::new();
         for (id, e) in report.errors {
-            tracing::warn!(child = %id, error = %e, "reconcile stop failed; next round retries");
+            failed.add(&id, e);
         }
+        failed.warn("reconcile stops failed; next round retries");
     }
     if !plan.remove_rows.is_empty() {
         remove_rows(&hub, plan.remove_rows.clone()).await;
@@ -304,6 +311,7 @@ async fn submit_paced(
     // flight: the next round sees whether it runs, and an orphan again is resubmitted (the
     // owner's supervisor keeps one instance).
     let total = answers.len();
+    let mut failed = FailureTally::new();
     let deadline = tokio::time::Instant::now() + answer_wait;
     for (answered, answer) in answers.into_iter().enumerate() {
         let Ok(answer) = tokio::time::timeout_at(deadline, answer).await else {
@@ -318,8 +326,7 @@ async fn submit_paced(
             Ok(Ok(result)) => {
                 for e in result.errors {
                     if !matches!(e.reason, crate::ChildStartError::AlreadyStarted) {
-                        tracing::warn!(child = %e.id, node = %e.node, error = %e.reason,
-                            "recovery start failed; next round retries");
+                        failed.add(&e.id, format_args!("{}: {}", e.node, e.reason));
                     }
                 }
             }
@@ -327,6 +334,7 @@ async fn submit_paced(
             Err(_) => tracing::warn!("recovery start unanswered"),
         }
     }
+    failed.warn("recovery starts failed; next round retries");
     submitted
 }
 
