@@ -164,5 +164,8 @@ async fn a_child_costs_the_hub_little_beyond_its_actor() {
     assert!(row <= 256, "a registry row costs {row} B");
     // On its host, a child's row plus the hub's bookkeeping (supervisor and lookup tables);
     // about 450 bytes; with the rows of two more nodes, under the 1,000-byte budget.
-    assert!(own + 2 * row <= 1_000, "the hub keeps {own} B per hosted child");
+    assert!(
+        own + 2 * row <= 1_000,
+        "the hub keeps {own} B per hosted child"
+    );
 }

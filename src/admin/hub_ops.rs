@@ -211,7 +211,7 @@ impl AdminOps for Hub {
         let members = self.nodes(true);
         let mut summary = RegistrySummary::new(self.node().clone(), members.clone());
         let up: std::collections::BTreeSet<&str> = members.iter().map(String::as_str).collect();
-        self.for_each_row(|row| summary.add(row, &up));
+        self.for_each_placement(|p| summary.add_placement(p.kind, p.nodes, &up));
         Ok(summary)
     }
 
@@ -238,18 +238,19 @@ impl AdminOps for Hub {
         limit: usize,
     ) -> Result<ChildrenPage, AdminError> {
         let mut pages = PageCollector::new(after.as_ref().map(ChildId::as_str), limit);
-        self.for_each_row(|row| {
-            pages.offer(row.spec.id.as_str(), || {
+        for row in self.registry_page(after.as_ref(), limit) {
+            let id = row.spec.id.clone();
+            pages.offer(id.as_str(), || {
                 view(
                     self,
                     ChildInfo {
-                        nodes: row.node_pids.clone().into_iter().collect(),
-                        metadata: Some(row.metadata.clone()),
-                        spec: row.spec.clone(),
+                        nodes: row.node_pids.into_iter().collect(),
+                        metadata: Some(row.metadata),
+                        spec: row.spec,
                     },
                 )
-            })
-        });
+            });
+        }
         Ok(pages.finish())
     }
 

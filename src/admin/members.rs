@@ -54,12 +54,12 @@ pub(super) fn of_hub(hub: &Hub) -> MembersResponse {
     let members: BTreeSet<NodeName> = shared.members().into_iter().collect();
     let ring = shared.ring();
     let mut children: BTreeMap<NodeName, usize> = BTreeMap::new();
-    hub.for_each_row(|row| {
-        for node in row.node_pids.keys() {
-            match children.get_mut(node) {
+    hub.for_each_placement(|p| {
+        for (node, _) in p.nodes {
+            match children.get_mut(*node) {
                 Some(count) => *count += 1,
                 None => {
-                    children.insert(node.clone(), 1);
+                    children.insert((*node).to_owned(), 1);
                 }
             }
         }

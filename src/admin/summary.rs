@@ -49,17 +49,32 @@ impl RegistrySummary {
 
     /// Counts one row.
     pub fn add(&mut self, row: &Row, members: &BTreeSet<&str>) {
+        let nodes: Vec<(&str, crate::model::Pid)> = row
+            .node_pids
+            .iter()
+            .map(|(n, p)| (n.as_str(), *p))
+            .collect();
+        self.add_placement(&row.spec.kind, &nodes, members);
+    }
+
+    /// Counts one row from its placement (see [`crate::storage::Placement`]).
+    pub fn add_placement(
+        &mut self,
+        kind: &str,
+        nodes: &[(&str, crate::model::Pid)],
+        members: &BTreeSet<&str>,
+    ) {
         self.rows += 1;
-        if row.node_pids.is_empty() {
+        if nodes.is_empty() {
             self.unbound += 1;
         }
-        if row.node_pids.keys().any(|n| members.contains(n.as_str())) {
+        if nodes.iter().any(|(n, _)| members.contains(n)) {
             self.placed += 1;
         }
-        for node in row.node_pids.keys() {
+        for (node, _) in nodes {
             count(&mut self.per_node, node);
         }
-        count(&mut self.per_kind, &row.spec.kind);
+        count(&mut self.per_kind, kind);
     }
 
     /// The summary of `rows` as seen by `node` with `members` up.

@@ -483,6 +483,20 @@ impl Hub {
         self.shared.storage.for_each_row(&mut f);
     }
 
+    /// Calls `f` with where each child of this node's registry copy runs (its id, kind and
+    /// node bindings): cheaper than [`Hub::for_each_row`] for counts over the whole registry,
+    /// since the registry keeps rows packed and this reads only those fields. Same rules as
+    /// [`Hub::for_each_row`].
+    pub fn for_each_placement(&self, mut f: impl FnMut(crate::storage::Placement<'_>)) {
+        self.shared.storage.for_each_placement(&mut f);
+    }
+
+    /// A page of this node's registry copy in id order: the rows with the `limit` smallest ids
+    /// after `after`, plus the next one if any, without copying the rest.
+    pub fn registry_page(&self, after: Option<&ChildId>, limit: usize) -> Vec<Row> {
+        self.shared.storage.page_after(after, limit)
+    }
+
     /// The nodes running child `id` (`running_on`, e.g. [`ChildInfo::nodes`]'s), each with its
     /// role as this node sees it now, in the order messages pick them: the first reachable one
     /// is the active replica. With a replication factor of 1 the one instance is `Active`.

@@ -237,6 +237,14 @@ impl Storage for DurableStorage {
         self.shared.memory.for_each_row(f)
     }
 
+    fn for_each_placement(&self, f: &mut dyn FnMut(super::Placement<'_>)) {
+        self.shared.memory.for_each_placement(f)
+    }
+
+    fn page_after(&self, after: Option<&ChildId>, limit: usize) -> Vec<Row> {
+        self.shared.memory.page_after(after, limit)
+    }
+
     fn contains(&self, id: &ChildId) -> bool {
         self.shared.memory.contains(id)
     }

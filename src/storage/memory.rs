@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use bincode::Options;
 use dashmap::DashMap;
 
-use super::{Commit, Mutation, Storage, StoredRow};
+use super::{Commit, Mutation, PageIds, Placement, Storage, StoredRow};
 use crate::clock::Clock;
 use crate::model::{
     ChildArgs, ChildId, ChildSpec, HubMeta, Metadata, NodeName, Pid, Restart, Row, Shutdown,
@@ -89,6 +89,29 @@ impl PackedRow {
 
     fn is_live(&self, now_ms: u64) -> bool {
         self.expires_at_ms().is_none_or(|at| at > now_ms)
+    }
+
+    /// Reads the fields a placement needs, borrowing the strings into `nodes`. `None` if
+    /// expired at `now_ms`.
+    fn placement<'a>(&'a self, now_ms: u64, nodes: &mut Vec<(&'a str, Pid)>) -> Option<&'a str> {
+        // A map encodes as its length and its pairs, which reads back as a sequence of pairs.
+        type Head<'a> = (
+            Option<u64>,
+            &'a str,
+            &'a str,
+            Restart,
+            Shutdown,
+            Vec<(&'a str, Pid)>,
+        );
+        let (expires_at_ms, kind, _, _, _, bound): Head<'a> = codec()
+            .allow_trailing_bytes()
+            .deserialize(&self.0)
+            .expect("a packed row decodes as it was encoded");
+        if expires_at_ms.is_some_and(|at| at <= now_ms) {
+            return None;
+        }
+        *nodes = bound;
+        Some(kind)
     }
 
     fn unpack(&self, id: &ChildId) -> StoredRow {
@@ -177,7 +200,10 @@ impl MemoryStorage {
 
     /// Every stored entry, expired or not.
     pub fn export_stored(&self) -> Vec<StoredRow> {
-        self.rows.iter().map(|e| e.value().unpack(e.key())).collect()
+        self.rows
+            .iter()
+            .map(|e| e.value().unpack(e.key()))
+            .collect()
     }
 }
 
@@ -229,6 +255,34 @@ impl Storage for MemoryStorage {
     fn contains(&self, id: &ChildId) -> bool {
         let now = self.clock.now_ms();
         self.rows.get(id).is_some_and(|e| e.value().is_live(now))
+    }
+
+    fn for_each_placement(&self, f: &mut dyn FnMut(Placement<'_>)) {
+        let now = self.clock.now_ms();
+        for entry in self.rows.iter() {
+            let mut nodes = Vec::new();
+            if let Some(kind) = entry.value().placement(now, &mut nodes) {
+                f(Placement {
+                    id: entry.key(),
+                    kind,
+                    nodes: &nodes,
+                });
+            }
+        }
+    }
+
+    fn page_after(&self, after: Option<&ChildId>, limit: usize) -> Vec<Row> {
+        let now = self.clock.now_ms();
+        let mut ids = PageIds::new(after, limit);
+        for entry in self.rows.iter() {
+            if entry.value().is_live(now) {
+                ids.offer(entry.key());
+            }
+        }
+        ids.into_ids()
+            .iter()
+            .filter_map(|id| self.get(id))
+            .collect()
     }
 }
 
@@ -311,5 +365,54 @@ mod tests {
         );
         assert_eq!(s.get_stored(r.id()).unwrap().expires_at_ms, Some(7));
         assert!(s.get(r.id()).is_none(), "expired at 7 ms after the epoch");
+    }
+
+    #[test]
+    fn placements_and_pages_read_only_live_rows() {
+        let s = MemoryStorage::new();
+        let mut batch = Vec::new();
+        for i in 0..50 {
+            let mut r = row(&format!("c{i:02}"));
+            for n in 0..(i % 3) {
+                r.node_pids.insert(format!("n{n}@h"), i as u64);
+            }
+            let ttl = (i % 7 == 0).then_some(Duration::ZERO);
+            batch.push(Mutation::Put { row: r, ttl });
+        }
+        s.apply(batch).unwrap();
+        let live = s.export_all();
+        assert_eq!(live.len(), 42);
+        let mut seen = Vec::new();
+        s.for_each_placement(&mut |p| {
+            let nodes: Vec<(String, u64)> = p
+                .nodes
+                .iter()
+                .map(|(n, pid)| ((*n).to_owned(), *pid))
+                .collect();
+            seen.push((p.id.clone(), p.kind.to_owned(), nodes));
+        });
+        seen.sort();
+        let expected: Vec<_> = live
+            .iter()
+            .map(|r| {
+                let nodes = r.node_pids.iter().map(|(n, p)| (n.clone(), *p)).collect();
+                (r.spec.id.clone(), r.spec.kind.clone(), nodes)
+            })
+            .collect();
+        assert_eq!(seen, expected);
+        // Walking pages of 5 sees every live row once, in order; each page holds one extra.
+        let mut walked = Vec::new();
+        let mut after: Option<ChildId> = None;
+        loop {
+            let mut page = s.page_after(after.as_ref(), 5);
+            let more = page.len() > 5;
+            page.truncate(5);
+            after = page.last().map(|r| r.spec.id.clone());
+            walked.extend(page);
+            if !more {
+                break;
+            }
+        }
+        assert_eq!(walked, live);
     }
 }

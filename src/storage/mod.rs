@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{ChildId, Row};
+use crate::model::{ChildId, Pid, Row};
 
 pub use commit::{Commit, CommitSender};
 pub use custom::{CustomBackend, StorageFactory};
@@ -268,6 +268,82 @@ pub trait Storage: Send + Sync + 'static {
         for row in self.export_all() {
             f(&row);
         }
+    }
+
+    /// Calls `f` with where every live row runs (order unspecified): what counts, summaries and
+    /// metrics read, polled often over the whole registry. A backend that keeps rows packed
+    /// answers it without unpacking them whole; the default goes through
+    /// [`Storage::for_each_row`].
+    fn for_each_placement(&self, f: &mut dyn FnMut(Placement<'_>)) {
+        self.for_each_row(&mut |row| {
+            let nodes: Vec<(&str, Pid)> = row
+                .node_pids
+                .iter()
+                .map(|(n, p)| (n.as_str(), *p))
+                .collect();
+            f(Placement {
+                id: &row.spec.id,
+                kind: &row.spec.kind,
+                nodes: &nodes,
+            });
+        });
+    }
+
+    /// The live rows with the `limit` smallest ids after `after` (all of them from the start
+    /// for `None`), in id order, plus the next one if any: a page of the registry without
+    /// copying the rest of it.
+    fn page_after(&self, after: Option<&ChildId>, limit: usize) -> Vec<Row> {
+        let mut ids = PageIds::new(after, limit);
+        self.for_each_placement(&mut |p| ids.offer(p.id));
+        ids.into_ids()
+            .iter()
+            .filter_map(|id| self.get(id))
+            .collect()
+    }
+}
+
+/// Where one row's child runs, borrowed from the store for [`Storage::for_each_placement`].
+#[derive(Debug, Clone, Copy)]
+pub struct Placement<'a> {
+    /// The child.
+    pub id: &'a ChildId,
+    /// Its kind.
+    pub kind: &'a str,
+    /// The nodes it is bound to, with its pid on each (the row's `node_pids`, in name order).
+    pub nodes: &'a [(&'a str, Pid)],
+}
+
+/// The `limit + 1` smallest ids after a cursor, picked from ids offered in any order.
+pub(crate) struct PageIds<'a> {
+    after: Option<&'a ChildId>,
+    limit: usize,
+    kept: std::collections::BTreeSet<ChildId>,
+}
+
+impl<'a> PageIds<'a> {
+    pub(crate) fn new(after: Option<&'a ChildId>, limit: usize) -> Self {
+        Self {
+            after,
+            limit,
+            kept: std::collections::BTreeSet::new(),
+        }
+    }
+
+    pub(crate) fn offer(&mut self, id: &ChildId) {
+        if self.after.is_some_and(|after| id <= after) {
+            return;
+        }
+        if self.kept.len() > self.limit && self.kept.last().is_some_and(|last| id >= last) {
+            return;
+        }
+        self.kept.insert(id.clone());
+        if self.kept.len() > self.limit + 1 {
+            self.kept.pop_last();
+        }
+    }
+
+    pub(crate) fn into_ids(self) -> Vec<ChildId> {
+        self.kept.into_iter().collect()
     }
 }
 

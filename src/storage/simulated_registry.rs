@@ -79,6 +79,14 @@ impl Storage for SimulatedDurableStorage {
         self.memory.for_each_row(f)
     }
 
+    fn for_each_placement(&self, f: &mut dyn FnMut(super::Placement<'_>)) {
+        self.memory.for_each_placement(f)
+    }
+
+    fn page_after(&self, after: Option<&ChildId>, limit: usize) -> Vec<Row> {
+        self.memory.page_after(after, limit)
+    }
+
     fn contains(&self, id: &ChildId) -> bool {
         self.memory.contains(id)
     }

@@ -455,12 +455,12 @@ pub(crate) fn refresh(shared: &HubShared) {
         shared.kinds.names().into_iter().map(|k| (k, 0)).collect();
     // One pass over the rows, none copied: the children this node runs are the rows bound here.
     let (mut rows, mut unbound) = (0u64, 0u64);
-    shared.storage.for_each_row(&mut |row| {
+    shared.storage.for_each_placement(&mut |p| {
         rows += 1;
-        if row.node_pids.is_empty() {
+        if p.nodes.is_empty() {
             unbound += 1;
-        } else if row.node_pids.contains_key(&shared.node) {
-            if let Some(n) = kinds.get_mut(&row.spec.kind) {
+        } else if p.nodes.iter().any(|(n, _)| *n == shared.node) {
+            if let Some(n) = kinds.get_mut(p.kind) {
                 *n += 1;
             }
         }
