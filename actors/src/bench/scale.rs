@@ -137,9 +137,9 @@ fn progress(msg: &str) {
     eprintln!("[bench scale] {msg}");
 }
 
-/// How often the registry summaries are polled at `n` children: 10 ms up to 10,000 children,
-/// then 1 ms more per 2,000 (125 ms at 250,000), so that the polling costs the nodes about the
-/// same share of their time at every size.
+/// How often the registry summaries are polled at `n` children: 10 ms up to 20,000 children,
+/// then `n` / 2,000 ms (125 ms at 250,000), so that the polling costs the nodes about the same
+/// share of their time at every size.
 pub fn poll_interval(n: usize) -> Duration {
     Duration::from_millis((n as u64 / 2_000).max(10))
 }
