@@ -48,14 +48,23 @@ pub(super) fn batches<'a>(rows: impl IntoIterator<Item = (&'a NodeName, &'a Row)
     by_node
 }
 
+/// What an internal batch's timeout grows by per child: about 30 times what a start or stop
+/// takes per child on a loaded node.
+const INTERNAL_ALLOWANCE_PER_CHILD: Duration = Duration::from_millis(1);
+
 impl CoordinatorState {
-    fn internal_timeout(&self) -> Duration {
+    /// How long the cluster's own start or stop of `children` may take: the configured
+    /// timeout (10 s when none) plus [`INTERNAL_ALLOWANCE_PER_CHILD`] for each child, so that a
+    /// re-placement of a quarter million children after a node loss is not failed whole, and
+    /// sent again whole, because it took longer than a batch of ten.
+    fn internal_timeout(&self, children: usize) -> Duration {
         let t = self.hub.config.default_timeout();
-        if t.is_zero() {
+        let base = if t.is_zero() {
             Duration::from_secs(10)
         } else {
             t
-        }
+        };
+        base + INTERNAL_ALLOWANCE_PER_CHILD * children.min(u32::MAX as usize) as u32
     }
 
     /// Starts `rows` on the given nodes for the cluster itself (awaited; failures retried).
@@ -83,7 +92,7 @@ impl CoordinatorState {
             .map(|row| row.spec.id.clone())
             .collect();
         let request_id = self.next_id();
-        let timeout = self.internal_timeout();
+        let timeout = self.internal_timeout(by_node.values().map(Vec::len).sum());
         let result = StartResult {
             awaited: true,
             ..StartResult::default()
@@ -284,7 +293,7 @@ impl CoordinatorState {
             return;
         }
         let request_id = self.next_id();
-        let timeout = self.internal_timeout();
+        let timeout = self.internal_timeout(rows.len());
         let ids = rows.iter().map(|r| r.spec.id.clone()).collect();
         let by_node = BTreeMap::from([(self.hub.node.clone(), ids)]);
         self.begin_stop(
