@@ -98,10 +98,7 @@ impl Actor for BaselineCounter {
 }
 
 fn unix_ms() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0)
+    unix_us() / 1_000
 }
 
 fn say(line: &str) {

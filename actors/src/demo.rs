@@ -265,7 +265,7 @@ impl Drop for DashboardLoad {
 }
 
 /// The summed resident memory of the cluster's node processes.
-fn cluster_rss(cluster: &LocalCluster) -> u64 {
+pub(crate) fn cluster_rss(cluster: &LocalCluster) -> u64 {
     cluster
         .nodes
         .iter()

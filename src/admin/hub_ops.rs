@@ -16,7 +16,7 @@ use super::dto::{
     ChildView, Health, LoadsResponse, NodeLoad, NodePid, StartError as AdminStartError,
     StartResponse, StartSpec, StartedChild, StopResponse, StoppedChild,
 };
-use super::{AdminError, AdminOps, ChildrenPage, PageCollector, RegistrySummary};
+use super::{AdminError, AdminOps, ChildrenPage, RegistrySummary};
 
 /// How long an admin start or stop may wait for the nodes: admin requests carry batches of
 /// thousands of children, far more than the hub's per-request default is sized for.
@@ -237,10 +237,17 @@ impl AdminOps for Hub {
         after: Option<ChildId>,
         limit: usize,
     ) -> Result<ChildrenPage, AdminError> {
-        let mut pages = PageCollector::new(after.as_ref().map(ChildId::as_str), limit);
-        for row in self.registry_page(after.as_ref(), limit) {
-            let id = row.spec.id.clone();
-            pages.offer(id.as_str(), || {
+        // The page's rows in id order, and one more if another page follows.
+        let mut rows = self.registry_page(after.as_ref(), limit);
+        let more = rows.len() > limit;
+        rows.truncate(limit);
+        let next_after = rows
+            .last()
+            .filter(|_| more)
+            .map(|r| r.spec.id.as_str().to_owned());
+        let children = rows
+            .into_iter()
+            .map(|row| {
                 view(
                     self,
                     ChildInfo {
@@ -249,9 +256,12 @@ impl AdminOps for Hub {
                         spec: row.spec,
                     },
                 )
-            });
-        }
-        Ok(pages.finish())
+            })
+            .collect();
+        Ok(ChildrenPage {
+            children,
+            next_after,
+        })
     }
 
     async fn get_child(&self, id: ChildId) -> Result<Option<ChildView>, AdminError> {

@@ -176,15 +176,6 @@ fn poll_until(
     }
 }
 
-fn cluster_rss(cluster: &LocalCluster) -> u64 {
-    cluster
-        .nodes
-        .iter()
-        .filter_map(|n| n.pid())
-        .map(crate::baseline::rss_bytes)
-        .sum()
-}
-
 fn ids(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("child-{i:06}")).collect()
 }
@@ -240,7 +231,7 @@ fn memory_phase(
         let entry = clients[0].clone();
         let all: BTreeSet<String> = cluster.nodes.iter().map(|n| n.node_name.clone()).collect();
         let ids = ids(n);
-        let rss_empty = cluster_rss(&cluster);
+        let rss_empty = crate::demo::cluster_rss(&cluster);
 
         progress(&format!("{n}: starting {n} children"));
         let started_at = Instant::now();
@@ -256,7 +247,7 @@ fn memory_phase(
         )
         .map_err(|e| e.to_string())?;
         let converge = started_at.elapsed();
-        let rss_full = cluster_rss(&cluster);
+        let rss_full = crate::demo::cluster_rss(&cluster);
         let rss_per_child = rss_full.saturating_sub(rss_empty) as f64 / n as f64;
         out.insert("converge_ms".into(), json!(converge.as_millis() as u64));
         out.insert("converge_per_s".into(), json!(per_s(n, converge)));
