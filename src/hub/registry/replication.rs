@@ -18,7 +18,7 @@
 //! here the same way.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::{own_view, Effect, RegistryState};
@@ -36,26 +36,30 @@ use crate::storage::Mutation;
 static NEXT_SYNC_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl RegistryState {
-    /// Every row as this actor sees it: committed rows with the staged overlay applied.
-    pub(super) fn all_rows(&self) -> Vec<Row> {
-        let mut rows: BTreeMap<ChildId, Row> = self
-            .shared
-            .storage
-            .export_all()
-            .into_iter()
-            .map(|row| (row.spec.id.clone(), row))
-            .collect();
-        for (id, (_, row)) in &self.overlay {
-            match row {
-                Some(row) => {
-                    rows.insert(id.clone(), row.clone());
-                }
-                None => {
-                    rows.remove(id);
-                }
+    /// Every row bound on `node` as this actor sees it (committed rows with the staged overlay
+    /// applied), in id order. Only those rows are read whole: the others are passed over by
+    /// their placement, so a full sync or a reap costs the rows it concerns plus a scan of
+    /// the bindings, not a copy of the whole registry.
+    pub(super) fn rows_bound_to(&self, node: &str) -> Vec<Row> {
+        let mut ids = Vec::new();
+        self.shared.storage.for_each_placement(&mut |p| {
+            if p.nodes.iter().any(|(n, _)| *n == node) && !self.overlay.contains_key(p.id) {
+                ids.push(p.id.clone());
             }
-        }
-        rows.into_values().collect()
+        });
+        let mut rows: Vec<Row> = ids
+            .iter()
+            .filter_map(|id| self.shared.storage.get(id))
+            .collect();
+        rows.extend(
+            self.overlay
+                .values()
+                .filter_map(|(_, row)| row.as_ref())
+                .filter(|row| row.node_pids.contains_key(node))
+                .cloned(),
+        );
+        rows.sort_by(|a, b| a.spec.id.cmp(&b.spec.id));
+        rows
     }
 
     /// Whether a row `from` sent is one the API could have produced; one that is not rejects
@@ -220,9 +224,9 @@ impl RegistryState {
             .collect();
         let listed: BTreeSet<ChildId> = rows.iter().map(|r| r.spec.id.clone()).collect();
         let stale: Vec<Row> = self
-            .all_rows()
+            .rows_bound_to(from)
             .into_iter()
-            .filter(|r| r.node_pids.contains_key(from) && !listed.contains(&r.spec.id))
+            .filter(|r| !listed.contains(&r.spec.id))
             .collect();
         if !stale.is_empty() {
             tracing::debug!(peer = %from, rows = stale.len(), "full sync unbinds rows the peer no longer runs");
@@ -243,11 +247,7 @@ impl RegistryState {
         mutations: &mut Vec<Mutation>,
         effects: &mut Vec<Effect>,
     ) {
-        let bound: Vec<Row> = self
-            .all_rows()
-            .into_iter()
-            .filter(|r| r.node_pids.contains_key(node))
-            .collect();
+        let bound: Vec<Row> = self.rows_bound_to(node);
         tracing::info!(peer = %node, rows = bound.len(), "reaping the bindings of a node that is gone");
         for row in bound {
             self.unbind_row(row, node, Some(ttl), seq, mutations, effects);
@@ -292,9 +292,8 @@ impl RegistryState {
     /// a full sync of either strategy carries.
     pub(super) fn own_rows(&self) -> Vec<Row> {
         let local = &self.shared.node;
-        self.all_rows()
+        self.rows_bound_to(local)
             .iter()
-            .filter(|r| r.node_pids.contains_key(local))
             .map(|r| own_view(r, local))
             .collect()
     }
