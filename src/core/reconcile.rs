@@ -136,6 +136,49 @@ pub struct ReconcilePlan {
     pub parked: bool,
 }
 
+impl ReconcilePlan {
+    /// The plan does nothing and carries nothing to the next round. A round planned from the
+    /// same [`RoundInputs`] would plan the same, so the next round may skip its scan of the
+    /// registry and report these counters again (at hundreds of thousands of children the scan
+    /// is what a steady round costs).
+    pub fn is_quiet(&self) -> bool {
+        !self.parked
+            && self.starts.is_empty()
+            && self.stops.is_empty()
+            && self.duplicates.is_empty()
+            && self.remove_rows.is_empty()
+            && self.pending.is_empty()
+    }
+}
+
+/// Everything a round's plan depends on: the declared copy (by version: each mutation makes a
+/// new one), the registry (by its commit count) and the members (the ring is theirs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoundInputs {
+    /// The declared copy's version.
+    pub declared_version: u64,
+    /// The registry's commit count when the round read it.
+    pub registry_generation: u64,
+    /// The other members, sorted.
+    pub peers: Vec<NodeName>,
+}
+
+/// A quiet round ([`ReconcilePlan::is_quiet`]), remembered with what it was planned from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuietRound {
+    /// What the round read.
+    pub inputs: RoundInputs,
+    /// What it counted.
+    pub stats: RoundStats,
+}
+
+impl QuietRound {
+    /// This quiet round stands for a round planned from `inputs`: nothing it depends on changed.
+    pub fn stands_for(&self, inputs: &RoundInputs) -> bool {
+        self.inputs == *inputs
+    }
+}
+
 /// Plans one round on node `local`.
 ///
 /// - `declared`: this node's adopted copy of the list.
@@ -161,7 +204,7 @@ pub fn plan_round<'a>(
     plan_replicated_round(
         declared,
         observed,
-        |id| vec![owner_of(id)],
+        |id, _| vec![owner_of(id)],
         local,
         previous_pending,
         parked,
@@ -169,7 +212,8 @@ pub fn plan_round<'a>(
 }
 
 /// [`plan_round`] for children that run on several owners (`core::replication`): `owners_of`
-/// gives a child's owners in order (the first one alone with a factor of 1).
+/// gives a child's owners in order (the first one alone with a factor of 1), from its id and
+/// its row in `observed` if it has one (a row may record a placement of its own).
 ///
 /// A declared child bound on fewer of its owners than it has is submitted again (the start
 /// pipeline places it on every owner, and an owner already running it keeps its instance),
@@ -179,7 +223,7 @@ pub fn plan_round<'a>(
 pub fn plan_replicated_round<'a>(
     declared: &DeclaredList,
     observed: impl IntoIterator<Item = &'a Row>,
-    owners_of: impl Fn(&ChildId) -> Vec<NodeName>,
+    owners_of: impl Fn(&ChildId, Option<&Row>) -> Vec<NodeName>,
     local: &str,
     previous_pending: &BTreeSet<ChildId>,
     parked: bool,
@@ -198,7 +242,7 @@ pub fn plan_replicated_round<'a>(
     for (id, child) in declared.children() {
         match rows.get(id) {
             Some(row) if !row.node_pids.is_empty() => {
-                let owners = owners_of(id);
+                let owners = owners_of(id, Some(row));
                 if row.node_pids.len() > owners.len().max(1) {
                     plan_duplicate(&mut plan, id, row, &owners, local);
                 } else if owners.len() > 1 && owners.iter().any(|o| !row.node_pids.contains_key(o))
@@ -216,9 +260,12 @@ pub fn plan_replicated_round<'a>(
                 plan.stats.skipped_pending += 1;
                 plan.pending.insert(id.clone());
             }
-            _ => {
+            observed_row => {
                 plan.stats.orphans += 1;
-                let owner = owners_of(id).into_iter().next().unwrap_or_default();
+                let owner = owners_of(id, observed_row.copied())
+                    .into_iter()
+                    .next()
+                    .unwrap_or_default();
                 plan.starts.push(OrphanStart {
                     child: child.clone(),
                     owner,

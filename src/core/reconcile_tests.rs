@@ -283,7 +283,7 @@ proptest! {
 }
 
 /// Two owners per child: `n1` then `n2` for every id.
-fn two_owners(_: &ChildId) -> Vec<NodeName> {
+fn two_owners(_: &ChildId, _: Option<&Row>) -> Vec<NodeName> {
     vec!["n1".to_owned(), "n2".to_owned()]
 }
 
@@ -316,5 +316,42 @@ fn a_declared_child_on_more_nodes_than_owners_keeps_its_owners_instances() {
         } else {
             assert!(stops.is_empty(), "{local} keeps its replica");
         }
+    }
+}
+
+#[test]
+fn only_a_plan_that_does_and_carries_nothing_is_quiet() {
+    let list = declared(&["a", "b"]);
+    let rows = [row("a", true, &[("n1", 1)]), row("b", true, &[("n3", 2)])];
+    assert!(plan(&list, &rows, "n2").is_quiet(), "everything runs");
+    assert!(!plan(&list, &[], "n2").is_quiet(), "orphans to start");
+    let unbound = [row("a", true, &[("n1", 1)]), row("b", true, &[])];
+    assert!(!plan(&list, &unbound, "n2").is_quiet(), "a pending child");
+    let parked = plan_round(&list, &rows, owner, "n2", &BTreeSet::new(), true);
+    assert!(!parked.is_quiet(), "a parked round");
+    let quiet = QuietRound {
+        inputs: RoundInputs {
+            declared_version: 2,
+            registry_generation: 7,
+            peers: vec!["n1".into()],
+        },
+        stats: RoundStats::default(),
+    };
+    assert!(quiet.stands_for(&quiet.inputs.clone()));
+    for changed in [
+        RoundInputs {
+            declared_version: 3,
+            ..quiet.inputs.clone()
+        },
+        RoundInputs {
+            registry_generation: 8,
+            ..quiet.inputs.clone()
+        },
+        RoundInputs {
+            peers: vec!["n1".into(), "n3".into()],
+            ..quiet.inputs.clone()
+        },
+    ] {
+        assert!(!quiet.stands_for(&changed));
     }
 }

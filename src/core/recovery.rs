@@ -148,6 +148,17 @@ impl RoundSchedule {
         None
     }
 
+    /// The round that just completed was parked (its copy of the list was lost, outdated or
+    /// not yet weighed against every peer's): it did nothing, so another is due as soon as
+    /// the interval allows, without waiting for the next sync. At hundreds of thousands of
+    /// declared children the peers' copies take longer than the grace to arrive, and the
+    /// next periodic sync (15 s by default) would otherwise hold up the whole recovery.
+    pub fn on_round_parked(&mut self) {
+        if self.enabled {
+            self.reconcile_requested = true;
+        }
+    }
+
     /// The running round did not complete (its actor crashed): the next round is due as soon
     /// as the interval allows, and the state does not move.
     pub fn on_round_aborted(&mut self) {

@@ -84,6 +84,26 @@ fn an_aborted_first_round_stays_recovering_and_retries() {
 }
 
 #[test]
+fn a_parked_round_is_followed_by_another_one_interval_later() {
+    let mut s = RoundSchedule::new(Some(&config(50, 1_000)), 0);
+    assert_eq!(s.poll(50), RoundDecision::Start { first: true });
+    s.on_round_completed();
+    s.on_round_parked();
+    // No sync came: the parked round asks for the next one itself, rate-limited as ever.
+    assert_eq!(s.poll(60), RoundDecision::WaitUntil(1_050));
+    assert_eq!(s.poll(1_050), RoundDecision::Start { first: false });
+    s.on_round_completed();
+    assert_eq!(
+        s.poll(5_000),
+        RoundDecision::Idle,
+        "a round that was not parked asks for nothing"
+    );
+    let mut off = RoundSchedule::new(None, 0);
+    off.on_round_parked();
+    assert_eq!(off.poll(u64::MAX), RoundDecision::Idle);
+}
+
+#[test]
 fn the_pacer_spreads_a_cold_start() {
     let budget = StartBudget {
         max_starts_per_second: 1_000,

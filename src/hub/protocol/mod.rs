@@ -19,5 +19,5 @@ pub(crate) use coordinator::{
 };
 pub(crate) use declared::DeclaredMsg;
 pub(crate) use janitor::JanitorMsg;
-pub(crate) use reconciler::{ReconcilerMsg, RoundReport};
+pub(crate) use reconciler::{ReconcilerMsg, RoundCarry, RoundReport};
 pub(crate) use registry::{RegistryMsg, RegistryOp, WriteDone};

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::core::reconcile::RoundStats;
+use crate::core::reconcile::{QuietRound, RoundStats};
 use crate::core::recovery::StartPacer;
 use crate::model::ChildId;
 
@@ -20,13 +20,24 @@ pub(crate) enum ReconcilerMsg {
 
 impl ractor::Message for ReconcilerMsg {}
 
+/// What one round hands the next, through the actor.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RoundCarry {
+    /// Mid-migration children seen by the previous round (`core::reconcile`).
+    pub pending: BTreeSet<ChildId>,
+    /// The previous round, if it was quiet.
+    pub quiet: Option<QuietRound>,
+}
+
 /// What a finished round hands back to the actor.
 pub(crate) struct RoundReport {
     pub stats: RoundStats,
     /// The round was the first since boot (its completion ends `recovering`).
     pub first: bool,
-    /// Mid-migration children carried to the next round.
-    pub pending: BTreeSet<ChildId>,
+    /// The round was parked: it did nothing, and the next one is due without a sync.
+    pub parked: bool,
+    /// What the next round is handed.
+    pub carry: RoundCarry,
     /// The start budget, lent to the round while it ran.
     pub pacer: StartPacer,
 }

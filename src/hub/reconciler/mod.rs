@@ -21,14 +21,13 @@
 //! synchronous `pre_recovery_replay` hooks before any start, and its completion moves the hub
 //! to `normal` (`recovery_state_changed`, `post_recovery_replay`).
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::task::JoinHandle;
 
-use super::protocol::{ReconcilerMsg, RoundReport};
+use super::protocol::{ReconcilerMsg, RoundCarry, RoundReport};
 use super::shared::owned_task::OwnedTask;
 use super::shared::recovery::RecoveryShared;
 use super::HubShared;
@@ -37,7 +36,6 @@ mod round;
 
 use crate::core::recovery::{RecoveryState, RoundDecision, RoundSchedule, StartPacer};
 use crate::hooks::{HookEvent, HookKey};
-use crate::model::ChildId;
 use round::run_round;
 
 pub(crate) struct Reconciler;
@@ -48,7 +46,8 @@ pub(crate) struct ReconcilerState {
     schedule: RoundSchedule,
     /// Out while a round runs (the round's task owns it).
     pacer: Option<StartPacer>,
-    pending: BTreeSet<ChildId>,
+    /// What the last round hands the next.
+    carry: RoundCarry,
     wake: Option<JoinHandle<Result<(), ractor::MessagingErr<ReconcilerMsg>>>>,
     tick: Option<JoinHandle<()>>,
     /// The round in progress, owned: it ends with this actor.
@@ -73,7 +72,7 @@ impl ReconcilerState {
                 };
                 let hub = self.hub.clone();
                 let recovery = self.recovery.clone();
-                let pending = self.pending.clone();
+                let carry = self.carry.clone();
                 let me = myself.clone();
                 let span = tracing::info_span!(
                     "process_hub.reconcile_round",
@@ -84,7 +83,7 @@ impl ReconcilerState {
                 );
                 self.round = Some(OwnedTask::spawn(tracing::Instrument::instrument(
                     async move {
-                        let report = run_round(hub, recovery, first, pending, pacer).await;
+                        let report = run_round(hub, recovery, first, carry, pacer).await;
                         let _ = me.cast(ReconcilerMsg::RoundDone(Box::new(report)));
                     },
                     span,
@@ -104,9 +103,12 @@ impl ReconcilerState {
     fn round_done(&mut self, myself: &ActorRef<ReconcilerMsg>, report: RoundReport) {
         self.round = None;
         self.pacer = Some(report.pacer);
-        self.pending = report.pending;
+        self.carry = report.carry;
         let hub = &self.hub;
         let transition = self.schedule.on_round_completed();
+        if report.parked {
+            self.schedule.on_round_parked();
+        }
         if let Some(transition) = transition.filter(|_| report.first) {
             self.recovery.state.publish(transition.to);
             tracing::info!(hub = %hub.config.hub_id, ?transition.to, "recovery state changed");
@@ -156,7 +158,7 @@ impl Actor for Reconciler {
             hub,
             recovery,
             schedule,
-            pending: BTreeSet::new(),
+            carry: RoundCarry::default(),
             wake: None,
             tick: None,
             round: None,

@@ -2,7 +2,7 @@
 //! inputs (the declared copy as persisted, the registry view, the ring, the leader's version),
 //! plans with [`plan_replicated_round`], and carries the plan out.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,10 +10,14 @@ use tokio::time::Instant;
 
 use crate::api::options::StartOptions;
 use crate::core::guided::Guided;
-use crate::core::reconcile::{plan_replicated_round, OrphanStart, StopReason};
+use crate::core::reconcile::{
+    plan_replicated_round, OrphanStart, QuietRound, RoundInputs, RoundStats, StopReason,
+};
 use crate::core::recovery::StartPacer;
 use crate::hooks::{HookEvent, HookKey};
-use crate::hub::protocol::{DeclaredMsg, NodeStopReport, RegistryOp, RoundReport, StopBatch};
+use crate::hub::protocol::{
+    DeclaredMsg, NodeStopReport, RegistryOp, RoundCarry, RoundReport, StopBatch,
+};
 use crate::hub::shared::recovery::{DeclaredSnapshot, RecoveryShared};
 use crate::hub::shared::simulation::InjectedBug;
 use crate::hub::HubShared;
@@ -26,9 +30,13 @@ pub(super) async fn run_round(
     hub: Arc<HubShared>,
     recovery: Arc<RecoveryShared>,
     first: bool,
-    previous_pending: BTreeSet<ChildId>,
+    carried: RoundCarry,
     mut pacer: StartPacer,
 ) -> RoundReport {
+    let RoundCarry {
+        pending: previous_pending,
+        quiet: previous_quiet,
+    } = carried;
     let began = Instant::now();
     if first {
         let snapshot = recovery.snapshot();
@@ -48,7 +56,35 @@ pub(super) async fn run_round(
     if snapshot.parked {
         snapshot = refetch_manifest(&hub, &recovery).await.unwrap_or(snapshot);
     }
-    let rows = hub.storage.export_all();
+    // Read before the rows: a commit after this count is counted again by the next round.
+    let inputs = RoundInputs {
+        declared_version: snapshot.list.version(),
+        registry_generation: hub
+            .registry_generation
+            .load(std::sync::atomic::Ordering::Acquire),
+        peers: hub.peers(),
+    };
+    if let Some(quiet) =
+        previous_quiet.filter(|q| !first && !snapshot.parked && q.stands_for(&inputs))
+    {
+        // Nothing the last (quiet) round read has changed: it would plan nothing again.
+        let stats = RoundStats {
+            elapsed_ms: began.elapsed().as_millis() as u64,
+            ..quiet.stats
+        };
+        report_round(&hub, stats, false, true);
+        return RoundReport {
+            stats,
+            first,
+            parked: false,
+            carry: RoundCarry {
+                quiet: Some(quiet),
+                ..RoundCarry::default()
+            },
+            pacer,
+        };
+    }
+    let rows = off_the_runtime(|| hub.storage.export_all());
     // Asked after the rows were read: a child missing from them was stopped before the
     // question, so its removal is in the leader's answer.
     let leader_answered = confirm_with_leader(&hub, &recovery).await;
@@ -88,20 +124,22 @@ pub(super) async fn run_round(
     } else {
         previous_pending
     };
-    let plan = plan_replicated_round(
-        &snapshot.list,
-        rows.iter(),
-        // The placement its registry row records (a rebalance or a fallback may have moved
-        // it since it was declared), else the one it was declared with.
-        |id| match hub.storage.get(id) {
-            Some(row) => hub.owners_of(&ring, id, Some(&row.metadata)),
-            None => hub.owners_of(&ring, id, snapshot.list.get(id).map(|c| &c.metadata)),
-        },
-        &hub.node,
-        &previous_pending,
-        // A side without quorum starts and stops nothing: the majority's rounds decide.
-        snapshot.parked || !unheard.is_empty() || hub.partition.partitioned(),
-    );
+    let plan = off_the_runtime(|| {
+        plan_replicated_round(
+            &snapshot.list,
+            rows.iter(),
+            // The placement its registry row records (a rebalance or a fallback may have moved
+            // it since it was declared), else the one it was declared with.
+            |id, row| match row {
+                Some(row) => hub.owners_of(&ring, id, Some(&row.metadata)),
+                None => hub.owners_of(&ring, id, snapshot.list.get(id).map(|c| &c.metadata)),
+            },
+            &hub.node,
+            &previous_pending,
+            // A side without quorum starts and stops nothing: the majority's rounds decide.
+            snapshot.parked || !unheard.is_empty() || hub.partition.partitioned(),
+        )
+    });
     let mut stats = plan.stats;
 
     if !plan.stops.is_empty() {
@@ -142,11 +180,32 @@ pub(super) async fn run_round(
         remove_rows(&hub, plan.remove_rows.clone()).await;
     }
     let answer_wait = Duration::from_millis(recovery.config.reconcile_interval_ms);
+    // A round that starts, stops or removes something changes the registry itself, and one
+    // that waits on something carries it: neither is quiet.
+    let quiet = plan.is_quiet();
     stats.started = submit_paced(&hub, plan.starts, &mut pacer, answer_wait).await;
     stats.elapsed_ms = began.elapsed().as_millis() as u64;
+    report_round(&hub, stats, plan.parked, false);
+    let quiet = quiet.then_some(QuietRound { inputs, stats });
+    RoundReport {
+        stats,
+        first,
+        parked: plan.parked,
+        carry: RoundCarry {
+            pending: plan.pending,
+            quiet,
+        },
+        pacer,
+    }
+}
+
+/// Logs a finished round and fires its hook and event. `unchanged`: the round stood on the
+/// previous quiet one instead of scanning the registry.
+fn report_round(hub: &HubShared, stats: RoundStats, parked: bool, unchanged: bool) {
     tracing::info!(
         hub = %hub.config.hub_id,
-        parked = plan.parked,
+        parked,
+        unchanged,
         candidates = stats.candidates,
         orphans = stats.orphans,
         started = stats.started,
@@ -161,19 +220,24 @@ pub(super) async fn run_round(
         .fire(HookKey::ReconcileRound, || HookEvent::ReconcileRound {
             node: hub.node.clone(),
             stats,
-            parked: plan.parked,
+            parked,
         });
     hub.events
         .publish(|| crate::events::HubEvent::ReconcileRoundCompleted {
             node: hub.node.clone(),
             stats,
-            parked: plan.parked,
+            parked,
         });
-    RoundReport {
-        stats,
-        first,
-        pending: plan.pending,
-        pacer,
+}
+
+/// Runs `f`, a scan of the whole registry, without holding up the runtime's other tasks on
+/// this worker: on a multi-threaded runtime they move to another worker meanwhile, so
+/// heartbeats and replication are not late by a scan of hundreds of thousands of rows. On a
+/// current-thread runtime (the simulator's, kept deterministic) it runs in place.
+fn off_the_runtime<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
     }
 }
 

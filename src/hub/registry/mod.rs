@@ -428,6 +428,10 @@ async fn pump(
         let outcome = match item.commit {
             Some(commit) => {
                 let outcome = commit.wait_async().await;
+                // Failed or not, counted: a reader must not take a failed batch for no write.
+                shared
+                    .registry_generation
+                    .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
                 note_outcome(&shared, outcome.as_ref().map(|_| ()));
                 outcome
             }

@@ -148,6 +148,10 @@ pub(crate) struct HubShared {
     pub recovery: Option<Arc<RecoveryShared>>,
     /// The registry's last failed write until one succeeds (the Registry notes every commit).
     pub registry_fault: write_fault::WriteFaultLatch,
+    /// Counts the registry's commits, bumped once each is visible to readers: a reader that
+    /// saw the same count twice saw no write in between (a reconcile round with nothing to do
+    /// skips its scan while the count, the declared version and the members stay the same).
+    pub registry_generation: std::sync::atomic::AtomicU64,
     /// The node's network when the hub spans nodes (`HubBuilder::network`); `None`: one node.
     pub network: Option<Arc<dyn Network>>,
     /// This hub's endpoint on the network, opened by the Coordinator in `pre_start` (a restarted
@@ -231,6 +235,7 @@ impl HubShared {
             replica_stops: replica_stops::ReplicaStops::default(),
             recovery: None,
             registry_fault: write_fault::WriteFaultLatch::default(),
+            registry_generation: std::sync::atomic::AtomicU64::new(0),
             // One node is settled by definition; a clustered hub is settled once its peers'
             // registries arrived (a lone clustered node also counts as settled).
             settled: tokio::sync::watch::Sender::new(true),
