@@ -35,7 +35,7 @@
 //! nodes it measures); `poll_ms` says the resolution of each size.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -125,6 +125,17 @@ pub struct ScaleBenchArgs {
     /// Skip the durable cluster (`declare_per_s`, `recovery_ms` are then null).
     #[arg(long)]
     pub no_recovery: bool,
+    /// Skip the memory cluster (its rates and `rss_bytes_per_child` are then null).
+    #[arg(long)]
+    pub no_memory: bool,
+    /// Run the clusters in `DIR/<size>-memory` and `DIR/<size>-durable` and keep them: each
+    /// node's data directory and log stay there for a look afterwards. Default: a temporary
+    /// directory, removed after each cluster.
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+    /// The nodes' `RUST_LOG` (their logs go to `<workdir>/<node>.log`).
+    #[arg(long, default_value = "warn", value_name = "FILTER")]
+    pub node_log: String,
     /// Skip the bare-actor baseline (its fields are then null).
     #[arg(long)]
     pub no_baseline: bool,
@@ -207,6 +218,14 @@ fn start_all(
     Ok(elapsed)
 }
 
+/// Where the `kind` cluster of size `n` runs: under `--workdir` if given, else a temporary
+/// directory.
+fn workdir(args: &ScaleBenchArgs, n: usize, kind: &str) -> Option<PathBuf> {
+    args.workdir
+        .as_ref()
+        .map(|dir| dir.join(format!("{n}-{kind}")))
+}
+
 /// The memory cluster's phases at `n` children (see the module docs). Each figure goes into
 /// `out` as soon as it is measured, so a later phase that fails keeps the earlier ones.
 fn memory_phase(
@@ -217,14 +236,14 @@ fn memory_phase(
 ) -> Result<(), String> {
     let options = ClusterOptions {
         hub: "bench-scale".into(),
-        log_filter: "warn".into(),
+        log_filter: args.node_log.clone(),
         ..ClusterOptions::default()
     };
     let limit = deadline(n, args);
     let poll = poll_interval(n);
     out.insert("poll_ms".into(), json!(poll.as_millis() as u64));
-    let mut cluster =
-        LocalCluster::start(binary, args.nodes, &options, None).map_err(|e| e.to_string())?;
+    let mut cluster = LocalCluster::start(binary, args.nodes, &options, workdir(args, n, "memory"))
+        .map_err(|e| e.to_string())?;
     let outcome = (|| {
         cluster.wait_formed(limit).map_err(|e| e.to_string())?;
         let clients = cluster.live_clients();
@@ -347,7 +366,7 @@ fn durable_phase(
 ) -> Result<Map<String, Value>, String> {
     let options = ClusterOptions {
         hub: "bench-scale-durable".into(),
-        log_filter: "warn".into(),
+        log_filter: args.node_log.clone(),
         extra_args: vec![
             "--auto-recovery".into(),
             "--reconcile-grace-ms".into(),
@@ -360,7 +379,8 @@ fn durable_phase(
     let limit = deadline(n, args);
     let poll = poll_interval(n);
     let mut cluster =
-        LocalCluster::start(binary, args.nodes, &options, None).map_err(|e| e.to_string())?;
+        LocalCluster::start(binary, args.nodes, &options, workdir(args, n, "durable"))
+            .map_err(|e| e.to_string())?;
     let outcome = (|| {
         cluster.wait_formed(limit).map_err(|e| e.to_string())?;
         let clients = cluster.live_clients();
@@ -469,15 +489,19 @@ pub fn ratios(sizes: &[Map<String, Value>]) -> Map<String, Value> {
 /// Runs the benchmark and prints its JSON line.
 pub fn run(args: ScaleBenchArgs) -> Result<(), String> {
     let binary = std::env::current_exe().map_err(|e| e.to_string())?;
+    let phases: Vec<&str> = [
+        (!args.no_memory).then_some("memory cluster"),
+        (!args.no_recovery).then_some("durable cluster"),
+        (!args.no_baseline).then_some("bare actors"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     progress(&format!(
-        "{} nodes, sizes {:?}; per size: memory cluster, durable cluster{}",
+        "{} nodes, sizes {:?}; per size: {}",
         args.nodes,
         args.children.0,
-        if args.no_baseline {
-            ""
-        } else {
-            ", bare actors"
-        }
+        phases.join(", ")
     ));
     let mut sizes = Vec::new();
     for &n in &args.children.0 {
@@ -486,11 +510,13 @@ pub fn run(args: ScaleBenchArgs) -> Result<(), String> {
         size.insert("children".into(), json!(n));
         // A phase that fails (a wait past its deadline) is reported in its size's object, and
         // the run goes on: what broke at which size is a finding, not a reason to lose the rest.
-        if let Err(e) = memory_phase(&binary, n, &args, &mut size) {
-            progress(&format!("{n}: the memory cluster failed: {e}"));
-            size.insert("memory_error".into(), json!(e));
+        if !args.no_memory {
+            if let Err(e) = memory_phase(&binary, n, &args, &mut size) {
+                progress(&format!("{n}: the memory cluster failed: {e}"));
+                size.insert("memory_error".into(), json!(e));
+            }
+            std::thread::sleep(Duration::from_millis(500));
         }
-        std::thread::sleep(Duration::from_millis(500));
         if !args.no_recovery {
             match durable_phase(&binary, n, &args) {
                 Ok(fields) => size.extend(fields),
@@ -573,6 +599,29 @@ mod tests {
         .expect("parses");
         assert_eq!(args.nodes, 3);
         assert_eq!(args.children, Sizes(vec![1_000, 10_000, 100_000, 250_000]));
+    }
+
+    #[test]
+    fn a_kept_workdir_holds_one_directory_per_size_and_cluster() {
+        let args = parse(&[
+            "--children",
+            "10000",
+            "--no-memory",
+            "--workdir",
+            "/tmp/scale-run",
+            "--node-log",
+            "warn,process_hub::hub::reconciler=info",
+        ])
+        .expect("parses");
+        assert!(args.no_memory && !args.no_recovery);
+        assert_eq!(args.node_log, "warn,process_hub::hub::reconciler=info");
+        assert_eq!(
+            workdir(&args, 10_000, "durable"),
+            Some(PathBuf::from("/tmp/scale-run/10000-durable"))
+        );
+        let default = parse(&[]).expect("parses");
+        assert_eq!(default.node_log, "warn");
+        assert_eq!(workdir(&default, 10_000, "memory"), None, "a temporary one");
     }
 
     #[test]
