@@ -84,7 +84,16 @@ pub(super) async fn run_round(
             pacer,
         };
     }
-    let rows = off_the_runtime(|| hub.storage.export_all());
+    // A round that will park anyway (its copy is lost, or a peer's copy is not weighed yet)
+    // does not scan the registry: at hundreds of thousands of rows the scan is most of a
+    // round, and a parked round is retried an interval later. Without its rows it stays
+    // parked even if the missing copy arrives meanwhile.
+    let parks_anyway = snapshot.parked || !recovery.unheard(&hub.peers()).is_empty();
+    let rows = if parks_anyway {
+        Vec::new()
+    } else {
+        off_the_runtime(|| hub.storage.export_all())
+    };
     // Asked after the rows were read: a child missing from them was stopped before the
     // question, so its removal is in the leader's answer.
     let leader_answered = confirm_with_leader(&hub, &recovery).await;
@@ -137,7 +146,7 @@ pub(super) async fn run_round(
             &hub.node,
             &previous_pending,
             // A side without quorum starts and stops nothing: the majority's rounds decide.
-            snapshot.parked || !unheard.is_empty() || hub.partition.partitioned(),
+            parks_anyway || snapshot.parked || !unheard.is_empty() || hub.partition.partitioned(),
         )
     });
     let mut stats = plan.stats;
