@@ -109,6 +109,11 @@ impl RoundSchedule {
 
     /// A synchronisation round completed: a later round is due (subject to the interval).
     pub fn on_sync_completed(&mut self) {
+        self.request_round();
+    }
+
+    /// Asks for a later round (subject to the interval), if rounds run at all.
+    fn request_round(&mut self) {
         if self.enabled {
             self.reconcile_requested = true;
         }
@@ -154,9 +159,7 @@ impl RoundSchedule {
     /// declared children the peers' copies take longer than the grace to arrive, and the
     /// next periodic sync (15 s by default) would otherwise hold up the whole recovery.
     pub fn on_round_parked(&mut self) {
-        if self.enabled {
-            self.reconcile_requested = true;
-        }
+        self.request_round();
     }
 
     /// The running round did not complete (its actor crashed): the next round is due as soon

@@ -88,7 +88,7 @@ pub(super) async fn run_round(
     // does not scan the registry: at hundreds of thousands of rows the scan is most of a
     // round, and a parked round is retried an interval later. Without its rows it stays
     // parked even if the missing copy arrives meanwhile.
-    let parks_anyway = snapshot.parked || !recovery.unheard(&hub.peers()).is_empty();
+    let parks_anyway = snapshot.parked || !recovery.unheard(&inputs.peers).is_empty();
     let rows = if parks_anyway {
         Vec::new()
     } else {
