@@ -138,6 +138,16 @@ impl ChildStartError {
             Self::Storage { message }
         }
     }
+
+    /// Whether the child may have started all the same: the node got the request, or may
+    /// have, and did not say. A caller that would act on "not started" (resume a hot-moved
+    /// child where it was, say) must not, or two instances may run.
+    pub fn may_have_started(&self) -> bool {
+        matches!(
+            self,
+            Self::NodeReceiveTimeout | Self::NodeUnavailable { .. }
+        )
+    }
 }
 
 /// Why an operation on the declared list (a durable start, the stop of a declared child, a

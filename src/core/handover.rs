@@ -39,7 +39,22 @@ pub const MAX_PENDING_IMPORT_BYTES: usize = 64 * 1024 * 1024;
 /// or overtaken by the start) instead of starting it empty while the mover reports the state
 /// taken; the mover then keeps the child and moves it again. Taken out before the row is
 /// written, so no row ever shows it.
+///
+/// Its value is the [`state_digest`] of the state sent, so that the start takes that state and
+/// no other: a state left waiting by an earlier move of the same child (one that arrived after
+/// its start was refused, while the mover resumed the child and it went on answering) is
+/// stale. An empty value (a node that sends no digest) takes whichever state waits.
 pub const HANDOVER_METADATA_KEY: &str = "__process_hub_handover__";
+
+/// Names a handed-over state in its move's start ([`HANDOVER_METADATA_KEY`]): 64 bits of its
+/// BLAKE3 hash, in hex.
+pub fn state_digest(state: &[u8]) -> String {
+    let hash = blake3::hash(state);
+    hash.as_bytes()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
 
 /// How a child moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -240,8 +255,14 @@ impl PendingImports {
         self.arrived.get(id).is_some_and(|until| now_ms < *until)
     }
 
-    /// The state waiting for child `id`, if any and not expired at `now_ms`.
-    pub fn take(&mut self, id: &ChildId, now_ms: u64) -> Option<Vec<u8>> {
+    /// The state waiting for child `id`, if any and not expired at `now_ms`, and if it is the
+    /// one `digest` names ([`state_digest`]; empty: any). A state another move of the child
+    /// sent is not taken, and keeps waiting: two moves under way at once each find their own.
+    pub fn take(&mut self, id: &ChildId, now_ms: u64, digest: &str) -> Option<Vec<u8>> {
+        let (state, _) = self.states.get(id)?;
+        if !digest.is_empty() && state_digest(state) != digest {
+            return None;
+        }
         let (state, expires) = self.states.remove(id)?;
         self.bytes -= state.len();
         (now_ms < expires).then_some(state)
@@ -322,10 +343,10 @@ mod tests {
         let mut p = PendingImports::default();
         p.accept("a".into(), vec![1, 2], 0, 10).unwrap();
         assert_eq!(p.bytes(), 2);
-        assert_eq!(p.take(&"a".into(), 5), Some(vec![1, 2]));
-        assert_eq!(p.take(&"a".into(), 5), None);
+        assert_eq!(p.take(&"a".into(), 5, ""), Some(vec![1, 2]));
+        assert_eq!(p.take(&"a".into(), 5, ""), None);
         p.accept("b".into(), vec![1], 0, 10).unwrap();
-        assert_eq!(p.take(&"b".into(), 10), None, "expired");
+        assert_eq!(p.take(&"b".into(), 10, ""), None, "expired");
         assert_eq!(p.bytes(), 0);
         p.accept("c".into(), vec![1], 0, 10).unwrap();
         p.expire(10);
@@ -333,10 +354,33 @@ mod tests {
     }
 
     #[test]
+    fn a_start_takes_only_the_state_its_digest_names() {
+        let mut p = PendingImports::default();
+        let (stale, current) = (vec![1, 2], vec![1, 2, 3]);
+        // A refused move's state arrived late and waits; the next move's start names its own.
+        p.accept("a".into(), stale.clone(), 0, 10).unwrap();
+        assert_eq!(p.take(&"a".into(), 1, &state_digest(&current)), None);
+        p.accept("a".into(), current.clone(), 2, 10).unwrap();
+        assert_eq!(
+            p.take(&"a".into(), 3, &state_digest(&stale)),
+            None,
+            "nor does an older start take a newer move's state"
+        );
+        assert_eq!(p.bytes(), current.len(), "the newer state still waits");
+        assert_eq!(
+            p.take(&"a".into(), 4, &state_digest(&current)),
+            Some(current)
+        );
+        assert_eq!(p.bytes(), 0);
+        assert_eq!(state_digest(&stale).len(), 16);
+        assert_ne!(state_digest(&stale), state_digest(&[2, 1]));
+    }
+
+    #[test]
     fn a_state_that_arrived_lately_is_met_by_a_running_child_until_its_wait_ends() {
         let mut p = PendingImports::default();
         p.accept("a".into(), vec![1, 2], 0, 10).unwrap();
-        assert_eq!(p.take(&"a".into(), 1), Some(vec![1, 2]));
+        assert_eq!(p.take(&"a".into(), 1, ""), Some(vec![1, 2]));
         // Taken by one start, a second mover's start still meets the move.
         assert!(p.met_running(&"a".into(), 5));
         p.accept("b".into(), vec![1], 0, 10).unwrap();

@@ -129,13 +129,13 @@ impl ChildSupState {
         let now = shared.clock.now_ms();
         for (mut spec, mut metadata) in batch.children {
             // A hot move's start names the children whose state was sent ahead.
-            let state_sent = metadata.remove(HANDOVER_METADATA_KEY).is_some();
+            let state_sent = metadata.remove(HANDOVER_METADATA_KEY);
             if let Some(running) = self.children.get(&spec.id) {
                 // A hot move onto a node that already runs the child (a duplicate, after a
                 // partition): its state waits here, but this instance keeps its own. Said as
                 // such, so the mover does not report the state as taken.
-                let moved_state =
-                    batch.existing_ok && (shared.move_met_running(&spec.id) || state_sent);
+                let moved_state = batch.existing_ok
+                    && (shared.move_met_running(&spec.id) || state_sent.is_some());
                 if batch.existing_ok && !moved_state {
                     report.started.push((spec.id, running.cell.get_id().pid()));
                 } else {
@@ -159,17 +159,20 @@ impl ChildSupState {
             if alter {
                 shared.hooks.alter(&mut spec, &metadata);
             }
+            // Only a hot move's start takes the state waiting here. Any other start (a
+            // re-placement, a recovery round) begins afresh: the state may be left from a move
+            // whose old node gave up and resumed its instance, and is stale by now.
             // A hot move whose state is not here (lost, or overtaken by this start): refused,
             // so the child stays with its state on the old node, which moves it again.
-            let state = batch
-                .existing_ok
-                .then(|| shared.take_import(&spec.id))
-                .flatten();
-            if state_sent && state.is_none() {
+            let state = state_sent
+                .as_deref()
+                .filter(|_| batch.existing_ok)
+                .and_then(|digest| shared.take_import(&spec.id, digest));
+            if state_sent.is_some() && state.is_none() {
                 report.errors.push((
                     spec.id,
                     ChildStartError::StartupFailed {
-                        message: "the hot move's state did not arrive ahead of its start".into(),
+                        message: "the hot move's state did not arrive ahead of its start (or another move's did)".into(),
                     },
                 ));
                 continue;

@@ -10,8 +10,10 @@
 //!    here, then started there ([`HandoverOutcome::FellBackCold`]);
 //! 3. [`CoordinatorState::finish_hot`], when the start completes: the held casts go to the
 //!    new instance, the old one is stopped (released: its row keeps the new binding), and
-//!    [`HubEvent::ChildHandover`] says whether the state went along. A start that failed leaves
-//!    the child here, routed again, with the held casts delivered to it.
+//!    [`HubEvent::ChildHandover`] says whether the state went along. A start the new node
+//!    refused leaves the child here, routed again, with the held casts delivered to it. A
+//!    start with no answer (timed out, or the node went down) may have run there: the old
+//!    instance stops, and the child is placed again only if it runs nowhere.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -26,7 +28,7 @@ use crate::api::errors::ChildStartError;
 use crate::api::options::OnFailure;
 use crate::api::results::StartResult;
 use crate::cluster::wire::WireMsg;
-use crate::core::handover::{move_mode, HeldCast, MoveMode, HANDOVER_METADATA_KEY};
+use crate::core::handover::{move_mode, state_digest, HeldCast, MoveMode, HANDOVER_METADATA_KEY};
 use crate::events::{HandoverOutcome, HubEvent, MoveReason};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg};
 use crate::kinds::HandoverError;
@@ -54,6 +56,8 @@ pub(crate) struct HotMove {
     cell: ActorCell,
     /// Its state's size once exported.
     bytes: u64,
+    /// Its state's [`state_digest`], once sent: its start names it.
+    digest: String,
     /// Why the state did not go along (the move is then a cold swap).
     fell_back: Option<HandoverError>,
     /// Part of a graceful leave (the hub's shutdown stops the old instance).
@@ -119,6 +123,7 @@ impl CoordinatorState {
                 HotMove {
                     cell,
                     bytes: 0,
+                    digest: String::new(),
                     fell_back: None,
                     leaving,
                     since_ms: hub.mono_ms(),
@@ -171,6 +176,7 @@ impl CoordinatorState {
             };
             let outcome = result.and_then(|state| {
                 let bytes = state.len() as u64;
+                let digest = state_digest(&state);
                 let msg = WireMsg::HandoverState {
                     id: id.clone(),
                     state,
@@ -178,7 +184,7 @@ impl CoordinatorState {
                 cluster
                     .transport
                     .send(to, &msg)
-                    .map(|()| bytes)
+                    .map(|()| (bytes, digest))
                     .map_err(|e| HandoverError::NotSent {
                         node: to.clone(),
                         reason: e.to_string(),
@@ -186,7 +192,10 @@ impl CoordinatorState {
             });
             if let Some(moving) = cluster.hot.moves.get_mut(&id) {
                 match outcome {
-                    Ok(bytes) => moving.bytes = bytes,
+                    Ok((bytes, digest)) => {
+                        moving.bytes = bytes;
+                        moving.digest = digest;
+                    }
                     Err(e) => {
                         tracing::warn!(child = %id, error = %e, "handover failed: the child moves cold");
                         moving.fell_back = Some(e);
@@ -247,11 +256,18 @@ impl CoordinatorState {
         if rows.is_empty() {
             return;
         }
+        let digest_of = |id: &ChildId| {
+            self.cluster
+                .as_ref()
+                .and_then(|c| c.hot.moves.get(id))
+                .map(|m| m.digest.clone())
+                .unwrap_or_default()
+        };
         let children = rows
             .iter()
             .map(|r| {
                 let mut metadata = r.metadata.clone();
-                metadata.insert(HANDOVER_METADATA_KEY.to_owned(), String::new());
+                metadata.insert(HANDOVER_METADATA_KEY.to_owned(), digest_of(&r.spec.id));
                 (r.spec.clone(), metadata)
             })
             .collect();
@@ -380,6 +396,15 @@ impl CoordinatorState {
                 self.hub.drop_handoff(&failure.id);
                 continue;
             }
+            if failure.reason.may_have_started() {
+                // The new node may run the child with its state, and may have answered
+                // messages already: served here again, the two instances would diverge. This
+                // one stops (released); the caller places the child again if it runs nowhere.
+                tracing::warn!(child = %failure.id, node = %failure.node, error = %failure.reason, "hot move's outcome unknown: the child stops here");
+                self.hub.drop_handoff(&failure.id);
+                to_stop.push(failure.id.clone());
+                continue;
+            }
             let kind = self.hub.storage.get(&failure.id).map(|r| r.spec.kind);
             let Some(held) = self.hub.abandon_handoff(&failure.id, moving.cell.clone()) else {
                 tracing::warn!(child = %failure.id, node = %failure.node, error = %failure.reason, "hot move failed, and the child was stopped here meanwhile");
@@ -494,9 +519,9 @@ impl CoordinatorState {
                 .hot
                 .moves
                 .get(&spec.id)
-                .is_some_and(|m| m.fell_back.is_none());
-            if sent {
-                metadata.insert(HANDOVER_METADATA_KEY.to_owned(), String::new());
+                .filter(|m| m.fell_back.is_none());
+            if let Some(moving) = sent {
+                metadata.insert(HANDOVER_METADATA_KEY.to_owned(), moving.digest.clone());
             }
         }
     }

@@ -18,6 +18,7 @@ use super::cluster::MAX_HOPS;
 use super::CoordinatorState;
 use crate::api::errors::{ChildStartError, ChildStopError};
 use crate::cluster::wire::{self, RequestId, StartItem, StartedChild, WireMsg};
+use crate::core::handover::HANDOVER_METADATA_KEY;
 use crate::hooks::{HookEvent, HookKey};
 use crate::hub::protocol::{
     ClusterMsg, CoordinatorMsg, NodeStartReport, NodeStopReport, StartBatch, StartReply, StopBatch,
@@ -287,7 +288,10 @@ impl CoordinatorState {
             let sent = self.cluster.as_mut().map(|c| {
                 // A hot move's state goes ahead of its start (same link, in order).
                 for item in &items {
-                    if let Some(state) = self.hub.take_import(&item.spec.id) {
+                    let Some(digest) = item.metadata.get(HANDOVER_METADATA_KEY) else {
+                        continue;
+                    };
+                    if let Some(state) = self.hub.take_import(&item.spec.id, digest) {
                         let id = item.spec.id.clone();
                         let _ = c
                             .transport

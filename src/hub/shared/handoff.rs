@@ -171,12 +171,13 @@ impl HubShared {
         }
     }
 
-    /// The state waiting for child `id`, if any (taken: a restart starts afresh).
-    pub(crate) fn take_import(&self, id: &ChildId) -> Option<Vec<u8>> {
+    /// The state waiting for child `id` that `digest` names, if any (taken: a restart starts
+    /// afresh); see [`PendingImports::take`].
+    pub(crate) fn take_import(&self, id: &ChildId, digest: &str) -> Option<Vec<u8>> {
         let now = self.mono_ms();
         match self.handoffs.imports.lock() {
-            Ok(mut imports) => imports.take(id, now),
-            Err(poisoned) => poisoned.into_inner().take(id, now),
+            Ok(mut imports) => imports.take(id, now, digest),
+            Err(poisoned) => poisoned.into_inner().take(id, now, digest),
         }
     }
 }
