@@ -47,6 +47,7 @@ async fn a_whole_cluster_outage_brings_back_every_declared_child_once() {
     let mut dead: BTreeSet<ChildId> = stopped.into_iter().collect();
     d.wait_exactly(&declared, &dead, "before the outage").await;
 
+    let before = d.events.lock().unwrap().len();
     for name in ["a", "b", "c"] {
         d.crash(name).await;
     }
@@ -60,6 +61,21 @@ async fn a_whole_cluster_outage_brings_back_every_declared_child_once() {
     }
     d.wait_exactly(&declared, &dead, "after the outage").await;
     assert_eq!(d.versions(), vec![33, 33, 33]);
+    // The owners went first: the first round to act saw every child as an orphan and left
+    // the others' to them, so the children were not each submitted by every node.
+    let (mut submitted, mut deferred) = (0, 0);
+    for event in &d.events.lock().unwrap()[before..] {
+        if let HookEvent::ReconcileRound { stats, .. } = event {
+            submitted += stats.started;
+            deferred += stats.deferred_to_owner;
+        }
+    }
+    assert!(deferred > 0, "no round left an orphan to its owner");
+    assert!(
+        submitted < 2 * declared.len(),
+        "{submitted} submissions for {} children",
+        declared.len()
+    );
     stop_all(&d).await;
 }
 

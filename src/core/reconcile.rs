@@ -30,6 +30,12 @@
 //!   `check_existing`; the ring routes concurrent submissions of one child to the same owner,
 //!   whose supervisor accepts the first and rejects the rest. (A node cannot know that another
 //!   node's round ran, so the redundancy is what makes a round survive a crashed peer.)
+//!   After a boot the owner goes first: the caller applies [`defer_to_owners`] to its first
+//!   round that is not parked, which leaves to its owner, for that round, an orphan registered
+//!   nowhere that another node owns. After a whole-cluster outage each child is then submitted
+//!   once, by its owner, instead of once per node (each node's start budget paces its own
+//!   share, not every child). An orphan still running nowhere a round later is submitted by
+//!   every node.
 //! - **stops** (undeclared and duplicate instances): each node stops only instances bound on
 //!   itself. Every node computes the same keeper for a duplicate, so the union of all nodes'
 //!   stops leaves exactly the keeper's instance, and no stop ever crosses the network.
@@ -55,6 +61,10 @@ pub struct OrphanStart {
     pub child: DeclaredChild,
     /// The ring owner the start routes to.
     pub owner: NodeName,
+    /// No row for it in this node's copy: it runs nowhere and is registered nowhere, as after
+    /// a whole-cluster outage. Only such a start is left to its owner first
+    /// ([`defer_to_owners`]); an unbound row has waited its round already (`pending`).
+    pub unregistered: bool,
 }
 
 /// Why a local instance is stopped.
@@ -107,6 +117,9 @@ pub struct RoundStats {
     /// submitted again (always 0 with a factor of 1).
     #[serde(default)]
     pub under_replicated: usize,
+    /// Orphans another node owns, left to that owner for this round ([`defer_to_owners`]).
+    #[serde(default)]
+    pub deferred_to_owner: usize,
     /// Local instances of undeclared durable children stopped.
     pub stopped_undeclared: usize,
     /// Stale durable rows removed from this node's copy.
@@ -130,6 +143,9 @@ pub struct ReconcilePlan {
     /// Orphans skipped this round because their row is registered but unbound; pass it as
     /// `previous_pending` to the next round.
     pub pending: BTreeSet<ChildId>,
+    /// Orphans left to their owner this round ([`defer_to_owners`]): the next round submits
+    /// them if they still run nowhere.
+    pub deferred: BTreeSet<ChildId>,
     /// The round's counters.
     pub stats: RoundStats,
     /// The round was parked: it did nothing.
@@ -148,6 +164,7 @@ impl ReconcilePlan {
             && self.duplicates.is_empty()
             && self.remove_rows.is_empty()
             && self.pending.is_empty()
+            && self.deferred.is_empty()
     }
 }
 
@@ -251,6 +268,7 @@ pub fn plan_replicated_round<'a>(
                     plan.starts.push(OrphanStart {
                         child: child.clone(),
                         owner: owners[0].clone(),
+                        unregistered: false,
                     });
                 }
             }
@@ -269,6 +287,7 @@ pub fn plan_replicated_round<'a>(
                 plan.starts.push(OrphanStart {
                     child: child.clone(),
                     owner,
+                    unregistered: observed_row.is_none(),
                 });
             }
         }
@@ -340,6 +359,27 @@ fn plan_duplicate(
         keep,
         bound_on: row.node_pids.keys().cloned().collect(),
     });
+}
+
+/// Leaves to their owners, for one round, the starts of `plan` of unregistered orphans
+/// ([`OrphanStart::unregistered`]) that another node owns; they move to `plan.deferred`.
+///
+/// Every node's round sees the same orphans, so without this each child is submitted once per
+/// node: after a whole-cluster outage of N nodes, N times the starts go through the start
+/// budgets, routing and the owners' supervisors, which refuse all but one. With it the owner
+/// submits its own, and a child whose owner did not (its round has not run, it is parked, it
+/// crashed) is submitted by every node one round later. A parked plan is left as it is.
+pub fn defer_to_owners(plan: &mut ReconcilePlan, local: &str) {
+    if plan.parked {
+        return;
+    }
+    let (keep, defer): (Vec<OrphanStart>, Vec<OrphanStart>) = std::mem::take(&mut plan.starts)
+        .into_iter()
+        .partition(|start| !start.unregistered || start.owner.is_empty() || start.owner == local);
+    plan.starts = keep;
+    plan.deferred = defer.into_iter().map(|s| s.child.spec.id).collect();
+    plan.stats.deferred_to_owner = plan.deferred.len();
+    plan.stats.started = plan.starts.len();
 }
 
 #[cfg(test)]

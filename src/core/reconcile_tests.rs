@@ -355,3 +355,93 @@ fn only_a_plan_that_does_and_carries_nothing_is_quiet() {
         assert!(!quiet.stands_for(&changed));
     }
 }
+
+fn start_ids(p: &ReconcilePlan) -> Vec<&str> {
+    p.starts.iter().map(|s| s.child.spec.id.as_str()).collect()
+}
+
+#[test]
+fn the_owner_submits_first_and_every_node_a_round_later() {
+    // After a whole-cluster outage every node sees every child as an orphan.
+    let list = declared(&IDS);
+    let mut total = 0;
+    for node in NODES {
+        let mut first = plan(&list, &[], node);
+        defer_to_owners(&mut first, node);
+        for start in &first.starts {
+            assert_eq!(start.owner, node, "a first round submits only its own");
+        }
+        assert_eq!(first.starts.len() + first.deferred.len(), IDS.len());
+        assert_eq!(first.stats.started, first.starts.len());
+        assert_eq!(first.stats.deferred_to_owner, first.deferred.len());
+        assert!(!first.is_quiet() || first.deferred.is_empty());
+        total += first.starts.len();
+        // The owners did nothing: the next round (no deferral) submits every orphan.
+        let next = plan(&list, &[], node);
+        assert_eq!(start_ids(&next), IDS.to_vec());
+    }
+    assert_eq!(total, IDS.len(), "each child submitted once over the nodes");
+}
+
+#[test]
+fn a_parked_round_defers_nothing() {
+    let list = declared(&["a", "b", "c"]);
+    let mut p = plan_round(
+        &list,
+        std::iter::empty::<&Row>(),
+        owner,
+        "n1",
+        &BTreeSet::new(),
+        true,
+    );
+    defer_to_owners(&mut p, "n1");
+    assert!(p.starts.is_empty() && p.deferred.is_empty());
+    assert_eq!(p.stats.deferred_to_owner, 0);
+}
+
+#[test]
+fn an_unbound_row_or_a_missing_replica_is_not_deferred() {
+    // An unbound row waited its round as `pending` already.
+    let list = declared(&IDS);
+    let rows: Vec<Row> = IDS.iter().map(|id| row(id, true, &[])).collect();
+    let pending: BTreeSet<ChildId> = rows.iter().map(|r| r.id().clone()).collect();
+    let mut p = plan_round(&list, &rows, owner, "n1", &pending, false);
+    defer_to_owners(&mut p, "n1");
+    assert_eq!(p.starts.len(), IDS.len());
+    assert!(p.deferred.is_empty());
+    // A child on one of its two owners: the other replica is submitted, not deferred.
+    let list = declared(&["a"]);
+    let rows = [row("a", true, &[("n1", 1)])];
+    let mut p = plan_replicated_round(
+        &list,
+        rows.iter(),
+        two_owners,
+        "n3",
+        &BTreeSet::new(),
+        false,
+    );
+    defer_to_owners(&mut p, "n3");
+    assert_eq!(start_ids(&p), vec!["a"]);
+}
+
+proptest! {
+    /// Deferral only ever removes starts this node does not own, and never invents one.
+    #[test]
+    fn deferral_keeps_every_start_it_owns(
+        ids in proptest::collection::btree_set("[a-z]{1,4}", 0..20),
+        node in 0usize..3,
+    ) {
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let list = declared(&ids);
+        let local = NODES[node];
+        let all = plan(&list, &[], local);
+        let mut first = plan(&list, &[], local);
+        defer_to_owners(&mut first, local);
+        for start in &all.starts {
+            let kept = first.starts.iter().any(|s| s.child.spec.id == start.child.spec.id);
+            prop_assert_eq!(kept, start.owner == local);
+            prop_assert_eq!(first.deferred.contains(&start.child.spec.id), !kept);
+        }
+        prop_assert_eq!(first.starts.len() + first.deferred.len(), all.starts.len());
+    }
+}

@@ -392,6 +392,7 @@ fn record(labels: &HubLabels, frequent: &Frequent, event: &HubEvent) {
             for (action, n) in [
                 ("started", stats.started),
                 ("skipped_pending", stats.skipped_pending),
+                ("deferred_to_owner", stats.deferred_to_owner),
                 ("duplicates", stats.duplicates),
                 ("under_replicated", stats.under_replicated),
                 ("stopped_undeclared", stats.stopped_undeclared),

@@ -118,6 +118,12 @@ pub struct ScaleBenchArgs {
     /// The durable cluster's `--reconcile-interval-ms`.
     #[arg(long, default_value_t = 1_000)]
     pub reconcile_interval_ms: u64,
+    /// The durable cluster's `--recovery-starts-per-second` (default: the node's, 10,000). Each
+    /// node paces its recovery starts at this rate after a burst of one second's worth, so a
+    /// size whose share fits in the burst is not paced and a larger one is: raise it to see
+    /// the hub's own recovery rate rather than the budget's.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub recovery_starts_per_second: Option<u32>,
     /// How long any one wait (convergence, empty registries, failover, recovery) may take
     /// before that phase is reported as failed; default 120 s plus 1 s per 1,000 children.
     #[arg(long)]
@@ -373,7 +379,14 @@ fn durable_phase(
             args.reconcile_grace_ms.to_string(),
             "--reconcile-interval-ms".into(),
             args.reconcile_interval_ms.to_string(),
-        ],
+        ]
+        .into_iter()
+        .chain(
+            args.recovery_starts_per_second
+                .into_iter()
+                .flat_map(|rate| ["--recovery-starts-per-second".to_owned(), rate.to_string()]),
+        )
+        .collect(),
         ..ClusterOptions::default()
     };
     let limit = deadline(n, args);
@@ -563,6 +576,10 @@ pub fn run(args: ScaleBenchArgs) -> Result<(), String> {
     out.insert("concurrency".into(), json!(args.concurrency));
     out.insert("stop_callers".into(), json!(args.stop_callers));
     out.insert("reconcile_grace_ms".into(), json!(args.reconcile_grace_ms));
+    out.insert(
+        "recovery_starts_per_second".into(),
+        json!(args.recovery_starts_per_second),
+    );
     out.extend(ratios(&sizes));
     out.insert(
         "sizes".into(),
@@ -640,6 +657,19 @@ mod tests {
             parse_sizes("1_000, 20000").unwrap(),
             Sizes(vec![1_000, 20_000])
         );
+    }
+
+    #[test]
+    fn the_recovery_start_budget_is_passed_on_within_the_node_range() {
+        let args = parse(&["--recovery-starts-per-second", "100000"]).expect("parses");
+        assert_eq!(args.recovery_starts_per_second, Some(100_000));
+        assert_eq!(parse(&[]).expect("parses").recovery_starts_per_second, None);
+        for bad in ["0", "10000001", "-1", "fast"] {
+            assert!(
+                parse(&["--recovery-starts-per-second", bad]).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

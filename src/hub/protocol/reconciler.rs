@@ -27,6 +27,9 @@ pub(crate) struct RoundCarry {
     pub pending: BTreeSet<ChildId>,
     /// The previous round, if it was quiet.
     pub quiet: Option<QuietRound>,
+    /// Every round since boot was parked: the next one that is not leaves to their owners
+    /// the orphans registered nowhere (`core::reconcile::defer_to_owners`).
+    pub owner_first: bool,
 }
 
 /// What a finished round hands back to the actor.

@@ -153,12 +153,17 @@ impl Actor for Reconciler {
         // A restarted Reconciler starts a fresh schedule; if the hub already reached `normal`
         // its next "first" round is an ordinary one (no replay hooks, no transition).
         let schedule = RoundSchedule::new(Some(&recovery.config), now);
+        let owner_first = recovery.state.current() == RecoveryState::Recovering;
         Ok(ReconcilerState {
             pacer: Some(StartPacer::new(&recovery.config.start_budget, now)),
             hub,
             recovery,
             schedule,
-            carry: RoundCarry::default(),
+            // After a boot, owners submit their orphans first (`core::reconcile`).
+            carry: RoundCarry {
+                owner_first,
+                ..RoundCarry::default()
+            },
             wake: None,
             tick: None,
             round: None,

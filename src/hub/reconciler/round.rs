@@ -11,7 +11,8 @@ use tokio::time::Instant;
 use crate::api::options::StartOptions;
 use crate::core::guided::Guided;
 use crate::core::reconcile::{
-    plan_replicated_round, OrphanStart, QuietRound, RoundInputs, RoundStats, StopReason,
+    defer_to_owners, plan_replicated_round, OrphanStart, QuietRound, RoundInputs, RoundStats,
+    StopReason,
 };
 use crate::core::recovery::StartPacer;
 use crate::hooks::{HookEvent, HookKey};
@@ -36,6 +37,7 @@ pub(super) async fn run_round(
     let RoundCarry {
         pending: previous_pending,
         quiet: previous_quiet,
+        owner_first,
     } = carried;
     let began = Instant::now();
     if first {
@@ -133,7 +135,7 @@ pub(super) async fn run_round(
     } else {
         previous_pending
     };
-    let plan = off_the_runtime(|| {
+    let mut plan = off_the_runtime(|| {
         plan_replicated_round(
             &snapshot.list,
             rows.iter(),
@@ -149,6 +151,9 @@ pub(super) async fn run_round(
             parks_anyway || snapshot.parked || !unheard.is_empty() || hub.partition.partitioned(),
         )
     });
+    if owner_first {
+        defer_to_owners(&mut plan, &hub.node);
+    }
     let mut stats = plan.stats;
 
     if !plan.stops.is_empty() {
@@ -203,6 +208,7 @@ pub(super) async fn run_round(
         carry: RoundCarry {
             pending: plan.pending,
             quiet,
+            owner_first: owner_first && plan.parked,
         },
         pacer,
     }
@@ -219,6 +225,7 @@ fn report_round(hub: &HubShared, stats: RoundStats, parked: bool, unchanged: boo
         orphans = stats.orphans,
         started = stats.started,
         skipped_pending = stats.skipped_pending,
+        deferred_to_owner = stats.deferred_to_owner,
         duplicates = stats.duplicates,
         stopped_undeclared = stats.stopped_undeclared,
         removed_stale = stats.removed_stale,
