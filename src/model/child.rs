@@ -135,28 +135,30 @@ impl Shutdown {
 /// is the same value: "no arguments" has one spelling.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct ChildArgs(String);
+pub struct ChildArgs(CompactString);
 
 impl Default for ChildArgs {
     fn default() -> Self {
-        Self("null".to_owned())
+        // Kept inline (no allocation): most children have no arguments, and every node keeps
+        // the spec of each child it runs.
+        Self(CompactString::const_new("null"))
     }
 }
 
 impl ChildArgs {
     /// Serializes a typed argument value.
     pub fn encode<T: Serialize>(value: &T) -> Result<Self, serde_json::Error> {
-        serde_json::to_string(value).map(Self)
+        serde_json::to_string(value).map(|text| Self(text.into()))
     }
 
     /// Wraps JSON text that is already encoded (it is checked when the kind decodes it).
     pub fn from_json_text(text: impl Into<String>) -> Self {
-        Self(text.into())
+        Self(text.into().into())
     }
 
     /// Wraps a JSON value.
     pub fn from_json(value: &serde_json::Value) -> Self {
-        Self(value.to_string())
+        Self(value.to_string().into())
     }
 
     /// Decodes the arguments as the type a kind expects.
