@@ -159,11 +159,12 @@ impl ChildSupState {
             if alter {
                 shared.hooks.alter(&mut spec, &metadata);
             }
-            // Only a hot move's start takes the state waiting here. Any other start (a
-            // re-placement, a recovery round) begins afresh: the state may be left from a move
-            // whose old node gave up and resumed its instance, and is stale by now.
-            // A hot move whose state is not here (lost, or overtaken by this start): refused,
-            // so the child stays with its state on the old node, which moves it again.
+            // Only a hot move's start takes a state waiting here, and only the one its digest
+            // names. Any other start (a re-placement, a recovery round) begins afresh: a state
+            // left by a move whose old node gave up and resumed its instance is stale. A hot
+            // move whose state is not here (lost, overtaken by this start, or another move's
+            // waiting instead) is refused, so the child stays with its state on the old node,
+            // which moves it again.
             let state = state_sent
                 .as_deref()
                 .filter(|_| batch.existing_ok)
