@@ -37,6 +37,7 @@ use crate::model::{
     ChildId, ChildSpec, DownReason, NodeName, Pid, Row, Shutdown, RESERVED_METADATA_KEY,
 };
 use crate::storage::StorageError;
+use crate::telemetry::failure_tally::FailureTally;
 
 mod stopping;
 
@@ -585,10 +586,14 @@ impl Actor for ChildSupervisor {
             }
             ChildSupMsg::StopDeadline { group, grace_ms } => {
                 if let Some(group) = state.stop_groups.get(&group) {
+                    // One line per deadline, not per child: a stop of 100,000 children that
+                    // all ignore it would otherwise log 100,000 lines.
+                    let mut late = FailureTally::new();
                     for child in group.waiting.values().filter(|c| c.grace_ms <= grace_ms) {
-                        tracing::warn!(child = %child.id, "child did not stop within its shutdown timeout; killing it");
+                        late.add(&child.id, format_args!("not stopped within {grace_ms} ms"));
                         child.cell.kill();
                     }
+                    late.warn("children did not stop within their shutdown timeout; killing them");
                 }
             }
             ChildSupMsg::ReleaseAll => {
