@@ -31,6 +31,14 @@ pub enum HarnessError {
     /// A free port or work directory could not be had.
     #[error("local setup failed: {0}")]
     Setup(#[from] std::io::Error),
+    /// The work directory asked for could not be created.
+    #[error("cannot create the work directory {}: {source}", path.display())]
+    Workdir {
+        /// The directory.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// A condition did not hold before its deadline.
     #[error("timed out after {waited:?} waiting for {what}")]
     Timeout {
@@ -264,7 +272,10 @@ impl LocalCluster {
     ) -> Result<Self, HarnessError> {
         let (workdir, tempdir) = match workdir {
             Some(dir) => {
-                std::fs::create_dir_all(&dir)?;
+                std::fs::create_dir_all(&dir).map_err(|source| HarnessError::Workdir {
+                    path: dir.clone(),
+                    source,
+                })?;
                 (dir, None)
             }
             None => {
@@ -430,5 +441,33 @@ impl LocalCluster {
         for node in &mut self.nodes {
             node.terminate(grace);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_work_directory_that_cannot_be_created_is_named_in_the_error() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let file = tmp.path().join("a-file");
+        std::fs::write(&file, b"").expect("write");
+        let wanted = file.join("cluster");
+        let err = match LocalCluster::start(
+            Path::new("/nonexistent/process-hub"),
+            3,
+            &ClusterOptions::default(),
+            Some(wanted.clone()),
+        ) {
+            Ok(_) => panic!("a directory under a file was created"),
+            Err(e) => e,
+        };
+        let text = err.to_string();
+        assert!(
+            text.contains(&wanted.display().to_string()),
+            "the error does not name the directory: {text}"
+        );
+        assert!(matches!(err, HarnessError::Workdir { .. }), "{err:?}");
     }
 }
