@@ -281,14 +281,25 @@ impl Peer {
         peer
     }
 
+    /// The next output line `pred` accepts; panics with the last lines seen if none comes
+    /// within the deadline.
     pub fn wait_line(&mut self, pred: impl Fn(&str) -> bool) -> String {
         let end = Instant::now() + DEADLINE;
+        let mut seen: std::collections::VecDeque<String> = std::collections::VecDeque::new();
         loop {
             let left = end.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
                 Ok(line) if pred(&line) => return line,
-                Ok(_) => {}
-                Err(e) => panic!("peer output ended or timed out: {e}"),
+                Ok(line) => {
+                    if seen.len() == 20 {
+                        seen.pop_front();
+                    }
+                    seen.push_back(line);
+                }
+                Err(e) => panic!(
+                    "peer output ended or timed out ({e}) before the line waited for; its last lines:\n{}",
+                    Vec::from(seen).join("\n")
+                ),
             }
         }
     }
