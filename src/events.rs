@@ -205,6 +205,10 @@ pub enum HubEvent {
         from: NodeName,
         /// The node it runs on now.
         to: NodeName,
+        /// The actor of the instance the move started there (the one that took the state),
+        /// when the new node named it: not when it already ran the child. The child may have
+        /// been stopped or replaced on that node by the time this event is read.
+        pid: Option<Pid>,
         /// The state went along, or why not.
         outcome: HandoverOutcome,
         /// From the export's request to the new node's confirmation, in ms (what a hot move

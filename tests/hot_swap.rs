@@ -81,10 +81,21 @@ async fn a_counter_keeps_its_value_when_a_node_joins_and_its_child_moves_there()
     .await;
     match event {
         HubEvent::ChildHandover {
-            from, to, outcome, ..
+            from,
+            to,
+            pid,
+            outcome,
+            ..
         } => {
             assert_eq!((from, to), (full("a"), full("b")));
             assert_eq!(outcome, HandoverOutcome::Imported { bytes: 8 });
+            // The event names the instance that took the state: the one running on b.
+            let running = cluster
+                .hub("b")
+                .local_child(&id)
+                .map(|cell| cell.get_id().pid());
+            assert!(pid.is_some());
+            assert_eq!(pid, running);
         }
         other => panic!("{other:?}"),
     }

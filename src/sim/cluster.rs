@@ -227,7 +227,7 @@ impl SimCluster {
         match spawned {
             Ok((hub, _)) => {
                 if let Some(book) = &self.book {
-                    listen_for_handovers(&hub, book, &self.hubs, &self.trace);
+                    listen_for_handovers(&hub, book, &self.trace);
                     lock(&self.hubs).insert(name.to_owned(), hub.clone());
                 }
                 node.life = NodeLife::Up(hub);
@@ -379,21 +379,17 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Follows `hub`'s hot moves: each goes in the trace, and one whose state went along names
-/// the new instance (the child's actor on the node it moved to) that must have taken it.
-fn listen_for_handovers(
-    hub: &Hub,
-    book: &SharedBook,
-    hubs: &Arc<Mutex<BTreeMap<NodeName, Hub>>>,
-    trace: &Arc<Trace>,
-) {
+/// the new instance (the actor its start answered with) that must have taken it.
+fn listen_for_handovers(hub: &Hub, book: &SharedBook, trace: &Arc<Trace>) {
     let (_, mut events) = hub.subscribe_channel();
-    let (book, hubs, trace) = (book.clone(), hubs.clone(), trace.clone());
+    let (book, trace) = (book.clone(), trace.clone());
     tokio::spawn(async move {
         while let Some(event) = events.recv().await {
             let HubEvent::ChildHandover {
                 id,
                 from,
                 to,
+                pid,
                 outcome,
                 ..
             } = event
@@ -404,12 +400,9 @@ fn listen_for_handovers(
             match outcome {
                 HandoverOutcome::Imported { bytes } => {
                     trace.line(format!("hot move of {id} {what}: imported {bytes} bytes"));
-                    let pid = lock(&hubs).get(&to).and_then(|h| {
-                        h.shared()
-                            .local_children
-                            .get(&id)
-                            .map(|cell| cell.get_id().pid())
-                    });
+                    // The instance the move started, as its start named it: by the time the
+                    // old node reports, another instance may run there (a duplicate stop, a
+                    // start on the other side of a split).
                     if let Some(pid) = pid {
                         with_book(&book, |b| b.expect_import(id, what, pid));
                     }

@@ -32,7 +32,7 @@ use crate::core::handover::{move_mode, state_digest, HeldCast, MoveMode, HANDOVE
 use crate::events::{HandoverOutcome, HubEvent, MoveReason};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg};
 use crate::kinds::HandoverError;
-use crate::model::{ChildId, NodeName, Row};
+use crate::model::{ChildId, NodeName, Pid, Row};
 
 /// What to do once the exports of a batch are in.
 pub(crate) enum AfterExport {
@@ -315,13 +315,14 @@ impl CoordinatorState {
         if cluster.hot.moves.is_empty() {
             return Vec::new();
         }
-        let mut placed: Vec<(ChildId, NodeName, bool)> = result
+        // Each with the new instance's pid, when the start named it.
+        let mut placed: Vec<(ChildId, NodeName, Option<Pid>, bool)> = result
             .started
             .iter()
             .filter_map(|s| {
                 s.nodes
                     .first()
-                    .map(|(n, _)| (s.id.clone(), n.clone(), false))
+                    .map(|(n, pid)| (s.id.clone(), n.clone(), Some(*pid), false))
             })
             .collect();
         // The new node already ran it (a duplicate): it is there all the same, but that
@@ -331,11 +332,19 @@ impl CoordinatorState {
                 .errors
                 .iter()
                 .filter(|f| f.reason == ChildStartError::AlreadyStarted)
-                .map(|f| (f.id.clone(), f.node.clone(), true)),
+                .map(|f| (f.id.clone(), f.node.clone(), None, true)),
         );
         let mut finished = Vec::new();
         let mut to_stop = Vec::new();
-        for (id, to, duplicate) in placed {
+        // Starts answered by this node itself: a peer that still took it for the owner
+        // forwarded the start back here, where the old instance runs. Nothing moved: they are
+        // settled below as a refused start.
+        let mut failures: Vec<(ChildId, NodeName, ChildStartError)> = Vec::new();
+        for (id, to, pid, duplicate) in placed {
+            if to == me {
+                failures.push((id, to, ChildStartError::AlreadyStarted));
+                continue;
+            }
             let Some(mut moving) = cluster.hot.moves.remove(&id) else {
                 continue;
             };
@@ -381,36 +390,43 @@ impl CoordinatorState {
                 id: id.clone(),
                 from: me.clone(),
                 to: to.clone(),
+                pid,
                 outcome,
                 took_ms,
             });
             finished.push(id);
         }
         let mut stays = Vec::new();
-        for failure in &result.errors {
-            let Some(moving) = cluster.hot.moves.remove(&failure.id) else {
+        failures.extend(
+            result
+                .errors
+                .iter()
+                .map(|f| (f.id.clone(), f.node.clone(), f.reason.clone())),
+        );
+        for (id, node, reason) in &failures {
+            let Some(moving) = cluster.hot.moves.remove(id) else {
                 continue;
             };
             if moving.fell_back.is_some() || moving.leaving || !confirm {
                 // The old instance is stopped (or stops with the hub): nothing to go back to.
-                self.hub.drop_handoff(&failure.id);
+                self.hub.drop_handoff(id);
                 continue;
             }
-            if failure.reason.may_have_started() {
+            if reason.may_have_started() {
                 // The new node may run the child with its state, and may have answered
                 // messages already: served here again, the two instances would diverge. This
                 // one stops (released); the caller places the child again if it runs nowhere.
-                tracing::warn!(child = %failure.id, node = %failure.node, error = %failure.reason, "hot move's outcome unknown: the child stops here");
-                self.hub.drop_handoff(&failure.id);
-                to_stop.push(failure.id.clone());
+                tracing::warn!(child = %id, node = %node, error = %reason, "hot move's outcome unknown: the child stops here");
+                self.hub.drop_handoff(id);
+                to_stop.push(id.clone());
                 continue;
             }
-            let kind = self.hub.storage.get(&failure.id).map(|r| r.spec.kind);
-            let Some(held) = self.hub.abandon_handoff(&failure.id, moving.cell.clone()) else {
-                tracing::warn!(child = %failure.id, node = %failure.node, error = %failure.reason, "hot move failed, and the child was stopped here meanwhile");
+            let kind = self.hub.storage.get(id).map(|r| r.spec.kind);
+            let Some(held) = self.hub.abandon_handoff(id, moving.cell.clone()) else {
+                tracing::warn!(child = %id, node = %node, error = %reason, "hot move failed, and the child was stopped here meanwhile");
                 continue;
             };
-            tracing::warn!(child = %failure.id, node = %failure.node, error = %failure.reason, "hot move failed: the child stays here with its state");
+            tracing::warn!(child = %id, node = %node, error = %reason, "hot move failed: the child stays here with its state");
             for cast in held {
                 match cast {
                     HeldCast::Typed { variant, args } => {
@@ -426,14 +442,14 @@ impl CoordinatorState {
                     }
                     HeldCast::Bytes { payload } => {
                         let _ = myself.cast(CoordinatorMsg::Cluster(ClusterMsg::ChildCast {
-                            id: failure.id.clone(),
+                            id: id.clone(),
                             payload,
                         }));
                     }
                 }
             }
-            cluster.hot.abandoned.insert(failure.id.clone());
-            stays.push(failure.id.clone());
+            cluster.hot.abandoned.insert(id.clone());
+            stays.push(id.clone());
         }
         if !cluster.hot.abandoned.is_empty() && !cluster.hot.retry_armed {
             cluster.hot.retry_armed = true;
