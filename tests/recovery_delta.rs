@@ -123,3 +123,41 @@ async fn a_peer_not_at_the_base_converges_on_the_whole_copy() {
     wait_same_lists(&d, "c fetched the whole copy and is the leader's").await;
     stop_all(&d).await;
 }
+
+/// After a whole-cluster outage every node holds the same copy: the nodes weigh each other's
+/// copies by their summaries alone (`core::declared_summary`), and no whole copy travels. The
+/// test takes the whole copies away; were one needed, the rounds would stay parked and the
+/// children would not come back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn equal_copies_are_weighed_by_their_summaries_without_a_whole_copy() {
+    let mut d = TestCluster::with_nodes(74, &["a", "b", "c"], Options::durable()).await;
+    let all = specs("s", 24);
+    d.declare_all("b", &all, 24).await;
+    stop_one(&d, "c", "s0").await;
+    d.wait_versions(25).await;
+    for name in ["a", "b", "c"] {
+        d.crash(name).await;
+    }
+    for name in ["a", "b", "c"] {
+        d.net.drop_kind("declared_offer", &full(name));
+        d.net.drop_kind("declared_offer_part", &full(name));
+    }
+    let dropped = d.net.stats().dropped_by_kind;
+    for name in ["a", "b", "c"] {
+        d.restart(name).await;
+    }
+    d.wait_members().await;
+    for hub in d.hubs.values() {
+        hub.await_normal(common::DEADLINE).await.unwrap();
+    }
+    let dead = std::collections::BTreeSet::from([ChildId::from("s0")]);
+    d.wait_exactly(&ids(&all[1..]), &dead, "after the outage")
+        .await;
+    assert_eq!(d.versions(), vec![25, 25, 25]);
+    assert_eq!(
+        d.net.stats().dropped_by_kind,
+        dropped,
+        "a whole copy was sent although every copy was the same"
+    );
+    stop_all(&d).await;
+}

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use crate::core::boot_token::BootToken;
 use crate::core::declared_delta::DeclaredDelta;
 use crate::core::declared_list::{DeclaredChild, DeclaredList};
+use crate::core::declared_summary::CopySummary;
 use crate::model::{ChildId, ChildSpec, DownReason, HubMeta, Metadata, NodeName, Pid, Row};
 
 /// The version of the message encoding, and of open frames ([`encode`]). Frames between
@@ -450,6 +451,17 @@ pub enum WireMsg {
         /// Whether the round is spreading (every position gathered).
         spreading: bool,
     },
+    /// The sender's declared copy in brief (`core::declared_summary`), sent instead of the whole
+    /// copy when a peer comes up or a parked round asks: the receiver weighs it against its own
+    /// and a whole copy travels only to a node whose copy is outranked, or both ways when the
+    /// stamps tie on other content. Added after every other variant so the older variants
+    /// encode as before.
+    DeclaredSummary {
+        /// The copy's stamp and digest.
+        summary: CopySummary,
+        /// The sender has not weighed the receiver's copy yet: answer with a summary (`false`).
+        reply: bool,
+    },
 }
 
 impl WireMsg {
@@ -477,6 +489,7 @@ impl WireMsg {
             WireMsg::DeclaredVersionQuery => "declared_version_query",
             WireMsg::DeclaredDelta { .. } => "declared_delta",
             WireMsg::DeclaredOfferPart { .. } => "declared_offer_part",
+            WireMsg::DeclaredSummary { .. } => "declared_summary",
             WireMsg::TypedCast { .. } => "typed_cast",
             WireMsg::TypedCall { .. } => "typed_call",
             WireMsg::TypedReply { .. } => "typed_reply",

@@ -12,6 +12,7 @@ pub mod child_route;
 pub mod declared_delta;
 pub mod declared_list;
 pub mod declared_state;
+pub mod declared_summary;
 pub mod event_batch;
 pub mod explain;
 pub mod failure_detector;

@@ -6,7 +6,7 @@
 //! | `NodeUp`, `NodeDown` | the Coordinator (membership, the ring); the Registry also hears `NodeDown` (it forgets the peer's unfinished sync) |
 //! | starts, stops, their replies, child messages, `Goodbye` and its ack | the Coordinator |
 //! | `RegistryDelta`, `FullSync`, `FullSyncPart`, `SyncRequest`, `Gossip*` | the Registry |
-//! | `DeclaredOffer`, `DeclaredOfferPart`, `DeclaredDelta`, `DeclaredMutate`, `DeclaredMutateReply`, `DeclaredVersionQuery` | the DeclaredLeader |
+//! | `DeclaredOffer`, `DeclaredOfferPart`, `DeclaredSummary`, `DeclaredDelta`, `DeclaredMutate`, `DeclaredMutateReply`, `DeclaredVersionQuery` | the DeclaredLeader |
 //! | `DeclaredVersion` | recorded here, in arrival order, in the recovery state the rounds read |
 //! | `TypedCast`, `TypedCall`, `MonitorChild` | handed to the local child or answered here (`hub/typed.rs`): no actor hop |
 //! | `TypedReply`, `ChildDown`, `Demonitor` | the typed calls and monitors of `HubShared` |
@@ -179,7 +179,8 @@ impl Inbox {
             | WireMsg::DeclaredDelta { .. }
             | WireMsg::DeclaredMutate { .. }
             | WireMsg::DeclaredMutateReply { .. }
-            | WireMsg::DeclaredVersionQuery) => to_declared_leader(hub, from, msg),
+            | WireMsg::DeclaredVersionQuery
+            | WireMsg::DeclaredSummary { .. }) => to_declared_leader(hub, from, msg),
             WireMsg::TypedCast {
                 id,
                 variant,

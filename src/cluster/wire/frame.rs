@@ -423,6 +423,36 @@ mod tests {
         assert_eq!(decode_for("hub", &bytes).unwrap().payload, msg);
     }
 
+    /// A declared summary is the last variant, is small whatever the size of the list it
+    /// sums up, and survives the wire.
+    #[test]
+    fn the_declared_summary_is_additive_small_and_roundtrips() {
+        use crate::core::declared_list::DeclaredList;
+        use crate::core::declared_summary::CopySummary;
+
+        let mut list = DeclaredList::new();
+        for i in 0..10_000 {
+            list.add(
+                ChildSpec::new(format!("c{i}"), "counter"),
+                Metadata::new(),
+                "n1@h",
+            )
+            .unwrap();
+        }
+        let msg = WireMsg::DeclaredSummary {
+            summary: CopySummary::of(&list),
+            reply: true,
+        };
+        let bytes = encode("hub", "a@h", &msg).unwrap();
+        assert_eq!(
+            u32::from_le_bytes(bytes[24..28].try_into().unwrap()),
+            35,
+            "the variant index after every other"
+        );
+        assert!(bytes.len() < 80, "{} bytes", bytes.len());
+        assert_eq!(decode_for("hub", &bytes).unwrap().payload, msg);
+    }
+
     /// The load balancer's messages are small: a report is one frame under 100 bytes, and
     /// the table grows by one node name and four 8-byte numbers per member.
     #[test]

@@ -24,7 +24,8 @@
 //!
 //! After a persisted operation the leader broadcasts a delta (the changed entries), not its
 //! whole copy, in version order; a peer applies it only on exactly its base and otherwise
-//! fetches the whole copy (`broadcast`). The list's children are a persistent map, so
+//! fetches the whole copy (`broadcast`). Nodes that meet exchange their copies' summaries first
+//! (`core::declared_summary`), and a whole copy travels only where they differ. The list's children are a persistent map, so
 //! the copy handed to the publish and ship steps is O(1) to take.
 //!
 //! This file holds the actor, its messages, boot and the copies exchanged with peers; the
@@ -54,6 +55,7 @@ use crate::cluster::wire::WireMsg;
 use crate::core::boot::{decide_boot, BootDecision, CopySource, DurableEvidence, ManifestFetch};
 use crate::core::declared_list::{DeclaredChild, DeclaredChildren, DeclaredList};
 use crate::core::declared_state::DeclaredState;
+use crate::core::declared_summary::{weigh_summary, CopySummary, SummaryVerdict};
 use crate::core::sync_parts::PartAssembler;
 use crate::hub::shared::refusals::Refusal;
 use crate::hub::shared::simulation::InjectedBug;
@@ -170,6 +172,9 @@ impl DeclaredLeaderState {
                     }
                 }
             }
+            WireMsg::DeclaredSummary { summary, reply } => {
+                self.weigh_summary(myself, from, summary, reply)
+            }
             WireMsg::DeclaredDelta { delta } => self.receive_delta(myself, from, delta),
             WireMsg::DeclaredMutate {
                 request_id,
@@ -237,11 +242,76 @@ impl DeclaredLeaderState {
         }
     }
 
-    /// Peer `node` came up (a new incarnation, maybe with another copy): until it offers its
-    /// copy again this node may be behind, so rounds are parked; ask for it.
+    /// Sends this node's persisted copy in brief to `node` (`core::declared_summary`); `reply`
+    /// asks for the peer's summary back. A parked node's copy means nothing: it sends its
+    /// whole copy instead, to be answered with the peer's.
+    fn send_summary(&self, node: &NodeName, reply: bool) {
+        let persisted = self.recovery.snapshot();
+        if persisted.parked {
+            if reply {
+                self.send_copy(node, true);
+            }
+            return;
+        }
+        let Some(transport) = self.hub.transport() else {
+            return;
+        };
+        let msg = WireMsg::DeclaredSummary {
+            summary: CopySummary::of(&persisted.list),
+            reply,
+        };
+        if let Err(e) = transport.send(node, &msg) {
+            tracing::debug!(peer = %node, error = %e, "declared summary not sent");
+        }
+    }
+
+    /// A peer's copy in brief: weighed here without the copy when the stamps say enough, else
+    /// the whole copy travels where it is needed (see `core::declared_summary`).
+    fn weigh_summary(
+        &mut self,
+        myself: &ActorRef<DeclaredMsg>,
+        from: NodeName,
+        summary: CopySummary,
+        reply: bool,
+    ) {
+        if self.parked() {
+            // Only a whole copy restores a parked one.
+            self.send_copy(&from, true);
+            return;
+        }
+        match weigh_summary(self.state.list(), &summary) {
+            SummaryVerdict::Same => {
+                if reply {
+                    self.send_summary(&from, false);
+                }
+                self.weighed_unchanged(myself, from);
+            }
+            SummaryVerdict::MineNewer => {
+                self.send_copy(&from, false);
+                self.weighed_unchanged(myself, from);
+            }
+            // The peer then finds this copy older and sends its own.
+            SummaryVerdict::TheirsNewer => self.send_summary(&from, true),
+            SummaryVerdict::Conflict => self.send_copy(&from, true),
+        }
+    }
+
+    /// `from`'s copy would change nothing here: it counts as weighed once the operations
+    /// before it are durable, as an offer that changed nothing does.
+    fn weighed_unchanged(&mut self, myself: &ActorRef<DeclaredMsg>, from: NodeName) {
+        let recovery = self.recovery.clone();
+        self.finish(myself, AfterPersist::default(), move |outcome| {
+            if outcome.is_ok() {
+                recovery.heard_offer(from);
+            }
+        });
+    }
+
+    /// Peer `node` came up (a new incarnation, maybe with another copy): until its copy is
+    /// weighed again this node may be behind, so rounds are parked; ask for its summary.
     fn peer_up(&self, node: &NodeName) {
         self.recovery.forget_offer(node);
-        self.send_copy(node, true);
+        self.send_summary(node, true);
     }
 }
 
@@ -379,7 +449,7 @@ impl DeclaredLeader {
             }
             DeclaredMsg::Solicit { nodes } => {
                 for node in nodes {
-                    state.send_copy(&node, true);
+                    state.send_summary(&node, true);
                 }
             }
             DeclaredMsg::MutateTimeout { request_id } => state.remote.timed_out(request_id),
