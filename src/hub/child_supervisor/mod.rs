@@ -166,10 +166,20 @@ impl ChildSupState {
             // move whose state is not here (lost, overtaken by this start, or another move's
             // waiting instead) is refused, so the child stays with its state on the old node,
             // which moves it again.
-            let state = state_sent
-                .as_deref()
-                .filter(|_| batch.existing_ok)
-                .and_then(|digest| shared.take_import(&spec.id, digest));
+            //
+            // Without confirmation the old node stops its instance before the move's start
+            // goes out, so no instance resumes there and a waiting state cannot be stale: a
+            // start that overtook the move's (a re-placement of the child, unbound meanwhile)
+            // takes it, rather than begin empty while the state is here.
+            let unconfirmed = !shared.config.hot_swap.confirm_handover && state_sent.is_none();
+            let state = if unconfirmed {
+                shared.take_import(&spec.id, "")
+            } else {
+                state_sent
+                    .as_deref()
+                    .filter(|_| batch.existing_ok)
+                    .and_then(|digest| shared.take_import(&spec.id, digest))
+            };
             if state_sent.is_some() && state.is_none() {
                 report.errors.push((
                     spec.id,
