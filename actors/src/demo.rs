@@ -118,6 +118,9 @@ pub struct DemoReport {
     /// Resident memory added per child, summed over all nodes (after convergence, before the
     /// kill, against the formed but empty cluster).
     pub rss_bytes_per_child: f64,
+    /// Each node's share of `rss_bytes_per_child`: the resident memory it added, divided by
+    /// every child started (so the entry node's transients show apart from the hosts' rows).
+    pub rss_bytes_per_child_by_node: BTreeMap<String, f64>,
     /// The node that was killed.
     pub killed: String,
     /// Children per node before the kill.
@@ -266,12 +269,16 @@ impl Drop for DashboardLoad {
 
 /// The summed resident memory of the cluster's node processes.
 pub(crate) fn cluster_rss(cluster: &LocalCluster) -> u64 {
+    node_rss(cluster).values().sum()
+}
+
+/// The resident memory of each live node process, by node name.
+fn node_rss(cluster: &LocalCluster) -> BTreeMap<String, u64> {
     cluster
         .nodes
         .iter()
-        .filter_map(|n| n.pid())
-        .map(crate::baseline::rss_bytes)
-        .sum()
+        .filter_map(|n| Some((n.node_name.clone(), crate::baseline::rss_bytes(n.pid()?))))
+        .collect()
 }
 
 /// Runs the demo and returns its figures.
@@ -357,7 +364,7 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
         )?;
     }
     let entry = cluster.nodes[0].client();
-    let rss_empty = cluster_rss(&cluster);
+    let rss_empty = node_rss(&cluster);
     let all: BTreeSet<String> = cluster.nodes.iter().map(|n| n.node_name.clone()).collect();
 
     progress(&format!("starting {} children", args.children));
@@ -391,7 +398,17 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
     })?;
     let converge = started_at.elapsed();
     // Before anything else allocates in the nodes (the full listings below do, a lot).
-    let rss_full = cluster_rss(&cluster);
+    let rss_full = node_rss(&cluster);
+    let rss_by_node: BTreeMap<String, f64> = rss_full
+        .iter()
+        .map(|(node, full)| {
+            let empty = rss_empty.get(node).copied().unwrap_or(0);
+            (
+                node.clone(),
+                full.saturating_sub(empty) as f64 / args.children as f64,
+            )
+        })
+        .collect();
     let before = identical_placement(&clients, args.children, &all)?;
 
     let victim = cluster.nodes.len() - 1;
@@ -432,7 +449,12 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
         failover_ms: failover.as_millis() as u64,
         detect_ms: detect.as_millis() as u64,
         replication_factor: args.replication_factor,
-        rss_bytes_per_child: rss_full.saturating_sub(rss_empty) as f64 / args.children as f64,
+        rss_bytes_per_child: rss_full
+            .values()
+            .sum::<u64>()
+            .saturating_sub(rss_empty.values().sum()) as f64
+            / args.children as f64,
+        rss_bytes_per_child_by_node: rss_by_node,
         killed,
         before,
         after,

@@ -155,6 +155,7 @@ pub fn run(args: ClusterBenchArgs) -> Result<(), String> {
         "cold_swap_ms": report.join.as_ref().map(|j| j.cold_swap_ms),
         "cold_swap_ms_per_child": report.join.as_ref().map(|j| j.cold_swap_ms_per_child),
         "rss_bytes_per_child": report.rss_bytes_per_child,
+        "rss_bytes_per_child_by_node": report.rss_bytes_per_child_by_node,
         "children_per_node_before": report.before,
         "children_per_node_after": report.after,
         "killed": report.killed,
