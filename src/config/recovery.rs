@@ -6,7 +6,7 @@
 //! | `reconcile_grace_ms` | 30,000 | [50, 600,000] |
 //! | `reconcile_interval_ms` | 15,000 | [1,000, 600,000] |
 //! | `remote_manifest` | none | a local path or `s3://BUCKET/PREFIX` |
-//! | `start_budget.max_starts_per_second` | 10,000 | [1, 10,000,000] |
+//! | `start_budget.max_starts_per_second` | 100,000 | [1, 10,000,000] |
 //! | `start_budget.max_starts_per_round` | unlimited | [1, 10,000,000] |
 //! | `declared_commit` | `group` | `group` or `per_mutation` (a benchmarking/compat knob) |
 //!
@@ -79,7 +79,9 @@ impl Default for AutoRecoveryConfig {
 #[serde(default)]
 pub struct StartBudget {
     /// Sustained recovery starts per second on this node (bursts up to one second's worth).
-    /// Default 10,000, range [1, 10,000,000].
+    /// Default 100,000, range [1, 10,000,000]: above what one node's supervisor starts in a
+    /// second, so by default it caps a runaway list without pacing a healthy recovery; lower it
+    /// when each child's start is expensive (a connection, a load from disk).
     pub max_starts_per_second: u32,
     /// Most recovery starts one round submits from this node; the rest stay orphans for the
     /// next round. Default unlimited, range [1, 10,000,000].
@@ -89,7 +91,7 @@ pub struct StartBudget {
 impl Default for StartBudget {
     fn default() -> Self {
         Self {
-            max_starts_per_second: 10_000,
+            max_starts_per_second: 100_000,
             max_starts_per_round: None,
         }
     }

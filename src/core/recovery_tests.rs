@@ -120,6 +120,20 @@ fn the_pacer_spreads_a_cold_start() {
     assert_eq!(g.retry_at_ms, None);
 }
 
+/// The default budget is admission control for runaway lists, not a brake on a healthy
+/// recovery: a node's share of a 250,000-child outage on 3 nodes goes through at once.
+#[test]
+fn the_default_budget_does_not_pace_a_nodes_share_of_a_large_recovery() {
+    let mut p = StartPacer::new(&StartBudget::default(), 0);
+    let share = 250_000 / 3 + 1;
+    let g = p.grant(share, 0);
+    assert_eq!(g.now, share);
+    assert_eq!(g.retry_at_ms, None);
+    // A list far beyond that is still paced.
+    let g = p.grant(1_000_000, 1);
+    assert!(g.now < 1_000_000 && g.retry_at_ms.is_some(), "{g:?}");
+}
+
 #[test]
 fn the_round_quota_leaves_the_rest_for_the_next_round() {
     let budget = StartBudget {

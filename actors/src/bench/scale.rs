@@ -118,7 +118,7 @@ pub struct ScaleBenchArgs {
     /// The durable cluster's `--reconcile-interval-ms`.
     #[arg(long, default_value_t = 1_000)]
     pub reconcile_interval_ms: u64,
-    /// The durable cluster's `--recovery-starts-per-second` (default: the node's, 10,000). Each
+    /// The durable cluster's `--recovery-starts-per-second` (default: the node's, 100,000). Each
     /// node paces its recovery starts at this rate after a burst of one second's worth, so a
     /// size whose share fits in the burst is not paced and a larger one is: raise it to see
     /// the hub's own recovery rate rather than the budget's.

@@ -151,7 +151,7 @@ pub struct NodeFlags {
     #[arg(long)]
     pub remote_manifest: Option<String>,
     /// Admission control: sustained recovery starts per second on this node (bursts up to one
-    /// second's worth; default 10000, range [1, 10000000]).
+    /// second's worth; default 100000, range [1, 10000000]).
     #[arg(long)]
     pub recovery_starts_per_second: Option<u32>,
     /// Admission control: most recovery starts one reconcile round submits from this node; the
