@@ -511,21 +511,29 @@ pub fn check_durable(spec: &ChildSpec, metadata: &Metadata) -> Result<(), Declar
 /// then, for the rarest case of one node having authored two different copies of one version
 /// (it lost its disk), the lower encoded content, so the order stays total and deterministic.
 pub fn precedence(a: &DeclaredList, b: &DeclaredList) -> Ordering {
-    a.version
-        .cmp(&b.version)
-        .then_with(|| match (&a.last_mutated_by, &b.last_mutated_by) {
-            (Some(x), Some(y)) => y.cmp(x),
-            (Some(_), None) => Ordering::Greater,
-            (None, Some(_)) => Ordering::Less,
-            (None, None) => Ordering::Equal,
-        })
-        .then_with(|| {
-            // Equal content (the usual case: a copy heard back) needs no encoding.
-            if a.digest == b.digest && a.children == b.children {
-                return Ordering::Equal;
-            }
-            content_key(b).cmp(&content_key(a))
-        })
+    stamp_order(
+        (a.version, a.last_mutated_by.as_deref()),
+        (b.version, b.last_mutated_by.as_deref()),
+    )
+    .then_with(|| {
+        // Equal content (the usual case: a copy heard back) needs no encoding.
+        if a.digest == b.digest && a.children == b.children {
+            return Ordering::Equal;
+        }
+        content_key(b).cmp(&content_key(a))
+    })
+}
+
+/// How two copies' stamps rank, `(version, last mutator)` each: the higher version first, then
+/// a mutator's copy above a copy nobody mutated, then the lower mutator's name. The one order
+/// behind [`precedence`], [`announced_ahead`] and the summaries' verdict.
+pub fn stamp_order(a: (u64, Option<&str>), b: (u64, Option<&str>)) -> Ordering {
+    a.0.cmp(&b.0).then_with(|| match (a.1, b.1) {
+        (Some(x), Some(y)) => y.cmp(x),
+        (Some(_), None) => Ordering::Greater,
+        (None, Some(_)) => Ordering::Less,
+        (None, None) => Ordering::Equal,
+    })
 }
 
 /// Whether a peer's announced `version` and `last_mutated_by` rank above `mine` (see
@@ -533,15 +541,10 @@ pub fn precedence(a: &DeclaredList, b: &DeclaredList) -> Ordering {
 /// before `mine` is acted on. Equal announcements are not ahead (the rare same-version,
 /// same-mutator conflict of a lost disk is settled when the copies are next exchanged).
 pub fn announced_ahead(mine: &DeclaredList, version: u64, last_mutated_by: Option<&str>) -> bool {
-    match version.cmp(&mine.version) {
-        Ordering::Greater => true,
-        Ordering::Less => false,
-        Ordering::Equal => match (last_mutated_by, mine.last_mutated_by.as_deref()) {
-            (Some(theirs), Some(ours)) => theirs < ours,
-            (Some(_), None) => true,
-            (None, _) => false,
-        },
-    }
+    stamp_order(
+        (version, last_mutated_by),
+        (mine.version, mine.last_mutated_by.as_deref()),
+    ) == Ordering::Greater
 }
 
 fn content_key(list: &DeclaredList) -> Vec<u8> {

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 #[cfg(doc)]
 use super::declared_list::precedence;
-use super::declared_list::DeclaredList;
+use super::declared_list::{stamp_order, DeclaredList};
 use crate::model::NodeName;
 
 /// A copy's stamp and content digest: what a peer needs to know whether the whole copy is
@@ -68,14 +68,10 @@ pub enum SummaryVerdict {
 /// Weighs a peer's summary against `mine`, with the order of [`precedence`]: the higher
 /// version, then the lower mutator's name, then (same stamp) the content.
 pub fn weigh_summary(mine: &DeclaredList, theirs: &CopySummary) -> SummaryVerdict {
-    let by_stamp = theirs.version.cmp(&mine.version()).then_with(|| {
-        match (theirs.last_mutated_by.as_deref(), mine.last_mutated_by()) {
-            (Some(t), Some(m)) => m.cmp(t),
-            (Some(_), None) => Ordering::Greater,
-            (None, Some(_)) => Ordering::Less,
-            (None, None) => Ordering::Equal,
-        }
-    });
+    let by_stamp = stamp_order(
+        (theirs.version, theirs.last_mutated_by.as_deref()),
+        (mine.version(), mine.last_mutated_by()),
+    );
     match by_stamp {
         Ordering::Greater => SummaryVerdict::TheirsNewer,
         Ordering::Less => SummaryVerdict::MineNewer,
