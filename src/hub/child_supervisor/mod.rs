@@ -16,7 +16,7 @@
 //! one id cannot both start it. Starting is sequential, like OTP's `start_child`: a child's
 //! `pre_start` holds the supervisor, so it should be quick.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,8 +59,8 @@ pub(crate) struct ChildSupArgs {
 pub(crate) struct ChildSupState {
     shared: Arc<HubShared>,
     restore: bool,
-    children: BTreeMap<ChildId, RunningChild>,
-    by_actor: BTreeMap<ActorId, ChildId>,
+    children: HashMap<ChildId, RunningChild>,
+    by_actor: HashMap<ActorId, ChildId>,
     /// Children whose restart failed, waiting for a retry: spec and last pid.
     awaiting_retry: BTreeMap<ChildId, (ChildSpec, Pid)>,
     stopping: BTreeMap<ActorId, u64>,
@@ -514,8 +514,8 @@ impl Actor for ChildSupervisor {
             intensity: RestartIntensity::new(cfg.max_restarts, cfg.max_seconds),
             shared: args.shared,
             restore: args.restore,
-            children: BTreeMap::new(),
-            by_actor: BTreeMap::new(),
+            children: HashMap::new(),
+            by_actor: HashMap::new(),
             awaiting_retry: BTreeMap::new(),
             stopping: BTreeMap::new(),
             stop_groups: BTreeMap::new(),
@@ -622,7 +622,8 @@ impl Actor for ChildSupervisor {
                 if !ops.is_empty() {
                     state.write(ops, None);
                 }
-                let ids: Vec<ChildId> = state.children.keys().cloned().collect();
+                let mut ids: Vec<ChildId> = state.children.keys().cloned().collect();
+                ids.sort_unstable();
                 if !ids.is_empty() {
                     let batch = StopBatch {
                         ids,
