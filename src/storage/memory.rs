@@ -217,6 +217,10 @@ impl Storage for MemoryStorage {
         Commit::ready(Ok(()))
     }
 
+    fn applies_on_submit(&self) -> bool {
+        true
+    }
+
     fn get(&self, id: &ChildId) -> Option<Row> {
         let now = self.clock.now_ms();
         let entry = self.rows.get(id)?;

@@ -219,6 +219,15 @@ pub trait Storage: Send + Sync + 'static {
     /// the error that kept it from being applied (then none of it is visible).
     fn submit(&self, batch: Vec<Mutation>) -> Commit;
 
+    /// Whether `submit` applies the batch before it returns and never fails it: a read right
+    /// after `submit` sees the batch, and its [`Commit`] is ready with `Ok`. The registry then
+    /// applies a write turn's mutations as it plans them instead of keeping a copy of each
+    /// row until the turn commits (one row copy less per write, on every node). The default,
+    /// `false`, is right for any backend that writes to a disk or can refuse a write.
+    fn applies_on_submit(&self) -> bool {
+        false
+    }
+
     /// The live row with this id.
     fn get(&self, id: &ChildId) -> Option<Row>;
 

@@ -12,7 +12,10 @@
 //!
 //! Readers never come here: they read the storage view directly. Between submit and commit the
 //! actor keeps the rows it wrote in an overlay, so a read-modify-write (a restart's new pid)
-//! sees its own earlier writes whatever the backend's read-after-submit behaviour.
+//! sees its own earlier writes whatever the backend's read-after-submit behaviour. A store that
+//! applies a batch within `submit` and cannot fail it (the memory backend,
+//! [`crate::storage::Storage::applies_on_submit`]) needs no overlay: each mutation is applied as
+//! it is planned, and the turn is reported through the completion task like any commit.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -86,6 +89,12 @@ pub(crate) struct RegistryState {
     seq: u64,
     pub(super) overlay: HashMap<ChildId, (u64, Option<Row>)>,
     pub(super) expiries: BTreeMap<ChildId, u64>,
+    /// The store applies a batch within `submit` and cannot fail it
+    /// ([`crate::storage::Storage::applies_on_submit`]): a write turn's mutations are then
+    /// applied one by one as they are planned, and no copy of them waits in the overlay.
+    applies_on_submit: bool,
+    /// This turn applied mutations already (see `applies_on_submit`).
+    applied_this_turn: bool,
     pump: mpsc::UnboundedSender<PumpItem>,
     pump_task: JoinHandle<()>,
     /// Peers' full syncs arriving in parts, applied once complete.
@@ -105,9 +114,27 @@ impl RegistryState {
         }
     }
 
-    pub(super) fn stage(&mut self, id: &ChildId, row: Option<Row>, seq: u64) {
+    /// Records one mutation of the write turn `seq` so that the rest of the turn reads it
+    /// back: applied to the store at once when the store applies on submit, otherwise staged
+    /// in the overlay (a copy of the row) until the turn's batch is committed.
+    pub(super) fn record(&mut self, mutation: Mutation, seq: u64, mutations: &mut Vec<Mutation>) {
+        let (id, row) = match &mutation {
+            Mutation::Put { row, .. } => (&row.spec.id, Some(row)),
+            Mutation::Remove(id) => (id, None),
+            Mutation::Clear => {
+                mutations.push(mutation);
+                return;
+            }
+        };
         self.expiries.remove(id);
-        self.overlay.insert(id.clone(), (seq, row));
+        if self.applies_on_submit {
+            self.applied_this_turn = true;
+            // A store that applies on submit answers a ready commit that cannot fail.
+            drop(self.shared.storage.submit(vec![mutation]));
+        } else {
+            self.overlay.insert(id.clone(), (seq, row.cloned()));
+            mutations.push(mutation);
+        }
     }
 
     /// Turns operations into mutations and effects, staging the new rows in the overlay, and
@@ -149,8 +176,7 @@ impl RegistryState {
                             new_row,
                         });
                     }
-                    self.stage(&id, Some(row.clone()), seq);
-                    mutations.push(Mutation::put(row));
+                    self.record(Mutation::put(row), seq, &mut mutations);
                 }
                 RegistryOp::Reauthor(mut row) => {
                     let id = row.spec.id.clone();
@@ -163,8 +189,7 @@ impl RegistryState {
                     if self.shared.clustered() {
                         delta.push(RegistryChange::Upsert(own_view(&row, &local)));
                     }
-                    self.stage(&id, Some(row.clone()), seq);
-                    mutations.push(Mutation::put(row));
+                    self.record(Mutation::put(row), seq, &mut mutations);
                 }
                 RegistryOp::SetPid { id, node, pid } => {
                     let Some(mut row) = self.current(&id) else {
@@ -190,8 +215,7 @@ impl RegistryState {
                             new_row: false,
                         }),
                     }
-                    self.stage(&id, Some(row.clone()), seq);
-                    mutations.push(Mutation::put(row));
+                    self.record(Mutation::put(row), seq, &mut mutations);
                 }
                 RegistryOp::Release { id, node } => {
                     let Some(row) = self.current(&id) else {
@@ -223,11 +247,9 @@ impl RegistryState {
                     apply_observation(&mut row, &node, None);
                     if row.node_pids.is_empty() {
                         effects.push(Effect::Removed { id: id.clone() });
-                        self.stage(&id, None, seq);
-                        mutations.push(Mutation::Remove(id));
+                        self.record(Mutation::Remove(id), seq, &mut mutations);
                     } else {
-                        self.stage(&id, Some(row.clone()), seq);
-                        mutations.push(Mutation::put(row));
+                        self.record(Mutation::put(row), seq, &mut mutations);
                     }
                 }
                 RegistryOp::RemoveUnbound { id } => {
@@ -245,18 +267,17 @@ impl RegistryState {
                         });
                     }
                     effects.push(Effect::Removed { id: id.clone() });
-                    self.stage(&id, None, seq);
-                    mutations.push(Mutation::Remove(id));
+                    self.record(Mutation::Remove(id), seq, &mut mutations);
                 }
                 RegistryOp::PutWithTtl { row, ttl } => {
                     let id = row.spec.id.clone();
-                    self.stage(&id, Some(row.clone()), seq);
-                    self.expiries
-                        .insert(id, self.shared.clock.now_ms() + ttl.as_millis() as u64);
-                    mutations.push(Mutation::Put {
+                    let put = Mutation::Put {
                         row,
                         ttl: Some(ttl),
-                    });
+                    };
+                    self.record(put, seq, &mut mutations);
+                    self.expiries
+                        .insert(id, self.shared.clock.now_ms() + ttl.as_millis() as u64);
                 }
                 RegistryOp::Merge { from, changes } => {
                     self.shared
@@ -298,7 +319,14 @@ impl RegistryState {
         done: Option<WriteDone>,
         seq: u64,
     ) {
-        let commit = (!mutations.is_empty()).then(|| self.shared.storage.submit(mutations));
+        let applied = std::mem::take(&mut self.applied_this_turn);
+        let commit = if !mutations.is_empty() {
+            Some(self.shared.storage.submit(mutations))
+        } else {
+            // Mutations applied as they were planned are reported like a batch: the
+            // generation moves and the effects fire after it.
+            applied.then(|| Commit::ready(Ok(())))
+        };
         self.enqueue(commit, effects, done, seq);
     }
 
@@ -486,11 +514,14 @@ impl Actor for Registry {
         let (tx, rx) = mpsc::unbounded_channel();
         let pump_task = tokio::spawn(pump(shared.clone(), myself.clone(), rx));
         let (shared_now, shared_node) = (shared.clock.now_ms(), shared.node.clone());
+        let shared_applies = shared.storage.applies_on_submit();
         Ok(RegistryState {
             shared,
             seq: 0,
             overlay: HashMap::new(),
             expiries: BTreeMap::new(),
+            applies_on_submit: shared_applies,
+            applied_this_turn: false,
             pump: tx,
             pump_task,
             sync_parts: SyncAssembler::new(),
@@ -603,9 +634,8 @@ impl Actor for Registry {
                     let mut effects = Vec::with_capacity(n);
                     let mut mutations = Vec::with_capacity(n);
                     for id in expired {
-                        state.stage(&id, None, seq);
                         effects.push(Effect::Removed { id: id.clone() });
-                        mutations.push(Mutation::Remove(id));
+                        state.record(Mutation::Remove(id), seq, &mut mutations);
                     }
                     tracing::debug!(rows = n, "janitor swept expired rows");
                     state.submit(mutations, effects, None, seq);

@@ -117,8 +117,7 @@ impl RegistryState {
             }),
             _ => {}
         }
-        self.stage(&id, Some(merged.clone()), seq);
-        mutations.push(Mutation::put(merged));
+        self.record(Mutation::put(merged), seq, mutations);
     }
 
     /// Removes `node`'s binding of `row`; the row goes when no binding is left, or becomes a
@@ -142,24 +141,22 @@ impl RegistryState {
         });
         apply_observation(&mut row, node, None);
         if !row.node_pids.is_empty() {
-            self.stage(&id, Some(row.clone()), seq);
-            mutations.push(Mutation::put(row));
+            self.record(Mutation::put(row), seq, mutations);
             return;
         }
         match stub_ttl {
             Some(ttl) => {
-                self.stage(&id, Some(row.clone()), seq);
-                self.expiries
-                    .insert(id, self.shared.clock.now_ms() + ttl.as_millis() as u64);
-                mutations.push(Mutation::Put {
+                let put = Mutation::Put {
                     row,
                     ttl: Some(ttl),
-                });
+                };
+                self.record(put, seq, mutations);
+                self.expiries
+                    .insert(id, self.shared.clock.now_ms() + ttl.as_millis() as u64);
             }
             None => {
                 effects.push(Effect::Removed { id: id.clone() });
-                self.stage(&id, None, seq);
-                mutations.push(Mutation::Remove(id));
+                self.record(Mutation::Remove(id), seq, mutations);
             }
         }
     }
@@ -202,8 +199,7 @@ impl RegistryState {
                         // row no process backs, a stale durable row): it goes here too, or this
                         // node would re-place a child that was stopped.
                         effects.push(Effect::Removed { id: id.clone() });
-                        self.stage(&id, None, seq);
-                        mutations.push(Mutation::Remove(id));
+                        self.record(Mutation::Remove(id), seq, mutations);
                     }
                 }
             }
