@@ -300,6 +300,19 @@ mod tests {
         Row::authored(ChildSpec::new(id, "k"), Metadata::new(), "n@h", 0, false).unwrap()
     }
 
+    /// The registry relies on this when it skips its overlay: what `submit` was given is
+    /// readable before the commit is looked at, and the commit is ready with `Ok`.
+    #[test]
+    fn a_submitted_batch_is_readable_at_once_and_its_commit_is_ready() {
+        let s = MemoryStorage::new();
+        assert!(s.applies_on_submit());
+        let first = s.submit(vec![Mutation::put(row("a")), Mutation::put(row("b"))]);
+        assert!(s.contains(&"a".into()) && s.contains(&"b".into()));
+        let second = s.submit(vec![Mutation::Remove("a".into())]);
+        assert!(!s.contains(&"a".into()));
+        assert!(first.wait().is_ok() && second.wait().is_ok());
+    }
+
     #[test]
     fn put_get_remove_clear() {
         let s = MemoryStorage::new();
