@@ -171,15 +171,13 @@ impl ChildSupState {
             // goes out, so no instance resumes there and a waiting state cannot be stale: a
             // start that overtook the move's (a re-placement of the child, unbound meanwhile)
             // takes it, rather than begin empty while the state is here.
-            let unconfirmed = !shared.config.hot_swap.confirm_handover && state_sent.is_none();
-            let state = if unconfirmed {
-                shared.take_import(&spec.id, "")
-            } else {
-                state_sent
-                    .as_deref()
-                    .filter(|_| batch.existing_ok)
-                    .and_then(|digest| shared.take_import(&spec.id, digest))
+            let digest = match state_sent.as_deref() {
+                Some(digest) if batch.existing_ok => Some(digest),
+                // Empty: whichever state waits.
+                None if !shared.config.hot_swap.confirm_handover => Some(""),
+                _ => None,
             };
+            let state = digest.and_then(|digest| shared.take_import(&spec.id, digest));
             if state_sent.is_some() && state.is_none() {
                 report.errors.push((
                     spec.id,

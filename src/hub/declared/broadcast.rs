@@ -204,13 +204,8 @@ impl DeclaredLeaderState {
             DeltaReceipt::Applied(effects) => {
                 let mut after = AfterPersist::default();
                 self.apply(effects, &mut after);
-                let recovery = self.recovery.clone();
-                self.finish(myself, after, move |outcome| {
-                    if outcome.is_ok() {
-                        // This copy is now exactly the sender's.
-                        recovery.heard_offer(from);
-                    }
-                });
+                // This copy is now exactly the sender's.
+                self.weighed_once_durable(myself, after, from);
             }
             DeltaReceipt::Ignored => tracing::trace!(
                 peer = %from,

@@ -299,8 +299,19 @@ impl DeclaredLeaderState {
     /// `from`'s copy would change nothing here: it counts as weighed once the operations
     /// before it are durable, as an offer that changed nothing does.
     fn weighed_unchanged(&mut self, myself: &ActorRef<DeclaredMsg>, from: NodeName) {
+        self.weighed_once_durable(myself, AfterPersist::default(), from);
+    }
+
+    /// Finishes an operation after which this copy holds what `from`'s does: `from` counts as
+    /// weighed once that is durable (a failed write rebuilds the copy from the disk).
+    fn weighed_once_durable(
+        &mut self,
+        myself: &ActorRef<DeclaredMsg>,
+        after: AfterPersist,
+        from: NodeName,
+    ) {
         let recovery = self.recovery.clone();
-        self.finish(myself, AfterPersist::default(), move |outcome| {
+        self.finish(myself, after, move |outcome| {
             if outcome.is_ok() {
                 recovery.heard_offer(from);
             }
