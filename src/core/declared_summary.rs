@@ -166,8 +166,8 @@ mod tests {
             last_mutated_by: Some("x".repeat(64)),
             digest: 0,
         };
-        // The receiver answers with its summary; the whole copy it then gets is checked
-        // (`check_version`) and refused like any implausible offer.
+        // Weighed alone it ranks above; the DeclaredLeader checks the version first
+        // (`check_version`) and refuses such a summary unanswered, as it refuses an offer.
         assert_eq!(weigh_summary(&mine, &forged), SummaryVerdict::TheirsNewer);
     }
 }

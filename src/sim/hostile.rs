@@ -5,6 +5,7 @@
 use crate::cluster::wire::{self, DeclaredOp, RegistryChange, RequestId, WireMsg, WIRE_VERSION};
 use crate::core::declared_delta::{DeclaredDelta, DeltaChange, ListStamp};
 use crate::core::declared_list::{DeclaredChildren, DeclaredList};
+use crate::core::declared_summary::CopySummary;
 use crate::model::{ChildId, ChildSpec, HubMeta, Metadata, Row, MAX_CHILD_BYTES};
 
 use super::cluster::SIM_HUB;
@@ -26,6 +27,14 @@ pub(super) fn frame_bytes(from: &str, frame: &HostileFrame) -> Vec<u8> {
                 Some(from.to_owned()),
             ),
             reply: false,
+        },
+        HostileFrame::SummaryVersion { version } => WireMsg::DeclaredSummary {
+            summary: CopySummary {
+                version: *version,
+                last_mutated_by: Some(from.to_owned()),
+                digest: 0,
+            },
+            reply: true,
         },
         HostileFrame::DeltaVersion { version } => WireMsg::DeclaredDelta {
             delta: DeclaredDelta {

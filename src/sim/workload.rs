@@ -198,6 +198,11 @@ pub enum HostileFrame {
         /// The offered version (`u64::MAX`, or far past any real copy).
         version: u64,
     },
+    /// A declared-list summary at `version`, asking for the receiver's in return.
+    SummaryVersion {
+        /// The summarised version (`u64::MAX`, or far past any real copy).
+        version: u64,
+    },
     /// A declared-list delta whose target is `version`.
     DeltaVersion {
         /// The target version.
@@ -589,9 +594,16 @@ fn hostile_frame(rng: &mut StdRng) -> HostileFrame {
                 rng.gen_range(5_000..u32::MAX)
             },
         },
-        1 => HostileFrame::OfferVersion {
-            version: absurd(rng),
-        },
+        1 => {
+            // Half the forged copies come in brief, chosen by the version's parity so that
+            // the run draws exactly as it did before summaries existed.
+            let version = absurd(rng);
+            if version % 2 == 1 {
+                HostileFrame::SummaryVersion { version }
+            } else {
+                HostileFrame::OfferVersion { version }
+            }
+        }
         2 => HostileFrame::DeltaVersion {
             version: absurd(rng),
         },

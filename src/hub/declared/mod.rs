@@ -53,7 +53,7 @@ use crate::api::errors::RecoveryError;
 use crate::cluster::wire::budget::encoded_len;
 use crate::cluster::wire::WireMsg;
 use crate::core::boot::{decide_boot, BootDecision, CopySource, DurableEvidence, ManifestFetch};
-use crate::core::declared_list::{DeclaredChild, DeclaredChildren, DeclaredList};
+use crate::core::declared_list::{check_version, DeclaredChild, DeclaredChildren, DeclaredList};
 use crate::core::declared_state::DeclaredState;
 use crate::core::declared_summary::{weigh_summary, CopySummary, SummaryVerdict};
 use crate::core::sync_parts::PartAssembler;
@@ -274,6 +274,13 @@ impl DeclaredLeaderState {
         summary: CopySummary,
         reply: bool,
     ) {
+        // A version no copy could reach is not answered: answering would only draw a copy that
+        // is refused when it arrives.
+        if let Err(refused) = check_version(self.state.list().version(), summary.version) {
+            tracing::warn!(peer = %from, %refused, "declared summary refused: implausible version");
+            self.hub.refusals.count(Refusal::ImplausibleVersion);
+            return;
+        }
         if self.parked() {
             // Only a whole copy restores a parked one.
             self.send_copy(&from, true);
