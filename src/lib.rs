@@ -28,6 +28,7 @@ pub mod clock;
 pub mod cluster;
 pub mod core;
 pub mod manifest;
+pub mod memory_release;
 pub mod model;
 pub mod recent_events;
 pub mod recovery;

@@ -72,6 +72,9 @@ pub struct DemoArgs {
     /// The nodes record no metrics (`process-hub node --no-metrics`).
     #[arg(long)]
     pub no_metrics: bool,
+    /// The nodes keep what a burst freed (`process-hub node --no-memory-release`).
+    #[arg(long)]
+    pub no_memory_release: bool,
     /// While the demo runs, scrape every node's `/metrics` and read its recent events every
     /// second, as a dashboard does (what `bench cluster --telemetry` measures).
     #[arg(long)]
@@ -115,8 +118,8 @@ pub struct DemoReport {
     pub detect_ms: u64,
     /// Nodes running each child.
     pub replication_factor: usize,
-    /// Resident memory added per child, summed over all nodes (after convergence, before the
-    /// kill, against the formed but empty cluster).
+    /// Resident memory added per child, summed over all nodes (read [`MEMORY_SETTLE`] after
+    /// convergence, before the kill, against the formed but empty cluster).
     pub rss_bytes_per_child: f64,
     /// Each node's share of `rss_bytes_per_child`: the resident memory it added, divided by
     /// every child started (so the entry node's transients show apart from the hosts' rows).
@@ -155,6 +158,11 @@ fn progress(msg: &str) {
 /// development machine this took `converge_ms` from 0.93–1.56 of the baseline (one in flight)
 /// to 0.80–1.05 (eight, 7 runs of 8 under 1); under heavy load it made no difference (docs/operations.md).
 pub const DEFAULT_CONCURRENCY: usize = 8;
+
+/// How long after convergence the nodes' resident memory is read: long enough for three
+/// readings of each node's memory watcher, so a node whose burst just ended has returned what it
+/// freed (a node started with `--no-memory-release` keeps it, and shows it).
+pub const MEMORY_SETTLE: Duration = Duration::from_millis(1_500);
 
 /// How often the convergence and failover waits look at the nodes: like the plain-ractor
 /// baseline's 2 ms, so that both sides are timed at the same resolution.
@@ -345,6 +353,9 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
     if args.no_metrics {
         options.extra_args.push("--no-metrics".to_owned());
     }
+    if args.no_memory_release {
+        options.extra_args.push("--no-memory-release".to_owned());
+    }
     let mut cluster = LocalCluster::start(&binary, args.nodes, &options, args.workdir.clone())?;
     cluster.wait_formed(Duration::from_secs(60))?;
     let _dashboard = args
@@ -397,7 +408,10 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
             && s.per_node.values().sum::<usize>() == instances
     })?;
     let converge = started_at.elapsed();
+    // What the nodes keep, not the burst: their memory watchers (`process_hub::memory_release`,
+    // one reading each 500 ms) return what the burst freed once two readings show no growth.
     // Before anything else allocates in the nodes (the full listings below do, a lot).
+    std::thread::sleep(MEMORY_SETTLE);
     let rss_full = node_rss(&cluster);
     let rss_by_node: BTreeMap<String, f64> = rss_full
         .iter()

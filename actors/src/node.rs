@@ -244,6 +244,12 @@ pub async fn run(settings: NodeSettings) -> Result<(), NodeError> {
     } else if let Err(e) = process_hub::telemetry::install_prometheus() {
         tracing::warn!(error = %e, "metrics exporter not installed: GET /metrics answers metrics_off");
     }
+    if settings.memory_release
+        && !process_hub::memory_release::start(process_hub::memory_release::MemoryRelease::default())
+        && !process_hub::memory_release::supported()
+    {
+        tracing::info!("no glibc: the memory a burst frees stays with the allocator");
+    }
     let mut cluster_config = cluster_config(&settings, secrets.cookie);
     let tls_on = secrets.tls.is_some();
     cluster_config.tls = secrets.tls;

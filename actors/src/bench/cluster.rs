@@ -60,6 +60,10 @@ pub struct ClusterBenchArgs {
     /// The nodes' `--distribution` (`consistent-hash` or `load-balanced`).
     #[arg(long, value_parser = crate::cli::node_settings::parse_distribution)]
     pub distribution: Option<process_hub::Distribution>,
+    /// The nodes keep what a burst freed (`process-hub node --no-memory-release`): the
+    /// resident figures then include what the allocator holds after the burst.
+    #[arg(long)]
+    pub no_memory_release: bool,
     /// Skip the plain-ractor and bare-actor baselines (their fields are then null).
     #[arg(long)]
     pub no_baseline: bool,
@@ -96,6 +100,7 @@ pub fn run(args: ClusterBenchArgs) -> Result<(), String> {
         migration: args.migration,
         distribution: args.distribution,
         no_metrics: !telemetry,
+        no_memory_release: args.no_memory_release,
         dashboard_load: telemetry,
     };
     let off = if args.telemetry == "compare" {

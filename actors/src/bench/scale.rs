@@ -8,8 +8,8 @@
 //! 1. **Memory cluster** (no persistence): N `counter` children started through node 1
 //!    (awaited requests of `--batch`, `--concurrency` in flight): `start_per_s` = N / the time of
 //!    those requests; `converge_ms` from the first request until every node's registry summary
-//!    lists all N placed; `rss_bytes_per_child` = the nodes' summed RSS after convergence minus
-//!    before the first start, over N. Then every child stopped (`DELETE`, `--stop-callers`
+//!    lists all N placed; `rss_bytes_per_child` = the nodes' summed RSS 1.5 s after convergence
+//!    (`demo::MEMORY_SETTLE`) minus before the first start, over N. Then every child stopped (`DELETE`, `--stop-callers`
 //!    concurrent callers, awaited): `stop_per_s` = N / the time of those requests, and
 //!    `stop_converge_ms` until every registry is empty. Then N children started again (untimed
 //!    for the rate, `refill_start_per_s` reported: a warm process) and, once converged, the last
@@ -272,6 +272,8 @@ fn memory_phase(
         )
         .map_err(|e| e.to_string())?;
         let converge = started_at.elapsed();
+        // Once the nodes' memory watchers have returned what the burst freed, as the demo does.
+        std::thread::sleep(crate::demo::MEMORY_SETTLE);
         let rss_full = crate::demo::cluster_rss(&cluster);
         let rss_per_child = rss_full.saturating_sub(rss_empty) as f64 / n as f64;
         out.insert("converge_ms".into(), json!(converge.as_millis() as u64));

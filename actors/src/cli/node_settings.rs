@@ -110,6 +110,11 @@ pub struct NodeFlags {
     /// default the node records them and serves them to Prometheus.
     #[arg(long)]
     pub no_metrics: bool,
+    /// Keep what the allocator freed after a burst instead of returning it to the operating
+    /// system (by default a watcher thread returns it once a burst is over; see
+    /// `process_hub::memory_release`).
+    #[arg(long)]
+    pub no_memory_release: bool,
     /// How children move when nodes join or leave: `cold` (default: stopped, then started
     /// elsewhere) or `hot` (kinds that hand over, like counter and kv_shard, keep their state;
     /// timing in the file's `[hot_swap]` table).
@@ -264,6 +269,9 @@ pub struct NodeSettings {
     pub sync: Option<process_hub::SyncStrategy>,
     /// Whether the node records and serves metrics (`--no-metrics` turns them off).
     pub metrics: bool,
+    /// Whether the node returns the memory a burst freed to the operating system
+    /// (`--no-memory-release` turns it off).
+    pub memory_release: bool,
     /// The hub's restart intensity (`max_restarts`, `max_seconds`, `hub_max_restarts`), each
     /// when set (validated by the hub's config).
     pub restart_intensity: RestartIntensitySettings,
@@ -609,6 +617,7 @@ impl NodeFlags {
                 .or(file.partition_tolerance.clone()),
             sync: self.sync.or(file.sync.clone()),
             metrics: !self.no_metrics,
+            memory_release: !self.no_memory_release,
             restart_intensity: RestartIntensitySettings {
                 max_restarts: self.max_restarts.or(file.max_restarts),
                 max_seconds: self.max_seconds.or(file.max_seconds),
