@@ -30,7 +30,9 @@ pub struct MemoryStorage {
 }
 
 /// A stored row without its id (the map's key): expiry first, so that visibility is decided
-/// without unpacking the rest.
+/// without unpacking the rest. The node that authored the row is left out when it is the node
+/// the row is bound to (first): the usual case, a host recording its own child, so the name is
+/// not kept twice.
 struct PackedRow(Box<[u8]>);
 
 /// The packed encoding: bincode with variable-length integers.
@@ -46,8 +48,11 @@ type BodyRef<'a> = (
     Shutdown,
     &'a BTreeMap<NodeName, Pid>,
     &'a Metadata,
-    &'a HubMeta,
+    HubMetaRef<'a>,
 );
+
+/// [`HubMeta`] as packed: `changed_by` is `None` when it is the first bound node.
+type HubMetaRef<'a> = (u64, Option<&'a str>, u64, bool);
 
 type Body = (
     Option<u64>,
@@ -57,7 +62,7 @@ type Body = (
     Shutdown,
     BTreeMap<NodeName, Pid>,
     Metadata,
-    HubMeta,
+    (u64, Option<String>, u64, bool),
 );
 
 impl PackedRow {
@@ -70,7 +75,15 @@ impl PackedRow {
             row.spec.shutdown,
             &row.node_pids,
             &row.metadata,
-            &row.hub,
+            (
+                row.hub.epoch,
+                match row.node_pids.keys().next() {
+                    Some(first) if *first == row.hub.changed_by => None,
+                    _ => Some(row.hub.changed_by.as_str()),
+                },
+                row.hub.changed_at_ms,
+                row.hub.durable,
+            ),
         );
         // Strings, integers and maps of them always encode into a vector.
         let bytes = codec()
@@ -120,6 +133,17 @@ impl PackedRow {
             codec()
                 .deserialize(&self.0)
                 .expect("a packed row decodes as it was encoded");
+        let (epoch, changed_by, changed_at_ms, durable) = hub;
+        let changed_by = match changed_by {
+            Some(name) => name,
+            None => node_pids.keys().next().cloned().unwrap_or_default(),
+        };
+        let hub = HubMeta {
+            epoch,
+            changed_by,
+            changed_at_ms,
+            durable,
+        };
         StoredRow {
             row: Row {
                 spec: ChildSpec {
@@ -382,6 +406,36 @@ mod tests {
         );
         assert_eq!(s.get_stored(r.id()).unwrap().expires_at_ms, Some(7));
         assert!(s.get(r.id()).is_none(), "expired at 7 ms after the epoch");
+    }
+
+    #[test]
+    fn the_author_reads_back_whether_or_not_it_is_the_bound_node() {
+        let s = MemoryStorage::new();
+        let author = |id: &str, by: &str, bound: &[&str]| {
+            let mut r = row(id);
+            r.hub.changed_by = by.to_owned();
+            for (pid, node) in bound.iter().enumerate() {
+                r.node_pids.insert((*node).to_owned(), pid as u64);
+            }
+            r
+        };
+        let rows = [
+            author("own", "n1@h", &["n1@h"]),
+            author("other", "n2@h", &["n1@h"]),
+            author("second", "n2@h", &["n1@h", "n2@h"]),
+            author("unbound", "n3@h", &[]),
+            author("empty-author", "", &["n1@h"]),
+            author("empty-both", "", &[]),
+        ];
+        for r in &rows {
+            s.insert(r.clone()).unwrap();
+        }
+        for r in &rows {
+            assert_eq!(s.get(r.id()).as_ref(), Some(r), "{}", r.id());
+        }
+        // Left out only when it is the bound node: its name and length byte less.
+        let size = |id: &str| s.rows.get(&ChildId::from(id)).unwrap().0.len();
+        assert_eq!(size("other"), size("own") + "n2@h".len() + 1);
     }
 
     #[test]

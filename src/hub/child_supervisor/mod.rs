@@ -16,7 +16,7 @@
 //! one id cannot both start it. Starting is sequential, like OTP's `start_child`: a child's
 //! `pre_start` holds the supervisor, so it should be quick.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,7 +34,8 @@ use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
 use crate::hub::shared::simulation::InjectedBug;
 use crate::model::{
-    ChildId, ChildSpec, DownReason, NodeName, Pid, Row, Shutdown, RESERVED_METADATA_KEY,
+    ChildArgs, ChildId, ChildSpec, DownReason, NodeName, Pid, Restart, Row, Shutdown,
+    RESERVED_METADATA_KEY,
 };
 use crate::storage::StorageError;
 use crate::telemetry::failure_tally::FailureTally;
@@ -43,9 +44,28 @@ mod stopping;
 
 use stopping::StopGroup;
 
+/// A running child: its actor, and what restarting or stopping it needs. That is its spec
+/// without the id (the map's key) and with the kind's name shared by every child of the kind:
+/// a node hosts thousands of children of a handful of kinds.
 struct RunningChild {
-    spec: ChildSpec,
     cell: ActorCell,
+    kind: Arc<str>,
+    args: ChildArgs,
+    restart: Restart,
+    shutdown: Shutdown,
+}
+
+impl RunningChild {
+    /// The spec it was started from.
+    fn into_spec(self, id: ChildId) -> ChildSpec {
+        ChildSpec {
+            id,
+            kind: self.kind.to_string(),
+            args: self.args,
+            restart: self.restart,
+            shutdown: self.shutdown,
+        }
+    }
 }
 
 pub(crate) struct ChildSupervisor;
@@ -60,7 +80,11 @@ pub(crate) struct ChildSupState {
     shared: Arc<HubShared>,
     restore: bool,
     children: HashMap<ChildId, RunningChild>,
-    by_actor: HashMap<ActorId, ChildId>,
+    /// The children by their actors' pids (always local actors).
+    by_actor: HashMap<u64, ChildId>,
+    /// The names of the kinds it has run, shared by their children's entries. Only kinds
+    /// registered with the hub start, so it stays as small as the registry of kinds.
+    kinds: HashSet<Arc<str>>,
     /// Children whose restart failed, waiting for a retry: spec and last pid.
     awaiting_retry: BTreeMap<ChildId, (ChildSpec, Pid)>,
     stopping: BTreeMap<ActorId, u64>,
@@ -88,12 +112,31 @@ impl ChildSupState {
 
     fn track(&mut self, spec: ChildSpec, cell: ActorCell) -> Pid {
         let pid = cell.get_id().pid();
-        self.by_actor.insert(cell.get_id(), spec.id.clone());
-        self.shared
-            .local_children
-            .insert(spec.id.clone(), cell.clone());
-        self.children
-            .insert(spec.id.clone(), RunningChild { spec, cell });
+        let ChildSpec {
+            id,
+            kind,
+            args,
+            restart,
+            shutdown,
+        } = spec;
+        let kind = match self.kinds.get(kind.as_str()) {
+            Some(shared) => shared.clone(),
+            None => {
+                let shared: Arc<str> = kind.into();
+                self.kinds.insert(shared.clone());
+                shared
+            }
+        };
+        self.by_actor.insert(pid, id.clone());
+        self.shared.local_children.insert(id.clone(), cell.clone());
+        let running = RunningChild {
+            cell,
+            kind,
+            args,
+            restart,
+            shutdown,
+        };
+        self.children.insert(id, running);
         pid
     }
 
@@ -384,14 +427,17 @@ impl ChildSupState {
             self.maybe_finish(group_id);
             return Ok(());
         }
-        let Some(id) = self.by_actor.remove(&aid) else {
+        if !aid.is_local() {
+            return Ok(());
+        }
+        let Some(id) = self.by_actor.remove(&aid.pid()) else {
             return Ok(());
         };
         let Some(running) = self.children.remove(&id) else {
             return Ok(());
         };
         self.shared.local_children.remove(&id);
-        let decision = restart_decision(running.spec.restart, &exit);
+        let decision = restart_decision(running.restart, &exit);
         let node = self.node().clone();
         let reason = match &exit {
             ExitKind::Normal => "normal".to_owned(),
@@ -423,7 +469,9 @@ impl ChildSupState {
                 self.write(vec![RegistryOp::Unbind { id, node }], None);
                 Ok(())
             }
-            RestartDecision::Restart => self.restart(myself, running.spec, aid.pid()).await,
+            RestartDecision::Restart => {
+                self.restart(myself, running.into_spec(id), aid.pid()).await
+            }
         }
     }
 
@@ -514,6 +562,7 @@ impl Actor for ChildSupervisor {
             restore: args.restore,
             children: HashMap::new(),
             by_actor: HashMap::new(),
+            kinds: HashSet::new(),
             awaiting_retry: BTreeMap::new(),
             stopping: BTreeMap::new(),
             stop_groups: BTreeMap::new(),
@@ -548,7 +597,7 @@ impl Actor for ChildSupervisor {
         let all = children
             .into_iter()
             .map(|c| {
-                let grace = match c.spec.shutdown {
+                let grace = match c.shutdown {
                     Shutdown::Kill => None,
                     Shutdown::TimeoutMs(ms) => Some(ms),
                 };
@@ -638,7 +687,7 @@ impl Actor for ChildSupervisor {
             ChildSupMsg::Discard { ids } => {
                 for id in ids {
                     if let Some(running) = state.children.remove(&id) {
-                        state.by_actor.remove(&running.cell.get_id());
+                        state.by_actor.remove(&running.cell.get_id().pid());
                         state.shared.local_children.remove(&id);
                         running.cell.kill();
                         let down = DownReason::Abnormal {

@@ -53,11 +53,11 @@ impl ChildSupState {
         for id in batch.ids {
             if let Some(running) = self.children.remove(&id) {
                 let aid = running.cell.get_id();
-                self.by_actor.remove(&aid);
+                self.by_actor.remove(&aid.pid());
                 self.shared.local_children.remove(&id);
                 self.shared.forget_moving_cell(&id);
                 self.stopping.insert(aid, group_id);
-                let grace_ms = match running.spec.shutdown {
+                let grace_ms = match running.shutdown {
                     Shutdown::Kill => {
                         running.cell.kill();
                         0
