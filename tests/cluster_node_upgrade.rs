@@ -1,6 +1,7 @@
-//! A rolling upgrade: a node that seals its frames (wire version 2) works in one cluster with a
-//! node of the build before (version 1, open frames only) and with another sealing node. Three
-//! real nodes (OS processes).
+//! A rolling upgrade: a node of this build (wire version 3: sealed, compact frames) works in one
+//! cluster with a node of the build before sealing (version 1, open frames only), a node of the
+//! build before compact frames (version 2, sealed) and a node of its own version. Four real
+//! nodes (OS processes).
 
 mod common;
 
@@ -17,21 +18,32 @@ fn peer_node_entry() {
     common::peers::peer_node_entry();
 }
 
+/// Waits until `peer` reported every node of `nodes` up, in any order.
+fn wait_up(peer: &mut Peer, nodes: &[&str]) {
+    let mut left: BTreeSet<&str> = nodes.iter().copied().collect();
+    while !left.is_empty() {
+        let line = peer.wait_line(|l| l.starts_with("UP "));
+        left.retain(|node| !line.starts_with(&format!("UP {node}")));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sealing_node_talks_to_a_node_one_version_older() {
+async fn a_node_talks_to_nodes_one_and_two_versions_older() {
     let hub = "t-upgrade";
     let old_port = free_port();
+    let mid_port = free_port();
     let new_port = free_port();
     let mut local = Local::start(
         "secret",
         vec![
             format!("127.0.0.1:{old_port}"),
+            format!("127.0.0.1:{mid_port}"),
             format!("127.0.0.1:{new_port}"),
         ],
         hub,
     )
     .await;
-    let (old_name, new_name) = ("old@127.0.0.1", "new@127.0.0.1");
+    let (old_name, mid_name, new_name) = ("old@127.0.0.1", "mid@127.0.0.1", "new@127.0.0.1");
     let mut old = Peer::spawn_env(
         "old",
         old_port,
@@ -41,14 +53,24 @@ async fn a_sealing_node_talks_to_a_node_one_version_older() {
         false,
         &[("PH_PEER_WIRE", "1")],
     );
+    let mut mid = Peer::spawn_env(
+        "mid",
+        mid_port,
+        "secret",
+        &[],
+        hub,
+        false,
+        &[("PH_PEER_WIRE", "2")],
+    );
     let mut new = Peer::spawn("new", new_port, "secret", &[], hub);
-    local.wait_all_up(&[old_name, new_name]).await;
-    old.wait_line(|l| l.starts_with("UP local@"));
-    new.wait_line(|l| l.starts_with("UP local@"));
-    // The old and the new peer see each other too (the new one speaks open frames to it).
-    old.wait_line(|l| l.starts_with(&format!("UP {new_name}")));
+    local.wait_all_up(&[old_name, mid_name, new_name]).await;
+    // Every peer sees every other node (each spoken to in the version it speaks).
+    wait_up(&mut old, &["local@127.0.0.1", mid_name, new_name]);
+    wait_up(&mut mid, &["local@127.0.0.1", old_name, new_name]);
+    wait_up(&mut new, &["local@127.0.0.1", old_name, mid_name]);
+    let compact_before = local.node.frame_counts().compact;
 
-    for peer in [old_name, new_name] {
+    for peer in [old_name, mid_name, new_name] {
         local
             .transport
             .send(
@@ -62,7 +84,7 @@ async fn a_sealing_node_talks_to_a_node_one_version_older() {
             .unwrap();
     }
     let mut echoed = BTreeSet::new();
-    while echoed.len() < 2 {
+    while echoed.len() < 3 {
         if let TransportEvent::Message {
             from,
             msg: WireMsg::ChildCast { payload, .. },
@@ -74,5 +96,9 @@ async fn a_sealing_node_talks_to_a_node_one_version_older() {
             echoed.insert(from);
         }
     }
-    assert_eq!(local.node.frame_counts().forged, 0);
+    let counts = local.node.frame_counts();
+    assert_eq!(counts.forged, 0);
+    assert_eq!(counts.undecodable, 0, "every peer got frames it reads");
+    // The new peer's echo (and its heartbeats) came compact; the older peers' could not.
+    assert!(counts.compact > compact_before, "{counts:?}");
 }

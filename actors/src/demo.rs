@@ -75,6 +75,10 @@ pub struct DemoArgs {
     /// The nodes keep what a burst freed (`process-hub node --no-memory-release`).
     #[arg(long)]
     pub no_memory_release: bool,
+    /// The nodes' newest wire version (`process-hub node --max-wire-version`): 2 measures the
+    /// cluster as it was before compact frames.
+    #[arg(long, hide = true)]
+    pub max_wire_version: Option<u16>,
     /// While the demo runs, scrape every node's `/metrics` and read its recent events every
     /// second, as a dashboard does (what `bench cluster --telemetry` measures).
     #[arg(long)]
@@ -355,6 +359,11 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
     }
     if args.no_memory_release {
         options.extra_args.push("--no-memory-release".to_owned());
+    }
+    if let Some(version) = args.max_wire_version {
+        options
+            .extra_args
+            .extend(["--max-wire-version".to_owned(), version.to_string()]);
     }
     let mut cluster = LocalCluster::start(&binary, args.nodes, &options, args.workdir.clone())?;
     cluster.wait_formed(Duration::from_secs(60))?;

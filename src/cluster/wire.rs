@@ -22,7 +22,9 @@ mod frame;
 pub mod seal;
 
 pub use declared::{DeclaredOp, DeclaredRefusal};
-pub use frame::{decode, decode_body, decode_for, encode, WireError, WireFrame};
+pub use frame::{
+    decode, decode_body, decode_for, encode, encode_compact_body, WireError, WireFrame,
+};
 
 use serde::{Deserialize, Serialize};
 

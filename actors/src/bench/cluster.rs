@@ -64,6 +64,10 @@ pub struct ClusterBenchArgs {
     /// resident figures then include what the allocator holds after the burst.
     #[arg(long)]
     pub no_memory_release: bool,
+    /// The nodes' newest wire version (`process-hub node --max-wire-version`): 2 measures the
+    /// cluster as it was before compact frames.
+    #[arg(long, hide = true)]
+    pub max_wire_version: Option<u16>,
     /// Skip the plain-ractor and bare-actor baselines (their fields are then null).
     #[arg(long)]
     pub no_baseline: bool,
@@ -101,6 +105,7 @@ pub fn run(args: ClusterBenchArgs) -> Result<(), String> {
         distribution: args.distribution,
         no_metrics: !telemetry,
         no_memory_release: args.no_memory_release,
+        max_wire_version: args.max_wire_version,
         dashboard_load: telemetry,
     };
     let off = if args.telemetry == "compare" {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use process_hub::cluster::gateway::WirePolicy;
-use process_hub::cluster::wire::seal::{OPEN_VERSION, SEALED_VERSION};
+use process_hub::cluster::wire::seal::{COMPACT_VERSION, OPEN_VERSION, SEALED_VERSION};
 use serde::Deserialize;
 
 use super::secrets::CookieSource;
@@ -172,7 +172,7 @@ pub struct NodeFlags {
     #[arg(long)]
     pub refuse_open_peers: bool,
     /// Testing knob: the newest wire version this node speaks (1 behaves as a build before
-    /// sealed frames, to rehearse a rolling upgrade; default 2).
+    /// sealed frames, 2 as one before compact frames, to rehearse a rolling upgrade; default 3).
     #[arg(long, hide = true)]
     pub max_wire_version: Option<u16>,
 }
@@ -577,10 +577,10 @@ impl NodeFlags {
         let max_version = self
             .max_wire_version
             .or(file.max_wire_version)
-            .unwrap_or(SEALED_VERSION);
-        if !(OPEN_VERSION..=SEALED_VERSION).contains(&max_version) {
+            .unwrap_or(COMPACT_VERSION);
+        if !(OPEN_VERSION..=COMPACT_VERSION).contains(&max_version) {
             return Err(NodeSettingsError::BadWire(format!(
-                "--max-wire-version must be {OPEN_VERSION} or {SEALED_VERSION}, not {max_version}"
+                "--max-wire-version must be {OPEN_VERSION}, {SEALED_VERSION} or {COMPACT_VERSION}, not {max_version}"
             )));
         }
         let wire = WirePolicy {
@@ -705,6 +705,22 @@ mod tests {
         f.tls_server_name = Some("node.example".into());
         let tls = f.resolve().unwrap().tls.expect("tls on");
         assert_eq!(tls.server_name, "node.example");
+    }
+
+    #[test]
+    fn the_wire_version_defaults_to_compact_and_is_bounded() {
+        assert_eq!(flags().resolve().unwrap().wire.max_version, COMPACT_VERSION);
+        for version in [OPEN_VERSION, SEALED_VERSION, COMPACT_VERSION] {
+            let mut f = flags();
+            f.max_wire_version = Some(version);
+            assert_eq!(f.resolve().unwrap().wire.max_version, version);
+        }
+        for version in [0, COMPACT_VERSION + 1] {
+            let mut f = flags();
+            f.max_wire_version = Some(version);
+            let err = f.resolve().unwrap_err().to_string();
+            assert!(err.contains("--max-wire-version"), "{err}");
+        }
     }
 
     #[test]

@@ -22,7 +22,7 @@ use bincode::Options;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use ractor_cluster::RactorClusterMessage;
 
-use crate::cluster::wire::seal::SealKey;
+use crate::cluster::wire::seal::{SealKey, COMPACT_VERSION, SEALED_VERSION};
 use crate::model::NodeName;
 
 /// The pg group every Confirmer joins, inside its hub's scope.
@@ -31,10 +31,16 @@ pub const CONFIRMER_GROUP: &str = "confirmers";
 /// Largest confirmation request accepted (a node name and a fingerprint).
 const MAX_REQUEST_BYTES: u64 = 4096;
 
-/// The actor name of a sealing gateway of hub `hub_id` on `node` (one per endpoint: `nonce`
-/// tells a re-opened endpoint's gateway from its predecessor's).
-pub fn gateway_name(hub_id: &str, node: &str, nonce: u64) -> String {
-    format!("{}{nonce:016x}", gateway_prefix(hub_id, node))
+/// The actor name of a sealing gateway of hub `hub_id` on `node` that speaks wire versions up
+/// to `max_version` (one per endpoint: `nonce` tells a re-opened endpoint's gateway from its
+/// predecessor's). Version 2 is the bare name, which builds that speak only 2 advertise; a
+/// newer version is a `|v<N>` suffix, which those builds ignore (they match on the prefix).
+pub fn gateway_name(hub_id: &str, node: &str, nonce: u64, max_version: u16) -> String {
+    format!(
+        "{}{nonce:016x}{}",
+        gateway_prefix(hub_id, node),
+        version_suffix(max_version)
+    )
 }
 
 /// The name every sealing gateway of `hub_id` on `node` starts with.
@@ -42,10 +48,36 @@ pub fn gateway_prefix(hub_id: &str, node: &str) -> String {
     format!("process_hub.gateway.v2|{hub_id}|{node}|")
 }
 
+/// The newest wire version a sealing gateway named `gateway` (of `hub_id` on `node`) speaks:
+/// 2 without a suffix, `None` if the name is not such a gateway's.
+pub fn gateway_version(gateway: &str, hub_id: &str, node: &str) -> Option<u16> {
+    let rest = gateway.strip_prefix(&gateway_prefix(hub_id, node))?;
+    match rest.split_once("|v") {
+        None => Some(SEALED_VERSION),
+        // A version this build does not know is spoken as the newest it does.
+        Some((_, version)) => Some(
+            version
+                .parse::<u16>()
+                .map_or(SEALED_VERSION, |v| v.clamp(SEALED_VERSION, COMPACT_VERSION)),
+        ),
+    }
+}
+
+fn version_suffix(max_version: u16) -> String {
+    if max_version > SEALED_VERSION {
+        format!("|v{max_version}")
+    } else {
+        String::new()
+    }
+}
+
 /// The actor name of the Confirmer that goes with the gateway named
-/// `gateway_name(hub_id, node, nonce)`.
-pub fn confirmer_name(hub_id: &str, node: &str, nonce: u64) -> String {
-    format!("process_hub.confirmer.v2|{hub_id}|{node}|{nonce:016x}")
+/// `gateway_name(hub_id, node, nonce, max_version)`.
+pub fn confirmer_name(hub_id: &str, node: &str, nonce: u64, max_version: u16) -> String {
+    format!(
+        "process_hub.confirmer.v2|{hub_id}|{node}|{nonce:016x}{}",
+        version_suffix(max_version)
+    )
 }
 
 /// The Confirmer's name for the gateway named `gateway`, if that is a sealing gateway's name.
@@ -160,14 +192,28 @@ mod tests {
 
     #[test]
     fn names_tie_a_confirmer_to_its_gateway_and_node() {
-        let gateway = gateway_name("h", "a@x", 7);
-        assert!(gateway.starts_with(&gateway_prefix("h", "a@x")));
-        assert!(!gateway.starts_with(&gateway_prefix("h", "b@x")));
-        assert_eq!(
-            confirmer_of(&gateway).as_deref(),
-            Some(confirmer_name("h", "a@x", 7).as_str())
-        );
+        for version in [SEALED_VERSION, COMPACT_VERSION] {
+            let gateway = gateway_name("h", "a@x", 7, version);
+            assert!(gateway.starts_with(&gateway_prefix("h", "a@x")));
+            assert!(!gateway.starts_with(&gateway_prefix("h", "b@x")));
+            assert_eq!(
+                confirmer_of(&gateway).as_deref(),
+                Some(confirmer_name("h", "a@x", 7, version).as_str())
+            );
+            assert_eq!(gateway_version(&gateway, "h", "a@x"), Some(version));
+            assert_eq!(gateway_version(&gateway, "h", "b@x"), None);
+        }
         assert_eq!(confirmer_of("something else"), None);
+    }
+
+    #[test]
+    fn a_gateway_names_the_newest_version_it_speaks() {
+        let bare = format!("{}{:016x}", gateway_prefix("h", "a@x"), 7);
+        assert_eq!(gateway_version(&bare, "h", "a@x"), Some(SEALED_VERSION));
+        let future = format!("{bare}|v9");
+        assert_eq!(gateway_version(&future, "h", "a@x"), Some(COMPACT_VERSION));
+        let garbage = format!("{bare}|vx");
+        assert_eq!(gateway_version(&garbage, "h", "a@x"), Some(SEALED_VERSION));
     }
 
     #[tokio::test]

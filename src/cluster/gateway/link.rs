@@ -10,10 +10,10 @@ use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, Supervisio
 use ractor_cluster::{NodeServerMessage, RactorMessage};
 
 use super::keys::{self, ConfirmMsg, Confirmer, InboundKeys, CONFIRMER_GROUP};
-use super::transport::{EndpointArgs, Shared, UpPeer};
+use super::transport::{EndpointArgs, Outgoing, Shared, UpPeer};
 use super::{gateway_scope, FrameStats, Gateway, GatewayFrame, GATEWAY_GROUP};
 use crate::cluster::transport::{EventSink, TransportEvent};
-use crate::cluster::wire::seal::{self, Arrived, SealKey, SEALED_VERSION};
+use crate::cluster::wire::seal::{self, Arrived, SealKey, COMPACT_VERSION, SEALED_VERSION};
 use crate::cluster::wire::{self, WireMsg};
 use crate::core::boot_token::BootToken;
 use crate::core::failure_detector::{FailureDetector, PeerHealth};
@@ -44,8 +44,9 @@ pub(crate) enum LinkMsg {
 /// How a mapped peer speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Speech {
-    /// Sealed frames (its gateway carries a sealing gateway's name).
-    Sealed,
+    /// Sealed frames (its gateway carries a sealing gateway's name), compact (wire version 3)
+    /// when both ends speak it.
+    Sealed { compact: bool },
     /// Open frames only (a build before sealing).
     Open,
 }
@@ -106,18 +107,23 @@ impl LinkState {
         let (proxy, speech) = self.mapped(node)?;
         let seal = match speech {
             Speech::Open => None,
-            Speech::Sealed => Some(*self.outbound.get(node)?),
+            Speech::Sealed { .. } => Some(*self.outbound.get(node)?),
         };
-        Some(UpPeer { proxy, seal })
+        let compact = matches!(speech, Speech::Sealed { compact: true });
+        Some(UpPeer {
+            proxy,
+            seal,
+            compact,
+        })
     }
 
     fn send(&self, node: &str, msg: &WireMsg) {
         let Some(peer) = self.peer(node) else {
             return;
         };
-        match wire::encode(&self.args.hub_id, &self.args.node, msg) {
-            Ok(bytes) => {
-                let _ = peer.send(bytes);
+        match peer.frame(&mut Outgoing::new(&self.args.hub_id, &self.args.node, msg)) {
+            Ok(frame) => {
+                let _ = peer.cast(frame);
             }
             Err(error) => tracing::error!(%error, kind = msg.kind(), "cannot encode frame"),
         }
@@ -197,7 +203,11 @@ impl LinkState {
     fn speech_of(&self, cell: &ActorCell, node: &str) -> Option<Speech> {
         match cell.get_name() {
             Some(name) if name.starts_with(&keys::gateway_prefix(&self.args.hub_id, node)) => {
-                Some(Speech::Sealed)
+                let theirs =
+                    keys::gateway_version(&name, &self.args.hub_id, node).unwrap_or(SEALED_VERSION);
+                Some(Speech::Sealed {
+                    compact: theirs.min(self.args.endpoint.policy.max_version) >= COMPACT_VERSION,
+                })
             }
             Some(name) if name.starts_with("process_hub.gateway.v2|") => None,
             _ => Some(Speech::Open),
@@ -269,7 +279,7 @@ impl LinkState {
     /// First words to a newly mapped gateway of `node`.
     fn greet(&mut self, node: &NodeName, proxy: &ActorRef<GatewayFrame>, speech: Speech) {
         match speech {
-            Speech::Sealed => {
+            Speech::Sealed { .. } => {
                 // An open Hello in its name was not its own.
                 self.pending_hello.remove(node);
                 self.offer_key(node, proxy);
@@ -349,7 +359,13 @@ impl LinkState {
         let sealed = matches!(arrived, Arrived::Sealed { .. });
         let frame = match arrived {
             Arrived::KeyOffer { key, .. } => return self.on_key_offer(myself, from, key).await,
-            Arrived::Sealed { body, .. } => {
+            Arrived::Sealed { version, body, .. } => {
+                if version > self.args.endpoint.policy.max_version {
+                    // As a build that predates this version would: it cannot read it.
+                    FrameStats::bump(&self.stats().undecodable);
+                    tracing::debug!(hub_id = %self.args.hub_id, %from, version, "frame of a newer wire version dropped");
+                    return;
+                }
                 let genuine = self
                     .inbound
                     .get(&from)
@@ -357,8 +373,13 @@ impl LinkState {
                 if !genuine {
                     return self.refuse_forged(&from, "its seal does not verify");
                 }
-                match wire::decode_body(SEALED_VERSION, body) {
-                    Ok(frame) => frame,
+                match wire::decode_body(version, body) {
+                    Ok(frame) => {
+                        if version == COMPACT_VERSION {
+                            FrameStats::bump(&self.stats().compact);
+                        }
+                        frame
+                    }
                     Err(error) => {
                         FrameStats::bump(&self.stats().undecodable);
                         tracing::warn!(hub_id = %self.args.hub_id, %from, %error, "undecodable sealed frame dropped");
@@ -367,7 +388,7 @@ impl LinkState {
                 }
             }
             Arrived::Open { frame, .. } => {
-                if speech == Some(Speech::Sealed) {
+                if matches!(speech, Some(Speech::Sealed { .. })) {
                     return self.refuse_forged(&from, "it is open, and that node seals");
                 }
                 if self.refuses_open() {
@@ -454,7 +475,7 @@ impl LinkState {
         if self.mapped(&from).is_none() {
             self.resolve().await;
         }
-        let Some((proxy, Speech::Sealed)) = self.mapped(&from) else {
+        let Some((proxy, Speech::Sealed { .. })) = self.mapped(&from) else {
             FrameStats::bump(&self.stats().refused_offers);
             tracing::debug!(%from, "key offer from a node that is not a mapped sealing peer; dropped");
             return;
@@ -560,7 +581,7 @@ impl LinkState {
             .collect();
         for node in unconfirmed {
             if let Some((proxy, speech)) = self.mapped(&node) {
-                if speech == Speech::Sealed {
+                if matches!(speech, Speech::Sealed { .. }) {
                     self.offer_key(&node, &proxy);
                 }
                 if !(speech == Speech::Open && self.refuses_open()) {
@@ -589,7 +610,12 @@ impl Actor for Link {
             // The Confirmer first: a peer that maps the gateway already knows the Confirmer.
             let nonce: u64 = rand::random();
             let (confirmer, _) = Actor::spawn_linked(
-                Some(keys::confirmer_name(&args.hub_id, &args.node, nonce)),
+                Some(keys::confirmer_name(
+                    &args.hub_id,
+                    &args.node,
+                    nonce,
+                    args.endpoint.policy.max_version,
+                )),
                 Confirmer,
                 inbound.clone(),
                 myself.get_cell(),
@@ -600,7 +626,12 @@ impl Actor for Link {
                 CONFIRMER_GROUP.to_owned(),
                 vec![confirmer.get_cell()],
             );
-            Some(keys::gateway_name(&args.hub_id, &args.node, nonce))
+            Some(keys::gateway_name(
+                &args.hub_id,
+                &args.node,
+                nonce,
+                args.endpoint.policy.max_version,
+            ))
         } else {
             None
         };

@@ -55,8 +55,10 @@ pub fn gateway_scope(hub_id: &str) -> String {
 /// Which frames an endpoint speaks and accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WirePolicy {
-    /// The newest wire version this endpoint speaks: 2 seals frames (the default); 1 behaves
-    /// as a build that predates sealing (open frames only), to test rolling upgrades.
+    /// The newest wire version this endpoint speaks: 3 (the default) seals frames and sends
+    /// them compact to peers that speak 3; 2 seals them with fixed-width integers; 1 behaves as
+    /// a build that predates sealing (open frames only). 1 and 2 are for rolling upgrades and
+    /// their tests.
     pub max_version: u16,
     /// Refuse peers that speak only version 1, whose frames cannot be checked.
     pub refuse_open_peers: bool,
@@ -65,7 +67,7 @@ pub struct WirePolicy {
 impl Default for WirePolicy {
     fn default() -> Self {
         Self {
-            max_version: crate::cluster::wire::seal::SEALED_VERSION,
+            max_version: crate::cluster::wire::seal::COMPACT_VERSION,
             refuse_open_peers: false,
         }
     }
@@ -78,13 +80,15 @@ impl WirePolicy {
     }
 }
 
-/// Counters of the frames a node's hub endpoints refused, for diagnostics and tests.
+/// Counters of the frames a node's hub endpoints refused (and of those that came compact), for
+/// diagnostics and tests.
 #[derive(Debug, Default)]
 pub struct FrameStats {
     forged: AtomicU64,
     refused_offers: AtomicU64,
     undecodable: AtomicU64,
     open_refused: AtomicU64,
+    compact: AtomicU64,
 }
 
 /// A snapshot of [`FrameStats`].
@@ -98,6 +102,9 @@ pub struct FrameCounts {
     pub undecodable: u64,
     /// Open frames refused because `refuse_open_peers` is set.
     pub open_refused: u64,
+    /// Frames accepted in the compact encoding (wire version 3): not a refusal, the sign that
+    /// peers speak it.
+    pub compact: u64,
 }
 
 impl FrameStats {
@@ -108,6 +115,7 @@ impl FrameStats {
             refused_offers: self.refused_offers.load(Ordering::Relaxed),
             undecodable: self.undecodable.load(Ordering::Relaxed),
             open_refused: self.open_refused.load(Ordering::Relaxed),
+            compact: self.compact.load(Ordering::Relaxed),
         }
     }
 

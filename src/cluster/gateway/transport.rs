@@ -12,28 +12,83 @@ use super::link::{Link, LinkArgs};
 use super::{FrameStats, GatewayFrame, LinkMsg, WirePolicy};
 use crate::cluster::transport::{EventSink, Transport, TransportError};
 use crate::cluster::wire::seal::{self, SealKey};
+use crate::cluster::wire::{self, WireMsg};
 use crate::core::boot_token::BootToken;
 use crate::core::failure_detector::DetectorConfig;
 use crate::model::NodeName;
 
-/// A peer that is up: its gateway proxy, and the key its frames are sealed with (`None`: the
-/// peer speaks only open frames).
+/// A peer that is up: its gateway proxy, the key its frames are sealed with (`None`: the peer
+/// speaks only open frames), and whether it reads compact frames (wire version 3).
 #[derive(Clone)]
 pub(super) struct UpPeer {
     pub proxy: ActorRef<GatewayFrame>,
     pub seal: Option<SealKey>,
+    pub compact: bool,
 }
 
 impl UpPeer {
-    /// Sends an open frame (from `wire::encode`), sealed if the peer seals.
-    pub fn send(&self, open: Vec<u8>) -> Result<(), TransportError> {
-        let frame = match &self.seal {
-            Some(key) => seal::seal(&open, key)?,
-            None => open,
-        };
+    /// The frame that carries `message` to this peer: compact and sealed if it reads version 3,
+    /// else sealed or open as it speaks.
+    pub fn frame(&self, message: &mut Outgoing<'_>) -> Result<Vec<u8>, TransportError> {
+        if let (Some(key), true) = (&self.seal, self.compact) {
+            if let Some(body) = message.compact() {
+                return Ok(seal::seal_compact(body, key));
+            }
+        }
+        let open = message.open()?;
+        Ok(match &self.seal {
+            Some(key) => seal::seal(open, key)?,
+            None => open.to_vec(),
+        })
+    }
+
+    /// Hands a finished frame to the peer's gateway.
+    pub fn cast(&self, frame: Vec<u8>) -> Result<(), TransportError> {
         self.proxy
             .cast(GatewayFrame(frame))
             .map_err(|_| TransportError::Closed)
+    }
+}
+
+/// A message on its way to one or more peers, each of its encodings made once, when a peer
+/// first needs it.
+pub(super) struct Outgoing<'a> {
+    hub_id: &'a str,
+    from: &'a str,
+    msg: &'a WireMsg,
+    open: Option<Vec<u8>>,
+    /// `Some(None)`: the compact encoding failed (above the frame limit), so open it is.
+    compact: Option<Option<Vec<u8>>>,
+}
+
+impl<'a> Outgoing<'a> {
+    pub fn new(hub_id: &'a str, from: &'a str, msg: &'a WireMsg) -> Self {
+        Self {
+            hub_id,
+            from,
+            msg,
+            open: None,
+            compact: None,
+        }
+    }
+
+    fn open(&mut self) -> Result<&[u8], TransportError> {
+        if self.open.is_none() {
+            self.open = Some(wire::encode(self.hub_id, self.from, self.msg)?);
+        }
+        Ok(self.open.as_deref().unwrap_or_default())
+    }
+
+    fn compact(&mut self) -> Option<&[u8]> {
+        self.compact
+            .get_or_insert_with(|| {
+                wire::encode_compact_body(self.hub_id, self.from, self.msg)
+                    .map_err(|error| {
+                        tracing::debug!(%error, kind = self.msg.kind(), "no compact frame; sending a version-2 frame");
+                    })
+                    .ok()
+            })
+            .as_deref()
     }
 }
 
@@ -159,20 +214,64 @@ impl Transport for RactorTransport {
     }
 
     fn send_frame(&self, to: &NodeName, frame: Vec<u8>) -> Result<(), TransportError> {
+        let peer = self.up_peer(to)?;
+        let frame = match &peer.seal {
+            Some(key) => seal::seal(&frame, key)?,
+            None => frame,
+        };
+        self.deliver(to, &peer, frame)
+    }
+
+    fn send(&self, to: &NodeName, msg: &WireMsg) -> Result<(), TransportError> {
+        let peer = self.up_peer(to)?;
+        let frame = peer.frame(&mut Outgoing::new(&self.hub_id, &self.node, msg))?;
+        self.deliver(to, &peer, frame)
+    }
+
+    fn broadcast(&self, msg: &WireMsg) -> Result<Vec<(NodeName, TransportError)>, TransportError> {
+        let peers: Vec<(NodeName, UpPeer)> = {
+            let up = self.shared.up.read().unwrap_or_else(|p| p.into_inner());
+            up.iter().map(|(n, p)| (n.clone(), p.clone())).collect()
+        };
+        if self.shared.closed.load(Ordering::SeqCst) {
+            return Ok(peers
+                .into_iter()
+                .map(|(n, _)| (n, TransportError::Closed))
+                .collect());
+        }
+        let mut message = Outgoing::new(&self.hub_id, &self.node, msg);
+        let mut failures = Vec::new();
+        for (to, peer) in peers {
+            // An encoding failure is the message's, whichever peer meets it first.
+            let frame = peer.frame(&mut message)?;
+            if let Err(error) = self.deliver(&to, &peer, frame) {
+                failures.push((to, error));
+            }
+        }
+        Ok(failures)
+    }
+}
+
+impl RactorTransport {
+    /// The peer `to` if it is up and this endpoint is open.
+    fn up_peer(&self, to: &NodeName) -> Result<UpPeer, TransportError> {
         if self.shared.closed.load(Ordering::SeqCst) {
             return Err(TransportError::Closed);
         }
-        let peer = self
-            .shared
+        self.shared
             .up
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(to)
             .cloned()
-            .ok_or_else(|| TransportError::Unreachable(to.clone()))?;
+            .ok_or_else(|| TransportError::Unreachable(to.clone()))
+    }
+
+    /// Hands a finished frame to `to`'s gateway, counting it.
+    fn deliver(&self, to: &NodeName, peer: &UpPeer, frame: Vec<u8>) -> Result<(), TransportError> {
         let labels = &self.labels;
         let size = frame.len();
-        match peer.send(frame) {
+        match peer.cast(frame) {
             Ok(()) => {
                 labels.frame(to, "out", size);
                 Ok(())

@@ -72,6 +72,24 @@ fn options() -> impl Options {
         .reject_trailing_bytes()
 }
 
+/// The encoding of version 3's bodies ([`super::seal::COMPACT_VERSION`]): the same messages
+/// with variable-length integers, under the same limits.
+pub(super) fn compact_options() -> impl Options {
+    bincode::DefaultOptions::new()
+        .with_varint_encoding()
+        .with_little_endian()
+        .with_limit(MAX_FRAME_BYTES)
+        .reject_trailing_bytes()
+}
+
+/// Encodes the body of a compact frame (`compact(hub_id, from, msg)`), to be sealed with
+/// [`super::seal::seal_compact`] for a peer that speaks version 3.
+pub fn encode_compact_body(hub_id: &str, from: &str, msg: &WireMsg) -> Result<Vec<u8>, WireError> {
+    compact_options()
+        .serialize(&(hub_id, from, msg))
+        .map_err(|e| WireError::Encode(e.to_string()))
+}
+
 /// Encodes a frame from `from` for hub `hub_id` with the current [`WIRE_VERSION`].
 pub fn encode(hub_id: &str, from: &str, msg: &WireMsg) -> Result<Vec<u8>, WireError> {
     let body = options()
@@ -105,15 +123,21 @@ pub fn decode(bytes: &[u8]) -> Result<WireFrame, WireError> {
 }
 
 /// Decodes the body of a frame (`bincode(hub_id, from, msg)`) that came in a frame of `version`
-/// (an open frame's after its version, a sealed frame's after its seal was checked).
+/// (an open frame's after its version, a sealed frame's after its seal was checked): compact
+/// for version 3, fixed-width integers before.
 pub fn decode_body(version: u16, body: &[u8]) -> Result<WireFrame, WireError> {
-    let (hub_id, from, payload): (String, NodeName, WireMsg) =
-        options().deserialize(body).map_err(|e| match *e {
-            bincode::ErrorKind::Io(ref io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
-                WireError::Truncated { len: body.len() }
-            }
-            other => WireError::Malformed(other.to_string()),
-        })?;
+    let decoded: Result<(String, NodeName, WireMsg), _> = if version == super::seal::COMPACT_VERSION
+    {
+        compact_options().deserialize(body)
+    } else {
+        options().deserialize(body)
+    };
+    let (hub_id, from, payload) = decoded.map_err(|e| match *e {
+        bincode::ErrorKind::Io(ref io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            WireError::Truncated { len: body.len() }
+        }
+        other => WireError::Malformed(other.to_string()),
+    })?;
     Ok(WireFrame {
         version,
         hub_id,
