@@ -4,161 +4,41 @@
 //! `child_lookup` on the hot path cheap. Nothing survives a restart: the node rebuilds its copy
 //! from its peers.
 
-use std::collections::BTreeMap;
+use std::hash::BuildHasher;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use bincode::Options;
-use dashmap::DashMap;
+use hashbrown::HashTable;
 
+use super::packed_row::{Names, PackedRow};
 use super::{Commit, Mutation, PageIds, Placement, Storage, StoredRow};
 use crate::clock::Clock;
-use crate::model::{
-    ChildArgs, ChildId, ChildSpec, HubMeta, Metadata, NodeName, Pid, Restart, Row, Shutdown,
-};
+use crate::model::{ChildId, Row};
+
+/// Shards of the map: a write locks one, so readers rarely wait.
+const SHARDS: usize = 16;
 
 /// In-memory registry storage.
 ///
 /// Every node keeps a row for every child of the cluster, so a row's size is multiplied by the
-/// cluster's size: each is kept packed (its fields encoded in one allocation, about 60 bytes
-/// for a typical child, keyed by the id, which is itself inline up to 24 bytes) rather than as
-/// a `Row` of half a dozen allocations and a map node (about 860 bytes). Reads hand out owned
-/// rows as before; unpacking one costs what cloning it did.
-#[derive(Default)]
+/// cluster's size: each row is one packed allocation with its id inside ([`PackedRow`], about
+/// 35 bytes for a typical child), and the map's slot is that allocation's pointer, so a row
+/// costs about 75 bytes on a node where a `Row` in an ordered map cost about 860. Reads hand
+/// out owned rows; unpacking one costs what cloning it did.
 pub struct MemoryStorage {
-    rows: DashMap<ChildId, PackedRow>,
+    shards: Box<[RwLock<HashTable<PackedRow>>]>,
+    /// Hashes ids (keyed per store, since ids come from callers and peers).
+    hasher: std::collections::hash_map::RandomState,
+    /// The kind and node names the rows refer to.
+    names: Names,
+    /// The time change times are packed relative to (the store's creation).
+    base_ms: u64,
     /// The time of day TTLs are measured with.
     clock: Clock,
 }
 
-/// A stored row without its id (the map's key): expiry first, so that visibility is decided
-/// without unpacking the rest. The node that authored the row is left out when it is the node
-/// the row is bound to (first): the usual case, a host recording its own child, so the name is
-/// not kept twice.
-struct PackedRow(Box<[u8]>);
-
-/// The packed encoding: bincode with variable-length integers.
-fn codec() -> impl Options {
-    bincode::DefaultOptions::new().with_varint_encoding()
-}
-
-type BodyRef<'a> = (
-    Option<u64>,
-    &'a str,
-    &'a str,
-    Restart,
-    Shutdown,
-    &'a BTreeMap<NodeName, Pid>,
-    &'a Metadata,
-    HubMetaRef<'a>,
-);
-
-/// [`HubMeta`] as packed: `changed_by` is `None` when it is the first bound node.
-type HubMetaRef<'a> = (u64, Option<&'a str>, u64, bool);
-
-type Body = (
-    Option<u64>,
-    String,
-    String,
-    Restart,
-    Shutdown,
-    BTreeMap<NodeName, Pid>,
-    Metadata,
-    (u64, Option<String>, u64, bool),
-);
-
-impl PackedRow {
-    fn pack(row: &Row, expires_at_ms: Option<u64>) -> Self {
-        let body: BodyRef<'_> = (
-            expires_at_ms,
-            &row.spec.kind,
-            row.spec.args.as_json_text(),
-            row.spec.restart,
-            row.spec.shutdown,
-            &row.node_pids,
-            &row.metadata,
-            (
-                row.hub.epoch,
-                match row.node_pids.keys().next() {
-                    Some(first) if *first == row.hub.changed_by => None,
-                    _ => Some(row.hub.changed_by.as_str()),
-                },
-                row.hub.changed_at_ms,
-                row.hub.durable,
-            ),
-        );
-        // Strings, integers and maps of them always encode into a vector.
-        let bytes = codec()
-            .serialize(&body)
-            .expect("a row's fields encode into a vector");
-        Self(bytes.into_boxed_slice())
-    }
-
-    fn expires_at_ms(&self) -> Option<u64> {
-        codec()
-            .allow_trailing_bytes()
-            .deserialize::<Option<u64>>(&self.0)
-            .ok()
-            .flatten()
-    }
-
-    fn is_live(&self, now_ms: u64) -> bool {
-        self.expires_at_ms().is_none_or(|at| at > now_ms)
-    }
-
-    /// Reads the fields a placement needs, borrowing the strings into `nodes`. `None` if
-    /// expired at `now_ms`.
-    fn placement<'a>(&'a self, now_ms: u64, nodes: &mut Vec<(&'a str, Pid)>) -> Option<&'a str> {
-        // A map encodes as its length and its pairs, which reads back as a sequence of pairs.
-        type Head<'a> = (
-            Option<u64>,
-            &'a str,
-            &'a str,
-            Restart,
-            Shutdown,
-            Vec<(&'a str, Pid)>,
-        );
-        let (expires_at_ms, kind, _, _, _, bound): Head<'a> = codec()
-            .allow_trailing_bytes()
-            .deserialize(&self.0)
-            .expect("a packed row decodes as it was encoded");
-        if expires_at_ms.is_some_and(|at| at <= now_ms) {
-            return None;
-        }
-        *nodes = bound;
-        Some(kind)
-    }
-
-    fn unpack(&self, id: &ChildId) -> StoredRow {
-        // Only `pack` wrote these bytes; a failure would be a bug in this file.
-        let (expires_at_ms, kind, args, restart, shutdown, node_pids, metadata, hub): Body =
-            codec()
-                .deserialize(&self.0)
-                .expect("a packed row decodes as it was encoded");
-        let (epoch, changed_by, changed_at_ms, durable) = hub;
-        let changed_by = match changed_by {
-            Some(name) => name,
-            None => node_pids.keys().next().cloned().unwrap_or_default(),
-        };
-        let hub = HubMeta {
-            epoch,
-            changed_by,
-            changed_at_ms,
-            durable,
-        };
-        StoredRow {
-            row: Row {
-                spec: ChildSpec {
-                    id: id.clone(),
-                    kind,
-                    args: ChildArgs::from_json_text(args),
-                    restart,
-                    shutdown,
-                },
-                node_pids,
-                metadata,
-                hub,
-            },
-            expires_at_ms,
-        }
+impl Default for MemoryStorage {
+    fn default() -> Self {
+        Self::with_clock(Clock::default())
     }
 }
 
@@ -171,15 +51,80 @@ impl MemoryStorage {
     /// An empty store whose TTLs follow `clock`.
     pub fn with_clock(clock: Clock) -> Self {
         Self {
-            rows: DashMap::new(),
+            shards: (0..SHARDS).map(|_| RwLock::new(HashTable::new())).collect(),
+            hasher: Default::default(),
+            names: Names::default(),
+            base_ms: clock.now_ms(),
             clock,
         }
     }
 
+    fn hash(&self, id: &str) -> u64 {
+        self.hasher.hash_one(id)
+    }
+
+    fn shard_of(&self, hash: u64) -> &RwLock<HashTable<PackedRow>> {
+        // The table itself uses the low bits and the top seven; the shard takes others.
+        &self.shards[(hash >> 32) as usize % SHARDS]
+    }
+
+    fn read(&self, hash: u64) -> RwLockReadGuard<'_, HashTable<PackedRow>> {
+        self.shard_of(hash)
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self, hash: u64) -> RwLockWriteGuard<'_, HashTable<PackedRow>> {
+        self.shard_of(hash)
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Calls `f` with every stored row, expired or not, shard by shard (each shard read-locked
+    /// while its rows are visited).
+    fn for_each_packed(&self, mut f: impl FnMut(&PackedRow)) {
+        for shard in self.shards.iter() {
+            let table = shard.read().unwrap_or_else(|p| p.into_inner());
+            table.iter().for_each(&mut f);
+        }
+    }
+
+    fn put_packed(&self, packed: PackedRow) {
+        let hash = self.hash(packed.id());
+        let mut table = self.write(hash);
+        let found = table.find_mut(hash, |row| row.id() == packed.id());
+        match found {
+            Some(slot) => *slot = packed,
+            None => {
+                table.insert_unique(hash, packed, |row| self.hash(row.id()));
+            }
+        }
+    }
+
+    fn remove_id(&self, id: &str) {
+        let hash = self.hash(id);
+        if let Ok(entry) = self.write(hash).find_entry(hash, |row| row.id() == id) {
+            entry.remove();
+        }
+    }
+
+    fn get_packed<T>(&self, id: &str, f: impl FnOnce(&PackedRow) -> T) -> Option<T> {
+        let hash = self.hash(id);
+        self.read(hash).find(hash, |row| row.id() == id).map(f)
+    }
+
+    fn unpack(&self, packed: &PackedRow) -> StoredRow {
+        packed.unpack(&self.names.snapshot(), self.base_ms)
+    }
+
     fn put(&self, row: &Row, ttl: Option<std::time::Duration>, now: u64) {
         let expires_at_ms = ttl.map(|ttl| now + ttl.as_millis() as u64);
-        self.rows
-            .insert(row.spec.id.clone(), PackedRow::pack(row, expires_at_ms));
+        self.put_packed(PackedRow::pack(
+            row,
+            expires_at_ms,
+            &self.names,
+            self.base_ms,
+        ));
     }
 
     /// Applies a batch; infallible in memory. Shared with the `durable` backend, which keeps its
@@ -189,10 +134,12 @@ impl MemoryStorage {
         for mutation in batch {
             match mutation {
                 Mutation::Put { row, ttl } => self.put(row, *ttl, now),
-                Mutation::Remove(id) => {
-                    self.rows.remove(id);
+                Mutation::Remove(id) => self.remove_id(id.as_str()),
+                Mutation::Clear => {
+                    for shard in self.shards.iter() {
+                        shard.write().unwrap_or_else(|p| p.into_inner()).clear();
+                    }
                 }
-                Mutation::Clear => self.rows.clear(),
             }
         }
     }
@@ -204,30 +151,34 @@ impl MemoryStorage {
 
     /// The stored entry, expired or not (used to roll back a failed disk write).
     pub fn get_stored(&self, id: &ChildId) -> Option<StoredRow> {
-        self.rows.get(id).map(|e| e.value().unpack(e.key()))
+        self.get_packed(id.as_str(), |packed| self.unpack(packed))
     }
 
     /// Replaces or removes the stored entry verbatim.
     pub fn restore_stored(&self, id: &ChildId, stored: Option<StoredRow>) {
         match stored {
-            Some(stored) => {
-                self.rows.insert(
-                    id.clone(),
-                    PackedRow::pack(&stored.row, stored.expires_at_ms),
-                );
-            }
-            None => {
-                self.rows.remove(id);
-            }
+            Some(stored) => self.put_packed(PackedRow::pack(
+                &stored.row,
+                stored.expires_at_ms,
+                &self.names,
+                self.base_ms,
+            )),
+            None => self.remove_id(id.as_str()),
         }
     }
 
     /// Every stored entry, expired or not.
     pub fn export_stored(&self) -> Vec<StoredRow> {
-        self.rows
-            .iter()
-            .map(|e| e.value().unpack(e.key()))
-            .collect()
+        let names = self.names.snapshot();
+        let mut rows = Vec::new();
+        self.for_each_packed(|packed| rows.push(packed.unpack(&names, self.base_ms)));
+        rows
+    }
+
+    /// The packed size of the row stored under `id`, for tests of the layout.
+    #[cfg(test)]
+    fn packed_len(&self, id: &str) -> Option<usize> {
+        self.get_packed(id, PackedRow::len)
     }
 }
 
@@ -247,66 +198,70 @@ impl Storage for MemoryStorage {
 
     fn get(&self, id: &ChildId) -> Option<Row> {
         let now = self.clock.now_ms();
-        let entry = self.rows.get(id)?;
-        let stored = entry.value().unpack(entry.key());
-        stored.is_live(now).then_some(stored.row)
+        self.get_packed(id.as_str(), |packed| {
+            packed.is_live(now).then(|| self.unpack(packed).row)
+        })
+        .flatten()
     }
 
     fn export_all(&self) -> Vec<Row> {
         let now = self.clock.now_ms();
-        let mut rows: Vec<Row> = self
-            .rows
-            .iter()
-            .map(|e| e.value().unpack(e.key()))
-            .filter(|s| s.is_live(now))
-            .map(|s| s.row)
-            .collect();
+        let names = self.names.snapshot();
+        let mut rows = Vec::new();
+        self.for_each_packed(|packed| {
+            if packed.is_live(now) {
+                rows.push(packed.unpack(&names, self.base_ms).row);
+            }
+        });
         rows.sort_unstable_by(|a, b| a.spec.id.cmp(&b.spec.id));
         rows
     }
 
     fn len(&self) -> usize {
         let now = self.clock.now_ms();
-        self.rows.iter().filter(|e| e.value().is_live(now)).count()
+        let mut count = 0;
+        self.for_each_packed(|packed| count += usize::from(packed.is_live(now)));
+        count
     }
 
     fn for_each_row(&self, f: &mut dyn FnMut(&Row)) {
         let now = self.clock.now_ms();
-        for entry in self.rows.iter() {
-            let stored = entry.value().unpack(entry.key());
-            if stored.is_live(now) {
-                f(&stored.row);
+        let names = self.names.snapshot();
+        self.for_each_packed(|packed| {
+            if packed.is_live(now) {
+                f(&packed.unpack(&names, self.base_ms).row);
             }
-        }
+        });
     }
 
     fn contains(&self, id: &ChildId) -> bool {
         let now = self.clock.now_ms();
-        self.rows.get(id).is_some_and(|e| e.value().is_live(now))
+        self.get_packed(id.as_str(), |packed| packed.is_live(now))
+            .unwrap_or(false)
     }
 
     fn for_each_placement(&self, f: &mut dyn FnMut(Placement<'_>)) {
         let now = self.clock.now_ms();
-        for entry in self.rows.iter() {
-            let mut nodes = Vec::new();
-            if let Some(kind) = entry.value().placement(now, &mut nodes) {
+        let names = self.names.snapshot();
+        self.for_each_packed(|packed| {
+            if let Some(view) = packed.placement(&names, now) {
                 f(Placement {
-                    id: entry.key(),
-                    kind,
-                    nodes: &nodes,
+                    id: &ChildId::from(view.id),
+                    kind: view.kind,
+                    nodes: &view.nodes,
                 });
             }
-        }
+        });
     }
 
     fn page_after(&self, after: Option<&ChildId>, limit: usize) -> Vec<Row> {
         let now = self.clock.now_ms();
         let mut ids = PageIds::new(after, limit);
-        for entry in self.rows.iter() {
-            if entry.value().is_live(now) {
-                ids.offer(entry.key());
+        self.for_each_packed(|packed| {
+            if packed.is_live(now) {
+                ids.offer(&ChildId::from(packed.id()));
             }
-        }
+        });
         ids.into_ids()
             .iter()
             .filter_map(|id| self.get(id))
@@ -433,9 +388,13 @@ mod tests {
         for r in &rows {
             assert_eq!(s.get(r.id()).as_ref(), Some(r), "{}", r.id());
         }
-        // Left out only when it is the bound node: its name and length byte less.
-        let size = |id: &str| s.rows.get(&ChildId::from(id)).unwrap().0.len();
-        assert_eq!(size("other"), size("own") + "n2@h".len() + 1);
+        // Left out only when it is the bound node: its (interned) name's two bytes less (the
+        // rest differs by the ids' lengths).
+        let size = |id: &str| s.packed_len(id).unwrap();
+        assert_eq!(
+            size("other"),
+            size("own") + ("other".len() - "own".len()) + 2
+        );
     }
 
     #[test]

@@ -21,6 +21,7 @@ mod durable;
 pub(crate) mod engine;
 mod lmdb;
 mod memory;
+mod packed_row;
 mod registry_file;
 #[cfg(feature = "sim")]
 mod simulated_disk;

@@ -590,6 +590,16 @@ mod tests {
             prop_assert_eq!(frame.version, WIRE_VERSION);
             prop_assert_eq!(&frame.from, &from);
             prop_assert_eq!(&frame.payload, &msg);
+            // The compact encoding (version 3) carries the same message, in no more bytes
+            // than the fixed-width one plus one per wide integer.
+            let compact = encode_compact_body(&hub, &from, &msg).unwrap();
+            let frame = decode_body(crate::cluster::wire::seal::COMPACT_VERSION, &compact).unwrap();
+            prop_assert_eq!(&frame.hub_id, &hub);
+            prop_assert_eq!(&frame.from, &from);
+            prop_assert_eq!(&frame.payload, &msg);
+            prop_assert!(compact.len() <= bytes.len() + bytes.len() / 8);
+            let at = compact.len() / 2;
+            prop_assert!(decode_body(crate::cluster::wire::seal::COMPACT_VERSION, &compact[..at]).is_err());
         }
 
         #[test]

@@ -1,0 +1,359 @@
+//! How the in-memory registry keeps one row: its fields, its id included, encoded in a single
+//! allocation of about 35 bytes for a typical child.
+//!
+//! Every node keeps a row for every child of the cluster, so a row's size is multiplied by the
+//! cluster's size. A row as a [`Row`] is half a dozen allocations and a map node (about 860
+//! bytes); packed, it is bincode with variable-length integers, where the names that repeat
+//! across rows (kinds, node names) are a small index into a table the store shares ([`Names`]),
+//! `null` arguments are one byte, and the time of the last change is counted from the store's
+//! creation. The id comes first, so that the map can hold the packed bytes alone and still find
+//! a row by its id.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+
+use bincode::Options;
+use serde::{Deserialize, Serialize};
+
+use super::StoredRow;
+use crate::model::{
+    ChildArgs, ChildId, ChildSpec, HubMeta, Metadata, NodeName, Pid, Restart, Row, Shutdown,
+};
+
+/// Names interned at most: beyond it (a cluster with thousands of distinct kinds or nodes),
+/// names are kept inline in each row, so the table stays bounded whatever peers send.
+const MAX_NAMES: usize = 4096;
+
+/// A name as packed: an index into the store's [`Names`], or the text itself.
+#[derive(Serialize, Deserialize)]
+enum PackedName<'a> {
+    Interned(u32),
+    Inline(&'a str),
+}
+
+/// The kind and node names of one store, each kept once. Append-only (an index, once given,
+/// names the same text for the store's life) and bounded by [`MAX_NAMES`]. Readers take a
+/// snapshot ([`Names::snapshot`]) and hold no lock while they read rows.
+#[derive(Default)]
+pub(super) struct Names {
+    table: RwLock<Arc<NameTable>>,
+}
+
+/// One version of the table: a new name makes a new version (names are few and rarely new).
+#[derive(Default)]
+pub(super) struct NameTable {
+    by_index: Vec<Arc<str>>,
+    index: HashMap<Arc<str>, u32>,
+}
+
+impl NameTable {
+    fn resolve<'a>(&'a self, name: &PackedName<'a>) -> &'a str {
+        match name {
+            // Only `Names::intern` made indexes, and the table only grows.
+            PackedName::Interned(i) => self.by_index.get(*i as usize).map_or("", |s| s),
+            PackedName::Inline(text) => text,
+        }
+    }
+}
+
+impl Names {
+    /// The table as it is now.
+    pub fn snapshot(&self) -> Arc<NameTable> {
+        self.table.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn intern<'a>(&self, name: &'a str) -> PackedName<'a> {
+        if let Some(&i) = self.snapshot().index.get(name) {
+            return PackedName::Interned(i);
+        }
+        let mut table = self.table.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(&i) = table.index.get(name) {
+            return PackedName::Interned(i);
+        }
+        if table.by_index.len() >= MAX_NAMES {
+            return PackedName::Inline(name);
+        }
+        let mut next = NameTable {
+            by_index: table.by_index.clone(),
+            index: table.index.clone(),
+        };
+        let i = next.by_index.len() as u32;
+        let text: Arc<str> = name.into();
+        next.by_index.push(text.clone());
+        next.index.insert(text, i);
+        *table = Arc::new(next);
+        PackedName::Interned(i)
+    }
+}
+
+/// A stored row, its id first and its expiry second, so that the id is found and liveness
+/// decided without unpacking the rest. The node that authored the row is left out when it is
+/// the node the row is bound to (first): the usual case, a host recording its own child.
+pub(super) struct PackedRow(Box<[u8]>);
+
+/// The packed encoding: bincode with variable-length integers.
+fn codec() -> impl Options {
+    bincode::DefaultOptions::new().with_varint_encoding()
+}
+
+/// The fields in the order they are packed.
+type Packed<'a, Meta> = (
+    &'a str,
+    Option<u64>,
+    PackedName<'a>,
+    Option<&'a str>,
+    Restart,
+    Shutdown,
+    Vec<(PackedName<'a>, Pid)>,
+    Meta,
+    // epoch, author unless it is the first bound node, change time from the base, durable
+    (u64, Option<PackedName<'a>>, i64, bool),
+);
+
+/// What a placement reads: the fields up to the bindings.
+type Head<'a> = (
+    &'a str,
+    Option<u64>,
+    PackedName<'a>,
+    Option<&'a str>,
+    Restart,
+    Shutdown,
+    Vec<(PackedName<'a>, Pid)>,
+);
+
+/// A row's fields a placement needs, borrowed from the packed row and the name table.
+pub(super) struct PlacementView<'a> {
+    pub id: &'a str,
+    pub kind: &'a str,
+    pub nodes: Vec<(&'a str, Pid)>,
+}
+
+impl PackedRow {
+    /// Packs `row`, interning its names in `names`; change times are kept relative to
+    /// `base_ms`.
+    pub fn pack(row: &Row, expires_at_ms: Option<u64>, names: &Names, base_ms: u64) -> Self {
+        let args = row.spec.args.as_json_text();
+        let author = match row.node_pids.keys().next() {
+            Some(first) if *first == row.hub.changed_by => None,
+            _ => Some(names.intern(&row.hub.changed_by)),
+        };
+        let fields: Packed<'_, &Metadata> = (
+            row.spec.id.as_str(),
+            expires_at_ms,
+            names.intern(&row.spec.kind),
+            (args != ChildArgs::default().as_json_text()).then_some(args),
+            row.spec.restart,
+            row.spec.shutdown,
+            row.node_pids
+                .iter()
+                .map(|(node, pid)| (names.intern(node), *pid))
+                .collect(),
+            &row.metadata,
+            (
+                row.hub.epoch,
+                author,
+                row.hub.changed_at_ms.wrapping_sub(base_ms) as i64,
+                row.hub.durable,
+            ),
+        );
+        // Strings, integers and maps of them always encode into a vector.
+        let bytes = codec()
+            .serialize(&fields)
+            .expect("a row's fields encode into a vector");
+        Self(bytes.into_boxed_slice())
+    }
+
+    /// The bytes, for tests that check the layout's size.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn key(&self) -> (&str, Option<u64>) {
+        // Only `pack` wrote these bytes; a failure would be a bug in this file.
+        codec()
+            .allow_trailing_bytes()
+            .deserialize(&self.0)
+            .expect("a packed row decodes as it was encoded")
+    }
+
+    /// The row's id.
+    pub fn id(&self) -> &str {
+        self.key().0
+    }
+
+    /// Whether the row has not expired at `now_ms`.
+    pub fn is_live(&self, now_ms: u64) -> bool {
+        self.key().1.is_none_or(|at| at > now_ms)
+    }
+
+    /// The fields a placement needs, or `None` if expired at `now_ms`.
+    pub fn placement<'a>(&'a self, names: &'a NameTable, now_ms: u64) -> Option<PlacementView<'a>> {
+        let (id, expires_at_ms, kind, _, _, _, bound): Head<'a> = codec()
+            .allow_trailing_bytes()
+            .deserialize(&self.0)
+            .expect("a packed row decodes as it was encoded");
+        if expires_at_ms.is_some_and(|at| at <= now_ms) {
+            return None;
+        }
+        Some(PlacementView {
+            id,
+            kind: names.resolve(&kind),
+            nodes: bound
+                .iter()
+                .map(|(node, pid)| (names.resolve(node), *pid))
+                .collect(),
+        })
+    }
+
+    /// The whole row, with its expiry.
+    pub fn unpack(&self, names: &NameTable, base_ms: u64) -> StoredRow {
+        let (id, expires_at_ms, kind, args, restart, shutdown, bound, metadata, hub): Packed<
+            '_,
+            Metadata,
+        > = codec()
+            .deserialize(&self.0)
+            .expect("a packed row decodes as it was encoded");
+        let (epoch, author, changed_at, durable) = hub;
+        let node_pids: BTreeMap<NodeName, Pid> = bound
+            .iter()
+            .map(|(node, pid)| (names.resolve(node).to_owned(), *pid))
+            .collect();
+        let changed_by = match author {
+            Some(name) => names.resolve(&name).to_owned(),
+            None => node_pids.keys().next().cloned().unwrap_or_default(),
+        };
+        StoredRow {
+            row: Row {
+                spec: ChildSpec {
+                    id: ChildId::from(id),
+                    kind: names.resolve(&kind).to_owned(),
+                    args: args.map(ChildArgs::from_json_text).unwrap_or_default(),
+                    restart,
+                    shutdown,
+                },
+                node_pids,
+                metadata,
+                hub: HubMeta {
+                    epoch,
+                    changed_by,
+                    changed_at_ms: base_ms.wrapping_add(changed_at as u64),
+                    durable,
+                },
+            },
+            expires_at_ms,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn names_are_interned_once_and_kept_inline_beyond_the_bound() {
+        let names = Names::default();
+        assert!(matches!(names.intern("a"), PackedName::Interned(0)));
+        assert!(matches!(names.intern("b"), PackedName::Interned(1)));
+        assert!(matches!(names.intern("a"), PackedName::Interned(0)));
+        for i in 2..MAX_NAMES {
+            names.intern(&format!("n{i}"));
+        }
+        assert!(matches!(
+            names.intern("beyond"),
+            PackedName::Inline("beyond")
+        ));
+        assert!(matches!(names.intern("b"), PackedName::Interned(1)));
+        let table = names.snapshot();
+        assert_eq!(table.by_index.len(), MAX_NAMES);
+        assert_eq!(table.resolve(&PackedName::Interned(1)), "b");
+        assert_eq!(table.resolve(&PackedName::Inline("x")), "x");
+    }
+
+    fn arb_row() -> impl Strategy<Value = Row> {
+        (
+            "[a-z0-9-]{1,40}",
+            "[a-z]{1,8}",
+            prop_oneof![Just("null".to_owned()), ".{0,12}"],
+            0..3u8,
+            any::<Option<u64>>(),
+            proptest::collection::btree_map("[a-z]{1,4}@h", any::<u64>(), 0..4),
+            proptest::collection::btree_map("[a-z]{1,5}", ".{0,8}", 0..3),
+            (any::<u64>(), "[a-z]{0,4}@?h?", any::<u64>(), any::<bool>()),
+        )
+            .prop_map(
+                |(id, kind, args, restart, shutdown, node_pids, metadata, hub)| Row {
+                    spec: ChildSpec {
+                        id: ChildId::from(id),
+                        kind,
+                        args: ChildArgs::from_json_text(args),
+                        restart: [Restart::Permanent, Restart::Transient, Restart::Temporary]
+                            [restart as usize],
+                        shutdown: shutdown.map_or(Shutdown::Kill, Shutdown::TimeoutMs),
+                    },
+                    node_pids,
+                    metadata,
+                    hub: HubMeta {
+                        epoch: hub.0,
+                        changed_by: hub.1,
+                        changed_at_ms: hub.2,
+                        durable: hub.3,
+                    },
+                },
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn every_row_reads_back_as_it_was_packed(
+            rows in proptest::collection::vec(arb_row(), 1..8),
+            expires in any::<Option<u64>>(),
+            base in any::<u64>(),
+        ) {
+            let names = Names::default();
+            let packed: Vec<PackedRow> =
+                rows.iter().map(|row| PackedRow::pack(row, expires, &names, base)).collect();
+            let table = names.snapshot();
+            for (row, packed) in rows.iter().zip(&packed) {
+                let stored = packed.unpack(&table, base);
+                prop_assert_eq!(&stored.row, row);
+                prop_assert_eq!(stored.expires_at_ms, expires);
+                prop_assert_eq!(packed.id(), row.spec.id.as_str());
+                let now = expires.map_or(0, |at| at.saturating_sub(1));
+                let view = packed.placement(&table, now);
+                prop_assert_eq!(view.is_some(), packed.is_live(now));
+                if let Some(view) = view {
+                    prop_assert_eq!(view.kind, row.spec.kind.as_str());
+                    let bound: Vec<(&str, Pid)> =
+                        row.node_pids.iter().map(|(n, p)| (n.as_str(), *p)).collect();
+                    prop_assert_eq!(view.nodes, bound);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_typical_row_packs_into_a_small_allocation() {
+        let names = Names::default();
+        let base = 1_800_000_000_000;
+        let mut row = Row::authored(
+            ChildSpec::new("child-000123", "counter"),
+            Metadata::new(),
+            "n1@127.0.0.1",
+            base + 3_600_000,
+            false,
+        )
+        .unwrap();
+        row.node_pids.insert("n1@127.0.0.1".into(), 4_321);
+        let packed = PackedRow::pack(&row, None, &names, base);
+        // Under 41 bytes, glibc's 48-byte chunk holds it.
+        assert!(packed.len() <= 40, "{} bytes", packed.len());
+        assert_eq!(packed.unpack(&names.snapshot(), base).row, row);
+        // A change time before the base reads back too.
+        row.hub.changed_at_ms = 5;
+        let packed = PackedRow::pack(&row, None, &names, base);
+        assert_eq!(packed.unpack(&names.snapshot(), base).row, row);
+    }
+}
