@@ -1,0 +1,295 @@
+use super::*;
+
+fn flags() -> NodeFlags {
+    NodeFlags {
+        hub: Some("h".into()),
+        name: Some("a".into()),
+        listen: Some("127.0.0.1:4000".into()),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn node_name_is_name_at_listen_host() {
+    let s = flags().resolve().unwrap();
+    assert_eq!(s.node_name, "a@127.0.0.1");
+    assert_eq!(s.admin.ip().to_string(), "127.0.0.1");
+    assert_eq!(s.backend, BackendChoice::Memory);
+    assert_eq!(s.cookie, CookieSource::Home, "no built-in cookie");
+    assert_eq!(s.tls, None);
+}
+
+#[test]
+fn cookie_sources_exclude_each_other_and_tls_comes_whole() {
+    let mut f = flags();
+    f.cookie = Some("c".into());
+    f.cookie_file = Some("/etc/cookie".into());
+    assert!(f.resolve().unwrap_err().to_string().contains("--cookie"));
+    let mut f = flags();
+    f.cookie = Some(" ".into());
+    assert!(f.resolve().is_err());
+    let mut f = flags();
+    f.cookie_file = Some("/etc/cookie".into());
+    assert_eq!(
+        f.resolve().unwrap().cookie,
+        CookieSource::File("/etc/cookie".into())
+    );
+    let mut f = flags();
+    f.tls_cert = Some("c.pem".into());
+    f.tls_key = Some("k.pem".into());
+    let err = f.clone().resolve().unwrap_err().to_string();
+    assert!(err.contains("--tls-ca"), "{err}");
+    f.tls_ca = Some("ca.pem".into());
+    f.tls_server_name = Some("node.example".into());
+    let tls = f.resolve().unwrap().tls.expect("tls on");
+    assert_eq!(tls.server_name, "node.example");
+}
+
+#[test]
+fn the_wire_version_defaults_to_compact_and_is_bounded() {
+    assert_eq!(flags().resolve().unwrap().wire.max_version, COMPACT_VERSION);
+    for version in [OPEN_VERSION, SEALED_VERSION, COMPACT_VERSION] {
+        let mut f = flags();
+        f.max_wire_version = Some(version);
+        assert_eq!(f.resolve().unwrap().wire.max_version, version);
+    }
+    for version in [0, COMPACT_VERSION + 1] {
+        let mut f = flags();
+        f.max_wire_version = Some(version);
+        let err = f.resolve().unwrap_err().to_string();
+        assert!(err.contains("--max-wire-version"), "{err}");
+    }
+}
+
+#[test]
+fn missing_and_bad_values_name_the_flag() {
+    let mut f = flags();
+    f.hub = None;
+    assert!(matches!(
+        f.resolve(),
+        Err(NodeSettingsError::Missing("hub"))
+    ));
+    let mut f = flags();
+    f.listen = Some("localhost".into());
+    let err = f.resolve().unwrap_err().to_string();
+    assert!(err.contains("--listen"), "{err}");
+    let mut f = flags();
+    f.name = Some("a b".into());
+    assert!(f.resolve().unwrap_err().to_string().contains("--name"));
+    let mut f = flags();
+    f.join = vec!["127.0.0.1:1".into(), "nope".into()];
+    assert!(f.resolve().unwrap_err().to_string().contains("--join"));
+}
+
+#[test]
+fn flags_override_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("node.toml");
+    std::fs::write(
+        &path,
+        "hub = \"filehub\"\nname = \"b\"\nlisten = \"127.0.0.1:5000\"\njoin = [\"127.0.0.1:4000\"]\nbackend = \"lmdb\"\n",
+    )
+    .unwrap();
+    let s = NodeFlags {
+        name: Some("c".into()),
+        config: Some(path.clone()),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap();
+    assert_eq!(s.hub, "filehub");
+    assert_eq!(s.node_name, "c@127.0.0.1");
+    assert_eq!(s.join.len(), 1);
+    assert_eq!(s.backend, BackendChoice::Lmdb);
+
+    std::fs::write(&path, "hub = \"h\"\nunknown_key = 1\n").unwrap();
+    let err = NodeFlags {
+        config: Some(path),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap_err();
+    assert!(
+        matches!(err, NodeSettingsError::ParseConfig { .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn replication_comes_from_the_flags_else_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("node.toml");
+    std::fs::write(
+        &path,
+        "hub = \"h\"\nname = \"a\"\nlisten = \"127.0.0.1:4000\"\nreplication_factor = 3\nreplication_model = \"active_active\"\nredundancy_signal = \"all\"\n",
+    )
+    .unwrap();
+    let s = NodeFlags {
+        config: Some(path.clone()),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap();
+    assert_eq!(s.replication_factor, Some(3));
+    assert_eq!(
+        s.replication_model,
+        Some(process_hub::ReplicationModel::ActiveActive)
+    );
+    assert_eq!(
+        s.redundancy_signal,
+        Some(process_hub::RedundancySignal::All)
+    );
+    let s = NodeFlags {
+        config: Some(path),
+        replication_factor: Some(2),
+        replication_model: Some(process_hub::ReplicationModel::ActivePassive),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap();
+    assert_eq!(s.replication_factor, Some(2));
+    assert_eq!(
+        s.replication_model,
+        Some(process_hub::ReplicationModel::ActivePassive)
+    );
+}
+
+#[test]
+fn load_balancing_comes_from_the_file_with_the_flags_over_it() {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        flags: NodeFlags,
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("node.toml");
+    std::fs::write(
+        &path,
+        "hub = \"h\"\nname = \"a\"\nlisten = \"127.0.0.1:4000\"\ndistribution = \"load_balanced\"\n[load_balancer]\npush_interval_ms = 700\nrebalance_batch = 9\n",
+    )
+    .unwrap();
+    let file_only = NodeFlags {
+        config: Some(path.clone()),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap();
+    assert_eq!(
+        file_only.distribution,
+        Some(process_hub::Distribution::LoadBalanced)
+    );
+    let lb = file_only.load_balancer.unwrap();
+    assert_eq!((lb.push_interval_ms, lb.rebalance_batch), (700, 9));
+    assert_eq!(lb.rebalance_threshold_percent, 0);
+
+    let cli = Cli::try_parse_from([
+        "node",
+        "--config",
+        path.to_str().unwrap(),
+        "--load-push-interval-ms",
+        "250",
+        "--load-rebalance-threshold-percent",
+        "40",
+    ])
+    .unwrap();
+    let lb = cli.flags.resolve().unwrap().load_balancer.unwrap();
+    assert_eq!(lb.push_interval_ms, 250, "the flag over the file");
+    assert_eq!(lb.rebalance_threshold_percent, 40);
+    assert_eq!(lb.rebalance_batch, 9, "the file's other options kept");
+
+    assert!(flags().resolve().unwrap().load_balancer.is_none());
+    let cli = Cli::try_parse_from(["node", "--distribution", "load-balanced"]).unwrap();
+    assert_eq!(
+        cli.flags.distribution,
+        Some(process_hub::Distribution::LoadBalanced)
+    );
+    let err = Cli::try_parse_from(["node", "--distribution", "least-loaded"])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("load-balanced"), "{err}");
+}
+
+#[test]
+fn replication_flags_parse_and_refuse_unknown_values() {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        flags: NodeFlags,
+    }
+    let cli = Cli::try_parse_from([
+        "node",
+        "--replication-factor",
+        "2",
+        "--replication-model",
+        "active-passive",
+        "--redundancy-signal",
+        "active",
+    ])
+    .unwrap();
+    assert_eq!(cli.flags.replication_factor, Some(2));
+    assert_eq!(
+        cli.flags.redundancy_signal,
+        Some(process_hub::RedundancySignal::Active)
+    );
+    let err = Cli::try_parse_from(["node", "--replication-model", "primary"])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("active-passive"), "{err}");
+    assert!(Cli::try_parse_from(["node", "--replication-factor", "two"]).is_err());
+}
+
+#[test]
+fn partition_tolerance_comes_from_the_file_table_or_the_flag_over_it() {
+    use clap::Parser;
+    use process_hub::PartitionTolerance;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        flags: NodeFlags,
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("node.toml");
+    std::fs::write(
+        &path,
+        "hub = \"h\"\nname = \"a\"\nlisten = \"127.0.0.1:4000\"\n[partition_tolerance]\ntype = \"static_quorum\"\nquorum_size = 2\n",
+    )
+    .unwrap();
+    let file_only = NodeFlags {
+        config: Some(path.clone()),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap();
+    assert_eq!(
+        file_only.partition_tolerance,
+        Some(PartitionTolerance::StaticQuorum {
+            quorum_size: 2,
+            startup_confirm: false
+        })
+    );
+    let cli = Cli::try_parse_from([
+        "node",
+        "--config",
+        path.to_str().unwrap(),
+        "--partition-tolerance",
+        "majority-quorum:5",
+    ])
+    .unwrap();
+    assert_eq!(
+        cli.flags.resolve().unwrap().partition_tolerance,
+        Some(PartitionTolerance::MajorityQuorum {
+            initial_cluster_size: 5,
+            track_max_size: true
+        })
+    );
+    assert!(flags().resolve().unwrap().partition_tolerance.is_none());
+    let err = Cli::try_parse_from(["node", "--partition-tolerance", "quorum"])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("unknown partition tolerance"), "{err}");
+}
