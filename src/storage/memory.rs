@@ -9,13 +9,16 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use hashbrown::HashTable;
 
-use super::packed_row::{Names, PackedRow};
+use super::packed_row::{NameTable, Names, PackedRow};
 use super::{Commit, Mutation, PageIds, Placement, Storage, StoredRow};
 use crate::clock::Clock;
 use crate::model::{ChildId, Row};
 
 /// Shards of the map: a write locks one, so readers rarely wait.
 const SHARDS: usize = 16;
+
+/// A shard at or below this many slots is not shrunk (not worth a rehash).
+const MIN_SHRINK_CAPACITY: usize = 64;
 
 /// In-memory registry storage.
 ///
@@ -80,12 +83,17 @@ impl MemoryStorage {
             .unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Calls `f` with every stored row, expired or not, shard by shard (each shard read-locked
-    /// while its rows are visited).
-    fn for_each_packed(&self, mut f: impl FnMut(&PackedRow)) {
+    /// Calls `f` with every stored row, expired or not, and the names it refers to, shard by
+    /// shard (each shard read-locked while its rows are visited). The names are read once the
+    /// shard is locked: a writer interns a row's names before it locks the row's shard, so they
+    /// cover every row the shard holds.
+    fn for_each_packed(&self, mut f: impl FnMut(&NameTable, &PackedRow)) {
         for shard in self.shards.iter() {
             let table = shard.read().unwrap_or_else(|p| p.into_inner());
-            table.iter().for_each(&mut f);
+            let names = self.names.snapshot();
+            for packed in table.iter() {
+                f(&names, packed);
+            }
         }
     }
 
@@ -103,8 +111,15 @@ impl MemoryStorage {
 
     fn remove_id(&self, id: &str) {
         let hash = self.hash(id);
-        if let Ok(entry) = self.write(hash).find_entry(hash, |row| row.id() == id) {
+        let mut table = self.write(hash);
+        if let Ok(entry) = table.find_entry(hash, |row| row.id() == id) {
             entry.remove();
+            // A shard emptied by a large stop gives its slots back (halving at a quarter full,
+            // so a shard that fills and empties repeatedly does not rehash at every step).
+            if table.capacity() > MIN_SHRINK_CAPACITY && table.len() * 4 < table.capacity() {
+                let keep = table.len() * 2;
+                table.shrink_to(keep, |row| self.hash(row.id()));
+            }
         }
     }
 
@@ -113,6 +128,8 @@ impl MemoryStorage {
         self.read(hash).find(hash, |row| row.id() == id).map(f)
     }
 
+    /// Unpacks a row found under its shard's lock (so the names cover it, as in
+    /// [`Self::for_each_packed`]).
     fn unpack(&self, packed: &PackedRow) -> StoredRow {
         packed.unpack(&self.names.snapshot(), self.base_ms)
     }
@@ -137,7 +154,7 @@ impl MemoryStorage {
                 Mutation::Remove(id) => self.remove_id(id.as_str()),
                 Mutation::Clear => {
                     for shard in self.shards.iter() {
-                        shard.write().unwrap_or_else(|p| p.into_inner()).clear();
+                        *shard.write().unwrap_or_else(|p| p.into_inner()) = HashTable::new();
                     }
                 }
             }
@@ -157,22 +174,36 @@ impl MemoryStorage {
     /// Replaces or removes the stored entry verbatim.
     pub fn restore_stored(&self, id: &ChildId, stored: Option<StoredRow>) {
         match stored {
-            Some(stored) => self.put_packed(PackedRow::pack(
-                &stored.row,
-                stored.expires_at_ms,
-                &self.names,
-                self.base_ms,
-            )),
+            Some(stored) => {
+                debug_assert_eq!(
+                    &stored.row.spec.id, id,
+                    "a row is restored under its own id"
+                );
+                self.put_packed(PackedRow::pack(
+                    &stored.row,
+                    stored.expires_at_ms,
+                    &self.names,
+                    self.base_ms,
+                ))
+            }
             None => self.remove_id(id.as_str()),
         }
     }
 
     /// Every stored entry, expired or not.
     pub fn export_stored(&self) -> Vec<StoredRow> {
-        let names = self.names.snapshot();
         let mut rows = Vec::new();
-        self.for_each_packed(|packed| rows.push(packed.unpack(&names, self.base_ms)));
+        self.for_each_packed(|names, packed| rows.push(packed.unpack(names, self.base_ms)));
         rows
+    }
+
+    /// The slots the shards hold, for tests of their release.
+    #[cfg(test)]
+    fn capacity(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.read().unwrap_or_else(|p| p.into_inner()).capacity())
+            .sum()
     }
 
     /// The packed size of the row stored under `id`, for tests of the layout.
@@ -206,11 +237,10 @@ impl Storage for MemoryStorage {
 
     fn export_all(&self) -> Vec<Row> {
         let now = self.clock.now_ms();
-        let names = self.names.snapshot();
         let mut rows = Vec::new();
-        self.for_each_packed(|packed| {
+        self.for_each_packed(|names, packed| {
             if packed.is_live(now) {
-                rows.push(packed.unpack(&names, self.base_ms).row);
+                rows.push(packed.unpack(names, self.base_ms).row);
             }
         });
         rows.sort_unstable_by(|a, b| a.spec.id.cmp(&b.spec.id));
@@ -220,16 +250,15 @@ impl Storage for MemoryStorage {
     fn len(&self) -> usize {
         let now = self.clock.now_ms();
         let mut count = 0;
-        self.for_each_packed(|packed| count += usize::from(packed.is_live(now)));
+        self.for_each_packed(|_, packed| count += usize::from(packed.is_live(now)));
         count
     }
 
     fn for_each_row(&self, f: &mut dyn FnMut(&Row)) {
         let now = self.clock.now_ms();
-        let names = self.names.snapshot();
-        self.for_each_packed(|packed| {
+        self.for_each_packed(|names, packed| {
             if packed.is_live(now) {
-                f(&packed.unpack(&names, self.base_ms).row);
+                f(&packed.unpack(names, self.base_ms).row);
             }
         });
     }
@@ -242,9 +271,8 @@ impl Storage for MemoryStorage {
 
     fn for_each_placement(&self, f: &mut dyn FnMut(Placement<'_>)) {
         let now = self.clock.now_ms();
-        let names = self.names.snapshot();
-        self.for_each_packed(|packed| {
-            if let Some(view) = packed.placement(&names, now) {
+        self.for_each_packed(|names, packed| {
+            if let Some(view) = packed.placement(names, now) {
                 f(Placement {
                     id: &ChildId::from(view.id),
                     kind: view.kind,
@@ -257,7 +285,7 @@ impl Storage for MemoryStorage {
     fn page_after(&self, after: Option<&ChildId>, limit: usize) -> Vec<Row> {
         let now = self.clock.now_ms();
         let mut ids = PageIds::new(after, limit);
-        self.for_each_packed(|packed| {
+        self.for_each_packed(|_, packed| {
             if packed.is_live(now) {
                 ids.offer(&ChildId::from(packed.id()));
             }
@@ -303,6 +331,67 @@ mod tests {
         assert!(!s.contains(&"a".into()));
         s.clear_all().unwrap();
         assert!(s.is_empty());
+    }
+
+    /// Readers walking every shard while a writer stores rows with names never seen before:
+    /// every row they see reads back whole (its names were interned before its shard took it).
+    #[test]
+    fn rows_with_new_names_read_back_whole_during_a_walk() {
+        let s = std::sync::Arc::new(MemoryStorage::new());
+        let writer = {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                for i in 0..2_000 {
+                    let mut r = row(&format!("c{i}"));
+                    r.spec.kind = format!("kind-{i}");
+                    r.node_pids.insert(format!("n{i}@h"), i);
+                    s.insert(r).unwrap();
+                }
+            })
+        };
+        let check = |r: &Row| {
+            let i = r.spec.id.as_str().trim_start_matches('c');
+            assert_eq!(r.spec.kind, format!("kind-{i}"));
+            assert_eq!(r.node_pids.keys().next(), Some(&format!("n{i}@h")));
+        };
+        while !writer.is_finished() {
+            s.export_all().iter().for_each(check);
+            s.for_each_placement(&mut |p| {
+                let i = p.id.as_str().trim_start_matches('c');
+                assert_eq!(p.kind, format!("kind-{i}"));
+                assert_eq!(p.nodes[0].0, format!("n{i}@h"));
+            });
+        }
+        writer.join().unwrap();
+        assert_eq!(s.export_all().len(), 2_000);
+        s.export_all().iter().for_each(check);
+    }
+
+    #[test]
+    fn removing_most_rows_gives_the_slots_back() {
+        let s = MemoryStorage::new();
+        let ids: Vec<ChildId> = (0..20_000).map(|i| format!("c{i}").into()).collect();
+        s.apply(
+            ids.iter()
+                .map(|id| Mutation::put(row(id.as_str())))
+                .collect(),
+        )
+        .unwrap();
+        let full = s.capacity();
+        assert!(full >= 20_000);
+        s.apply(ids[100..].iter().cloned().map(Mutation::Remove).collect())
+            .unwrap();
+        assert_eq!(s.len(), 100);
+        assert!(
+            s.capacity() < full / 8,
+            "{} of {full} slots kept",
+            s.capacity()
+        );
+        for id in &ids[..100] {
+            assert!(s.contains(id), "{id} survives the shrinking");
+        }
+        s.clear_all().unwrap();
+        assert_eq!(s.capacity(), 0);
     }
 
     #[test]

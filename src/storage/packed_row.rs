@@ -24,6 +24,10 @@ use crate::model::{
 /// names are kept inline in each row, so the table stays bounded whatever peers send.
 const MAX_NAMES: usize = 4096;
 
+/// The longest name interned, in bytes; longer ones are kept inline. With [`MAX_NAMES`], the
+/// table holds at most about half a megabyte, even when a peer fills it with junk names.
+const MAX_INTERNED_LEN: usize = 128;
+
 /// A name as packed: an index into the store's [`Names`], or the text itself.
 #[derive(Serialize, Deserialize)]
 enum PackedName<'a> {
@@ -47,10 +51,19 @@ pub(super) struct NameTable {
 }
 
 impl NameTable {
+    /// The text of `name`. A table read after the row was written (under its shard's lock)
+    /// knows every index the row holds: only `Names::intern` makes indexes, before the row is
+    /// stored, and the table only grows.
     fn resolve<'a>(&'a self, name: &PackedName<'a>) -> &'a str {
         match name {
-            // Only `Names::intern` made indexes, and the table only grows.
-            PackedName::Interned(i) => self.by_index.get(*i as usize).map_or("", |s| s),
+            PackedName::Interned(i) => {
+                let text = self.by_index.get(*i as usize);
+                debug_assert!(
+                    text.is_some(),
+                    "name {i} read from a table older than its row"
+                );
+                text.map_or("", |s| s)
+            }
             PackedName::Inline(text) => text,
         }
     }
@@ -63,6 +76,9 @@ impl Names {
     }
 
     fn intern<'a>(&self, name: &'a str) -> PackedName<'a> {
+        if name.len() > MAX_INTERNED_LEN {
+            return PackedName::Inline(name);
+        }
         if let Some(&i) = self.snapshot().index.get(name) {
             return PackedName::Interned(i);
         }
@@ -257,6 +273,8 @@ mod tests {
         let names = Names::default();
         assert!(matches!(names.intern("a"), PackedName::Interned(0)));
         assert!(matches!(names.intern("b"), PackedName::Interned(1)));
+        let long = "x".repeat(MAX_INTERNED_LEN + 1);
+        assert!(matches!(names.intern(&long), PackedName::Inline(_)));
         assert!(matches!(names.intern("a"), PackedName::Interned(0)));
         for i in 2..MAX_NAMES {
             names.intern(&format!("n{i}"));
@@ -275,7 +293,7 @@ mod tests {
     fn arb_row() -> impl Strategy<Value = Row> {
         (
             "[a-z0-9-]{1,40}",
-            "[a-z]{1,8}",
+            prop_oneof!["[a-z]{1,8}", "[a-z]{129,140}"],
             prop_oneof![Just("null".to_owned()), ".{0,12}"],
             0..3u8,
             any::<Option<u64>>(),

@@ -30,7 +30,7 @@ impl UpPeer {
     /// The frame that carries `message` to this peer: compact and sealed if it reads version 3,
     /// else sealed or open as it speaks.
     pub fn frame(&self, message: &mut Outgoing<'_>) -> Result<Vec<u8>, TransportError> {
-        if let (Some(key), true) = (&self.seal, self.compact) {
+        if let (Some(key), true) = (&self.seal, self.reads_compact()) {
             if let Some(body) = message.compact() {
                 return Ok(seal::seal_compact(body, key));
             }
@@ -40,6 +40,11 @@ impl UpPeer {
             Some(key) => seal::seal(open, key)?,
             None => open.to_vec(),
         })
+    }
+
+    /// Whether frames to it go compact (it seals and reads version 3).
+    pub fn reads_compact(&self) -> bool {
+        self.compact && self.seal.is_some()
     }
 
     /// Hands a finished frame to the peer's gateway.
@@ -240,10 +245,22 @@ impl Transport for RactorTransport {
                 .collect());
         }
         let mut message = Outgoing::new(&self.hub_id, &self.node, msg);
+        // The encodings some peer will need, made before anything is sent: a message that does
+        // not encode fails whole rather than reaching some peers only.
+        let compact_needed = peers.iter().any(|(_, p)| p.reads_compact());
+        let compact_fails = compact_needed && message.compact().is_none();
+        if compact_fails || peers.iter().any(|(_, p)| !p.reads_compact()) {
+            message.open()?;
+        }
         let mut failures = Vec::new();
         for (to, peer) in peers {
-            // An encoding failure is the message's, whichever peer meets it first.
-            let frame = peer.frame(&mut message)?;
+            let frame = match peer.frame(&mut message) {
+                Ok(frame) => frame,
+                Err(error) => {
+                    failures.push((to, error));
+                    continue;
+                }
+            };
             if let Err(error) = self.deliver(&to, &peer, frame) {
                 failures.push((to, error));
             }

@@ -17,7 +17,7 @@
 //!   the offer with its author before it uses it);
 //! - version 3, *compact sealed*: `03 00 | mac[32] | compact(hub_id, from, msg)`: the same
 //!   message with variable-length integers (lengths, tags and small numbers in one byte), about
-//!   half the size of version 2, and a MAC over the version and the body. Sent only to a peer
+//!   half the size of version 2, its MAC under a key derived from the seal key for version 3. Sent only to a peer
 //!   whose gateway says it speaks version 3 (`gateway::keys::gateway_version`).
 
 use bincode::Options;
@@ -128,15 +128,16 @@ fn options() -> impl Options {
         .with_limit(MAX_FRAME_BYTES)
 }
 
-/// A sealed frame's MAC: version 2's over the body alone (as that version was defined),
-/// version 3's over the version and the body, so that a body cannot be replayed as the other
-/// encoding.
+/// The context version 3 derives its MAC key with.
+const COMPACT_KEY_CONTEXT: &str = "process_hub 2026-12 wire version 3 seal";
+
+/// A sealed frame's MAC: version 2's under the key itself (as that version was defined),
+/// version 3's under a key derived from it for that version alone, so that no MAC of one
+/// version verifies a frame of the other, whatever the bytes.
 fn mac_of(version: u16, body: &[u8], key: &SealKey) -> blake3::Hash {
     if version == COMPACT_VERSION {
-        let mut hasher = blake3::Hasher::new_keyed(&key.0);
-        hasher.update(&COMPACT_VERSION.to_le_bytes());
-        hasher.update(body);
-        hasher.finalize()
+        let derived = blake3::derive_key(COMPACT_KEY_CONTEXT, &key.0);
+        blake3::keyed_hash(&derived, body)
     } else {
         blake3::keyed_hash(&key.0, body)
     }
