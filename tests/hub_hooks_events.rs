@@ -472,30 +472,44 @@ mod cluster_events {
         cluster.add("c").await;
         cluster.wait_members().await;
         cluster.wait_converged(&ids(&all), "c joined").await;
-        let after = cluster.running();
-        let moved: BTreeSet<ChildId> = after
-            .iter()
-            .filter(|(_, nodes)| nodes.as_slice() == ["c".to_owned()])
-            .map(|(id, _)| id.clone())
-            .collect();
+        let on_c_alone = |cluster: &TestCluster| -> BTreeSet<ChildId> {
+            cluster
+                .running()
+                .iter()
+                .filter(|(_, nodes)| nodes.as_slice() == ["c".to_owned()])
+                .map(|(id, _)| id.clone())
+                .collect()
+        };
+        let mut moved = on_c_alone(&cluster);
         assert!(!moved.is_empty(), "the new node owns some children");
         // Each moved child is reported by the node it left, with its destination and why;
-        // nobody reports it stopped.
+        // nobody reports it stopped. The report may trail the registries (the node that left a
+        // child reports the move once its copy is gone), so the events are read until every
+        // move is reported or a deadline passes.
         let mut reported = BTreeSet::new();
-        for (name, rx) in [("a", &mut on_a), ("b", &mut on_b)] {
-            for event in drain(rx) {
-                match event {
-                    HubEvent::ChildMoved { id, from, to, why } => {
-                        assert_eq!(from, full(name));
-                        assert_eq!(to, full("c"));
-                        assert_eq!(why, MoveReason::NodeJoined);
-                        assert_eq!(before[&id], vec![name.to_owned()]);
-                        reported.insert(id);
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        loop {
+            for (name, rx) in [("a", &mut on_a), ("b", &mut on_b)] {
+                for event in drain(rx) {
+                    match event {
+                        HubEvent::ChildMoved { id, from, to, why } => {
+                            assert_eq!(from, full(name));
+                            assert_eq!(to, full("c"));
+                            assert_eq!(why, MoveReason::NodeJoined);
+                            assert_eq!(before[&id], vec![name.to_owned()]);
+                            reported.insert(id);
+                        }
+                        HubEvent::ChildStopped { id, .. } => panic!("{id} reported stopped"),
+                        _ => {}
                     }
-                    HubEvent::ChildStopped { id, .. } => panic!("{id} reported stopped"),
-                    _ => {}
                 }
             }
+            if reported == moved || tokio::time::Instant::now() > deadline {
+                break;
+            }
+            // A move still under way when the registries first agreed ends meanwhile.
+            moved = on_c_alone(&cluster);
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         assert_eq!(reported, moved);
         let mut to_move = BTreeSet::new();
