@@ -112,21 +112,8 @@ fn codec() -> impl Options {
     bincode::DefaultOptions::new().with_varint_encoding()
 }
 
-/// The fields in the order they are packed.
-type Packed<'a, Meta> = (
-    &'a str,
-    Option<u64>,
-    PackedName<'a>,
-    Option<&'a str>,
-    Restart,
-    Shutdown,
-    Vec<(PackedName<'a>, Pid)>,
-    Meta,
-    // epoch, author unless it is the first bound node, change time from the base, durable
-    (u64, Option<PackedName<'a>>, i64, bool),
-);
-
-/// What a placement reads: the fields up to the bindings.
+/// The fields a placement reads, first: id, expiry, kind, arguments (`None`: `null`), restart,
+/// shutdown, bindings.
 type Head<'a> = (
     &'a str,
     Option<u64>,
@@ -136,6 +123,11 @@ type Head<'a> = (
     Shutdown,
     Vec<(PackedName<'a>, Pid)>,
 );
+
+/// The fields in the order they are packed: the head, the metadata, then the epoch, the author
+/// unless it is the first bound node, the change time from the base, durable. (bincode lays a
+/// nested tuple out as its fields in order, so the head reads back alone.)
+type Packed<'a, Meta> = (Head<'a>, Meta, (u64, Option<PackedName<'a>>, i64, bool));
 
 /// A row's fields a placement needs, borrowed from the packed row and the name table.
 pub(super) struct PlacementView<'a> {
@@ -154,16 +146,18 @@ impl PackedRow {
             _ => Some(names.intern(&row.hub.changed_by)),
         };
         let fields: Packed<'_, &Metadata> = (
-            row.spec.id.as_str(),
-            expires_at_ms,
-            names.intern(&row.spec.kind),
-            (args != ChildArgs::default().as_json_text()).then_some(args),
-            row.spec.restart,
-            row.spec.shutdown,
-            row.node_pids
-                .iter()
-                .map(|(node, pid)| (names.intern(node), *pid))
-                .collect(),
+            (
+                row.spec.id.as_str(),
+                expires_at_ms,
+                names.intern(&row.spec.kind),
+                (args != ChildArgs::default().as_json_text()).then_some(args),
+                row.spec.restart,
+                row.spec.shutdown,
+                row.node_pids
+                    .iter()
+                    .map(|(node, pid)| (names.intern(node), *pid))
+                    .collect(),
+            ),
             &row.metadata,
             (
                 row.hub.epoch,
@@ -224,7 +218,7 @@ impl PackedRow {
 
     /// The whole row, with its expiry.
     pub fn unpack(&self, names: &NameTable, base_ms: u64) -> StoredRow {
-        let (id, expires_at_ms, kind, args, restart, shutdown, bound, metadata, hub): Packed<
+        let ((id, expires_at_ms, kind, args, restart, shutdown, bound), metadata, hub): Packed<
             '_,
             Metadata,
         > = codec()

@@ -211,6 +211,25 @@ pub fn key_offer(hub_id: &str, from: &str, key: &SealKey) -> Result<Vec<u8>, Wir
     Ok(frame)
 }
 
+/// A sealed frame of `version` from `rest` (`mac[32] | body`, what follows its version and
+/// tag); `len` is the whole frame's, for the error.
+fn sealed<'a>(
+    hub_id: &str,
+    version: u16,
+    rest: &'a [u8],
+    len: usize,
+) -> Result<Arrived<'a>, WireError> {
+    let Some((mac, body)) = rest.split_first_chunk::<MAC_LEN>() else {
+        return Err(WireError::Truncated { len });
+    };
+    Ok(Arrived::Sealed {
+        version,
+        mac: *mac,
+        from: header(hub_id, version, body)?,
+        body,
+    })
+}
+
 /// Sorts a frame that arrived for hub `hub_id` by its layout and reads its claimed sender;
 /// decodes nothing else. Never panics, whatever the bytes.
 pub fn arrived<'a>(hub_id: &str, bytes: &'a [u8]) -> Result<Arrived<'a>, WireError> {
@@ -229,17 +248,7 @@ pub fn arrived<'a>(hub_id: &str, bytes: &'a [u8]) -> Result<Arrived<'a>, WireErr
             from: header(hub_id, OPEN_VERSION, rest)?,
         }),
         SEALED_VERSION => match rest.split_first() {
-            Some((&TAG_SEALED, rest)) => {
-                let Some((mac, body)) = rest.split_first_chunk::<MAC_LEN>() else {
-                    return Err(WireError::Truncated { len: bytes.len() });
-                };
-                Ok(Arrived::Sealed {
-                    version: SEALED_VERSION,
-                    mac: *mac,
-                    from: header(hub_id, SEALED_VERSION, body)?,
-                    body,
-                })
-            }
+            Some((&TAG_SEALED, rest)) => sealed(hub_id, SEALED_VERSION, rest, bytes.len()),
             Some((&TAG_KEY_OFFER, body)) => {
                 let (found, from, key): (String, NodeName, [u8; 32]) = options()
                     .reject_trailing_bytes()
@@ -261,17 +270,7 @@ pub fn arrived<'a>(hub_id: &str, bytes: &'a [u8]) -> Result<Arrived<'a>, WireErr
             ))),
             None => Err(WireError::Truncated { len: bytes.len() }),
         },
-        COMPACT_VERSION => {
-            let Some((mac, body)) = rest.split_first_chunk::<MAC_LEN>() else {
-                return Err(WireError::Truncated { len: bytes.len() });
-            };
-            Ok(Arrived::Sealed {
-                version: COMPACT_VERSION,
-                mac: *mac,
-                from: header(hub_id, COMPACT_VERSION, body)?,
-                body,
-            })
-        }
+        COMPACT_VERSION => sealed(hub_id, COMPACT_VERSION, rest, bytes.len()),
         found => Err(WireError::UnknownVersion {
             found,
             supported: COMPACT_VERSION,
