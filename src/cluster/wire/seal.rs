@@ -38,29 +38,36 @@ const MAC_LEN: usize = 32;
 /// Bytes a seal adds to an open frame.
 pub const SEAL_OVERHEAD: usize = 1 + MAC_LEN;
 
-/// A key that seals the frames of one sender to one receiver. Its `Debug` hides it.
+/// A key that seals the frames of one sender to one receiver, with the key derived from it for
+/// version 3 (derived once, not per frame). Its `Debug` hides it.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub struct SealKey([u8; 32]);
+pub struct SealKey {
+    raw: [u8; 32],
+    compact: [u8; 32],
+}
 
 impl SealKey {
     /// A fresh random key.
     pub fn random() -> Self {
-        Self(rand::random())
+        Self::from_bytes(rand::random())
     }
 
     /// The key's fingerprint: what a sender asks the receiver to confirm, without the key.
     pub fn fingerprint(&self) -> [u8; 32] {
-        *blake3::hash(&self.0).as_bytes()
+        *blake3::hash(&self.raw).as_bytes()
     }
 
     /// The raw key (to put in a key offer).
     pub fn to_bytes(self) -> [u8; 32] {
-        self.0
+        self.raw
     }
 
     /// A key from its raw bytes.
     pub fn from_bytes(bytes: [u8; 32]) -> Self {
-        Self(bytes)
+        Self {
+            raw: bytes,
+            compact: blake3::derive_key(COMPACT_KEY_CONTEXT, &bytes),
+        }
     }
 }
 
@@ -136,10 +143,9 @@ const COMPACT_KEY_CONTEXT: &str = "process_hub 2026-12 wire version 3 seal";
 /// version verifies a frame of the other, whatever the bytes.
 fn mac_of(version: u16, body: &[u8], key: &SealKey) -> blake3::Hash {
     if version == COMPACT_VERSION {
-        let derived = blake3::derive_key(COMPACT_KEY_CONTEXT, &key.0);
-        blake3::keyed_hash(&derived, body)
+        blake3::keyed_hash(&key.compact, body)
     } else {
-        blake3::keyed_hash(&key.0, body)
+        blake3::keyed_hash(&key.raw, body)
     }
 }
 
@@ -168,7 +174,7 @@ fn header(hub_id: &str, version: u16, body: &[u8]) -> Result<NodeName, WireError
 /// Seals an open frame (from [`super::encode`]) with `key`.
 pub fn seal(open: &[u8], key: &SealKey) -> Result<Vec<u8>, WireError> {
     let body = open_body(open)?;
-    let mac = blake3::keyed_hash(&key.0, body);
+    let mac = mac_of(SEALED_VERSION, body, key);
     let mut frame = Vec::with_capacity(2 + SEAL_OVERHEAD + body.len());
     frame.extend_from_slice(&SEALED_VERSION.to_le_bytes());
     frame.push(TAG_SEALED);
@@ -202,7 +208,7 @@ fn open_body(open: &[u8]) -> Result<&[u8], WireError> {
 /// A key offer from `from` to its peers of hub `hub_id`: "seal what you send me with `key`".
 pub fn key_offer(hub_id: &str, from: &str, key: &SealKey) -> Result<Vec<u8>, WireError> {
     let body = options()
-        .serialize(&(hub_id, from, key.0))
+        .serialize(&(hub_id, from, key.raw))
         .map_err(|e| WireError::Encode(e.to_string()))?;
     let mut frame = Vec::with_capacity(3 + body.len());
     frame.extend_from_slice(&SEALED_VERSION.to_le_bytes());
@@ -262,7 +268,7 @@ pub fn arrived<'a>(hub_id: &str, bytes: &'a [u8]) -> Result<Arrived<'a>, WireErr
                 }
                 Ok(Arrived::KeyOffer {
                     from,
-                    key: SealKey(key),
+                    key: SealKey::from_bytes(key),
                 })
             }
             Some((tag, _)) => Err(WireError::Malformed(format!(
