@@ -79,7 +79,14 @@ impl Names {
         if name.len() > MAX_INTERNED_LEN {
             return PackedName::Inline(name);
         }
-        if let Some(&i) = self.snapshot().index.get(name) {
+        let known = self
+            .table
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .index
+            .get(name)
+            .copied();
+        if let Some(i) = known {
             return PackedName::Interned(i);
         }
         let mut table = self.table.write().unwrap_or_else(|p| p.into_inner());

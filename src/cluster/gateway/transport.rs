@@ -246,10 +246,12 @@ impl Transport for RactorTransport {
         }
         let mut message = Outgoing::new(&self.hub_id, &self.node, msg);
         // The encodings some peer will need, made before anything is sent: a message that does
-        // not encode fails whole rather than reaching some peers only.
-        let compact_needed = peers.iter().any(|(_, p)| p.reads_compact());
-        let compact_fails = compact_needed && message.compact().is_none();
-        if compact_fails || peers.iter().any(|(_, p)| !p.reads_compact()) {
+        // not encode fails whole rather than reaching some peers only. A peer gets the open
+        // encoding (sealed or not) unless it reads compact frames and the message has one.
+        if peers
+            .iter()
+            .any(|(_, p)| !p.reads_compact() || message.compact().is_none())
+        {
             message.open()?;
         }
         let mut failures = Vec::new();

@@ -74,12 +74,28 @@ fn options() -> impl Options {
 
 /// The encoding of version 3's bodies ([`super::seal::COMPACT_VERSION`]): the same messages
 /// with variable-length integers, under the same limits.
-pub(super) fn compact_options() -> impl Options {
+fn compact_options() -> impl Options {
     bincode::DefaultOptions::new()
         .with_varint_encoding()
         .with_little_endian()
         .with_limit(MAX_FRAME_BYTES)
         .reject_trailing_bytes()
+}
+
+/// Reads a `T` from the start of a frame body in `version`'s encoding (compact for version 3,
+/// fixed-width integers before), whole or, with `prefix`, leaving the rest unread. The one
+/// place that knows which encoding a version's bodies use.
+pub(super) fn read_body<'de, T: serde::Deserialize<'de>>(
+    version: u16,
+    body: &'de [u8],
+    prefix: bool,
+) -> bincode::Result<T> {
+    match (version == super::seal::COMPACT_VERSION, prefix) {
+        (true, false) => compact_options().deserialize(body),
+        (true, true) => compact_options().allow_trailing_bytes().deserialize(body),
+        (false, false) => options().deserialize(body),
+        (false, true) => options().allow_trailing_bytes().deserialize(body),
+    }
 }
 
 /// Encodes the body of a compact frame (`compact(hub_id, from, msg)`), to be sealed with
@@ -126,12 +142,7 @@ pub fn decode(bytes: &[u8]) -> Result<WireFrame, WireError> {
 /// (an open frame's after its version, a sealed frame's after its seal was checked): compact
 /// for version 3, fixed-width integers before.
 pub fn decode_body(version: u16, body: &[u8]) -> Result<WireFrame, WireError> {
-    let decoded: Result<(String, NodeName, WireMsg), _> = if version == super::seal::COMPACT_VERSION
-    {
-        compact_options().deserialize(body)
-    } else {
-        options().deserialize(body)
-    };
+    let decoded: bincode::Result<(String, NodeName, WireMsg)> = read_body(version, body, false);
     let (hub_id, from, payload) = decoded.map_err(|e| match *e {
         bincode::ErrorKind::Io(ref io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
             WireError::Truncated { len: body.len() }

@@ -152,16 +152,8 @@ fn mac_of(version: u16, body: &[u8], key: &SealKey) -> blake3::Hash {
 /// Reads who a frame body (`bincode(hub_id, from, ...)` in `version`'s encoding) says it is for
 /// and from, without decoding the message, and checks the hub.
 fn header(hub_id: &str, version: u16, body: &[u8]) -> Result<NodeName, WireError> {
-    let read = if version == COMPACT_VERSION {
-        super::frame::compact_options()
-            .allow_trailing_bytes()
-            .deserialize::<(String, NodeName)>(body)
-    } else {
-        options()
-            .allow_trailing_bytes()
-            .deserialize::<(String, NodeName)>(body)
-    };
-    let (found, from) = read.map_err(|e| WireError::Malformed(e.to_string()))?;
+    let (found, from): (String, NodeName) = super::frame::read_body(version, body, true)
+        .map_err(|e| WireError::Malformed(e.to_string()))?;
     if found != hub_id {
         return Err(WireError::WrongHub {
             expected: hub_id.to_owned(),
