@@ -48,6 +48,7 @@ mod hub;
 
 pub use api::remote::{RemoteChildRef, RemoteFailure, RemoteHub, RemoteHubError};
 pub use api::AwaitNormalTimeout;
+pub use api::WaitForMembersTimeout;
 pub use api::HubInfo;
 pub use api::{ChildDown, ChildRef, ChildRefError, DownSink, MonitorId, MonitorOptions};
 pub use api::{
