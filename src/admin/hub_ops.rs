@@ -182,6 +182,10 @@ impl AdminOps for Hub {
         })
     }
 
+    fn known_kinds(&self) -> Option<Vec<String>> {
+        Some(self.shared().kinds.names())
+    }
+
     async fn metrics_text(&self) -> Option<String> {
         let handle = crate::telemetry::prometheus()?;
         self.refresh_metrics();
