@@ -495,7 +495,10 @@ mod tests {
         for e in [
             ChildStartError::AlreadyStarted,
             ChildStartError::InvalidId { reason: "x".into() },
-            ChildStartError::UnknownKind { kind: "k".into() },
+            ChildStartError::UnknownKind {
+                kind: "k".into(),
+                known: vec!["counter".into()],
+            },
             ChildStartError::InvalidArgs {
                 kind: "k".into(),
                 message: "m".into(),

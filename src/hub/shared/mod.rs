@@ -530,6 +530,22 @@ impl HubShared {
             .collect()
     }
 
+    /// Refuses a requested start whose kind this node does not know (kinds are registered on
+    /// every node), listing the kinds it knows: checked where the request enters, so such a
+    /// child is never declared nor sent to a node.
+    pub fn check_kind(
+        &self,
+        spec: &crate::model::ChildSpec,
+    ) -> Result<(), crate::api::ChildStartError> {
+        if self.kinds.contains(&spec.kind) {
+            return Ok(());
+        }
+        Err(crate::api::ChildStartError::UnknownKind {
+            kind: spec.kind.clone(),
+            known: self.kinds.names(),
+        })
+    }
+
     /// Checks a start's `child_mapping` for child `id` against the hub's distribution and the
     /// members now.
     pub fn check_mapping(
