@@ -111,7 +111,11 @@ async fn node(role: NodeRole) -> Result<(), Error> {
     // then their registries are merged here.
     hub.wait_for_members(3, WAIT).await?;
     if !hub.wait_cluster_settled(WAIT).await {
-        return Err(format!("registries not merged after {WAIT:?}: {:?}", hub.nodes(true)).into());
+        return Err(format!(
+            "registries not merged after {WAIT:?}: {:?}",
+            hub.nodes(true)
+        )
+        .into());
     }
     say(format!("ready {}", hub.node()));
 

@@ -272,7 +272,10 @@ async fn unknown_and_missing_fields_and_unknown_kinds_are_named_and_start_nothin
         message.starts_with(r#"unknown field "durabel" in the child spec (id "x")"#),
         "{message}"
     );
-    assert!(message.contains("durable"), "the expected fields are listed: {message}");
+    assert!(
+        message.contains("durable"),
+        "the expected fields are listed: {message}"
+    );
     // In a batch, one bad entry refuses the whole request, named by its index.
     let mut batch: Vec<Value> = (0..5)
         .map(|i| json!({"id": format!("ok{i}"), "kind": "counter"}))
@@ -323,7 +326,13 @@ async fn unknown_and_missing_fields_and_unknown_kinds_are_named_and_start_nothin
         r#"unknown kind "cuonter" in children[1] (id "b"); known kinds: counter, kv_shard"#
     );
     // A blank id is named too.
-    refused(&hub, json!([{"id": "", "kind": "counter"}]), "id", "children[0]").await;
+    refused(
+        &hub,
+        json!([{"id": "", "kind": "counter"}]),
+        "id",
+        "children[0]",
+    )
+    .await;
 
     // The same batch without its typo starts every child.
     batch[3] = json!({"id": "ok3", "kind": "counter"});

@@ -175,7 +175,10 @@ async fn per_child_failures_keep_the_hub_codes_and_map_to_statuses() {
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    assert_eq!((&body["field"], &body["at"]), (&json!("kind"), &json!("children[1]")));
+    assert_eq!(
+        (&body["field"], &body["at"]),
+        (&json!("kind"), &json!("children[1]"))
+    );
     assert!(hub.child_lookup(&"before".into()).is_none());
 
     let (status, body) = call(

@@ -388,7 +388,10 @@ async fn wait_for_members_blocks_until_the_third_node_joins() {
                 .success_or_else(|| "no answer")
         }
     };
-    let alone = by_msg(Duration::from_millis(100)).await.unwrap().unwrap_err();
+    let alone = by_msg(Duration::from_millis(100))
+        .await
+        .unwrap()
+        .unwrap_err();
     assert_eq!((alone.wanted, alone.seen), (3, 1));
 
     // Waiting from before the joins: still waiting with two members, done with three.

@@ -283,7 +283,13 @@ fn an_operator_runs_a_cluster_with_ctl() {
 
     // A file with one misspelled field is refused before anything is sent: exit 2, naming the
     // line and the field; nothing started.
-    let count = |ctl: &Ctl| ctl.ok(&["--json", "children"]).json().as_array().unwrap().len();
+    let count = |ctl: &Ctl| {
+        ctl.ok(&["--json", "children"])
+            .json()
+            .as_array()
+            .unwrap()
+            .len()
+    };
     let before = count(&ctl);
     let typo = cluster.workdir().join("typo.jsonl");
     let lines: Vec<String> = (0..10)
@@ -294,9 +300,16 @@ fn an_operator_runs_a_cluster_with_ctl() {
     std::fs::write(&typo, with_typo.join("\n")).expect("specs file");
     let refused = ctl.run(&["start", "--file", typo.to_str().unwrap(), "--batch", "2"]);
     assert_eq!(refused.code, 2, "{}", refused.stderr);
-    let at = format!("unknown field \"durabel\" in {}:7 (id \"t6\")", typo.display());
+    let at = format!(
+        "unknown field \"durabel\" in {}:7 (id \"t6\")",
+        typo.display()
+    );
     assert!(refused.stderr.contains(&at), "{}", refused.stderr);
-    assert!(!refused.stderr.contains("progress"), "nothing was sent: {}", refused.stderr);
+    assert!(
+        !refused.stderr.contains("progress"),
+        "nothing was sent: {}",
+        refused.stderr
+    );
     let mut missing_kind = lines.clone();
     missing_kind[2] = r#"{"id":"t2"}"#.into();
     std::fs::write(&typo, missing_kind.join("\n")).expect("specs file");

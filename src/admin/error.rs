@@ -143,9 +143,7 @@ impl AdminError {
         match self {
             AdminError::InvalidInput(_)
             | AdminError::InvalidField { .. }
-            | AdminError::DurableRequiresPermanent(_) => {
-                StatusCode::BAD_REQUEST
-            }
+            | AdminError::DurableRequiresPermanent(_) => StatusCode::BAD_REQUEST,
             AdminError::NotFound(_) => StatusCode::NOT_FOUND,
             AdminError::AlreadyStarted(_) | AdminError::DeclaredParked(_) => StatusCode::CONFLICT,
             AdminError::NotReady(_) | AdminError::NoLeader(_) | AdminError::Partitioned(_) => {

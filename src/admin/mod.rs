@@ -64,7 +64,8 @@ pub use messaging::{message_error, CallOutcome, DEFAULT_CALL_TIMEOUT_MS, MAX_CAL
 pub use page::{ChildrenPage, PageCollector};
 pub use routes::{router, router_with, AdminOps};
 pub use strict::{
-    check_kinds, check_values, parse_start_body, start_spec_from_json, SpecInputError, START_SPEC_FIELDS,
+    check_kinds, check_values, parse_start_body, start_spec_from_json, SpecInputError,
+    START_SPEC_FIELDS,
 };
 pub use summary::RegistrySummary;
 pub use ui::CONTENT_SECURITY_POLICY;

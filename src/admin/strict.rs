@@ -83,7 +83,10 @@ pub fn parse_start_body(body: &[u8]) -> Result<(Vec<StartSpec>, bool), SpecInput
                 .collect::<Result<Vec<_>, _>>()?;
             Ok((specs, false))
         }
-        Value::Object(_) => Ok((vec![start_spec_from_json(&value, &place_of(0, true))?], true)),
+        Value::Object(_) => Ok((
+            vec![start_spec_from_json(&value, &place_of(0, true))?],
+            true,
+        )),
         other => Err(SpecInputError::whole(format!(
             "the body is {}; it must be a child spec {} or an array of them",
             type_name(&other),
@@ -321,7 +324,10 @@ mod tests {
             "{e}"
         );
         let e = refused(json!([{"id": "a", "kind": "counter"}, {"id": 7, "kind": "c"}]));
-        assert_eq!((e.at.as_str(), e.field.as_deref()), ("children[1]", Some("id")));
+        assert_eq!(
+            (e.at.as_str(), e.field.as_deref()),
+            ("children[1]", Some("id"))
+        );
         let e = refused(json!({"id": "a", "kind": "c", "durable": "yes"}));
         assert_eq!(e.field.as_deref(), Some("durable"));
     }
@@ -329,10 +335,9 @@ mod tests {
     #[test]
     fn an_unknown_kind_lists_the_known_ones() {
         let known = vec!["counter".to_owned(), "kv_shard".to_owned()];
-        let (specs, single) = parse_start_body(
-            br#"[{"id":"a","kind":"counter"},{"id":"b","kind":"cuonter"}]"#,
-        )
-        .unwrap();
+        let (specs, single) =
+            parse_start_body(br#"[{"id":"a","kind":"counter"},{"id":"b","kind":"cuonter"}]"#)
+                .unwrap();
         let e = check_kinds(&specs, single, &known).unwrap_err();
         assert_eq!(
             e.message,
@@ -346,7 +351,9 @@ mod tests {
     fn a_body_of_the_wrong_shape_says_what_it_is() {
         let e = parse_start_body(b"{oops").unwrap_err();
         assert!(e.message.starts_with("the body is not JSON"), "{e}");
-        assert!(refused(json!(3)).message.starts_with("the body is a number"));
+        assert!(refused(json!(3))
+            .message
+            .starts_with("the body is a number"));
         let e = refused(json!([{"id": "a", "kind": "c"}, "b"]));
         assert_eq!(e.at, "children[1]");
         assert!(e.message.starts_with("children[1] is a string"), "{e}");

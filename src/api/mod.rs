@@ -21,8 +21,8 @@ pub use errors::{
     SpawnError, StartError, StopError,
 };
 pub use handle::{Hub, HubBuilder, HubUnavailable, ShutdownTimedOut};
-pub use membership::WaitForMembersTimeout;
 pub(crate) use membership::wait_for_members;
+pub use membership::WaitForMembersTimeout;
 pub use monitor::{ChildDown, DownSink, MonitorId, MonitorOptions};
 pub use msg::{HubInfo, HubMsg};
 pub use options::{OnFailure, StartOptions, StopOptions};
