@@ -290,7 +290,7 @@ fn an_operator_runs_a_cluster_with_ctl() {
             .unwrap()
             .len()
     };
-    let before = count(&ctl);
+    let before = count(ctl);
     let typo = cluster.workdir().join("typo.jsonl");
     let lines: Vec<String> = (0..10)
         .map(|i| format!("{{\"id\":\"t{i}\",\"kind\":\"counter\"}}"))
@@ -333,7 +333,7 @@ fn an_operator_runs_a_cluster_with_ctl() {
         "{}",
         refused.stderr
     );
-    assert_eq!(count(&ctl), before, "a refused file starts nothing");
+    assert_eq!(count(ctl), before, "a refused file starts nothing");
 
     // A few hundred children from a file, in batches, with progress lines (not a terminal).
     let specs: String = (0..300)

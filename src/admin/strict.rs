@@ -137,7 +137,7 @@ pub fn check_kinds(
     let Some((index, spec)) = specs
         .iter()
         .enumerate()
-        .find(|(_, spec)| !known.iter().any(|k| *k == spec.kind))
+        .find(|(_, spec)| !known.contains(&spec.kind))
     else {
         return Ok(());
     };
