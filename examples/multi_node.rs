@@ -107,12 +107,15 @@ async fn node(role: NodeRole) -> Result<(), Error> {
         .network(cluster)
         .spawn()
         .await?;
-    let deadline = Instant::now() + WAIT;
-    while hub.nodes(true).len() < 3 || !hub.cluster_settled() {
-        if Instant::now() > deadline {
-            return Err(format!("members after {WAIT:?}: {:?}", hub.nodes(true)).into());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    // The cluster has formed once all three are members (woken by the joins, not polled);
+    // then their registries are merged here.
+    hub.wait_for_members(3, WAIT).await?;
+    if !hub.wait_cluster_settled(WAIT).await {
+        return Err(format!(
+            "registries not merged after {WAIT:?}: {:?}",
+            hub.nodes(true)
+        )
+        .into());
     }
     say(format!("ready {}", hub.node()));
 

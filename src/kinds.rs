@@ -23,10 +23,13 @@ use crate::model::{ChildArgs, ChildSpec};
 #[serde(tag = "code", rename_all = "snake_case")]
 pub enum KindError {
     /// No kind with this name is registered on the node.
-    #[error("unknown child kind {kind:?}")]
+    #[error("unknown child kind {kind:?}{}", known_kinds_suffix(.known))]
     UnknownKind {
         /// The kind the spec named.
         kind: String,
+        /// The kinds the node knows, sorted (empty from a node that did not say).
+        #[serde(default)]
+        known: Vec<String>,
     },
     /// The arguments do not decode as the kind's argument type.
     #[error("arguments of kind {kind:?} do not decode: {message}")]
@@ -42,6 +45,16 @@ pub enum KindError {
         /// The error or panic message.
         message: String,
     },
+}
+
+/// `; known kinds: a, b` for an unknown-kind message, so a typo shows its fix (nothing when
+/// the list is not known).
+pub(crate) fn known_kinds_suffix(known: &[String]) -> String {
+    if known.is_empty() {
+        String::new()
+    } else {
+        format!("; known kinds: {}", known.join(", "))
+    }
 }
 
 type StartFn =
@@ -402,6 +415,7 @@ impl ChildKinds {
             .get(&spec.kind)
             .ok_or_else(|| KindError::UnknownKind {
                 kind: spec.kind.clone(),
+                known: self.names(),
             })?;
         start(spec.args.clone(), supervisor).await
     }

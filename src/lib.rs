@@ -49,6 +49,7 @@ mod hub;
 pub use api::remote::{RemoteChildRef, RemoteFailure, RemoteHub, RemoteHubError};
 pub use api::AwaitNormalTimeout;
 pub use api::HubInfo;
+pub use api::WaitForMembersTimeout;
 pub use api::{ChildDown, ChildRef, ChildRefError, DownSink, MonitorId, MonitorOptions};
 pub use api::{
     ChildFailure, ChildInfo, ChildMessageError, ChildStartError, ChildStopError, Hub, HubBuilder,

@@ -19,6 +19,8 @@ use serde_json::{json, Value};
 struct FakeHub {
     children: Arc<Mutex<BTreeMap<String, ChildView>>>,
     not_ready: bool,
+    /// The kinds it knows; `None`: it cannot tell (the trait's default).
+    kinds: Option<Vec<String>>,
 }
 
 impl AdminOps for FakeHub {
@@ -38,6 +40,10 @@ impl AdminOps for FakeHub {
             pending_work: 0,
             refused_peer_input: Default::default(),
         })
+    }
+
+    fn known_kinds(&self) -> Option<Vec<String>> {
+        self.kinds.clone()
     }
 
     async fn list_children(&self) -> Result<Vec<ChildView>, AdminError> {
@@ -231,4 +237,117 @@ async fn a_node_that_does_not_message_children_answers_404_and_wrong_methods_405
         assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{path}: {body}");
         assert_eq!(body["error"], "method_not_allowed");
     }
+}
+
+/// Posts `body` and checks it is refused whole: 400 `invalid_input` naming `field` at `at`,
+/// nothing started. Answers the message.
+async fn refused(hub: &FakeHub, body: Value, field: &str, at: &str) -> String {
+    let (status, answer) = call(hub, "POST", "/v1/children", Some(body.clone())).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body} -> {answer}");
+    assert_eq!(answer["error"], "invalid_input", "{answer}");
+    assert_eq!(answer["field"], field, "{answer}");
+    assert_eq!(answer["at"], at, "{answer}");
+    assert!(
+        hub.children.lock().unwrap().is_empty(),
+        "{body} started something"
+    );
+    answer["message"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn unknown_and_missing_fields_and_unknown_kinds_are_named_and_start_nothing() {
+    let hub = FakeHub {
+        kinds: Some(vec!["counter".into(), "kv_shard".into()]),
+        ..Default::default()
+    };
+    // A misspelled field is refused, not ignored: `durabel` ignored would start a plain child.
+    let message = refused(
+        &hub,
+        json!({"id": "x", "kind": "counter", "durabel": true}),
+        "durabel",
+        "the child spec",
+    )
+    .await;
+    assert!(
+        message.starts_with(r#"unknown field "durabel" in the child spec (id "x")"#),
+        "{message}"
+    );
+    assert!(
+        message.contains("durable"),
+        "the expected fields are listed: {message}"
+    );
+    // In a batch, one bad entry refuses the whole request, named by its index.
+    let mut batch: Vec<Value> = (0..5)
+        .map(|i| json!({"id": format!("ok{i}"), "kind": "counter"}))
+        .collect();
+    batch[3]["durabel"] = json!(true);
+    let message = refused(&hub, json!(batch), "durabel", "children[3]").await;
+    assert!(
+        message.starts_with(r#"unknown field "durabel" in children[3] (id "ok3")"#),
+        "{message}"
+    );
+    // A missing field.
+    let message = refused(
+        &hub,
+        json!([{"id": "a"}, {"id": "b", "kind": "counter"}]),
+        "kind",
+        "children[0]",
+    )
+    .await;
+    assert_eq!(message, r#"missing field "kind" in children[0] (id "a")"#);
+    // A misspelled `kind` field is an unknown field, not an untagged enum's riddle.
+    let message = refused(
+        &hub,
+        json!({"id": "a", "knid": "counter"}),
+        "knid",
+        "the child spec",
+    )
+    .await;
+    assert!(!message.contains("untagged"), "{message}");
+    // A field of the wrong type.
+    let message = refused(
+        &hub,
+        json!([{"id": "a", "kind": "counter"}, {"id": "b", "kind": "counter", "restart": "permanant"}]),
+        "restart",
+        "children[1]",
+    )
+    .await;
+    assert!(message.contains("permanant"), "{message}");
+    // An unknown kind lists the known ones, and the batch starts nothing.
+    let message = refused(
+        &hub,
+        json!([{"id": "a", "kind": "counter"}, {"id": "b", "kind": "cuonter"}]),
+        "kind",
+        "children[1]",
+    )
+    .await;
+    assert_eq!(
+        message,
+        r#"unknown kind "cuonter" in children[1] (id "b"); known kinds: counter, kv_shard"#
+    );
+    // A blank id is named too.
+    refused(
+        &hub,
+        json!([{"id": "", "kind": "counter"}]),
+        "id",
+        "children[0]",
+    )
+    .await;
+
+    // The same batch without its typo starts every child.
+    batch[3] = json!({"id": "ok3", "kind": "counter"});
+    let (status, body) = call(&hub, "POST", "/v1/children", Some(json!(batch))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["started"].as_array().unwrap().len(), 5);
+
+    // A node that cannot tell its kinds leaves the kind to the start.
+    let open = FakeHub::default();
+    let (status, body) = call(
+        &open,
+        "POST",
+        "/v1/children",
+        Some(json!({"id": "a", "kind": "anything"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
 }

@@ -153,6 +153,33 @@ async fn per_child_failures_keep_the_hub_codes_and_map_to_statuses() {
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert_eq!(body["error"], "invalid_input");
+    assert_eq!(body["field"], "kind");
+    // The node's own kinds are listed.
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("known kinds: counter, crasher,"),
+        "{body}"
+    );
+
+    // A batch naming an unknown kind is refused whole: nothing of it starts.
+    let (status, body) = call(
+        &hub,
+        "POST",
+        "/v1/children",
+        Some(json!([
+            {"id": "before", "kind": "counter"},
+            {"id": "k2", "kind": "no_such_kind"},
+        ])),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(
+        (&body["field"], &body["at"]),
+        (&json!("kind"), &json!("children[1]"))
+    );
+    assert!(hub.child_lookup(&"before".into()).is_none());
 
     let (status, body) = call(
         &hub,
@@ -171,7 +198,6 @@ async fn per_child_failures_keep_the_hub_codes_and_map_to_statuses() {
         Some(json!([
             spec,
             {"id": "fresh", "kind": "counter"},
-            {"id": "k2", "kind": "no_such_kind"},
             {"id": "f", "kind": "crasher", "args": {"fail_in_pre_start": true}},
         ])),
     )
@@ -198,10 +224,8 @@ async fn per_child_failures_keep_the_hub_codes_and_map_to_statuses() {
         vec![
             ("dup".to_owned(), "already_started".to_owned()),
             ("f".to_owned(), "startup_failed".to_owned()),
-            ("k2".to_owned(), "unknown_kind".to_owned()),
         ]
     );
-    assert!(hub.child_lookup(&"k2".into()).is_none());
 
     // A durable start needs auto-recovery: refused per child, nothing started.
     let (status, body) = call(

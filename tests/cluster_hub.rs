@@ -353,3 +353,59 @@ async fn stopping_an_unknown_id_is_not_found_whichever_node_owns_it() {
         .unwrap();
     assert!(again.stopped.is_empty(), "{again:?}");
 }
+
+/// `wait_for_members` (and its `HubMsg`) blocks until the membership reaches the count, woken
+/// by the joins, and on a lone node times out saying how many members it saw;
+/// `wait_cluster_settled` does not wait for peers at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_members_blocks_until_the_third_node_joins() {
+    use process_hub::HubMsg;
+    let mut cluster = TestCluster::with_nodes(6, &["a"], Options::plain()).await;
+    let a = cluster.hub("a").clone();
+    // A lone node is "settled" at once: that call says nothing about the cluster forming.
+    assert!(a.wait_cluster_settled(Duration::from_secs(5)).await);
+    assert_eq!(a.wait_for_members(1, Duration::ZERO).await, Ok(1));
+    let alone = a
+        .wait_for_members(3, Duration::from_millis(100))
+        .await
+        .unwrap_err();
+    assert_eq!((alone.wanted, alone.seen), (3, 1), "{alone}");
+    assert!(alone.to_string().contains("1 of the 3 members"), "{alone}");
+    let by_msg = |timeout: Duration| {
+        let actor = a.actor();
+        async move {
+            actor
+                .call(
+                    |reply| HubMsg::WaitForMembers {
+                        n: 3,
+                        timeout,
+                        reply,
+                    },
+                    None,
+                )
+                .await
+                .expect("the hub answers")
+                .success_or_else(|| "no answer")
+        }
+    };
+    let alone = by_msg(Duration::from_millis(100))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!((alone.wanted, alone.seen), (3, 1));
+
+    // Waiting from before the joins: still waiting with two members, done with three.
+    let handle_wait = tokio::spawn({
+        let a = a.clone();
+        async move { a.wait_for_members(3, Duration::from_secs(120)).await }
+    });
+    let msg_wait = tokio::spawn(by_msg(Duration::from_secs(120)));
+    cluster.add("b").await;
+    wait_until("a sees b", || a.nodes(true).len() == 2).await;
+    assert!(!handle_wait.is_finished(), "two members are not three");
+    assert!(!msg_wait.is_finished(), "two members are not three");
+    cluster.add("c").await;
+    assert_eq!(handle_wait.await.unwrap(), Ok(3));
+    assert_eq!(msg_wait.await.unwrap().unwrap(), Ok(3));
+    assert_eq!(a.nodes(true).len(), 3);
+}

@@ -179,10 +179,19 @@ async fn failing_child_starts_are_typed_errors_not_crashes() {
             .reason
             .clone()
     };
-    assert!(matches!(
-        reason("nokind"),
-        ChildStartError::UnknownKind { .. }
-    ));
+    // Refused where the request entered, listing the kinds there are.
+    let unknown = reason("nokind");
+    assert!(
+        matches!(&unknown, ChildStartError::UnknownKind { kind, known }
+            if kind == "no_such_kind" && known.iter().any(|k| k == "counter")),
+        "{unknown:?}"
+    );
+    assert!(
+        unknown
+            .to_string()
+            .starts_with(r#"unknown child kind "no_such_kind"; known kinds: counter"#),
+        "{unknown}"
+    );
     assert!(matches!(
         reason("badargs"),
         ChildStartError::InvalidArgs { .. }

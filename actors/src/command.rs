@@ -21,7 +21,7 @@ pub const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A command to a `counter`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum CounterCommand {
     /// Add `by`.
     Increment {
@@ -34,7 +34,7 @@ pub enum CounterCommand {
 
 /// A command to a `kv_shard`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum KvCommand {
     /// Set a key.
     Put {
@@ -59,7 +59,7 @@ pub enum KvCommand {
 
 /// A command to a `ticker`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum TickerCommand {
     /// Read the tick count.
     Count,
@@ -67,7 +67,7 @@ pub enum TickerCommand {
 
 /// A command to a `crasher`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum CrasherCommand {
     /// Panic.
     Panic,
@@ -81,7 +81,12 @@ pub enum CrasherCommand {
 
 /// A command to a child of one of this crate's kinds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", content = "command", rename_all = "snake_case")]
+#[serde(
+    tag = "kind",
+    content = "command",
+    rename_all = "snake_case",
+    deny_unknown_fields
+)]
 pub enum KindCommand {
     /// To a `counter`.
     Counter(CounterCommand),
@@ -226,6 +231,25 @@ mod tests {
             r#"{"kind":"counter","command":{"op":"increment","by":2}}"#
         );
         assert_eq!(serde_json::from_str::<KindCommand>(&text).unwrap(), cmd);
+    }
+
+    #[test]
+    fn a_misspelled_field_of_a_command_or_arguments_is_refused_naming_it() {
+        for (bad, field) in [
+            (
+                r#"{"kind":"counter","command":{"op":"increment","bye":2}}"#,
+                "bye",
+            ),
+            (
+                r#"{"kind":"counter","command":{"op":"increment","by":2},"comand":1}"#,
+                "comand",
+            ),
+        ] {
+            let e = serde_json::from_str::<KindCommand>(bad).unwrap_err();
+            assert!(e.to_string().contains(field), "{bad}: {e}");
+        }
+        let e = serde_json::from_str::<CounterArgs>(r#"{"strat":2}"#).unwrap_err();
+        assert!(e.to_string().contains("unknown field `strat`"), "{e}");
     }
 
     #[tokio::test]

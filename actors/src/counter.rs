@@ -10,7 +10,8 @@ pub const KIND: &str = "counter";
 
 /// Optional arguments.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+// A misspelled argument is refused (`invalid_args`) rather than silently defaulted.
+#[serde(default, deny_unknown_fields)]
 pub struct CounterArgs {
     /// The initial value (default 0).
     pub start: i64,

@@ -15,7 +15,8 @@ pub const KIND: &str = "crasher";
 
 /// Optional arguments.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+// A misspelled argument is refused (`invalid_args`) rather than silently defaulted.
+#[serde(default, deny_unknown_fields)]
 pub struct CrasherArgs {
     /// Fail in `pre_start` (the start is an error, not a crash).
     pub fail_in_pre_start: bool,

@@ -11,7 +11,8 @@ pub const KIND: &str = "kv_shard";
 
 /// Optional arguments: initial entries.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+// A misspelled argument is refused (`invalid_args`) rather than silently defaulted.
+#[serde(default, deny_unknown_fields)]
 pub struct KvArgs {
     /// Entries present at start.
     pub entries: BTreeMap<String, String>,

@@ -11,7 +11,8 @@ pub const KIND: &str = "ticker";
 
 /// Optional arguments.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+// A misspelled argument is refused (`invalid_args`) rather than silently defaulted.
+#[serde(default, deny_unknown_fields)]
 pub struct TickerArgs {
     /// The tick period in ms (at least 1).
     pub interval_ms: u64,

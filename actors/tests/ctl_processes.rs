@@ -281,6 +281,60 @@ fn an_operator_runs_a_cluster_with_ctl() {
     let unreachable = nobody.run(&["status"]);
     assert_eq!(unreachable.code, 3, "{}", unreachable.stderr);
 
+    // A file with one misspelled field is refused before anything is sent: exit 2, naming the
+    // line and the field; nothing started.
+    let count = |ctl: &Ctl| {
+        ctl.ok(&["--json", "children"])
+            .json()
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    let before = count(ctl);
+    let typo = cluster.workdir().join("typo.jsonl");
+    let lines: Vec<String> = (0..10)
+        .map(|i| format!("{{\"id\":\"t{i}\",\"kind\":\"counter\"}}"))
+        .collect();
+    let mut with_typo = lines.clone();
+    with_typo[6] = r#"{"id":"t6","kind":"counter","durabel":true}"#.into();
+    std::fs::write(&typo, with_typo.join("\n")).expect("specs file");
+    let refused = ctl.run(&["start", "--file", typo.to_str().unwrap(), "--batch", "2"]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    let at = format!(
+        "unknown field \"durabel\" in {}:7 (id \"t6\")",
+        typo.display()
+    );
+    assert!(refused.stderr.contains(&at), "{}", refused.stderr);
+    assert!(
+        !refused.stderr.contains("progress"),
+        "nothing was sent: {}",
+        refused.stderr
+    );
+    let mut missing_kind = lines.clone();
+    missing_kind[2] = r#"{"id":"t2"}"#.into();
+    std::fs::write(&typo, missing_kind.join("\n")).expect("specs file");
+    let refused = ctl.run(&["start", "--file", typo.to_str().unwrap()]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("missing field \"kind\" in") && refused.stderr.contains(":3"),
+        "{}",
+        refused.stderr
+    );
+    // An unknown kind is the node's to refuse: the request is refused whole, listing its kinds.
+    let mut unknown_kind = lines.clone();
+    unknown_kind[8] = r#"{"id":"t8","kind":"cuonter"}"#.into();
+    std::fs::write(&typo, unknown_kind.join("\n")).expect("specs file");
+    let refused = ctl.run(&["start", "--file", typo.to_str().unwrap()]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused
+            .stderr
+            .contains("unknown kind \"cuonter\" in children[8] (id \"t8\"); known kinds: counter"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(count(ctl), before, "a refused file starts nothing");
+
     // A few hundred children from a file, in batches, with progress lines (not a terminal).
     let specs: String = (0..300)
         .map(|i| format!("{{\"id\":\"f{i}\",\"kind\":\"counter\",\"args\":{{\"start\":{i}}}}}\n"))

@@ -101,8 +101,10 @@ pub struct ChildView {
     pub metadata: Metadata,
 }
 
-/// One child to start, as posted to `POST /v1/children`.
+/// One child to start, as posted to `POST /v1/children` (read strictly: an unknown field is
+/// refused, see `parse_start_body`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct StartSpec {
     /// The child's id.
     pub id: String,

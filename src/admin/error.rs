@@ -10,6 +10,17 @@ pub enum AdminError {
     /// The request body or path is not acceptable (400, `invalid_input`).
     #[error("{0}")]
     InvalidInput(String),
+    /// A field of the request body is unknown, missing or of the wrong type, or names a kind
+    /// the node does not know (400, `invalid_input`); the body says which field and where.
+    #[error("{message}")]
+    InvalidField {
+        /// The field to blame (`durabel`, `kind`), if one is.
+        field: Option<String>,
+        /// Where in the body (`children[3]`, `the child spec`, `the body`).
+        at: String,
+        /// The whole sentence.
+        message: String,
+    },
     /// A durable start of a child that is not permanent (400, `durable_requires_permanent`).
     #[error("{0}")]
     DurableRequiresPermanent(String),
@@ -91,7 +102,7 @@ impl AdminError {
     /// The stable snake_case code of the `error` field.
     pub fn code(&self) -> &str {
         match self {
-            AdminError::InvalidInput(_) => "invalid_input",
+            AdminError::InvalidInput(_) | AdminError::InvalidField { .. } => "invalid_input",
             AdminError::DurableRequiresPermanent(_) => "durable_requires_permanent",
             AdminError::NotFound(_) => "not_found",
             AdminError::AlreadyStarted(_) => "already_started",
@@ -130,9 +141,9 @@ impl AdminError {
     /// The HTTP status.
     pub fn status(&self) -> StatusCode {
         match self {
-            AdminError::InvalidInput(_) | AdminError::DurableRequiresPermanent(_) => {
-                StatusCode::BAD_REQUEST
-            }
+            AdminError::InvalidInput(_)
+            | AdminError::InvalidField { .. }
+            | AdminError::DurableRequiresPermanent(_) => StatusCode::BAD_REQUEST,
             AdminError::NotFound(_) => StatusCode::NOT_FOUND,
             AdminError::AlreadyStarted(_) | AdminError::DeclaredParked(_) => StatusCode::CONFLICT,
             AdminError::NotReady(_) | AdminError::NoLeader(_) | AdminError::Partitioned(_) => {
@@ -188,9 +199,26 @@ impl AdminError {
     }
 }
 
+impl From<super::strict::SpecInputError> for AdminError {
+    fn from(e: super::strict::SpecInputError) -> Self {
+        AdminError::InvalidField {
+            field: e.field,
+            at: e.at,
+            message: e.message,
+        }
+    }
+}
+
 impl IntoResponse for AdminError {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({ "error": self.code(), "message": self.to_string() });
+        let mut body = serde_json::json!({ "error": self.code(), "message": self.to_string() });
+        if let AdminError::InvalidField { field, at, .. } = &self {
+            // Where the message's field is, for a script to point at the line to fix.
+            body["at"] = at.clone().into();
+            if let Some(field) = field {
+                body["field"] = field.clone().into();
+            }
+        }
         let mut response = (self.status(), Json(body)).into_response();
         if matches!(self, AdminError::Unauthorized(_)) {
             response.headers_mut().insert(

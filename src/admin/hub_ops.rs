@@ -182,6 +182,10 @@ impl AdminOps for Hub {
         })
     }
 
+    fn known_kinds(&self) -> Option<Vec<String>> {
+        Some(self.shared().kinds.names())
+    }
+
     async fn metrics_text(&self) -> Option<String> {
         let handle = crate::telemetry::prometheus()?;
         self.refresh_metrics();
@@ -491,7 +495,10 @@ mod tests {
         for e in [
             ChildStartError::AlreadyStarted,
             ChildStartError::InvalidId { reason: "x".into() },
-            ChildStartError::UnknownKind { kind: "k".into() },
+            ChildStartError::UnknownKind {
+                kind: "k".into(),
+                known: vec!["counter".into()],
+            },
             ChildStartError::InvalidArgs {
                 kind: "k".into(),
                 message: "m".into(),

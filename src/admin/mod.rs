@@ -45,6 +45,7 @@ mod members;
 mod messaging;
 mod page;
 mod routes;
+mod strict;
 mod summary;
 mod ui;
 
@@ -62,5 +63,9 @@ pub use members::{MemberView, MembersResponse};
 pub use messaging::{message_error, CallOutcome, DEFAULT_CALL_TIMEOUT_MS, MAX_CALL_TIMEOUT_MS};
 pub use page::{ChildrenPage, PageCollector};
 pub use routes::{router, router_with, AdminOps};
+pub use strict::{
+    check_kinds, check_values, parse_start_body, start_spec_from_json, SpecInputError,
+    START_SPEC_FIELDS,
+};
 pub use summary::RegistrySummary;
 pub use ui::CONTENT_SECURITY_POLICY;

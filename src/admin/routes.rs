@@ -25,7 +25,7 @@ use super::members::MembersResponse;
 use super::messaging::{self, CallOutcome};
 use super::page::ChildrenPage;
 use super::summary::RegistrySummary;
-use super::{guard, ui, AdminConfig, AdminError, AdminLimits};
+use super::{guard, strict, ui, AdminConfig, AdminError, AdminLimits};
 
 /// What the admin API needs from a hub. Implemented by the hub handle; a test double is enough
 /// to exercise the HTTP contract.
@@ -55,6 +55,11 @@ pub trait AdminOps: Clone + Send + Sync + 'static {
         &self,
         id: ChildId,
     ) -> impl Future<Output = Result<Option<ChildView>, AdminError>> + Send;
+    /// The kinds this node can start, sorted; `None` when it cannot tell (the default). A
+    /// start naming another kind is refused whole, listing these, before anything starts.
+    fn known_kinds(&self) -> Option<Vec<String>> {
+        None
+    }
     /// Starts the children and waits for the outcome of each.
     fn start_children(
         &self,
@@ -307,14 +312,6 @@ async fn get_one<O: AdminOps>(
     }
 }
 
-/// The body of `POST /v1/children`: one spec or several.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum OneOrMany {
-    Many(Vec<StartSpec>),
-    One(Box<StartSpec>),
-}
-
 async fn start<O: AdminOps>(
     State(r): State<Routes<O>>,
     body: Result<Bytes, BytesRejection>,
@@ -329,16 +326,9 @@ async fn start<O: AdminOps>(
             AdminError::InvalidInput(e.body_text())
         }
     })?;
-    // Parsed by hand so that a bad body gets the API's error shape, not the framework's.
-    let parsed: OneOrMany = serde_json::from_slice(&body).map_err(|e| {
-        AdminError::InvalidInput(format!(
-            "body must be a child spec {{\"id\", \"kind\", \"args\"?, \"restart\"?, \"metadata\"?, \"durable\"?}} or an array of them: {e}"
-        ))
-    })?;
-    let (specs, single) = match parsed {
-        OneOrMany::Many(specs) => (specs, false),
-        OneOrMany::One(spec) => (vec![*spec], true),
-    };
+    // Read strictly by hand: a bad body gets the API's error shape naming the field and
+    // where, and an unknown field is refused rather than ignored (see `strict`).
+    let (specs, single) = strict::parse_start_body(&body)?;
     if specs.is_empty() {
         return Err(AdminError::InvalidInput(
             "no children in the request".into(),
@@ -351,9 +341,10 @@ async fn start<O: AdminOps>(
             r.limits.max_specs_per_request
         )));
     }
-    for spec in &specs {
-        // Validate every spec before starting any, so a typo starts nothing.
-        spec.clone().into_spec()?;
+    // Validate every spec before starting any, so a typo starts nothing.
+    strict::check_values(&specs, single)?;
+    if let Some(known) = r.ops.known_kinds() {
+        strict::check_kinds(&specs, single, &known)?;
     }
     let response = r.ops.start_children(specs).await?;
     if single && response.started.is_empty() {

@@ -19,11 +19,15 @@ pub enum ChildStartError {
         /// Why.
         reason: String,
     },
-    /// No kind with this name is registered on the node.
-    #[error("unknown child kind {kind:?}")]
+    /// No kind with this name is registered on the node. The node that takes the request
+    /// refuses it there, before the child is declared or sent to any node.
+    #[error("unknown child kind {kind:?}{}", crate::kinds::known_kinds_suffix(.known))]
     UnknownKind {
         /// The kind the spec named.
         kind: String,
+        /// The kinds the node knows, sorted (empty from a node that did not say).
+        #[serde(default)]
+        known: Vec<String>,
     },
     /// The arguments do not decode as the kind's argument type.
     #[error("arguments of kind {kind:?} do not decode: {message}")]
@@ -193,7 +197,7 @@ pub enum RecoveryError {
 impl From<KindError> for ChildStartError {
     fn from(e: KindError) -> Self {
         match e {
-            KindError::UnknownKind { kind } => ChildStartError::UnknownKind { kind },
+            KindError::UnknownKind { kind, known } => ChildStartError::UnknownKind { kind, known },
             KindError::InvalidArgs { kind, message } => {
                 ChildStartError::InvalidArgs { kind, message }
             }

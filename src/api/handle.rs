@@ -678,14 +678,20 @@ impl Hub {
             .map_err(|reason| RecoveryError::HubUnavailable { reason })?
     }
 
-    /// Whether every member has delivered its registry to this node since it came up
-    /// (`cluster_settled`): this node's copy then reflects the whole cluster, up to what changed
-    /// since. Always `true` on one node.
+    /// Whether every peer this node is connected to now has delivered its registry to it
+    /// (`cluster_settled`): this node's copy then reflects those members, up to what changed
+    /// since. It says nothing about peers not connected yet: a node with no peers (a single
+    /// node, or a clustered node whose peers have not joined) is settled, and a node turns
+    /// unsettled when a peer connects until that peer's registry arrives.
     pub fn cluster_settled(&self) -> bool {
         *self.shared.settled.borrow()
     }
 
     /// Waits until [`Hub::cluster_settled`] holds, or `timeout`; returns whether it holds.
+    ///
+    /// It does not wait for the cluster to form: on a node whose peers have not connected yet
+    /// it returns `true` at once. To wait for peers, call [`Hub::wait_for_members`] first,
+    /// then this (so the registry copy includes theirs).
     pub async fn wait_cluster_settled(&self, timeout: Duration) -> bool {
         let mut rx = self.shared.settled.subscribe();
         tokio::time::timeout(timeout, rx.wait_for(|settled| *settled))

@@ -4,6 +4,7 @@ pub(crate) mod child_ref;
 pub(crate) mod declared;
 pub(crate) mod errors;
 mod handle;
+mod membership;
 pub(crate) mod monitor;
 mod monitoring;
 pub(crate) mod msg;
@@ -20,6 +21,8 @@ pub use errors::{
     SpawnError, StartError, StopError,
 };
 pub use handle::{Hub, HubBuilder, HubUnavailable, ShutdownTimedOut};
+pub(crate) use membership::wait_for_members;
+pub use membership::WaitForMembersTimeout;
 pub use monitor::{ChildDown, DownSink, MonitorId, MonitorOptions};
 pub use msg::{HubInfo, HubMsg};
 pub use options::{OnFailure, StartOptions, StopOptions};

@@ -12,6 +12,7 @@ use ractor::{ActorCell, RpcReplyPort};
 
 use super::declared::DeclaredView;
 use super::errors::{AwaitNormalTimeout, ChildMessageError, RecoveryError, StartError, StopError};
+use super::membership::WaitForMembersTimeout;
 use super::monitor::{DownSink, MonitorId, MonitorOptions};
 use super::options::{StartOptions, StopOptions};
 use super::results::{ChildInfo, ProcessEntry, ProcessScope, StartResult, StopResult};
@@ -208,12 +209,25 @@ pub enum HubMsg {
         /// The answer.
         reply: RpcReplyPort<bool>,
     },
-    /// Waits until the cluster is settled, at most `timeout`; answers whether it is.
+    /// Waits until the cluster is settled, at most `timeout`; answers whether it is (see
+    /// [`crate::Hub::wait_cluster_settled`]: a node alone is settled, so this does not wait
+    /// for peers to join).
     WaitClusterSettled {
         /// How long to wait at most.
         timeout: Duration,
         /// The answer.
         reply: RpcReplyPort<bool>,
+    },
+    /// Waits until the hub's membership (this node included) has at least `n` members, at
+    /// most `timeout` (see [`crate::Hub::wait_for_members`]); answers the count it saw. The
+    /// hub keeps serving meanwhile.
+    WaitForMembers {
+        /// The member count to wait for, this node included.
+        n: usize,
+        /// How long to wait at most.
+        timeout: Duration,
+        /// The count reached, or how many members there were when the wait gave up.
+        reply: RpcReplyPort<Result<usize, WaitForMembersTimeout>>,
     },
     /// What keeps this node from writing what it must, one sentence each.
     StorageProblems {

@@ -1,7 +1,10 @@
 //! `start --file SPECS.jsonl`: many children from a JSON-lines file, in batches.
 //!
-//! The whole file is read and every line checked before the first request, so a bad line is a
-//! usage error (exit 2, naming the line) that started nothing. The specs then go out in
+//! The whole file is read and every line checked before the first request, as strictly as the
+//! admin API reads a spec (`process_hub::admin::start_spec_from_json`: no unknown field, `id`
+//! and `kind` present, each field of its type), so a bad line is a usage error (exit 2, naming
+//! the line and the field) that started nothing. The kinds are the node's to check: each
+//! request naming a kind the node does not know is refused whole, listing its kinds. The specs then go out in
 //! requests of `--batch` children (the admin API takes up to 10,000 per request; smaller
 //! batches show progress and keep each answer small). Progress goes to stderr: a bar when
 //! stderr is a terminal, a plain line per batch otherwise (logs and CI keep them readable).
@@ -10,6 +13,7 @@
 use std::io::IsTerminal;
 use std::path::Path;
 
+use process_hub::admin::{check_values, start_spec_from_json};
 use serde_json::{json, Value};
 
 use super::client::CtlClient;
@@ -20,7 +24,9 @@ use super::table::cell;
 /// The most failures listed one by one on stderr (the count covers the rest).
 const LISTED_FAILURES: usize = 20;
 
-/// The specs of a JSON-lines text: one object per line with at least `id` and `kind`.
+/// The specs of a JSON-lines text: one child spec per line, read as the admin API reads one
+/// (every field known, `id` and `kind` present, each of its type). An error names the line
+/// (`source:4`) and the field.
 pub fn parse_specs(text: &str, source: &str) -> Result<Vec<Value>, CtlError> {
     let mut specs = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -28,15 +34,18 @@ pub fn parse_specs(text: &str, source: &str) -> Result<Vec<Value>, CtlError> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let at = || format!("{source}:{}", i + 1);
+        let at = format!("{source}:{}", i + 1);
         let spec: Value = serde_json::from_str(line)
-            .map_err(|e| CtlError::Usage(format!("{}: not a JSON object: {e}", at())))?;
-        let has = |name: &str| spec.get(name).and_then(Value::as_str).is_some();
-        if !spec.is_object() || !has("id") || !has("kind") {
-            return Err(CtlError::Usage(format!(
-                "{}: a spec needs string `id` and `kind` fields",
-                at()
-            )));
+            .map_err(|e| CtlError::Usage(format!("{at}: not a JSON object: {e}")))?;
+        let checked = start_spec_from_json(&spec, &at).and_then(|checked| {
+            check_values(std::slice::from_ref(&checked), true).map_err(|mut e| {
+                // `check_values` names a lone spec `the child spec`: name the line.
+                e.message = e.message.replace("the child spec", &at);
+                e
+            })
+        });
+        if let Err(e) = checked {
+            return Err(CtlError::Usage(e.message));
         }
         specs.push(spec);
     }
@@ -160,7 +169,19 @@ mod tests {
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().starts_with("f.jsonl:2:"), "{e}");
         let e = parse_specs("{\"id\":\"a\"}\n", "f").unwrap_err();
-        assert!(e.to_string().contains("`kind`"), "{e}");
+        assert_eq!(e.to_string(), r#"missing field "kind" in f:1 (id "a")"#);
+        let e = parse_specs(
+            "{\"id\":\"a\",\"kind\":\"counter\"}\n\n{\"id\":\"x\",\"kind\":\"counter\",\"durabel\":true}\n",
+            "f.jsonl",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with(r#"unknown field "durabel" in f.jsonl:3 (id "x")"#),
+            "{e}"
+        );
+        let e = parse_specs("{\"id\":\"\",\"kind\":\"counter\"}\n", "f").unwrap_err();
+        assert!(e.to_string().starts_with(r#"field "id" in f:1"#), "{e}");
         assert!(parse_specs("\n# nothing\n", "f").is_err());
     }
 }

@@ -127,12 +127,16 @@ impl CoordinatorState {
         self.hub.refresh_load_placements(&ring, &mut opts);
         let mut placed = Vec::with_capacity(specs.len());
         for spec in specs {
-            match self.hub.check_mapping(&ring, &opts, &spec.id) {
+            let checked = self
+                .hub
+                .check_kind(&spec)
+                .and_then(|()| Ok(self.hub.check_mapping(&ring, &opts, &spec.id)?));
+            match checked {
                 Ok(()) => placed.push(spec),
-                Err(e) => result.errors.push(ChildFailure {
+                Err(reason) => result.errors.push(ChildFailure {
                     id: spec.id,
                     node: node.clone(),
-                    reason: ChildStartError::from(e),
+                    reason,
                 }),
             }
         }

@@ -157,6 +157,15 @@ impl DeclaredLeaderState {
                 });
                 continue;
             }
+            if let Err(reason) = self.hub.check_kind(&spec) {
+                // Never declared: no round could ever start it.
+                refused.push(ChildFailure {
+                    id: spec.id.clone(),
+                    node: self.hub.node.clone(),
+                    reason,
+                });
+                continue;
+            }
             if let Err(e) = self.hub.check_mapping(&self.hub.ring(), &opts, &spec.id) {
                 refused.push(ChildFailure {
                     id: spec.id.clone(),

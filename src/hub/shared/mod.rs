@@ -159,6 +159,9 @@ pub(crate) struct HubShared {
     pub transport: RwLock<Option<Arc<dyn Transport>>>,
     /// `true` when every member has delivered its registry to this node (`cluster_settled`).
     pub settled: tokio::sync::watch::Sender<bool>,
+    /// How many members the last published membership has, this node included: what
+    /// `Hub::wait_for_members` waits on, woken by membership changes rather than polling.
+    pub member_count: tokio::sync::watch::Sender<usize>,
     /// The time of day (row timestamps, TTL expiry). The memory and simulated backends count
     /// their TTLs on it too; the on-disk backends (`lmdb`, `durable`) count theirs on the
     /// system clock.
@@ -239,6 +242,7 @@ impl HubShared {
             // One node is settled by definition; a clustered hub is settled once its peers'
             // registries arrived (a lone clustered node also counts as settled).
             settled: tokio::sync::watch::Sender::new(true),
+            member_count: tokio::sync::watch::Sender::new(1),
             transport: RwLock::new(None),
             network,
             clock: Clock::system(),
@@ -421,10 +425,17 @@ impl HubShared {
     /// Publishes the membership: `members` (sorted, this node included) and the placement ring
     /// the Coordinator routes with. Only the Coordinator calls it; every other actor reads.
     pub fn publish_membership(&self, members: Vec<NodeName>, ring: HashRing) {
+        let count = members.len();
         *self.membership.write().unwrap_or_else(|e| e.into_inner()) = Membership {
             members,
             ring: Arc::new(ring),
         };
+        // Waiters wake only when the count changes.
+        self.member_count.send_if_modified(|seen| {
+            let changed = *seen != count;
+            *seen = count;
+            changed
+        });
         self.tell_roles(None);
     }
 
@@ -517,6 +528,22 @@ impl HubShared {
             .iter()
             .map(|n| (n.clone(), role_of(n, active, model)))
             .collect()
+    }
+
+    /// Refuses a requested start whose kind this node does not know (kinds are registered on
+    /// every node), listing the kinds it knows: checked where the request enters, so such a
+    /// child is never declared nor sent to a node.
+    pub fn check_kind(
+        &self,
+        spec: &crate::model::ChildSpec,
+    ) -> Result<(), crate::api::ChildStartError> {
+        if self.kinds.contains(&spec.kind) {
+            return Ok(());
+        }
+        Err(crate::api::ChildStartError::UnknownKind {
+            kind: spec.kind.clone(),
+            known: self.kinds.names(),
+        })
     }
 
     /// Checks a start's `child_mapping` for child `id` against the hub's distribution and the

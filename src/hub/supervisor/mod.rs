@@ -451,6 +451,7 @@ impl Actor for HubSupervisor {
             | HubMsg::RecoveryState { .. }
             | HubMsg::ClusterSettled { .. }
             | HubMsg::WaitClusterSettled { .. }
+            | HubMsg::WaitForMembers { .. }
             | HubMsg::StorageProblems { .. }
             | HubMsg::RefusedPeerInput { .. }
             | HubMsg::LocalChild { .. }
@@ -546,6 +547,12 @@ fn answer_read(hub: &Arc<HubShared>, msg: HubMsg) {
                     .await
                     .is_ok_and(|r| r.is_ok());
                 let _ = reply.send(done);
+            });
+        }
+        HubMsg::WaitForMembers { n, timeout, reply } => {
+            let hub = hub.clone();
+            tokio::spawn(async move {
+                let _ = reply.send(crate::api::wait_for_members(&hub, n, timeout).await);
             });
         }
         HubMsg::StorageProblems { reply } => {

@@ -113,6 +113,11 @@ fn flags_override_the_config_file() {
         matches!(err, NodeSettingsError::ParseConfig { .. }),
         "{err}"
     );
+    // The error names the field and its line, and lists the fields there are.
+    let message = err.to_string();
+    for part in ["unknown field `unknown_key`", "line 2", "`hub`"] {
+        assert!(message.contains(part), "{part}: {message}");
+    }
 }
 
 #[test]
