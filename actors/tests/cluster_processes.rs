@@ -193,7 +193,13 @@ fn series(scrape: &str, name: &str, node: &str) -> Option<f64> {
 /// The log lines at WARN or ERROR that speak of sessions, seals, frames or cookies.
 fn session_warnings(log: &str) -> Vec<&str> {
     const ABOUT: [&str; 7] = [
-        "session", "seal", "frame", "cookie", "authenticat", "refused", "isolated",
+        "session",
+        "seal",
+        "frame",
+        "cookie",
+        "authenticat",
+        "refused",
+        "isolated",
     ];
     log.lines()
         .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
@@ -265,17 +271,28 @@ fn a_node_with_the_wrong_cookie_never_becomes_a_member() {
             .any(|u| u.seed == seed && u.reason == "cookie_refused");
         refused.then_some(h)
     })
-    .unwrap_or_else(|e| panic!("{e}
-{}", cluster.log_tails(40)));
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e}
+{}",
+            cluster.log_tails(40)
+        )
+    });
     assert_eq!(health.status, "isolated", "{health:?}");
     assert!(health.isolated);
     assert_eq!(health.members, vec![impostor_name.clone()]);
     assert!(health.peer_auth_failures > 0, "{health:?}");
-    let not_ready = impostor_client.ready().expect_err("an isolated node is not ready");
+    let not_ready = impostor_client
+        .ready()
+        .expect_err("an isolated node is not ready");
     assert_eq!(not_ready.status(), Some(503), "{not_ready}");
     assert!(not_ready.to_string().contains("isolated"), "{not_ready}");
     let scrape = impostor_client.get_text("/metrics").expect("metrics");
-    let refusals = series(&scrape, "process_hub_peer_auth_failures_total", &impostor_name);
+    let refusals = series(
+        &scrape,
+        "process_hub_peer_auth_failures_total",
+        &impostor_name,
+    );
     assert!(refusals.is_some_and(|n| n > 0.0), "{scrape}");
     assert_eq!(
         series(&scrape, "process_hub_isolated", &impostor_name),
@@ -290,8 +307,13 @@ fn a_node_with_the_wrong_cookie_never_becomes_a_member() {
         let h = seed_client.health().ok()?;
         (h.peer_auth_failures_by_peer.get(&impostor_name).copied() >= Some(2)).then_some(())
     })
-    .unwrap_or_else(|e| panic!("{e}
-{}", cluster.log_tails(40)));
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e}
+{}",
+            cluster.log_tails(40)
+        )
+    });
     let ready = seed_client.ready().expect("a member is ready");
     assert_eq!(ready.status, "ok");
     let scrape = seed_client.get_text("/metrics").expect("metrics");
@@ -337,7 +359,11 @@ fn nodes_that_dial_each_other_at_once_and_a_restart_among_them_log_no_warning() 
             warnings.join("\n")
         );
         // Its stderr is a file: no colour codes.
-        assert!(!log.contains("\x1b["), "{}: colour codes in a file", node.name);
+        assert!(
+            !log.contains("\x1b["),
+            "{}: colour codes in a file",
+            node.name
+        );
         assert!(log.contains("ready: node"), "{}: {log}", node.name);
     }
 }

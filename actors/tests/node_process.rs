@@ -216,9 +216,11 @@ impl PipedNode {
     fn stop(mut self) -> String {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let exited = wait_for("the node to exit on SIGTERM", Duration::from_secs(30), || {
-            self.child.try_wait().ok().flatten()
-        });
+        let exited = wait_for(
+            "the node to exit on SIGTERM",
+            Duration::from_secs(30),
+            || self.child.try_wait().ok().flatten(),
+        );
         if exited.is_err() {
             let _ = self.child.kill();
             let _ = self.child.wait();
@@ -232,10 +234,7 @@ fn a_node_whose_seed_does_not_listen_is_isolated_and_one_without_seeds_stays_ok(
     const DEADLINE: Duration = Duration::from_secs(60);
     // A port nobody listens on (free a moment ago).
     let closed = format!("127.0.0.1:{}", free_port().unwrap());
-    let lonely = PipedNode::start(
-        "lonely",
-        &["--join", &closed, "--isolated-after-ms", "300"],
-    );
+    let lonely = PipedNode::start("lonely", &["--join", &closed, "--isolated-after-ms", "300"]);
     let single = PipedNode::start("single", &["--log-format", "json"]);
 
     let health = wait_for("the node with a dead seed to be isolated", DEADLINE, || {
@@ -249,7 +248,10 @@ fn a_node_whose_seed_does_not_listen_is_isolated_and_one_without_seeds_stays_ok(
     .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(health.status, "isolated", "{health:?}");
     assert!(health.isolated);
-    assert_eq!(health.peer_auth_failures, 0, "nobody refused it: {health:?}");
+    assert_eq!(
+        health.peer_auth_failures, 0,
+        "nobody refused it: {health:?}"
+    );
     let not_ready = lonely.client().ready().expect_err("isolated is not ready");
     assert_eq!(not_ready.status(), Some(503), "{not_ready}");
 
@@ -277,6 +279,9 @@ fn a_node_whose_seed_does_not_listen_is_isolated_and_one_without_seeds_stays_ok(
         lines += 1;
     }
     assert!(lines > 0, "no log line at all");
-    assert!(json.contains("ready: node single@"), "status lines are events too:\n{json}");
+    assert!(
+        json.contains("ready: node single@"),
+        "status lines are events too:\n{json}"
+    );
     assert!(!json.contains("\x1b["), "{json}");
 }

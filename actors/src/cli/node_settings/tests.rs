@@ -338,5 +338,8 @@ fn log_format_and_isolation_threshold_come_from_the_flags_else_the_file() {
     }
     .resolve()
     .unwrap_err();
-    assert!(matches!(err, NodeSettingsError::ParseConfig { .. }), "{err}");
+    assert!(
+        matches!(err, NodeSettingsError::ParseConfig { .. }),
+        "{err}"
+    );
 }
