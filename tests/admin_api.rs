@@ -39,6 +39,7 @@ impl AdminOps for FakeHub {
             partitioned: false,
             pending_work: 0,
             refused_peer_input: Default::default(),
+            ..Health::default()
         })
     }
 

@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use process_hub_actors::baseline;
+use process_hub_actors::cli::node_settings::LogFormat;
 
 /// process-hub: a distributed process hub on ractor.
 #[derive(Parser, Debug)]
@@ -47,6 +48,8 @@ fn run_node(flags: process_hub_actors::cli::node_settings::NodeFlags) -> Result<
             std::process::exit(EXIT_USAGE);
         }
     };
+    // After the settings: the log format may come from the node's file.
+    init_tracing_with("warn", settings.log_format);
     let runtime = runtime();
     let outcome = runtime
         .block_on(process_hub_actors::node::run(settings))
@@ -71,24 +74,50 @@ fn run_demo(args: process_hub_actors::demo::DemoArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// ractor instruments every actor's start and whole life with an INFO span (`ractor::actor`);
-/// at `RUST_LOG=info` the subscriber then formats and keeps one span per live child (~1.2 KB
-/// each, plus its CPU at every start). Quiet unless the operator's filter names ractor.
-const RACTOR_SPANS_OFF: &str = "ractor::actor=warn";
+/// Directives added to the operator's filter unless it names ractor:
+/// - ractor instruments every actor's start and whole life with an INFO span
+///   (`ractor::actor`); at `RUST_LOG=info` the subscriber then formats and keeps one span per
+///   live child (~1.2 KB each, plus its CPU at every start);
+/// - ractor_cluster warns of every session that ends (`Node session ... exited`), of a
+///   connection reset by a restarting peer, of the loser of a simultaneous dial: ordinary
+///   events, which the node's membership actor reports at the level they deserve (a peer
+///   refused for its cookie, a node isolated). Its listener's warnings (a TLS handshake that
+///   failed, a socket that could not be accepted) stay.
+const RACTOR_QUIET: [&str; 3] = [
+    "ractor::actor=warn",
+    "ractor_cluster=error",
+    "ractor_cluster::net::listener=warn",
+];
 
-fn init_tracing_with(default: &str) {
+fn init_tracing_with(default: &str, format: LogFormat) {
+    use std::io::IsTerminal;
     let from_env = std::env::var("RUST_LOG").ok();
     let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     if !from_env.is_some_and(|f| f.contains("ractor")) {
-        if let Ok(directive) = RACTOR_SPANS_OFF.parse() {
-            filter = filter.add_directive(directive);
+        for directive in RACTOR_QUIET {
+            if let Ok(directive) = directive.parse() {
+                filter = filter.add_directive(directive);
+            }
         }
     }
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Json => {
+            process_hub_actors::node::status_lines_as_json(true);
+            if let Ok(directive) =
+                format!("{}=info", process_hub_actors::node::STATUS_TARGET).parse()
+            {
+                filter = filter.add_directive(directive);
+            }
+            builder.with_env_filter(filter).json().try_init()
+        }
+        // Colour codes only for a person at a terminal: a file or a pipe gets plain text.
+        LogFormat::Text => builder
+            .with_env_filter(filter)
+            .with_ansi(std::io::stderr().is_terminal())
+            .try_init(),
+    };
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -106,12 +135,13 @@ fn runtime() -> tokio::runtime::Runtime {
 
 fn main() {
     let cli = Cli::parse();
-    if matches!(cli.command, Command::Simulate(_)) {
+    match cli.command {
         // A run's hubs log every fault they weather (at every level: a simulated disk that
         // fails is an error to them); the run reports what matters. RUST_LOG turns them on.
-        init_tracing_with("off");
-    } else {
-        init_tracing_with("warn");
+        Command::Simulate(_) => init_tracing_with("off", LogFormat::Text),
+        // Once its settings are read (`run_node`).
+        Command::Node(_) => {}
+        _ => init_tracing_with("warn", LogFormat::Text),
     }
     let outcome: Result<(), String> = match cli.command {
         Command::Bench(cmd) => process_hub_actors::bench::run(cmd),
@@ -134,7 +164,7 @@ fn main() {
         },
     };
     if let Err(message) = outcome {
-        eprintln!("error: {message}");
+        process_hub_actors::node::say_error(&format!("error: {message}"));
         std::process::exit(1);
     }
 }

@@ -75,9 +75,36 @@ pub enum NodeError {
     },
 }
 
+/// Whether the node's status lines are written as JSON log events (`--log-format json`).
+static STATUS_AS_JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The tracing target of the node's status lines when they are JSON log events: always on
+/// (`init_tracing` enables it), so that every line a log shipper reads is one JSON object.
+pub const STATUS_TARGET: &str = "process_hub::status";
+
+/// Writes the node's status lines (`cluster: ...`, `ready: ...`) as JSON log events on
+/// target [`STATUS_TARGET`] rather than as plain lines.
+pub fn status_lines_as_json(on: bool) {
+    STATUS_AS_JSON.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
 fn say(line: &str) {
     // Operator-facing status lines of a command (not library logging): stderr, one per step.
-    eprintln!("{line}");
+    if STATUS_AS_JSON.load(std::sync::atomic::Ordering::Relaxed) {
+        tracing::info!(target: STATUS_TARGET, "{line}");
+    } else {
+        eprintln!("{line}");
+    }
+}
+
+/// Writes the line a command ends with when it fails (`error: ...`): a JSON log event at
+/// ERROR under `--log-format json`, else a plain line.
+pub fn say_error(line: &str) {
+    if STATUS_AS_JSON.load(std::sync::atomic::Ordering::Relaxed) {
+        tracing::error!(target: STATUS_TARGET, "{line}");
+    } else {
+        eprintln!("{line}");
+    }
 }
 
 /// The hub configuration of a node.
@@ -171,6 +198,7 @@ pub fn cluster_config(settings: &NodeSettings, cookie: String) -> ClusterConfig 
     config.bind = Some(settings.listen.ip());
     config.seeds = settings.join.iter().map(SocketAddr::to_string).collect();
     config.wire = settings.wire;
+    config.isolated_after = settings.isolated_after;
     config
 }
 

@@ -1,7 +1,8 @@
 //! Real `process-hub node` processes on loopback, driven through their admin APIs: three nodes
 //! form a cluster; children started on one are visible on all; a SIGKILLed node's children run
 //! again on the survivors; a node restarted on its data directory rejoins; a node with the wrong
-//! cookie never becomes a member.
+//! cookie never becomes a member, reports itself isolated and is refused once in the others'
+//! logs; nodes that dial each other at once, and a restart among them, log no warning.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -179,6 +180,36 @@ fn a_node_restarted_on_its_data_directory_rejoins() {
     assert_eq!(placed.len(), CHILDREN);
 }
 
+/// The value of the series `name{...node="<node>"...}` in a Prometheus text `scrape`.
+fn series(scrape: &str, name: &str, node: &str) -> Option<f64> {
+    scrape
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .find(|l| l.contains(&format!("node=\"{node}\"")))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// The log lines at WARN or ERROR that speak of sessions, seals, frames or cookies.
+fn session_warnings(log: &str) -> Vec<&str> {
+    const ABOUT: [&str; 7] = [
+        "session",
+        "seal",
+        "frame",
+        "cookie",
+        "authenticat",
+        "refused",
+        "isolated",
+    ];
+    log.lines()
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+        .filter(|l| {
+            let l = l.to_lowercase();
+            ABOUT.iter().any(|word| l.contains(word))
+        })
+        .collect()
+}
+
 #[test]
 fn a_node_with_the_wrong_cookie_never_becomes_a_member() {
     let options = ClusterOptions::default();
@@ -186,6 +217,8 @@ fn a_node_with_the_wrong_cookie_never_becomes_a_member() {
     let impostor = cluster
         .add_node(&ClusterOptions {
             cookie: "not-the-cookie".into(),
+            // Short, so that the test sees it isolated soon (default 10 s).
+            extra_args: vec!["--isolated-after-ms".into(), "300".into()],
             ..options.clone()
         })
         .expect("impostor spawns");
@@ -225,8 +258,114 @@ fn a_node_with_the_wrong_cookie_never_becomes_a_member() {
     }
     assert_eq!(
         impostor_client.health().expect("impostor health").members,
-        vec![impostor_name]
+        vec![impostor_name.clone()]
     );
+
+    // The impostor says it is isolated, and why: its seed (node 0) refused its cookie.
+    let seed = cluster.nodes[0].listen.to_string();
+    let health = wait_for("the impostor to report its seed refused", DEADLINE, || {
+        let h = impostor_client.health().ok()?;
+        let refused = h
+            .unreached_seeds
+            .iter()
+            .any(|u| u.seed == seed && u.reason == "cookie_refused");
+        refused.then_some(h)
+    })
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e}
+{}",
+            cluster.log_tails(40)
+        )
+    });
+    assert_eq!(health.status, "isolated", "{health:?}");
+    assert!(health.isolated);
+    assert_eq!(health.members, vec![impostor_name.clone()]);
+    assert!(health.peer_auth_failures > 0, "{health:?}");
+    let not_ready = impostor_client
+        .ready()
+        .expect_err("an isolated node is not ready");
+    assert_eq!(not_ready.status(), Some(503), "{not_ready}");
+    assert!(not_ready.to_string().contains("isolated"), "{not_ready}");
+    let scrape = impostor_client.get_text("/metrics").expect("metrics");
+    let refusals = series(
+        &scrape,
+        "process_hub_peer_auth_failures_total",
+        &impostor_name,
+    );
+    assert!(refusals.is_some_and(|n| n > 0.0), "{scrape}");
+    assert_eq!(
+        series(&scrape, "process_hub_isolated", &impostor_name),
+        Some(1.0)
+    );
+
+    // The members count it too, stay ok and ready, and warn of it once however often it
+    // tries.
+    let seed_client = cluster.nodes[0].client();
+    let seed_name = cluster.nodes[0].node_name.clone();
+    wait_for("node 0 to refuse the impostor twice", DEADLINE, || {
+        let h = seed_client.health().ok()?;
+        (h.peer_auth_failures_by_peer.get(&impostor_name).copied() >= Some(2)).then_some(())
+    })
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e}
+{}",
+            cluster.log_tails(40)
+        )
+    });
+    let ready = seed_client.ready().expect("a member is ready");
+    assert_eq!(ready.status, "ok");
+    let scrape = seed_client.get_text("/metrics").expect("metrics");
+    let refusals = series(&scrape, "process_hub_peer_auth_failures_total", &seed_name);
+    assert!(refusals.is_some_and(|n| n >= 2.0), "{scrape}");
+    let log = cluster.nodes[0].log();
+    let warned: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(" WARN ") && l.contains("peer refused"))
+        .collect();
+    assert_eq!(warned.len(), 1, "one warning per refused peer:\n{log}");
+    assert!(warned[0].contains(&impostor_name), "{}", warned[0]);
+}
+
+#[test]
+fn nodes_that_dial_each_other_at_once_and_a_restart_among_them_log_no_warning() {
+    // Every node lists every node as a seed and all start at once: they dial each other, and
+    // ractor_cluster closes one session of each pair.
+    let options = ClusterOptions {
+        mesh: true,
+        ..ClusterOptions::default()
+    };
+    let mut cluster = formed(3, &options);
+    cluster.nodes[2].restart().expect("restart");
+    cluster
+        .wait_formed(DEADLINE)
+        .unwrap_or_else(|e| panic!("{e}\n{}", cluster.log_tails(40)));
+    // A session closed before authenticating is judged within the verdict's grace: let every
+    // close of the restart fall due before reading what was logged.
+    std::thread::sleep(
+        process_hub::core::isolation::CLOSE_VERDICT_GRACE + Duration::from_millis(500),
+    );
+    for node in &cluster.nodes {
+        let health = node.client().health().expect("health");
+        assert_eq!(health.status, "ok", "{}: {health:?}", node.name);
+        assert_eq!(health.peer_auth_failures, 0, "{}: {health:?}", node.name);
+        let log = node.log();
+        let warnings = session_warnings(&log);
+        assert!(
+            warnings.is_empty(),
+            "{} warned about sessions or seals:\n{}",
+            node.name,
+            warnings.join("\n")
+        );
+        // Its stderr is a file: no colour codes.
+        assert!(
+            !log.contains("\x1b["),
+            "{}: colour codes in a file",
+            node.name
+        );
+        assert!(log.contains("ready: node"), "{}: {log}", node.name);
+    }
 }
 
 #[test]

@@ -1,12 +1,17 @@
 //! One real `process-hub node` process: it serves the admin API on the hub, refuses bad flags
-//! with exit status 2, and exits 0 on SIGTERM, also while a read of its remote manifest hangs.
+//! with exit status 2, and exits 0 on SIGTERM, also while a read of its remote manifest hangs;
+//! a node whose seed does not listen reports itself isolated and not ready, one without seeds
+//! stays ok; its stderr has no colour codes when it is a pipe, and is JSON lines under
+//! `--log-format json`.
 
+use std::io::Read;
+use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use process_hub::admin::StartSpec;
-use process_hub_actors::harness::{ClusterOptions, LocalCluster};
+use process_hub_actors::harness::{free_port, wait_for, AdminClient, ClusterOptions, LocalCluster};
 
 fn binary() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_process-hub"))
@@ -163,4 +168,120 @@ fn a_node_whose_manifest_never_answers_still_boots_and_exits_on_sigterm() {
     let _ = std::fs::remove_file(&fifo);
     let status = status.expect("the node exits on SIGTERM although a manifest read hangs");
     assert!(status.success(), "exit status {status:?}");
+}
+
+/// A node started with `extra` flags, its stderr a pipe read to the end by a thread.
+struct PipedNode {
+    child: Child,
+    admin: SocketAddr,
+    stderr: std::thread::JoinHandle<String>,
+    _data: tempfile::TempDir,
+}
+
+impl PipedNode {
+    fn start(name: &str, extra: &[&str]) -> Self {
+        let data = tempfile::tempdir().unwrap();
+        let listen = format!("127.0.0.1:{}", free_port().unwrap());
+        let admin = SocketAddr::from(([127, 0, 0, 1], free_port().unwrap()));
+        let mut child = Command::new(binary())
+            .args(["node", "--hub", "h", "--name", name, "--listen", &listen])
+            .args(["--admin", &admin.to_string(), "--cookie", "c", "--data-dir"])
+            .arg(data.path())
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("node spawns");
+        let mut pipe = child.stderr.take().expect("piped");
+        let stderr = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        });
+        Self {
+            child,
+            admin,
+            stderr,
+            _data: data,
+        }
+    }
+
+    fn client(&self) -> AdminClient {
+        AdminClient::new(self.admin)
+    }
+
+    /// SIGTERM, wait for the exit, and return everything the node wrote to stderr.
+    fn stop(mut self) -> String {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let exited = wait_for(
+            "the node to exit on SIGTERM",
+            Duration::from_secs(30),
+            || self.child.try_wait().ok().flatten(),
+        );
+        if exited.is_err() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        self.stderr.join().expect("stderr reader")
+    }
+}
+
+#[test]
+fn a_node_whose_seed_does_not_listen_is_isolated_and_one_without_seeds_stays_ok() {
+    const DEADLINE: Duration = Duration::from_secs(60);
+    // A port nobody listens on (free a moment ago).
+    let closed = format!("127.0.0.1:{}", free_port().unwrap());
+    let lonely = PipedNode::start("lonely", &["--join", &closed, "--isolated-after-ms", "300"]);
+    let single = PipedNode::start("single", &["--log-format", "json"]);
+
+    let health = wait_for("the node with a dead seed to be isolated", DEADLINE, || {
+        let h = lonely.client().health().ok()?;
+        let no_route = h
+            .unreached_seeds
+            .iter()
+            .any(|u| u.seed == closed && u.reason == "no_route" && !u.detail.is_empty());
+        no_route.then_some(h)
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(health.status, "isolated", "{health:?}");
+    assert!(health.isolated);
+    assert_eq!(
+        health.peer_auth_failures, 0,
+        "nobody refused it: {health:?}"
+    );
+    let not_ready = lonely.client().ready().expect_err("isolated is not ready");
+    assert_eq!(not_ready.status(), Some(503), "{not_ready}");
+
+    // A deliberate single node (no seeds) is never isolated, whatever the wait.
+    let health = wait_for("the single node to answer", DEADLINE, || {
+        single.client().ready().ok()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(health.status, "ok");
+    assert!(!health.isolated);
+    assert!(health.unreached_seeds.is_empty());
+
+    let text = lonely.stop();
+    assert!(text.contains("ready: node lonely@"), "{text}");
+    assert!(
+        !text.contains("\x1b["),
+        "colour codes in stderr to a pipe:\n{text}"
+    );
+    let json = single.stop();
+    let mut lines = 0;
+    for line in json.lines() {
+        let event: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line:?}\n{json}"));
+        assert!(event.get("level").is_some(), "{line}");
+        lines += 1;
+    }
+    assert!(lines > 0, "no log line at all");
+    assert!(
+        json.contains("ready: node single@"),
+        "status lines are events too:\n{json}"
+    );
+    assert!(!json.contains("\x1b["), "{json}");
 }

@@ -6,8 +6,8 @@ use crate::model::{ChildArgs, ChildId, ChildSpec, Metadata, Restart};
 
 use super::AdminError;
 
-/// `GET /v1/health`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// `GET /v1/health` (and the body of a ready `GET /v1/ready`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Health {
     /// This node's name (`name@host`).
     pub node: String,
@@ -23,7 +23,9 @@ pub struct Health {
     pub parked: bool,
     /// `"ok"`; `"degraded"` while something keeps this node from writing what it must (a
     /// full or failing disk, a data directory removed under it), `problems` says what;
-    /// `"partitioned"` while its side of a split has no quorum.
+    /// `"isolated"` while it was given seeds and no peer has authenticated for longer than its
+    /// threshold (`unreached_seeds` says why per seed); `"partitioned"` while its side of a
+    /// split has no quorum. Only `"ok"` is ready (`GET /v1/ready`).
     #[serde(default)]
     pub status: String,
     /// Why the node is degraded, one sentence each; empty when `status` is `"ok"`.
@@ -41,6 +43,37 @@ pub struct Health {
     /// incompatible peer (see docs/security.md).
     #[serde(default)]
     pub refused_peer_input: std::collections::BTreeMap<String, u64>,
+    /// This node was given seeds and has had no authenticated peer for longer than its
+    /// threshold (`--isolated-after-ms`, default 10 s): it serves only itself. `status` is
+    /// then `"isolated"` (or `"partitioned"`, which says more). A node without seeds is never
+    /// isolated.
+    #[serde(default)]
+    pub isolated: bool,
+    /// While `isolated`: every seed, with the last reason it was not reached.
+    #[serde(default)]
+    pub unreached_seeds: Vec<UnreachedSeedView>,
+    /// Peers refused for their cookie since the node started: sessions that closed before
+    /// authenticating, after the peer named itself, with no session to that peer
+    /// authenticated since (the same count as `process_hub_peer_auth_failures_total`).
+    #[serde(default)]
+    pub peer_auth_failures: u64,
+    /// The same, per peer name as the peer claimed it (unauthenticated; at most 256 peers).
+    #[serde(default)]
+    pub peer_auth_failures_by_peer: std::collections::BTreeMap<String, u64>,
+}
+
+/// A seed an isolated node could not reach (`Health::unreached_seeds`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnreachedSeedView {
+    /// The seed as given (`host:port`).
+    pub seed: String,
+    /// Why: `cookie_refused` (the peer closed the session before authenticating: the cookies
+    /// differ), `no_route` (no TCP connection: nothing listens there, or the network drops
+    /// it), `tls` (the TLS handshake failed) or `unanswered` (not tried yet, or a connection
+    /// opened and no session authenticated on it).
+    pub reason: String,
+    /// The last failure in words (an OS error, the peer that refused).
+    pub detail: String,
 }
 
 /// One declared child of `GET /v1/declared`.

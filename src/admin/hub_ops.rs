@@ -10,11 +10,12 @@ use std::time::Duration;
 
 use crate::api::{ChildInfo, StopOptions};
 use crate::api::{ChildStartError, ChildStopError, Hub, StartError, StartOptions, StopError};
+use crate::core::isolation::Connectivity;
 use crate::model::{ChildId, ChildSpec, Restart};
 
 use super::dto::{
     ChildView, Health, LoadsResponse, NodeLoad, NodePid, StartError as AdminStartError,
-    StartResponse, StartSpec, StartedChild, StopResponse, StoppedChild,
+    StartResponse, StartSpec, StartedChild, StopResponse, StoppedChild, UnreachedSeedView,
 };
 use super::{AdminError, AdminOps, ChildrenPage, RegistrySummary};
 
@@ -154,6 +155,32 @@ impl AdminOps for Hub {
                     .into(),
             );
         }
+        let connection = self.connection();
+        let unreached_seeds: Vec<UnreachedSeedView> =
+            match connection.as_ref().map(|c| &c.connectivity) {
+                Some(Connectivity::Isolated {
+                    alone_for,
+                    unreached,
+                }) => {
+                    problems.push(format!(
+                        "isolated: no peer has authenticated for {} s although seeds were given; \
+                     see unreached_seeds",
+                        alone_for.as_secs()
+                    ));
+                    unreached
+                        .iter()
+                        .map(|u| UnreachedSeedView {
+                            seed: u.seed.clone(),
+                            reason: u.reason.code().to_owned(),
+                            detail: u.detail.clone(),
+                        })
+                        .collect()
+                }
+                _ => Vec::new(),
+            };
+        let isolated = connection
+            .as_ref()
+            .is_some_and(|c| c.connectivity.is_isolated());
         Ok(Health {
             node: self.node().clone(),
             hub: self.hub_id().to_owned(),
@@ -165,6 +192,8 @@ impl AdminOps for Hub {
             parked: self.declared_parked().unwrap_or(false),
             status: if partitioned {
                 "partitioned"
+            } else if isolated {
+                "isolated"
             } else if problems.is_empty() {
                 "ok"
             } else {
@@ -179,6 +208,12 @@ impl AdminOps for Hub {
                 .into_iter()
                 .map(|(reason, n)| (reason.to_owned(), n))
                 .collect(),
+            isolated,
+            unreached_seeds,
+            peer_auth_failures: connection.as_ref().map_or(0, |c| c.auth_refusals.total()),
+            peer_auth_failures_by_peer: connection
+                .map(|c| c.auth_refusals.per_peer().clone())
+                .unwrap_or_default(),
         })
     }
 

@@ -8,6 +8,7 @@
 //! | route | answer |
 //! |---|---|
 //! | `GET /v1/health` | [`Health`] |
+//! | `GET /v1/ready` | [`Health`] with 200 when its `status` is `"ok"`; else 503 `not_ready` naming the status and its problems (for a readiness probe: an isolated, partitioned or degraded node is not ready) |
 //! | `GET /v1/children?limit=&after=` | `[`[`ChildView`]`]`: a page of this node's registry copy in id order; `x-next-after` and `Link` name the next page |
 //! | `GET /v1/children/{id}` | [`ChildView`] or 404 |
 //! | `POST /v1/children` | one [`StartSpec`] or an array, awaited -> [`StartResponse`] |
@@ -54,6 +55,7 @@ pub use dto::{CastAccepted, ChildAnswer};
 pub use dto::{
     ChildView, ClearResponse, DeclaredChildView, DeclaredResponse, Health, LoadsResponse, NodeLoad,
     NodePid, StartError, StartResponse, StartSpec, StartedChild, StopResponse, StoppedChild,
+    UnreachedSeedView,
 };
 pub use error::AdminError;
 pub use events::{EventFeed, EventView, DEFAULT_RECENT_LIMIT};

@@ -200,6 +200,7 @@ pub fn router_with<O: AdminOps>(ops: O, config: AdminConfig) -> Router {
     let limits = config.limits;
     Router::new()
         .route("/v1/health", get(health::<O>))
+        .route("/v1/ready", get(ready::<O>))
         .route("/v1/children", get(list::<O>).post(start::<O>))
         .route("/v1/children/{id}", get(get_one::<O>).delete(stop::<O>))
         .route(
@@ -252,6 +253,20 @@ async fn unknown_path(uri: Uri) -> AdminError {
 
 async fn health<O: AdminOps>(State(r): State<Routes<O>>) -> Result<Json<Health>, AdminError> {
     r.ops.health().await.map(Json)
+}
+
+/// Ready only when healthy: 200 with the health when its status is `ok`, else 503
+/// `not_ready` naming the status and why (an isolated node serves only itself).
+async fn ready<O: AdminOps>(State(r): State<Routes<O>>) -> Result<Json<Health>, AdminError> {
+    let health = r.ops.health().await?;
+    if health.status == "ok" {
+        return Ok(Json(health));
+    }
+    Err(AdminError::NotReady(format!(
+        "status {}: {}",
+        health.status,
+        health.problems.join("; ")
+    )))
 }
 
 /// `GET /v1/children`'s query: `limit` children after the id `after`.

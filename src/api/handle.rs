@@ -541,6 +541,13 @@ impl Hub {
         self.shared.partition.partitioned()
     }
 
+    /// This node's connection to the cluster: isolated or not (seeds given, no peer
+    /// authenticated for long), and the peers refused for their cookie. `None` on a network
+    /// without seeds to miss (in-process) or without a network.
+    pub fn connection(&self) -> Option<crate::core::isolation::ConnectionReport> {
+        self.shared.network.as_ref().and_then(|n| n.connection())
+    }
+
     /// Whether membership work is under way on this node: it is partitioned, or children of a
     /// redistribution pass are moving (the original's locked event queue). Requests are still
     /// taken while locked; the flag tells an operator or a test that placements are in flux.

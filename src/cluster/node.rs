@@ -8,7 +8,7 @@
 //! of remotable actors and pg groups over each session. What it lacks, and this module adds:
 //! - **reconnection**: the membership actor keeps a set of targets (the seeds, plus every peer
 //!   that was ever connected) and, on a timer and on every session event, reconnects to each
-//!   target that has no authenticated session, waiting a [`Backoff`] delay between attempts;
+//!   target that has no authenticated session, waiting a [`Backoff`](crate::core::backoff::Backoff) delay between attempts;
 //! - **session events as messages**: `NodeEventSubscription` callbacks are synchronous inside
 //!   the node server, so they only forward to the membership actor;
 //! - **failure detection and per-hub discovery**: per hub, in [`crate::cluster::gateway`].
@@ -23,322 +23,29 @@
 //! not reachable from other machines by accident, and reaching it from them is one explicit
 //! line.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use ractor_cluster::node::{NodeConnectionMode, NodeServerSessionInformation};
-use ractor_cluster::{
-    IncomingEncryptionMode, NodeEventSubscription, NodeServer, NodeServerMessage, RactorMessage,
-};
-use rand::rngs::StdRng;
-use rand::SeedableRng;
+use ractor::{Actor, ActorRef};
+use ractor_cluster::node::NodeConnectionMode;
+use ractor_cluster::{IncomingEncryptionMode, NodeServer, NodeServerMessage};
 
 use crate::cluster::gateway::{EndpointArgs, FrameCounts, FrameStats, RactorTransport, WirePolicy};
 use crate::cluster::transport::{EventSink, Network, Transport, TransportError};
-use crate::core::backoff::{Backoff, BackoffConfig};
 use crate::core::boot_token::BootToken;
 use crate::core::failure_detector::DetectorConfig;
+use crate::core::isolation::{ConnectionReport, SeedWatch};
 use crate::model::NodeName;
 
 mod config;
+mod membership;
 use config::advertises_beyond_loopback;
 pub use config::{ClusterConfig, ClusterError, TlsConfig};
-
-/// Counters of the membership actor, for diagnostics and tests.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MembershipStats {
-    /// Peers with an authenticated session now: `name -> advertised host:port`.
-    pub connected: BTreeMap<NodeName, String>,
-    /// Outgoing connection attempts made.
-    pub attempts: u64,
-    /// Sessions that closed without ever authenticating (a wrong cookie, a bad handshake, or a
-    /// duplicate connection that lost ractor_cluster's election).
-    pub unauthenticated_closes: u64,
-}
-
-/// The membership actor's messages.
-#[derive(RactorMessage)]
-pub enum MembershipMsg {
-    /// A session was opened (forwarded from the node server).
-    SessionOpened(NodeServerSessionInformation),
-    /// A session authenticated.
-    SessionAuthenticated(NodeServerSessionInformation),
-    /// A session finished its state exchange.
-    SessionReady(NodeServerSessionInformation),
-    /// A session closed (may be a duplicate that lost the election: checked against the sessions).
-    SessionClosed(NodeServerSessionInformation),
-    /// Reconnect timer: connect to every target without a session whose backoff has elapsed.
-    Reconnect,
-    /// An attempt to `target` finished (`ok`: the TCP connection opened).
-    Attempted {
-        /// The target.
-        target: String,
-        /// Whether TCP connected.
-        ok: bool,
-    },
-    /// Adds a target to connect to (and keep reconnecting to).
-    Join(String),
-    /// Current counters.
-    Stats(RpcReplyPort<MembershipStats>),
-}
-
-struct Forwarder(ActorRef<MembershipMsg>);
-
-impl NodeEventSubscription for Forwarder {
-    fn node_session_opened(&self, ses: NodeServerSessionInformation) {
-        let _ = self.0.cast(MembershipMsg::SessionOpened(ses));
-    }
-    fn node_session_disconnected(&self, ses: NodeServerSessionInformation) {
-        let _ = self.0.cast(MembershipMsg::SessionClosed(ses));
-    }
-    fn node_session_authenticated(&self, ses: NodeServerSessionInformation) {
-        let _ = self.0.cast(MembershipMsg::SessionAuthenticated(ses));
-    }
-    fn node_session_ready(&self, ses: NodeServerSessionInformation) {
-        let _ = self.0.cast(MembershipMsg::SessionReady(ses));
-    }
-}
-
-struct Target {
-    backoff: Backoff,
-    next_attempt: Instant,
-    in_flight: bool,
-}
-
-struct MembershipArgs {
-    server: ActorRef<NodeServerMessage>,
-    seeds: Vec<String>,
-    backoff: BackoffConfig,
-    tick: Duration,
-    tls: Option<TlsConfig>,
-    /// This node's own addresses: a seed list shared by every node names the node itself too.
-    own_addrs: Vec<SocketAddr>,
-    own_advertised: String,
-}
-
-struct MembershipState {
-    args: MembershipArgs,
-    targets: BTreeMap<String, Target>,
-    /// Session actor ids that authenticated.
-    authenticated: std::collections::HashSet<ractor::ActorId>,
-    stats: MembershipStats,
-    rng: StdRng,
-    timer: Option<tokio::task::JoinHandle<()>>,
-}
-
-/// The most addresses the membership actor reconnects to (the seeds and every peer ever
-/// connected): peers announce their own addresses, so without a bound a peer could make the
-/// node remember, and dial, addresses without end.
-const MAX_TARGETS: usize = 1024;
-
-impl MembershipState {
-    fn is_self(&self, target: &str) -> bool {
-        target == self.args.own_advertised
-            || target
-                .to_socket_addrs()
-                .map(|mut addrs| addrs.any(|a| self.args.own_addrs.contains(&a)))
-                .unwrap_or(false)
-    }
-
-    fn add_target(&mut self, target: String) {
-        if self.is_self(&target) {
-            return;
-        }
-        if !self.targets.contains_key(&target) && self.targets.len() >= MAX_TARGETS {
-            tracing::warn!(%target, limit = MAX_TARGETS, "peer address not remembered: too many known");
-            return;
-        }
-        let backoff = self.args.backoff;
-        self.targets.entry(target).or_insert_with(|| Target {
-            backoff: Backoff::new(backoff),
-            next_attempt: Instant::now(),
-            in_flight: false,
-        });
-    }
-
-    /// Whether some authenticated session reaches `target` (by advertised or socket address).
-    fn is_connected(
-        target: &str,
-        sessions: &std::collections::HashMap<u64, NodeServerSessionInformation>,
-    ) -> bool {
-        let resolved: Vec<SocketAddr> = target
-            .to_socket_addrs()
-            .map(|a| a.collect())
-            .unwrap_or_default();
-        sessions.values().any(|s| {
-            s.peer_name
-                .as_ref()
-                .is_some_and(|n| n.connection_string == target)
-                || s.peer_addr == target
-                || s.peer_addr
-                    .parse::<SocketAddr>()
-                    .is_ok_and(|a| resolved.contains(&a))
-        })
-    }
-
-    async fn reconnect(&mut self, myself: &ActorRef<MembershipMsg>) {
-        let sessions =
-            match ractor::call_t!(self.args.server, NodeServerMessage::GetSessions, 2_000) {
-                Ok(sessions) => sessions,
-                Err(error) => {
-                    tracing::warn!(%error, "cannot list node sessions");
-                    return;
-                }
-            };
-        self.stats.connected = sessions
-            .values()
-            .filter_map(|s| {
-                s.peer_name
-                    .as_ref()
-                    .map(|n| (n.name.clone(), n.connection_string.clone()))
-            })
-            .collect();
-        let now = Instant::now();
-        for (name, target) in &mut self.targets {
-            if Self::is_connected(name, &sessions) {
-                target.backoff.reset();
-                target.next_attempt = now;
-                continue;
-            }
-            if target.in_flight || target.next_attempt > now {
-                continue;
-            }
-            target.in_flight = true;
-            target.next_attempt = now + target.backoff.next_delay(&mut self.rng);
-            self.stats.attempts += 1;
-            let server = self.args.server.clone();
-            let tls = self.args.tls.clone();
-            let me = myself.clone();
-            let addr = name.clone();
-            tracing::debug!(target = %addr, attempt = target.backoff.attempt(), "connecting");
-            tokio::spawn(async move {
-                let result = match tls {
-                    None => ractor_cluster::client_connect(&server, addr.as_str()).await,
-                    Some(tls) => {
-                        ractor_cluster::client_connect_enc(
-                            &server,
-                            addr.as_str(),
-                            tls.connector,
-                            tls.server_name,
-                        )
-                        .await
-                    }
-                };
-                if let Err(error) = &result {
-                    tracing::debug!(target = %addr, %error, "connection attempt failed");
-                }
-                let _ = me.cast(MembershipMsg::Attempted {
-                    target: addr,
-                    ok: result.is_ok(),
-                });
-            });
-        }
-    }
-}
-
-struct Membership;
-
-impl Actor for Membership {
-    type Msg = MembershipMsg;
-    type State = MembershipState;
-    type Arguments = MembershipArgs;
-
-    async fn pre_start(
-        &self,
-        myself: ActorRef<Self::Msg>,
-        args: MembershipArgs,
-    ) -> Result<Self::State, ActorProcessingErr> {
-        let timer = myself.send_interval(args.tick, || MembershipMsg::Reconnect);
-        let mut state = MembershipState {
-            targets: BTreeMap::new(),
-            authenticated: Default::default(),
-            stats: MembershipStats::default(),
-            rng: StdRng::from_entropy(),
-            timer: Some(timer),
-            args,
-        };
-        for seed in state.args.seeds.clone() {
-            state.add_target(seed);
-        }
-        Ok(state)
-    }
-
-    async fn post_start(
-        &self,
-        myself: ActorRef<Self::Msg>,
-        state: &mut Self::State,
-    ) -> Result<(), ActorProcessingErr> {
-        state.reconnect(&myself).await;
-        Ok(())
-    }
-
-    async fn post_stop(
-        &self,
-        _myself: ActorRef<Self::Msg>,
-        state: &mut Self::State,
-    ) -> Result<(), ActorProcessingErr> {
-        if let Some(timer) = state.timer.take() {
-            timer.abort();
-        }
-        Ok(())
-    }
-
-    async fn handle(
-        &self,
-        myself: ActorRef<Self::Msg>,
-        msg: MembershipMsg,
-        state: &mut Self::State,
-    ) -> Result<(), ActorProcessingErr> {
-        match msg {
-            MembershipMsg::SessionOpened(_) => {}
-            MembershipMsg::SessionAuthenticated(ses) => {
-                state.authenticated.insert(ses.actor.get_id());
-            }
-            MembershipMsg::SessionReady(ses) => {
-                if let Some(name) = ses.peer_name.as_ref() {
-                    tracing::info!(peer = %name.name, addr = %name.connection_string, "node session ready");
-                    // Remember every peer, so that we reconnect to it too (not only to seeds).
-                    if !name.connection_string.is_empty() {
-                        state.add_target(name.connection_string.clone());
-                    }
-                }
-                state.reconnect(&myself).await;
-            }
-            MembershipMsg::SessionClosed(ses) => {
-                if !state.authenticated.remove(&ses.actor.get_id()) {
-                    state.stats.unauthenticated_closes += 1;
-                    tracing::warn!(peer_addr = %ses.peer_addr, "node session closed before authenticating (wrong cookie?)");
-                } else {
-                    tracing::info!(peer_addr = %ses.peer_addr, "node session closed");
-                }
-                // Level-triggered: the reconnect pass checks the live sessions, so a duplicate
-                // session that lost its election (the peer is still connected) changes nothing.
-                state.reconnect(&myself).await;
-            }
-            MembershipMsg::Reconnect => state.reconnect(&myself).await,
-            MembershipMsg::Attempted { target, ok } => {
-                if let Some(t) = state.targets.get_mut(&target) {
-                    t.in_flight = false;
-                    if !ok {
-                        tracing::debug!(%target, next_in = ?t.next_attempt.saturating_duration_since(Instant::now()), "will retry");
-                    }
-                }
-            }
-            MembershipMsg::Join(target) => {
-                state.add_target(target);
-                state.reconnect(&myself).await;
-            }
-            MembershipMsg::Stats(reply) => {
-                let _ = reply.send(state.stats.clone());
-            }
-        }
-        Ok(())
-    }
-}
+use membership::{Connection, Forwarder, Membership, MembershipArgs};
+pub use membership::{MembershipMsg, MembershipStats};
 
 /// A running cluster node: a [`Network`] for the hubs of this process.
 ///
@@ -387,6 +94,7 @@ pub struct ClusterNode {
     boot_token: BootToken,
     server: ActorRef<NodeServerMessage>,
     membership: ActorRef<MembershipMsg>,
+    connection: Arc<Mutex<Connection>>,
     heartbeat: DetectorConfig,
     wire: WirePolicy,
     frames: Arc<FrameStats>,
@@ -476,6 +184,16 @@ impl ClusterNode {
                     what: "node server",
                     reason: e.to_string(),
                 })?;
+        let own_addrs = own_addrs(&config.host, port);
+        let own_advertised = format!("{}:{}", config.host, port);
+        let seeds: Vec<String> = config
+            .seeds
+            .iter()
+            .filter(|s| !membership::is_self(s, &own_advertised, &own_addrs))
+            .cloned()
+            .collect();
+        let connection =
+            Connection::new(SeedWatch::new(seeds, config.isolated_after, Instant::now()));
         let (membership, _) = Actor::spawn(
             None,
             Membership,
@@ -485,8 +203,9 @@ impl ClusterNode {
                 backoff: config.reconnect,
                 tick: config.heartbeat.interval,
                 tls: config.tls.clone(),
-                own_addrs: own_addrs(&config.host, port),
-                own_advertised: format!("{}:{}", config.host, port),
+                own_addrs,
+                own_advertised,
+                connection: connection.clone(),
             },
         )
         .await
@@ -505,6 +224,7 @@ impl ClusterNode {
             boot_token: BootToken::random(),
             server,
             membership,
+            connection,
             heartbeat: config.heartbeat,
             wire: config.wire,
             frames: Arc::new(FrameStats::default()),
@@ -528,6 +248,16 @@ impl ClusterNode {
             .map_err(|e| TransportError::Node(e.to_string()))
     }
 
+    /// The node's connection to the cluster now: connected, joining, alone by design (no
+    /// seeds) or isolated (seeds given, no peer authenticated for longer than
+    /// [`ClusterConfig::isolated_after`]), and the peers refused for their cookie.
+    pub fn connection(&self) -> ConnectionReport {
+        self.connection
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .report(Instant::now())
+    }
+
     /// The frames this node's hub endpoints refused: forged (a seal that does not verify, an
     /// open frame in a sealing node's name), unconfirmed key offers, undecodable.
     pub fn frame_counts(&self) -> FrameCounts {
@@ -549,6 +279,10 @@ impl Network for ClusterNode {
 
     fn serves_remote_clients(&self) -> bool {
         true
+    }
+
+    fn connection(&self) -> Option<ConnectionReport> {
+        Some(ClusterNode::connection(self))
     }
 
     fn boot_token(&self) -> BootToken {

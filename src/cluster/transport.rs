@@ -155,6 +155,13 @@ pub trait Network: Send + Sync {
     fn serves_remote_clients(&self) -> bool {
         false
     }
+
+    /// The node's connection to the cluster (isolated or not, peers refused for their
+    /// cookie), for health and metrics; `None` for a network that has no seeds to miss (the
+    /// in-process router).
+    fn connection(&self) -> Option<crate::core::isolation::ConnectionReport> {
+        None
+    }
 }
 
 /// What [`crate::HubBuilder::network`] accepts: a network by value (`ClusterNode`,

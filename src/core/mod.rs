@@ -19,6 +19,7 @@ pub mod failure_detector;
 pub mod gossip;
 pub mod guided;
 pub mod handover;
+pub mod isolation;
 pub mod load;
 pub mod manifest_ship;
 pub mod placement;

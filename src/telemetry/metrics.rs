@@ -92,8 +92,15 @@ pub const COMMIT_SECONDS: &str = "process_hub_storage_commit_duration_seconds";
 /// Batches (writes) per storage commit.
 pub const WRITES_PER_COMMIT: &str = "process_hub_storage_writes_per_commit";
 
+/// Peers refused for their cookie since the node started (a session that closed before
+/// authenticating, with no session to that peer authenticated since); 0 from the first scrape.
+pub const PEER_AUTH_FAILURES: &str = "process_hub_peer_auth_failures_total";
+/// 1 while the node was given seeds and no peer has authenticated for longer than its
+/// threshold (health `status: "isolated"`).
+pub const ISOLATED: &str = "process_hub_isolated";
+
 /// Every metric the hub records, by name (what a dashboard may chart).
-pub const ALL: [&str; 37] = [
+pub const ALL: [&str; 39] = [
     CHILDREN,
     REGISTRY_ROWS,
     REGISTRY_UNBOUND_ROWS,
@@ -131,6 +138,8 @@ pub const ALL: [&str; 37] = [
     PEER_SUSPECTED,
     COMMIT_SECONDS,
     WRITES_PER_COMMIT,
+    PEER_AUTH_FAILURES,
+    ISOLATED,
 ];
 
 /// Whether this process records the hub's metrics (on by default; a recorder still has to be
@@ -219,6 +228,11 @@ pub fn describe() {
             "Registry storage commits."
         );
         describe_histogram!(WRITES_PER_COMMIT, "Writes per storage commit.");
+        describe_counter!(PEER_AUTH_FAILURES, "Peers refused for their cookie.");
+        describe_gauge!(
+            ISOLATED,
+            "1 while seeds were given and no peer authenticated."
+        );
     });
 }
 
@@ -492,6 +506,11 @@ pub(crate) fn refresh(shared: &HubShared) {
     }
     for (reason, n) in shared.refusals.snapshot() {
         counter!(REFUSED, &labels.with("reason", reason)).absolute(n);
+    }
+    if let Some(connection) = shared.network.as_ref().and_then(|n| n.connection()) {
+        counter!(PEER_AUTH_FAILURES, &base).absolute(connection.auth_refusals.total());
+        let isolated = connection.connectivity.is_isolated();
+        gauge!(ISOLATED, &base).set(f64::from(u8::from(isolated)));
     }
 }
 

@@ -149,6 +149,12 @@ impl AdminClient {
         self.finish(self.auth(self.agent.get(&self.url("/v1/health"))).call())
     }
 
+    /// `GET /v1/ready`: the health when the node is ready (status `ok`), else the 503
+    /// `not_ready` as [`AdminClientError::Status`].
+    pub fn ready(&self) -> Result<Health, AdminClientError> {
+        self.finish(self.auth(self.agent.get(&self.url("/v1/ready"))).call())
+    }
+
     /// `GET /v1/children`, every page of it.
     pub fn children(&self) -> Result<Vec<ChildView>, AdminClientError> {
         let mut all = Vec::new();

@@ -65,6 +65,10 @@ pub struct ClusterOptions {
     /// A bearer token for every node's admin API (written to a private file in the work
     /// directory and passed as `--admin-token-file`); the nodes' clients present it.
     pub admin_token: Option<String>,
+    /// Every node lists every node's address as its seeds (one shared seed list, as a
+    /// deployment would write it), so nodes started together dial each other; otherwise node 0
+    /// has no seed and the others join it.
+    pub mesh: bool,
 }
 
 impl Default for ClusterOptions {
@@ -76,6 +80,7 @@ impl Default for ClusterOptions {
             extra_args: Vec::new(),
             log_filter: "info".into(),
             admin_token: None,
+            mesh: false,
         }
     }
 }
@@ -236,6 +241,11 @@ impl NodeProcess {
         self.spawn()
     }
 
+    /// The node's whole log (every start of it).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
     /// The last `lines` lines of the node's log.
     pub fn log_tail(&self, lines: usize) -> String {
         let text = std::fs::read_to_string(&self.log_path).unwrap_or_default();
@@ -297,9 +307,19 @@ impl LocalCluster {
             binary: binary.to_owned(),
             seed,
         };
+        let everyone: Vec<SocketAddr> = ports
+            .iter()
+            .map(|(port, _)| SocketAddr::from(([127, 0, 0, 1], *port)))
+            .collect();
         for (i, (port, admin_port)) in ports.into_iter().enumerate() {
-            let join = if i > 0 { seed } else { None };
-            cluster.spawn_node(options, port, admin_port, join)?;
+            let join = if options.mesh {
+                everyone.clone()
+            } else if i > 0 {
+                seed.into_iter().collect()
+            } else {
+                Vec::new()
+            };
+            cluster.spawn_node(options, port, admin_port, &join)?;
         }
         Ok(cluster)
     }
@@ -309,7 +329,7 @@ impl LocalCluster {
         options: &ClusterOptions,
         port: u16,
         admin_port: u16,
-        join: Option<SocketAddr>,
+        join: &[SocketAddr],
     ) -> Result<usize, HarnessError> {
         let name = format!("n{}", self.nodes.len() + 1);
         let listen = SocketAddr::from(([127, 0, 0, 1], port));
@@ -337,9 +357,10 @@ impl LocalCluster {
             }
             .into(),
         ];
-        if let Some(seed) = join {
+        if !join.is_empty() {
             args.push("--join".into());
-            args.push(seed.to_string());
+            let seeds: Vec<String> = join.iter().map(SocketAddr::to_string).collect();
+            args.push(seeds.join(","));
         }
         if let Some(token) = &options.admin_token {
             let path = self.workdir.join(format!("{name}.admin-token"));
@@ -370,8 +391,8 @@ impl LocalCluster {
     /// its index in [`LocalCluster::nodes`]. Its name continues the sequence (`n4` after three).
     pub fn add_node(&mut self, options: &ClusterOptions) -> Result<usize, HarnessError> {
         let (port, admin_port) = (free_port()?, free_port()?);
-        let seed = self.seed;
-        self.spawn_node(options, port, admin_port, seed)
+        let seed: Vec<SocketAddr> = self.seed.into_iter().collect();
+        self.spawn_node(options, port, admin_port, &seed)
     }
 
     /// Where the nodes' data directories and logs are.

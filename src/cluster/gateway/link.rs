@@ -33,10 +33,12 @@ pub(crate) enum LinkMsg {
     Frame(Vec<u8>),
     /// Heartbeat timer: send heartbeats, run the failure detector, re-greet unconfirmed peers.
     Tick,
-    /// The answer of `node`'s Confirmer about a key offered in its name.
+    /// The answer of `node`'s Confirmer about a key offered in its name, through its gateway
+    /// named `gateway`.
     Confirmed {
         node: NodeName,
         key: SealKey,
+        gateway: String,
         confirmed: bool,
     },
 }
@@ -74,8 +76,10 @@ pub(crate) struct LinkState {
     pending_sealed_hello: BTreeMap<NodeName, BootToken>,
     /// The key this node chose for each sender (what the Confirmer answers from).
     inbound: InboundKeys,
-    /// The keys peers chose for this node's frames, once confirmed by them.
-    outbound: BTreeMap<NodeName, SealKey>,
+    /// The keys peers chose for this node's frames, once confirmed by them, with the name of
+    /// the gateway they were confirmed through: a key belongs to one endpoint of its peer (one
+    /// boot), and a peer's new gateway (a restart, a re-opened endpoint) chose new keys.
+    outbound: BTreeMap<NodeName, (SealKey, String)>,
     /// Peers whose key offer is being confirmed.
     confirming: BTreeSet<NodeName>,
     detector: FailureDetector,
@@ -107,7 +111,7 @@ impl LinkState {
         let (proxy, speech) = self.mapped(node)?;
         let seal = match speech {
             Speech::Open => None,
-            Speech::Sealed { .. } => Some(*self.outbound.get(node)?),
+            Speech::Sealed { .. } => Some(self.outbound.get(node)?.0),
         };
         let compact = matches!(speech, Speech::Sealed { compact: true });
         Some(UpPeer {
@@ -253,6 +257,7 @@ impl LinkState {
                 };
                 let speech = if self.seals() { speech } else { Speech::Open };
                 let proxy: ActorRef<GatewayFrame> = ActorRef::from(cell.clone());
+                self.forget_stale_key(&name, cell.get_name().as_deref());
                 self.proxies
                     .insert(cell.get_id(), (name.clone(), proxy.clone(), speech));
                 affected.remove(&name);
@@ -273,6 +278,27 @@ impl LinkState {
                 _ if self.mapped(&node).is_some() => {}
                 _ => self.mark_down(&node, "connection closed"),
             }
+        }
+    }
+
+    /// Forgets the key `node` gave this node when its newly mapped gateway, named `gateway`,
+    /// is not the one that key was confirmed through: the peer restarted or re-opened its
+    /// endpoint, and frames sealed with its predecessor's key would only be refused (as
+    /// forgeries) by it. The peer is unreachable until its new key is confirmed (a round trip).
+    fn forget_stale_key(&mut self, node: &str, gateway: Option<&str>) {
+        let stale = self
+            .outbound
+            .get(node)
+            .is_some_and(|(_, confirmed_by)| Some(confirmed_by.as_str()) != gateway);
+        if stale {
+            self.outbound.remove(node);
+            self.args
+                .shared
+                .up
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(node);
+            tracing::debug!(hub_id = %self.args.hub_id, peer = %node, "the peer's endpoint is new (a restart): its key is renewed");
         }
     }
 
@@ -410,9 +436,17 @@ impl LinkState {
         self.on_message(from, frame.payload, sealed).await;
     }
 
+    /// Drops and counts a frame that may not come from the node it names. Loud only when that
+    /// node is up here: a frame in the name of a node that is not up is dropped whatever its
+    /// seal (see `on_message`), and one arrives in every ordinary restart (a peer's frames
+    /// sealed for this node's previous boot, in flight while it came back).
     fn refuse_forged(&self, from: &str, why: &str) {
         FrameStats::bump(&self.stats().forged);
-        tracing::warn!(hub_id = %self.args.hub_id, claimed = %from, why, "frame refused: it may not come from the node it names");
+        if self.tokens.contains_key(from) {
+            tracing::warn!(hub_id = %self.args.hub_id, claimed = %from, why, "frame refused: it may not come from the node it names");
+        } else {
+            tracing::debug!(hub_id = %self.args.hub_id, claimed = %from, why, "frame refused from a node that is not up here (its seal is for another boot, or forged)");
+        }
     }
 
     /// A message from `from`, checked: `sealed` when its seal verified.
@@ -469,7 +503,9 @@ impl LinkState {
     /// A key offered in `from`'s name: used for frames to `from` once `from`'s Confirmer says
     /// it is its own.
     async fn on_key_offer(&mut self, myself: &ActorRef<LinkMsg>, from: NodeName, key: SealKey) {
-        if self.outbound.get(&from) == Some(&key) || self.confirming.contains(&from) {
+        if self.outbound.get(&from).is_some_and(|(k, _)| *k == key)
+            || self.confirming.contains(&from)
+        {
             return;
         }
         if self.mapped(&from).is_none() {
@@ -480,6 +516,7 @@ impl LinkState {
             tracing::debug!(%from, "key offer from a node that is not a mapped sealing peer; dropped");
             return;
         };
+        let gateway = proxy.get_cell().get_name().unwrap_or_default();
         let Some(confirmer) = self.confirmer_of(&proxy) else {
             // Its Confirmer's advertisement may trail its gateway's: it offers again.
             tracing::debug!(%from, "no confirmer known yet for a key offer");
@@ -499,6 +536,7 @@ impl LinkState {
             let _ = myself.cast(LinkMsg::Confirmed {
                 node: from,
                 key,
+                gateway,
                 confirmed,
             });
         });
@@ -519,17 +557,23 @@ impl LinkState {
         Some(ActorRef::from(cell))
     }
 
-    fn on_confirmed(&mut self, node: NodeName, key: SealKey, confirmed: bool) {
+    fn on_confirmed(&mut self, node: NodeName, key: SealKey, gateway: String, confirmed: bool) {
         self.confirming.remove(&node);
         if !confirmed {
             FrameStats::bump(&self.stats().refused_offers);
             tracing::warn!(hub_id = %self.args.hub_id, peer = %node, "a key offered in a peer's name was not confirmed by it; dropped");
             return;
         }
-        if self.mapped(&node).is_none() {
+        let Some((proxy, _)) = self.mapped(&node) else {
+            return;
+        };
+        if proxy.get_cell().get_name().as_deref() != Some(gateway.as_str()) {
+            // Confirmed by an endpoint of the peer that has been replaced since: its successor
+            // chose other keys and offers them.
+            tracing::debug!(hub_id = %self.args.hub_id, peer = %node, "a key confirmed by a replaced endpoint of the peer; dropped");
             return;
         }
-        self.outbound.insert(node.clone(), key);
+        self.outbound.insert(node.clone(), (key, gateway));
         if let Some(peer) = self.peer(&node) {
             if self.tokens.contains_key(&node) {
                 // Up already (the peer re-keyed): send with the new key from now on.
@@ -692,8 +736,9 @@ impl Actor for Link {
             LinkMsg::Confirmed {
                 node,
                 key,
+                gateway,
                 confirmed,
-            } => state.on_confirmed(node, key, confirmed),
+            } => state.on_confirmed(node, key, gateway, confirmed),
             LinkMsg::Tick => {
                 state.on_tick();
                 let remote =

@@ -83,6 +83,11 @@ pub struct ClusterConfig {
     /// Which wire versions the hubs speak and accept (sealed frames by default; see
     /// [`crate::cluster::gateway`]).
     pub wire: WirePolicy,
+    /// How long a node given seeds may have no authenticated peer before it reports itself
+    /// isolated (health `status: "isolated"`, not ready). Default
+    /// [`DEFAULT_ISOLATED_AFTER`](crate::core::isolation::DEFAULT_ISOLATED_AFTER), 10 s.
+    /// A node without seeds is never isolated.
+    pub isolated_after: std::time::Duration,
 }
 
 impl ClusterConfig {
@@ -104,6 +109,7 @@ impl ClusterConfig {
             heartbeat: DetectorConfig::default(),
             reconnect: BackoffConfig::default(),
             wire: WirePolicy::default(),
+            isolated_after: crate::core::isolation::DEFAULT_ISOLATED_AFTER,
         }
     }
 

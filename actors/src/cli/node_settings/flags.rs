@@ -18,6 +18,18 @@ pub enum BackendChoice {
     Durable,
 }
 
+/// How a node writes its log lines to stderr.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    /// One line of text per event (colours only when stderr is a terminal).
+    #[default]
+    Text,
+    /// One JSON object per line (`timestamp`, `level`, `target`, `fields`, `spans`), for log
+    /// shippers.
+    Json,
+}
+
 /// `process-hub node` flags. Every flag may also come from `--config FILE.toml` (same names,
 /// with underscores); a flag given on the command line wins over the file.
 #[derive(Args, Debug, Clone, Default)]
@@ -163,6 +175,15 @@ pub struct NodeFlags {
     /// cannot be checked for their sender. Set it once every node of the cluster is upgraded.
     #[arg(long)]
     pub refuse_open_peers: bool,
+    /// How log lines are written to stderr: `text` (default; colours only on a terminal) or
+    /// `json` (one object per line, for log shippers).
+    #[arg(long, value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// How long a node given --join seeds may have no authenticated peer before its health
+    /// says `isolated` (and `GET /v1/ready` answers 503), in ms (default 10000, range
+    /// [100, 3600000]).
+    #[arg(long)]
+    pub isolated_after_ms: Option<u64>,
     /// Testing knob: the newest wire version this node speaks (1 behaves as a build before
     /// sealed frames, 2 as one before compact frames, to rehearse a rolling upgrade; default 3).
     #[arg(long, hide = true)]
@@ -213,4 +234,6 @@ pub(super) struct FileSettings {
     #[serde(default)]
     pub(super) refuse_open_peers: bool,
     pub(super) max_wire_version: Option<u16>,
+    pub(super) log_format: Option<LogFormat>,
+    pub(super) isolated_after_ms: Option<u64>,
 }

@@ -18,7 +18,7 @@ use process_hub::cluster::wire::seal::{COMPACT_VERSION, OPEN_VERSION, SEALED_VER
 use super::secrets::CookieSource;
 pub use error::NodeSettingsError;
 use flags::FileSettings;
-pub use flags::{BackendChoice, NodeFlags};
+pub use flags::{BackendChoice, LogFormat, NodeFlags};
 
 /// A node configuration that passed validation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +76,16 @@ pub struct NodeSettings {
     pub auto_recovery: Option<AutoRecoverySettings>,
     /// Which wire versions the node speaks and accepts.
     pub wire: WirePolicy,
+    /// How log lines are written (`--log-format`).
+    pub log_format: LogFormat,
+    /// How long without an authenticated peer makes a node with seeds isolated
+    /// (`--isolated-after-ms`).
+    pub isolated_after: std::time::Duration,
 }
+
+/// The range of `--isolated-after-ms`: long enough not to flap during a seed's restart, short
+/// enough to tell a misconfigured node within the hour.
+pub const ISOLATED_AFTER_MS: std::ops::RangeInclusive<u64> = 100..=3_600_000;
 
 /// The files of `--tls-cert`, `--tls-key`, `--tls-ca` and the name of `--tls-server-name`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -322,8 +331,24 @@ impl NodeFlags {
             max_version,
             refuse_open_peers: self.refuse_open_peers || file.refuse_open_peers,
         };
+        let isolated_after_ms = self
+            .isolated_after_ms
+            .or(file.isolated_after_ms)
+            .unwrap_or(process_hub::core::isolation::DEFAULT_ISOLATED_AFTER.as_millis() as u64);
+        if !ISOLATED_AFTER_MS.contains(&isolated_after_ms) {
+            return Err(NodeSettingsError::Invalid {
+                setting: "isolated-after-ms",
+                reason: format!(
+                    "{isolated_after_ms} is outside [{}, {}]",
+                    ISOLATED_AFTER_MS.start(),
+                    ISOLATED_AFTER_MS.end()
+                ),
+            });
+        }
         Ok(NodeSettings {
             wire,
+            log_format: self.log_format.or(file.log_format).unwrap_or_default(),
+            isolated_after: std::time::Duration::from_millis(isolated_after_ms),
             auto_recovery,
             node_name: format!("{name}@{}", listen.ip()),
             hub,

@@ -298,3 +298,53 @@ fn partition_tolerance_comes_from_the_file_table_or_the_flag_over_it() {
         .to_string();
     assert!(err.contains("unknown partition tolerance"), "{err}");
 }
+
+#[test]
+fn log_format_and_isolation_threshold_come_from_the_flags_else_the_file() {
+    let s = flags().resolve().unwrap();
+    assert_eq!(s.log_format, LogFormat::Text);
+    assert_eq!(
+        s.isolated_after,
+        process_hub::core::isolation::DEFAULT_ISOLATED_AFTER
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("node.toml");
+    std::fs::write(
+        &path,
+        "hub = \"h\"\nname = \"b\"\nlisten = \"127.0.0.1:5000\"\nlog_format = \"json\"\nisolated_after_ms = 2500\n",
+    )
+    .unwrap();
+    let from_file = NodeFlags {
+        config: Some(path.clone()),
+        ..Default::default()
+    };
+    let s = from_file.clone().resolve().unwrap();
+    assert_eq!(s.log_format, LogFormat::Json);
+    assert_eq!(s.isolated_after, std::time::Duration::from_millis(2500));
+    let s = NodeFlags {
+        log_format: Some(LogFormat::Text),
+        isolated_after_ms: Some(700),
+        ..from_file
+    }
+    .resolve()
+    .unwrap();
+    assert_eq!(s.log_format, LogFormat::Text, "the flag wins");
+    assert_eq!(s.isolated_after, std::time::Duration::from_millis(700));
+    for out_of_range in [0, 99, 3_600_001] {
+        let mut f = flags();
+        f.isolated_after_ms = Some(out_of_range);
+        let err = f.resolve().unwrap_err().to_string();
+        assert!(err.contains("--isolated-after-ms"), "{err}");
+    }
+    std::fs::write(&path, "hub = \"h\"\nlog_format = \"xml\"\n").unwrap();
+    let err = NodeFlags {
+        config: Some(path),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap_err();
+    assert!(
+        matches!(err, NodeSettingsError::ParseConfig { .. }),
+        "{err}"
+    );
+}
