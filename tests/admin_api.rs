@@ -352,3 +352,76 @@ async fn unknown_and_missing_fields_and_unknown_kinds_are_named_and_start_nothin
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
 }
+
+/// Posts the raw text `body` (JSON a `Value` cannot hold: a key given twice) to the start.
+async fn post_text(hub: &FakeHub, body: &str) -> (StatusCode, Value) {
+    let request = axum::http::Request::builder()
+        .method("POST")
+        .uri("/v1/children")
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(body.to_owned()))
+        .expect("a well-formed request");
+    let (status, bytes) =
+        common::admin::send(process_hub::admin::router(hub.clone()), request).await;
+    let value = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|e| panic!("the answer is JSON ({e}): {bytes:?}"));
+    (status, value)
+}
+
+#[tokio::test]
+async fn a_field_given_twice_is_refused_naming_it_and_starts_nothing() {
+    let hub = FakeHub::default();
+    // Read as its last value, this would start a plain child where a durable one was asked.
+    let (status, answer) = post_text(
+        &hub,
+        r#"{"id":"a","kind":"counter","durable":true,"durable":false}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    assert_eq!(answer["error"], "invalid_input");
+    assert_eq!(answer["field"], "durable");
+    assert_eq!(answer["at"], "the child spec");
+    assert!(
+        answer["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(r#"duplicate field "durable" in the child spec (id "a")"#),
+        "{answer}"
+    );
+    // In a batch, the entry is named and none of the batch starts; a key twice inside `args`
+    // blames `args`.
+    let (status, answer) = post_text(
+        &hub,
+        r#"[{"id":"a","kind":"counter"},{"id":"b","kind":"counter","args":{"start":1,"start":2}}]"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    assert_eq!(
+        (&answer["error"], &answer["field"], &answer["at"]),
+        (
+            &json!("invalid_input"),
+            &json!("args"),
+            &json!("children[1]")
+        ),
+        "{answer}"
+    );
+    assert!(hub.children.lock().unwrap().is_empty(), "started something");
+    // The same keys once each start.
+    let (status, answer) = post_text(&hub, r#"{"id":"a","kind":"counter","durable":false}"#).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(hub.children.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn kinds_lists_what_the_node_can_start_or_404_when_it_cannot_tell() {
+    let hub = FakeHub {
+        kinds: Some(vec!["counter".into(), "kv_shard".into()]),
+        ..Default::default()
+    };
+    let (status, body) = call(&hub, "GET", "/v1/kinds", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body, json!({"kinds": ["counter", "kv_shard"]}));
+    let (status, body) = call(&FakeHub::default(), "GET", "/v1/kinds", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(body["error"], "not_found");
+}

@@ -320,19 +320,35 @@ fn an_operator_runs_a_cluster_with_ctl() {
         "{}",
         refused.stderr
     );
-    // An unknown kind is the node's to refuse: the request is refused whole, listing its kinds.
+    // A kind the node does not know, on a line past the first batch, is refused before
+    // anything is sent (the kinds come from `GET /v1/kinds`): exit 2 naming the line, the
+    // id, the kind and the known kinds; the first batches did not start.
     let mut unknown_kind = lines.clone();
     unknown_kind[8] = r#"{"id":"t8","kind":"cuonter"}"#.into();
     std::fs::write(&typo, unknown_kind.join("\n")).expect("specs file");
-    let refused = ctl.run(&["start", "--file", typo.to_str().unwrap()]);
-    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    let refused = ctl.run(&["start", "--file", typo.to_str().unwrap(), "--batch", "2"]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    let at = format!(
+        "unknown kind \"cuonter\" in {}:9 (id \"t8\"); known kinds: counter",
+        typo.display()
+    );
+    assert!(refused.stderr.contains(&at), "{}", refused.stderr);
     assert!(
-        refused
-            .stderr
-            .contains("unknown kind \"cuonter\" in children[8] (id \"t8\"); known kinds: counter"),
-        "{}",
+        !refused.stderr.contains("progress"),
+        "nothing was sent: {}",
         refused.stderr
     );
+    // A field given twice is refused the same way, not read as its last value.
+    let mut twice = lines.clone();
+    twice[5] = r#"{"id":"t5","kind":"counter","durable":true,"durable":false}"#.into();
+    std::fs::write(&typo, twice.join("\n")).expect("specs file");
+    let refused = ctl.run(&["start", "--file", typo.to_str().unwrap(), "--batch", "2"]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    let at = format!(
+        "duplicate field \"durable\" in {}:6 (id \"t5\")",
+        typo.display()
+    );
+    assert!(refused.stderr.contains(&at), "{}", refused.stderr);
     assert_eq!(count(ctl), before, "a refused file starts nothing");
 
     // A few hundred children from a file, in batches, with progress lines (not a terminal).

@@ -76,6 +76,14 @@ pub struct UnreachedSeedView {
     pub detail: String,
 }
 
+/// `GET /v1/kinds`: the kinds this node can start, sorted. A client checks a file of specs
+/// against it before sending any, so a typo in a kind on its last line starts nothing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KindsResponse {
+    /// The kind names, sorted.
+    pub kinds: Vec<String>,
+}
+
 /// One declared child of `GET /v1/declared`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeclaredChildView {

@@ -18,6 +18,7 @@
 //! | `GET /v1/registry/summary` | [`RegistrySummary`]: counts of this node's copy (cheap to poll) |
 //! | `GET /v1/children/{id}/explain` | [`ChildExplanation`]: where it runs, its ring owners, `why` it is there, its recent events; 404 when neither the registry nor the declared list knows the id |
 //! | `GET /v1/members` | [`MembersResponse`]: the members with their state (`up`, `leaving`, `down`) |
+//! | `GET /v1/kinds` | [`KindsResponse`]: the kinds this node can start, sorted; 404 when it cannot tell ([`AdminOps::known_kinds`]) |
 //! | `GET /v1/loads` | [`LoadsResponse`]: the members' loads this node places by |
 //! | `GET /v1/events` | server-sent events: this node's hub events as they happen ([`EventView`] per `data:`, `event:` its kind), `lagged` when the watcher fell behind; 503 `too_many_streams` beyond [`AdminLimits::max_event_streams`] |
 //! | `GET /v1/events/recent?limit=` | `[`[`EventView`]`]`: the last events of the hub's bounded ring (default 100, at most 1,000) |
@@ -42,6 +43,7 @@ mod events;
 mod explain;
 mod guard;
 mod hub_ops;
+mod json_keys;
 mod members;
 mod messaging;
 mod page;
@@ -53,9 +55,9 @@ mod ui;
 pub use config::{AdminConfig, AdminLimits, AdminToken, AdminTokenError};
 pub use dto::{CastAccepted, ChildAnswer};
 pub use dto::{
-    ChildView, ClearResponse, DeclaredChildView, DeclaredResponse, Health, LoadsResponse, NodeLoad,
-    NodePid, StartError, StartResponse, StartSpec, StartedChild, StopResponse, StoppedChild,
-    UnreachedSeedView,
+    ChildView, ClearResponse, DeclaredChildView, DeclaredResponse, Health, KindsResponse,
+    LoadsResponse, NodeLoad, NodePid, StartError, StartResponse, StartSpec, StartedChild,
+    StopResponse, StoppedChild, UnreachedSeedView,
 };
 pub use error::AdminError;
 pub use events::{EventFeed, EventView, DEFAULT_RECENT_LIMIT};
@@ -66,8 +68,8 @@ pub use messaging::{message_error, CallOutcome, DEFAULT_CALL_TIMEOUT_MS, MAX_CAL
 pub use page::{ChildrenPage, PageCollector};
 pub use routes::{router, router_with, AdminOps};
 pub use strict::{
-    check_kinds, check_values, parse_start_body, start_spec_from_json, SpecInputError,
-    START_SPEC_FIELDS,
+    check_kind, check_kinds, check_values, parse_start_body, spec_from_text, start_spec_from_json,
+    SpecInputError, START_SPEC_FIELDS,
 };
 pub use summary::RegistrySummary;
 pub use ui::CONTENT_SECURITY_POLICY;

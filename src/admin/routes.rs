@@ -16,8 +16,8 @@ use serde::Deserialize;
 use crate::model::ChildId;
 
 use super::dto::{
-    CastAccepted, ChildView, ClearResponse, DeclaredResponse, Health, LoadsResponse, StartResponse,
-    StartSpec, StopResponse,
+    CastAccepted, ChildView, ClearResponse, DeclaredResponse, Health, KindsResponse, LoadsResponse,
+    StartResponse, StartSpec, StopResponse,
 };
 use super::events::{self, EventFeed, EventView};
 use super::explain::{self, ChildExplanation};
@@ -57,6 +57,7 @@ pub trait AdminOps: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<ChildView>, AdminError>> + Send;
     /// The kinds this node can start, sorted; `None` when it cannot tell (the default). A
     /// start naming another kind is refused whole, listing these, before anything starts.
+    /// `GET /v1/kinds` answers them (404 on `None`).
     fn known_kinds(&self) -> Option<Vec<String>> {
         None
     }
@@ -214,6 +215,7 @@ pub fn router_with<O: AdminOps>(ops: O, config: AdminConfig) -> Router {
         .route("/v1/registry/summary", get(registry_summary::<O>))
         .route("/v1/declared", get(declared::<O>))
         .route("/v1/loads", get(loads::<O>))
+        .route("/v1/kinds", get(kinds::<O>))
         .route("/metrics", get(metrics_text::<O>))
         .route("/v1/members", get(members::<O>))
         .route("/v1/children/{id}/explain", get(explain::route::<O>))
@@ -398,6 +400,15 @@ async fn registry_summary<O: AdminOps>(
 
 async fn loads<O: AdminOps>(State(r): State<Routes<O>>) -> Result<Json<LoadsResponse>, AdminError> {
     r.ops.loads().await.map(Json)
+}
+
+async fn kinds<O: AdminOps>(State(r): State<Routes<O>>) -> Result<Json<KindsResponse>, AdminError> {
+    match r.ops.known_kinds() {
+        Some(kinds) => Ok(Json(KindsResponse { kinds })),
+        None => Err(AdminError::NotFound(
+            "this node does not list the kinds it can start".into(),
+        )),
+    }
 }
 
 async fn metrics_text<O: AdminOps>(

@@ -1,17 +1,19 @@
-//! Strict reading of `POST /v1/children`'s body: every field known, every required field
-//! present, each error naming the field and where it is.
+//! Strict reading of `POST /v1/children`'s body: every field known and given once, every
+//! required field present, each error naming the field and where it is.
 //!
 //! A field the API does not know is refused rather than ignored: `"durabel": true` ignored
 //! would start a plain child where the caller asked for a durable one, and answer 200. The body
 //! is read as JSON first and each spec checked field by field, so that an error says
 //! `unknown field "durabel" in children[3] (id "x")` rather than serde's message about an
-//! untagged enum. `process-hub ctl start --file` checks its files with the same functions
+//! untagged enum. A key given twice in one object is refused too (see `json_keys`): JSON
+//! readers keep its last value without a word. `process-hub ctl start --file` checks its files with the same functions
 //! before it sends anything.
 
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::dto::StartSpec;
+use super::json_keys::{find_duplicate_key, path_text, DuplicateKey, Step};
 
 /// The fields of a child spec, as the API takes them.
 pub const START_SPEC_FIELDS: &[&str] = &[
@@ -74,6 +76,14 @@ pub fn parse_start_body(body: &[u8]) -> Result<(Vec<StartSpec>, bool), SpecInput
             spec_shape()
         ))
     })?;
+    if let Some(duplicate) = find_duplicate_key(body) {
+        let single = if value.is_object() {
+            Some(place_of(0, true))
+        } else {
+            None
+        };
+        return Err(duplicate_error(duplicate, &value, single.as_deref()));
+    }
     match value {
         Value::Array(entries) => {
             let specs = entries
@@ -92,6 +102,63 @@ pub fn parse_start_body(body: &[u8]) -> Result<(Vec<StartSpec>, bool), SpecInput
             type_name(&other),
             spec_shape()
         ))),
+    }
+}
+
+/// Reads one child spec from its JSON text, `at` naming where it is (`f.jsonl:4`): JSON, no
+/// key given twice, then as [`start_spec_from_json`] reads it. Answers the JSON as read too
+/// (what `process-hub ctl start --file` sends).
+pub fn spec_from_text(text: &[u8], at: &str) -> Result<(Value, StartSpec), SpecInputError> {
+    let value: Value = serde_json::from_slice(text).map_err(|e| SpecInputError {
+        at: at.to_owned(),
+        field: None,
+        message: format!(
+            "{at}: not JSON ({e}); a child spec is an object {}",
+            spec_shape()
+        ),
+    })?;
+    if let Some(duplicate) = find_duplicate_key(text) {
+        return Err(duplicate_error(duplicate, &value, Some(at)));
+    }
+    let spec = start_spec_from_json(&value, at)?;
+    Ok((value, spec))
+}
+
+/// The error of a key given twice in a body whose JSON is `value`: `single` names where the
+/// body's one spec is, `None` when the body is an array of specs (`children[N]`). The field
+/// blamed is the spec's field holding the duplicate (`args` for a key twice inside `args`).
+fn duplicate_error(duplicate: DuplicateKey, value: &Value, single: Option<&str>) -> SpecInputError {
+    let DuplicateKey { path, key } = duplicate;
+    let (at, spec, inner) = match (single, path.split_first()) {
+        (Some(at), _) => (at.to_owned(), value, &path[..]),
+        (None, Some((Step::Index(i), rest))) => (place_of(*i, false), &value[*i], rest),
+        // An array has no keys: the top-level value of a body of specs is never the object.
+        (None, _) => ("the body".to_owned(), value, &path[..]),
+    };
+    // The id names the entry, unless the id is what was given twice.
+    let place = match spec.get("id").and_then(Value::as_str) {
+        Some(id) if !(inner.is_empty() && key == "id") => format!("{at} (id {id:?})"),
+        _ => at.clone(),
+    };
+    match inner.first() {
+        None => SpecInputError {
+            message: format!(
+                "duplicate field {key:?} in {place}; a field is given once (JSON keeps only the last)"
+            ),
+            at,
+            field: Some(key),
+        },
+        Some(first) => SpecInputError {
+            message: format!(
+                "duplicate key {key:?} in {} of {place}; a key is given once (JSON keeps only the last)",
+                path_text(inner)
+            ),
+            at,
+            field: match first {
+                Step::Key(field) => Some(field.clone()),
+                Step::Index(_) => None,
+            },
+        },
     }
 }
 
@@ -134,14 +201,19 @@ pub fn check_kinds(
     single: bool,
     known: &[String],
 ) -> Result<(), SpecInputError> {
-    let Some((index, spec)) = specs
+    specs
         .iter()
         .enumerate()
-        .find(|(_, spec)| !known.contains(&spec.kind))
-    else {
+        .try_for_each(|(index, spec)| check_kind(spec, &place_of(index, single), known))
+}
+
+/// Refuses `spec`, at `at`, if its kind is not in `known` (sorted names), listing the known
+/// kinds (`process-hub ctl start --file` checks each line with it before sending anything).
+pub fn check_kind(spec: &StartSpec, at: &str, known: &[String]) -> Result<(), SpecInputError> {
+    if known.contains(&spec.kind) {
         return Ok(());
-    };
-    let at = place_of(index, single);
+    }
+    let at = at.to_owned();
     Err(SpecInputError {
         message: format!(
             "unknown kind {:?} in {at} (id {:?}); known kinds: {}",
@@ -345,6 +417,62 @@ mod tests {
         );
         assert_eq!(e.field.as_deref(), Some("kind"));
         assert!(check_kinds(&specs[..1], false, &known).is_ok());
+    }
+
+    #[test]
+    fn a_key_given_twice_is_refused_naming_the_field_and_where() {
+        let e = parse_start_body(br#"{"id":"a","kind":"counter","durable":true,"durable":false}"#)
+            .unwrap_err();
+        assert_eq!(
+            (e.at.as_str(), e.field.as_deref()),
+            ("the child spec", Some("durable"))
+        );
+        assert!(
+            e.message
+                .starts_with(r#"duplicate field "durable" in the child spec (id "a")"#),
+            "{e}"
+        );
+        let e = parse_start_body(
+            br#"[{"id":"a","kind":"counter"},{"id":"b","kind":"counter","args":{"start":1,"start":2}}]"#,
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.at.as_str(), e.field.as_deref()),
+            ("children[1]", Some("args"))
+        );
+        assert!(
+            e.message
+                .starts_with(r#"duplicate key "start" in args of children[1] (id "b")"#),
+            "{e}"
+        );
+        // The id given twice: which one would name the entry is the question.
+        let e = parse_start_body(br#"[{"id":"a","id":"b","kind":"counter"}]"#).unwrap_err();
+        assert!(
+            e.message
+                .starts_with(r#"duplicate field "id" in children[0];"#),
+            "{e}"
+        );
+        // The same through the reader of one spec's text (`ctl --file`).
+        let e =
+            spec_from_text(br#"{"id":"a","kind":"k","kind":"counter"}"#, "f.jsonl:3").unwrap_err();
+        assert_eq!(
+            (e.at.as_str(), e.field.as_deref()),
+            ("f.jsonl:3", Some("kind"))
+        );
+        assert!(
+            e.message
+                .starts_with(r#"duplicate field "kind" in f.jsonl:3 (id "a")"#),
+            "{e}"
+        );
+        let (json, spec) = spec_from_text(br#"{"id":"a","kind":"counter"}"#, "f:1").unwrap();
+        assert_eq!(
+            (json["id"].as_str(), spec.kind.as_str()),
+            (Some("a"), "counter")
+        );
+        assert!(spec_from_text(b"{oops", "f:2")
+            .unwrap_err()
+            .message
+            .starts_with("f:2: not JSON"));
     }
 
     #[test]

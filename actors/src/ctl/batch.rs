@@ -1,11 +1,12 @@
 //! `start --file SPECS.jsonl`: many children from a JSON-lines file, in batches.
 //!
 //! The whole file is read and every line checked before the first request, as strictly as the
-//! admin API reads a spec (`process_hub::admin::start_spec_from_json`: no unknown field, `id`
-//! and `kind` present, each field of its type), so a bad line is a usage error (exit 2, naming
-//! the line and the field) that started nothing. The kinds are the node's to check: each
-//! request naming a kind the node does not know is refused whole, listing its kinds. The specs then go out in
-//! requests of `--batch` children (the admin API takes up to 10,000 per request; smaller
+//! admin API reads a spec (`process_hub::admin::spec_from_text`: no unknown field, no field
+//! given twice, `id` and `kind` present, each field of its type), and each kind against the
+//! node's (`GET /v1/kinds`), so a bad line is a usage error (exit 2, naming the line and the
+//! field) that started nothing. A node that does not list its kinds (404: an older node)
+//! checks them itself, refusing a request naming an unknown kind whole. The specs then go out
+//! in requests of `--batch` children (the admin API takes up to 10,000 per request; smaller
 //! batches show progress and keep each answer small). Progress goes to stderr: a bar when
 //! stderr is a terminal, a plain line per batch otherwise (logs and CI keep them readable).
 //! Children that did not start are listed on stderr and make the exit code 1.
@@ -13,7 +14,7 @@
 use std::io::IsTerminal;
 use std::path::Path;
 
-use process_hub::admin::{check_values, start_spec_from_json};
+use process_hub::admin::{check_kind, check_values, spec_from_text, StartSpec};
 use serde_json::{json, Value};
 
 use super::client::CtlClient;
@@ -24,10 +25,21 @@ use super::table::cell;
 /// The most failures listed one by one on stderr (the count covers the rest).
 const LISTED_FAILURES: usize = 20;
 
+/// One spec of a file: where it is (`source:4`), as read (what is sent) and as checked.
+#[derive(Debug, Clone)]
+pub struct FileSpec {
+    /// `source:line`.
+    pub at: String,
+    /// The line's JSON, sent as is.
+    pub json: Value,
+    /// The spec as the admin API reads it.
+    pub spec: StartSpec,
+}
+
 /// The specs of a JSON-lines text: one child spec per line, read as the admin API reads one
-/// (every field known, `id` and `kind` present, each of its type). An error names the line
-/// (`source:4`) and the field.
-pub fn parse_specs(text: &str, source: &str) -> Result<Vec<Value>, CtlError> {
+/// (every field known and given once, `id` and `kind` present, each of its type). An error
+/// names the line (`source:4`) and the field.
+pub fn parse_specs(text: &str, source: &str) -> Result<Vec<FileSpec>, CtlError> {
     let mut specs = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -35,24 +47,55 @@ pub fn parse_specs(text: &str, source: &str) -> Result<Vec<Value>, CtlError> {
             continue;
         }
         let at = format!("{source}:{}", i + 1);
-        let spec: Value = serde_json::from_str(line)
-            .map_err(|e| CtlError::Usage(format!("{at}: not a JSON object: {e}")))?;
-        let checked = start_spec_from_json(&spec, &at).and_then(|checked| {
-            check_values(std::slice::from_ref(&checked), true).map_err(|mut e| {
+        let checked = spec_from_text(line.as_bytes(), &at).and_then(|(json, spec)| {
+            check_values(std::slice::from_ref(&spec), true).map_err(|mut e| {
                 // `check_values` names a lone spec `the child spec`: name the line.
                 e.message = e.message.replace("the child spec", &at);
                 e
-            })
+            })?;
+            Ok((json, spec))
         });
-        if let Err(e) = checked {
-            return Err(CtlError::Usage(e.message));
+        match checked {
+            Ok((json, spec)) => specs.push(FileSpec { at, json, spec }),
+            Err(e) => return Err(CtlError::Usage(e.message)),
         }
-        specs.push(spec);
     }
     if specs.is_empty() {
         return Err(CtlError::Usage(format!("{source}: no specs in the file")));
     }
     Ok(specs)
+}
+
+/// Refuses the first spec whose kind is not in `known`, naming its line, id and kind and
+/// listing the known kinds.
+pub fn check_file_kinds(specs: &[FileSpec], known: &[String]) -> Result<(), CtlError> {
+    specs
+        .iter()
+        .try_for_each(|s| check_kind(&s.spec, &s.at, known))
+        .map_err(|e| CtlError::Usage(e.message))
+}
+
+/// The kinds the node can start (`GET /v1/kinds`), or `None` when it does not say (404: a
+/// node older than that path).
+fn node_kinds(client: &CtlClient) -> Result<Option<Vec<String>>, CtlError> {
+    let answer = match client.get("/v1/kinds") {
+        Ok(answer) => answer,
+        Err(CtlError::Refused { status: 404, .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let kinds = answer["kinds"]
+        .as_array()
+        .and_then(|kinds| {
+            kinds
+                .iter()
+                .map(|k| k.as_str().map(str::to_owned))
+                .collect::<Option<Vec<_>>>()
+        })
+        .ok_or_else(|| CtlError::Unreachable {
+            url: client.base().to_owned(),
+            message: format!("GET /v1/kinds answered {answer}, not {{\"kinds\": [names]}}"),
+        })?;
+    Ok(Some(kinds))
 }
 
 /// How a batch run reports its progress.
@@ -102,6 +145,10 @@ pub fn start_file(client: &CtlClient, json: bool, path: &Path, batch: u64) -> Re
     let text = std::fs::read_to_string(path)
         .map_err(|e| CtlError::Usage(format!("--file {}: {e}", path.display())))?;
     let specs = parse_specs(&text, &path.display().to_string())?;
+    if let Some(known) = node_kinds(client)? {
+        check_file_kinds(&specs, &known)?;
+    }
+    let specs: Vec<Value> = specs.into_iter().map(|s| s.json).collect();
     let total = specs.len();
     let progress = Progress::new(total);
     let mut started: Vec<Value> = Vec::new();
@@ -160,7 +207,11 @@ mod tests {
         let text = "# two counters\n{\"id\":\"a\",\"kind\":\"counter\"}\n\n{\"id\":\"b\",\"kind\":\"counter\",\"args\":{\"start\":2}}\n";
         let specs = parse_specs(text, "f").unwrap();
         assert_eq!(specs.len(), 2);
-        assert_eq!(specs[1]["args"]["start"], 2);
+        assert_eq!(specs[1].json["args"]["start"], 2);
+        assert_eq!(
+            (specs[1].at.as_str(), specs[1].spec.id.as_str()),
+            ("f:4", "b")
+        );
     }
 
     #[test]
@@ -183,5 +234,123 @@ mod tests {
         let e = parse_specs("{\"id\":\"\",\"kind\":\"counter\"}\n", "f").unwrap_err();
         assert!(e.to_string().starts_with(r#"field "id" in f:1"#), "{e}");
         assert!(parse_specs("\n# nothing\n", "f").is_err());
+    }
+
+    #[test]
+    fn a_field_given_twice_is_a_usage_error_naming_it() {
+        let e = parse_specs(
+            "{\"id\":\"a\",\"kind\":\"counter\"}\n{\"id\":\"b\",\"kind\":\"counter\",\"durable\":true,\"durable\":false}\n",
+            "f.jsonl",
+        )
+        .unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            e.to_string()
+                .starts_with(r#"duplicate field "durable" in f.jsonl:2 (id "b")"#),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_kind_names_its_line_id_and_the_known_kinds() {
+        let specs = parse_specs(
+            "{\"id\":\"a\",\"kind\":\"counter\"}\n{\"id\":\"b\",\"kind\":\"cuonter\"}\n",
+            "f.jsonl",
+        )
+        .unwrap();
+        let known = vec!["counter".to_owned(), "ticker".to_owned()];
+        let e = check_file_kinds(&specs, &known).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert_eq!(
+            e.to_string(),
+            r#"unknown kind "cuonter" in f.jsonl:2 (id "b"); known kinds: counter, ticker"#
+        );
+        assert!(check_file_kinds(&specs[..1], &known).is_ok());
+    }
+
+    /// An admin API stand-in on a local port: answers each request, in order, with the next
+    /// of `answers` (status, JSON body) and reports `METHOD path` of each on the channel.
+    fn canned_node(
+        answers: Vec<(u16, &'static str)>,
+    ) -> (String, std::sync::mpsc::Receiver<String>) {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for (status, body) in answers {
+                let Ok((stream, _)) = listener.accept() else {
+                    return;
+                };
+                let mut reader = BufReader::new(stream);
+                let mut request_line = String::new();
+                let _ = reader.read_line(&mut request_line);
+                let mut length = 0;
+                loop {
+                    let mut header = String::new();
+                    let _ = reader.read_line(&mut header);
+                    let header = header.trim();
+                    if header.is_empty() {
+                        break;
+                    }
+                    if let Some((name, value)) = header.split_once(':') {
+                        if name.eq_ignore_ascii_case("content-length") {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                    }
+                }
+                let mut request_body = vec![0; length];
+                let _ = reader.read_exact(&mut request_body);
+                let words: Vec<&str> = request_line.split_whitespace().take(2).collect();
+                let _ = tx.send(words.join(" "));
+                let mut stream = reader.into_inner();
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        (url, rx)
+    }
+
+    #[test]
+    fn a_node_that_does_not_list_its_kinds_gets_the_file_as_before() {
+        // An older node: `GET /v1/kinds` is an unknown path, the start goes ahead.
+        let (url, requests) = canned_node(vec![
+            (
+                404,
+                r#"{"error":"not_found","message":"no route /v1/kinds"}"#,
+            ),
+            (
+                200,
+                r#"{"started":[{"id":"a","nodes":["n@h"]}],"errors":[]}"#,
+            ),
+        ]);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("specs.jsonl");
+        std::fs::write(&file, "{\"id\":\"a\",\"kind\":\"anything\"}\n").unwrap();
+        let client = CtlClient::new(&url, None).unwrap();
+        start_file(&client, false, &file, 500).unwrap();
+        let seen: Vec<String> = requests.try_iter().collect();
+        assert_eq!(seen, ["GET /v1/kinds", "POST /v1/children"]);
+    }
+
+    #[test]
+    fn the_node_kinds_refuse_a_file_before_anything_is_sent() {
+        let (url, requests) = canned_node(vec![(200, r#"{"kinds":["counter"]}"#)]);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("specs.jsonl");
+        std::fs::write(
+            &file,
+            "{\"id\":\"a\",\"kind\":\"counter\"}\n{\"id\":\"b\",\"kind\":\"cuonter\"}\n",
+        )
+        .unwrap();
+        let client = CtlClient::new(&url, None).unwrap();
+        let e = start_file(&client, false, &file, 1).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        assert!(e.to_string().contains(":2 (id \"b\")"), "{e}");
+        let seen: Vec<String> = requests.try_iter().collect();
+        assert_eq!(seen, ["GET /v1/kinds"]);
     }
 }
