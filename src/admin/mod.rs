@@ -52,7 +52,8 @@ pub use config::{AdminConfig, AdminLimits, AdminToken, AdminTokenError};
 pub use dto::{CastAccepted, ChildAnswer};
 pub use dto::{
     ChildView, ClearResponse, DeclaredChildView, DeclaredResponse, Health, LoadsResponse, NodeLoad,
-    NodePid, StartError, StartResponse, StartSpec, StartedChild, StopResponse, StoppedChild,
+    NodePid, PendingChild, StartError, StartResponse, StartSpec, StartedChild, StopResponse,
+    StoppedChild,
 };
 pub use error::AdminError;
 pub use events::{EventFeed, EventView, DEFAULT_RECENT_LIMIT};

@@ -433,6 +433,7 @@ impl CoordinatorState {
                 awaited: opts.awaitable,
                 stopped: Vec::new(),
                 errors,
+                pending: Vec::new(),
             }));
             return;
         }
