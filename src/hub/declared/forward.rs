@@ -32,8 +32,8 @@ pub(crate) struct DeclaredStart {
 /// After the declaration is durable: start through the Coordinator and tell the caller what
 /// happened to each child. The declaration is the decisive half: a declared child whose start
 /// is not confirmed (its owner unreachable, slow, or without quorum) is `pending`, since the
-/// reconcile starts it. A child whose start can never succeed, was refused for want of disk, or
-/// failed in its own `pre_start`, is undeclared again (the caller is told it failed, so a
+/// reconcile starts it. A child whose start can never succeed, was refused for want of disk or
+/// for its mapping, or failed in its own `pre_start`, is undeclared again (the caller is told it failed, so a
 /// reconcile round must not start it later), as are the children of a rolled-back request. A
 /// `fresh` child (neither declared nor running before this start) found already started was
 /// started by a reconcile round that saw the declaration first: it is reported started where it
@@ -117,6 +117,13 @@ pub(crate) async fn start_declared(
                     ChildStartError::Storage { .. }
                     | ChildStartError::InsufficientStorage { .. } => {
                         Some("their start was refused: the registry could not record them")
+                    }
+                    // Checked again when the start is routed: the members may have changed
+                    // since the declaration.
+                    ChildStartError::ChildMappingMissing
+                    | ChildStartError::ChildMappingInvalid { .. }
+                    | ChildStartError::ChildMappingMismatch { .. } => {
+                        Some("their mapping was refused when the start was routed")
                     }
                     _ => None,
                 };

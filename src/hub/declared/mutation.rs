@@ -307,10 +307,18 @@ impl DeclaredLeaderState {
                 .collect()
         };
         let version_here = self.state.list().version();
+        let lie = self.hub.has_bug(InjectedBug::ErrorAfterUndeclaring);
         self.mutate(
             myself,
             DeclaredOp::Undeclare { ids: undeclare },
             Box::new(move |outcome| match outcome {
+                Ok(_) if lie => {
+                    let (tx, _) = tokio::sync::oneshot::channel();
+                    forward_undeclared_stop(&hub, ids, opts, tx.into(), StopAfterUndeclare::new(undeclared));
+                    let _ = reply.send(Err(StopError::Declared(RecoveryError::NoLeader {
+                        reason: "injected: the removal is committed all the same".into(),
+                    })));
+                }
                 Ok(version) => {
                     let mut after = StopAfterUndeclare::new(undeclared);
                     if version > version_here {
