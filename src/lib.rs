@@ -53,9 +53,9 @@ pub use api::WaitForMembersTimeout;
 pub use api::{ChildDown, ChildRef, ChildRefError, DownSink, MonitorId, MonitorOptions};
 pub use api::{
     ChildFailure, ChildInfo, ChildMessageError, ChildStartError, ChildStopError, Hub, HubBuilder,
-    HubMsg, HubUnavailable, OnFailure, ProcessEntry, ProcessScope, ShutdownTimedOut, SpawnError,
-    StartError, StartOptions, StartResult, StartedChild, StopError, StopFailure, StopOptions,
-    StopResult, StoppedChild,
+    HubMsg, HubUnavailable, OnFailure, PendingStart, PendingStop, ProcessEntry, ProcessScope,
+    ShutdownTimedOut, SpawnError, StartError, StartOptions, StartResult, StartedChild, StopError,
+    StopFailure, StopOptions, StopOutcome, StopResult, StoppedChild,
 };
 pub use api::{DeclaredView, RecoveryError};
 pub use process_hub_derive::ChildMessage;

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use axum::http::StatusCode;
 use process_hub::admin::{
-    AdminError, AdminOps, ChildView, Health, NodePid, StartError, StartResponse, StartSpec,
-    StartedChild, StopResponse, StoppedChild,
+    AdminError, AdminOps, ChildView, Health, NodePid, PendingChild, StartError, StartResponse,
+    StartSpec, StartedChild, StopResponse, StoppedChild,
 };
 use process_hub::model::ChildId;
 use serde_json::{json, Value};
@@ -59,6 +59,20 @@ impl AdminOps for FakeHub {
         let mut out = StartResponse::default();
         let mut children = self.children.lock().unwrap();
         for spec in specs {
+            if spec.id.starts_with("unsure") {
+                return Err(AdminError::OutcomeUnknown(
+                    "the declared list's leader did not answer in time".into(),
+                ));
+            }
+            if spec.id.starts_with("pending") {
+                out.pending.push(PendingChild {
+                    id: spec.id.clone(),
+                    nodes: vec!["d@127.0.0.1".into()],
+                    reason: "node unavailable: d is cut off".into(),
+                    code: "node_unavailable".into(),
+                });
+                continue;
+            }
             if children.contains_key(&spec.id) {
                 out.errors.push(StartError {
                     id: spec.id.clone(),
@@ -88,6 +102,22 @@ impl AdminOps for FakeHub {
     }
 
     async fn stop_child(&self, id: ChildId) -> Result<Option<StopResponse>, AdminError> {
+        if id.as_str().starts_with("unsure") {
+            return Err(AdminError::OutcomeUnknown(
+                "the declared list's leader did not answer in time".into(),
+            ));
+        }
+        if id.as_str().starts_with("pending") {
+            return Ok(Some(StopResponse {
+                pending: vec![PendingChild {
+                    id: id.to_string(),
+                    nodes: vec!["d@127.0.0.1".into()],
+                    reason: "node unavailable: d is cut off".into(),
+                    code: "node_unavailable".into(),
+                }],
+                ..StopResponse::default()
+            }));
+        }
         Ok(self
             .children
             .lock()
@@ -99,6 +129,7 @@ impl AdminOps for FakeHub {
                     nodes: c.nodes.into_iter().map(|n| n.node).collect(),
                 }],
                 errors: vec![],
+                pending: vec![],
             }))
     }
 }
@@ -424,4 +455,48 @@ async fn kinds_lists_what_the_node_can_start_or_404_when_it_cannot_tell() {
     let (status, body) = call(&FakeHub::default(), "GET", "/v1/kinds", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     assert_eq!(body["error"], "not_found");
+}
+
+#[tokio::test]
+async fn a_pending_answer_is_202_naming_the_pending_instances() {
+    let hub = FakeHub::default();
+    let (status, body) = call(&hub, "DELETE", "/v1/children/pending-1", None).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["stopped"], json!([]));
+    assert_eq!(body["errors"], json!([]));
+    assert_eq!(body["pending"][0]["id"], "pending-1");
+    assert_eq!(body["pending"][0]["nodes"], json!(["d@127.0.0.1"]));
+    assert_eq!(body["pending"][0]["code"], "node_unavailable");
+    // A start: one child pending among started ones makes the batch 202 too.
+    let (status, body) = call(
+        &hub,
+        "POST",
+        "/v1/children",
+        Some(json!([{"id": "s1", "kind": "counter"}, {"id": "pending-2", "kind": "counter", "durable": true}])),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["started"][0]["id"], "s1");
+    assert_eq!(body["pending"][0]["id"], "pending-2");
+    // Settled answers carry no `pending` field at all (the shape callers already parse).
+    let (status, body) = call(&hub, "DELETE", "/v1/children/s1", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.get("pending").is_none(), "{body}");
+}
+
+#[tokio::test]
+async fn an_unknown_outcome_is_504_outcome_unknown_never_a_refusal() {
+    let hub = FakeHub::default();
+    let (status, body) = call(&hub, "DELETE", "/v1/children/unsure-1", None).await;
+    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT, "{body}");
+    assert_eq!(body["error"], "outcome_unknown");
+    let (status, body) = call(
+        &hub,
+        "POST",
+        "/v1/children",
+        Some(json!({"id": "unsure-2", "kind": "counter", "durable": true})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT, "{body}");
+    assert_eq!(body["error"], "outcome_unknown");
 }

@@ -199,26 +199,25 @@ async fn every_disk_lost_with_a_remote_manifest_brings_every_declared_child_back
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_a_reachable_leader_durable_starts_return_no_leader() {
+async fn a_leader_that_never_answers_makes_durable_requests_outcome_unknown() {
     let d = TestCluster::with_nodes(55, &["a", "b"], Options::durable()).await;
     d.hub("b")
         .start_child(ChildSpec::new("before", "counter"), durable())
         .await
         .unwrap();
     d.wait_versions(1).await;
-    // Every frame is lost: b's mutation never reaches a, and a's answer never comes back.
+    // Every frame is lost: b's mutation never reaches a, and a's answer never comes back. b
+    // cannot tell a lost mutation from a lost answer, so it answers `outcome_unknown`, never a
+    // refusal (which would promise that nothing changed).
     d.net.set_drop_probability(1.0);
     let err = d
         .hub("b")
         .start_child(ChildSpec::new("lost", "counter"), durable())
         .await
         .unwrap_err();
-    assert!(
-        matches!(err, StartError::Declared(RecoveryError::NoLeader { .. })),
-        "{err}"
-    );
+    assert!(matches!(err, StartError::OutcomeUnknown { .. }), "{err}");
     assert!(d.hub("b").local_child(&ChildId::from("lost")).is_none());
-    // Over the admin API: 503 `no_leader`, for a start and for a stop of a declared child.
+    // Over the admin API: 504 `outcome_unknown`, for a start and for a stop of a declared child.
     let (status, body) = common::admin::call_admin(
         d.hub("b"),
         "POST",
@@ -226,23 +225,30 @@ async fn without_a_reachable_leader_durable_starts_return_no_leader() {
         Some(serde_json::json!({"id": "lost2", "kind": "counter", "durable": true})),
     )
     .await;
-    assert_eq!(status, 503, "{body}");
-    assert_eq!(body["error"], "no_leader", "{body}");
+    assert_eq!(status, 504, "{body}");
+    assert_eq!(body["error"], "outcome_unknown", "{body}");
     let (status, body) =
         common::admin::call_admin(d.hub("b"), "DELETE", "/v1/children/before", None).await;
-    assert_eq!(status, 503, "{body}");
-    assert_eq!(body["error"], "no_leader", "{body}");
-    // A durable stop is refused the same way, and the child keeps running.
+    assert_eq!(status, 504, "{body}");
+    assert_eq!(body["error"], "outcome_unknown", "{body}");
     let err = d
         .hub("b")
         .stop_child("before", StopOptions::new())
         .await
         .unwrap_err();
-    assert!(
-        matches!(err, StopError::Declared(RecoveryError::NoLeader { .. })),
-        "{err}"
-    );
+    assert!(matches!(err, StopError::OutcomeUnknown { .. }), "{err}");
+    // Here the mutations were lost on the way: nothing changed, the child keeps running and
+    // the leader's list is as it was.
     assert_eq!(d.running()[&ChildId::from("before")].len(), 1);
+    let declared: Vec<ChildId> = d
+        .hub("a")
+        .declared_children()
+        .expect("a runs auto-recovery")
+        .children
+        .into_iter()
+        .map(|c| c.spec.id)
+        .collect();
+    assert_eq!(declared, vec![ChildId::from("before")]);
     // Everything else keeps working: a plain child b owns starts and stops, reads answer.
     let plain = id_owned_by("b", &["a", "b"], "plain");
     d.hub("b")
@@ -553,5 +559,143 @@ async fn a_mutation_sent_to_a_leader_without_recovery_is_refused_at_once() {
         "refused by the leader, not by the timeout"
     );
     assert!(d.hub("b").child_lookup(&ChildId::from("mixed-1")).is_none());
+    stop_all(&d).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_stop_whose_host_does_not_answer_is_pending_and_settles() {
+    // The undeclare is the decisive half of a durable stop: once it is committed, a host that
+    // does not answer the terminate makes the stop pending (never `node_receive_timeout` or
+    // `node_unavailable`), and the host's own round finishes it.
+    let d = TestCluster::with_nodes(63, &["a", "b", "c"], Options::durable()).await;
+    let id = id_owned_by("c", &["a", "b", "c"], "far");
+    d.declare_all("a", &[ChildSpec::new(id.clone(), "counter")], 1)
+        .await;
+    wait_until("a's copy shows the child on c", || {
+        !d.hub("a").get_pids(&id).is_empty()
+    })
+    .await;
+    d.hold("stop_children", "c");
+    let quick = StopOptions::new().timeout(std::time::Duration::from_millis(300));
+    let result = d
+        .hub("a")
+        .stop_child(id.clone(), quick.clone())
+        .await
+        .expect("the removal is committed: no refusal");
+    assert!(result.errors.is_empty(), "{result:?}");
+    assert!(result.stopped.is_empty(), "{result:?}");
+    let pending: Vec<(ChildId, Vec<String>)> = result
+        .pending
+        .iter()
+        .map(|p| (p.id.clone(), p.nodes.clone()))
+        .collect();
+    assert_eq!(pending, vec![(id.clone(), vec![full("c")])]);
+    assert!(result.pending[0].reason.is_outcome_unknown());
+    assert!(!result.is_complete() && result.is_ok());
+    let declared = d.hub("a").declared_children().unwrap();
+    assert!(declared.children.iter().all(|c| c.spec.id != id));
+    // Retrying while the host still does not answer is safe: pending again, nothing else.
+    if d.hub("a").get_pids(&id).is_empty() {
+        // c's round stopped it already: nothing runs, so nothing is pending.
+    } else {
+        let again = d.hub("a").stop_child(id.clone(), quick).await.unwrap();
+        assert!(again.errors.is_empty(), "{again:?}");
+        assert_eq!(again.pending.len() + again.stopped.len(), 1, "{again:?}");
+    }
+    d.net.hold_frames(None);
+    d.net.release_held();
+    d.wait_exactly(
+        &BTreeSet::new(),
+        &[id.clone()].into(),
+        "the pending stop settles",
+    )
+    .await;
+    // Once settled, a stop finds nothing and changed nothing: not found.
+    let last = d
+        .hub("a")
+        .stop_child(id.clone(), StopOptions::new())
+        .await
+        .unwrap();
+    assert!(
+        last.stopped.is_empty() && last.pending.is_empty(),
+        "{last:?}"
+    );
+    assert_eq!(last.errors[0].reason, process_hub::ChildStopError::NotFound);
+    stop_all(&d).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_start_whose_owner_does_not_answer_is_pending_and_runs_once() {
+    let d = TestCluster::with_nodes(64, &["a", "b", "c"], Options::durable()).await;
+    d.wait_members().await;
+    let id = id_owned_by("c", &["a", "b", "c"], "slow");
+    d.hold("start_children", "c");
+    let quick = durable().timeout(std::time::Duration::from_millis(300));
+    let result = d
+        .hub("a")
+        .start_child(ChildSpec::new(id.clone(), "counter"), quick)
+        .await
+        .expect("the declaration is committed: no refusal");
+    // c's own round may start it before the held start times out: then it runs already.
+    if result.started.is_empty() {
+        assert!(result.errors.is_empty(), "{result:?}");
+        let pending: Vec<(ChildId, String)> = result
+            .pending
+            .iter()
+            .map(|p| (p.id.clone(), p.node.clone()))
+            .collect();
+        assert_eq!(pending, vec![(id.clone(), full("c"))]);
+    }
+    let declared = d.hub("a").declared_children().unwrap();
+    assert!(declared.children.iter().any(|c| c.spec.id == id));
+    d.net.hold_frames(None);
+    d.net.release_held();
+    d.wait_exactly(
+        &[id.clone()].into(),
+        &BTreeSet::new(),
+        "the pending start settles",
+    )
+    .await;
+    // A retry of a start that took effect answers as for any running child.
+    let again = d
+        .hub("a")
+        .start_child(ChildSpec::new(id.clone(), "counter"), durable())
+        .await
+        .unwrap();
+    assert_eq!(
+        again.errors.first().map(|e| &e.reason),
+        Some(&process_hub::ChildStartError::AlreadyStarted),
+        "{again:?}"
+    );
+    stop_all(&d).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn options_a_stop_would_refuse_are_refused_before_the_list_changes() {
+    let d = TestCluster::with_nodes(65, &["a", "b"], Options::durable()).await;
+    let id = ChildId::from("kept");
+    d.declare_all("a", &[ChildSpec::new(id.clone(), "counter")], 1)
+        .await;
+    let err = d
+        .hub("b")
+        .stop_child(
+            id.clone(),
+            StopOptions::new().timeout(std::time::Duration::from_secs(7200)),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StopError::InvalidOption { .. }), "{err}");
+    assert_eq!(d.versions(), vec![1, 1]);
+    assert_eq!(d.running()[&id].len(), 1);
+    let err = d
+        .hub("b")
+        .start_child(
+            ChildSpec::new("never", "counter"),
+            durable().timeout(std::time::Duration::from_secs(7200)),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StartError::InvalidOption { .. }), "{err}");
+    assert_eq!(d.versions(), vec![1, 1]);
     stop_all(&d).await;
 }

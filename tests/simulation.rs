@@ -5,7 +5,8 @@
 
 use std::sync::Mutex;
 
-use process_hub::sim::{run_seed, SimOptions};
+use process_hub::sim::invariants::Invariant;
+use process_hub::sim::{run_seed, InjectedBug, SimOptions};
 
 /// One simulated cluster at a time in this process: the simulator's promise is a seed's
 /// determinism on a thread of its own (`process-hub simulate` runs its shards as processes);
@@ -108,4 +109,31 @@ fn seeds_that_found_hot_move_forks_keep_every_invariant() {
         );
         assert!(report.imports > 0, "seed {seed} moved children hot");
     }
+}
+
+/// `answers_truthful` catches a node that answers an error for a change that happened: with
+/// `error_after_undeclaring`, a durable stop whose removal from the declared list is committed
+/// answers `no_leader`. Nothing else breaks (the child is stopped for good, as the list says),
+/// so only this invariant can tell the caller was misled. Seed 6 stops a durable child early.
+#[test]
+fn an_error_answered_for_a_stop_that_happened_is_caught() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let options = SimOptions {
+        bugs: [InjectedBug::ErrorAfterUndeclaring].into(),
+        ..SimOptions::default()
+    };
+    let report = run_seed(6, &options);
+    let failure = report.failure.expect("the bug is caught");
+    assert_eq!(
+        failure.violation.invariant,
+        Invariant::AnswersTruthful,
+        "{failure:?}"
+    );
+    assert!(
+        failure.violation.detail.contains("answered an error"),
+        "{failure:?}"
+    );
+    // Without the bug the same seed keeps every invariant, this one included.
+    let clean = run_seed(6, &SimOptions::default());
+    assert!(clean.failure.is_none(), "{:?}", clean.failure);
 }

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use process_hub_actors::cli::node_settings::BackendChoice;
+use process_hub_actors::harness::admin_client::AdminClientError;
 use process_hub_actors::harness::outage::{counter_specs, stop_concurrently};
 use process_hub_actors::harness::{
     wait_for, whole_cluster_outage, AdminClient, Census, ClusterOptions, LocalCluster,
@@ -131,4 +132,130 @@ fn declared_children_survive_a_whole_cluster_sigkill_on_the_memory_backend() {
 #[test]
 fn declared_children_survive_a_whole_cluster_sigkill_on_the_durable_backend() {
     declared_children_survive_a_whole_cluster_sigkill(BackendChoice::Durable);
+}
+
+/// Sends `signal` to a node process this test started (SIGSTOP freezes it: its connections
+/// stay open and it answers nothing; SIGCONT lets it go on as if no time had passed).
+fn signal_node(pid: u32, signal: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal)
+        .unwrap_or_else(|e| panic!("{signal} to {pid}: {e}"));
+}
+
+/// Lets a frozen node go on when the test ends, whatever happened, so that the harness can stop
+/// it gracefully.
+struct Thaw(u32);
+
+impl Drop for Thaw {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.0 as i32),
+            nix::sys::signal::Signal::SIGCONT,
+        );
+    }
+}
+
+#[test]
+fn durable_stops_of_children_on_a_frozen_node_answer_pending_and_settle_when_it_returns() {
+    // A long node-down grace: the frozen node's children stay bound to it for the whole test
+    // (never re-placed), so every stop below meets an unreachable host.
+    let mut opts = options(BackendChoice::Memory);
+    opts.hub = "answers".into();
+    opts.extra_args
+        .extend(["--nodedown-grace-ms".into(), "600000".into()]);
+    let mut cluster = LocalCluster::start(binary(), 3, &opts, None).expect("nodes spawn");
+    let all = cluster.named_clients();
+    let ready = cluster
+        .wait_formed(DEADLINE)
+        .and_then(|()| wait_for("every node to be normal", DEADLINE, || all_normal(&all)));
+    if let Err(e) = ready {
+        panic!("{e}\n{}", cluster.log_tails(40));
+    }
+    // 30 children over 3 nodes: the frozen node hosts some of them (all but certainly).
+    let ids: Vec<String> = (0..30).map(|i| format!("z{i}")).collect();
+    let started = cluster.nodes[1]
+        .client()
+        .start(&counter_specs(&ids, true))
+        .expect("durable start");
+    assert_eq!(started.started.len(), ids.len(), "{started:?}");
+    let frozen = cluster.nodes[2].node_name.clone();
+    let on_frozen: Vec<String> = started
+        .started
+        .iter()
+        .filter(|s| s.nodes.iter().any(|n| n.node == frozen))
+        .map(|s| s.id.clone())
+        .collect();
+    assert!(!on_frozen.is_empty(), "{started:?}");
+    let elsewhere = started
+        .started
+        .iter()
+        .find(|s| s.nodes.iter().all(|n| n.node != frozen))
+        .map(|s| s.id.clone())
+        .expect("a child on another node");
+    let live: Vec<(String, AdminClient)> = all[..2].to_vec();
+    wait_for("the live nodes to see every child placed", DEADLINE, || {
+        let census = Census::take(&live).ok()?;
+        census
+            .all_run_once(&ids.iter().cloned().collect())
+            .then_some(())
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", cluster.log_tails(40)));
+
+    let pid = cluster.nodes[2].pid().expect("the node runs");
+    signal_node(pid, nix::sys::signal::Signal::SIGSTOP);
+    let thaw = Thaw(pid);
+    // Through both live nodes: the leader (the lowest name) and one that forwards to it.
+    for (i, id) in on_frozen.iter().enumerate() {
+        let client = &live[i % 2].1;
+        let answer = client
+            .stop(id)
+            .unwrap_or_else(|e| panic!("the stop of {id} on the frozen node is no error: {e}"));
+        assert!(answer.stopped.is_empty(), "{id}: {answer:?}");
+        assert!(answer.errors.is_empty(), "{id}: {answer:?}");
+        assert_eq!(answer.pending.len(), 1, "{id}: {answer:?}");
+        assert_eq!(answer.pending[0].id, *id);
+        assert_eq!(answer.pending[0].nodes, vec![frozen.clone()], "{answer:?}");
+    }
+    // A child on a live node stops at once, as ever.
+    let answer = live[1].1.stop(&elsewhere).expect("a plain stop");
+    assert_eq!(answer.stopped.len(), 1, "{answer:?}");
+    assert!(answer.pending.is_empty(), "{answer:?}");
+    // The list change is what was acknowledged: no live node declares them any more.
+    let stopped: BTreeSet<String> = on_frozen
+        .iter()
+        .cloned()
+        .chain([elsewhere.clone()])
+        .collect();
+    for (name, client) in &live {
+        let list = client.declared().expect("declared list");
+        let kept: Vec<&String> = list
+            .children
+            .iter()
+            .map(|c| &c.id)
+            .filter(|id| stopped.contains(*id))
+            .collect();
+        assert!(kept.is_empty(), "{name} still declares {kept:?}");
+    }
+
+    // The node comes back: it sees the list and stops what it still runs of them.
+    signal_node(pid, nix::sys::signal::Signal::SIGCONT);
+    drop(thaw);
+    let declared: BTreeSet<String> = ids
+        .iter()
+        .filter(|id| !stopped.contains(*id))
+        .cloned()
+        .collect();
+    if let Err(e) = wait_for("the pending stops to settle", DEADLINE, || {
+        settled(&all, &declared, &stopped)
+    }) {
+        let census = Census::take(&all).map(|c| c.resurrected(&stopped));
+        panic!("{e}: still running {census:?}\n{}", cluster.log_tails(60));
+    }
+    // A stop of a child that is gone changed nothing: 404.
+    match live[0].1.stop(&on_frozen[0]) {
+        Err(AdminClientError::Status { status, body, .. }) => {
+            assert_eq!(status, 404, "{body}");
+            assert!(body.contains("not_found"), "{body}");
+        }
+        other => panic!("a stop of a gone child: {other:?}"),
+    }
 }

@@ -258,3 +258,12 @@ fn gossip_that_never_repairs_a_lost_delta_is_caught() {
         &["--from", "11", "--seeds", "1", "--sync", "gossip:1000:2"],
     );
 }
+
+#[test]
+fn an_error_answered_for_a_change_that_happened_is_caught() {
+    caught_with(
+        "error_after_undeclaring",
+        "answers_truthful",
+        &["--from", "6", "--seeds", "1"],
+    );
+}

@@ -214,13 +214,35 @@ pub struct StartError {
     pub code: String,
 }
 
-/// `POST /v1/children`.
+/// A child whose request is acknowledged but not confirmed everywhere: a durable start whose
+/// declaration is committed and whose start is not confirmed yet, or a durable stop whose
+/// removal from the declared list is committed and whose instances are not confirmed stopped.
+/// The outcome is decided; the hub carries it out once the nodes named can be reached.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingChild {
+    /// The child's id.
+    pub id: String,
+    /// The nodes where it is not confirmed (started there, or stopped there); empty when no
+    /// node is known to run it.
+    pub nodes: Vec<String>,
+    /// Why it is not confirmed, as text.
+    pub reason: String,
+    /// Why, as a stable snake_case code (`node_unavailable`, `node_receive_timeout`,
+    /// `partitioned`, ...).
+    pub code: String,
+}
+
+/// `POST /v1/children`: `200` when every child is settled (`started` or `errors`), `202` when
+/// some are `pending`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StartResponse {
     /// The children that run now.
     pub started: Vec<StartedChild>,
     /// The children that did not start.
     pub errors: Vec<StartError>,
+    /// Durable children declared for good whose start is not confirmed yet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<PendingChild>,
 }
 
 /// A child that stopped, and where it ran.
@@ -232,13 +254,18 @@ pub struct StoppedChild {
     pub nodes: Vec<String>,
 }
 
-/// `DELETE /v1/children/{id}`.
+/// `DELETE /v1/children/{id}`: `200` when the child stopped, `202` when its stop is
+/// `pending`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StopResponse {
     /// The children that stopped.
     pub stopped: Vec<StoppedChild>,
     /// The children that could not be stopped.
     pub errors: Vec<StartError>,
+    /// Durable children removed from the declared list for good whose instances are not
+    /// confirmed stopped yet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<PendingChild>,
 }
 
 /// `POST /v1/children/{id}/call`: the child's answer.

@@ -56,6 +56,11 @@ pub enum AdminError {
     /// request succeeds once space returns.
     #[error("{0}")]
     InsufficientStorage(String),
+    /// The request was taken but this node cannot tell whether it took effect: the node it
+    /// depends on (the declared list's leader) did not answer in time (504,
+    /// `outcome_unknown`). Retrying the same request is safe and settles it.
+    #[error("{0}")]
+    OutcomeUnknown(String),
     /// The hub failed in a way the caller cannot fix (500, `internal`).
     #[error("{0}")]
     Internal(String),
@@ -113,6 +118,7 @@ impl AdminError {
             AdminError::StorageFailed(_) => "storage_failed",
             AdminError::TooManyStreams(_) => "too_many_streams",
             AdminError::InsufficientStorage(_) => "insufficient_storage",
+            AdminError::OutcomeUnknown(_) => "outcome_unknown",
             AdminError::Internal(_) => "internal",
             AdminError::Unauthorized(_) => "unauthorized",
             AdminError::Forbidden(_) => "forbidden",
@@ -153,6 +159,7 @@ impl AdminError {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             AdminError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
+            AdminError::OutcomeUnknown(_) => StatusCode::GATEWAY_TIMEOUT,
             AdminError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             AdminError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             AdminError::Forbidden(_) => StatusCode::FORBIDDEN,
@@ -176,6 +183,7 @@ impl AdminError {
             "no_leader" => return AdminError::NoLeader(message),
             "partitioned" => return AdminError::Partitioned(message),
             "not_found" => return AdminError::NotFound(message),
+            "outcome_unknown" => return AdminError::OutcomeUnknown(message),
             "invalid_spec" => return AdminError::InvalidInput(message),
             // The registry write the request needed failed: the same request succeeds once
             // space returns (507), or once the disk is writable again (503).

@@ -14,8 +14,9 @@ use crate::core::isolation::Connectivity;
 use crate::model::{ChildId, ChildSpec, Restart};
 
 use super::dto::{
-    ChildView, Health, LoadsResponse, NodeLoad, NodePid, StartError as AdminStartError,
-    StartResponse, StartSpec, StartedChild, StopResponse, StoppedChild, UnreachedSeedView,
+    ChildView, Health, LoadsResponse, NodeLoad, NodePid, PendingChild,
+    StartError as AdminStartError, StartResponse, StartSpec, StartedChild, StopResponse,
+    StoppedChild, UnreachedSeedView,
 };
 use super::{AdminError, AdminOps, ChildrenPage, RegistrySummary};
 
@@ -53,6 +54,7 @@ pub fn stop_error_code(e: &ChildStopError) -> &'static str {
         ChildStopError::NodeUnavailable { .. } => "node_unavailable",
         ChildStopError::Storage { .. } => "storage",
         ChildStopError::InsufficientStorage { .. } => "insufficient_storage",
+        ChildStopError::OutcomeUnknown { .. } => "outcome_unknown",
     }
 }
 
@@ -86,6 +88,7 @@ fn start_refused(e: StartError) -> AdminError {
         | StartError::InvalidOption { .. } => AdminError::InvalidInput(e.to_string()),
         StartError::Declared(r) => declared_refused(r),
         StartError::Partitioned => AdminError::Partitioned(e.to_string()),
+        StartError::OutcomeUnknown { .. } => AdminError::OutcomeUnknown(e.to_string()),
     }
 }
 
@@ -97,6 +100,7 @@ fn stop_refused(e: StopError) -> AdminError {
         }
         StopError::Declared(r) => declared_refused(r),
         StopError::Partitioned => AdminError::Partitioned(e.to_string()),
+        StopError::OutcomeUnknown { .. } => AdminError::OutcomeUnknown(e.to_string()),
     }
 }
 
@@ -113,6 +117,7 @@ fn declared_refused(e: crate::RecoveryError) -> AdminError {
         R::AutoRecoveryDisabled => AdminError::InvalidInput(e.to_string()),
         R::Storage { .. } => AdminError::StorageFailed(e.to_string()),
         R::NoSpace { .. } => AdminError::InsufficientStorage(e.to_string()),
+        R::OutcomeUnknown { .. } => AdminError::OutcomeUnknown(e.to_string()),
     }
 }
 
@@ -382,6 +387,13 @@ impl AdminOps for Hub {
                     code: start_error_code(&e.reason).into(),
                     reason: e.reason.to_string(),
                 }));
+            out.pending
+                .extend(result.pending.into_iter().map(|p| PendingChild {
+                    id: p.id.to_string(),
+                    nodes: vec![p.node],
+                    code: start_error_code(&p.reason).into(),
+                    reason: p.reason.to_string(),
+                }));
         }
         Ok(out)
     }
@@ -391,7 +403,9 @@ impl AdminOps for Hub {
         let result = Hub::stop_child(self, id, StopOptions::new().timeout(ADMIN_REQUEST_TIMEOUT))
             .await
             .map_err(stop_refused)?;
+        // 404 only for a stop that changed nothing: a pending stop did.
         if result.stopped.is_empty()
+            && result.pending.is_empty()
             && result
                 .errors
                 .iter()
@@ -416,6 +430,16 @@ impl AdminOps for Hub {
                     node: e.node.unwrap_or_else(|| node.clone()),
                     code: stop_error_code(&e.reason).into(),
                     reason: e.reason.to_string(),
+                })
+                .collect(),
+            pending: result
+                .pending
+                .into_iter()
+                .map(|p| PendingChild {
+                    id: p.id.to_string(),
+                    nodes: p.nodes,
+                    code: stop_error_code(&p.reason).into(),
+                    reason: p.reason.to_string(),
                 })
                 .collect(),
         }))
@@ -564,6 +588,7 @@ mod tests {
             ChildStopError::InsufficientStorage {
                 message: "m".into(),
             },
+            ChildStopError::OutcomeUnknown { reason: "r".into() },
         ] {
             let serde = serde_json::to_value(&e).unwrap();
             assert_eq!(serde["code"], stop_error_code(&e), "{e:?}");

@@ -56,8 +56,8 @@ pub use config::{AdminConfig, AdminLimits, AdminToken, AdminTokenError};
 pub use dto::{CastAccepted, ChildAnswer};
 pub use dto::{
     ChildView, ClearResponse, DeclaredChildView, DeclaredResponse, Health, KindsResponse,
-    LoadsResponse, NodeLoad, NodePid, StartError, StartResponse, StartSpec, StartedChild,
-    StopResponse, StoppedChild, UnreachedSeedView,
+    LoadsResponse, NodeLoad, NodePid, PendingChild, StartError, StartResponse, StartSpec,
+    StartedChild, StopResponse, StoppedChild, UnreachedSeedView,
 };
 pub use error::AdminError;
 pub use events::{EventFeed, EventView, DEFAULT_RECENT_LIMIT};

@@ -364,6 +364,10 @@ async fn start<O: AdminOps>(
         strict::check_kinds(&specs, single, &known)?;
     }
     let response = r.ops.start_children(specs).await?;
+    if !response.pending.is_empty() {
+        // Declared for good, started not confirmed: acknowledged, not done.
+        return Ok((StatusCode::ACCEPTED, Json(response)).into_response());
+    }
     if single && response.started.is_empty() {
         if let Some(err) = response.errors.first() {
             // A single child that could not start is the request's outcome: answer with the
@@ -378,16 +382,20 @@ async fn start<O: AdminOps>(
 async fn stop<O: AdminOps>(
     State(r): State<Routes<O>>,
     Path(id): Path<String>,
-) -> Result<Json<StopResponse>, AdminError> {
+) -> Result<Response, AdminError> {
     let id = parse_id(id)?;
     match r.ops.stop_child(id.clone()).await? {
+        // Undeclared for good, instances not confirmed stopped: acknowledged, not done.
+        Some(result) if !result.pending.is_empty() => {
+            Ok((StatusCode::ACCEPTED, Json(result)).into_response())
+        }
         Some(result) if result.stopped.is_empty() && !result.errors.is_empty() => {
             // Like a single start: a stop that did not happen is not a 200.
             let err = &result.errors[0];
             let message = format!("child {} on {}: {}", err.id, err.node, err.reason);
             Err(AdminError::for_child(&err.code, message))
         }
-        Some(result) => Ok(Json(result)),
+        Some(result) => Ok(Json(result).into_response()),
         None => Err(AdminError::NotFound(format!("no child with id {id}"))),
     }
 }

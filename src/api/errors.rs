@@ -155,7 +155,8 @@ impl ChildStartError {
 }
 
 /// Why an operation on the declared list (a durable start, the stop of a declared child, a
-/// `clear`) was refused. Nothing was changed.
+/// `clear`) was refused. Nothing was changed, except for [`RecoveryError::OutcomeUnknown`],
+/// which says that this node cannot tell.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 #[serde(tag = "code", rename_all = "snake_case")]
 pub enum RecoveryError {
@@ -192,6 +193,35 @@ pub enum RecoveryError {
         /// Why.
         reason: String,
     },
+    /// The mutation was sent to the leader, which did not answer (it timed out, or went down
+    /// before answering): it may or may not have been applied. Retrying is safe: a declare of
+    /// a declared child and an undeclare of an undeclared one change nothing.
+    #[error("outcome unknown: {reason}")]
+    OutcomeUnknown {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl StartError {
+    /// The answer to a durable start the declared list did not take: a refusal, or, when the
+    /// leader did not answer, [`StartError::OutcomeUnknown`].
+    pub(crate) fn of_declared(e: RecoveryError) -> Self {
+        match e {
+            RecoveryError::OutcomeUnknown { reason } => Self::OutcomeUnknown { reason },
+            e => Self::Declared(e),
+        }
+    }
+}
+
+impl StopError {
+    /// As [`StartError::of_declared`], for a stop.
+    pub(crate) fn of_declared(e: RecoveryError) -> Self {
+        match e {
+            RecoveryError::OutcomeUnknown { reason } => Self::OutcomeUnknown { reason },
+            e => Self::Declared(e),
+        }
+    }
 }
 
 impl From<KindError> for ChildStartError {
@@ -250,9 +280,24 @@ pub enum ChildStopError {
         /// The storage error.
         message: String,
     },
+    /// This node cannot tell whether the stop took effect: the declared list's leader took
+    /// the removal, but this node's copy did not know the child, and its host did not answer
+    /// or did not know it either (the child may have been declared and is then undeclared for
+    /// good, or may never have existed). Retrying the stop is safe and settles it.
+    #[error("outcome unknown: {reason}")]
+    OutcomeUnknown {
+        /// Why it cannot be told.
+        reason: String,
+    },
 }
 
 impl ChildStopError {
+    /// Whether the stop may have taken effect all the same: the node got the request and did
+    /// not answer, or this node cannot tell. Retrying the stop is safe.
+    pub fn is_outcome_unknown(&self) -> bool {
+        matches!(self, Self::NodeReceiveTimeout | Self::OutcomeUnknown { .. })
+    }
+
     /// The error of a stop whose registry write failed (a full disk told apart).
     pub fn of_storage(e: &StorageError) -> Self {
         let message = e.to_string();
@@ -285,13 +330,23 @@ pub enum StartError {
     #[error("hub unavailable: {0}")]
     HubUnavailable(String),
     /// A durable start was refused by the declared list (`no_leader`, parked, off, a failed
-    /// write); no child of the request was started.
+    /// write); no child of the request was started or declared. (An unanswered declaration is
+    /// [`StartError::OutcomeUnknown`], never this.)
     #[error(transparent)]
     Declared(RecoveryError),
     /// This node's side of a split has no quorum (`partition_tolerance`): it starts nothing
     /// until quorum returns. Retry on a node of the majority, or later.
     #[error("partitioned: this node's side of the cluster has no quorum")]
     Partitioned,
+    /// A durable start whose declaration was sent to the declared list's leader, which did not
+    /// answer: the children may be declared (and then start, by the reconcile) or not. Not a
+    /// refusal: retry the start, which is safe (a declared child's start answers
+    /// `already_started` once it runs, or starts it).
+    #[error("outcome unknown: {reason}")]
+    OutcomeUnknown {
+        /// Why.
+        reason: String,
+    },
 }
 
 /// Why a whole stop request was refused.
@@ -312,13 +367,23 @@ pub enum StopError {
     #[error("hub unavailable: {0}")]
     HubUnavailable(String),
     /// The stop names a declared child and the declared list refused to remove it
-    /// (`no_leader`, parked, a failed write); no child of the request was stopped.
+    /// (`no_leader`, parked, a failed write); no child of the request was stopped or
+    /// undeclared. (An unanswered removal is [`StopError::OutcomeUnknown`], never this.)
     #[error(transparent)]
     Declared(RecoveryError),
     /// This node's side of a split has no quorum (`partition_tolerance`): a stop made here
     /// could not reach the majority that runs the children, so none is taken.
     #[error("partitioned: this node's side of the cluster has no quorum")]
     Partitioned,
+    /// A stop of declared children whose removal was sent to the declared list's leader, which
+    /// did not answer: the children may be undeclared (and then stop for good, by the
+    /// reconcile) or not. Not a refusal: retry the stop, which is safe (a retried stop of an
+    /// undeclared child stops what still runs of it).
+    #[error("outcome unknown: {reason}")]
+    OutcomeUnknown {
+        /// Why.
+        reason: String,
+    },
 }
 
 /// Why a hub could not be spawned.

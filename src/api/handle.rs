@@ -382,7 +382,10 @@ impl Hub {
     /// (`check_existing`), delivered in one batch per owner node. Awaited (the default), it
     /// answers once every child is running and recorded, failed, or timed out; with
     /// `on_failure: Rollback` a partial failure stops what did start. A child's failure is an
-    /// entry in `errors`, never a hub crash.
+    /// entry in `errors`, never a hub crash. A durable child declared for good whose start is
+    /// not confirmed is in `pending`, not `errors`; a declaration the leader did not answer is
+    /// [`StartError::OutcomeUnknown`]. Retrying is safe (docs/api.md, "What an answer
+    /// promises").
     pub async fn start_children(
         &self,
         specs: Vec<ChildSpec>,
@@ -411,7 +414,11 @@ impl Hub {
     }
 
     /// Stops children on the nodes that run them (each gets its shutdown grace, then is
-    /// killed) and removes their rows. Unknown ids are `not_found` errors.
+    /// killed) and removes their rows. Unknown ids are `not_found` errors (nothing changed). A
+    /// durable child removed from the declared list for good whose instances are not confirmed
+    /// stopped is in `pending`, never an error; a removal the leader did not answer is
+    /// [`StopError::OutcomeUnknown`]. Retrying is safe (docs/api.md, "What an answer
+    /// promises").
     pub async fn stop_children(
         &self,
         ids: Vec<ChildId>,

@@ -27,7 +27,7 @@ pub use monitor::{ChildDown, DownSink, MonitorId, MonitorOptions};
 pub use msg::{HubInfo, HubMsg};
 pub use options::{OnFailure, StartOptions, StopOptions};
 pub use results::{
-    ChildFailure, ChildInfo, ProcessEntry, ProcessScope, StartResult, StartedChild, StopFailure,
-    StopResult, StoppedChild,
+    ChildFailure, ChildInfo, PendingStart, PendingStop, ProcessEntry, ProcessScope, StartResult,
+    StartedChild, StopFailure, StopOutcome, StopResult, StoppedChild,
 };
 pub use typed_errors::ChildRefError;

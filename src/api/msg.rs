@@ -22,6 +22,11 @@ use crate::hooks::{HookError, HookHandler, HookKey};
 use crate::model::{ChildId, ChildSpec, NodeName, Pid, Row};
 
 /// The messages a hub's root actor understands.
+///
+/// Starts and stops answer with the same types as [`crate::Hub`]'s methods, with the same
+/// promise: success only when it took effect, an error only when nothing changed, `pending`
+/// (`StartResult::pending`, `StopResult::pending`) when the declared list's change is committed
+/// and the rest is not confirmed, `OutcomeUnknown` when this node cannot tell.
 pub enum HubMsg {
     /// Start one child.
     StartChild {

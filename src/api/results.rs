@@ -25,7 +25,25 @@ pub struct ChildFailure {
     pub reason: ChildStartError,
 }
 
+/// A durable child whose declaration is committed but whose start was not confirmed (its
+/// owner could not be reached, did not answer in time, or has no quorum): the declared list
+/// holds it, so the reconcile starts it once its owner can run it. Not a failure: a retried
+/// start answers `already_started` once it runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingStart {
+    /// The child.
+    pub id: ChildId,
+    /// The node its start was sent to.
+    pub node: NodeName,
+    /// Why the start is not confirmed.
+    pub reason: ChildStartError,
+}
+
 /// The answer to a start request.
+///
+/// Each child of the request is in exactly one of `started` (it runs), `pending` (a durable
+/// child: declared for good, its start not confirmed) and `errors` (it does not run and, but for
+/// the timeouts [`ChildStartError::may_have_started`] names, nothing changed for it).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StartResult {
     /// `false` for a non-awaitable request: the children were delivered and start in the
@@ -40,12 +58,21 @@ pub struct StartResult {
     pub rollback: bool,
     /// Children stopped by the rollback.
     pub rolled_back: Vec<ChildId>,
+    /// Durable children declared for good whose start is not confirmed yet (see
+    /// [`PendingStart`]).
+    #[serde(default)]
+    pub pending: Vec<PendingStart>,
 }
 
 impl StartResult {
-    /// No child failed.
+    /// No child failed (some may be `pending`: declared, their start not confirmed).
     pub fn is_ok(&self) -> bool {
         self.errors.is_empty()
+    }
+
+    /// Every child took effect and was confirmed: none failed, none is pending.
+    pub fn is_complete(&self) -> bool {
+        self.errors.is_empty() && self.pending.is_empty()
     }
 
     /// The ids that started.
@@ -82,7 +109,28 @@ pub struct StopFailure {
     pub reason: ChildStopError,
 }
 
+/// A declared child whose removal from the declared list is committed but whose instances
+/// were not confirmed stopped (their host cannot be reached or did not answer in time). The
+/// stop is decided: no node restarts the child, and the node running it stops it once it sees
+/// the list (the reconcile's "a stop that crashed halfway is finished by the node running it"),
+/// or it is gone with its node. Retrying the stop is safe and answers `stopped` once it can.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingStop {
+    /// The child.
+    pub id: ChildId,
+    /// The nodes whose instance is not confirmed stopped (empty when no node is known to run
+    /// it).
+    pub nodes: Vec<NodeName>,
+    /// Why the stop is not confirmed there.
+    pub reason: ChildStopError,
+}
+
 /// The answer to a stop request.
+///
+/// Each child of the request is in exactly one of `stopped` (it runs nowhere the hub knows),
+/// `pending` (undeclared for good, instances not confirmed stopped) and `errors` (nothing
+/// changed for it, but for [`ChildStopError::is_outcome_unknown`]). [`StopResult::outcome`]
+/// reads one child's.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StopResult {
     /// `false` for a non-awaitable request (then `stopped` is empty).
@@ -91,12 +139,57 @@ pub struct StopResult {
     pub stopped: Vec<StoppedChild>,
     /// Children not stopped.
     pub errors: Vec<StopFailure>,
+    /// Declared children removed from the list for good whose instances are not confirmed
+    /// stopped yet (see [`PendingStop`]).
+    #[serde(default)]
+    pub pending: Vec<PendingStop>,
+}
+
+/// What a stop did to one child ([`StopResult::outcome`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StopOutcome<'a> {
+    /// Stopped on these nodes.
+    Stopped {
+        /// Where it was stopped.
+        nodes: &'a [NodeName],
+    },
+    /// Undeclared for good; not confirmed stopped on these nodes.
+    Pending {
+        /// Where it may still run until the stop reaches it.
+        nodes: &'a [NodeName],
+        /// Why it is not confirmed.
+        reason: &'a ChildStopError,
+    },
+    /// Not stopped: nothing changed (unless [`ChildStopError::is_outcome_unknown`]).
+    Failed(&'a ChildStopError),
 }
 
 impl StopResult {
-    /// No child failed to stop.
+    /// No child failed to stop (some may be `pending`: undeclared, not confirmed stopped).
     pub fn is_ok(&self) -> bool {
         self.errors.is_empty()
+    }
+
+    /// Every child took effect and was confirmed: none failed, none is pending.
+    pub fn is_complete(&self) -> bool {
+        self.errors.is_empty() && self.pending.is_empty()
+    }
+
+    /// What the stop did to child `id`; `None` if the request did not name it (or did not wait).
+    pub fn outcome(&self, id: &ChildId) -> Option<StopOutcome<'_>> {
+        if let Some(s) = self.stopped.iter().find(|s| &s.id == id) {
+            return Some(StopOutcome::Stopped { nodes: &s.nodes });
+        }
+        if let Some(p) = self.pending.iter().find(|p| &p.id == id) {
+            return Some(StopOutcome::Pending {
+                nodes: &p.nodes,
+                reason: &p.reason,
+            });
+        }
+        self.errors
+            .iter()
+            .find(|e| &e.id == id)
+            .map(|e| StopOutcome::Failed(&e.reason))
     }
 }
 

@@ -17,6 +17,7 @@
 //! | [`Invariant::NoAckedMessageLostAcrossMove`] | every step, quiescence (hot runs) | every increment acknowledged by the instance that exported a state, before the import, is in the imported state |
 //! | [`Invariant::OneActiveReplica`] | every step | with replicas (active-passive), no two nodes that see the same members both hold a child's active replica |
 //! | [`Invariant::LoadBalanced`] | quiescence | in a load-balanced run, every child runs on the nodes its row records, and no rebalance the leader would ask for is left undone |
+//! | [`Invariant::AnswersTruthful`] | quiescence | a durable start or stop answered with an error changed nothing (no leader undeclared the stopped child; a refused start's child is not left declared); success and pending answers are acknowledgements the list holds; unknown outcomes are exempt ([`answers`]) |
 //!
 //! In a run with a replication factor k above 1, "once" reads "on exactly its k owners":
 //! `declared_run_once`, `registries_agree` and `placement_bounded` count a child's replicas.
@@ -82,11 +83,14 @@ pub enum Invariant {
     /// Under a quorum strategy, no acknowledged durable mutation is lost to another side's
     /// list: the minority acknowledges none.
     QuorumNoMinorityAck,
+    /// Every answer to a durable start or stop matches what happened: an error only when the
+    /// list did not change, success or pending only when it did.
+    AnswersTruthful,
 }
 
 impl Invariant {
     /// Every invariant.
-    pub const ALL: [Invariant; 16] = [
+    pub const ALL: [Invariant; 17] = [
         Invariant::DeclaredRunOnce,
         Invariant::StoppedStaysStopped,
         Invariant::RegistriesAgree,
@@ -103,6 +107,7 @@ impl Invariant {
         Invariant::LoadBalanced,
         Invariant::QuorumOneSide,
         Invariant::QuorumNoMinorityAck,
+        Invariant::AnswersTruthful,
     ];
 
     /// Its name in reports.
@@ -124,6 +129,7 @@ impl Invariant {
             Invariant::LoadBalanced => "load_balanced",
             Invariant::QuorumOneSide => "quorum_one_side",
             Invariant::QuorumNoMinorityAck => "quorum_no_minority_ack",
+            Invariant::AnswersTruthful => "answers_truthful",
         }
     }
 }
@@ -488,7 +494,9 @@ pub fn requests_answered(ledger: &Ledger, all: bool) -> Result<(), Violation> {
     }
 }
 
+pub mod answers;
 pub mod declared;
+pub use answers::answers_truthful;
 pub use declared::{
     declared_lists_agree, declared_run_as_decided, declared_run_as_decided_with, judge_declared,
     DeclaredVerdict,

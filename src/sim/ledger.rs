@@ -36,6 +36,35 @@ pub struct Acknowledged {
     pub ids: Vec<ChildId>,
 }
 
+/// What an answer to a durable start or stop said about one child.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Told {
+    /// It took effect (started, or stopped).
+    TookEffect,
+    /// The list's change is committed, the rest not confirmed.
+    Pending,
+    /// Refused, or failed: nothing changed. The code says which.
+    Refused(String),
+    /// The node could not tell.
+    Unknown,
+}
+
+/// One child's answer to a durable start or stop, and when the request was made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DurableAnswer {
+    /// The request.
+    pub request: u64,
+    /// `true` for a start, `false` for a stop.
+    pub start: bool,
+    /// The child.
+    pub id: ChildId,
+    /// What the answer said.
+    pub told: Told,
+    /// How many leader decisions had been observed when the request was made: the ones after
+    /// are those it may have caused.
+    pub decisions_before: usize,
+}
+
 /// A leader's decision, as observed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Decision {
@@ -80,6 +109,8 @@ pub struct Ledger {
     /// Requests acknowledged (something started or stopped) by a node that had been without
     /// quorum for longer than the detection bound when they were made (quorum runs).
     pub minority_acks: Vec<u64>,
+    /// Every durable start's and stop's answer, per child (`answers_truthful`).
+    pub durable_answers: Vec<DurableAnswer>,
 }
 
 /// A ledger shared by the run and its request tasks.

@@ -73,7 +73,27 @@ pub fn start_one(client: &CtlClient, json: bool, args: StartArgs) -> Result<(), 
             .collect();
         println!("started {} on {}", cell(&started["id"]), nodes.join(", "));
     }
+    print_pending(&answer, "start");
     Ok(())
+}
+
+/// The `pending` children of an answer (202): decided, not confirmed on the nodes named.
+fn print_pending(answer: &Value, what: &str) {
+    for pending in answer["pending"].as_array().into_iter().flatten() {
+        let nodes: Vec<String> = pending["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(cell)
+            .collect();
+        println!(
+            "{what} of {} pending on {}: {} ({})",
+            cell(&pending["id"]),
+            nodes.join(", "),
+            cell(&pending["reason"]),
+            cell(&pending["code"])
+        );
+    }
 }
 
 /// `stop ID`: `DELETE /v1/children/{id}` (404 for an unknown id: exit 1).
@@ -92,6 +112,7 @@ pub fn stop(client: &CtlClient, json: bool, id: &str) -> Result<(), CtlError> {
             .collect();
         println!("stopped {} on {}", cell(&stopped["id"]), nodes.join(", "));
     }
+    print_pending(&answer, "stop");
     let errors = answer["errors"].as_array().cloned().unwrap_or_default();
     for error in &errors {
         eprintln!(

@@ -298,6 +298,7 @@ impl From<super::errors::StartError> for RemoteFailure {
             E::HubUnavailable(_) => "hub_unavailable",
             E::Declared(_) => "declared",
             E::Partitioned => "partitioned",
+            E::OutcomeUnknown { .. } => "outcome_unknown",
         };
         Self::new(code, e.to_string())
     }
@@ -312,6 +313,7 @@ impl From<super::errors::StopError> for RemoteFailure {
             E::HubUnavailable(_) => "hub_unavailable",
             E::Declared(_) => "declared",
             E::Partitioned => "partitioned",
+            E::OutcomeUnknown { .. } => "outcome_unknown",
         };
         Self::new(code, e.to_string())
     }

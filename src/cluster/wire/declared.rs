@@ -48,7 +48,8 @@ impl DeclaredOp {
 /// Why the leader refused a [`WireMsg::DeclaredMutate`](super::WireMsg::DeclaredMutate).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeclaredRefusal {
-    /// `no_leader`, `declared_parked`, `auto_recovery_disabled`, `storage` or `no_space`.
+    /// `no_leader`, `declared_parked`, `auto_recovery_disabled`, `storage`, `no_space`,
+    /// `hub_unavailable` or `outcome_unknown`.
     pub code: String,
     /// Details.
     pub message: String,
@@ -63,6 +64,7 @@ impl From<&RecoveryError> for DeclaredRefusal {
             RecoveryError::Storage { .. } => "storage",
             RecoveryError::NoSpace { .. } => "no_space",
             RecoveryError::HubUnavailable { .. } => "hub_unavailable",
+            RecoveryError::OutcomeUnknown { .. } => "outcome_unknown",
         };
         Self {
             code: code.into(),
@@ -80,6 +82,7 @@ impl From<DeclaredRefusal> for RecoveryError {
             "storage" => RecoveryError::Storage { message: r.message },
             "no_space" => RecoveryError::NoSpace { message: r.message },
             "hub_unavailable" => RecoveryError::HubUnavailable { reason: r.message },
+            "outcome_unknown" => RecoveryError::OutcomeUnknown { reason: r.message },
             _ => RecoveryError::NoLeader { reason: r.message },
         }
     }

@@ -225,6 +225,7 @@ impl CoordinatorState {
                     awaited: true,
                     stopped,
                     errors: op.errors,
+                    pending: Vec::new(),
                 }));
             }
             StopPurpose::Rollback { mut result, reply } => {

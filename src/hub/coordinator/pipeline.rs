@@ -437,6 +437,7 @@ impl CoordinatorState {
                 awaited: opts.awaitable,
                 stopped: Vec::new(),
                 errors,
+                pending: Vec::new(),
             }));
             return;
         }

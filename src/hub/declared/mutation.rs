@@ -8,7 +8,9 @@ use std::collections::BTreeSet;
 
 use ractor::{ActorRef, RpcReplyPort};
 
-use super::forward::{forward_undeclared_stop, start_declared, undeclared_by_stop};
+use super::forward::{
+    forward_undeclared_stop, start_declared, undeclared_by_stop, DeclaredStart, StopAfterUndeclare,
+};
 use super::persist::AfterPersist;
 use super::{DeclaredLeaderState, Then};
 use crate::api::errors::{ChildStartError, RecoveryError, StartError, StopError};
@@ -142,6 +144,12 @@ impl DeclaredLeaderState {
             // The Coordinator's validation answers these.
             return self.hub.start_through_coordinator(specs, opts, reply);
         }
+        // Options the Coordinator would refuse are refused before anything is declared: a
+        // refusal after the declaration would be an error for a change that happened.
+        if let Err(e) = opts.validate(specs.len(), self.hub.config.default_timeout()) {
+            let _ = reply.send(Err(e));
+            return;
+        }
         let mut refused = Vec::new();
         let mut accepted = Vec::new();
         let mut declare = Vec::new();
@@ -206,18 +214,23 @@ impl DeclaredLeaderState {
             .collect();
         let hub = self.hub.clone();
         let me = myself.clone();
+        let declared: BTreeSet<ChildId> = declare.iter().map(|(spec, _)| spec.id.clone()).collect();
         let op = DeclaredOp::Declare { children: declare };
         self.mutate(
             myself,
             op,
             Box::new(move |outcome| {
                 if let Err(e) = outcome {
-                    let _ = reply.send(Err(StartError::Declared(e)));
+                    let _ = reply.send(Err(StartError::of_declared(e)));
                     return;
                 }
-                tokio::spawn(start_declared(
-                    hub, me, accepted, fresh, opts, refused, reply,
-                ));
+                let start = DeclaredStart {
+                    accepted,
+                    declared,
+                    fresh,
+                    refused,
+                };
+                tokio::spawn(start_declared(hub, me, start, opts, reply));
             }),
         );
     }
@@ -244,6 +257,11 @@ impl DeclaredLeaderState {
             let _ = reply.send(Err(StopError::Declared(RecoveryError::DeclaredParked)));
             return;
         }
+        // Options the Coordinator would refuse are refused before anything is undeclared.
+        if let Err(e) = opts.validate(ids.len(), self.hub.config.default_timeout()) {
+            let _ = reply.send(Err(e));
+            return;
+        }
         if self.hub.has_bug(InjectedBug::StopWithoutUndeclaring) {
             return self.hub.stop_through_coordinator(ids, opts, reply);
         }
@@ -261,7 +279,17 @@ impl DeclaredLeaderState {
                 untouched: ids.clone(),
                 cleared: false,
             });
-            return self.hub.stop_through_coordinator(ids, opts, reply);
+            // A durable child the list no longer declares may still run (an earlier stop's
+            // instance not confirmed stopped): its stop is decided, so what is not confirmed
+            // now is pending, not an error.
+            let durable = undeclared_by_stop(&self.hub, &[], &ids);
+            return forward_undeclared_stop(
+                &self.hub,
+                ids,
+                opts,
+                reply,
+                StopAfterUndeclare::new(durable),
+            );
         }
         // Not the leader: this copy may be behind (a declaration whose broadcast has not
         // arrived yet), so the leader undeclares whichever of these it declares. If it cannot
@@ -276,13 +304,40 @@ impl DeclaredLeaderState {
                 .any(|id| self.hub.storage.get(id).is_none_or(|row| row.hub.durable));
         // Read before the removal: a round may stop one of them before the terminate.
         let undeclared = undeclared_by_stop(&self.hub, &declared, &ids);
+        // Children this node knows nothing of (no row, not in its copy): a remote leader may
+        // have declared them, so whether this stop changed anything for them can only be told
+        // when the leader's answer shows that its copy did not move past this one.
+        let unknown_here: BTreeSet<ChildId> = if here {
+            BTreeSet::new()
+        } else {
+            ids.iter()
+                .filter(|id| !undeclared.contains_key(*id) && self.hub.storage.get(id).is_none())
+                .cloned()
+                .collect()
+        };
+        let version_here = self.state.list().version();
+        let lie = self.hub.has_bug(InjectedBug::ErrorAfterUndeclaring);
         self.mutate(
             myself,
             DeclaredOp::Undeclare { ids: undeclare },
             Box::new(move |outcome| match outcome {
-                Ok(_) => forward_undeclared_stop(&hub, ids, opts, reply, undeclared),
+                Ok(_) if lie => {
+                    let (tx, _) = tokio::sync::oneshot::channel();
+                    forward_undeclared_stop(&hub, ids, opts, tx.into(), StopAfterUndeclare::new(undeclared));
+                    let _ = reply.send(Err(StopError::Declared(RecoveryError::NoLeader {
+                        reason: "injected: the removal is committed all the same".into(),
+                    })));
+                }
+                Ok(version) => {
+                    let mut after = StopAfterUndeclare::new(undeclared);
+                    if version > version_here {
+                        after.unsure = unknown_here;
+                    }
+                    forward_undeclared_stop(&hub, ids, opts, reply, after)
+                }
                 Err(
                     e @ (RecoveryError::NoLeader { .. }
+                    | RecoveryError::OutcomeUnknown { .. }
                     | RecoveryError::HubUnavailable { .. }
                     | RecoveryError::DeclaredParked),
                 ) if !may_be_declared => {
@@ -290,7 +345,7 @@ impl DeclaredLeaderState {
                     hub.stop_through_coordinator(ids, opts, reply)
                 }
                 Err(e) => {
-                    let _ = reply.send(Err(StopError::Declared(e)));
+                    let _ = reply.send(Err(StopError::of_declared(e)));
                 }
             }),
         );

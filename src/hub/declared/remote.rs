@@ -4,9 +4,11 @@
 //!
 //! A node that is not the leader sends its mutation ([`WireMsg::DeclaredMutate`]) to the node
 //! it takes for the leader and waits for the reply, which the leader sends only once the
-//! mutation is persisted. No reply within the hub's `default_timeout_ms`, a send that fails, or
-//! the leader going down before it answers (failed at once, not at the timeout) is `no_leader`:
-//! the caller's durable start or stop is refused and nothing else is affected.
+//! mutation is persisted. A send that fails is `no_leader`: the caller's durable start or stop is
+//! refused and nothing else is affected. A mutation that was sent but got no reply within the
+//! hub's `default_timeout_ms`, or whose leader went down before answering (failed at once, not
+//! at the timeout), is `outcome_unknown`: the leader may have applied it, so the caller is not
+//! told "refused" (retrying is safe: the mutations are idempotent).
 //! The leader then broadcasts the change ([`WireMsg::DeclaredDelta`]) to every peer, which
 //! fetches the whole copy ([`WireMsg::DeclaredOffer`]) when it cannot apply it.
 
@@ -129,21 +131,24 @@ impl RemoteMutations {
         }
     }
 
-    /// The leader did not answer in time.
+    /// The leader did not answer in time: it may have applied the mutation.
     pub fn timed_out(&mut self, request_id: u64) {
-        self.sent_to.remove(&request_id);
+        let leader = self.sent_to.remove(&request_id);
         if let Some((then, _)) = self.pending.remove(&request_id) {
-            then(Err(RecoveryError::NoLeader {
-                reason: "the leader did not answer in time".into(),
+            then(Err(RecoveryError::OutcomeUnknown {
+                reason: format!(
+                    "the declared list's leader {} did not answer in time; it may have applied the change",
+                    leader.as_deref().unwrap_or("?")
+                ),
             }));
         }
     }
 }
 
 impl RemoteMutations {
-    /// `node` went down: the mutations waiting on it are `no_leader` now, not at the timeout
-    /// (the mutation may or may not have been applied, as with a timeout; the caller's durable
-    /// start or stop is refused and the next round settles the rest).
+    /// `node` went down: the mutations waiting on it are `outcome_unknown` now, not at the
+    /// timeout (the mutation may or may not have been applied, as with a timeout; the next
+    /// round settles the rest).
     pub fn node_down(&mut self, node: &NodeName) {
         let ids: Vec<u64> = self
             .sent_to
@@ -155,8 +160,10 @@ impl RemoteMutations {
             self.sent_to.remove(&request_id);
             if let Some((then, timer)) = self.pending.remove(&request_id) {
                 timer.abort();
-                then(Err(RecoveryError::NoLeader {
-                    reason: format!("the leader {node} went down before answering"),
+                then(Err(RecoveryError::OutcomeUnknown {
+                    reason: format!(
+                        "the declared list's leader {node} went down before answering; it may have applied the change"
+                    ),
                 }));
             }
         }
@@ -167,8 +174,9 @@ impl Drop for RemoteMutations {
     fn drop(&mut self) {
         for (_, (then, timer)) in std::mem::take(&mut self.pending).into_iter() {
             timer.abort();
-            then(Err(RecoveryError::HubUnavailable {
-                reason: "the declared leader stopped".into(),
+            // Sent, never answered: the remote leader may have applied it.
+            then(Err(RecoveryError::OutcomeUnknown {
+                reason: "this node's declared-list actor stopped before the leader answered".into(),
             }));
         }
     }
@@ -197,6 +205,8 @@ impl Joint {
                 self.version = self.version.max(version);
                 self.applied.extend(declared);
             }
+            // An unanswered part outweighs a refused one: the whole may have been applied in part.
+            Err(e @ RecoveryError::OutcomeUnknown { .. }) => self.refusal = Some(e),
             Err(e) => {
                 self.refusal.get_or_insert(e);
             }

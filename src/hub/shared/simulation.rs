@@ -54,11 +54,14 @@ pub enum InjectedBug {
     /// A gossiping node never runs its periodic rounds nor asks for what it is behind in, so
     /// a lost delta is never made good.
     GossipWithoutRounds,
+    /// A durable stop answers `no_leader` although its removal from the declared list is
+    /// committed (its terminate goes ahead): an error for a change that happened.
+    ErrorAfterUndeclaring,
 }
 
 impl InjectedBug {
     /// Every bug.
-    pub const ALL: [InjectedBug; 19] = [
+    pub const ALL: [InjectedBug; 20] = [
         InjectedBug::SkipTwoRoundRule,
         InjectedBug::AcknowledgeWithoutDeclaring,
         InjectedBug::StopWithoutUndeclaring,
@@ -78,6 +81,7 @@ impl InjectedBug {
         InjectedBug::KeepChildrenWithoutQuorum,
         InjectedBug::AcceptWithoutQuorum,
         InjectedBug::GossipWithoutRounds,
+        InjectedBug::ErrorAfterUndeclaring,
     ];
 
     /// Its name on the command line.
@@ -102,6 +106,7 @@ impl InjectedBug {
             InjectedBug::KeepChildrenWithoutQuorum => "keep_children_without_quorum",
             InjectedBug::AcceptWithoutQuorum => "accept_without_quorum",
             InjectedBug::GossipWithoutRounds => "gossip_without_rounds",
+            InjectedBug::ErrorAfterUndeclaring => "error_after_undeclaring",
         }
     }
 }

@@ -316,6 +316,7 @@ impl Run {
             None => 0,
         };
         requests_answered(&ledger, true)?;
+        super::super::invariants::answers_truthful(&ledger)?;
         Ok(superseded)
     }
 }

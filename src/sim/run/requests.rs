@@ -2,6 +2,16 @@
 //! into the ledger while the run goes on.
 
 use super::*;
+use crate::api::{StartError, StartResult, StopError, StopOutcome, StopResult};
+use crate::sim::ledger::{DurableAnswer, Told};
+
+/// The stable snake_case code of a per-child error (its serde tag).
+fn code_of(reason: &impl serde::Serialize) -> String {
+    serde_json::to_value(reason)
+        .ok()
+        .and_then(|v| v["code"].as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
 
 impl Run {
     /// Sends a start through `node` as a task: it is answered while the run goes on.
@@ -22,8 +32,10 @@ impl Run {
             } else {
                 ledger.plain.extend(ids.iter().cloned());
             }
-            ledger.issue(format!("start {ids:?}"), node, self.trace.now_ms())
+            let request = ledger.issue(format!("start {ids:?}"), node, self.trace.now_ms());
+            (request, ledger.decisions.len())
         };
+        let (request, decisions_before) = request;
         let minority = self.long_in_minority(node);
         if !durable {
             // Stops of plain children are drawn from those started, whatever the answer.
@@ -61,7 +73,15 @@ impl Run {
                     let mut codes: Vec<String> =
                         result.errors.iter().map(|e| e.reason.to_string()).collect();
                     codes.sort();
-                    format!("ok, {} started, errors {codes:?}", result.started.len())
+                    let pending = if result.pending.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", {} pending", result.pending.len())
+                    };
+                    format!(
+                        "ok, {} started{pending}, errors {codes:?}",
+                        result.started.len()
+                    )
                 }
                 Err(e) => format!("refused: {e}"),
             };
@@ -69,8 +89,19 @@ impl Run {
             if !durable {
                 return;
             }
-            // A start that failed may or may not have happened: no invariant rests on it. A
-            // child whose mapping was refused was never declared.
+            for id in &ids {
+                let told = start_told(&answer, id);
+                ledger.durable_answers.push(DurableAnswer {
+                    request,
+                    start: true,
+                    id: id.clone(),
+                    told,
+                    decisions_before,
+                });
+            }
+            // A start that failed may or may not have happened: no invariant rests on it but
+            // `answers_truthful`. A child whose mapping was refused is not declared (refused
+            // before the declaration, or undeclared again when the start was routed).
             if let Ok(result) = answer {
                 let refused: BTreeSet<&ChildId> = result
                     .errors
@@ -123,7 +154,11 @@ impl Run {
         let Some(hub) = self.cluster.hub(node).cloned() else {
             return;
         };
-        let request = lock(&self.ledger).issue(format!("stop {id}"), node, self.trace.now_ms());
+        let (request, decisions_before) = {
+            let mut ledger = lock(&self.ledger);
+            let request = ledger.issue(format!("stop {id}"), node, self.trace.now_ms());
+            (request, ledger.decisions.len())
+        };
         let minority = self.long_in_minority(node);
         if durable {
             lock(&self.live_durable).remove(&id);
@@ -143,7 +178,15 @@ impl Run {
                     let mut codes: Vec<String> =
                         result.errors.iter().map(|e| e.reason.to_string()).collect();
                     codes.sort();
-                    format!("ok, {} stopped, errors {codes:?}", result.stopped.len())
+                    let pending = if result.pending.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", {} pending", result.pending.len())
+                    };
+                    format!(
+                        "ok, {} stopped{pending}, errors {codes:?}",
+                        result.stopped.len()
+                    )
                 }
                 Err(e) => format!("refused: {e}"),
             };
@@ -151,6 +194,13 @@ impl Run {
             if !durable {
                 return;
             }
+            ledger.durable_answers.push(DurableAnswer {
+                request,
+                start: false,
+                id: id.clone(),
+                told: stop_told(&answer, &id),
+                decisions_before,
+            });
             // A stop that failed may or may not have happened: no invariant rests on it.
             if answer.is_ok() {
                 ledger.acknowledged.push(Acknowledged {
@@ -160,5 +210,43 @@ impl Run {
                 });
             }
         });
+    }
+}
+
+/// What a durable start's answer said about child `id`.
+fn start_told(answer: &Result<StartResult, StartError>, id: &ChildId) -> Told {
+    match answer {
+        Err(StartError::OutcomeUnknown { .. }) => Told::Unknown,
+        Err(e) => Told::Refused(format!("{e}")),
+        Ok(result) => {
+            if result.started.iter().any(|s| &s.id == id) {
+                Told::TookEffect
+            } else if result.pending.iter().any(|p| &p.id == id) {
+                Told::Pending
+            } else if let Some(e) = result.errors.iter().find(|e| &e.id == id) {
+                if e.reason.may_have_started() {
+                    Told::Unknown
+                } else {
+                    Told::Refused(code_of(&e.reason))
+                }
+            } else {
+                Told::Unknown
+            }
+        }
+    }
+}
+
+/// What a durable stop's answer said about child `id`.
+fn stop_told(answer: &Result<StopResult, StopError>, id: &ChildId) -> Told {
+    match answer {
+        Err(StopError::OutcomeUnknown { .. }) => Told::Unknown,
+        Err(e) => Told::Refused(format!("{e}")),
+        Ok(result) => match result.outcome(id) {
+            Some(StopOutcome::Stopped { .. }) => Told::TookEffect,
+            Some(StopOutcome::Pending { .. }) => Told::Pending,
+            Some(StopOutcome::Failed(e)) if e.is_outcome_unknown() => Told::Unknown,
+            Some(StopOutcome::Failed(e)) => Told::Refused(code_of(e)),
+            None => Told::Unknown,
+        },
     }
 }
