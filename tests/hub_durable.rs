@@ -70,7 +70,10 @@ async fn a_durable_backend_keeps_its_rows_across_a_hub_restart() {
     assert!(hub.local_child(&"d19".into()).is_none());
     for (id, row) in &running {
         assert_eq!(row.node_pids.len(), 1, "{id} runs once, here");
-        assert!(before[id].node_pids.values().all(|old| !row.node_pids.values().any(|new| new == old)));
+        assert!(before[id]
+            .node_pids
+            .values()
+            .all(|old| !row.node_pids.values().any(|new| new == old)));
     }
     // A restart is a write that authors the row.
     let d0 = process_hub::ChildId::from("d0");

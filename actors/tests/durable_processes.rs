@@ -237,7 +237,10 @@ impl Survival<'_> {
             self.what
         );
         let listed: BTreeSet<&String> = census.views.values().flat_map(|v| v.keys()).collect();
-        let unexpected: Vec<&&String> = listed.iter().filter(|id| !expected.contains(**id)).collect();
+        let unexpected: Vec<&&String> = listed
+            .iter()
+            .filter(|id| !expected.contains(**id))
+            .collect();
         assert!(
             unexpected.is_empty(),
             "{}: {cell}: children nobody expects are listed: {unexpected:?}",
@@ -262,8 +265,9 @@ fn ids(prefix: &str) -> BTreeSet<String> {
 
 /// Cells (a) and (c) on a cluster of three nodes.
 fn survival_in_a_cluster(backend: BackendChoice, auto_recovery: bool) {
-    let mut cluster = LocalCluster::start(binary(), 3, &survival_options(backend, auto_recovery), None)
-        .expect("nodes spawn");
+    let mut cluster =
+        LocalCluster::start(binary(), 3, &survival_options(backend, auto_recovery), None)
+            .expect("nodes spawn");
     let mut s = Survival {
         what: format!("cluster, {backend:?}, auto-recovery {auto_recovery}"),
         cluster: &mut cluster,
@@ -271,7 +275,11 @@ fn survival_in_a_cluster(backend: BackendChoice, auto_recovery: bool) {
     };
     s.ready();
     let plain = ids("p");
-    let durable = if auto_recovery { ids("d") } else { BTreeSet::new() };
+    let durable = if auto_recovery {
+        ids("d")
+    } else {
+        BTreeSet::new()
+    };
     start_children(&s.cluster.nodes[0].client(), &plain, false);
     if auto_recovery {
         // Through a node that is not the leader (the lowest name): the mutation is forwarded.
@@ -290,11 +298,17 @@ fn survival_in_a_cluster(backend: BackendChoice, auto_recovery: bool) {
     if on_disk(backend) {
         let node = &s.cluster.nodes[2];
         if let Err(e) = wait_for("the restarted node's boot hold to end", DEADLINE, || {
-            node.log_tail(usize::MAX).contains("boot hold ended").then_some(())
+            node.log_tail(usize::MAX)
+                .contains("boot hold ended")
+                .then_some(())
         }) {
             s.fail(e);
         }
-        s.expect("(a) one node restarted, its hold ended", &everything, &BTreeSet::new());
+        s.expect(
+            "(a) one node restarted, its hold ended",
+            &everything,
+            &BTreeSet::new(),
+        );
     }
 
     // (c) Every node SIGKILLed and restarted on its data directory.
@@ -313,8 +327,9 @@ fn survival_in_a_cluster(backend: BackendChoice, auto_recovery: bool) {
 
 /// Cell (b): a hub of one node (no `--join`) restarts.
 fn survival_on_one_node(backend: BackendChoice, auto_recovery: bool) {
-    let mut cluster = LocalCluster::start(binary(), 1, &survival_options(backend, auto_recovery), None)
-        .expect("node spawns");
+    let mut cluster =
+        LocalCluster::start(binary(), 1, &survival_options(backend, auto_recovery), None)
+            .expect("node spawns");
     let mut s = Survival {
         what: format!("single node, {backend:?}, auto-recovery {auto_recovery}"),
         cluster: &mut cluster,
@@ -322,7 +337,11 @@ fn survival_on_one_node(backend: BackendChoice, auto_recovery: bool) {
     };
     s.ready();
     let plain = ids("p");
-    let durable = if auto_recovery { ids("d") } else { BTreeSet::new() };
+    let durable = if auto_recovery {
+        ids("d")
+    } else {
+        BTreeSet::new()
+    };
     let client = s.cluster.nodes[0].client();
     start_children(&client, &plain, false);
     if auto_recovery {

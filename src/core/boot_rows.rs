@@ -188,7 +188,10 @@ mod tests {
     fn with_auto_recovery_plain_rows_go_and_durable_rows_stay_unbound_from_this_node() {
         let me = "a@h".to_owned();
         let plan = plan_boot_rows(&rows(), &me, recovery_replay(true));
-        assert_eq!(plan.remove, ids(&["plain-mine", "plain-peer", "plain-stub"]));
+        assert_eq!(
+            plan.remove,
+            ids(&["plain-mine", "plain-peer", "plain-stub"])
+        );
         assert_eq!(plan.unbind, ids(&["durable-mine"]));
         assert_eq!(plan.hosted, ids(&["durable-mine"]).into_iter().collect());
     }
@@ -215,7 +218,10 @@ mod tests {
         let plan = plan_boot_rows(&rows(), &"a@h".to_owned(), true);
         let hold = BootHold::new(&plan, true, 1_000, 500).unwrap();
         assert!(!hold.released(1_200, true, false), "not due yet");
-        assert!(!hold.released(1_500, false, false), "a peer's registry is missing");
+        assert!(
+            !hold.released(1_500, false, false),
+            "a peer's registry is missing"
+        );
         assert!(hold.released(1_500, true, false));
     }
 

@@ -473,7 +473,10 @@ impl PlacementWatch {
 /// auto-recovery, so its registry backend opens with `recovery_replay` off): none of `gone`,
 /// the plain children that ran before an outage and were not started again since, runs
 /// anywhere or is listed in any node's registry, whatever backend kept the rows.
-pub fn undeclared_stays_gone(views: &[NodeView], gone: &BTreeSet<ChildId>) -> Result<(), Violation> {
+pub fn undeclared_stays_gone(
+    views: &[NodeView],
+    gone: &BTreeSet<ChildId>,
+) -> Result<(), Violation> {
     for view in views {
         let back = gone
             .iter()

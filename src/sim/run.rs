@@ -13,7 +13,8 @@ use super::cluster::SimCluster;
 use super::invariants::{
     declared_lists_agree, declared_run_as_decided_with, each_once_where_placed, judge_declared,
     no_rebalance_left_undone, one_active_replica, registries_agree, replicas_on_owners,
-    requests_answered, runs_where_recorded, undeclared_stays_gone, NodeView, PlacementWatch, VersionWatch, Violation,
+    requests_answered, runs_where_recorded, undeclared_stays_gone, NodeView, PlacementWatch,
+    VersionWatch, Violation,
 };
 use super::ledger::{Acknowledged, Ledger, SharedLedger};
 use super::messaging::{self, SharedMessageLog};

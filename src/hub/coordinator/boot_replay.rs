@@ -92,7 +92,11 @@ impl CoordinatorState {
             .filter_map(|id| self.hub.storage.get(id))
             .collect();
         let me = self.hub.node.clone();
-        let alone = (BTreeSet::new(), BTreeSet::new(), HashRing::new([me.clone()]));
+        let alone = (
+            BTreeSet::new(),
+            BTreeSet::new(),
+            HashRing::new([me.clone()]),
+        );
         let (up, in_grace, ring): (&BTreeSet<NodeName>, BTreeSet<NodeName>, &HashRing) =
             match &self.cluster {
                 Some(cluster) => (
