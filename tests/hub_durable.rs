@@ -1,7 +1,5 @@
-//! A hub on a durable registry backend keeps its rows across a restart of the hub.
-//!
-//! Needs the `durable` backend (built on the storage branch); on a branch without it,
-//! `open_backend` refuses the config and this test fails at spawn.
+//! A hub on a durable registry backend keeps its rows across a restart of the hub and, without
+//! auto-recovery (`recovery_replay` on), restarts the children its rows say it ran.
 
 mod common;
 
@@ -16,6 +14,7 @@ async fn a_durable_backend_keeps_its_rows_across_a_hub_restart() {
             path: Some(dir.path().join("registry")),
         })
         .data_dir(dir.path())
+        .recovery_replay_wait(std::time::Duration::from_millis(50))
         .build()
         .unwrap();
 
@@ -52,22 +51,32 @@ async fn a_durable_backend_keeps_its_rows_across_a_hub_restart() {
         let kept = &after[id];
         assert_eq!(kept.spec, row.spec);
         assert_eq!(kept.metadata, row.metadata);
-        // The previous run's pids died with it: this node's bindings are dropped at boot.
-        assert!(kept.node_pids.is_empty());
     }
     assert_eq!(hub.tag_query("kept").len(), 19);
-    assert!(hub.process_list(ProcessScope::Local).is_empty());
-    // A kept row can be started again, and then runs here.
-    let again = hub
-        .start_child(
-            ChildSpec::new("d0", "counter"),
-            StartOptions::new().check_existing(false),
-        )
-        .await
-        .unwrap();
-    assert!(again.is_ok());
+    // The rows say this node ran the children: it restarts them (the previous run's pids died
+    // with it), and not the stopped one.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    while hub.process_list(ProcessScope::Local).len() < 19 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the kept children did not run again: {:?}",
+            hub.process_list(ProcessScope::Local)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let running = hub.registry_dump();
+    assert_eq!(running.len(), 19);
     assert!(hub.local_child(&"d0".into()).is_some());
+    assert!(hub.local_child(&"d19".into()).is_none());
+    for (id, row) in &running {
+        assert_eq!(row.node_pids.len(), 1, "{id} runs once, here");
+        assert!(before[id]
+            .node_pids
+            .values()
+            .all(|old| !row.node_pids.values().any(|new| new == old)));
+    }
+    // A restart is a write that authors the row.
     let d0 = process_hub::ChildId::from("d0");
-    assert!(after[&d0].hub.epoch < hub.registry_dump()[&d0].hub.epoch);
+    assert!(before[&d0].hub.epoch < running[&d0].hub.epoch);
     hub.shutdown().await.unwrap();
 }

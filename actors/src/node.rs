@@ -122,6 +122,9 @@ pub fn hub_config(settings: &NodeSettings) -> Result<ProcessHub, process_hub::Co
     if let Some(grace) = settings.nodedown_grace_ms {
         config.nodedown_grace_ms = grace;
     }
+    if let Some(wait) = settings.recovery_replay_wait_ms {
+        config.recovery_replay_wait_ms = wait;
+    }
     if let Some(distribution) = settings.distribution {
         config.distribution = distribution;
     }

@@ -134,6 +134,264 @@ fn declared_children_survive_a_whole_cluster_sigkill_on_the_durable_backend() {
     declared_children_survive_a_whole_cluster_sigkill(BackendChoice::Durable);
 }
 
+// ---------------------------------------------------------------------------------------------
+// What survives, per backend and mode (docs/recovery.md, "What survives"): plain and durable
+// children across (a) one node's restart in a cluster, (b) a single-node hub's restart, (c) a
+// whole-cluster outage, with auto-recovery on and off.
+// ---------------------------------------------------------------------------------------------
+
+const SURVIVAL_CHILDREN: usize = 20;
+
+/// The flags of a survival cluster: short graces, and a short replay wait for the disk
+/// backends without auto-recovery.
+fn survival_options(backend: BackendChoice, auto_recovery: bool) -> ClusterOptions {
+    let mut extra_args = vec!["--recovery-replay-wait-ms".to_owned(), "300".into()];
+    if auto_recovery {
+        extra_args.extend([
+            "--auto-recovery".into(),
+            "--reconcile-grace-ms".into(),
+            GRACE_MS.to_string(),
+            "--reconcile-interval-ms".into(),
+            "1000".into(),
+        ]);
+    }
+    ClusterOptions {
+        hub: "survival".into(),
+        backend,
+        extra_args,
+        ..ClusterOptions::default()
+    }
+}
+
+fn on_disk(backend: BackendChoice) -> bool {
+    backend != BackendChoice::Memory
+}
+
+/// The children that run after a restart that took every copy of the registry but the disks
+/// (a single-node hub's restart, a whole-cluster outage): the declared ones with auto-recovery;
+/// without it, the plain ones a disk backend kept.
+fn survivors(
+    backend: BackendChoice,
+    auto_recovery: bool,
+    plain: &BTreeSet<String>,
+    durable: &BTreeSet<String>,
+) -> BTreeSet<String> {
+    if auto_recovery {
+        durable.clone()
+    } else if on_disk(backend) {
+        plain.clone()
+    } else {
+        BTreeSet::new()
+    }
+}
+
+/// The state of a survival cluster, for the waits below.
+struct Survival<'a> {
+    what: String,
+    cluster: &'a mut LocalCluster,
+    auto_recovery: bool,
+}
+
+impl Survival<'_> {
+    fn clients(&self) -> Vec<(String, AdminClient)> {
+        self.cluster.named_clients()
+    }
+
+    fn fail(&self, e: impl std::fmt::Display) -> ! {
+        panic!("{}: {e}\n{}", self.what, self.cluster.log_tails(40))
+    }
+
+    /// Waits until the running nodes form one cluster and, with auto-recovery, every node is
+    /// `normal` (its first reconcile round ran).
+    fn ready(&mut self) {
+        if let Err(e) = self.cluster.wait_formed(DEADLINE) {
+            self.fail(e);
+        }
+        if self.auto_recovery {
+            let all = self.clients();
+            if let Err(e) = wait_for("every node to be normal", DEADLINE, || all_normal(&all)) {
+                self.fail(e);
+            }
+        }
+    }
+
+    /// Waits until every copy lists each of `expected` once on the same node, and no copy lists
+    /// any of `absent`, not even as a row without a host; then no child is listed that is not
+    /// expected, and none runs twice.
+    fn expect(&self, cell: &str, expected: &BTreeSet<String>, absent: &BTreeSet<String>) {
+        let all = self.clients();
+        let outcome = wait_for(cell, DEADLINE, || {
+            let census = Census::take(&all).ok()?;
+            let lingering = census
+                .views
+                .values()
+                .any(|view| absent.iter().any(|id| view.contains_key(id)));
+            (census.all_run_once(expected) && !lingering).then_some(census)
+        });
+        let census = outcome.unwrap_or_else(|e| {
+            let census = Census::take(&all).ok();
+            self.fail(format!("{cell}: {e}; census {census:?}"))
+        });
+        assert!(
+            census.duplicates().is_empty(),
+            "{}: {cell}: children run twice: {census:?}",
+            self.what
+        );
+        let listed: BTreeSet<&String> = census.views.values().flat_map(|v| v.keys()).collect();
+        let unexpected: Vec<&&String> = listed
+            .iter()
+            .filter(|id| !expected.contains(**id))
+            .collect();
+        assert!(
+            unexpected.is_empty(),
+            "{}: {cell}: children nobody expects are listed: {unexpected:?}",
+            self.what
+        );
+    }
+}
+
+fn start_children(client: &AdminClient, ids: &BTreeSet<String>, durable: bool) {
+    let ids: Vec<String> = ids.iter().cloned().collect();
+    let answer = client
+        .start(&counter_specs(&ids, durable))
+        .expect("start answered");
+    assert_eq!(answer.started.len(), ids.len(), "{answer:?}");
+}
+
+fn ids(prefix: &str) -> BTreeSet<String> {
+    (0..SURVIVAL_CHILDREN)
+        .map(|i| format!("{prefix}-{i:02}"))
+        .collect()
+}
+
+/// Cells (a) and (c) on a cluster of three nodes.
+fn survival_in_a_cluster(backend: BackendChoice, auto_recovery: bool) {
+    let mut cluster =
+        LocalCluster::start(binary(), 3, &survival_options(backend, auto_recovery), None)
+            .expect("nodes spawn");
+    let mut s = Survival {
+        what: format!("cluster, {backend:?}, auto-recovery {auto_recovery}"),
+        cluster: &mut cluster,
+        auto_recovery,
+    };
+    s.ready();
+    let plain = ids("p");
+    let durable = if auto_recovery {
+        ids("d")
+    } else {
+        BTreeSet::new()
+    };
+    start_children(&s.cluster.nodes[0].client(), &plain, false);
+    if auto_recovery {
+        // Through a node that is not the leader (the lowest name): the mutation is forwarded.
+        start_children(&s.cluster.nodes[1].client(), &durable, true);
+    }
+    let everything: BTreeSet<String> = plain.union(&durable).cloned().collect();
+    s.expect("every child running", &everything, &BTreeSet::new());
+
+    // (a) One node restarts; its peers hold the registry: every child runs again, once. Its
+    // peers re-place its children (possibly before it is back); the returning node restarts
+    // what its kept rows say it ran only once its peers' registries told it what runs where.
+    s.cluster.nodes[2].kill();
+    s.cluster.nodes[2].restart().expect("node restarts");
+    s.ready();
+    s.expect("(a) one node restarted", &everything, &BTreeSet::new());
+    if on_disk(backend) {
+        let node = &s.cluster.nodes[2];
+        if let Err(e) = wait_for("the restarted node's boot hold to end", DEADLINE, || {
+            node.log_tail(usize::MAX)
+                .contains("boot hold ended")
+                .then_some(())
+        }) {
+            s.fail(e);
+        }
+        s.expect(
+            "(a) one node restarted, its hold ended",
+            &everything,
+            &BTreeSet::new(),
+        );
+    }
+
+    // (c) Every node SIGKILLed and restarted on its data directory.
+    for node in &mut s.cluster.nodes {
+        node.kill();
+    }
+    for node in &mut s.cluster.nodes {
+        node.restart().expect("node restarts");
+    }
+    s.ready();
+    let expected = survivors(backend, auto_recovery, &plain, &durable);
+    let absent: BTreeSet<String> = everything.difference(&expected).cloned().collect();
+    s.expect("(c) whole-cluster outage", &expected, &absent);
+    cluster.shutdown(Duration::from_secs(5));
+}
+
+/// Cell (b): a hub of one node (no `--join`) restarts.
+fn survival_on_one_node(backend: BackendChoice, auto_recovery: bool) {
+    let mut cluster =
+        LocalCluster::start(binary(), 1, &survival_options(backend, auto_recovery), None)
+            .expect("node spawns");
+    let mut s = Survival {
+        what: format!("single node, {backend:?}, auto-recovery {auto_recovery}"),
+        cluster: &mut cluster,
+        auto_recovery,
+    };
+    s.ready();
+    let plain = ids("p");
+    let durable = if auto_recovery {
+        ids("d")
+    } else {
+        BTreeSet::new()
+    };
+    let client = s.cluster.nodes[0].client();
+    start_children(&client, &plain, false);
+    if auto_recovery {
+        start_children(&client, &durable, true);
+    }
+    let everything: BTreeSet<String> = plain.union(&durable).cloned().collect();
+    s.expect("every child running", &everything, &BTreeSet::new());
+    s.cluster.nodes[0].kill();
+    s.cluster.nodes[0].restart().expect("node restarts");
+    s.ready();
+    let expected = survivors(backend, auto_recovery, &plain, &durable);
+    let absent: BTreeSet<String> = everything.difference(&expected).cloned().collect();
+    s.expect("(b) the single node restarted", &expected, &absent);
+    cluster.shutdown(Duration::from_secs(5));
+}
+
+/// Every cell of one backend: the cluster and the single node, with auto-recovery on and off,
+/// the four side by side.
+fn what_survives(backend: BackendChoice) {
+    std::thread::scope(|scope| {
+        let runs = [
+            scope.spawn(move || survival_in_a_cluster(backend, true)),
+            scope.spawn(move || survival_in_a_cluster(backend, false)),
+            scope.spawn(move || survival_on_one_node(backend, true)),
+            scope.spawn(move || survival_on_one_node(backend, false)),
+        ];
+        for run in runs {
+            if let Err(panic) = run.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    });
+}
+
+#[test]
+fn what_survives_on_the_memory_backend() {
+    what_survives(BackendChoice::Memory);
+}
+
+#[test]
+fn what_survives_on_the_lmdb_backend() {
+    what_survives(BackendChoice::Lmdb);
+}
+
+#[test]
+fn what_survives_on_the_durable_backend() {
+    what_survives(BackendChoice::Durable);
+}
+
 /// Sends `signal` to a node process this test started (SIGSTOP freezes it: its connections
 /// stay open and it answers nothing; SIGCONT lets it go on as if no time had passed).
 fn signal_node(pid: u32, signal: nix::sys::signal::Signal) {

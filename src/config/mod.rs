@@ -123,6 +123,13 @@ pub struct ProcessHub {
     /// re-place its children, in ms. Range `0..=600_000`, default 1 000: heartbeats already
     /// waited for the failure detector's timeout, so the grace only absorbs short flaps.
     pub nodedown_grace_ms: u64,
+    /// Disk backends without auto-recovery (`recovery_replay`): how long a booting node waits,
+    /// at least, before it restarts the children its kept rows say it ran, in ms; it also
+    /// waits until every peer that came up meanwhile delivered its registry, so that a child a
+    /// peer re-placed while this node was down is not started twice. Long enough for the
+    /// node's peers to connect. Range `0..=600_000`, default 3 000. See `docs/recovery.md`,
+    /// "What survives".
+    pub recovery_replay_wait_ms: u64,
     /// Cluster: membership events are batched; a pass runs this long after the last event, in
     /// ms. Range `0..=60_000`, default 200.
     pub membership_debounce_ms: u64,
@@ -181,6 +188,7 @@ impl Default for ProcessHub {
             auto_recovery: None,
             sync_interval_ms: 15_000,
             nodedown_grace_ms: 1_000,
+            recovery_replay_wait_ms: 3_000,
             membership_debounce_ms: 200,
             membership_max_wait_ms: 2_000,
             migration_retry_ms: 1_000,
@@ -223,6 +231,14 @@ impl ProcessHub {
             SyncStrategy::PubSub => self.sync_interval_ms,
             SyncStrategy::Gossip { interval_ms, .. } => interval_ms,
         }
+    }
+
+    /// The seed's `recovery_replay`: whether the hub restores children from the rows its
+    /// registry backend kept on disk. Off with auto-recovery, whose reconcile restores exactly
+    /// the declared list (a returning node must not republish its stale view as fact); on
+    /// without it, where the disk backends give restart-survival. See `core::boot_rows`.
+    pub fn recovery_replay(&self) -> bool {
+        self.auto_recovery.is_none()
     }
 
     /// A config with defaults for everything but the hub id.
@@ -314,6 +330,13 @@ impl ProcessHub {
         range(
             "nodedown_grace_ms",
             self.nodedown_grace_ms,
+            0,
+            600_000,
+            "0..=600000",
+        )?;
+        range(
+            "recovery_replay_wait_ms",
+            self.recovery_replay_wait_ms,
             0,
             600_000,
             "0..=600000",
@@ -473,6 +496,13 @@ impl ProcessHubBuilder {
         self.0.nodedown_grace_ms = nodedown_grace.as_millis() as u64;
         self.0.membership_debounce_ms = debounce.as_millis() as u64;
         self.0.membership_max_wait_ms = max_wait.as_millis() as u64;
+        self
+    }
+
+    /// Sets `recovery_replay_wait_ms`: how long a node booting on a disk backend without
+    /// auto-recovery waits for its peers before it restarts the children its rows say it ran.
+    pub fn recovery_replay_wait(mut self, wait: Duration) -> Self {
+        self.0.recovery_replay_wait_ms = wait.as_millis() as u64;
         self
     }
 

@@ -7,6 +7,7 @@
 
 pub mod backoff;
 pub mod boot;
+pub mod boot_rows;
 pub mod boot_token;
 pub mod child_route;
 pub mod declared_delta;

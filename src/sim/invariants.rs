@@ -4,7 +4,7 @@
 //! | invariant | when | what |
 //! |---|---|---|
 //! | [`Invariant::DeclaredRunOnce`] | quiescence | every acknowledged durable start the final declared list keeps runs exactly once; the nodes agree on that list, and it is exactly what its leaders decided |
-//! | [`Invariant::StoppedStaysStopped`] | quiescence | an acknowledged durable stop the final list keeps is not running anywhere, nor is any durable child the list does not declare |
+//! | [`Invariant::StoppedStaysStopped`] | quiescence | an acknowledged durable stop the final list keeps is not running anywhere, nor is any durable child the list does not declare; a plain child that ran before a whole-cluster outage (and was not started again) neither runs nor is listed anywhere |
 //! | [`Invariant::RegistriesAgree`] | quiescence | every node's registry is the same, says the truth about what runs where, and each child runs once, on its ring owner |
 //! | [`Invariant::PlacementBounded`] | every step | no child runs on a node that is not its ring owner (over the nodes that node can reach) for longer than the bound |
 //! | [`Invariant::VersionsMonotonic`] | every step | a node's declared version never goes backwards while it keeps its disk |
@@ -473,6 +473,33 @@ impl PlacementWatch {
         self.misplaced = still;
         Ok(())
     }
+}
+
+/// After a whole-cluster outage only the declared list returns (every simulated hub runs
+/// auto-recovery, so its registry backend opens with `recovery_replay` off): none of `gone`,
+/// the plain children that ran before an outage and were not started again since, runs
+/// anywhere or is listed in any node's registry, whatever backend kept the rows.
+pub fn undeclared_stays_gone(
+    views: &[NodeView],
+    gone: &BTreeSet<ChildId>,
+) -> Result<(), Violation> {
+    for view in views {
+        let back = gone
+            .iter()
+            .find(|id| view.running.contains_key(*id) || view.registry.contains_key(*id));
+        if let Some(id) = back {
+            return Err(Violation::new(
+                Invariant::StoppedStaysStopped,
+                format!(
+                    "plain child {id} ran before a whole-cluster outage and is back on {} \
+                     (running: {}); only the declared list returns",
+                    view.node,
+                    view.running.contains_key(id)
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// No request was answered twice; with `all`, every request was answered.

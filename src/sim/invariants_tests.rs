@@ -238,3 +238,24 @@ fn a_request_must_be_answered_exactly_once() {
     ledger.answered(r);
     assert!(requests_answered(&ledger, false).is_err());
 }
+
+#[test]
+fn a_plain_child_from_before_an_outage_must_not_return_nor_linger() {
+    let view = |running: &[&str], listed: &[&str]| NodeView {
+        node: "a@sim".to_owned(),
+        running: running.iter().map(|id| (ChildId::from(*id), 1)).collect(),
+        registry: listed
+            .iter()
+            .map(|id| (ChildId::from(*id), BTreeMap::new()))
+            .collect(),
+        members: vec!["a@sim".into()],
+        declared: None,
+    };
+    let gone = set(&["p1"]);
+    undeclared_stays_gone(&[view(&["d1"], &["d1"])], &gone).unwrap();
+    let running = undeclared_stays_gone(&[view(&["p1"], &["p1"])], &gone).unwrap_err();
+    assert_eq!(running.invariant, Invariant::StoppedStaysStopped);
+    // A row without a host still answers lookups: it must be gone too.
+    let lingering = undeclared_stays_gone(&[view(&[], &["p1"])], &gone).unwrap_err();
+    assert_eq!(lingering.invariant, Invariant::StoppedStaysStopped);
+}

@@ -13,7 +13,8 @@ use super::cluster::SimCluster;
 use super::invariants::{
     declared_lists_agree, declared_run_as_decided_with, each_once_where_placed, judge_declared,
     no_rebalance_left_undone, one_active_replica, registries_agree, replicas_on_owners,
-    requests_answered, runs_where_recorded, NodeView, PlacementWatch, VersionWatch, Violation,
+    requests_answered, runs_where_recorded, undeclared_stays_gone, NodeView, PlacementWatch,
+    VersionWatch, Violation,
 };
 use super::ledger::{Acknowledged, Ledger, SharedLedger};
 use super::messaging::{self, SharedMessageLog};
@@ -243,6 +244,9 @@ struct Run {
     /// Acknowledged and not stopped since (what stops are drawn from).
     live_plain: BTreeSet<ChildId>,
     live_durable: Arc<Mutex<BTreeSet<ChildId>>>,
+    /// Plain children started before a whole-cluster outage and not started again since: only
+    /// the declared list returns from an outage (`undeclared_stays_gone`).
+    gone_in_outage: BTreeSet<ChildId>,
     /// What typed messages and monitors showed.
     messages: SharedMessageLog,
     /// The next number a typed call or cast carries.
@@ -331,6 +335,7 @@ impl Run {
             durable_registry,
             live_plain: BTreeSet::new(),
             live_durable: Arc::default(),
+            gone_in_outage: BTreeSet::new(),
             messages: Arc::default(),
             next_message: 0,
             found: None,
@@ -599,6 +604,7 @@ impl Run {
             }
             Op::Crash { node } => self.cluster.crash(&node).await,
             Op::Outage => {
+                self.gone_in_outage.extend(self.live_plain.iter().cloned());
                 for node in self.cluster.up() {
                     self.cluster.crash(&node).await;
                 }

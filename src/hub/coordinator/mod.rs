@@ -23,6 +23,7 @@
 //! (`hub`), `pending_operations`, the request id counter and the cluster's bookkeeping.
 
 mod answers;
+mod boot_replay;
 mod cluster;
 mod handover;
 mod leave;
@@ -203,6 +204,7 @@ impl Actor for Coordinator {
         state.arm_sync_timer(&myself);
         state.arm_load_timer(&myself);
         state.arm_quorum_recheck(&myself);
+        state.arm_boot_hold(&myself);
         Ok(())
     }
 

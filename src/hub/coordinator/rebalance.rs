@@ -181,6 +181,8 @@ impl CoordinatorState {
             .chain(cluster.failed.keys())
             .cloned()
             .chain(hub.replicas_stopping())
+            // The children this node ran before it booted wait for the boot hold to end.
+            .chain(hub.boot_held())
             .collect();
         let rows = hub.storage.export_all();
         let live = Liveness {

@@ -66,6 +66,8 @@ impl CoordinatorState {
                 timeout,
                 reply,
             } => return self.child_call(myself, id, payload, timeout, reply),
+            // A node without a network restores its kept rows too.
+            ClusterMsg::BootHoldCheck => return self.check_boot_hold(myself),
             other => other,
         };
         if self.cluster.is_none() {
@@ -130,6 +132,7 @@ impl CoordinatorState {
                 self.publish_membership();
                 self.arm_flush(myself);
             }
+            ClusterMsg::BootHoldCheck => {}
             ClusterMsg::SyncTick => {
                 self.announce_declared_version();
                 if let Some(registry) = self.hub.registry() {

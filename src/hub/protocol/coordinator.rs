@@ -62,6 +62,8 @@ pub(crate) enum ClusterMsg {
     Synced { from: NodeName },
     /// Time to send this node's full sync.
     SyncTick,
+    /// Time to check whether the boot hold may end (`core::boot_rows`).
+    BootHoldCheck,
     /// Retry failed migrations and re-placements.
     Retry,
     /// Hand this node's children to their next owners (graceful leave).

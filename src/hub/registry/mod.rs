@@ -77,6 +77,49 @@ struct PumpItem {
 
 pub(crate) struct Registry;
 
+/// First boot: what the rows a disk backend kept become (`core::boot_rows`): this node's
+/// bindings from a previous run dropped, plain children's rows removed when the hub does not
+/// replay its rows (auto-recovery), and the children this node ran held for the Coordinator.
+async fn open_kept_rows(shared: &Arc<HubShared>) -> Result<(), StorageError> {
+    let node = &shared.node;
+    let replay = shared.config.recovery_replay();
+    let rows = shared.storage.export_all();
+    let plan = crate::core::boot_rows::plan_boot_rows(&rows, node, replay);
+    if plan.is_empty() {
+        return Ok(());
+    }
+    let unbind: std::collections::BTreeSet<&ChildId> = plan.unbind.iter().collect();
+    let mut batch: Vec<Mutation> = rows
+        .into_iter()
+        .filter(|row| unbind.contains(&row.spec.id))
+        .map(|mut row| {
+            row.node_pids.remove(node);
+            Mutation::put(row)
+        })
+        .collect();
+    batch.extend(plan.remove.iter().cloned().map(Mutation::Remove));
+    tracing::info!(
+        unbound = plan.unbind.len(),
+        removed = plan.remove.len(),
+        replay,
+        "rows kept on disk: this node's bindings from a previous run dropped{}",
+        if replay {
+            ""
+        } else {
+            ", plain children's rows removed (auto-recovery restores the declared list)"
+        }
+    );
+    shared.storage.submit(batch).wait_async().await?;
+    let hold = crate::core::boot_rows::BootHold::new(
+        &plan,
+        replay,
+        shared.clock.now_ms(),
+        shared.config.recovery_replay_wait_ms,
+    );
+    *shared.boot_hold.lock().unwrap_or_else(|e| e.into_inner()) = hold;
+    Ok(())
+}
+
 pub(crate) struct RegistryArgs {
     pub shared: Arc<HubShared>,
     /// First boot of the hub: drop this node's bindings left by a previous run (its pids died
@@ -492,24 +535,7 @@ impl Actor for Registry {
     ) -> Result<Self::State, ActorProcessingErr> {
         let shared = args.shared;
         if args.strip_local {
-            let node = &shared.node;
-            let stale: Vec<Mutation> = shared
-                .storage
-                .export_all()
-                .into_iter()
-                .filter(|row| row.node_pids.contains_key(node))
-                .map(|mut row| {
-                    row.node_pids.remove(node);
-                    Mutation::put(row)
-                })
-                .collect();
-            if !stale.is_empty() {
-                tracing::info!(
-                    rows = stale.len(),
-                    "dropping this node's bindings from a previous run"
-                );
-                shared.storage.submit(stale).wait_async().await?;
-            }
+            open_kept_rows(&shared).await?;
         }
         let (tx, rx) = mpsc::unbounded_channel();
         let pump_task = tokio::spawn(pump(shared.clone(), myself.clone(), rx));

@@ -183,6 +183,10 @@ pub(crate) struct HubShared {
     pub partition: partition::PartitionFlags,
     /// When each peer's registry was last applied here (the sync lag metric).
     pub sync_heard: crate::telemetry::metrics::SyncHeard,
+    /// The children this node ran before it booted, as its disk backend kept their rows:
+    /// held from its redistribution passes until it may restore them (`core::boot_rows`).
+    /// Set by the Registry at first boot; ended by the Coordinator.
+    pub boot_hold: std::sync::Mutex<Option<crate::core::boot_rows::BootHold>>,
     /// Bugs the simulator injected into this hub.
     #[cfg(feature = "sim")]
     pub bugs: BTreeSet<simulation::InjectedBug>,
@@ -254,12 +258,23 @@ impl HubShared {
             loads: loads::Loads::default(),
             partition: partition::PartitionFlags::default(),
             sync_heard: Default::default(),
+            boot_hold: std::sync::Mutex::new(None),
             #[cfg(feature = "sim")]
             bugs: BTreeSet::new(),
             #[cfg(feature = "sim")]
             observer: None,
             epoch: tokio::time::Instant::now(),
         }
+    }
+
+    /// The children held by the boot hold (`core::boot_rows`), empty once it ended.
+    pub fn boot_held(&self) -> BTreeSet<ChildId> {
+        self.boot_hold
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|hold| hold.hosted.clone())
+            .unwrap_or_default()
     }
 
     /// Whether the simulator injected `bug` into this hub (never, without the `sim` feature).

@@ -6,7 +6,7 @@
 //! actor sits on this path: a typed call costs one frame each way and a map entry while it
 //! waits, nothing per child.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -28,7 +28,9 @@ struct Waiting {
 #[derive(Default)]
 pub(crate) struct TypedCalls {
     next: AtomicU64,
-    waiting: Mutex<HashMap<u64, Waiting>>,
+    /// By request id, so a peer's failure answers its calls in the order they were made
+    /// (the simulator replays a seed exactly).
+    waiting: Mutex<BTreeMap<u64, Waiting>>,
 }
 
 impl TypedCalls {
@@ -77,7 +79,7 @@ impl TypedCalls {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Waiting>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Waiting>> {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

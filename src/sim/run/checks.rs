@@ -290,6 +290,7 @@ impl Run {
             .map(NodeView::of)
             .collect();
         registries_agree(&views)?;
+        undeclared_stays_gone(&views, &self.gone_in_outage)?;
         let replicas = self.cluster.replicas;
         if self.load_balanced() {
             self.check_load_balanced(&views, &up)?;

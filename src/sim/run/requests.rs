@@ -40,6 +40,9 @@ impl Run {
         if !durable {
             // Stops of plain children are drawn from those started, whatever the answer.
             self.live_plain.extend(ids.iter().cloned());
+            for id in &ids {
+                self.gone_in_outage.remove(id);
+            }
         }
         let specs = ids
             .iter()

@@ -85,6 +85,11 @@ pub struct NodeFlags {
     /// (the hub's `nodedown_grace_ms`; default 1000).
     #[arg(long)]
     pub nodedown_grace_ms: Option<u64>,
+    /// On a disk backend without `--auto-recovery`: how long a restarting node waits for its
+    /// peers before it restarts the children its registry rows say it ran, in ms (the hub's
+    /// `recovery_replay_wait_ms`; default 3000).
+    #[arg(long)]
+    pub recovery_replay_wait_ms: Option<u64>,
     /// How new children are placed: `consistent-hash` (default: on their ring owner),
     /// `guided` (on the node each start names; a start without one is refused per child) or
     /// `load-balanced` (in proportion to each node's spare capacity, as the leader gathers it;
@@ -210,6 +215,7 @@ pub(super) struct FileSettings {
     pub(super) tls_server_name: Option<String>,
     pub(super) backend: Option<BackendChoice>,
     pub(super) nodedown_grace_ms: Option<u64>,
+    pub(super) recovery_replay_wait_ms: Option<u64>,
     pub(super) distribution: Option<process_hub::Distribution>,
     pub(super) migration: Option<process_hub::Migration>,
     pub(super) replication_factor: Option<usize>,

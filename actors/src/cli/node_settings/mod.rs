@@ -45,6 +45,8 @@ pub struct NodeSettings {
     pub backend: BackendChoice,
     /// The hub's `nodedown_grace_ms`, when set (validated by the hub's config).
     pub nodedown_grace_ms: Option<u64>,
+    /// The hub's `recovery_replay_wait_ms`, when set (validated by the hub's config).
+    pub recovery_replay_wait_ms: Option<u64>,
     /// The hub's `distribution` (flag, else file; default consistent hash).
     pub distribution: Option<process_hub::Distribution>,
     /// The hub's `migration` (flag, else file; default cold).
@@ -361,6 +363,9 @@ impl NodeFlags {
             tls,
             backend: self.backend.or(file.backend).unwrap_or_default(),
             nodedown_grace_ms: self.nodedown_grace_ms.or(file.nodedown_grace_ms),
+            recovery_replay_wait_ms: self
+                .recovery_replay_wait_ms
+                .or(file.recovery_replay_wait_ms),
             distribution: self.distribution.or(file.distribution),
             migration: self.migration.or(file.migration),
             replication_factor: self.replication_factor.or(file.replication_factor),
