@@ -73,7 +73,11 @@ impl Run {
         if let Some(book) = &self.book {
             lock(book).check()?;
         }
-        if replicas > 1 {
+        // Under active-active every replica is active by design: what holds there is that each
+        // child runs on exactly its owners once settled (`registries_agree`, at quiescence).
+        if replicas > 1
+            && self.cluster.replication_model == crate::config::ReplicationModel::ActivePassive
+        {
             one_active_replica(&self.active_replicas())?;
         }
         if self.quorum() {
