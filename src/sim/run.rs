@@ -255,6 +255,8 @@ struct Run {
     split: super::split::SplitWatch,
     /// Since when each node has been on a side without quorum (quorum runs).
     minority_since: BTreeMap<NodeName, u64>,
+    /// Bumped by every operation that may give a side quorum (heal, partition, restart, join).
+    sides_changed: Arc<std::sync::atomic::AtomicU64>,
     checks: u64,
     durable_registry: bool,
     /// Acknowledged and not stopped since (what stops are drawn from).
@@ -341,6 +343,7 @@ impl Run {
             placement: PlacementWatch::new(options.placement_bound.as_millis() as u64),
             split: super::split::SplitWatch::new(SPLIT_BOUND_MS),
             minority_since: BTreeMap::new(),
+            sides_changed: Arc::default(),
             options,
             trace,
             ledger,
@@ -554,6 +557,16 @@ impl Run {
     }
 
     async fn apply(&mut self, op: Op) {
+        if matches!(
+            op,
+            Op::Heal
+                | Op::Partition { .. }
+                | Op::Restart { .. }
+                | Op::Join { .. }
+                | Op::Outage
+        ) {
+            self.note_sides_changed();
+        }
         match op {
             Op::Start {
                 node,

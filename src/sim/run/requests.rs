@@ -24,7 +24,7 @@ impl Run {
             }
             ledger.issue(format!("start {ids:?}"), node, self.trace.now_ms())
         };
-        let minority = self.long_in_minority(node);
+        let minority = self.minority_watch(node);
         if !durable {
             // Stops of plain children are drawn from those started, whatever the answer.
             self.live_plain.extend(ids.iter().cloned());
@@ -50,6 +50,7 @@ impl Run {
             self.live_durable.clone(),
         );
         tokio::spawn(async move {
+            let minority = minority.still();
             let answer = hub.start_children(specs, opts).await;
             let mut ledger = lock(&ledger);
             ledger.answered(request);
@@ -124,7 +125,7 @@ impl Run {
             return;
         };
         let request = lock(&self.ledger).issue(format!("stop {id}"), node, self.trace.now_ms());
-        let minority = self.long_in_minority(node);
+        let minority = self.minority_watch(node);
         if durable {
             lock(&self.live_durable).remove(&id);
         } else {
@@ -132,6 +133,7 @@ impl Run {
         }
         let (ledger, trace) = (self.ledger.clone(), self.trace.clone());
         tokio::spawn(async move {
+            let minority = minority.still();
             let answer = hub.stop_child(id.clone(), StopOptions::new()).await;
             let mut ledger = lock(&ledger);
             ledger.answered(request);
