@@ -113,8 +113,9 @@ fn seeds_that_found_hot_move_forks_keep_every_invariant() {
 /// Seeds that, forced to `majority-quorum:5`, broke `quorum_no_minority_ack` through the
 /// invariant, not the hub: a start or stop made through a node long without quorum, whose
 /// task reached the hub only after the same burst had healed the split or restarted a node
-/// (5012: a heal; 5004, 5079: a restart), was rightly acknowledged with quorum restored. The
-/// run now judges a request as its task finds the sides. Each keeps every invariant.
+/// (5012: a heal; 5004, 5079: a restart; 5353, a quorum run by its own draw, with two
+/// replicas forced), was rightly acknowledged with quorum restored. The run now judges a
+/// request as its task finds the sides. Each keeps every invariant.
 #[test]
 fn seeds_that_found_quorum_judged_too_early_keep_every_invariant() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -125,11 +126,21 @@ fn seeds_that_found_quorum_judged_too_early_keep_every_invariant() {
         }),
         ..SimOptions::default()
     };
-    for seed in [5004, 5012, 5079] {
-        let report = run_seed(seed, &options);
+    let replicated = SimOptions {
+        replicas: Some(2),
+        replication_model: Some(process_hub::config::ReplicationModel::ActivePassive),
+        ..SimOptions::default()
+    };
+    for (seed, options) in [
+        (5004, &options),
+        (5012, &options),
+        (5079, &options),
+        (5353, &replicated),
+    ] {
+        let report = run_seed(seed, options);
         assert!(
             report.failure.is_none(),
-            "seed {seed}: {:?} (replay: bash scripts/simulate.sh --seed {seed} --trace --partition-tolerance majority-quorum:5)",
+            "seed {seed}: {:?} (replay: bash scripts/simulate.sh --seed {seed} --trace --partition-tolerance majority-quorum:5, or for 5353 --replication-factor 2 --replication-model active-passive)",
             report.failure
         );
         assert!(report.requests > 10, "seed {seed}");
@@ -137,10 +148,12 @@ fn seeds_that_found_quorum_judged_too_early_keep_every_invariant() {
 }
 
 /// Seeds that, forced to gossip (`--sync gossip:1000:2`), found two active replicas of a
-/// load-placed child (fixed since): a node that had moved the child away for load took a
-/// replica start from a peer that had not heard of the move yet, and authored the old
-/// placement again over the move's (5067). Seed 52 once found a hot move importing a state
-/// exported before acknowledged increments. Each keeps every invariant.
+/// load-placed child (fixed since): a start from a peer whose row predated a newer placement
+/// authored the old placement again over it, after a move for load (5067: the node the child
+/// had left took it back from a peer that had not heard of the move) or after a healed split
+/// whose sides had placed the child each its own way (5407, active-passive; its default draw
+/// has since become active-active). Seed 52 once found a hot move importing a state exported
+/// before acknowledged increments. Each keeps every invariant.
 #[test]
 fn seeds_that_found_gossip_bugs_keep_every_invariant() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -152,11 +165,15 @@ fn seeds_that_found_gossip_bugs_keep_every_invariant() {
         }),
         ..SimOptions::default()
     };
-    for seed in [52, 5067] {
-        let report = run_seed(seed, &options);
+    let active_passive = SimOptions {
+        replication_model: Some(process_hub::config::ReplicationModel::ActivePassive),
+        ..options.clone()
+    };
+    for (seed, options) in [(52, &options), (5067, &options), (5407, &active_passive)] {
+        let report = run_seed(seed, options);
         assert!(
             report.failure.is_none(),
-            "seed {seed}: {:?} (replay: bash scripts/simulate.sh --seed {seed} --trace --sync gossip:1000:2)",
+            "seed {seed}: {:?} (replay: bash scripts/simulate.sh --seed {seed} --trace --sync gossip:1000:2, with --replication-model active-passive for 5407)",
             report.failure
         );
     }

@@ -2,7 +2,8 @@
 //! active, and which replicas must be told that their role changed.
 //!
 //! Every node decides alone, from its registry copy and the ring, and reaches the same answer
-//! as the others once they see the same members: the **owners** of a child are its first k
+//! as the others once they see the same members (and, for a child placed by its metadata, the
+//! same version of its row): the **owners** of a child are its first k
 //! members on the ring (a guided child's own nodes), and the **active** role belongs to the
 //! first owner, in that order, that is reachable. When the active replica's node goes down it
 //! leaves the ring, and the next owner — which already runs a replica — is active at once: a

@@ -559,11 +559,7 @@ impl Run {
     async fn apply(&mut self, op: Op) {
         if matches!(
             op,
-            Op::Heal
-                | Op::Partition { .. }
-                | Op::Restart { .. }
-                | Op::Join { .. }
-                | Op::Outage
+            Op::Heal | Op::Partition { .. } | Op::Restart { .. } | Op::Join { .. } | Op::Outage
         ) {
             self.note_sides_changed();
         }

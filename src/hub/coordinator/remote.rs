@@ -181,30 +181,50 @@ impl CoordinatorState {
         }
     }
 
-    /// Whether this node re-authored child `item`'s row to place it on other nodes (a move for
-    /// load) and no newer version has placed it back here. A start of it that still names this
-    /// node (a re-placement, a replica re-created) comes from a peer whose row predates the
-    /// move: started here, its row would be authored again with the old placement, over the
-    /// move's, and until every node heard the newer version the node the child moved to and
-    /// this one would both hold its active replica (seed 5067 of the simulator under gossip).
-    /// Refused, nothing changed: the sender decides again from its row once the move reached
-    /// it. A newer version placing the child back here is authored by another node.
-    fn moved_away_from_here(&self, item: &StartItem) -> bool {
+    /// Whether this node's row of child `item` places it on other nodes, in a way the start
+    /// (from `origin`) cannot be newer than. A start names no authored version on the wire;
+    /// started here, a start from a peer whose row is older would author its placement again
+    /// over the newer one (a start re-authors a known row), and until every node heard the
+    /// result two nodes would each be first owner in their own row: two active replicas among
+    /// nodes that see the same members. So a start that names this node is refused (nothing
+    /// changed; the sender decides again from its row once the newer version reached it) when:
+    /// - this node authored the placement that excludes it: its own move for load, which only
+    ///   another node's newer version could undo (seed 5067 under gossip); or
+    /// - the placement it knows runs on every one of its owners, and the start is not the
+    ///   move of `origin`'s own slot to this node (a cold move's start may overtake its
+    ///   re-authored row; a hot move's start is what authors it): a start from the other side
+    ///   of a healed split that placed the child its own way (seed 5407 under gossip).
+    fn placed_elsewhere(&self, item: &StartItem, origin: &NodeName) -> bool {
+        use crate::core::guided::Guided;
         let Some(cluster) = &self.cluster else {
             return false;
         };
         let Some(row) = self.hub.storage.get(&item.spec.id) else {
             return false;
         };
-        if row.hub.changed_by != self.hub.node
-            || crate::core::guided::Guided::of(&row.metadata).is_none()
-        {
+        let (Some(known), Some(asked)) = (Guided::of(&row.metadata), Guided::of(&item.metadata))
+        else {
+            return false;
+        };
+        let me = &self.hub.node;
+        let owners = self
+            .hub
+            .owners_of(&cluster.ring, &item.spec.id, Some(&row.metadata));
+        if owners.contains(me) {
             return false;
         }
-        !self
-            .hub
-            .owners_of(&cluster.ring, &item.spec.id, Some(&row.metadata))
-            .contains(&self.hub.node)
+        if row.hub.changed_by == *me {
+            return true;
+        }
+        let moved_here: Vec<&NodeName> = known
+            .nodes
+            .iter()
+            .map(|n| if n == origin { me } else { n })
+            .collect();
+        if asked.nodes.iter().eq(moved_here) {
+            return false;
+        }
+        owners.iter().all(|o| row.node_pids.contains_key(o))
     }
 
     /// Whether `msg` answers a start or a call this node forwarded (see [`super::relay`]).
@@ -271,13 +291,12 @@ impl CoordinatorState {
                 None => vec![local.clone()],
             };
             let owner = owners.first().cloned().unwrap_or_else(|| local.clone());
-            if owners.contains(&local) && self.moved_away_from_here(&item) {
-                tracing::debug!(peer = %reply_to, child = %item.spec.id, "start from an older placement refused: this node moved the child away");
+            if owners.contains(&local) && self.placed_elsewhere(&item, &reply_to) {
+                tracing::debug!(peer = %reply_to, child = %item.spec.id, "start refused: this node's row places the child elsewhere");
                 refused.push((
                     item.spec.id,
                     ChildStartError::NodeUnavailable {
-                        reason: "this node moved the child away since the sender's view of it"
-                            .into(),
+                        reason: "this node's row places the child on other nodes".into(),
                     },
                 ));
             } else if owners.contains(&local) {
