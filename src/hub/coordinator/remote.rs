@@ -21,8 +21,8 @@ use crate::cluster::wire::{self, RequestId, StartItem, StartedChild, WireMsg};
 use crate::core::handover::HANDOVER_METADATA_KEY;
 use crate::hooks::{HookEvent, HookKey};
 use crate::hub::protocol::{
-    ClusterMsg, CoordinatorMsg, NodeStartReport, NodeStopReport, StartBatch, StartReply, StopBatch,
-    StopReply,
+    ClusterMsg, CoordinatorMsg, NodeStartReport, NodeStopReport, RegistryOp, StartBatch,
+    StartReply, StopBatch, StopReply,
 };
 use crate::hub::shared::refusals::Refusal;
 use crate::model::{validate_stored_child, ChildId, NodeName};
@@ -187,7 +187,8 @@ impl CoordinatorState {
     /// over the newer one (a start re-authors a known row), and until every node heard the
     /// result two nodes would each be first owner in their own row: two active replicas among
     /// nodes that see the same members. So a start that names this node is refused (nothing
-    /// changed; the sender decides again from its row once the newer version reached it) when:
+    /// changed; this node tells its row again, and the sender decides again from its row once
+    /// the newer version reached it) when:
     /// - this node authored the placement that excludes it: its own move for load, which only
     ///   another node's newer version could undo (seed 5067 under gossip); or
     /// - the placement it knows runs on every one of its owners, and the start is not the
@@ -275,6 +276,7 @@ impl CoordinatorState {
         let mut here = Vec::new();
         let mut forward: BTreeMap<NodeName, Vec<StartItem>> = BTreeMap::new();
         let mut refused = Vec::new();
+        let mut announce = Vec::new();
         for item in children {
             if let Err(e) = validate_stored_child(&item.spec, &item.metadata) {
                 tracing::warn!(peer = %reply_to, error = %e, "invalid child in a peer's start refused");
@@ -293,6 +295,9 @@ impl CoordinatorState {
             let owner = owners.first().cloned().unwrap_or_else(|| local.clone());
             if owners.contains(&local) && self.placed_elsewhere(&item, &reply_to) {
                 tracing::debug!(peer = %reply_to, child = %item.spec.id, "start refused: this node's row places the child elsewhere");
+                announce.push(RegistryOp::Announce {
+                    id: item.spec.id.clone(),
+                });
                 refused.push((
                     item.spec.id,
                     ChildStartError::NodeUnavailable {
@@ -311,6 +316,9 @@ impl CoordinatorState {
             } else {
                 forward.entry(owner).or_default().push(item);
             }
+        }
+        if !announce.is_empty() {
+            self.registry_write(myself, announce, None);
         }
         if !refused.is_empty() {
             let report = NodeStartReport {
