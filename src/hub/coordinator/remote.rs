@@ -181,22 +181,13 @@ impl CoordinatorState {
         }
     }
 
-    /// Whether this node's row of child `item` places it on other nodes, in a way the start
-    /// (from `origin`) cannot be newer than. A start names no authored version on the wire;
-    /// started here, a start from a peer whose row is older would author its placement again
-    /// over the newer one (a start re-authors a known row), and until every node heard the
-    /// result two nodes would each be first owner in their own row: two active replicas among
-    /// nodes that see the same members. So a start that names this node is refused (nothing
-    /// changed; this node tells its row again, and the sender decides again from its row once
-    /// the newer version reached it) when:
-    /// - this node authored the placement that excludes it: its own move for load, which only
-    ///   another node's newer version could undo (seed 5067 under gossip); or
-    /// - the placement it knows runs on every one of its owners, and the start is not the
-    ///   move of `origin`'s own slot to this node (a cold move's start may overtake its
-    ///   re-authored row; a hot move's start is what authors it): a start from the other side
-    ///   of a healed split that placed the child its own way (seed 5407 under gossip).
+    /// Whether this node refuses a peer's start of `item` (from `origin`) that names it,
+    /// because its own row places the child elsewhere in a way the start cannot be newer than
+    /// (`core::replication::refuse_start_placed_elsewhere`: seeds 5067 and 5407 of the
+    /// simulator under gossip, where such starts authored old placements over newer ones).
     fn placed_elsewhere(&self, item: &StartItem, origin: &NodeName) -> bool {
         use crate::core::guided::Guided;
+        use crate::core::replication::{refuse_start_placed_elsewhere, KnownPlacement};
         let Some(cluster) = &self.cluster else {
             return false;
         };
@@ -207,25 +198,17 @@ impl CoordinatorState {
         else {
             return false;
         };
-        let me = &self.hub.node;
         let owners = self
             .hub
             .owners_of(&cluster.ring, &item.spec.id, Some(&row.metadata));
-        if owners.contains(me) {
-            return false;
-        }
-        if row.hub.changed_by == *me {
-            return true;
-        }
-        let moved_here: Vec<&NodeName> = known
-            .nodes
-            .iter()
-            .map(|n| if n == origin { me } else { n })
-            .collect();
-        if asked.nodes.iter().eq(moved_here) {
-            return false;
-        }
-        owners.iter().all(|o| row.node_pids.contains_key(o))
+        let placement = KnownPlacement {
+            nodes: &known.nodes,
+            author: &row.hub.changed_by,
+            owners: &owners,
+        };
+        refuse_start_placed_elsewhere(&self.hub.node, origin, &asked.nodes, &placement, |n| {
+            row.node_pids.contains_key(n)
+        })
     }
 
     /// Whether `msg` answers a start or a call this node forwarded (see [`super::relay`]).
