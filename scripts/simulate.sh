@@ -3,6 +3,9 @@
 #
 #   bash scripts/simulate.sh --seeds N [--from S] [--json]   a sweep; the last line is its JSON
 #   bash scripts/simulate.sh --seed S --trace                 one seed's trace, then trace_hash=<hex>
+#   bash scripts/simulate.sh --seeds N --rotate-forced        each seed forces one strategy family
+#   bash scripts/simulate.sh --every-family --seeds 500       every family forced on every seed,
+#                                                             one sweep per family
 #
 # Builds the binary in release unless PROCESS_HUB_SIM_PROFILE=dev (the test script uses the dev
 # build it has already made). Every flag is passed to `process-hub simulate` (see its --help).

@@ -103,17 +103,19 @@ fi
 
 # The deterministic simulator: a sweep of seeds over whole clusters under faults, every
 # invariant checked after every step (docs/simulation.md). Sized to take a few minutes on two
-# cores with the dev build made above (a third of the seeds move children hot, a quarter run
-# replicas, both slower than the rest); a failing seed prints the command that replays it.
-echo "==> simulating 200 seeds (bash scripts/simulate.sh)" >&2
+# cores with the dev build made above. Each seed forces one strategy family, rotating by seed
+# (`--rotate-forced`: gossip, majority quorum, hot, cold, load-balanced, two replicas
+# active-active, two active-passive), so every family runs forced in every run; a failing seed
+# prints the command that replays it, forced flags included.
+echo "==> simulating 200 seeds, each family forced in turn (bash scripts/simulate.sh)" >&2
 sim_limit="${PROCESS_HUB_SIM_LIMIT_SECS:-900}"
 if command -v timeout >/dev/null 2>&1; then
   status=0
-  PROCESS_HUB_SIM_PROFILE=dev timeout -k 30 "$sim_limit" bash scripts/simulate.sh --seeds 200 --json || status=$?
+  PROCESS_HUB_SIM_PROFILE=dev timeout -k 30 "$sim_limit" bash scripts/simulate.sh --seeds 200 --rotate-forced --json || status=$?
   if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
     echo "error: the simulation sweep did not finish within ${sim_limit}s" >&2
   fi
   exit "$status"
 else
-  PROCESS_HUB_SIM_PROFILE=dev bash scripts/simulate.sh --seeds 200 --json
+  PROCESS_HUB_SIM_PROFILE=dev bash scripts/simulate.sh --seeds 200 --rotate-forced --json
 fi

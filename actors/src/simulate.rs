@@ -13,9 +13,13 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use clap::Args;
-use process_hub::config::{Distribution, Migration};
+use process_hub::config::{Distribution, Migration, ReplicationModel, MAX_REPLICATION_FACTOR};
 use process_hub::sim::{run_seed, InjectedBug, SeedReport, SimOptions, SweepReport};
 use serde::{Deserialize, Serialize};
+
+mod families;
+
+pub use families::{Family, FAMILIES};
 
 /// Flags of `process-hub simulate`.
 #[derive(Args, Debug, Clone)]
@@ -62,6 +66,23 @@ pub struct SimulateArgs {
     /// says), to replay a seed the other way.
     #[arg(long, value_name = "STRATEGY", value_parser = parse_sim_sync)]
     pub sync: Option<String>,
+    /// Nodes running each child, for every seed (default: one run in four on 2 nodes, as the
+    /// seed says), to replay a seed the other way.
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=MAX_REPLICATION_FACTOR as u64))]
+    pub replication_factor: Option<u64>,
+    /// Whether every replica is active, for every seed: `active-active` or `active-passive`
+    /// (default: half the replicated runs active-active, as the seed says). Tells runs apart
+    /// only where a child has more than one replica.
+    #[arg(long, value_name = "active-active|active-passive", value_parser = parse_sim_replication_model)]
+    pub replication_model: Option<ReplicationModel>,
+    /// Force one strategy family per seed, rotating over the families (`FAMILIES`, seed `s`
+    /// forces family `(s / 7) % 7`), so a sweep of any size runs every family forced.
+    #[arg(long, conflicts_with_all = ["migration", "distribution", "partition_tolerance", "sync", "replication_factor", "replication_model", "every_family"])]
+    pub rotate_forced: bool,
+    /// Run the sweep once per strategy family, each forced on every seed (`FAMILIES`), one
+    /// after another; the JSON line adds each family's result under `families`.
+    #[arg(long, conflicts_with_all = ["seed", "migration", "distribution", "partition_tolerance", "sync", "replication_factor", "replication_model"])]
+    pub every_family: bool,
     /// Run only the seeds `from + k` with `k % N == I` (`I/N`); what each job of a sweep runs.
     #[arg(long, hide = true)]
     pub shard: Option<String>,
@@ -76,6 +97,19 @@ struct ShardLine {
     invariant_checks: u64,
     virtual_ms: u64,
     wall_ms: u64,
+    /// With `--every-family`: each family's sweep.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    families: Vec<FamilyLine>,
+}
+
+/// One family's sweep of an `--every-family` run.
+#[derive(Serialize, Deserialize, Clone)]
+struct FamilyLine {
+    /// The flags that forced it, as a replay takes them.
+    family: String,
+    seeds: u64,
+    failed: Vec<u64>,
+    wall_ms: u64,
 }
 
 impl From<&SweepReport> for ShardLine {
@@ -87,6 +121,7 @@ impl From<&SweepReport> for ShardLine {
             invariant_checks: r.invariant_checks,
             virtual_ms: r.virtual_ms,
             wall_ms: r.wall_ms,
+            families: Vec::new(),
         }
     }
 }
@@ -125,7 +160,28 @@ fn replay_as_run(seed: u64, args: &SimulateArgs) -> String {
     if let Some(s) = &args.sync {
         command.push_str(&format!(" --sync {s}"));
     }
+    if let Some(k) = args.replication_factor {
+        command.push_str(&format!(" --replication-factor {k}"));
+    }
+    if let Some(m) = args.replication_model {
+        command.push_str(&format!(
+            " --replication-model {}",
+            replication_model_name(m)
+        ));
+    }
     command
+}
+
+/// `--replication-model`: `active-active` or `active-passive` (the underscored names too).
+fn parse_sim_replication_model(value: &str) -> Result<ReplicationModel, String> {
+    value.parse()
+}
+
+fn replication_model_name(model: ReplicationModel) -> &'static str {
+    match model {
+        ReplicationModel::ActiveActive => "active-active",
+        ReplicationModel::ActivePassive => "active-passive",
+    }
 }
 
 /// `--sync`: checked as the node's flag, kept as written (as `--partition-tolerance`).
@@ -177,6 +233,8 @@ fn options(args: &SimulateArgs, keep_trace: bool) -> SimOptions {
             .sync
             .as_deref()
             .map(|s| crate::cli::sync::parse_sync(s).expect("checked when parsed")),
+        replicas: args.replication_factor.map(|k| k as usize),
+        replication_model: args.replication_model,
         ..SimOptions::default()
     }
 }
@@ -201,10 +259,26 @@ pub fn run(args: &SimulateArgs) -> Result<bool, String> {
     if let Some(shard) = &args.shard {
         return run_shard(args, shard);
     }
+    if args.every_family {
+        return families::run_every_family(args);
+    }
     run_sweep(args)
 }
 
+/// The flags seed `seed` runs with: `args`, with its family forced under `--rotate-forced`.
+fn args_for_seed(args: &SimulateArgs, seed: u64) -> std::borrow::Cow<'_, SimulateArgs> {
+    if args.rotate_forced {
+        let mut forced = args.clone();
+        forced.rotate_forced = false;
+        families::rotated(seed).force(&mut forced);
+        std::borrow::Cow::Owned(forced)
+    } else {
+        std::borrow::Cow::Borrowed(args)
+    }
+}
+
 fn run_one(args: &SimulateArgs, seed: u64) -> bool {
+    let args = &*args_for_seed(args, seed);
     let report = run_seed(seed, &options(args, args.trace));
     let mut out = std::io::stdout().lock();
     for line in &report.trace {
@@ -247,9 +321,10 @@ fn parse_shard(shard: &str) -> Result<(u64, u64), String> {
 fn run_shard(args: &SimulateArgs, shard: &str) -> Result<bool, String> {
     let (index, count) = parse_shard(shard)?;
     let mut sweep = SweepReport::default();
-    let options = options(args, false);
     for k in (index..args.seeds).step_by(count as usize) {
-        let report = run_seed(args.from + k, &options);
+        let seed = args.from + k;
+        let args = &*args_for_seed(args, seed);
+        let report = run_seed(seed, &options(args, false));
         sweep.add(&report);
         match describe_failure(&report, args) {
             Some(failure) => eprintln!("{failure}"),
@@ -262,6 +337,45 @@ fn run_shard(args: &SimulateArgs, shard: &str) -> Result<bool, String> {
 }
 
 fn run_sweep(args: &SimulateArgs) -> Result<bool, String> {
+    let line = sweep(args)?;
+    print_sweep(args, &line)?;
+    Ok(line.failed.is_empty())
+}
+
+/// Prints a sweep's result: its JSON line with `--json`, else a summary line.
+fn print_sweep(args: &SimulateArgs, line: &ShardLine) -> Result<(), String> {
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(line).map_err(|e| e.to_string())?
+        );
+    } else {
+        println!(
+            "{} seeds, {} failed {:?}, {} steps, {} invariant checks, {} s virtual, {} ms wall",
+            line.seeds,
+            line.failed.len(),
+            line.failed,
+            line.steps,
+            line.invariant_checks,
+            line.virtual_ms / 1000,
+            line.wall_ms
+        );
+        for family in &line.families {
+            println!(
+                "  {}: {} seeds, {} failed {:?}, {} ms wall",
+                family.family,
+                family.seeds,
+                family.failed.len(),
+                family.failed,
+                family.wall_ms
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Runs a sweep over `--jobs` processes of this binary and sums their results.
+fn sweep(args: &SimulateArgs) -> Result<ShardLine, String> {
     let began = Instant::now();
     let jobs = args
         .jobs
@@ -302,6 +416,15 @@ fn run_sweep(args: &SimulateArgs) -> Result<bool, String> {
         }
         if let Some(strategy) = &args.sync {
             command.args(["--sync", strategy]);
+        }
+        if let Some(k) = args.replication_factor {
+            command.args(["--replication-factor", &k.to_string()]);
+        }
+        if let Some(model) = args.replication_model {
+            command.args(["--replication-model", replication_model_name(model)]);
+        }
+        if args.rotate_forced {
+            command.arg("--rotate-forced");
         }
         let child = command
             .stdout(Stdio::piped())
@@ -362,24 +485,7 @@ fn run_sweep(args: &SimulateArgs) -> Result<bool, String> {
     }
     let mut line = ShardLine::from(&total);
     line.wall_ms = began.elapsed().as_millis() as u64;
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&line).map_err(|e| e.to_string())?
-        );
-    } else {
-        println!(
-            "{} seeds, {} failed {:?}, {} steps, {} invariant checks, {} s virtual, {} ms wall",
-            line.seeds,
-            line.failed.len(),
-            line.failed,
-            line.steps,
-            line.invariant_checks,
-            line.virtual_ms / 1000,
-            line.wall_ms
-        );
-    }
-    Ok(total.failed.is_empty())
+    Ok(line)
 }
 
 #[cfg(test)]

@@ -78,7 +78,8 @@ fn caught_hot(bug: &str, invariant: &str, seeds: &str) {
     caught_with(bug, invariant, &["--seeds", seeds, "--migration", "hot"]);
 }
 
-fn caught_with(bug: &str, invariant: &str, sweep: &[&str]) {
+/// [`caught`] with the sweep's flags; returns the failing seed's line.
+fn caught_with(bug: &str, invariant: &str, sweep: &[&str]) -> String {
     let mut args = sweep.to_vec();
     args.extend(["--json", "--inject-bug", bug]);
     let output = simulate(&args);
@@ -103,6 +104,7 @@ fn caught_with(bug: &str, invariant: &str, sweep: &[&str]) {
         line.contains(&format!("bash scripts/simulate.sh --seed {seed} --trace")),
         "{line}"
     );
+    line.to_owned()
 }
 
 #[test]
@@ -220,6 +222,53 @@ fn a_replica_lost_with_its_node_and_never_re_created_is_caught() {
         "skip_replica_recreation",
         "registries_agree",
         &["--seeds", "12", "--distribution", "consistent-hash"],
+    );
+}
+
+#[test]
+fn active_active_runs_hold_each_child_on_its_owners() {
+    // Under active-active every replica is active (`one_active_replica` does not apply), and
+    // each child still runs on exactly its two owners once settled.
+    let line = caught_with(
+        "skip_replica_recreation",
+        "registries_agree",
+        &[
+            "--seeds",
+            "2",
+            "--distribution",
+            "consistent-hash",
+            "--replication-factor",
+            "2",
+            "--replication-model",
+            "active-active",
+        ],
+    );
+    assert!(
+        line.ends_with("--replication-factor 2 --replication-model active-active)"),
+        "the replay names every forced flag: {line}"
+    );
+}
+
+#[test]
+fn a_rotating_sweep_forces_each_seeds_family_and_replays_it() {
+    // Seeds 42 and 43 fall in the seventh family (`(s / 7) % 7 == 6`): two active-passive
+    // replicas, forced, so the bug that makes both active is caught on either seed.
+    let line = caught_with(
+        "every_replica_active",
+        "one_active_replica",
+        &[
+            "--from",
+            "42",
+            "--seeds",
+            "2",
+            "--rotate-forced",
+            "--jobs",
+            "1",
+        ],
+    );
+    assert!(
+        line.ends_with("--replication-factor 2 --replication-model active-passive)"),
+        "{line}"
     );
 }
 

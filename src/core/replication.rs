@@ -2,8 +2,9 @@
 //! active, and which replicas must be told that their role changed.
 //!
 //! Every node decides alone, from its registry copy and the ring, and reaches the same answer
-//! as the others once they see the same members: the **owners** of a child are its first k
-//! members on the ring (a guided child's own nodes), and the **active** role belongs to the
+//! as the others once they see the same members (and, for a child placed by its metadata, the
+//! same version of its row): the **owners** of a child are its first k members on the ring (a
+//! guided child's own nodes), and the **active** role belongs to the
 //! first owner, in that order, that is reachable. When the active replica's node goes down it
 //! leaves the ring, and the next owner — which already runs a replica — is active at once: a
 //! replicated child is unavailable for the failure detection time, never for a restart.
@@ -105,6 +106,49 @@ pub fn role_of(node: &str, active: Option<&NodeName>, model: ReplicationModel) -
         ReplicationModel::ActivePassive if active.is_some_and(|a| a == node) => Role::Active,
         ReplicationModel::ActivePassive => Role::Passive,
     }
+}
+
+/// What a node knows of a child's row when a peer's start names it: the row's placement
+/// (`nodes`, from its metadata), who authored that version, and its owners now.
+pub struct KnownPlacement<'a> {
+    /// The nodes the row's metadata places the child on.
+    pub nodes: &'a [NodeName],
+    /// The node that authored this version of the row.
+    pub author: &'a NodeName,
+    /// Its owners among the members ([`owners_of`] over the row's metadata).
+    pub owners: &'a [NodeName],
+}
+
+/// Whether node `me` refuses a start of a child placed by its metadata, sent by `origin` with
+/// the placement `asked` (which names `me`), because `me`'s own row places it elsewhere in a
+/// way the start cannot be newer than. A start names no authored version, and a start
+/// re-authors a known row: from a peer whose row is older it would author the old placement
+/// again over the newer one, and until every node heard the result two nodes would each be the
+/// first owner in their own row (two active replicas among nodes that see the same members).
+/// Refused when `me` is not an owner in its row and either
+/// - `me` authored that version: its own move away, which only another node's newer version
+///   could undo; or
+/// - every owner in it runs the child (`running`), and the start is not `origin` moving its
+///   own slot to `me` (a cold move's start may overtake its re-authored row; a hot move's start
+///   is what authors the move).
+pub fn refuse_start_placed_elsewhere(
+    me: &NodeName,
+    origin: &NodeName,
+    asked: &[NodeName],
+    known: &KnownPlacement<'_>,
+    running: impl Fn(&NodeName) -> bool,
+) -> bool {
+    if known.owners.contains(me) {
+        return false;
+    }
+    if known.author == me {
+        return true;
+    }
+    let moved_here = known.nodes.iter().map(|n| if n == origin { me } else { n });
+    if asked.iter().eq(moved_here) {
+        return false;
+    }
+    known.owners.iter().all(running)
 }
 
 /// The local replicas whose role differs from the one they were last told (`told`), with
@@ -215,6 +259,54 @@ mod tests {
                 (ChildId::from("z"), Role::Passive)
             ]
         );
+    }
+
+    #[test]
+    fn a_start_from_an_older_placement_is_refused_a_move_is_not() {
+        let (a, b, c, d) = (
+            "a".to_string(),
+            "b".to_string(),
+            "c".to_string(),
+            "d".to_string(),
+        );
+        let placed = names(&["b", "c"]);
+        let asked = names(&["a", "c"]);
+        let (author_a, author_c): (&NodeName, &NodeName) = (&a, &c);
+        let all_run = |_: &NodeName| true;
+        // `a` moved the child to [b, c] itself: an older start naming it is refused.
+        let mine = by_ref(&placed, author_a);
+        assert!(refuse_start_placed_elsewhere(&a, &d, &asked, &mine, |_| {
+            false
+        }));
+        // Another node's placement, running on every owner: refused...
+        let theirs = by_ref(&placed, author_c);
+        assert!(refuse_start_placed_elsewhere(
+            &a, &d, &asked, &theirs, all_run
+        ));
+        // ...unless the start is `b` moving its own slot to `a` (a move for load).
+        assert!(!refuse_start_placed_elsewhere(
+            &a, &b, &asked, &theirs, all_run
+        ));
+        // Not every owner runs it: the start may be what re-creates a replica.
+        assert!(!refuse_start_placed_elsewhere(
+            &a,
+            &d,
+            &asked,
+            &theirs,
+            |n| *n == c
+        ));
+        // An owner in its own row takes the start.
+        assert!(!refuse_start_placed_elsewhere(
+            &b, &d, &placed, &theirs, all_run
+        ));
+    }
+
+    fn by_ref<'a>(placed: &'a [NodeName], author: &'a NodeName) -> KnownPlacement<'a> {
+        KnownPlacement {
+            nodes: placed,
+            author,
+            owners: placed,
+        }
     }
 
     proptest! {

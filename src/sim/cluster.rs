@@ -29,11 +29,12 @@ const EPOCH_MS: u64 = 1_767_225_600_000;
 
 /// The timing every simulated hub runs with: the production defaults scaled down, so that a
 /// run covers many membership changes, syncs and rounds in little virtual time; `migration`
-/// as the run drew it, and each child on `replicas` nodes (active-passive).
+/// as the run drew it, and each child on `replicas` nodes, replicated as `model` says.
 pub fn sim_config(
     node: &str,
     migration: Migration,
     replicas: usize,
+    model: crate::config::ReplicationModel,
     distribution: crate::config::Distribution,
     partition_tolerance: crate::config::PartitionTolerance,
     sync: crate::config::SyncStrategy,
@@ -57,7 +58,7 @@ pub fn sim_config(
         .stub_ttl(Duration::from_secs(60))
         .auto_recovery(recovery)
         .migration(migration)
-        .replication(replicas, crate::config::ReplicationModel::ActivePassive)
+        .replication(replicas, model)
         .distribution(distribution)
         .partition_tolerance(partition_tolerance)
         .sync(sync)
@@ -134,6 +135,8 @@ pub struct SimCluster {
     hubs: Arc<Mutex<BTreeMap<NodeName, Hub>>>,
     /// How many nodes run each child (the hubs' `replication_factor`).
     pub replicas: usize,
+    /// Whether every replica is active (the hubs' `replication_model`).
+    pub replication_model: crate::config::ReplicationModel,
     /// How new children are placed (the hubs' `distribution`).
     pub distribution: crate::config::Distribution,
     /// What a side of a split without quorum does (the hubs' `partition_tolerance`).
@@ -170,6 +173,7 @@ impl SimCluster {
             book,
             hubs: Arc::default(),
             replicas: 1,
+            replication_model: crate::config::ReplicationModel::ActivePassive,
             distribution: crate::config::Distribution::ConsistentHash,
             partition_tolerance: crate::config::PartitionTolerance::Divergence,
             sync: crate::config::SyncStrategy::PubSub,
@@ -214,6 +218,7 @@ impl SimCluster {
                 name,
                 self.migration,
                 self.replicas,
+                self.replication_model,
                 self.distribution,
                 self.partition_tolerance.clone(),
                 self.sync.clone(),

@@ -47,7 +47,8 @@ pub mod workload;
 
 pub use crate::hub::shared::simulation::InjectedBug;
 pub use run::{
-    distribution_of, migration_of, replicas_of, run_seed, Failure, SeedReport, SimOptions,
+    distribution_of, migration_of, partition_tolerance_of, replicas_of, replication_model_of,
+    run_seed, sync_of, Failure, SeedReport, SimOptions,
 };
 
 /// What a sweep of many seeds did.

@@ -22,7 +22,7 @@ use super::state::{with_book, SharedBook, StateBook};
 use super::trace::{short, Trace};
 use super::workload::{Op, Workload, WorldView};
 use crate::api::{ChildStartError, StartOptions, StopOptions};
-use crate::config::{Distribution, Migration, PartitionTolerance, SyncStrategy};
+use crate::config::{Distribution, Migration, PartitionTolerance, ReplicationModel, SyncStrategy};
 use crate::core::placement::HashRing;
 use crate::hub::shared::simulation::{InjectedBug, Observation};
 use crate::model::{ChildId, ChildSpec, NodeName, Pid};
@@ -47,6 +47,9 @@ pub struct SimOptions {
     pub migration: Option<Migration>,
     /// Nodes running each child; `None`: as the seed says ([`replicas_of`]).
     pub replicas: Option<usize>,
+    /// Whether every replica is active; `None`: as the seed says ([`replication_model_of`]).
+    /// Only a run with more than one replica per child is told apart by it.
+    pub replication_model: Option<ReplicationModel>,
     /// How new children are placed; `None`: as the seed says ([`distribution_of`]).
     pub distribution: Option<Distribution>,
     /// What a side without quorum does; `None`: as the seed says ([`partition_tolerance_of`]).
@@ -63,6 +66,19 @@ pub fn replicas_of(seed: u64) -> usize {
         2
     } else {
         1
+    }
+}
+
+/// Whether every replica of seed `seed`'s run is active when the options do not say: half the
+/// replicated runs (`seed % 8 == 7`, of the `seed % 4 == 3` that [`replicas_of`] replicates)
+/// run active-active, the others active-passive (a function of the seed alone, as
+/// [`replicas_of`]: the seeds replicated before active-active runs existed with `seed % 8 == 3`
+/// replay as they did).
+pub fn replication_model_of(seed: u64) -> ReplicationModel {
+    if seed % 8 == 7 {
+        ReplicationModel::ActiveActive
+    } else {
+        ReplicationModel::ActivePassive
     }
 }
 
@@ -135,6 +151,7 @@ impl Default for SimOptions {
             quiescence: Duration::from_secs(120),
             migration: None,
             replicas: None,
+            replication_model: None,
             distribution: None,
             partition_tolerance: None,
             sync: None,
@@ -239,6 +256,8 @@ struct Run {
     split: super::split::SplitWatch,
     /// Since when each node has been on a side without quorum (quorum runs).
     minority_since: BTreeMap<NodeName, u64>,
+    /// Bumped by every operation that may give a side quorum (heal, partition, restart, join).
+    sides_changed: Arc<std::sync::atomic::AtomicU64>,
     checks: u64,
     durable_registry: bool,
     /// Acknowledged and not stopped since (what stops are drawn from).
@@ -313,6 +332,9 @@ impl Run {
             book.clone(),
         );
         cluster.replicas = options.replicas.unwrap_or(replicas_of(seed)).max(1);
+        cluster.replication_model = options
+            .replication_model
+            .unwrap_or(replication_model_of(seed));
         cluster.distribution = options.distribution.unwrap_or(distribution_of(seed));
         cluster.partition_tolerance = options
             .partition_tolerance
@@ -325,6 +347,7 @@ impl Run {
             placement: PlacementWatch::new(options.placement_bound.as_millis() as u64),
             split: super::split::SplitWatch::new(SPLIT_BOUND_MS),
             minority_since: BTreeMap::new(),
+            sides_changed: Arc::default(),
             options,
             trace,
             ledger,
@@ -414,8 +437,12 @@ impl Run {
         }
         if self.cluster.replicas > 1 {
             self.trace.line(format!(
-                "{} replicas per child (active-passive)",
-                self.cluster.replicas
+                "{} replicas per child ({})",
+                self.cluster.replicas,
+                match self.cluster.replication_model {
+                    ReplicationModel::ActivePassive => "active-passive",
+                    ReplicationModel::ActiveActive => "active-active",
+                }
             ));
         }
         for i in 1..=nodes {
@@ -535,6 +562,12 @@ impl Run {
     }
 
     async fn apply(&mut self, op: Op) {
+        if matches!(
+            op,
+            Op::Heal | Op::Partition { .. } | Op::Restart { .. } | Op::Join { .. } | Op::Outage
+        ) {
+            self.note_sides_changed();
+        }
         match op {
             Op::Start {
                 node,

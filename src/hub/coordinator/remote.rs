@@ -21,8 +21,8 @@ use crate::cluster::wire::{self, RequestId, StartItem, StartedChild, WireMsg};
 use crate::core::handover::HANDOVER_METADATA_KEY;
 use crate::hooks::{HookEvent, HookKey};
 use crate::hub::protocol::{
-    ClusterMsg, CoordinatorMsg, NodeStartReport, NodeStopReport, StartBatch, StartReply, StopBatch,
-    StopReply,
+    ClusterMsg, CoordinatorMsg, NodeStartReport, NodeStopReport, RegistryOp, StartBatch,
+    StartReply, StopBatch, StopReply,
 };
 use crate::hub::shared::refusals::Refusal;
 use crate::model::{validate_stored_child, ChildId, NodeName};
@@ -181,6 +181,36 @@ impl CoordinatorState {
         }
     }
 
+    /// Whether this node refuses a peer's start of `item` (from `origin`) that names it,
+    /// because its own row places the child elsewhere in a way the start cannot be newer than
+    /// (`core::replication::refuse_start_placed_elsewhere`: seeds 5067 and 5407 of the
+    /// simulator under gossip, where such starts authored old placements over newer ones).
+    fn placed_elsewhere(&self, item: &StartItem, origin: &NodeName) -> bool {
+        use crate::core::guided::Guided;
+        use crate::core::replication::{refuse_start_placed_elsewhere, KnownPlacement};
+        let Some(cluster) = &self.cluster else {
+            return false;
+        };
+        let Some(row) = self.hub.storage.get(&item.spec.id) else {
+            return false;
+        };
+        let (Some(known), Some(asked)) = (Guided::of(&row.metadata), Guided::of(&item.metadata))
+        else {
+            return false;
+        };
+        let owners = self
+            .hub
+            .owners_of(&cluster.ring, &item.spec.id, Some(&row.metadata));
+        let placement = KnownPlacement {
+            nodes: &known.nodes,
+            author: &row.hub.changed_by,
+            owners: &owners,
+        };
+        refuse_start_placed_elsewhere(&self.hub.node, origin, &asked.nodes, &placement, |n| {
+            row.node_pids.contains_key(n)
+        })
+    }
+
     /// Whether `msg` answers a start or a call this node forwarded (see [`super::relay`]).
     fn is_forward_reply(&self, msg: &WireMsg) -> bool {
         self.cluster
@@ -229,6 +259,7 @@ impl CoordinatorState {
         let mut here = Vec::new();
         let mut forward: BTreeMap<NodeName, Vec<StartItem>> = BTreeMap::new();
         let mut refused = Vec::new();
+        let mut announce = Vec::new();
         for item in children {
             if let Err(e) = validate_stored_child(&item.spec, &item.metadata) {
                 tracing::warn!(peer = %reply_to, error = %e, "invalid child in a peer's start refused");
@@ -245,7 +276,18 @@ impl CoordinatorState {
                 None => vec![local.clone()],
             };
             let owner = owners.first().cloned().unwrap_or_else(|| local.clone());
-            if owners.contains(&local) {
+            if owners.contains(&local) && self.placed_elsewhere(&item, &reply_to) {
+                tracing::debug!(peer = %reply_to, child = %item.spec.id, "start refused: this node's row places the child elsewhere");
+                announce.push(RegistryOp::Announce {
+                    id: item.spec.id.clone(),
+                });
+                refused.push((
+                    item.spec.id,
+                    ChildStartError::NodeUnavailable {
+                        reason: "this node's row places the child on other nodes".into(),
+                    },
+                ));
+            } else if owners.contains(&local) {
                 here.push((item.spec, item.metadata));
             } else if hops >= MAX_HOPS {
                 refused.push((
@@ -257,6 +299,9 @@ impl CoordinatorState {
             } else {
                 forward.entry(owner).or_default().push(item);
             }
+        }
+        if !announce.is_empty() {
+            self.registry_write(myself, announce, None);
         }
         if !refused.is_empty() {
             let report = NodeStartReport {

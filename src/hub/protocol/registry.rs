@@ -29,6 +29,12 @@ pub(crate) enum RegistryOp {
     /// binding stays as a stub (`stub_ttl_ms`) until the new owner records it, so the child
     /// is never forgotten while it moves.
     Release { id: ChildId, node: NodeName },
+    /// Tell every peer this node's version of a row again, unchanged (its authored part and
+    /// this node's own observation): a node that refused a start decided from an older row
+    /// makes sure the sender can learn the newer one. A row authored by a node that does not
+    /// run the child is in no periodic sync of that node, so a lost delta would otherwise
+    /// leave the sender's row behind for good. Nothing is written.
+    Announce { id: ChildId },
     /// Remove a row nothing runs (a stale durable row), told to every peer; a row that is
     /// bound by the time the write is made (the child was started meanwhile) stays.
     RemoveUnbound { id: ChildId },

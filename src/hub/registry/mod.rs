@@ -295,6 +295,11 @@ impl RegistryState {
                         self.record(Mutation::put(row), seq, &mut mutations);
                     }
                 }
+                RegistryOp::Announce { id } => {
+                    if let (Some(row), true) = (self.current(&id), self.shared.clustered()) {
+                        delta.push(RegistryChange::Upsert(own_view(&row, &local)));
+                    }
+                }
                 RegistryOp::RemoveUnbound { id } => {
                     let Some(row) = self.current(&id) else {
                         continue;

@@ -73,7 +73,11 @@ impl Run {
         if let Some(book) = &self.book {
             lock(book).check()?;
         }
-        if replicas > 1 {
+        // Under active-active every replica is active by design: what holds there is that each
+        // child runs on exactly its owners once settled (`registries_agree`, at quiescence).
+        if replicas > 1
+            && self.cluster.replication_model == crate::config::ReplicationModel::ActivePassive
+        {
             one_active_replica(&self.active_replicas())?;
         }
         if self.quorum() {
@@ -129,6 +133,26 @@ impl Run {
                 .minority_since
                 .get(node)
                 .is_some_and(|since| self.trace.now_ms().saturating_sub(*since) > SPLIT_BOUND_MS)
+    }
+
+    /// Whether a request made now through `node` is held to `quorum_no_minority_ack`, as
+    /// its task will find it: a request task runs when the run next yields, after the rest of
+    /// its burst; when an operation of that burst may have given `node`'s side quorum again
+    /// (a heal, a new partition, a node restarted or joined), the hub takes the request with
+    /// quorum restored, and acknowledging it is right (seeds 5004, 5012, 5079 forced to
+    /// `majority-quorum:5`: a start or stop answered at the heal's or the restart's instant).
+    pub(super) fn minority_watch(&self, node: &str) -> MinorityWatch {
+        MinorityWatch {
+            minority: self.long_in_minority(node),
+            sides: self.sides_changed.clone(),
+            issued: self.sides_changed.load(std::sync::atomic::Ordering::SeqCst),
+        }
+    }
+
+    /// Notes that the sides may have changed (what [`MinorityWatch::still`] looks at).
+    pub(super) fn note_sides_changed(&self) {
+        self.sides_changed
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Whether this run's hubs keep a quorum (`partition_tolerance` other than divergence).
@@ -335,4 +359,19 @@ fn placed_by_load(metadata: Option<&crate::model::Metadata>) -> bool {
     metadata
         .and_then(crate::core::guided::Guided::of)
         .is_some_and(|g| g.by_load)
+}
+
+/// A request's standing under `quorum_no_minority_ack` ([`Run::minority_watch`]).
+pub(super) struct MinorityWatch {
+    minority: bool,
+    sides: Arc<std::sync::atomic::AtomicU64>,
+    issued: u64,
+}
+
+impl MinorityWatch {
+    /// Whether the request, now that its task runs, comes through a node long without quorum:
+    /// it did when it was made, and no operation since may have given its side quorum.
+    pub(super) fn still(&self) -> bool {
+        self.minority && self.sides.load(std::sync::atomic::Ordering::SeqCst) == self.issued
+    }
 }

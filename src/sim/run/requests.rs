@@ -36,7 +36,7 @@ impl Run {
             (request, ledger.decisions.len())
         };
         let (request, decisions_before) = request;
-        let minority = self.long_in_minority(node);
+        let minority = self.minority_watch(node);
         if !durable {
             // Stops of plain children are drawn from those started, whatever the answer.
             self.live_plain.extend(ids.iter().cloned());
@@ -65,6 +65,7 @@ impl Run {
             self.live_durable.clone(),
         );
         tokio::spawn(async move {
+            let minority = minority.still();
             let answer = hub.start_children(specs, opts).await;
             let mut ledger = lock(&ledger);
             ledger.answered(request);
@@ -162,7 +163,7 @@ impl Run {
             let request = ledger.issue(format!("stop {id}"), node, self.trace.now_ms());
             (request, ledger.decisions.len())
         };
-        let minority = self.long_in_minority(node);
+        let minority = self.minority_watch(node);
         if durable {
             lock(&self.live_durable).remove(&id);
         } else {
@@ -170,6 +171,7 @@ impl Run {
         }
         let (ledger, trace) = (self.ledger.clone(), self.trace.clone());
         tokio::spawn(async move {
+            let minority = minority.still();
             let answer = hub.stop_child(id.clone(), StopOptions::new()).await;
             let mut ledger = lock(&ledger);
             ledger.answered(request);
