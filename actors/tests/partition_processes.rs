@@ -1,241 +1,31 @@
-//! A real network split between real `process-hub node` processes: five nodes, each in a
-//! network namespace of its own, joined by a bridge in a "switch" namespace (the test reaches
-//! every admin API through a veth from its own namespace). The split is made of blackhole routes
-//! inside the nodes' namespaces, so established connections die as they would on a real network.
+//! Real network splits between real `process-hub node` processes: five nodes, each in a network
+//! namespace of its own, joined by a bridge (see `partition/mod.rs`); a split is made of
+//! blackhole routes inside the nodes' namespaces, so established connections die as they would
+//! on a real network.
 //!
 //! Under `--partition-tolerance majority-quorum:5` a 3/2 split leaves every child running exactly
 //! once, on the majority; the minority answers `partitioned` (503) and reports it in health; after
-//! the heal every child runs once, on its owner.
+//! the heal every child runs once, on its owner. And with `--auto-recovery`, every durable stop
+//! and start asked of either side during the split answers what happened: checked per answer
+//! once the split healed.
 //!
 //! Needs root (network namespaces), as CI has.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+mod partition;
 
-use process_hub::admin::StartSpec;
+use std::collections::{BTreeMap, BTreeSet};
+
+use partition::{spawn, tails, wait_whole, Network, Node, DEADLINE};
+use process_hub::admin::{DeclaredResponse, StartSpec};
 use process_hub::core::placement::HashRing;
 use process_hub::ChildId;
-use process_hub_actors::harness::{wait_for, write_private, AdminClient};
+use process_hub_actors::harness::outage::counter_specs;
+use process_hub_actors::harness::{wait_for, AdminClient, AdminClientError, Census};
 
-const DEADLINE: Duration = Duration::from_secs(90);
 const NODES: usize = 5;
 const CHILDREN: usize = 60;
-const CLUSTER_PORT: u16 = 7100;
-const ADMIN_PORT: u16 = 8100;
-const TOKEN: &str = "partition-test-token";
-
-fn binary() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_process-hub"))
-}
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
-    if !out.status.success() {
-        return Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(())
-}
-
-/// The namespaces, the switch and the links; removed on drop.
-struct Network {
-    tag: u32,
-    switch: String,
-    namespaces: Vec<String>,
-}
-
-impl Network {
-    fn create(nodes: usize) -> Result<Self, String> {
-        let tag = std::process::id() % 200 + 20;
-        let mut net = Self {
-            tag,
-            switch: format!("ph{tag}s"),
-            namespaces: Vec::new(),
-        };
-        // Leftovers of an earlier run with the same tag.
-        let _ = ip(&["netns", "del", &net.switch]);
-        for k in 1..=nodes {
-            let _ = ip(&["netns", "del", &format!("ph{tag}n{k}")]);
-        }
-        let _ = ip(&["link", "del", &format!("ph{tag}r")]);
-        let s = net.switch.clone();
-        ip(&["netns", "add", &s])?;
-        ip(&["-n", &s, "link", "add", "br0", "type", "bridge"])?;
-        ip(&["-n", &s, "link", "set", "br0", "up"])?;
-        // The test's own way in.
-        let (root, root_peer) = (format!("ph{tag}r"), format!("ph{tag}rs"));
-        ip(&[
-            "link", "add", &root, "type", "veth", "peer", "name", &root_peer,
-        ])?;
-        ip(&["link", "set", &root_peer, "netns", &s])?;
-        ip(&["-n", &s, "link", "set", &root_peer, "master", "br0", "up"])?;
-        ip(&[
-            "addr",
-            "add",
-            &format!("{}/24", net.addr(254)),
-            "dev",
-            &root,
-        ])?;
-        ip(&["link", "set", &root, "up"])?;
-        for k in 1..=nodes {
-            let ns = format!("ph{tag}n{k}");
-            ip(&["netns", "add", &ns])?;
-            net.namespaces.push(ns.clone());
-            let (sw, inner) = (format!("ph{tag}v{k}"), format!("ph{tag}p{k}"));
-            ip(&["link", "add", &sw, "type", "veth", "peer", "name", &inner])?;
-            ip(&["link", "set", &sw, "netns", &s])?;
-            ip(&["-n", &s, "link", "set", &sw, "master", "br0", "up"])?;
-            ip(&["link", "set", &inner, "netns", &ns])?;
-            ip(&[
-                "-n",
-                &ns,
-                "addr",
-                "add",
-                &format!("{}/24", net.addr(k)),
-                "dev",
-                &inner,
-            ])?;
-            ip(&["-n", &ns, "link", "set", &inner, "up"])?;
-            ip(&["-n", &ns, "link", "set", "lo", "up"])?;
-        }
-        Ok(net)
-    }
-
-    /// Node `k`'s address (1-based; 254 is the test's).
-    fn addr(&self, k: usize) -> String {
-        format!("10.213.{}.{k}", self.tag)
-    }
-
-    /// Cuts every link between the two sides (blackhole routes both ways).
-    fn split(&self, left: &[usize], right: &[usize]) -> Result<(), String> {
-        self.routes("add", left, right)
-    }
-
-    fn heal(&self, left: &[usize], right: &[usize]) -> Result<(), String> {
-        self.routes("del", left, right)
-    }
-
-    fn routes(&self, verb: &str, left: &[usize], right: &[usize]) -> Result<(), String> {
-        for (from, to) in [(left, right), (right, left)] {
-            for a in from {
-                for b in to {
-                    let ns = &self.namespaces[a - 1];
-                    let dest = format!("{}/32", self.addr(*b));
-                    ip(&["-n", ns, "route", verb, "blackhole", &dest])?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Network {
-    fn drop(&mut self) {
-        for ns in &self.namespaces {
-            let _ = ip(&["netns", "del", ns]);
-        }
-        let _ = ip(&["netns", "del", &self.switch]);
-        let _ = ip(&["link", "del", &format!("ph{}r", self.tag)]);
-    }
-}
-
-/// One node process in its namespace; killed on drop.
-struct Node {
-    name: String,
-    admin: SocketAddr,
-    log: PathBuf,
-    child: Child,
-}
-
-impl Node {
-    fn client(&self) -> AdminClient {
-        AdminClient::new(self.admin).with_token(TOKEN)
-    }
-
-    fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        format!(
-            "--- {} ---\n{}",
-            self.name,
-            all[all.len().saturating_sub(lines)..].join("\n")
-        )
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn spawn(net: &Network, k: usize, dir: &Path) -> Node {
-    let name = format!("n{k}");
-    let listen = format!("{}:{CLUSTER_PORT}", net.addr(k));
-    let admin: SocketAddr = format!("{}:{ADMIN_PORT}", net.addr(k)).parse().unwrap();
-    let token = dir.join(format!("{name}.token"));
-    write_private(&token, TOKEN).unwrap();
-    let log = dir.join(format!("{name}.log"));
-    let file = std::fs::File::create(&log).unwrap();
-    let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", &net.namespaces[k - 1]])
-        .arg(binary())
-        .args([
-            "node", "--hub", "split", "--name", &name, "--listen", &listen,
-        ])
-        .args(["--admin", &admin.to_string()])
-        .arg("--admin-token-file")
-        .arg(&token)
-        .arg("--data-dir")
-        .arg(dir.join(&name))
-        .args(["--cookie", "partition-test-cookie", "--backend", "memory"])
-        .args(["--partition-tolerance", "majority-quorum:5"])
-        .args(["--nodedown-grace-ms", "300"]);
-    if k > 1 {
-        cmd.args(["--join", &format!("{}:{CLUSTER_PORT}", net.addr(1))]);
-    }
-    let child = cmd
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(file.try_clone().unwrap())
-        .stderr(file)
-        .spawn()
-        .expect("spawn a node in its namespace");
-    Node {
-        name,
-        admin,
-        log,
-        child,
-    }
-}
-
-/// Waits until every node sees exactly `expected` as members and none is partitioned.
-fn wait_whole(nodes: &[Node], expected: &[String], what: &str) {
-    wait_for(what, DEADLINE, || {
-        nodes
-            .iter()
-            .all(|n| {
-                n.client()
-                    .health()
-                    .is_ok_and(|h| h.members == expected && !h.partitioned)
-            })
-            .then_some(())
-    })
-    .unwrap_or_else(|e| {
-        let tails: Vec<String> = nodes.iter().map(|n| n.log_tail(30)).collect();
-        panic!("{e}\n{}", tails.join("\n"))
-    });
-}
+/// The durable children of the answers test, started before the split.
+const DURABLE_CHILDREN: usize = 40;
 
 fn specs(prefix: &str, n: usize) -> Vec<StartSpec> {
     (0..n)
@@ -282,14 +72,15 @@ fn a_five_node_cluster_split_three_two_runs_every_child_once_on_the_majority() {
     let net = Network::create(NODES)
         .unwrap_or_else(|e| panic!("network namespaces are needed (run as root, as CI does): {e}"));
     let dir = tempfile::tempdir().unwrap();
-    let nodes: Vec<Node> = (1..=NODES).map(|k| spawn(&net, k, dir.path())).collect();
-    let tails = |nodes: &[Node]| {
-        nodes
-            .iter()
-            .map(|n| n.log_tail(30))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
+    let flags = [
+        "--partition-tolerance",
+        "majority-quorum:5",
+        "--nodedown-grace-ms",
+        "300",
+    ];
+    let nodes: Vec<Node> = (1..=NODES)
+        .map(|k| spawn(&net, k, dir.path(), "split", &flags))
+        .collect();
     let all_names: BTreeSet<String> = (1..=NODES)
         .map(|k| format!("n{k}@{}", net.addr(k)))
         .collect();
@@ -409,4 +200,429 @@ fn a_five_node_cluster_split_three_two_runs_every_child_once_on_the_majority() {
             )
             .unwrap_or_else(|e| panic!("{id}: {e}"));
     }
+}
+
+/// What one admin request answered, read by the contract of docs/api.md ("What an answer
+/// promises") and docs/operations.md (the statuses).
+#[derive(Clone, Debug)]
+enum Answer {
+    /// 200: it took effect.
+    Done,
+    /// 202: the declared list's change is committed, the rest is not confirmed yet.
+    Pending,
+    /// An error status other than 504: nothing changed.
+    Refused { status: u16, body: String },
+    /// 504 (`outcome_unknown`), or no answer at all: either outcome, but a consistent one.
+    Unknown { detail: String },
+}
+
+impl Answer {
+    fn of<T>(result: Result<T, AdminClientError>, pending: impl Fn(&T) -> bool) -> Self {
+        match result {
+            Ok(body) if pending(&body) => Answer::Pending,
+            Ok(_) => Answer::Done,
+            Err(AdminClientError::Status {
+                status: 504, body, ..
+            }) => Answer::Unknown { detail: body },
+            Err(AdminClientError::Status { status, body, .. }) => Answer::Refused { status, body },
+            Err(e) => Answer::Unknown {
+                detail: e.to_string(),
+            },
+        }
+    }
+
+    /// The kind, for the summary: `200`, `202`, `503 partitioned`, `504 outcome_unknown`...
+    fn kind(&self) -> String {
+        let code = |body: &str| {
+            serde_json::from_str::<serde_json::Value>(body)
+                .ok()
+                .and_then(|v| v["error"].as_str().map(str::to_owned))
+                .unwrap_or_else(|| "?".into())
+        };
+        match self {
+            Answer::Done => "200".into(),
+            Answer::Pending => "202 pending".into(),
+            Answer::Refused { status, body } => format!("{status} {}", code(body)),
+            Answer::Unknown { detail } => format!("504 {}", code(detail)),
+        }
+    }
+
+    /// Whether it says the change took effect or will (200, 202).
+    fn accepted(&self) -> bool {
+        matches!(self, Answer::Done | Answer::Pending)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Stop,
+    Start,
+}
+
+/// One durable request through one node's admin API, and its answer.
+#[derive(Debug)]
+struct Request {
+    /// `A` (issued the moment the links went down) or `B` (once both sides knew of the split).
+    phase: char,
+    /// The node asked (1-based).
+    via: usize,
+    op: Op,
+    id: String,
+    /// Where the child ran before the split as seen from `via`: `other side`, `same side`, or
+    /// `new` for an id that was not started.
+    target: &'static str,
+    answer: Option<Answer>,
+}
+
+/// Issues every request of `requests` at once (a thread each) and records the answers.
+fn issue(clients: &[AdminClient], requests: &mut [Request]) {
+    std::thread::scope(|scope| {
+        for request in requests.iter_mut() {
+            let client = &clients[request.via - 1];
+            scope.spawn(move || {
+                request.answer = Some(match request.op {
+                    Op::Stop => Answer::of(client.stop(&request.id), |r| !r.pending.is_empty()),
+                    Op::Start => {
+                        let spec = &counter_specs(std::slice::from_ref(&request.id), true)[0];
+                        Answer::of(client.start_one(spec), |r| !r.pending.is_empty())
+                    }
+                });
+            });
+        }
+    });
+}
+
+/// The requests of one phase: through each side's nodes in turn, durable stops of children
+/// the other side ran, of children the same side ran, and durable starts of new ids (some of
+/// them asked of both sides). Ids to stop are taken from the pools so that no id is stopped
+/// twice.
+fn plan(
+    phase: char,
+    majority: &[usize],
+    minority: &[usize],
+    on_majority: &mut Vec<String>,
+    on_minority: &mut Vec<String>,
+) -> Vec<Request> {
+    let mut requests = Vec::new();
+    let sides = [(majority, "maj", 3, 2), (minority, "min", 2, 2)];
+    for (side, label, other_stops, same_stops) in sides {
+        let mut via = side.iter().copied().cycle();
+        let (other, same) = if label == "maj" {
+            (&mut *on_minority, &mut *on_majority)
+        } else {
+            (&mut *on_majority, &mut *on_minority)
+        };
+        let mut push = |op, id: String, target| {
+            requests.push(Request {
+                phase,
+                via: via.next().expect("a side has nodes"),
+                op,
+                id,
+                target,
+                answer: None,
+            })
+        };
+        for _ in 0..other_stops {
+            if let Some(id) = other.pop() {
+                push(Op::Stop, id, "other side");
+            }
+        }
+        for _ in 0..same_stops {
+            if let Some(id) = same.pop() {
+                push(Op::Stop, id, "same side");
+            }
+        }
+        for i in 0..2 {
+            push(Op::Start, format!("{phase}-{label}-{i}"), "new");
+            // The same new id asked of both sides.
+            push(Op::Start, format!("{phase}-both-{i}"), "new");
+        }
+    }
+    requests
+}
+
+/// What the cluster says once it settled: node 1's declared list, whether every node's list is
+/// the same, and every registry copy.
+struct Outcome {
+    declared: BTreeSet<String>,
+    lists_agree: bool,
+    census: Census,
+}
+
+fn outcome(clients: &[(String, AdminClient)]) -> Option<Outcome> {
+    let lists = clients
+        .iter()
+        .map(|(_, c)| c.declared().ok())
+        .collect::<Option<Vec<_>>>()?;
+    let ids = |l: &DeclaredResponse| l.children.iter().map(|c| c.id.clone()).collect();
+    let declared: BTreeSet<String> = ids(&lists[0]);
+    let lists_agree = lists
+        .iter()
+        .all(|l| !l.parked && l.version == lists[0].version && ids(l) == declared);
+    Some(Outcome {
+        declared,
+        lists_agree,
+        census: Census::take(clients).ok()?,
+    })
+}
+
+impl Outcome {
+    fn runs_once(&self, id: &str) -> bool {
+        self.census.all_run_once(&BTreeSet::from([id.to_owned()]))
+    }
+
+    fn runs_nowhere(&self, id: &str) -> bool {
+        self.census.hosts(id).is_empty()
+    }
+
+    /// Settled: the lists agree, and of `universe` what is declared runs once and nothing else
+    /// runs.
+    fn settled(&self, universe: &BTreeSet<String>) -> bool {
+        self.lists_agree
+            && self.census.views.values().all(|view| {
+                universe.iter().all(|id| {
+                    view.get(id).map_or(0, Vec::len) == usize::from(self.declared.contains(id))
+                })
+            })
+    }
+
+    /// Why `request`'s answer does not match what happened, if it does not.
+    fn contradicts(&self, request: &Request, all: &[Request]) -> Option<String> {
+        let id = &request.id;
+        let declared = self.declared.contains(id);
+        let (once, nowhere) = (self.runs_once(id), self.runs_nowhere(id));
+        let answer = request.answer.as_ref().expect("every request was answered");
+        let ok = match (request.op, answer) {
+            // Stopped, or undeclared for good with its stop carried out later.
+            (Op::Stop, Answer::Done | Answer::Pending) => !declared && nowhere,
+            // Nothing changed (no two requests stop the same id).
+            (Op::Stop, Answer::Refused { .. }) => declared && once,
+            (Op::Start, Answer::Done | Answer::Pending) => declared && once,
+            (Op::Start, Answer::Refused { .. }) => {
+                let others = all
+                    .iter()
+                    .filter(|r| r.id == *id && !std::ptr::eq(*r, request))
+                    .filter_map(|r| r.answer.as_ref());
+                let mut others = others.peekable();
+                if others.peek().is_some() {
+                    // Another request of the same id decides it; it is checked on its own.
+                    declared == once && (declared || nowhere)
+                } else {
+                    !declared && nowhere
+                }
+            }
+            (_, Answer::Unknown { .. }) => declared == once && (declared || nowhere),
+        };
+        (!ok).then(|| {
+            format!(
+                "{} via n{} {:?} {id} ({}): answered {}, but declared {declared}, runs: {}",
+                request.phase,
+                request.via,
+                request.op,
+                request.target,
+                answer.kind(),
+                self.census.describe(id)
+            )
+        })
+    }
+}
+
+/// Durable stops and starts through the admin API of nodes on both sides of a real split, and
+/// what each answer promised checked against what happened once the split healed: a 200 or 202
+/// stop leaves the child undeclared and running nowhere, an error leaves it declared and running
+/// once, a 200 or 202 start leaves it declared and running once, an error start declares nothing
+/// (unless another request of the same id was accepted), and a 504 `outcome_unknown` leaves the
+/// child declared exactly when it runs.
+///
+/// The nodes run `--auto-recovery` under `--partition-tolerance majority-quorum:5`: the one
+/// strategy under which durable stops can be answered on both sides and every answer kept. The
+/// majority carries them out (200, or 202 while the host of an instance is out of reach) and the
+/// minority refuses them (503 `partitioned`), and in the window before either side knows of the
+/// split the requests meet unreachable hosts and an unreachable leader (202 pending, 504
+/// `outcome_unknown`). Under the default `divergence` both sides would commit to their own copy of
+/// the declared list and the heal keeps one copy whole (the higher version, docs/recovery.md
+/// "Versions, ties and partitions"), so a success answered on the side whose copy loses is
+/// undone by design; a quorum strategy refuses that situation outright.
+#[test]
+fn under_a_real_split_every_durable_stop_and_start_answers_what_happened() {
+    let net = Network::create(NODES)
+        .unwrap_or_else(|e| panic!("network namespaces are needed (run as root, as CI does): {e}"));
+    let dir = tempfile::tempdir().unwrap();
+    let flags = [
+        "--auto-recovery",
+        "--reconcile-grace-ms",
+        "500",
+        "--reconcile-interval-ms",
+        "1000",
+        "--partition-tolerance",
+        "majority-quorum:5",
+        "--nodedown-grace-ms",
+        "300",
+    ];
+    let nodes: Vec<Node> = (1..=NODES)
+        .map(|k| spawn(&net, k, dir.path(), "split-answers", &flags))
+        .collect();
+    let expected: Vec<String> = (1..=NODES).map(|k| net.name(k)).collect();
+    wait_whole(
+        &nodes,
+        &expected,
+        "five members everywhere, none partitioned",
+    );
+    let clients: Vec<AdminClient> = nodes.iter().map(Node::client).collect();
+    let named: Vec<(String, AdminClient)> = (1..=NODES)
+        .map(|k| (net.name(k), clients[k - 1].clone()))
+        .collect();
+    wait_for("every node to be normal", DEADLINE, || {
+        clients
+            .iter()
+            .all(|c| c.health().is_ok_and(|h| h.recovery_state == "normal"))
+            .then_some(())
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", tails(&nodes)));
+
+    let ids: Vec<String> = (0..DURABLE_CHILDREN).map(|i| format!("d-{i:03}")).collect();
+    let started = clients[1]
+        .start(&counter_specs(&ids, true))
+        .expect("durable start");
+    assert_eq!(started.started.len(), ids.len(), "{started:?}");
+    let everyone: Vec<&Node> = nodes.iter().collect();
+    let all_names: BTreeSet<String> = expected.iter().cloned().collect();
+    let id_set: BTreeSet<String> = ids.iter().cloned().collect();
+    wait_for("every child placed once", DEADLINE, || {
+        once_on(&everyone, &id_set, &all_names)
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", tails(&nodes)));
+
+    let (majority, minority) = ([1, 2, 3], [4, 5]);
+    let minority_names: BTreeSet<String> = minority.iter().map(|k| net.name(*k)).collect();
+    let before = placement(&clients[0]).expect("placement");
+    let (mut on_minority, mut on_majority): (Vec<String>, Vec<String>) = ids
+        .iter()
+        .cloned()
+        .partition(|id| minority_names.contains(&before[id][0]));
+
+    net.split(&majority, &minority).unwrap();
+    // At once: neither side knows yet, hosts and the leader are out of reach.
+    let mut requests = plan(
+        'A',
+        &majority,
+        &minority,
+        &mut on_majority,
+        &mut on_minority,
+    );
+    issue(&clients, &mut requests);
+    let majority_members: Vec<String> = majority.iter().map(|k| net.name(*k)).collect();
+    wait_for("both sides to know of the split", DEADLINE, || {
+        let minority_knows = minority
+            .iter()
+            .all(|k| clients[k - 1].health().is_ok_and(|h| h.partitioned));
+        let majority_knows = majority.iter().all(|k| {
+            clients[k - 1]
+                .health()
+                .is_ok_and(|h| h.members == majority_members && !h.partitioned)
+        });
+        (minority_knows && majority_knows).then_some(())
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", tails(&nodes)));
+    let mut later = plan(
+        'B',
+        &majority,
+        &minority,
+        &mut on_majority,
+        &mut on_minority,
+    );
+    issue(&clients, &mut later);
+    requests.extend(later);
+
+    net.heal(&majority, &minority).unwrap();
+    wait_whole(&nodes, &expected, "five members again, none partitioned");
+    let universe: BTreeSet<String> = ids
+        .iter()
+        .cloned()
+        .chain(requests.iter().map(|r| r.id.clone()))
+        .collect();
+    let settled = wait_for("the cluster to settle", DEADLINE, || {
+        outcome(&named).filter(|o| o.settled(&universe))
+    });
+    let after = match settled {
+        Ok(after) => after,
+        // Judge what there is: the answers' contradictions say more than the timeout.
+        Err(e) => {
+            eprintln!("{e}");
+            outcome(&named).expect("every node answers after the heal")
+        }
+    };
+
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for r in &requests {
+        let answer = r.answer.as_ref().expect("answered");
+        eprintln!(
+            "{} via n{} {:?} {} ({}): {}",
+            r.phase,
+            r.via,
+            r.op,
+            r.id,
+            r.target,
+            answer.kind()
+        );
+        *counts
+            .entry(format!("{:?} {}", r.op, answer.kind()).to_lowercase())
+            .or_default() += 1;
+    }
+    let summary: Vec<String> = counts.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+    let unknown: Vec<&Request> = requests
+        .iter()
+        .filter(|r| matches!(r.answer, Some(Answer::Unknown { .. })))
+        .collect();
+    let took_effect = unknown
+        .iter()
+        .filter(|r| (r.op == Op::Start) == after.declared.contains(&r.id))
+        .count();
+    eprintln!(
+        "answers under the split: {}; of the {} unknown, {took_effect} ended as asked",
+        summary.join(", "),
+        unknown.len()
+    );
+    let mut contradictions: Vec<String> = requests
+        .iter()
+        .filter_map(|r| after.contradicts(r, &requests))
+        .collect();
+    // What no request touched is as it was.
+    for id in ids
+        .iter()
+        .filter(|id| !requests.iter().any(|r| r.id == **id))
+    {
+        if !(after.declared.contains(id) && after.runs_once(id)) {
+            contradictions.push(format!(
+                "untouched {id}: declared {}, runs: {}",
+                after.declared.contains(id),
+                after.census.describe(id)
+            ));
+        }
+    }
+    assert!(
+        contradictions.is_empty(),
+        "answers that do not match what happened:\n{}\n(lists agree: {})\n{}",
+        contradictions.join("\n"),
+        after.lists_agree,
+        tails(&nodes)
+    );
+    assert!(
+        after.lists_agree,
+        "the declared lists differ\n{}",
+        tails(&nodes)
+    );
+    // Not vacuous: the split made the hub answer pending or an error somewhere.
+    assert!(
+        requests
+            .iter()
+            .any(|r| matches!(r.answer, Some(Answer::Pending | Answer::Refused { .. }))),
+        "no answer was pending or an error: the split exercised nothing"
+    );
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.answer.as_ref().is_some_and(Answer::accepted)),
+        "nothing was accepted: the majority took no work"
+    );
 }
