@@ -459,3 +459,19 @@ pub struct AwaitNormalTimeout {
     /// How long the caller waited.
     pub waited_ms: u64,
 }
+
+/// `Hub::wait_for_members` gave up: the hub's membership did not reach the count in time.
+/// Says how many members it had when the wait ended, so the caller can tell "nobody came"
+/// (1, this node alone) from "one is missing".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the hub had {seen} of the {wanted} members it waited for (this node included) after {waited_ms} ms"
+)]
+pub struct WaitForMembersTimeout {
+    /// The member count waited for, this node included.
+    pub wanted: usize,
+    /// The member count when the wait gave up, this node included.
+    pub seen: usize,
+    /// How long the caller waited.
+    pub waited_ms: u64,
+}

@@ -8,47 +8,8 @@
 
 use std::time::Duration;
 
+use super::errors::WaitForMembersTimeout;
 use super::handle::Hub;
-use crate::hub::shared::HubShared;
-
-/// [`Hub::wait_for_members`] gave up: the hub's membership did not reach the count in time.
-/// Says how many members it had when the wait ended, so the caller can tell "nobody came"
-/// (1, this node alone) from "one is missing".
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "the hub had {seen} of the {wanted} members it waited for (this node included) after {waited_ms} ms"
-)]
-pub struct WaitForMembersTimeout {
-    /// The member count waited for, this node included.
-    pub wanted: usize,
-    /// The member count when the wait gave up, this node included.
-    pub seen: usize,
-    /// How long the caller waited.
-    pub waited_ms: u64,
-}
-
-/// Waits until `hub`'s published membership has at least `wanted` members (this node
-/// included), at most `timeout`; answers the count it saw. Shared by the handle and the
-/// root actor's `HubMsg::WaitForMembers`.
-pub(crate) async fn wait_for_members(
-    hub: &HubShared,
-    wanted: usize,
-    timeout: Duration,
-) -> Result<usize, WaitForMembersTimeout> {
-    let mut count = hub.member_count.subscribe();
-    let reached = tokio::time::timeout(timeout, count.wait_for(|n| *n >= wanted))
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .map(|seen| *seen);
-    // The sender lives as long as the hub's shared state, which this wait borrows: a closed
-    // channel cannot happen, but it would answer as a timeout rather than panic.
-    reached.ok_or_else(|| WaitForMembersTimeout {
-        wanted,
-        seen: *hub.member_count.borrow(),
-        waited_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-    })
-}
 
 impl Hub {
     /// Waits until the hub's membership (this node included) has at least `n` members, at
@@ -64,6 +25,6 @@ impl Hub {
         n: usize,
         timeout: Duration,
     ) -> Result<usize, WaitForMembersTimeout> {
-        wait_for_members(self.shared(), n, timeout).await
+        self.shared().wait_for_members(n, timeout).await
     }
 }

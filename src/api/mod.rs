@@ -21,8 +21,7 @@ pub use errors::{
     SpawnError, StartError, StopError,
 };
 pub use handle::{Hub, HubBuilder, HubUnavailable, ShutdownTimedOut};
-pub(crate) use membership::wait_for_members;
-pub use membership::WaitForMembersTimeout;
+pub use errors::WaitForMembersTimeout;
 pub use monitor::{ChildDown, DownSink, MonitorId, MonitorOptions};
 pub use msg::{HubInfo, HubMsg};
 pub use options::{OnFailure, StartOptions, StopOptions};

@@ -12,7 +12,7 @@ use ractor::{ActorCell, RpcReplyPort};
 
 use super::declared::DeclaredView;
 use super::errors::{AwaitNormalTimeout, ChildMessageError, RecoveryError, StartError, StopError};
-use super::membership::WaitForMembersTimeout;
+use super::errors::WaitForMembersTimeout;
 use super::monitor::{DownSink, MonitorId, MonitorOptions};
 use super::options::{StartOptions, StopOptions};
 use super::results::{ChildInfo, ProcessEntry, ProcessScope, StartResult, StopResult};

@@ -454,6 +454,29 @@ impl HubShared {
         self.tell_roles(None);
     }
 
+    /// Waits until the published membership has at least `wanted` members (this node
+    /// included), at most `timeout`; answers the count it saw. Shared by the handle's
+    /// `wait_for_members` and the root actor's `HubMsg::WaitForMembers`.
+    pub(crate) async fn wait_for_members(
+        &self,
+        wanted: usize,
+        timeout: std::time::Duration,
+    ) -> Result<usize, crate::api::errors::WaitForMembersTimeout> {
+        let mut count = self.member_count.subscribe();
+        let reached = tokio::time::timeout(timeout, count.wait_for(|n| *n >= wanted))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .map(|seen| *seen);
+        // The sender lives as long as the hub's shared state, which this wait borrows: a
+        // closed channel cannot happen, but it would answer as a timeout rather than panic.
+        reached.ok_or_else(|| crate::api::errors::WaitForMembersTimeout {
+            wanted,
+            seen: *self.member_count.borrow(),
+            waited_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        })
+    }
+
     fn membership(&self) -> std::sync::RwLockReadGuard<'_, Membership> {
         self.membership.read().unwrap_or_else(|e| e.into_inner())
     }

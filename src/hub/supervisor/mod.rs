@@ -552,7 +552,7 @@ fn answer_read(hub: &Arc<HubShared>, msg: HubMsg) {
         HubMsg::WaitForMembers { n, timeout, reply } => {
             let hub = hub.clone();
             tokio::spawn(async move {
-                let _ = reply.send(crate::api::wait_for_members(&hub, n, timeout).await);
+                let _ = reply.send(hub.wait_for_members(n, timeout).await);
             });
         }
         HubMsg::StorageProblems { reply } => {
