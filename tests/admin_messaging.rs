@@ -145,10 +145,25 @@ async fn each_failure_has_its_code_and_status() {
 
 /// A request with a raw body and content type, for what `call_admin` cannot send.
 async fn raw(hub: &Hub, path: &str, content_type: &str, body: Vec<u8>) -> (StatusCode, Value) {
-    let request = axum::http::Request::builder()
+    raw_with(hub, path, content_type, &[], body).await
+}
+
+/// [`raw`] with more headers; the body limit is 1024 bytes.
+async fn raw_with(
+    hub: &Hub,
+    path: &str,
+    content_type: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> (StatusCode, Value) {
+    let mut request = axum::http::Request::builder()
         .method("POST")
         .uri(path)
-        .header("content-type", content_type)
+        .header("content-type", content_type);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request
         .body(axum::body::Body::from(body))
         .expect("a well-formed request");
     let config = process_hub::admin::AdminConfig {
@@ -184,6 +199,18 @@ async fn bodies_are_json_within_the_limit_like_every_other_write() {
         let (status, body) = raw(&hub, path, "application/json", big).await;
         assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{path}: {body}");
         assert_eq!(body["error"], "payload_too_large");
+        assert_eq!(body["message"], "the body is over the 1024 byte limit");
+        // A length declared over the limit is refused from the headers: the short body that
+        // follows (a valid command) is never read.
+        let declared = [("content-length", "4096")];
+        let command = get().to_string().into_bytes();
+        let (status, body) = raw_with(&hub, path, "application/json", &declared, command).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{path}: {body}");
+        assert_eq!(body["error"], "payload_too_large");
+        assert_eq!(
+            body["message"], "a body of 4096 bytes is over the 1024 byte limit",
+            "{path}"
+        );
     }
     // Nothing reached the counter.
     let (_, body) = post(&hub, "/v1/children/c1/call", get()).await;

@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Deserialize;
+use tower_http::limit::RequestBodyLimitLayer;
 
 use crate::model::ChildId;
 
@@ -232,12 +233,20 @@ pub fn router_with<O: AdminOps>(ops: O, config: AdminConfig) -> Router {
             limits,
             streams: events::stream_slots(&limits),
         })
-        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        // The limit is tower-http's alone (axum's own default would cut at 2 MiB): a body
+        // declared longer is refused 413 before a byte of it is read, one without a declared
+        // length is cut at the limit as a route reads it. Inside the guard, so a request
+        // without the token is refused 401 whatever its size.
+        .layer(DefaultBodyLimit::disable())
+        .layer(RequestBodyLimitLayer::new(limits.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(
             Arc::new(config),
             guard::guard,
         ))
-        .layer(axum::middleware::from_fn(guard::json_errors))
+        .layer(axum::middleware::from_fn_with_state(
+            limits.max_body_bytes,
+            guard::json_errors,
+        ))
 }
 
 /// What every route reads: the hub behind the API, the request bounds, and the permits of

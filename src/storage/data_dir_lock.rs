@@ -3,17 +3,16 @@
 //! Two processes writing one data directory break every promise the stores make: each boots
 //! believing the files are its own (the second one's boot strips the first one's bindings), and
 //! LMDB's own lock only keeps their transactions apart, not their beliefs. So a node takes an
-//! exclusive advisory lock (`flock`) on `<data_dir>/process-hub.lock` before it opens any store
-//! and holds it for its whole life; the kernel releases it when the process dies, however it
-//! dies, so a crash never leaves a stale lock behind. The file records the holder's pid, which
-//! is what a refused second process reports.
+//! exclusive advisory lock (`flock`, through `fs4`) on `<data_dir>/process-hub.lock` before it
+//! opens any store and holds it for its whole life; the kernel releases it when the process
+//! dies, however it dies, so a crash never leaves a stale lock behind. The file records the
+//! holder's pid, which is what a refused second process reports.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use nix::errno::Errno;
-use nix::fcntl::{Flock, FlockArg};
+use fs4::{FileExt, TryLockError};
 
 /// The lock file's name inside the data directory.
 pub const DATA_DIR_LOCK_FILE: &str = "process-hub.lock";
@@ -42,11 +41,12 @@ pub enum DataDirLockError {
     },
 }
 
-/// The held lock: released when dropped or when the process ends.
+/// The held lock: released when dropped (closing the file releases it) or when the process
+/// ends.
 #[derive(Debug)]
 pub struct DataDirLock {
     dir: PathBuf,
-    _lock: Flock<File>,
+    _file: File,
 }
 
 impl DataDirLock {
@@ -58,25 +58,26 @@ impl DataDirLock {
         };
         std::fs::create_dir_all(dir).map_err(|e| io(&e))?;
         let path = dir.join(DATA_DIR_LOCK_FILE);
-        let file = OpenOptions::new()
+        let mut file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .open(&path)
             .map_err(|e| io(&e))?;
-        let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => lock,
-            Err((mut file, Errno::EWOULDBLOCK)) => {
+        // Named through the trait: `File` has an inherent `try_lock` of its own in newer
+        // standard libraries, which method syntax would pick instead.
+        match FileExt::try_lock(&file) {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
                 return Err(DataDirLockError::Held {
                     dir: dir.to_owned(),
                     holder: holder(&mut file),
                 })
             }
-            Err((_, errno)) => return Err(io(&errno)),
-        };
+            Err(TryLockError::Error(e)) => return Err(io(&e)),
+        }
         let pid = std::process::id();
-        let file: &mut File = &mut lock;
         file.set_len(0)
             .and_then(|()| file.seek(SeekFrom::Start(0)).map(|_| ()))
             .and_then(|()| writeln!(file, "{pid}"))
@@ -84,7 +85,7 @@ impl DataDirLock {
             .map_err(|e| io(&e))?;
         Ok(Self {
             dir: dir.to_owned(),
-            _lock: lock,
+            _file: file,
         })
     }
 

@@ -26,6 +26,8 @@ use ractor::{pg, Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use ractor_cluster::RactorClusterMessage;
 use serde_json::json;
 
+use super::latency::Latencies;
+
 const HUB: &str = "bench_call";
 const SCOPE: &str = "process_hub_bench_call";
 const GROUP: &str = "echo";
@@ -203,12 +205,9 @@ pub async fn run_host(args: CallHostArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
+/// The sample at quantile `q`, in whole microseconds.
+fn quantile_us(latencies: &Latencies, q: f64) -> u64 {
+    u64::try_from(latencies.quantile(q).as_micros()).unwrap_or(u64::MAX)
 }
 
 fn ratio(a: f64, b: f64) -> Option<f64> {
@@ -331,8 +330,7 @@ async fn against(
     let hub_children_proxies = remote_proxies().saturating_sub(proxies_before);
 
     let warm = (args.calls / 10).max(10);
-    let mut hub_us = Vec::with_capacity(args.calls);
-    let mut base_us = Vec::with_capacity(args.calls);
+    let (mut hub_calls, mut base_calls) = (Latencies::new(), Latencies::new());
     for i in 0..(warm + args.calls) as u64 {
         // Alternate, so both see the same machine conditions.
         let t = Instant::now();
@@ -351,19 +349,16 @@ async fn against(
             return Err(format!("call {i}: wrong answer"));
         }
         if i as usize >= warm {
-            hub_us.push(hub_t.as_micros() as u64);
-            base_us.push(base_t.as_micros() as u64);
+            hub_calls.record(hub_t);
+            base_calls.record(base_t);
         }
     }
-    hub_us.sort_unstable();
-    base_us.sort_unstable();
-    eprintln!(
-        "calls: hub p50 {} us p99 {} us; baseline p50 {} us p99 {} us",
-        percentile(&hub_us, 0.5),
-        percentile(&hub_us, 0.99),
-        percentile(&base_us, 0.5),
-        percentile(&base_us, 0.99)
+    let (p50, p99) = (quantile_us(&hub_calls, 0.5), quantile_us(&hub_calls, 0.99));
+    let (b50, b99) = (
+        quantile_us(&base_calls, 0.5),
+        quantile_us(&base_calls, 0.99),
     );
+    eprintln!("calls: hub p50 {p50} us p99 {p99} us; baseline p50 {b50} us p99 {b99} us");
 
     let t = Instant::now();
     for i in 0..args.casts as u64 {
@@ -393,8 +388,6 @@ async fn against(
     }
     eprintln!("casts: hub {hub_casts:.0}/s, baseline {base_casts:.0}/s");
     let _ = hub.shutdown().await;
-    let (p50, p99) = (percentile(&hub_us, 0.5), percentile(&hub_us, 0.99));
-    let (b50, b99) = (percentile(&base_us, 0.5), percentile(&base_us, 0.99));
     Ok(json!({
         "bench": "call",
         "calls": args.calls,

@@ -4,6 +4,7 @@
 pub mod call;
 pub mod cluster;
 pub mod frames;
+mod latency;
 pub mod recovery;
 pub mod scale;
 pub mod start;

@@ -18,6 +18,8 @@ use process_hub::{ChildId, ChildSpec, Hub, ProcessHub, StartOptions, StopOptions
 use ractor::Actor;
 use serde_json::json;
 
+use super::latency::Latencies;
+
 use crate::counter::{self, Counter};
 
 /// Flags of `bench start`.
@@ -170,9 +172,8 @@ async fn hub_round(hub: &Hub, n: usize, round: usize) -> Result<Phase, String> {
     })
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
+fn median(phases: impl IntoIterator<Item = Duration>) -> Duration {
+    phases.into_iter().collect::<Latencies>().median()
 }
 
 fn per_s(n: usize, d: Duration) -> f64 {
@@ -237,14 +238,14 @@ pub fn run(args: StartBenchArgs) -> Result<(), String> {
             }
         }
         hub.shutdown().await.map_err(|e| e.to_string())?;
-        let hub_start = median(hub_phases.iter().map(|p| p.start).collect());
-        let hub_stop = median(hub_phases.iter().map(|p| p.stop).collect());
-        let hub_total = median(hub_phases.iter().map(|p| p.start + p.stop).collect());
-        let plain_start = median(plain_phases.iter().map(|p| p.start).collect());
-        let plain_stop = median(plain_phases.iter().map(|p| p.stop).collect());
-        let plain_total = median(plain_phases.iter().map(|p| p.start + p.stop).collect());
-        let off_total = (!off_phases.is_empty())
-            .then(|| median(off_phases.iter().map(|p| p.start + p.stop).collect()));
+        let hub_start = median(hub_phases.iter().map(|p| p.start));
+        let hub_stop = median(hub_phases.iter().map(|p| p.stop));
+        let hub_total = median(hub_phases.iter().map(|p| p.start + p.stop));
+        let plain_start = median(plain_phases.iter().map(|p| p.start));
+        let plain_stop = median(plain_phases.iter().map(|p| p.stop));
+        let plain_total = median(plain_phases.iter().map(|p| p.start + p.stop));
+        let off_total =
+            (!off_phases.is_empty()).then(|| median(off_phases.iter().map(|p| p.start + p.stop)));
         let mut out = json!({
             "bench": "start",
             "nodes": 1,

@@ -19,6 +19,8 @@ use process_hub::storage::{
 use rand::Rng;
 use serde_json::json;
 
+use super::latency::Latencies;
+
 /// Flags of `process-hub bench storage`.
 #[derive(Args, Debug)]
 pub struct StorageArgs {
@@ -213,7 +215,7 @@ struct Segment {
 
 impl From<Vec<Segment>> for WriteRun {
     fn from(segments: Vec<Segment>) -> Self {
-        let mut latencies: Vec<Duration> = Vec::new();
+        let mut latencies = Latencies::new();
         let (mut elapsed, mut commits, mut verified_rows) = (Duration::ZERO, 0, 0);
         for segment in segments {
             latencies.extend(segment.latencies);
@@ -221,11 +223,10 @@ impl From<Vec<Segment>> for WriteRun {
             commits += segment.commits;
             verified_rows += segment.verified_rows;
         }
-        latencies.sort_unstable();
         WriteRun {
-            ops_per_s: latencies.len() as f64 / elapsed.as_secs_f64().max(1e-9),
-            p50_us: percentile(&latencies, 0.50).as_secs_f64() * 1e6,
-            p99_us: percentile(&latencies, 0.99).as_secs_f64() * 1e6,
+            ops_per_s: latencies.count() as f64 / elapsed.as_secs_f64().max(1e-9),
+            p50_us: latencies.median().as_secs_f64() * 1e6,
+            p99_us: latencies.quantile(0.99).as_secs_f64() * 1e6,
             elapsed_s: elapsed.as_secs_f64(),
             commits,
             verified_rows,
@@ -313,14 +314,6 @@ impl WriteBench<'_> {
     }
 }
 
-fn percentile(sorted: &[Duration], q: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let at = ((sorted.len() - 1) as f64 * q).round() as usize;
-    sorted[at]
-}
-
 /// Median point-read costs on a memory store holding `rows` rows.
 struct Lookups {
     /// `get`: find the row and return an owned copy (what `child_lookup` pays).
@@ -357,7 +350,7 @@ fn p50_ns(ids: &[process_hub::model::ChildId], read: impl Fn(&process_hub::model
     const PER_SAMPLE: usize = 16;
     const SAMPLES: usize = 20_000;
     let mut rng = rand::thread_rng();
-    let mut samples = Vec::with_capacity(SAMPLES);
+    let mut samples = Latencies::new();
     for _ in 0..SAMPLES {
         // Copies of the ids, made just before: a caller looks up an id it holds, so the id
         // itself is in cache; what is measured is finding the row.
@@ -367,8 +360,7 @@ fn p50_ns(ids: &[process_hub::model::ChildId], read: impl Fn(&process_hub::model
         for id in &picks {
             read(id);
         }
-        samples.push(t.elapsed().as_nanos() as f64 / PER_SAMPLE as f64);
+        samples.record(t.elapsed());
     }
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
+    samples.median().as_nanos() as f64 / PER_SAMPLE as f64
 }

@@ -15,6 +15,8 @@ use process_hub::core::placement::HashRing;
 use process_hub::{ChildSpec, Hub, ProcessHub, StartOptions, SyncStrategy};
 use serde_json::{json, Value};
 
+use super::latency::Latencies;
+
 /// Flags of `process-hub bench sync`.
 #[derive(Args, Debug)]
 pub struct SyncBenchArgs {
@@ -163,14 +165,6 @@ pub fn run(args: SyncBenchArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let at = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[at]
-}
-
 /// Waits until `done` holds, polling; gives up after `limit`.
 async fn until(limit: Duration, mut done: impl FnMut() -> bool) -> Result<Duration, String> {
     let started = Instant::now();
@@ -234,7 +228,7 @@ async fn measure(n: usize, sync: SyncStrategy, args: &SyncBenchArgs) -> Result<V
     let specs: Vec<ChildSpec> = (0..args.changes + 1)
         .map(|i| ChildSpec::new(format!("change-{i}"), "counter"))
         .collect();
-    let mut agree_ms = Vec::with_capacity(args.changes);
+    let mut agree = Latencies::new();
     let (mut frames, mut from_origin, mut most) = (0u64, 0u64, 0u64);
     for spec in &specs[..args.changes] {
         let owner = ring.owner(&spec.id).ok_or("an empty ring")?;
@@ -249,7 +243,7 @@ async fn measure(n: usize, sync: SyncStrategy, args: &SyncBenchArgs) -> Result<V
             hubs.values().all(|h| h.child_lookup(&id).is_some())
         })
         .await?;
-        agree_ms.push(started.elapsed().as_secs_f64() * 1_000.0);
+        agree.record(started.elapsed());
         let (total, by_sender) = frames_between(&before, &counted(&counts), &DELTA_KINDS);
         frames += total;
         from_origin += by_sender.get(owner).copied().unwrap_or(0);
@@ -298,8 +292,8 @@ async fn measure(n: usize, sync: SyncStrategy, args: &SyncBenchArgs) -> Result<V
     for hub in hubs.values() {
         let _ = hub.shutdown().await;
     }
-    agree_ms.sort_by(f64::total_cmp);
     let changes = args.changes as f64;
+    let ms = |d: Duration| d.as_secs_f64() * 1_000.0;
     Ok(json!({
         "nodes": n,
         "sync": strategy_name(&sync),
@@ -307,9 +301,9 @@ async fn measure(n: usize, sync: SyncStrategy, args: &SyncBenchArgs) -> Result<V
         "frames_per_change": frames as f64 / changes,
         "origin_frames_per_change": from_origin as f64 / changes,
         "most_sent_by_one_node_per_change": most as f64 / changes,
-        "agree_ms_p50": percentile(&agree_ms, 0.5),
-        "agree_ms_p99": percentile(&agree_ms, 0.99),
-        "agree_ms_mean": agree_ms.iter().sum::<f64>() / changes,
+        "agree_ms_p50": ms(agree.median()),
+        "agree_ms_p99": ms(agree.quantile(0.99)),
+        "agree_ms_mean": ms(agree.mean()),
         "periodic_frames_per_interval": periodic as f64 / intervals as f64,
         "others_agree_ms": others_have_it.as_secs_f64() * 1_000.0,
         "heal_ms": heal_ms,

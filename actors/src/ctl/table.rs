@@ -1,46 +1,47 @@
 //! Plain text tables for the human output of `process-hub ctl`: columns padded to their
-//! widest cell, two spaces apart, no borders (easy to read, easy to `grep` and `awk`).
+//! widest cell, two spaces apart, no borders (easy to read, easy to `grep` and `awk`). The layout
+//! is `comfy-table`'s, with every border off and no wrapping.
+
+use comfy_table::presets::NOTHING;
+use comfy_table::ContentArrangement;
+
+/// The blank columns after each cell but the last.
+const GAP: u16 = 2;
 
 /// A table with a header row.
 pub struct Table {
-    header: Vec<String>,
-    rows: Vec<Vec<String>>,
+    inner: comfy_table::Table,
+    columns: usize,
 }
 
 impl Table {
     /// A table with these column names.
     pub fn new(header: &[&str]) -> Self {
+        let mut inner = comfy_table::Table::new();
+        inner
+            .load_style(NOTHING)
+            .set_content_arrangement(ContentArrangement::Disabled)
+            .set_header(header.to_vec());
+        for column in inner.column_iter_mut() {
+            column.set_padding((0, GAP));
+        }
         Self {
-            header: header.iter().map(|h| (*h).to_owned()).collect(),
-            rows: Vec::new(),
+            inner,
+            columns: header.len(),
         }
     }
 
     /// Adds a row (missing cells are empty, extra cells are dropped).
     pub fn row(&mut self, cells: Vec<String>) {
         let mut cells = cells;
-        cells.resize(self.header.len(), String::new());
-        self.rows.push(cells);
+        cells.resize(self.columns, String::new());
+        self.inner.add_row(cells);
     }
 
     /// The table as text, one line per row, each ending with a newline.
     pub fn render(&self) -> String {
-        let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
-        for row in &self.rows {
-            for (w, cell) in widths.iter_mut().zip(row) {
-                *w = (*w).max(cell.chars().count());
-            }
-        }
         let mut out = String::new();
-        for row in std::iter::once(&self.header).chain(&self.rows) {
-            let mut line = String::new();
-            for (i, (cell, w)) in row.iter().zip(&widths).enumerate() {
-                if i + 1 == row.len() {
-                    line.push_str(cell);
-                } else {
-                    line.push_str(&format!("{cell:<w$}  "));
-                }
-            }
+        for line in self.inner.lines() {
             out.push_str(line.trim_end());
             out.push('\n');
         }
@@ -82,6 +83,18 @@ mod tests {
             t.render(),
             "ID            NODE\nc1            a@h\ncounter-long\n"
         );
+    }
+
+    #[test]
+    fn a_row_wider_than_the_header_keeps_the_header_s_columns() {
+        let mut t = Table::new(&["A", "B"]);
+        t.row(vec!["1".into(), "2".into(), "dropped".into()]);
+        assert_eq!(t.render(), "A  B\n1  2\n");
+    }
+
+    #[test]
+    fn a_table_without_rows_is_its_header() {
+        assert_eq!(Table::new(&["ID", "KIND"]).render(), "ID  KIND\n");
     }
 
     #[test]

@@ -26,9 +26,9 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::task::JoinHandle;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::protocol::{ReconcilerMsg, RoundCarry, RoundReport};
-use super::shared::owned_task::OwnedTask;
 use super::shared::recovery::RecoveryShared;
 use super::HubShared;
 
@@ -50,8 +50,10 @@ pub(crate) struct ReconcilerState {
     carry: RoundCarry,
     wake: Option<JoinHandle<Result<(), ractor::MessagingErr<ReconcilerMsg>>>>,
     tick: Option<JoinHandle<()>>,
-    /// The round in progress, owned: it ends with this actor.
-    round: Option<OwnedTask>,
+    /// The round in progress, owned: aborted when this state drops, whether the actor stopped
+    /// or failed (ractor skips `post_stop` after a failure, but always drops the state), so a
+    /// round never outlives its actor and a restarted Reconciler never races its predecessor's.
+    round: Option<AbortOnDropHandle<()>>,
 }
 
 pub(crate) struct ReconcilerArgs {
@@ -81,12 +83,14 @@ impl ReconcilerState {
                     node = %hub.node,
                     first,
                 );
-                self.round = Some(OwnedTask::spawn(tracing::Instrument::instrument(
-                    async move {
-                        let report = run_round(hub, recovery, first, carry, pacer).await;
-                        let _ = me.cast(ReconcilerMsg::RoundDone(Box::new(report)));
-                    },
-                    span,
+                self.round = Some(AbortOnDropHandle::new(tokio::spawn(
+                    tracing::Instrument::instrument(
+                        async move {
+                            let report = run_round(hub, recovery, first, carry, pacer).await;
+                            let _ = me.cast(ReconcilerMsg::RoundDone(Box::new(report)));
+                        },
+                        span,
+                    ),
                 )));
             }
             RoundDecision::WaitUntil(at) => {

@@ -18,7 +18,6 @@
 pub(crate) mod handoff;
 pub(crate) mod loads;
 pub(crate) mod monitors;
-pub(crate) mod owned_task;
 pub(crate) mod partition;
 pub(crate) mod post;
 pub(crate) mod recovery;
