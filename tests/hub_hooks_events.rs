@@ -115,7 +115,11 @@ async fn one_node_hooks_fire_at_their_moments() {
     hub.start_children(
         vec![
             ChildSpec::new("h1", "counter"),
-            ChildSpec::new("h2", "no_such_kind"),
+            // A child that fails to start reaches both hooks (an unknown kind would not: it is
+            // refused where the request enters, before any hook).
+            ChildSpec::new("h2", "crasher")
+                .with_args(&serde_json::json!({"fail_in_pre_start": true}))
+                .unwrap(),
         ],
         StartOptions::new(),
     )

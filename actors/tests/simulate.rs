@@ -300,11 +300,12 @@ fn a_node_that_takes_work_without_quorum_is_caught() {
 #[test]
 fn gossip_that_never_repairs_a_lost_delta_is_caught() {
     // Without rounds nor requests for a sync, a gossip delta lost to a dropping link is never
-    // made good: the registries differ at quiescence (seed 11, every hub gossiping).
+    // made good: the registries differ at quiescence (seeds 2 and 3, every hub gossiping; most
+    // seeds show it, seed 2 among them).
     caught_with(
         "gossip_without_rounds",
         "registries_agree",
-        &["--from", "11", "--seeds", "1", "--sync", "gossip:1000:2"],
+        &["--from", "2", "--seeds", "2", "--sync", "gossip:1000:2"],
     );
 }
 
