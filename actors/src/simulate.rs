@@ -79,6 +79,10 @@ pub struct SimulateArgs {
     /// forces family `(s / 7) % 7`), so a sweep of any size runs every family forced.
     #[arg(long, conflicts_with_all = ["migration", "distribution", "partition_tolerance", "sync", "replication_factor", "replication_model", "every_family"])]
     pub rotate_forced: bool,
+    /// Each job of the sweep stops at its first failing seed (to show that a bug is caught
+    /// without running the seeds after it); the JSON's `seeds` counts the seeds that ran.
+    #[arg(long)]
+    pub fail_fast: bool,
     /// Run the sweep once per strategy family, each forced on every seed (`FAMILIES`), one
     /// after another; the JSON line adds each family's result under `families`.
     #[arg(long, conflicts_with_all = ["seed", "migration", "distribution", "partition_tolerance", "sync", "replication_factor", "replication_model"])]
@@ -327,7 +331,12 @@ fn run_shard(args: &SimulateArgs, shard: &str) -> Result<bool, String> {
         let report = run_seed(seed, &options(args, false));
         sweep.add(&report);
         match describe_failure(&report, args) {
-            Some(failure) => eprintln!("{failure}"),
+            Some(failure) => {
+                eprintln!("{failure}");
+                if args.fail_fast {
+                    break;
+                }
+            }
             None => eprintln!("seed {} ok ({} ms)", report.seed, report.wall_ms),
         }
     }
@@ -425,6 +434,9 @@ fn sweep(args: &SimulateArgs) -> Result<ShardLine, String> {
         }
         if args.rotate_forced {
             command.arg("--rotate-forced");
+        }
+        if args.fail_fast {
+            command.arg("--fail-fast");
         }
         let child = command
             .stdout(Stdio::piped())
