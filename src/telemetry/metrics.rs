@@ -496,8 +496,7 @@ pub(crate) fn refresh(shared: &HubShared) {
         let mine = snapshot.list.last_mutated_by() == Some(shared.node.as_str());
         gauge!(DECLARED_LAST_MUTATOR, &base).set(f64::from(u8::from(mine)));
     }
-    let normal =
-        crate::api::reads::recovery_state(shared) == crate::core::recovery::RecoveryState::Normal;
+    let normal = shared.recovery_state() == crate::core::recovery::RecoveryState::Normal;
     gauge!(RECOVERY_NORMAL, &base).set(f64::from(u8::from(normal)));
     let now = shared.clock.now_ms();
     for (peer, at) in shared.sync_heard.snapshot() {

@@ -1,9 +1,11 @@
-//! The read side of the API: answered from the registry view, without an actor round trip.
+//! The read side of the hub: answered from the registry view, without an actor round trip
+//! (the handle and the root actor's `HubMsg` reads both answer from here).
 
 use std::collections::BTreeMap;
 
-use super::results::{ChildInfo, ProcessEntry, ProcessScope};
-use crate::hub::HubShared;
+use super::HubShared;
+use crate::api::results::{ChildInfo, ProcessEntry, ProcessScope};
+use crate::core::declared_list::DeclaredView;
 use crate::model::{ChildId, NodeName, Pid, Row};
 
 fn nodes_of(row: &Row) -> Vec<(NodeName, Pid)> {
@@ -89,7 +91,16 @@ pub(crate) fn nodes(hub: &HubShared, include_local: bool) -> Vec<NodeName> {
     members
 }
 
-pub(crate) use super::declared::declared_children;
+/// This node's copy of the declared list (`None` without `auto_recovery`).
+pub(crate) fn declared_children(hub: &HubShared) -> Option<DeclaredView> {
+    let snapshot = hub.recovery.as_ref()?.snapshot();
+    Some(DeclaredView {
+        version: snapshot.list.version(),
+        last_mutated_by: snapshot.list.last_mutated_by().map(str::to_owned),
+        children: snapshot.list.children().values().cloned().collect(),
+        parked: snapshot.parked,
+    })
+}
 
 /// What keeps this node from writing what it must (see `Hub::storage_problems`).
 pub(crate) fn storage_problems(hub: &HubShared) -> Vec<String> {
@@ -113,4 +124,11 @@ pub(crate) fn recovery_state(hub: &HubShared) -> crate::core::recovery::Recovery
         .map_or(crate::core::recovery::RecoveryState::Normal, |r| {
             r.state.current()
         })
+}
+
+impl HubShared {
+    /// The hub's recovery state (see [`recovery_state`]).
+    pub(crate) fn recovery_state(&self) -> crate::core::recovery::RecoveryState {
+        recovery_state(self)
+    }
 }
