@@ -439,7 +439,9 @@ impl Hub {
     /// handler calls it before rendering, so a scrape shows the present without the hub
     /// updating gauges on every change. A no-op without a `metrics` recorder installed.
     pub fn refresh_metrics(&self) {
-        telemetry::refresh(&self.shared);
+        if telemetry::enabled() {
+            telemetry::set_gauges(&self.labels(), &reads::gauges(&self.shared));
+        }
     }
 
     fn labels(&self) -> telemetry::HubLabels {

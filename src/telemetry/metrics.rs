@@ -4,7 +4,7 @@
 //!
 //! Three sources: the hub's own events (one subscriber per hub turns each into counters), a few
 //! timings taken where they happen (a start or stop request, a storage commit, a frame), and
-//! gauges read from the hub's state when they are scraped ([`refresh`]). Every series carries
+//! gauges set from the hub's state when they are scraped ([`set_gauges`], read by the hub). Every series carries
 //! `hub` and `node`; the other labels take a bounded set of values (a kind the hub registered,
 //! a reason code, a member's name) and never a child id.
 
@@ -14,7 +14,6 @@ use std::time::Duration;
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 
 use crate::events::{EventSink, HandoverOutcome, HubEvent, MoveReason};
-use crate::hub::HubShared;
 use crate::model::NodeName;
 
 /// Children this node runs, by kind.
@@ -459,56 +458,80 @@ pub(crate) fn manifest_ship_failed(hub: &str, node: &str) {
     HubLabels::new(hub, node).count(MANIFEST_SHIP_FAILURES, None);
 }
 
-/// Sets the gauges read from the hub's state: what a scrape shows is what is now.
-pub(crate) fn refresh(shared: &HubShared) {
+/// The hub's state the gauges show, read when a scrape asks (`crate::hub::reads::gauges`):
+/// telemetry is handed the values and never reads the hub.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Gauges {
+    /// Children this node runs, by kind (every registered kind, 0 included).
+    pub(crate) kinds: BTreeMap<String, u64>,
+    /// Rows in this node's registry copy.
+    pub(crate) rows: u64,
+    /// Rows no node runs.
+    pub(crate) unbound: u64,
+    /// Members this node sees, itself included.
+    pub(crate) members: usize,
+    /// This node's side of a split has no quorum.
+    pub(crate) partitioned: bool,
+    /// Redistribution work waiting.
+    pub(crate) pending_work: usize,
+    /// The declared list on this node (`None` without `auto_recovery`).
+    pub(crate) declared: Option<DeclaredGauges>,
+    /// The recovery state is `normal`.
+    pub(crate) recovery_normal: bool,
+    /// Seconds since each peer's registry was last heard from.
+    pub(crate) sync_lag: Vec<(NodeName, f64)>,
+    /// Peer input refused since the hub started, by reason.
+    pub(crate) refused: Vec<(&'static str, u64)>,
+    /// Peers refused for their cookie (`None` without a network connection).
+    pub(crate) peer_auth_failures: Option<u64>,
+    /// Seeds were given and no peer authenticated (`None` without a network connection).
+    pub(crate) isolated: Option<bool>,
+}
+
+/// The declared list's gauges on one node.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct DeclaredGauges {
+    /// The list's version.
+    pub(crate) version: u64,
+    /// Children in the list.
+    pub(crate) children: usize,
+    /// The list is parked.
+    pub(crate) parked: bool,
+    /// This node last mutated the list.
+    pub(crate) last_mutator: bool,
+}
+
+/// Sets the gauges to the hub's state as read: what a scrape shows is what is now.
+pub(crate) fn set_gauges(labels: &HubLabels, gauges: &Gauges) {
     if !enabled() {
         return;
     }
-    let labels = HubLabels::new(&shared.config.hub_id, &shared.node);
     let base = labels.base();
-    let mut kinds: BTreeMap<String, u64> =
-        shared.kinds.names().into_iter().map(|k| (k, 0)).collect();
-    // One pass over the rows, none copied: the children this node runs are the rows bound here.
-    let (mut rows, mut unbound) = (0u64, 0u64);
-    shared.storage.for_each_placement(&mut |p| {
-        rows += 1;
-        if p.nodes.is_empty() {
-            unbound += 1;
-        } else if p.nodes.iter().any(|(n, _)| *n == shared.node) {
-            if let Some(n) = kinds.get_mut(p.kind) {
-                *n += 1;
-            }
-        }
-    });
-    for (kind, n) in kinds {
-        gauge!(CHILDREN, &labels.with("kind", kind)).set(n as f64);
+    for (kind, n) in &gauges.kinds {
+        gauge!(CHILDREN, &labels.with("kind", kind.clone())).set(*n as f64);
     }
-    gauge!(REGISTRY_ROWS, &base).set(rows as f64);
-    gauge!(REGISTRY_UNBOUND_ROWS, &base).set(unbound as f64);
-    gauge!(MEMBERS, &base).set(shared.members().len() as f64);
-    gauge!(PARTITIONED, &base).set(f64::from(u8::from(shared.partition.partitioned())));
-    gauge!(PENDING_WORK, &base).set(shared.partition.pending_work() as f64);
-    if let Some(recovery) = &shared.recovery {
-        let snapshot = recovery.snapshot();
-        gauge!(DECLARED_VERSION, &base).set(snapshot.list.version() as f64);
-        gauge!(DECLARED_CHILDREN, &base).set(snapshot.list.len() as f64);
-        gauge!(DECLARED_PARKED, &base).set(f64::from(u8::from(snapshot.parked)));
-        let mine = snapshot.list.last_mutated_by() == Some(shared.node.as_str());
-        gauge!(DECLARED_LAST_MUTATOR, &base).set(f64::from(u8::from(mine)));
+    gauge!(REGISTRY_ROWS, &base).set(gauges.rows as f64);
+    gauge!(REGISTRY_UNBOUND_ROWS, &base).set(gauges.unbound as f64);
+    gauge!(MEMBERS, &base).set(gauges.members as f64);
+    gauge!(PARTITIONED, &base).set(f64::from(u8::from(gauges.partitioned)));
+    gauge!(PENDING_WORK, &base).set(gauges.pending_work as f64);
+    if let Some(declared) = &gauges.declared {
+        gauge!(DECLARED_VERSION, &base).set(declared.version as f64);
+        gauge!(DECLARED_CHILDREN, &base).set(declared.children as f64);
+        gauge!(DECLARED_PARKED, &base).set(f64::from(u8::from(declared.parked)));
+        gauge!(DECLARED_LAST_MUTATOR, &base).set(f64::from(u8::from(declared.last_mutator)));
     }
-    let normal = shared.recovery_state() == crate::core::recovery::RecoveryState::Normal;
-    gauge!(RECOVERY_NORMAL, &base).set(f64::from(u8::from(normal)));
-    let now = shared.clock.now_ms();
-    for (peer, at) in shared.sync_heard.snapshot() {
-        let lag = now.saturating_sub(at) as f64 / 1_000.0;
-        gauge!(SYNC_LAG, &labels.with("peer", peer)).set(lag);
+    gauge!(RECOVERY_NORMAL, &base).set(f64::from(u8::from(gauges.recovery_normal)));
+    for (peer, lag) in &gauges.sync_lag {
+        gauge!(SYNC_LAG, &labels.with("peer", peer.clone())).set(*lag);
     }
-    for (reason, n) in shared.refusals.snapshot() {
-        counter!(REFUSED, &labels.with("reason", reason)).absolute(n);
+    for (reason, n) in &gauges.refused {
+        counter!(REFUSED, &labels.with("reason", *reason)).absolute(*n);
     }
-    if let Some(connection) = shared.network.as_ref().and_then(|n| n.connection()) {
-        counter!(PEER_AUTH_FAILURES, &base).absolute(connection.auth_refusals.total());
-        let isolated = connection.connectivity.is_isolated();
+    if let Some(n) = gauges.peer_auth_failures {
+        counter!(PEER_AUTH_FAILURES, &base).absolute(n);
+    }
+    if let Some(isolated) = gauges.isolated {
         gauge!(ISOLATED, &base).set(f64::from(u8::from(isolated)));
     }
 }
@@ -536,7 +559,7 @@ impl SyncHeard {
             .remove(peer);
     }
 
-    fn snapshot(&self) -> Vec<(NodeName, u64)> {
+    pub(crate) fn snapshot(&self) -> Vec<(NodeName, u64)> {
         self.0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
