@@ -620,9 +620,9 @@ impl Hub {
         (self.shared.events.subscribe(EventSink::channel(tx)), rx)
     }
 
-    /// The hub's last events (a bounded ring, see [`crate::recent_events`]) and a live feed
+    /// The hub's last events (a bounded ring, see [`crate::events::recent`]) and a live feed
     /// of new ones that drops for a watcher that falls behind, rather than grow.
-    pub fn recent_events(&self) -> &crate::recent_events::RecentEvents {
+    pub fn recent_events(&self) -> &crate::events::recent::RecentEvents {
         self.shared.events.recent()
     }
 
