@@ -212,7 +212,9 @@ impl HubBuilder {
         }
         telemetry::describe();
         let labels = telemetry::HubLabels::new(&shared.config.hub_id, &shared.node);
-        shared.events.subscribe(telemetry::event_sink(labels));
+        shared
+            .events
+            .subscribe(crate::events::metrics::event_sink(labels));
 
         // No name: ractor's name registry is process-global and many hubs share a process.
         let spawned = match self.supervisor {

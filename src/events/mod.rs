@@ -14,9 +14,11 @@
 //! `ChildStarted`.
 //!
 //! - [`bus`]: the [`EventBus`] that delivers a hub's events to its subscribers;
+//! - `metrics`: the subscriber that turns a hub's events into counters;
 //! - [`recent`]: the bounded ring of recent events and their live feed, for operators.
 
 mod bus;
+pub(crate) mod metrics;
 pub mod recent;
 
 use ractor::ActorRef;
