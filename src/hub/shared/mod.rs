@@ -8,7 +8,6 @@
 //! - [`recovery`]: what the recovery actors share (the declared list as persisted, the peers'
 //!   announced versions), present only with `auto_recovery`;
 //! - [`recovery_state`]: the published recovery state behind `recovery_state` / `await_normal`;
-//! - [`refusals`]: the counts of peer input refused;
 //! - [`post`]: handing batches and requests to a sibling actor, answering them when it is away;
 //! - [`write_fault`]: the registry's last failed write, which health reports until one succeeds;
 //! - [`typed`]: typed calls to children on peers, waiting for their answers;
@@ -23,7 +22,6 @@ pub(crate) mod partition;
 pub(crate) mod post;
 pub(crate) mod recovery;
 pub(crate) mod recovery_state;
-pub(crate) mod refusals;
 pub(crate) mod replica_stops;
 pub(crate) mod roles;
 pub(crate) mod simulation;
@@ -167,7 +165,7 @@ pub(crate) struct HubShared {
     /// system clock.
     pub clock: Clock,
     /// Peer input refused since the hub started, by reason.
-    pub refusals: refusals::Refusals,
+    pub refusals: crate::telemetry::refusals::Refusals,
     /// Child casts and calls being handled on this node (one task each), at most
     /// [`MAX_CONCURRENT_COMMANDS`].
     pub command_slots: Arc<tokio::sync::Semaphore>,
@@ -250,7 +248,7 @@ impl HubShared {
             transport: RwLock::new(None),
             network,
             clock: Clock::system(),
-            refusals: refusals::Refusals::default(),
+            refusals: crate::telemetry::refusals::Refusals::default(),
             command_slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_COMMANDS)),
             typed: typed::TypedCalls::default(),
             monitors: monitors::Monitors::default(),
