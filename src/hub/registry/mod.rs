@@ -37,8 +37,8 @@ use crate::config::SyncStrategy;
 use crate::core::sync_parts::SyncAssembler;
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
-use crate::hub::shared::write_fault::FaultChange;
 use crate::model::{apply_observation, ChildId, NodeName, Pid, Row};
+use crate::storage::write_fault::FaultChange;
 use crate::storage::{Commit, Mutation, StorageError};
 use crate::telemetry::refusals::Refusal;
 

@@ -9,7 +9,6 @@
 //!   announced versions), present only with `auto_recovery`;
 //! - [`recovery_state`]: the published recovery state behind `recovery_state` / `await_normal`;
 //! - [`post`]: handing batches and requests to a sibling actor, answering them when it is away;
-//! - [`write_fault`]: the registry's last failed write, which health reports until one succeeds;
 //! - [`typed`]: typed calls to children on peers, waiting for their answers;
 //! - [`monitors`]: monitors set on this node and watches on its children;
 //! - [`partition`]: partition mode and the membership lock, as the Coordinator published them.
@@ -26,7 +25,6 @@ pub(crate) mod replica_stops;
 pub(crate) mod roles;
 pub(crate) mod simulation;
 pub(crate) mod typed;
-pub(crate) mod write_fault;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
@@ -145,7 +143,7 @@ pub(crate) struct HubShared {
     /// Durable children and orphan recovery, when `auto_recovery` is on.
     pub recovery: Option<Arc<RecoveryShared>>,
     /// The registry's last failed write until one succeeds (the Registry notes every commit).
-    pub registry_fault: write_fault::WriteFaultLatch,
+    pub registry_fault: crate::storage::write_fault::WriteFaultLatch,
     /// Counts the registry's commits, bumped once each is visible to readers: a reader that
     /// saw the same count twice saw no write in between (a reconcile round with nothing to do
     /// skips its scan while the count, the declared version and the members stay the same).
@@ -239,7 +237,7 @@ impl HubShared {
             told_roles: roles::ToldRoles::default(),
             replica_stops: replica_stops::ReplicaStops::default(),
             recovery: None,
-            registry_fault: write_fault::WriteFaultLatch::default(),
+            registry_fault: crate::storage::write_fault::WriteFaultLatch::default(),
             registry_generation: std::sync::atomic::AtomicU64::new(0),
             // One node is settled by definition; a clustered hub is settled once its peers'
             // registries arrived (a lone clustered node also counts as settled).
