@@ -7,7 +7,6 @@
 //!
 //! - [`recovery`]: what the recovery actors share (the declared list as persisted, the peers'
 //!   announced versions), present only with `auto_recovery`;
-//! - [`recovery_state`]: the published recovery state behind `recovery_state` / `await_normal`;
 //! - [`post`]: handing batches and requests to a sibling actor, answering them when it is away;
 //! - [`typed`]: typed calls to children on peers, waiting for their answers;
 //! - [`monitors`]: monitors set on this node and watches on its children;
@@ -20,7 +19,6 @@ pub(crate) mod owned_task;
 pub(crate) mod partition;
 pub(crate) mod post;
 pub(crate) mod recovery;
-pub(crate) mod recovery_state;
 pub(crate) mod replica_stops;
 pub(crate) mod roles;
 pub(crate) mod simulation;
