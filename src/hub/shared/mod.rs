@@ -10,13 +10,10 @@
 //! - [`post`]: handing batches and requests to a sibling actor, answering them when it is away;
 //! - [`typed`]: typed calls to children on peers, waiting for their answers;
 //! - [`monitors`]: monitors set on this node and watches on its children;
-//! - [`partition`]: partition mode and the membership lock, as the Coordinator published them.
 
 pub(crate) mod handoff;
-pub(crate) mod loads;
 pub(crate) mod monitors;
 pub(crate) mod owned_task;
-pub(crate) mod partition;
 pub(crate) mod post;
 pub(crate) mod recovery;
 pub(crate) mod replica_stops;
@@ -172,9 +169,9 @@ pub(crate) struct HubShared {
     /// Hot moves: local children moving away, and states for children about to start here.
     pub handoffs: handoff::Handoffs,
     /// The members' loads, for `Distribution::LoadBalanced`.
-    pub loads: loads::Loads,
+    pub loads: crate::hub::coordinator::loads::Loads,
     /// Partition mode and the membership lock (`Hub::is_partitioned`, `Hub::is_locked`).
-    pub partition: partition::PartitionFlags,
+    pub partition: crate::hub::coordinator::partition_flags::PartitionFlags,
     /// When each peer's registry was last applied here (the sync lag metric).
     pub sync_heard: crate::telemetry::metrics::SyncHeard,
     /// The children this node ran before it booted, as its disk backend kept their rows:
@@ -249,8 +246,8 @@ impl HubShared {
             typed: typed::TypedCalls::default(),
             monitors: monitors::Monitors::default(),
             handoffs: handoff::Handoffs::default(),
-            loads: loads::Loads::default(),
-            partition: partition::PartitionFlags::default(),
+            loads: crate::hub::coordinator::loads::Loads::default(),
+            partition: crate::hub::coordinator::partition_flags::PartitionFlags::default(),
             sync_heard: Default::default(),
             boot_hold: std::sync::Mutex::new(None),
             #[cfg(feature = "sim")]
