@@ -30,7 +30,6 @@ pub mod core;
 pub mod manifest;
 pub mod memory_release;
 pub mod model;
-pub mod recent_events;
 pub mod recovery;
 #[cfg(feature = "sim")]
 pub mod sim;
@@ -39,6 +38,7 @@ pub mod telemetry;
 
 pub mod config;
 pub mod events;
+pub use events::recent as recent_events;
 pub mod hooks;
 pub mod kinds;
 

@@ -1,5 +1,5 @@
 //! `GET /v1/events` (server-sent events) and `GET /v1/events/recent`: this node's hub events,
-//! live or as the hub's bounded ring of recent ones (`crate::recent_events`).
+//! live or as the hub's bounded ring of recent ones (`crate::events::recent`).
 //!
 //! Each event travels as JSON ([`EventView`]): its sequence number, the time it was published,
 //! its snake_case `kind` and its fields. On the stream the SSE `event:` line is that kind and
@@ -24,7 +24,7 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, OwnedSemaphorePermit};
 
-use crate::recent_events::{event_kind, RecordedEvent, RECENT_EVENTS};
+use crate::events::recent::{event_kind, RecordedEvent, RECENT_EVENTS};
 
 use super::routes::Routes;
 use super::{AdminError, AdminLimits, AdminOps};

@@ -8,19 +8,19 @@ use ractor::{Actor, ActorCell, ActorRef, ActorStatus};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::declared::DeclaredView;
 use super::errors::AwaitNormalTimeout;
 use super::errors::{ChildMessageError, RecoveryError, SpawnError, StartError, StopError};
 use super::msg::HubMsg;
 use super::options::{StartOptions, StopOptions};
-use super::reads;
 use super::results::{ChildInfo, ProcessEntry, ProcessScope, StartResult, StopResult};
 use crate::cluster::transport::Network;
 use crate::config::LeaderElector;
 use crate::config::ProcessHub;
+use crate::core::declared_list::DeclaredView;
 use crate::core::recovery::RecoveryState;
 use crate::events::{EventSink, HubEvent, SubscriptionId};
 use crate::hooks::{HookError, HookHandler, HookKey, Hooks};
+use crate::hub::reads;
 use crate::hub::shared::recovery::RecoveryShared;
 use crate::hub::shared::Environment;
 use crate::hub::supervisor::HubSupervisor;
@@ -212,7 +212,9 @@ impl HubBuilder {
         }
         telemetry::describe();
         let labels = telemetry::HubLabels::new(&shared.config.hub_id, &shared.node);
-        shared.events.subscribe(telemetry::event_sink(labels));
+        shared
+            .events
+            .subscribe(crate::events::metrics::event_sink(labels));
 
         // No name: ractor's name registry is process-global and many hubs share a process.
         let spawned = match self.supervisor {
@@ -439,7 +441,9 @@ impl Hub {
     /// handler calls it before rendering, so a scrape shows the present without the hub
     /// updating gauges on every change. A no-op without a `metrics` recorder installed.
     pub fn refresh_metrics(&self) {
-        telemetry::refresh(&self.shared);
+        if telemetry::enabled() {
+            telemetry::set_gauges(&self.labels(), &reads::gauges(&self.shared));
+        }
     }
 
     fn labels(&self) -> telemetry::HubLabels {
@@ -618,9 +622,9 @@ impl Hub {
         (self.shared.events.subscribe(EventSink::channel(tx)), rx)
     }
 
-    /// The hub's last events (a bounded ring, see [`crate::recent_events`]) and a live feed
+    /// The hub's last events (a bounded ring, see [`crate::events::recent`]) and a live feed
     /// of new ones that drops for a watcher that falls behind, rather than grow.
-    pub fn recent_events(&self) -> &crate::recent_events::RecentEvents {
+    pub fn recent_events(&self) -> &crate::events::recent::RecentEvents {
         self.shared.events.recent()
     }
 

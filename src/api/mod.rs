@@ -1,7 +1,6 @@
 //! The public API: the [`Hub`] handle, the [`HubMsg`] messages, options, results and errors.
 
 pub(crate) mod child_ref;
-pub(crate) mod declared;
 pub(crate) mod errors;
 mod handle;
 mod membership;
@@ -9,19 +8,18 @@ pub(crate) mod monitor;
 mod monitoring;
 pub(crate) mod msg;
 pub(crate) mod options;
-pub(crate) mod reads;
 pub mod remote;
 pub(crate) mod results;
 pub(crate) mod typed_errors;
 
+pub use crate::core::declared_list::DeclaredView;
 pub use child_ref::ChildRef;
-pub use declared::DeclaredView;
+pub use errors::WaitForMembersTimeout;
 pub use errors::{
     AwaitNormalTimeout, ChildMessageError, ChildStartError, ChildStopError, RecoveryError,
     SpawnError, StartError, StopError,
 };
 pub use handle::{Hub, HubBuilder, HubUnavailable, ShutdownTimedOut};
-pub use errors::WaitForMembersTimeout;
 pub use monitor::{ChildDown, DownSink, MonitorId, MonitorOptions};
 pub use msg::{HubInfo, HubMsg};
 pub use options::{OnFailure, StartOptions, StopOptions};

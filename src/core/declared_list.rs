@@ -64,6 +64,21 @@ pub struct DeclaredChild {
     pub metadata: Metadata,
 }
 
+/// A node's copy of the declared list as the API shows it (`Hub::declared_children`,
+/// `HubMsg::DeclaredChildren`), as last persisted there.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeclaredView {
+    /// The list's version (the number of mutations behind it; 0 = never mutated).
+    pub version: u64,
+    /// The node that authored the latest mutation.
+    pub last_mutated_by: Option<NodeName>,
+    /// The declared children, by id.
+    pub children: Vec<DeclaredChild>,
+    /// The list is lost on this node and its reconcile parked (no starts, no stops) until a
+    /// copy is restored or an operator clears it; `children` is then empty and means nothing.
+    pub parked: bool,
+}
+
 /// What one mutation did, so the store can persist just that change (one entry and the header)
 /// instead of rewriting the whole list.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -37,8 +37,8 @@ use crate::api::errors::RecoveryError;
 use crate::cluster::transport::{EventSink, TransportEvent};
 use crate::cluster::wire::WireMsg;
 use crate::core::declared_list::check_version;
-use crate::hub::shared::refusals::Refusal;
 use crate::model::NodeName;
+use crate::telemetry::refusals::Refusal;
 
 /// The sink of the endpoint that `coordinator` opens. The Coordinator's own events go to the
 /// Coordinator that opened the endpoint (it opens it in `pre_start`, before its ref is

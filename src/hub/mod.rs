@@ -19,6 +19,7 @@
 //! - [`shared`]: what the actors share ([`HubShared`]: config, the registry read view, hooks,
 //!   events, the current refs of the sibling actors, the published membership and ring) and the
 //!   helpers that hand a request to a sibling, answering it when the sibling is away;
+//! - [`reads`]: the reads answered from the shared state without an actor round trip;
 //! - one folder (or file) per actor, each importing the protocol, the shared state, the pure
 //!   core, storage and config, never another actor's internals.
 //!
@@ -31,6 +32,7 @@ pub(crate) mod endpoint;
 pub(crate) mod inbox;
 pub(crate) mod janitor;
 pub(crate) mod protocol;
+pub(crate) mod reads;
 pub(crate) mod reconciler;
 pub(crate) mod registry;
 pub(crate) mod shared;

@@ -27,7 +27,6 @@ use ractor::message::SerializedMessage;
 use ractor::RpcReplyPort;
 
 use super::shared::monitors::WatchOutcome;
-use super::shared::refusals::Refusal;
 use super::shared::simulation::InjectedBug;
 use super::shared::{HubShared, MAX_CONCURRENT_COMMANDS};
 use crate::api::typed_errors::ChildRefError;
@@ -37,6 +36,7 @@ use crate::core::child_route::{retry_pause_ms, route_child, Asking, ChildRoute, 
 use crate::core::handover::{HeldCast, HoldOutcome};
 use crate::kinds::DeliverError;
 use crate::model::{ChildId, DownReason, NodeName};
+use crate::telemetry::refusals::Refusal;
 
 /// Forwarding bound of a typed cast.
 pub(crate) const MAX_HOPS: u8 = 3;

@@ -27,6 +27,7 @@ mod registry_file;
 mod simulated_disk;
 #[cfg(feature = "sim")]
 mod simulated_registry;
+pub(crate) mod write_fault;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

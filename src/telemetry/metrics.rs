@@ -2,9 +2,10 @@
 //! a recorder (the node binary installs the Prometheus exporter, served at `GET /metrics`) gets
 //! them; one that does not pays only the facade's no-op.
 //!
-//! Three sources: the hub's own events (one subscriber per hub turns each into counters), a few
+//! Three sources: the hub's own events (one subscriber per hub turns each into counters,
+//! `crate::events::metrics`), a few
 //! timings taken where they happen (a start or stop request, a storage commit, a frame), and
-//! gauges read from the hub's state when they are scraped ([`refresh`]). Every series carries
+//! gauges set from the hub's state when they are scraped ([`set_gauges`], read by the hub). Every series carries
 //! `hub` and `node`; the other labels take a bounded set of values (a kind the hub registered,
 //! a reason code, a member's name) and never a child id.
 
@@ -13,8 +14,6 @@ use std::time::Duration;
 
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 
-use crate::events::{EventSink, HandoverOutcome, HubEvent, MoveReason};
-use crate::hub::HubShared;
 use crate::model::NodeName;
 
 /// Children this node runs, by kind.
@@ -251,17 +250,21 @@ impl HubLabels {
         }
     }
 
-    fn base(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn base(&self) -> Vec<(&'static str, String)> {
         vec![("hub", self.hub.clone()), ("node", self.node.clone())]
     }
 
-    fn with(&self, key: &'static str, value: impl Into<String>) -> Vec<(&'static str, String)> {
+    pub(crate) fn with(
+        &self,
+        key: &'static str,
+        value: impl Into<String>,
+    ) -> Vec<(&'static str, String)> {
         let mut labels = self.base();
         labels.push((key, value.into()));
         labels
     }
 
-    fn count(&self, name: &'static str, extra: Option<(&'static str, String)>) {
+    pub(crate) fn count(&self, name: &'static str, extra: Option<(&'static str, String)>) {
         if !enabled() {
             return;
         }
@@ -331,108 +334,6 @@ pub fn failure_code(reason: &str) -> &'static str {
     CODES.into_iter().find(|c| *c == head).unwrap_or("other")
 }
 
-fn exit_code(reason: &str) -> &'static str {
-    match reason {
-        "normal" => "normal",
-        "killed" => "killed",
-        _ => "failed",
-    }
-}
-
-fn why(reason: MoveReason) -> &'static str {
-    match reason {
-        MoveReason::NodeJoined => "node_joined",
-        MoveReason::NodeDown => "node_down",
-        MoveReason::NodeLeft => "node_left",
-        MoveReason::Rebalance => "rebalance",
-        MoveReason::LoadImbalance => "load_imbalance",
-    }
-}
-
-/// The counters of one hub's most frequent events, registered once: incrementing one is an
-/// atomic add, with no label set built per event.
-struct Frequent {
-    starts: metrics::Counter,
-    stops: metrics::Counter,
-    restarts: metrics::Counter,
-}
-
-/// The subscriber that turns one hub's events into counters. The counters of frequent events
-/// are taken from the recorder installed when the hub spawns (install it before).
-pub(crate) fn event_sink(labels: HubLabels) -> EventSink {
-    let base = labels.base();
-    let frequent = Frequent {
-        starts: counter!(STARTS, &base),
-        stops: counter!(STOPS, &base),
-        restarts: counter!(RESTARTS, &base),
-    };
-    EventSink::from_fn(move |event| {
-        record(&labels, &frequent, &event);
-        true
-    })
-}
-
-fn record(labels: &HubLabels, frequent: &Frequent, event: &HubEvent) {
-    if !enabled() {
-        return;
-    }
-    match event {
-        HubEvent::ChildStarted { .. } => frequent.starts.increment(1),
-        HubEvent::ChildStartFailed { reason, .. } => labels.count(
-            START_FAILURES,
-            Some(("reason", failure_code(reason).to_owned())),
-        ),
-        HubEvent::ChildExited { reason, .. } => {
-            labels.count(EXITS, Some(("reason", exit_code(reason).to_owned())))
-        }
-        HubEvent::ChildRestarted { .. } => frequent.restarts.increment(1),
-        HubEvent::ChildStopped { .. } => frequent.stops.increment(1),
-        HubEvent::ChildMoved { why: w, .. } => labels.count(MOVED, Some(("why", why(*w).into()))),
-        HubEvent::ChildReplaced { why: w, .. } => {
-            labels.count(REPLACED, Some(("why", why(*w).into())))
-        }
-        HubEvent::ChildHandover { outcome, .. } => {
-            let outcome = match outcome {
-                HandoverOutcome::Imported { .. } => "imported",
-                _ => "fell_back_cold",
-            };
-            labels.count(HANDOVERS, Some(("outcome", outcome.into())))
-        }
-        HubEvent::NodeUp { .. } => labels.count(MEMBERSHIP, Some(("change", "up".into()))),
-        HubEvent::NodeDown { .. } => labels.count(MEMBERSHIP, Some(("change", "down".into()))),
-        HubEvent::NodeLeft { .. } => labels.count(MEMBERSHIP, Some(("change", "left".into()))),
-        HubEvent::ReconcileRoundCompleted { stats, parked, .. } => {
-            labels.count(RECONCILE_ROUNDS, Some(("parked", parked.to_string())));
-            for (action, n) in [
-                ("started", stats.started),
-                ("skipped_pending", stats.skipped_pending),
-                ("deferred_to_owner", stats.deferred_to_owner),
-                ("duplicates", stats.duplicates),
-                ("under_replicated", stats.under_replicated),
-                ("stopped_undeclared", stats.stopped_undeclared),
-                ("removed_stale", stats.removed_stale),
-            ] {
-                if n > 0 {
-                    counter!(RECONCILE_CHILDREN, &labels.with("action", action))
-                        .increment(n as u64);
-                }
-            }
-        }
-        HubEvent::HubActorRestarted { actor } => {
-            let actor = match actor.as_str() {
-                "registry" | "coordinator" | "child_supervisor" | "janitor" | "reconciler"
-                | "declared_leader" => actor.clone(),
-                _ => "other".to_owned(),
-            };
-            labels.count(ACTOR_RESTARTS, Some(("actor", actor)))
-        }
-        HubEvent::DeclaredVersionChanged { version, .. } => {
-            gauge!(DECLARED_VERSION, &labels.base()).set(*version as f64)
-        }
-        _ => {}
-    }
-}
-
 /// A storage commit of `writes` batches that took `took`.
 pub(crate) fn storage_commit(took: Duration, writes: usize) {
     if !enabled() {
@@ -459,57 +360,80 @@ pub(crate) fn manifest_ship_failed(hub: &str, node: &str) {
     HubLabels::new(hub, node).count(MANIFEST_SHIP_FAILURES, None);
 }
 
-/// Sets the gauges read from the hub's state: what a scrape shows is what is now.
-pub(crate) fn refresh(shared: &HubShared) {
+/// The hub's state the gauges show, read when a scrape asks (`crate::hub::reads::gauges`):
+/// telemetry is handed the values and never reads the hub.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Gauges {
+    /// Children this node runs, by kind (every registered kind, 0 included).
+    pub(crate) kinds: BTreeMap<String, u64>,
+    /// Rows in this node's registry copy.
+    pub(crate) rows: u64,
+    /// Rows no node runs.
+    pub(crate) unbound: u64,
+    /// Members this node sees, itself included.
+    pub(crate) members: usize,
+    /// This node's side of a split has no quorum.
+    pub(crate) partitioned: bool,
+    /// Redistribution work waiting.
+    pub(crate) pending_work: usize,
+    /// The declared list on this node (`None` without `auto_recovery`).
+    pub(crate) declared: Option<DeclaredGauges>,
+    /// The recovery state is `normal`.
+    pub(crate) recovery_normal: bool,
+    /// Seconds since each peer's registry was last heard from.
+    pub(crate) sync_lag: Vec<(NodeName, f64)>,
+    /// Peer input refused since the hub started, by reason.
+    pub(crate) refused: Vec<(&'static str, u64)>,
+    /// Peers refused for their cookie (`None` without a network connection).
+    pub(crate) peer_auth_failures: Option<u64>,
+    /// Seeds were given and no peer authenticated (`None` without a network connection).
+    pub(crate) isolated: Option<bool>,
+}
+
+/// The declared list's gauges on one node.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct DeclaredGauges {
+    /// The list's version.
+    pub(crate) version: u64,
+    /// Children in the list.
+    pub(crate) children: usize,
+    /// The list is parked.
+    pub(crate) parked: bool,
+    /// This node last mutated the list.
+    pub(crate) last_mutator: bool,
+}
+
+/// Sets the gauges to the hub's state as read: what a scrape shows is what is now.
+pub(crate) fn set_gauges(labels: &HubLabels, gauges: &Gauges) {
     if !enabled() {
         return;
     }
-    let labels = HubLabels::new(&shared.config.hub_id, &shared.node);
     let base = labels.base();
-    let mut kinds: BTreeMap<String, u64> =
-        shared.kinds.names().into_iter().map(|k| (k, 0)).collect();
-    // One pass over the rows, none copied: the children this node runs are the rows bound here.
-    let (mut rows, mut unbound) = (0u64, 0u64);
-    shared.storage.for_each_placement(&mut |p| {
-        rows += 1;
-        if p.nodes.is_empty() {
-            unbound += 1;
-        } else if p.nodes.iter().any(|(n, _)| *n == shared.node) {
-            if let Some(n) = kinds.get_mut(p.kind) {
-                *n += 1;
-            }
-        }
-    });
-    for (kind, n) in kinds {
-        gauge!(CHILDREN, &labels.with("kind", kind)).set(n as f64);
+    for (kind, n) in &gauges.kinds {
+        gauge!(CHILDREN, &labels.with("kind", kind.clone())).set(*n as f64);
     }
-    gauge!(REGISTRY_ROWS, &base).set(rows as f64);
-    gauge!(REGISTRY_UNBOUND_ROWS, &base).set(unbound as f64);
-    gauge!(MEMBERS, &base).set(shared.members().len() as f64);
-    gauge!(PARTITIONED, &base).set(f64::from(u8::from(shared.partition.partitioned())));
-    gauge!(PENDING_WORK, &base).set(shared.partition.pending_work() as f64);
-    if let Some(recovery) = &shared.recovery {
-        let snapshot = recovery.snapshot();
-        gauge!(DECLARED_VERSION, &base).set(snapshot.list.version() as f64);
-        gauge!(DECLARED_CHILDREN, &base).set(snapshot.list.len() as f64);
-        gauge!(DECLARED_PARKED, &base).set(f64::from(u8::from(snapshot.parked)));
-        let mine = snapshot.list.last_mutated_by() == Some(shared.node.as_str());
-        gauge!(DECLARED_LAST_MUTATOR, &base).set(f64::from(u8::from(mine)));
+    gauge!(REGISTRY_ROWS, &base).set(gauges.rows as f64);
+    gauge!(REGISTRY_UNBOUND_ROWS, &base).set(gauges.unbound as f64);
+    gauge!(MEMBERS, &base).set(gauges.members as f64);
+    gauge!(PARTITIONED, &base).set(f64::from(u8::from(gauges.partitioned)));
+    gauge!(PENDING_WORK, &base).set(gauges.pending_work as f64);
+    if let Some(declared) = &gauges.declared {
+        gauge!(DECLARED_VERSION, &base).set(declared.version as f64);
+        gauge!(DECLARED_CHILDREN, &base).set(declared.children as f64);
+        gauge!(DECLARED_PARKED, &base).set(f64::from(u8::from(declared.parked)));
+        gauge!(DECLARED_LAST_MUTATOR, &base).set(f64::from(u8::from(declared.last_mutator)));
     }
-    let normal =
-        crate::api::reads::recovery_state(shared) == crate::core::recovery::RecoveryState::Normal;
-    gauge!(RECOVERY_NORMAL, &base).set(f64::from(u8::from(normal)));
-    let now = shared.clock.now_ms();
-    for (peer, at) in shared.sync_heard.snapshot() {
-        let lag = now.saturating_sub(at) as f64 / 1_000.0;
-        gauge!(SYNC_LAG, &labels.with("peer", peer)).set(lag);
+    gauge!(RECOVERY_NORMAL, &base).set(f64::from(u8::from(gauges.recovery_normal)));
+    for (peer, lag) in &gauges.sync_lag {
+        gauge!(SYNC_LAG, &labels.with("peer", peer.clone())).set(*lag);
     }
-    for (reason, n) in shared.refusals.snapshot() {
-        counter!(REFUSED, &labels.with("reason", reason)).absolute(n);
+    for (reason, n) in &gauges.refused {
+        counter!(REFUSED, &labels.with("reason", *reason)).absolute(*n);
     }
-    if let Some(connection) = shared.network.as_ref().and_then(|n| n.connection()) {
-        counter!(PEER_AUTH_FAILURES, &base).absolute(connection.auth_refusals.total());
-        let isolated = connection.connectivity.is_isolated();
+    if let Some(n) = gauges.peer_auth_failures {
+        counter!(PEER_AUTH_FAILURES, &base).absolute(n);
+    }
+    if let Some(isolated) = gauges.isolated {
         gauge!(ISOLATED, &base).set(f64::from(u8::from(isolated)));
     }
 }
@@ -537,7 +461,7 @@ impl SyncHeard {
             .remove(peer);
     }
 
-    fn snapshot(&self) -> Vec<(NodeName, u64)> {
+    pub(crate) fn snapshot(&self) -> Vec<(NodeName, u64)> {
         self.0
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -22,9 +22,9 @@ use crate::cluster::wire::{ChildFailure, RequestId, WireMsg};
 use crate::core::child_route::{route_child, Asking, ChildRoute, Known};
 use crate::core::handover::{HeldCast, HoldOutcome};
 use crate::hub::protocol::{ChildCallReplyPort, ClusterMsg, CoordinatorMsg};
-use crate::hub::shared::refusals::Refusal;
 use crate::hub::shared::MAX_CONCURRENT_COMMANDS;
 use crate::model::{ChildId, NodeName};
+use crate::telemetry::refusals::Refusal;
 
 /// Answers a child call (the wire's failure becomes the API's error).
 pub(super) fn answer_call(reply: ChildCallReplyPort, result: Result<Vec<u8>, ChildFailure>) {

@@ -16,6 +16,8 @@
 //! - [`relay`]: requests this node waits on for someone else;
 //! - [`messaging`]: messages to a child by id;
 //! - [`partition`]: quorum and partition mode (`partition_tolerance`);
+//! - [`partition_flags`]: partition mode and the membership lock as published to every actor;
+//! - [`loads`]: this node's load sample and every member's load (load-based placement);
 //! - [`timers`]: the cluster half's timers and completions, and their dispatch.
 //!
 //! Results arrive as messages, so the Coordinator never waits on a node and keeps serving other
@@ -28,9 +30,11 @@ mod cluster;
 mod handover;
 mod leave;
 mod load_balance;
+pub(crate) mod loads;
 mod membership;
 mod messaging;
 mod partition;
+pub(crate) mod partition_flags;
 mod pipeline;
 mod rebalance;
 mod relay;

@@ -24,8 +24,8 @@ use crate::hub::protocol::{
     ClusterMsg, CoordinatorMsg, NodeStartReport, NodeStopReport, RegistryOp, StartBatch,
     StartReply, StopBatch, StopReply,
 };
-use crate::hub::shared::refusals::Refusal;
 use crate::model::{validate_stored_child, ChildId, NodeName};
+use crate::telemetry::refusals::Refusal;
 
 fn code_of<E: serde::Serialize>(e: &E) -> (String, String) {
     let json = serde_json::to_value(e).unwrap_or_default();

@@ -27,9 +27,9 @@ use crate::core::declared_delta::{DeclaredDelta, ListStamp};
 use crate::core::declared_list::{DeclaredChild, DeclaredList};
 use crate::core::declared_state::DeltaReceipt;
 use crate::hub::protocol::DeclaredMsg;
-use crate::hub::shared::refusals::Refusal;
 use crate::hub::HubShared;
 use crate::model::NodeName;
+use crate::telemetry::refusals::Refusal;
 
 /// Where released messages go (the transport's broadcast; a recorder in tests).
 type Sink = Box<dyn Fn(WireMsg) + Send + Sync>;

@@ -57,12 +57,12 @@ use crate::core::declared_list::{check_version, DeclaredChild, DeclaredChildren,
 use crate::core::declared_state::DeclaredState;
 use crate::core::declared_summary::{weigh_summary, CopySummary, SummaryVerdict};
 use crate::core::sync_parts::PartAssembler;
-use crate::hub::shared::refusals::Refusal;
 use crate::hub::shared::simulation::InjectedBug;
 use crate::manifest::{fetch_within, ManifestShipper};
 use crate::model::NodeName;
 use crate::storage::declared_store::DeclaredStore;
 use crate::storage::StorageError;
+use crate::telemetry::refusals::Refusal;
 
 pub(crate) struct DeclaredLeader;
 

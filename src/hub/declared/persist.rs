@@ -16,9 +16,9 @@ use crate::core::declared_list::DeclaredChange;
 use crate::core::declared_state::DeclaredEffect;
 use crate::hooks::{HookEvent, HookKey};
 use crate::hub::protocol::DeclaredMsg;
-use crate::hub::shared::refusals::Refusal;
 use crate::hub::HubShared;
 use crate::storage::{Commit, CommitMode, StorageError};
+use crate::telemetry::refusals::Refusal;
 
 /// What the effects of one or more mutations left to do after the persists.
 #[derive(Default)]

@@ -20,6 +20,8 @@
 //! A parked list (lost here) plans parked rounds: no starts, no stops. The first round runs the
 //! synchronous `pre_recovery_replay` hooks before any start, and its completion moves the hub
 //! to `normal` (`recovery_state_changed`, `post_recovery_replay`).
+//!
+//! The state it publishes ([`state_watch`]) is what `recovery_state()` and `await_normal` read.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +35,7 @@ use super::shared::recovery::RecoveryShared;
 use super::HubShared;
 
 mod round;
+pub(crate) mod state_watch;
 
 use crate::core::recovery::{RecoveryState, RoundDecision, RoundSchedule, StartPacer};
 use crate::hooks::{HookEvent, HookKey};

@@ -23,9 +23,9 @@ use crate::config::SyncStrategy;
 use crate::core::gossip::{merge_heads, relay_plan, Head, Offer, Streams, MAX_NODE_LIST};
 use crate::core::sync_parts::SyncAssembler;
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg, RegistryOp, WriteDone};
-use crate::hub::shared::refusals::Refusal;
 use crate::hub::shared::simulation::InjectedBug;
 use crate::model::{NodeName, Row};
+use crate::telemetry::refusals::Refusal;
 
 /// Tells apart the streams of Registries started at the same millisecond in one process.
 static STREAM_STARTS: AtomicU64 = AtomicU64::new(1);

@@ -37,10 +37,10 @@ use crate::config::SyncStrategy;
 use crate::core::sync_parts::SyncAssembler;
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
-use crate::hub::shared::refusals::Refusal;
-use crate::hub::shared::write_fault::FaultChange;
 use crate::model::{apply_observation, ChildId, NodeName, Pid, Row};
+use crate::storage::write_fault::FaultChange;
 use crate::storage::{Commit, Mutation, StorageError};
+use crate::telemetry::refusals::Refusal;
 
 /// Overlay slots kept allocated once every staged row is committed (more are given back).
 const OVERLAY_KEEP: usize = 1024;

@@ -25,12 +25,12 @@ use super::{own_view, Effect, RegistryState};
 use crate::cluster::wire::budget::{chunk_by_bytes, FRAME_BUDGET_BYTES};
 use crate::cluster::wire::{RegistryChange, WireMsg};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg, RegistryOp, WriteDone};
-use crate::hub::shared::refusals::Refusal;
 use crate::hub::shared::simulation::InjectedBug;
 use crate::model::{
     apply_observation, merge_rows_owned, stamp_cmp, validate_row, ChildId, NodeName, Row,
 };
 use crate::storage::Mutation;
+use crate::telemetry::refusals::Refusal;
 
 /// Numbers this process's full syncs, so a receiver tells the parts of two syncs apart.
 static NEXT_SYNC_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);

@@ -7,27 +7,18 @@
 //!
 //! - [`recovery`]: what the recovery actors share (the declared list as persisted, the peers'
 //!   announced versions), present only with `auto_recovery`;
-//! - [`recovery_state`]: the published recovery state behind `recovery_state` / `await_normal`;
-//! - [`refusals`]: the counts of peer input refused;
 //! - [`post`]: handing batches and requests to a sibling actor, answering them when it is away;
-//! - [`write_fault`]: the registry's last failed write, which health reports until one succeeds;
 //! - [`typed`]: typed calls to children on peers, waiting for their answers;
 //! - [`monitors`]: monitors set on this node and watches on its children;
-//! - [`partition`]: partition mode and the membership lock, as the Coordinator published them.
 
 pub(crate) mod handoff;
-pub(crate) mod loads;
 pub(crate) mod monitors;
-pub(crate) mod partition;
 pub(crate) mod post;
 pub(crate) mod recovery;
-pub(crate) mod recovery_state;
-pub(crate) mod refusals;
 pub(crate) mod replica_stops;
 pub(crate) mod roles;
 pub(crate) mod simulation;
 pub(crate) mod typed;
-pub(crate) mod write_fault;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
@@ -146,7 +137,7 @@ pub(crate) struct HubShared {
     /// Durable children and orphan recovery, when `auto_recovery` is on.
     pub recovery: Option<Arc<RecoveryShared>>,
     /// The registry's last failed write until one succeeds (the Registry notes every commit).
-    pub registry_fault: write_fault::WriteFaultLatch,
+    pub registry_fault: crate::storage::write_fault::WriteFaultLatch,
     /// Counts the registry's commits, bumped once each is visible to readers: a reader that
     /// saw the same count twice saw no write in between (a reconcile round with nothing to do
     /// skips its scan while the count, the declared version and the members stay the same).
@@ -166,7 +157,7 @@ pub(crate) struct HubShared {
     /// system clock.
     pub clock: Clock,
     /// Peer input refused since the hub started, by reason.
-    pub refusals: refusals::Refusals,
+    pub refusals: crate::telemetry::refusals::Refusals,
     /// Child casts and calls being handled on this node (one task each), at most
     /// [`MAX_CONCURRENT_COMMANDS`].
     pub command_slots: Arc<tokio::sync::Semaphore>,
@@ -177,9 +168,9 @@ pub(crate) struct HubShared {
     /// Hot moves: local children moving away, and states for children about to start here.
     pub handoffs: handoff::Handoffs,
     /// The members' loads, for `Distribution::LoadBalanced`.
-    pub loads: loads::Loads,
+    pub loads: crate::hub::coordinator::loads::Loads,
     /// Partition mode and the membership lock (`Hub::is_partitioned`, `Hub::is_locked`).
-    pub partition: partition::PartitionFlags,
+    pub partition: crate::hub::coordinator::partition_flags::PartitionFlags,
     /// When each peer's registry was last applied here (the sync lag metric).
     pub sync_heard: crate::telemetry::metrics::SyncHeard,
     /// The children this node ran before it booted, as its disk backend kept their rows:
@@ -240,7 +231,7 @@ impl HubShared {
             told_roles: roles::ToldRoles::default(),
             replica_stops: replica_stops::ReplicaStops::default(),
             recovery: None,
-            registry_fault: write_fault::WriteFaultLatch::default(),
+            registry_fault: crate::storage::write_fault::WriteFaultLatch::default(),
             registry_generation: std::sync::atomic::AtomicU64::new(0),
             // One node is settled by definition; a clustered hub is settled once its peers'
             // registries arrived (a lone clustered node also counts as settled).
@@ -249,13 +240,13 @@ impl HubShared {
             transport: RwLock::new(None),
             network,
             clock: Clock::system(),
-            refusals: refusals::Refusals::default(),
+            refusals: crate::telemetry::refusals::Refusals::default(),
             command_slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_COMMANDS)),
             typed: typed::TypedCalls::default(),
             monitors: monitors::Monitors::default(),
             handoffs: handoff::Handoffs::default(),
-            loads: loads::Loads::default(),
-            partition: partition::PartitionFlags::default(),
+            loads: crate::hub::coordinator::loads::Loads::default(),
+            partition: crate::hub::coordinator::partition_flags::PartitionFlags::default(),
             sync_heard: Default::default(),
             boot_hold: std::sync::Mutex::new(None),
             #[cfg(feature = "sim")]

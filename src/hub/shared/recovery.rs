@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
-use super::recovery_state::RecoveryStateWatch;
 use super::Environment;
 use crate::cluster::wire::WireMsg;
 use crate::config::{AutoRecoveryConfig, DeclaredCommit, LeaderElector, ProcessHub};
@@ -19,6 +18,7 @@ use crate::core::declared_list::{announced_ahead, DeclaredList};
 use crate::core::manifest_ship::ShipBackoff;
 use crate::core::recovery::RecoveryState;
 use crate::events::HubEvent;
+use crate::hub::reconciler::state_watch::RecoveryStateWatch;
 use crate::manifest::{open_manifest, ManifestShipper, RemoteManifest};
 use crate::model::NodeName;
 use crate::storage::declared_store::{DeclaredStore, StoredList};

@@ -1,10 +1,13 @@
-//! The read side of the API: answered from the registry view, without an actor round trip.
+//! The read side of the hub: answered from the registry view, without an actor round trip
+//! (the handle and the root actor's `HubMsg` reads both answer from here).
 
 use std::collections::BTreeMap;
 
-use super::results::{ChildInfo, ProcessEntry, ProcessScope};
-use crate::hub::HubShared;
+use super::HubShared;
+use crate::api::results::{ChildInfo, ProcessEntry, ProcessScope};
+use crate::core::declared_list::DeclaredView;
 use crate::model::{ChildId, NodeName, Pid, Row};
+use crate::telemetry::metrics::{DeclaredGauges, Gauges};
 
 fn nodes_of(row: &Row) -> Vec<(NodeName, Pid)> {
     row.node_pids.iter().map(|(n, p)| (n.clone(), *p)).collect()
@@ -89,7 +92,16 @@ pub(crate) fn nodes(hub: &HubShared, include_local: bool) -> Vec<NodeName> {
     members
 }
 
-pub(crate) use super::declared::declared_children;
+/// This node's copy of the declared list (`None` without `auto_recovery`).
+pub(crate) fn declared_children(hub: &HubShared) -> Option<DeclaredView> {
+    let snapshot = hub.recovery.as_ref()?.snapshot();
+    Some(DeclaredView {
+        version: snapshot.list.version(),
+        last_mutated_by: snapshot.list.last_mutated_by().map(str::to_owned),
+        children: snapshot.list.children().values().cloned().collect(),
+        parked: snapshot.parked,
+    })
+}
 
 /// What keeps this node from writing what it must (see `Hub::storage_problems`).
 pub(crate) fn storage_problems(hub: &HubShared) -> Vec<String> {
@@ -113,4 +125,60 @@ pub(crate) fn recovery_state(hub: &HubShared) -> crate::core::recovery::Recovery
         .map_or(crate::core::recovery::RecoveryState::Normal, |r| {
             r.state.current()
         })
+}
+
+impl HubShared {
+    /// The hub's recovery state (see [`recovery_state`]).
+    pub(crate) fn recovery_state(&self) -> crate::core::recovery::RecoveryState {
+        recovery_state(self)
+    }
+}
+
+/// The hub's state the metrics' gauges show, read now (`Hub::refresh_metrics`).
+pub(crate) fn gauges(shared: &HubShared) -> Gauges {
+    let mut kinds: BTreeMap<String, u64> =
+        shared.kinds.names().into_iter().map(|k| (k, 0)).collect();
+    // One pass over the rows, none copied: the children this node runs are the rows bound here.
+    let (mut rows, mut unbound) = (0u64, 0u64);
+    shared.storage.for_each_placement(&mut |p| {
+        rows += 1;
+        if p.nodes.is_empty() {
+            unbound += 1;
+        } else if p.nodes.iter().any(|(n, _)| *n == shared.node) {
+            if let Some(n) = kinds.get_mut(p.kind) {
+                *n += 1;
+            }
+        }
+    });
+    let declared = shared.recovery.as_ref().map(|recovery| {
+        let snapshot = recovery.snapshot();
+        DeclaredGauges {
+            version: snapshot.list.version(),
+            children: snapshot.list.len(),
+            parked: snapshot.parked,
+            last_mutator: snapshot.list.last_mutated_by() == Some(shared.node.as_str()),
+        }
+    });
+    let now = shared.clock.now_ms();
+    let sync_lag = shared
+        .sync_heard
+        .snapshot()
+        .into_iter()
+        .map(|(peer, at)| (peer, now.saturating_sub(at) as f64 / 1_000.0))
+        .collect();
+    let connection = shared.network.as_ref().and_then(|n| n.connection());
+    Gauges {
+        kinds,
+        rows,
+        unbound,
+        members: shared.members().len(),
+        partitioned: shared.partition.partitioned(),
+        pending_work: shared.partition.pending_work(),
+        declared,
+        recovery_normal: shared.recovery_state() == crate::core::recovery::RecoveryState::Normal,
+        sync_lag,
+        refused: shared.refusals.snapshot().into_iter().collect(),
+        peer_auth_failures: connection.as_ref().map(|c| c.auth_refusals.total()),
+        isolated: connection.as_ref().map(|c| c.connectivity.is_isolated()),
+    }
 }

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::broadcast;
 
-use crate::events::HubEvent;
+use super::HubEvent;
 use crate::model::ChildId;
 
 /// How many recent events a hub keeps.
