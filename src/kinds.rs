@@ -144,7 +144,7 @@ pub(crate) struct Handover {
 }
 
 /// Tells a child its replica role (its kind's role message); `false` if it could not be sent.
-type RoleFn = dyn Fn(&ActorCell, crate::core::replication::Role) -> bool + Send + Sync;
+type RoleFn = dyn Fn(&ActorCell, crate::types::Role) -> bool + Send + Sync;
 
 /// The table of kinds a hub can start. Cheap to clone (shared entries).
 #[derive(Clone, Default)]
@@ -338,7 +338,7 @@ impl ChildKinds {
     pub fn redundancy<M, F>(&mut self, name: impl Into<String>, to_message: F) -> &mut Self
     where
         M: Message,
-        F: Fn(crate::core::replication::Role) -> M + Send + Sync + 'static,
+        F: Fn(crate::types::Role) -> M + Send + Sync + 'static,
     {
         let tell: Arc<RoleFn> = Arc::new(move |cell: &ActorCell, role| {
             cell.send_message::<M>(to_message(role)).is_ok()
@@ -352,7 +352,7 @@ impl ChildKinds {
         &self,
         name: &str,
         cell: &ActorCell,
-        role: crate::core::replication::Role,
+        role: crate::types::Role,
     ) -> Option<bool> {
         self.roles.get(name).map(|tell| tell(cell, role))
     }

@@ -45,6 +45,7 @@ pub mod kinds;
 mod api;
 pub use api::remote;
 mod hub;
+mod types;
 
 pub use api::remote::{RemoteChildRef, RemoteFailure, RemoteHub, RemoteHubError};
 pub use api::AwaitNormalTimeout;
@@ -74,7 +75,6 @@ pub use config::{HotSwapConfig, LoadBalancerConfig, Migration, PartitionToleranc
 pub use config::{RedundancySignal, ReplicationModel};
 pub use core::declared_list::DeclaredChild;
 pub use core::recovery::RecoveryState;
-pub use core::replication::Role;
 pub use events::HandoverOutcome;
 pub use events::{EventSink, HubEvent, MoveReason, SubscriptionId};
 pub use hooks::{HookAction, HookError, HookEvent, HookHandler, HookKey, Hooks};
@@ -83,6 +83,7 @@ pub use kinds::{ChildKinds, KindError};
 pub use model::{
     ChildArgs, ChildId, ChildSpec, DownReason, Metadata, NodeName, Pid, Restart, Row, Shutdown,
 };
+pub use types::Role;
 // A cluster node as a library user builds one (docs/cluster.md, "Running nodes from a library").
 pub use cluster::node::{ClusterConfig, ClusterError, ClusterNode, TlsConfig};
 pub use cluster::IntoNetwork;
