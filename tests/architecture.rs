@@ -55,8 +55,6 @@ const LAYERS: &[(&str, u8)] = &[
 const KNOWN_BREAKS: &[(&str, &str)] = &[
     // `cluster/wire/declared.rs` names `api::errors::RecoveryError`
     ("cluster", "api"),
-    // `config/partition.rs` re-exports `core::quorum::PartitionTolerance`; `Role`
-    ("config", "core"),
     // `config/mod.rs` names `storage::BackendConfig`
     ("config", "storage"),
     // the hub names the API's options, results, errors, monitors, messages and endpoint protocol
