@@ -55,8 +55,6 @@ const LAYERS: &[(&str, u8)] = &[
 const KNOWN_BREAKS: &[(&str, &str)] = &[
     // `cluster/wire/declared.rs` names `api::errors::RecoveryError`
     ("cluster", "api"),
-    // `config/mod.rs` names `storage::BackendConfig`
-    ("config", "storage"),
     // the hub names the API's options, results, errors, monitors, messages and endpoint protocol
     ("hub", "api"),
     // `telemetry::metrics::refresh` reads `HubShared`, `api::reads`, `RecoveryState`, and turns
