@@ -17,6 +17,7 @@ use ractor::{Actor, ActorCell, Message, MessagingErr, RpcReplyPort, SpawnErr};
 use serde::{Deserialize, Serialize};
 
 use crate::model::{ChildArgs, ChildSpec};
+use crate::types::errors::known_kinds_suffix;
 
 /// Why a kind could not start a child.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
@@ -45,16 +46,6 @@ pub enum KindError {
         /// The error or panic message.
         message: String,
     },
-}
-
-/// `; known kinds: a, b` for an unknown-kind message, so a typo shows its fix (nothing when
-/// the list is not known).
-pub(crate) fn known_kinds_suffix(known: &[String]) -> String {
-    if known.is_empty() {
-        String::new()
-    } else {
-        format!("; known kinds: {}", known.join(", "))
-    }
 }
 
 type StartFn =
@@ -549,6 +540,22 @@ mod tests {
                 assert!(!message.contains("no arguments given"), "{message}");
             }
             other => panic!("expected invalid_args, got {other:?}"),
+        }
+    }
+}
+
+impl From<KindError> for crate::types::ChildStartError {
+    fn from(e: KindError) -> Self {
+        match e {
+            KindError::UnknownKind { kind, known } => {
+                crate::types::ChildStartError::UnknownKind { kind, known }
+            }
+            KindError::InvalidArgs { kind, message } => {
+                crate::types::ChildStartError::InvalidArgs { kind, message }
+            }
+            KindError::StartupFailed { message } => {
+                crate::types::ChildStartError::StartupFailed { message }
+            }
         }
     }
 }

@@ -48,17 +48,14 @@ mod hub;
 mod types;
 
 pub use api::remote::{RemoteChildRef, RemoteFailure, RemoteHub, RemoteHubError};
-pub use api::AwaitNormalTimeout;
+pub use api::DeclaredView;
 pub use api::HubInfo;
-pub use api::WaitForMembersTimeout;
-pub use api::{ChildDown, ChildRef, ChildRefError, DownSink, MonitorId, MonitorOptions};
+pub use api::{ChildDown, ChildRef, DownSink, MonitorId, MonitorOptions};
 pub use api::{
-    ChildFailure, ChildInfo, ChildMessageError, ChildStartError, ChildStopError, Hub, HubBuilder,
-    HubMsg, HubUnavailable, OnFailure, PendingStart, PendingStop, ProcessEntry, ProcessScope,
-    ShutdownTimedOut, SpawnError, StartError, StartOptions, StartResult, StartedChild, StopError,
-    StopFailure, StopOptions, StopOutcome, StopResult, StoppedChild,
+    ChildFailure, ChildInfo, Hub, HubBuilder, HubMsg, HubUnavailable, OnFailure, PendingStart,
+    PendingStop, ProcessEntry, ProcessScope, ShutdownTimedOut, SpawnError, StartOptions,
+    StartResult, StartedChild, StopFailure, StopOptions, StopOutcome, StopResult, StoppedChild,
 };
-pub use api::{DeclaredView, RecoveryError};
 pub use process_hub_derive::ChildMessage;
 
 /// What `#[derive(ChildMessage)]` expands to refers to; not an API.
@@ -84,6 +81,10 @@ pub use model::{
     ChildArgs, ChildId, ChildSpec, DownReason, Metadata, NodeName, Pid, Restart, Row, Shutdown,
 };
 pub use types::Role;
+pub use types::{
+    AwaitNormalTimeout, ChildMessageError, ChildRefError, ChildStartError, ChildStopError,
+    RecoveryError, StartError, StopError, WaitForMembersTimeout,
+};
 // A cluster node as a library user builds one (docs/cluster.md, "Running nodes from a library").
 pub use cluster::node::{ClusterConfig, ClusterError, ClusterNode, TlsConfig};
 pub use cluster::IntoNetwork;

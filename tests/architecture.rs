@@ -53,8 +53,6 @@ const LAYERS: &[(&str, u8)] = &[
 /// a step of the plan that takes the graph to the order above. The check fails on a break not
 /// listed here and on a listed one that no longer occurs, so the list only shrinks.
 const KNOWN_BREAKS: &[(&str, &str)] = &[
-    // `cluster/wire/declared.rs` names `api::errors::RecoveryError`
-    ("cluster", "api"),
     // the hub names the API's options, results, errors, monitors, messages and endpoint protocol
     ("hub", "api"),
     // `telemetry::metrics::refresh` reads `HubShared`, `api::reads`, `RecoveryState`, and turns

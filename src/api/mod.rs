@@ -12,16 +12,13 @@ pub(crate) mod options;
 pub(crate) mod reads;
 pub mod remote;
 pub(crate) mod results;
-pub(crate) mod typed_errors;
 
+pub(crate) use crate::types::errors as typed_errors;
+pub(crate) use crate::types::{ChildStartError, ChildStopError, StartError, StopError};
 pub use child_ref::ChildRef;
 pub use declared::DeclaredView;
-pub use errors::{
-    AwaitNormalTimeout, ChildMessageError, ChildStartError, ChildStopError, RecoveryError,
-    SpawnError, StartError, StopError,
-};
+pub use errors::SpawnError;
 pub use handle::{Hub, HubBuilder, HubUnavailable, ShutdownTimedOut};
-pub use errors::WaitForMembersTimeout;
 pub use monitor::{ChildDown, DownSink, MonitorId, MonitorOptions};
 pub use msg::{HubInfo, HubMsg};
 pub use options::{OnFailure, StartOptions, StopOptions};
@@ -29,4 +26,3 @@ pub use results::{
     ChildFailure, ChildInfo, PendingStart, PendingStop, ProcessEntry, ProcessScope, StartResult,
     StartedChild, StopFailure, StopOutcome, StopResult, StoppedChild,
 };
-pub use typed_errors::ChildRefError;

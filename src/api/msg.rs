@@ -11,8 +11,8 @@ use std::time::Duration;
 use ractor::{ActorCell, RpcReplyPort};
 
 use super::declared::DeclaredView;
-use super::errors::{AwaitNormalTimeout, ChildMessageError, RecoveryError, StartError, StopError};
 use super::errors::WaitForMembersTimeout;
+use super::errors::{AwaitNormalTimeout, ChildMessageError, RecoveryError, StartError, StopError};
 use super::monitor::{DownSink, MonitorId, MonitorOptions};
 use super::options::{StartOptions, StopOptions};
 use super::results::{ChildInfo, ProcessEntry, ProcessScope, StartResult, StopResult};

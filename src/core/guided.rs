@@ -146,6 +146,21 @@ pub fn check_mapping(
     Ok(Some(nodes.clone()))
 }
 
+impl From<MappingError> for crate::types::ChildStartError {
+    fn from(e: MappingError) -> Self {
+        match e {
+            MappingError::Missing => Self::ChildMappingMissing,
+            MappingError::Invalid { .. } => Self::ChildMappingInvalid {
+                reason: e.to_string(),
+            },
+            MappingError::Mismatch { expected, got } => Self::ChildMappingMismatch {
+                expected: expected as u32,
+                got: got as u32,
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -295,3 +295,28 @@ pub fn open_backend_with(
         _ => Ok(Arc::new(MemoryStorage::new())),
     }
 }
+
+impl crate::types::ChildStartError {
+    /// The error of a start whose registry write failed: a full disk is told apart, because
+    /// the caller may simply try again once space returns.
+    pub fn of_storage(e: &StorageError) -> Self {
+        let message = e.to_string();
+        if e.is_no_space() {
+            Self::InsufficientStorage { message }
+        } else {
+            Self::Storage { message }
+        }
+    }
+}
+
+impl crate::types::ChildStopError {
+    /// The error of a stop whose registry write failed (a full disk told apart).
+    pub fn of_storage(e: &StorageError) -> Self {
+        let message = e.to_string();
+        if e.is_no_space() {
+            Self::InsufficientStorage { message }
+        } else {
+            Self::Storage { message }
+        }
+    }
+}
