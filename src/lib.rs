@@ -48,14 +48,10 @@ mod hub;
 mod types;
 
 pub use api::remote::{RemoteChildRef, RemoteFailure, RemoteHub, RemoteHubError};
+pub use api::ChildRef;
 pub use api::DeclaredView;
 pub use api::HubInfo;
-pub use api::{ChildDown, ChildRef, DownSink, MonitorId, MonitorOptions};
-pub use api::{
-    ChildFailure, ChildInfo, Hub, HubBuilder, HubMsg, HubUnavailable, OnFailure, PendingStart,
-    PendingStop, ProcessEntry, ProcessScope, ShutdownTimedOut, SpawnError, StartOptions,
-    StartResult, StartedChild, StopFailure, StopOptions, StopOutcome, StopResult, StoppedChild,
-};
+pub use api::{Hub, HubBuilder, HubMsg, HubUnavailable, ShutdownTimedOut, SpawnError};
 pub use process_hub_derive::ChildMessage;
 
 /// What `#[derive(ChildMessage)]` expands to refers to; not an API.
@@ -84,6 +80,12 @@ pub use types::Role;
 pub use types::{
     AwaitNormalTimeout, ChildMessageError, ChildRefError, ChildStartError, ChildStopError,
     RecoveryError, StartError, StopError, WaitForMembersTimeout,
+};
+pub use types::{ChildDown, DownSink, MonitorId, MonitorOptions};
+pub use types::{
+    ChildFailure, ChildInfo, OnFailure, PendingStart, PendingStop, ProcessEntry, ProcessScope,
+    StartOptions, StartResult, StartedChild, StopFailure, StopOptions, StopOutcome, StopResult,
+    StoppedChild,
 };
 // A cluster node as a library user builds one (docs/cluster.md, "Running nodes from a library").
 pub use cluster::node::{ClusterConfig, ClusterError, ClusterNode, TlsConfig};
