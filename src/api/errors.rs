@@ -6,8 +6,8 @@ use crate::config::ConfigError;
 use crate::storage::StorageError;
 
 pub(crate) use crate::types::errors::{
-    AwaitNormalTimeout, ChildMessageError, ChildStartError, ChildStopError, RecoveryError,
-    StartError, StopError, WaitForMembersTimeout,
+    AwaitNormalTimeout, ChildMessageError, ChildStartError, RecoveryError, StartError, StopError,
+    WaitForMembersTimeout,
 };
 
 /// Why a hub could not be spawned.

@@ -33,9 +33,7 @@ use super::protocol::{DeclaredMsg, StartReplyPort, StopReplyPort};
 use super::reconciler::{Reconciler, ReconcilerArgs};
 use super::registry::{Registry, RegistryArgs};
 use super::HubShared;
-use crate::api::errors::{RecoveryError, StartError, StopError};
 use crate::api::msg::HubMsg;
-use crate::api::options::{StartOptions, StopOptions};
 use crate::api::reads;
 use crate::api::remote::endpoint_name;
 use crate::core::{IntensityVerdict, RestartIntensity};
@@ -43,6 +41,8 @@ use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
 use crate::manifest::OnShipFailure;
 use crate::model::{ChildId, ChildSpec};
+use crate::types::{RecoveryError, StartError, StopError};
+use crate::types::{StartOptions, StopOptions};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Role {
