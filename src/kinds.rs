@@ -423,6 +423,22 @@ fn deliver<M: Message>(cell: &ActorCell, message: SerializedMessage) -> Result<(
     }
 }
 
+impl From<KindError> for crate::types::ChildStartError {
+    fn from(e: KindError) -> Self {
+        match e {
+            KindError::UnknownKind { kind, known } => {
+                crate::types::ChildStartError::UnknownKind { kind, known }
+            }
+            KindError::InvalidArgs { kind, message } => {
+                crate::types::ChildStartError::InvalidArgs { kind, message }
+            }
+            KindError::StartupFailed { message } => {
+                crate::types::ChildStartError::StartupFailed { message }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -540,22 +556,6 @@ mod tests {
                 assert!(!message.contains("no arguments given"), "{message}");
             }
             other => panic!("expected invalid_args, got {other:?}"),
-        }
-    }
-}
-
-impl From<KindError> for crate::types::ChildStartError {
-    fn from(e: KindError) -> Self {
-        match e {
-            KindError::UnknownKind { kind, known } => {
-                crate::types::ChildStartError::UnknownKind { kind, known }
-            }
-            KindError::InvalidArgs { kind, message } => {
-                crate::types::ChildStartError::InvalidArgs { kind, message }
-            }
-            KindError::StartupFailed { message } => {
-                crate::types::ChildStartError::StartupFailed { message }
-            }
         }
     }
 }
