@@ -17,6 +17,7 @@ use ractor::{Actor, ActorCell, Message, MessagingErr, RpcReplyPort, SpawnErr};
 use serde::{Deserialize, Serialize};
 
 use crate::model::{ChildArgs, ChildSpec};
+use crate::types::errors::known_kinds_suffix;
 
 /// Why a kind could not start a child.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
@@ -45,16 +46,6 @@ pub enum KindError {
         /// The error or panic message.
         message: String,
     },
-}
-
-/// `; known kinds: a, b` for an unknown-kind message, so a typo shows its fix (nothing when
-/// the list is not known).
-pub(crate) fn known_kinds_suffix(known: &[String]) -> String {
-    if known.is_empty() {
-        String::new()
-    } else {
-        format!("; known kinds: {}", known.join(", "))
-    }
 }
 
 type StartFn =
@@ -144,7 +135,7 @@ pub(crate) struct Handover {
 }
 
 /// Tells a child its replica role (its kind's role message); `false` if it could not be sent.
-type RoleFn = dyn Fn(&ActorCell, crate::core::replication::Role) -> bool + Send + Sync;
+type RoleFn = dyn Fn(&ActorCell, crate::types::Role) -> bool + Send + Sync;
 
 /// The table of kinds a hub can start. Cheap to clone (shared entries).
 #[derive(Clone, Default)]
@@ -338,7 +329,7 @@ impl ChildKinds {
     pub fn redundancy<M, F>(&mut self, name: impl Into<String>, to_message: F) -> &mut Self
     where
         M: Message,
-        F: Fn(crate::core::replication::Role) -> M + Send + Sync + 'static,
+        F: Fn(crate::types::Role) -> M + Send + Sync + 'static,
     {
         let tell: Arc<RoleFn> = Arc::new(move |cell: &ActorCell, role| {
             cell.send_message::<M>(to_message(role)).is_ok()
@@ -352,7 +343,7 @@ impl ChildKinds {
         &self,
         name: &str,
         cell: &ActorCell,
-        role: crate::core::replication::Role,
+        role: crate::types::Role,
     ) -> Option<bool> {
         self.roles.get(name).map(|tell| tell(cell, role))
     }
@@ -429,6 +420,22 @@ fn deliver<M: Message>(cell: &ActorCell, message: SerializedMessage) -> Result<(
         Ok(()) => Ok(()),
         Err(MessagingErr::InvalidActorType) => Err(DeliverError::Undecodable),
         Err(_) => Err(DeliverError::Gone),
+    }
+}
+
+impl From<KindError> for crate::types::ChildStartError {
+    fn from(e: KindError) -> Self {
+        match e {
+            KindError::UnknownKind { kind, known } => {
+                crate::types::ChildStartError::UnknownKind { kind, known }
+            }
+            KindError::InvalidArgs { kind, message } => {
+                crate::types::ChildStartError::InvalidArgs { kind, message }
+            }
+            KindError::StartupFailed { message } => {
+                crate::types::ChildStartError::StartupFailed { message }
+            }
+        }
     }
 }
 

@@ -45,19 +45,13 @@ pub mod kinds;
 mod api;
 pub use api::remote;
 mod hub;
+mod types;
 
 pub use api::remote::{RemoteChildRef, RemoteFailure, RemoteHub, RemoteHubError};
-pub use api::AwaitNormalTimeout;
+pub use api::ChildRef;
+pub use api::DeclaredView;
 pub use api::HubInfo;
-pub use api::WaitForMembersTimeout;
-pub use api::{ChildDown, ChildRef, ChildRefError, DownSink, MonitorId, MonitorOptions};
-pub use api::{
-    ChildFailure, ChildInfo, ChildMessageError, ChildStartError, ChildStopError, Hub, HubBuilder,
-    HubMsg, HubUnavailable, OnFailure, PendingStart, PendingStop, ProcessEntry, ProcessScope,
-    ShutdownTimedOut, SpawnError, StartError, StartOptions, StartResult, StartedChild, StopError,
-    StopFailure, StopOptions, StopOutcome, StopResult, StoppedChild,
-};
-pub use api::{DeclaredView, RecoveryError};
+pub use api::{Hub, HubBuilder, HubMsg, HubUnavailable, ShutdownTimedOut, SpawnError};
 pub use process_hub_derive::ChildMessage;
 
 /// What `#[derive(ChildMessage)]` expands to refers to; not an API.
@@ -74,7 +68,6 @@ pub use config::{HotSwapConfig, LoadBalancerConfig, Migration, PartitionToleranc
 pub use config::{RedundancySignal, ReplicationModel};
 pub use core::declared_list::DeclaredChild;
 pub use core::recovery::RecoveryState;
-pub use core::replication::Role;
 pub use events::HandoverOutcome;
 pub use events::{EventSink, HubEvent, MoveReason, SubscriptionId};
 pub use hooks::{HookAction, HookError, HookEvent, HookHandler, HookKey, Hooks};
@@ -82,6 +75,17 @@ pub use kinds::HandoverError;
 pub use kinds::{ChildKinds, KindError};
 pub use model::{
     ChildArgs, ChildId, ChildSpec, DownReason, Metadata, NodeName, Pid, Restart, Row, Shutdown,
+};
+pub use types::Role;
+pub use types::{
+    AwaitNormalTimeout, ChildMessageError, ChildRefError, ChildStartError, ChildStopError,
+    RecoveryError, StartError, StopError, WaitForMembersTimeout,
+};
+pub use types::{ChildDown, DownSink, MonitorId, MonitorOptions};
+pub use types::{
+    ChildFailure, ChildInfo, OnFailure, PendingStart, PendingStop, ProcessEntry, ProcessScope,
+    StartOptions, StartResult, StartedChild, StopFailure, StopOptions, StopOutcome, StopResult,
+    StoppedChild,
 };
 // A cluster node as a library user builds one (docs/cluster.md, "Running nodes from a library").
 pub use cluster::node::{ClusterConfig, ClusterError, ClusterNode, TlsConfig};

@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use super::errors::WaitForMembersTimeout;
 use super::handle::Hub;
+use crate::types::WaitForMembersTimeout;
 
 impl Hub {
     /// Waits until the hub's membership (this node included) has at least `n` members, at

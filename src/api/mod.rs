@@ -4,27 +4,20 @@ pub(crate) mod child_ref;
 pub(crate) mod errors;
 mod handle;
 mod membership;
-pub(crate) mod monitor;
 mod monitoring;
 pub(crate) mod msg;
-pub(crate) mod options;
 pub mod remote;
-pub(crate) mod results;
-pub(crate) mod typed_errors;
 
-pub use crate::core::declared_list::DeclaredView;
+// The old paths of what moved to `crate::types`, for the crate's code until it names them
+// there.
+pub(crate) use crate::types::errors as typed_errors;
+pub(crate) use crate::types::{monitor, options, results};
+pub(crate) use crate::types::{
+    ChildDown, ChildInfo, ChildStartError, ChildStopError, MonitorOptions, StartError,
+    StartOptions, StartResult, StopError, StopOptions, StopOutcome, StopResult,
+};
 pub use child_ref::ChildRef;
-pub use errors::WaitForMembersTimeout;
-pub use errors::{
-    AwaitNormalTimeout, ChildMessageError, ChildStartError, ChildStopError, RecoveryError,
-    SpawnError, StartError, StopError,
-};
+pub use crate::core::declared_list::DeclaredView;
+pub use errors::SpawnError;
 pub use handle::{Hub, HubBuilder, HubUnavailable, ShutdownTimedOut};
-pub use monitor::{ChildDown, DownSink, MonitorId, MonitorOptions};
 pub use msg::{HubInfo, HubMsg};
-pub use options::{OnFailure, StartOptions, StopOptions};
-pub use results::{
-    ChildFailure, ChildInfo, PendingStart, PendingStop, ProcessEntry, ProcessScope, StartResult,
-    StartedChild, StopFailure, StopOutcome, StopResult, StoppedChild,
-};
-pub use typed_errors::ChildRefError;

@@ -466,6 +466,54 @@ pub enum WireMsg {
     },
 }
 
+impl From<ChildFailure> for crate::types::ChildMessageError {
+    fn from(f: ChildFailure) -> Self {
+        Self {
+            id: f.id,
+            node: f.node,
+            code: f.reason,
+            message: f.message,
+        }
+    }
+}
+
+impl crate::types::ChildRefError {
+    /// The error a host's failure code stands for.
+    pub(crate) fn from_failure(f: ChildFailure) -> Self {
+        let ChildFailure {
+            id,
+            node,
+            reason,
+            message,
+        } = f;
+        match reason.as_str() {
+            "not_found" => Self::NotFound { id },
+            // A host that no longer runs the child (it moved on) is a retry elsewhere.
+            "between_nodes" | "moved" => Self::BetweenNodes {
+                id,
+                host: (!message.is_empty()).then_some(message),
+            },
+            "decode" => Self::Decode {
+                id,
+                node,
+                detail: message,
+            },
+            "too_large" => Self::TooLarge {
+                id,
+                bytes: message.parse().unwrap_or(0),
+                max: crate::cluster::wire::budget::FRAME_BUDGET_BYTES,
+            },
+            "no_reply" => Self::NoReply { id, node },
+            "overloaded" => Self::Overloaded { id, node },
+            "timeout" => Self::Timeout {
+                id,
+                waited_ms: message.parse().unwrap_or(0),
+            },
+            _ => Self::Unreachable { id, node },
+        }
+    }
+}
+
 impl WireMsg {
     /// The variant's name, for logs and metrics.
     pub fn kind(&self) -> &'static str {

@@ -19,6 +19,7 @@ pub mod load_balancer;
 pub mod migration;
 pub mod partition;
 pub mod recovery;
+pub mod registry_backend;
 pub mod replication;
 pub mod sync;
 
@@ -31,11 +32,11 @@ pub use recovery::{
     AutoRecoveryConfig, AutoRecoveryConfigError, ConfigWarning, DeclaredCommit, ManifestLocation,
     StartBudget,
 };
+pub use registry_backend::BackendConfig;
 pub use replication::{RedundancySignal, ReplicationModel, MAX_REPLICATION_FACTOR};
 pub use sync::SyncStrategy;
 
 use crate::model::{ChildId, ChildSpec, NodeName};
-use crate::storage::BackendConfig;
 
 /// A configuration value outside its allowed range.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

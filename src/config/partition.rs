@@ -1,9 +1,43 @@
 //! The partition tolerance strategy (`[partition_tolerance]`): what a node does when a split
 //! leaves its side of the cluster without quorum. The strategies are decided in
-//! [`crate::core::quorum`]; here they are checked as configuration.
+//! [`crate::core::quorum`]; here they are defined and checked as configuration.
+
+use serde::{Deserialize, Serialize};
 
 use super::ConfigError;
-pub use crate::core::quorum::PartitionTolerance;
+
+/// A hub's partition tolerance strategy.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "type", deny_unknown_fields)]
+pub enum PartitionTolerance {
+    /// Both sides of a split keep running; duplicates are resolved on heal.
+    #[default]
+    Divergence,
+    /// Quorum is `quorum_size` members; with `startup_confirm` a node that starts without them
+    /// starts partitioned.
+    StaticQuorum {
+        /// Members needed, this node included.
+        quorum_size: usize,
+        /// Check quorum when the hub starts.
+        #[serde(default)]
+        startup_confirm: bool,
+    },
+    /// Quorum is `quorum_size_percent` of the members plus the nodes lost within
+    /// `threshold_time_ms`.
+    DynamicQuorum {
+        /// Share of the recent membership needed, in percent (1..=100).
+        quorum_size_percent: u8,
+        /// How long a lost node counts against quorum, in ms.
+        threshold_time_ms: u64,
+    },
+    /// Quorum is a majority of the largest membership seen.
+    MajorityQuorum {
+        /// The membership assumed until a larger one is seen.
+        initial_cluster_size: usize,
+        /// Remember the largest membership seen (else `initial_cluster_size` stays the base).
+        track_max_size: bool,
+    },
+}
 
 /// Checks the strategy's numbers against their ranges.
 pub(crate) fn validate(strategy: &PartitionTolerance) -> Result<(), ConfigError> {

@@ -80,8 +80,8 @@ impl RedundancySignal {
     }
 
     /// Whether a replica that now has `role` is told.
-    pub fn tells(self, role: crate::core::replication::Role) -> bool {
-        use crate::core::replication::Role;
+    pub fn tells(self, role: crate::types::Role) -> bool {
+        use crate::types::Role;
         match self {
             RedundancySignal::None => false,
             RedundancySignal::All => true,
@@ -121,7 +121,7 @@ pub(crate) fn validate_factor(factor: usize) -> Result<(), ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::replication::Role;
+    use crate::types::Role;
 
     #[test]
     fn names_parse_back() {

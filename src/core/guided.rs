@@ -18,7 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Metadata, NodeName, RESERVED_METADATA_KEY};
+use crate::model::{ChildId, Metadata, NodeName, RESERVED_METADATA_KEY};
 
 /// A guided child's placement, as its row keeps it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -144,6 +144,39 @@ pub fn check_mapping(
         }
     }
     Ok(Some(nodes.clone()))
+}
+
+impl crate::types::StartOptions {
+    /// The metadata child `id` is stored with: the request's, plus the hub's record of its
+    /// placement when the mapping names it.
+    pub(crate) fn metadata_for(&self, id: &ChildId) -> Metadata {
+        let mut metadata = self.metadata.clone();
+        if let Some(nodes) = self.child_mapping.get(id) {
+            let by_load = self.placed_by_load.contains(id);
+            Guided {
+                nodes: nodes.clone(),
+                fallback: self.guided_fallback || by_load,
+                by_load,
+            }
+            .write(&mut metadata);
+        }
+        metadata
+    }
+}
+
+impl From<MappingError> for crate::types::ChildStartError {
+    fn from(e: MappingError) -> Self {
+        match e {
+            MappingError::Missing => Self::ChildMappingMissing,
+            MappingError::Invalid { .. } => Self::ChildMappingInvalid {
+                reason: e.to_string(),
+            },
+            MappingError::Mismatch { expected, got } => Self::ChildMappingMismatch {
+                expected: expected as u32,
+                got: got as u32,
+            },
+        }
+    }
 }
 
 #[cfg(test)]

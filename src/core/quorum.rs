@@ -19,42 +19,9 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use crate::model::NodeName;
 
-/// A hub's partition tolerance strategy.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "type", deny_unknown_fields)]
-pub enum PartitionTolerance {
-    /// Both sides of a split keep running; duplicates are resolved on heal.
-    #[default]
-    Divergence,
-    /// Quorum is `quorum_size` members; with `startup_confirm` a node that starts without them
-    /// starts partitioned.
-    StaticQuorum {
-        /// Members needed, this node included.
-        quorum_size: usize,
-        /// Check quorum when the hub starts.
-        #[serde(default)]
-        startup_confirm: bool,
-    },
-    /// Quorum is `quorum_size_percent` of the members plus the nodes lost within
-    /// `threshold_time_ms`.
-    DynamicQuorum {
-        /// Share of the recent membership needed, in percent (1..=100).
-        quorum_size_percent: u8,
-        /// How long a lost node counts against quorum, in ms.
-        threshold_time_ms: u64,
-    },
-    /// Quorum is a majority of the largest membership seen.
-    MajorityQuorum {
-        /// The membership assumed until a larger one is seen.
-        initial_cluster_size: usize,
-        /// Remember the largest membership seen (else `initial_cluster_size` stays the base).
-        track_max_size: bool,
-    },
-}
+pub use crate::config::PartitionTolerance;
 
 /// What a membership change did to quorum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

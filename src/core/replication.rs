@@ -18,32 +18,12 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use crate::config::ReplicationModel;
 use crate::core::guided::Guided;
 use crate::core::placement::HashRing;
 use crate::model::{ChildId, Metadata, NodeName};
 
-/// A replica's role.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    /// It answers messages sent to the child by id.
-    Active,
-    /// It stands by, ready to become active when the active replica's node goes down.
-    Passive,
-}
-
-impl Role {
-    /// Its name in JSON and logs.
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::Active => "active",
-            Role::Passive => "passive",
-        }
-    }
-}
+pub use crate::types::Role;
 
 /// The nodes that should run child `id`, in order of preference (the first is the one that
 /// would be active): its first `factor` ring owners, or a guided child's nodes that are

@@ -33,12 +33,12 @@ use ractor::ActorRef;
 use super::protocol::{CoordinatorMsg, DeclaredMsg, RegistryMsg};
 use super::typed;
 use super::HubShared;
-use crate::api::errors::RecoveryError;
 use crate::cluster::transport::{EventSink, TransportEvent};
 use crate::cluster::wire::WireMsg;
 use crate::core::declared_list::check_version;
 use crate::model::NodeName;
 use crate::telemetry::refusals::Refusal;
+use crate::types::RecoveryError;
 
 /// The sink of the endpoint that `coordinator` opens. The Coordinator's own events go to the
 /// Coordinator that opened the endpoint (it opens it in `pre_start`, before its ref is

@@ -29,7 +29,6 @@ use ractor::RpcReplyPort;
 use super::shared::monitors::WatchOutcome;
 use super::shared::simulation::InjectedBug;
 use super::shared::{HubShared, MAX_CONCURRENT_COMMANDS};
-use crate::api::typed_errors::ChildRefError;
 use crate::cluster::wire::budget::FRAME_BUDGET_BYTES;
 use crate::cluster::wire::{ChildFailure, RequestId, WireMsg};
 use crate::core::child_route::{retry_pause_ms, route_child, Asking, ChildRoute, Known};
@@ -37,6 +36,7 @@ use crate::core::handover::{HeldCast, HoldOutcome};
 use crate::kinds::DeliverError;
 use crate::model::{ChildId, DownReason, NodeName};
 use crate::telemetry::refusals::Refusal;
+use crate::types::ChildRefError;
 
 /// Forwarding bound of a typed cast.
 pub(crate) const MAX_HOPS: u8 = 3;

@@ -11,5 +11,5 @@ pub use crate::storage::declared_store;
 
 /// The published recovery state's error, where `await_normal` callers look for it.
 pub mod state_watch {
-    pub use crate::api::errors::AwaitNormalTimeout;
+    pub use crate::types::AwaitNormalTimeout;
 }

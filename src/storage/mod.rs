@@ -19,6 +19,7 @@ mod data_dir_lock;
 pub mod declared_store;
 mod durable;
 pub(crate) mod engine;
+mod error;
 mod lmdb;
 mod memory;
 mod packed_row;
@@ -29,7 +30,7 @@ mod simulated_disk;
 mod simulated_registry;
 pub(crate) mod write_fault;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,11 +38,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{ChildId, Pid, Row};
 
+pub use crate::config::registry_backend::BackendConfig;
 pub use commit::{Commit, CommitSender};
 pub use custom::{CustomBackend, StorageFactory};
 pub use data_dir_lock::{DataDirLock, DataDirLockError, DATA_DIR_LOCK_FILE};
 pub use durable::DurableStorage;
 pub use engine::{CommitMode, CommitStats, DiskOptions, FileIdentity};
+pub use error::{StorageError, WriteFault};
 pub use lmdb::LmdbStorage;
 pub use memory::MemoryStorage;
 pub use registry_file::{REGISTRY_FILE, REGISTRY_FORMAT_VERSION};
@@ -49,104 +52,6 @@ pub use registry_file::{REGISTRY_FILE, REGISTRY_FORMAT_VERSION};
 pub use simulated_disk::SimulatedDisk;
 #[cfg(feature = "sim")]
 pub use simulated_registry::SimulatedDurableStorage;
-
-/// Why a storage operation failed. Cloneable because one failed group commit answers many
-/// waiters.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StorageError {
-    /// The store was written by a newer release; opening it could lose data it understands and
-    /// we do not.
-    #[error(
-        "store {path} has format version {found}, newer than the {supported} this release supports"
-    )]
-    NewerFormat {
-        /// The store's path.
-        path: std::path::PathBuf,
-        /// The version found in the store's marker.
-        found: u32,
-        /// The newest version this release reads.
-        supported: u32,
-    },
-    /// The store could not be opened or created (and could not be rotated aside).
-    #[error("cannot open store {path}: {message}")]
-    Open {
-        /// The store's path.
-        path: std::path::PathBuf,
-        /// The underlying error.
-        message: String,
-    },
-    /// A write did not reach the disk (disk full, permissions, I/O error). Nothing of the
-    /// failed mutation is visible afterwards.
-    #[error("write to store {path} failed: {message}")]
-    Write {
-        /// The store's path.
-        path: std::path::PathBuf,
-        /// The underlying error.
-        message: String,
-        /// What kind of failure it is, for callers that answer each differently (an HTTP 507
-        /// for a full disk).
-        fault: WriteFault,
-    },
-    /// A row could not be encoded or decoded.
-    #[error("cannot encode or decode row {id}: {message}")]
-    Codec {
-        /// The row's child id.
-        id: String,
-        /// The codec's error.
-        message: String,
-    },
-    /// The backend has shut down (its writer is gone).
-    #[error("store is closed")]
-    Closed,
-    /// An error from a user-supplied backend.
-    #[error("storage backend error: {0}")]
-    Backend(String),
-}
-
-/// Why a write did not reach the disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WriteFault {
-    /// The filesystem is full (`ENOSPC`, `EDQUOT`): writes succeed again once space returns.
-    NoSpace,
-    /// The filesystem or the file is read-only, or the process may not write it.
-    ReadOnly,
-    /// The store's file was removed or replaced under the running store: nothing written now
-    /// would be found after a restart.
-    Gone,
-    /// Any other failure (an I/O error of the device, a value LMDB refuses).
-    Io,
-}
-
-impl WriteFault {
-    /// The fault of an OS error.
-    pub fn of_os_error(e: &std::io::Error) -> Self {
-        match e.raw_os_error() {
-            Some(code) if code == nix::libc::ENOSPC || code == nix::libc::EDQUOT => Self::NoSpace,
-            Some(code)
-                if code == nix::libc::EROFS
-                    || code == nix::libc::EACCES
-                    || code == nix::libc::EPERM =>
-            {
-                Self::ReadOnly
-            }
-            _ => Self::Io,
-        }
-    }
-}
-
-impl StorageError {
-    /// Whether this is a write refused for lack of space.
-    pub fn is_no_space(&self) -> bool {
-        matches!(
-            self,
-            StorageError::Write {
-                fault: WriteFault::NoSpace,
-                ..
-            }
-        )
-    }
-}
 
 /// A row as stored, with its optional expiry (wall-clock ms since the Unix epoch).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -358,52 +263,6 @@ impl<'a> PageIds<'a> {
     }
 }
 
-/// Which backend a hub keeps its registry copy in (the config's `registry_backend`).
-///
-/// The disk backends default their path to `<data_dir>/process_hub/<hub_id>/`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum BackendConfig {
-    /// In memory only (default); rebuilt from peers after a restart.
-    #[default]
-    Memory,
-    /// LMDB on disk: reads and writes go to disk; every `Ok` is fsync'd.
-    Lmdb {
-        /// Directory of the store; `None` for the default under the data dir.
-        #[serde(default)]
-        path: Option<PathBuf>,
-    },
-    /// Memory for reads, mirrored synchronously to LMDB; every `Ok` is fsync'd.
-    Durable {
-        /// Directory of the store; `None` for the default under the data dir.
-        #[serde(default)]
-        path: Option<PathBuf>,
-    },
-    /// A backend of the user's, opened by the factory registered under `name`
-    /// ([`crate::HubBuilder::storage_backend`]) with these options.
-    Custom {
-        /// The factory's name.
-        name: String,
-        /// Its options, as strings.
-        #[serde(default)]
-        options: std::collections::BTreeMap<String, String>,
-    },
-}
-
-impl BackendConfig {
-    /// The directory a disk backend uses: its configured path, or
-    /// `<data_dir>/process_hub/<hub_id>/`. `None` for the memory backend.
-    pub fn disk_path(&self, data_dir: &Path, hub_id: &str) -> Option<PathBuf> {
-        let default = || data_dir.join("process_hub").join(hub_id);
-        match self {
-            BackendConfig::Memory | BackendConfig::Custom { .. } => None,
-            BackendConfig::Lmdb { path } | BackendConfig::Durable { path } => {
-                Some(path.clone().unwrap_or_else(default))
-            }
-        }
-    }
-}
-
 /// Opens the configured backend for `hub_id`, with default [`DiskOptions`] for disk backends.
 ///
 /// Disk backends keep their registry in `<store dir>/registry.lmdb` (see
@@ -435,5 +294,30 @@ pub fn open_backend_with(
             "registry backend {name:?} is a custom one: register its factory with HubBuilder::storage_backend"
         ))),
         _ => Ok(Arc::new(MemoryStorage::new())),
+    }
+}
+
+impl crate::types::ChildStartError {
+    /// The error of a start whose registry write failed: a full disk is told apart, because
+    /// the caller may simply try again once space returns.
+    pub fn of_storage(e: &StorageError) -> Self {
+        let message = e.to_string();
+        if e.is_no_space() {
+            Self::InsufficientStorage { message }
+        } else {
+            Self::Storage { message }
+        }
+    }
+}
+
+impl crate::types::ChildStopError {
+    /// The error of a stop whose registry write failed (a full disk told apart).
+    pub fn of_storage(e: &StorageError) -> Self {
+        let message = e.to_string();
+        if e.is_no_space() {
+            Self::InsufficientStorage { message }
+        } else {
+            Self::Storage { message }
+        }
     }
 }

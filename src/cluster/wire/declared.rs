@@ -5,8 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::errors::RecoveryError;
 use crate::model::{ChildId, ChildSpec, Metadata};
+use crate::types::RecoveryError;
 
 /// A mutation of the declared list routed to the leader.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -25,7 +25,6 @@ use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, Supervisio
 
 use super::protocol::{ChildSupMsg, NodeStartReport, RegistryOp, StartBatch, StopBatch, WriteDone};
 use super::HubShared;
-use crate::api::errors::ChildStartError;
 use crate::core::handover::HANDOVER_METADATA_KEY;
 use crate::core::{
     restart_decision, ExitKind, IntensityVerdict, RestartDecision, RestartIntensity,
@@ -39,6 +38,7 @@ use crate::model::{
 };
 use crate::storage::StorageError;
 use crate::telemetry::failure_tally::FailureTally;
+use crate::types::ChildStartError;
 
 mod stopping;
 

@@ -14,10 +14,10 @@ use ractor::{ActorCell, ActorId, ActorRef};
 use tokio::task::JoinHandle;
 
 use super::ChildSupState;
-use crate::api::errors::ChildStopError;
 use crate::hub::protocol::{ChildSupMsg, NodeStopReport, RegistryOp, StopBatch, StopReply};
 use crate::model::{ChildId, Shutdown};
 use crate::storage::StorageError;
+use crate::types::ChildStopError;
 
 pub(super) struct StoppingChild {
     pub id: ChildId,

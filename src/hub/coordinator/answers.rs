@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 use ractor::ActorRef;
 
 use super::{CoordinatorState, PendingOperation, StartPurpose, StopPurpose};
-use crate::api::errors::{ChildStartError, ChildStopError};
-use crate::api::options::OnFailure;
-use crate::api::results::{ChildFailure, StartedChild, StopFailure, StopResult, StoppedChild};
 use crate::hub::protocol::{CoordinatorMsg, NodeStartReport, NodeStopReport};
 use crate::model::{ChildId, NodeName};
+use crate::types::OnFailure;
+use crate::types::{ChildFailure, StartedChild, StopFailure, StopResult, StoppedChild};
+use crate::types::{ChildStartError, ChildStopError};
 
 impl CoordinatorState {
     pub(crate) fn on_node_started(

@@ -9,7 +9,6 @@ use std::time::Duration;
 use ractor::{ActorRef, RpcReplyPort};
 
 use super::{relay, CoordinatorState, Timer};
-use crate::api::errors::{ChildStartError, ChildStopError};
 use crate::cluster::transport::{EventSink, Network, Transport, TransportError};
 use crate::cluster::wire::budget::{chunk_by_bytes, FRAME_BUDGET_BYTES};
 use crate::cluster::wire::{RequestId, StartItem, WireMsg};
@@ -23,6 +22,7 @@ use crate::hub::protocol::{
 };
 use crate::hub::HubShared;
 use crate::model::{ChildId, NodeName, Row};
+use crate::types::{ChildStartError, ChildStopError};
 
 /// How many times a start may be forwarded between nodes whose rings disagree.
 pub(super) const MAX_HOPS: u8 = 3;

@@ -24,15 +24,15 @@ use ractor::{ActorCell, ActorRef, RpcReplyPort};
 
 use super::cluster::{Cause, Internal};
 use super::{CoordinatorState, StartPurpose, StopPurpose};
-use crate::api::errors::ChildStartError;
-use crate::api::options::OnFailure;
-use crate::api::results::StartResult;
 use crate::cluster::wire::WireMsg;
 use crate::core::handover::{move_mode, state_digest, HeldCast, MoveMode, HANDOVER_METADATA_KEY};
 use crate::events::{HandoverOutcome, HubEvent, MoveReason};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg};
 use crate::kinds::HandoverError;
 use crate::model::{ChildId, NodeName, Pid, Row};
+use crate::types::ChildStartError;
+use crate::types::OnFailure;
+use crate::types::StartResult;
 
 /// What to do once the exports of a batch are in.
 pub(crate) enum AfterExport {

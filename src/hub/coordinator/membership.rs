@@ -11,7 +11,6 @@ use tokio::time::Instant;
 use ractor::ActorRef;
 
 use super::{CoordinatorState, PendingOperation};
-use crate::api::errors::{ChildStartError, ChildStopError};
 use crate::cluster::transport::TransportEvent;
 use crate::cluster::wire::WireMsg;
 use crate::core::boot_token::PeerBoot;
@@ -19,6 +18,7 @@ use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg, DeclaredMsg, NodeStopReport, RegistryOp};
 use crate::model::{ChildId, NodeName};
+use crate::types::{ChildStartError, ChildStopError};
 
 /// How long after a peer came up its registry may take before it is asked for again (and
 /// then at this interval, [`NODEUP_RECONCILE_ATTEMPTS`] times in all).

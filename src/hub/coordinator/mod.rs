@@ -50,11 +50,11 @@ use tokio::task::JoinHandle;
 
 use super::protocol::{CoordinatorMsg, StartReplyPort, StopReplyPort};
 use super::HubShared;
-use crate::api::errors::{StartError, StopError};
-use crate::api::options::OnFailure;
-use crate::api::results::{StartResult, StopFailure};
 use crate::hooks::{HookEvent, HookKey};
 use crate::model::{ChildId, Metadata, NodeName};
+use crate::types::OnFailure;
+use crate::types::{StartError, StopError};
+use crate::types::{StartResult, StopFailure};
 
 use cluster::ClusterState;
 

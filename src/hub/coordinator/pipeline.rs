@@ -16,10 +16,6 @@ use super::{
     CoordinatorState, PendingOperation, PendingStart, PendingStop, ReplicaStarts, StartPurpose,
     StopPurpose,
 };
-use crate::api::errors::ChildStartError;
-use crate::api::errors::ChildStopError;
-use crate::api::options::{OnFailure, StartOptions, StopOptions};
-use crate::api::results::{ChildFailure, StartResult, StopFailure, StopResult};
 use crate::core::{plan_start, Rejection};
 use crate::hub::protocol::{
     CoordinatorMsg, NodeStartReport, StartBatch, StartReply, StartReplyPort, StopBatch, StopReply,
@@ -27,6 +23,10 @@ use crate::hub::protocol::{
 };
 use crate::hub::shared::simulation::InjectedBug;
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName};
+use crate::types::ChildStartError;
+use crate::types::ChildStopError;
+use crate::types::{ChildFailure, StartResult, StopFailure, StopResult};
+use crate::types::{OnFailure, StartOptions, StopOptions};
 
 impl CoordinatorState {
     /// (from this node) or as a `StartReply` over the wire (from a peer).

@@ -24,9 +24,6 @@ use ractor::ActorRef;
 use super::cluster::{Cause, Internal, RetryTimer};
 use super::handover::AfterExport;
 use super::{CoordinatorState, StartPurpose, StopPurpose};
-use crate::api::errors::{ChildStartError, ChildStopError};
-use crate::api::options::OnFailure;
-use crate::api::results::{StartResult, StopFailure};
 use crate::core::redistribution::{plan_replicated_redistribution, DeclaredKnowledge, Liveness};
 use crate::events::{HubEvent, MoveReason};
 use crate::hooks::{HookEvent, HookKey};
@@ -34,6 +31,9 @@ use crate::hub::protocol::{ClusterMsg, CoordinatorMsg};
 use crate::hub::shared::simulation::InjectedBug;
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName, Row};
 use crate::telemetry::failure_tally::FailureTally;
+use crate::types::OnFailure;
+use crate::types::{ChildStartError, ChildStopError};
+use crate::types::{StartResult, StopFailure};
 
 type Batches = BTreeMap<NodeName, Vec<(ChildSpec, Metadata)>>;
 

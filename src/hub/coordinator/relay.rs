@@ -24,9 +24,9 @@ use tokio::time::Instant;
 
 use super::messaging::{self, answer_call};
 use super::CoordinatorState;
-use crate::api::errors::ChildStartError;
 use crate::cluster::wire::{RequestId, StartedChild, WireMsg};
 use crate::model::{ChildId, NodeName};
+use crate::types::ChildStartError;
 
 /// A forwarded start is forgotten after this many `default_timeout`s without an answer: only a
 /// memory bound (the origin gave up long before), never a behaviour.

@@ -16,7 +16,6 @@ use ractor::ActorRef;
 
 use super::cluster::MAX_HOPS;
 use super::CoordinatorState;
-use crate::api::errors::{ChildStartError, ChildStopError};
 use crate::cluster::wire::{self, RequestId, StartItem, StartedChild, WireMsg};
 use crate::core::handover::HANDOVER_METADATA_KEY;
 use crate::hooks::{HookEvent, HookKey};
@@ -26,6 +25,7 @@ use crate::hub::protocol::{
 };
 use crate::model::{validate_stored_child, ChildId, NodeName};
 use crate::telemetry::refusals::Refusal;
+use crate::types::{ChildStartError, ChildStopError};
 
 fn code_of<E: serde::Serialize>(e: &E) -> (String, String) {
     let json = serde_json::to_value(e).unwrap_or_default();

@@ -23,12 +23,12 @@ use ractor::ActorRef;
 
 use super::persist::AfterPersist;
 use super::DeclaredLeaderState;
-use crate::api::errors::RecoveryError;
 use crate::core::boot::{BootDecision, CopySource, DurableEvidence, ParkReason};
 use crate::core::declared_state::DeclaredState;
 use crate::hub::protocol::DeclaredMsg;
 use crate::storage::declared_store::Resynced;
 use crate::storage::StorageError;
+use crate::types::RecoveryError;
 
 /// How long after a failed write (or a rebuild that could not read the disk) the leader tries
 /// again.

@@ -7,14 +7,14 @@ use std::sync::Arc;
 
 use ractor::ActorRef;
 
-use crate::api::errors::{ChildStartError, ChildStopError, StartError, StopError};
-use crate::api::options::{StartOptions, StopOptions};
-use crate::api::results::{
-    ChildFailure, PendingStart, PendingStop, StartedChild, StopFailure, StopResult, StoppedChild,
-};
 use crate::hub::protocol::{DeclaredMsg, StartReplyPort, StopReplyPort};
 use crate::hub::HubShared;
 use crate::model::{ChildId, ChildSpec, NodeName};
+use crate::types::{
+    ChildFailure, PendingStart, PendingStop, StartedChild, StopFailure, StopResult, StoppedChild,
+};
+use crate::types::{ChildStartError, ChildStopError, StartError, StopError};
+use crate::types::{StartOptions, StopOptions};
 
 /// A durable start whose declaration is committed, on its way to the Coordinator.
 pub(crate) struct DeclaredStart {

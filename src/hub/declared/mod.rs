@@ -49,7 +49,6 @@ use self::remote::RemoteMutations;
 use super::protocol::DeclaredMsg;
 use super::shared::recovery::RecoveryShared;
 use super::HubShared;
-use crate::api::errors::RecoveryError;
 use crate::cluster::wire::budget::encoded_len;
 use crate::cluster::wire::WireMsg;
 use crate::core::boot::{decide_boot, BootDecision, CopySource, DurableEvidence, ManifestFetch};
@@ -63,6 +62,7 @@ use crate::model::NodeName;
 use crate::storage::declared_store::DeclaredStore;
 use crate::storage::StorageError;
 use crate::telemetry::refusals::Refusal;
+use crate::types::RecoveryError;
 
 pub(crate) struct DeclaredLeader;
 

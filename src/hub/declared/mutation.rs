@@ -13,13 +13,13 @@ use super::forward::{
 };
 use super::persist::AfterPersist;
 use super::{DeclaredLeaderState, Then};
-use crate::api::errors::{ChildStartError, RecoveryError, StartError, StopError};
-use crate::api::options::{StartOptions, StopOptions};
-use crate::api::results::ChildFailure;
 use crate::cluster::wire::DeclaredOp;
 use crate::hub::protocol::{DeclaredMsg, StartReplyPort, StopReplyPort};
 use crate::hub::shared::simulation::{InjectedBug, Observation};
 use crate::model::{validate_child, ChildId, ChildSpec, Restart, RESERVED_METADATA_KEY};
+use crate::types::ChildFailure;
+use crate::types::{ChildStartError, RecoveryError, StartError, StopError};
+use crate::types::{StartOptions, StopOptions};
 
 impl DeclaredLeaderState {
     /// Applies `op` here, this node being the leader: persists it, then `then` gets the new

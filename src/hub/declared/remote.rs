@@ -18,12 +18,12 @@ use std::sync::{Arc, Mutex};
 use ractor::ActorRef;
 
 use super::Then;
-use crate::api::errors::RecoveryError;
 use crate::cluster::wire::budget::FRAME_BUDGET_BYTES;
 use crate::cluster::wire::{DeclaredOp, RequestId, WireMsg};
 use crate::hub::protocol::DeclaredMsg;
 use crate::hub::HubShared;
 use crate::model::{ChildId, NodeName};
+use crate::types::RecoveryError;
 
 type Timer = tokio::task::JoinHandle<Result<(), ractor::MessagingErr<DeclaredMsg>>>;
 

@@ -274,7 +274,7 @@ async fn serve(
             }
         }
         EndpointRequest::StopChildren { ids } => {
-            let opts = crate::api::options::StopOptions::new();
+            let opts = crate::types::StopOptions::new();
             match root
                 .call(|reply| HubMsg::StopChildren { ids, opts, reply }, wait)
                 .await

@@ -12,13 +12,13 @@ use std::sync::{Arc, Mutex};
 use ractor::ActorRef;
 
 use super::super::HubShared;
-use crate::api::monitor::{ChildDown, DownSink, MonitorId, MonitorOptions};
 use crate::api::remote::{
     encode, DownSinkMsg, EndpointMsg, EndpointReply, RemoteDown, RemoteFailure,
     MAX_ENDPOINT_MONITORS, MAX_MONITORS_PER_CLIENT,
 };
 use crate::core::remote_monitors::{EndpointHolds, HoldRefused};
 use crate::model::ChildId;
+use crate::types::{ChildDown, DownSink, MonitorId, MonitorOptions};
 
 /// The monitors an endpoint holds for clients, shared with the hub monitors' sinks.
 #[derive(Clone)]

@@ -9,8 +9,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::api::errors::{ChildStartError, ChildStopError};
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName, Pid};
+use crate::types::{ChildStartError, ChildStopError};
 
 /// What a node answers to a start batch.
 #[derive(Debug, Default)]

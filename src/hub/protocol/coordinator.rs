@@ -6,11 +6,11 @@ use std::time::Duration;
 use ractor::RpcReplyPort;
 
 use super::child_supervisor::{NodeStartReport, NodeStopReport};
-use crate::api::errors::{ChildMessageError, StartError, StopError};
-use crate::api::options::{StartOptions, StopOptions};
-use crate::api::results::{StartResult, StopResult};
 use crate::cluster::transport::TransportEvent;
 use crate::model::{ChildId, ChildSpec, NodeName};
+use crate::types::{ChildMessageError, StartError, StopError};
+use crate::types::{StartOptions, StopOptions};
+use crate::types::{StartResult, StopResult};
 
 pub(crate) type StartReplyPort = RpcReplyPort<Result<StartResult, StartError>>;
 pub(crate) type StopReplyPort = RpcReplyPort<Result<StopResult, StopError>>;

@@ -4,12 +4,12 @@
 use ractor::RpcReplyPort;
 
 use super::coordinator::{StartReplyPort, StopReplyPort};
-use crate::api::errors::RecoveryError;
-use crate::api::options::{StartOptions, StopOptions};
 use crate::cluster::wire::WireMsg;
 use crate::core::declared_list::DeclaredList;
 use crate::model::{ChildId, ChildSpec, NodeName};
 use crate::storage::StorageError;
+use crate::types::RecoveryError;
+use crate::types::{StartOptions, StopOptions};
 
 pub(crate) enum DeclaredMsg {
     /// A start with `durable: true`.

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::api::options::StartOptions;
 use crate::core::guided::Guided;
 use crate::core::reconcile::{
     defer_to_owners, plan_replicated_round, OrphanStart, QuietRound, RoundInputs, RoundStats,
@@ -25,6 +24,7 @@ use crate::hub::HubShared;
 use crate::manifest::fetch_within;
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName, RESERVED_METADATA_KEY};
 use crate::telemetry::failure_tally::FailureTally;
+use crate::types::StartOptions;
 
 /// Runs one round and returns what the actor keeps.
 pub(super) async fn run_round(
@@ -419,7 +419,7 @@ async fn submit_paced(
 }
 
 type StartAnswer =
-    tokio::sync::oneshot::Receiver<Result<crate::StartResult, crate::api::errors::StartError>>;
+    tokio::sync::oneshot::Receiver<Result<crate::StartResult, crate::types::StartError>>;
 
 /// One start request per distinct metadata (options carry one metadata map per request).
 ///

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::api::errors::AwaitNormalTimeout;
 use crate::core::recovery::RecoveryState;
+use crate::types::AwaitNormalTimeout;
 
 /// The published recovery state of one hub on one node. Cheap to clone.
 #[derive(Clone, Debug)]

@@ -306,7 +306,7 @@ impl HubShared {
     pub fn place_by_load(
         &self,
         specs: &[crate::model::ChildSpec],
-        opts: &mut crate::api::StartOptions,
+        opts: &mut crate::types::StartOptions,
     ) {
         opts.placed_by_load.clear();
         if self.config.distribution != crate::config::Distribution::LoadBalanced {
@@ -332,7 +332,7 @@ impl HubShared {
     /// A child placed by load whose recorded nodes are all gone (the Reconciler bringing it
     /// back after an outage) starts on its ring owners and is recorded there, as a
     /// re-placement records it (`core::redistribution`).
-    pub fn refresh_load_placements(&self, ring: &HashRing, opts: &mut crate::api::StartOptions) {
+    pub fn refresh_load_placements(&self, ring: &HashRing, opts: &mut crate::types::StartOptions) {
         let k = self.config.replication_factor.max(1);
         for id in &opts.placed_by_load {
             let Some(nodes) = opts.child_mapping.get_mut(id) else {
@@ -451,7 +451,7 @@ impl HubShared {
         &self,
         wanted: usize,
         timeout: std::time::Duration,
-    ) -> Result<usize, crate::api::errors::WaitForMembersTimeout> {
+    ) -> Result<usize, crate::types::WaitForMembersTimeout> {
         let mut count = self.member_count.subscribe();
         let reached = tokio::time::timeout(timeout, count.wait_for(|n| *n >= wanted))
             .await
@@ -460,7 +460,7 @@ impl HubShared {
             .map(|seen| *seen);
         // The sender lives as long as the hub's shared state, which this wait borrows: a
         // closed channel cannot happen, but it would answer as a timeout rather than panic.
-        reached.ok_or_else(|| crate::api::errors::WaitForMembersTimeout {
+        reached.ok_or_else(|| crate::types::WaitForMembersTimeout {
             wanted,
             seen: *self.member_count.borrow(),
             waited_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
@@ -564,11 +564,11 @@ impl HubShared {
     pub fn check_kind(
         &self,
         spec: &crate::model::ChildSpec,
-    ) -> Result<(), crate::api::ChildStartError> {
+    ) -> Result<(), crate::types::ChildStartError> {
         if self.kinds.contains(&spec.kind) {
             return Ok(());
         }
-        Err(crate::api::ChildStartError::UnknownKind {
+        Err(crate::types::ChildStartError::UnknownKind {
             kind: spec.kind.clone(),
             known: self.kinds.names(),
         })
@@ -579,7 +579,7 @@ impl HubShared {
     pub fn check_mapping(
         &self,
         ring: &HashRing,
-        opts: &crate::api::StartOptions,
+        opts: &crate::types::StartOptions,
         id: &ChildId,
     ) -> Result<(), crate::core::guided::MappingError> {
         let required = self.config.distribution == crate::config::Distribution::Guided;

@@ -24,11 +24,11 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::HubShared;
-use crate::api::monitor::{ChildDown, DownSink, MonitorId, MonitorOptions};
 use crate::cluster::wire::WireMsg;
 use crate::core::child_route::{Asking, ChildRoute};
 use crate::hub::shared::simulation::InjectedBug;
 use crate::model::{ChildId, DownReason, NodeName};
+use crate::types::{ChildDown, DownSink, MonitorId, MonitorOptions};
 
 /// The most watches one peer may hold on this node's children.
 pub(crate) const MAX_WATCHES_PER_PEER: usize = 100_000;

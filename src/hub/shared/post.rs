@@ -10,10 +10,6 @@ use std::time::Duration;
 use ractor::RpcReplyPort;
 
 use super::HubShared;
-use crate::api::errors::{
-    ChildMessageError, ChildStartError, ChildStopError, RecoveryError, StartError, StopError,
-};
-use crate::api::options::{StartOptions, StopOptions};
 use crate::cluster::wire::{RequestId, WireMsg};
 use crate::hub::protocol::{
     ChildCallReplyPort, ChildSupMsg, ClusterMsg, CoordinatorMsg, DeclaredMsg, NodeStartReport,
@@ -22,6 +18,10 @@ use crate::hub::protocol::{
 };
 use crate::model::{ChildId, ChildSpec, NodeName};
 use crate::storage::StorageError;
+use crate::types::{
+    ChildMessageError, ChildStartError, ChildStopError, RecoveryError, StartError, StopError,
+};
+use crate::types::{StartOptions, StopOptions};
 
 fn start_unavailable(node: &NodeName, batch: StartBatch, reason: &str) {
     let errors = batch

@@ -34,15 +34,15 @@ use super::reads;
 use super::reconciler::{Reconciler, ReconcilerArgs};
 use super::registry::{Registry, RegistryArgs};
 use super::HubShared;
-use crate::api::errors::{RecoveryError, StartError, StopError};
 use crate::api::msg::HubMsg;
-use crate::api::options::{StartOptions, StopOptions};
 use crate::api::remote::endpoint_name;
 use crate::core::{IntensityVerdict, RestartIntensity};
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
 use crate::manifest::OnShipFailure;
 use crate::model::{ChildId, ChildSpec};
+use crate::types::{RecoveryError, StartError, StopError};
+use crate::types::{StartOptions, StopOptions};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Role {

@@ -104,22 +104,6 @@ impl StartOptions {
         self
     }
 
-    /// The metadata child `id` is stored with: the request's, plus the hub's record of its
-    /// placement when the mapping names it.
-    pub(crate) fn metadata_for(&self, id: &ChildId) -> Metadata {
-        let mut metadata = self.metadata.clone();
-        if let Some(nodes) = self.child_mapping.get(id) {
-            let by_load = self.placed_by_load.contains(id);
-            crate::core::guided::Guided {
-                nodes: nodes.clone(),
-                fallback: self.guided_fallback || by_load,
-                by_load,
-            }
-            .write(&mut metadata);
-        }
-        metadata
-    }
-
     /// Sets the timeout.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
