@@ -274,7 +274,11 @@ fn a_node_whose_seed_fails_the_tls_handshake_is_isolated_for_tls_and_the_seed_co
     other_ca.extend(short.clone());
     // It trusts the seed's CA, but expects another server name than the seed's certificate's.
     let mut other_name = cluster_ca.node_flags("other-name", &cluster_ca.ca_path());
-    set_flag(&mut other_name, "--tls-server-name", "elsewhere.cluster.test");
+    set_flag(
+        &mut other_name,
+        "--tls-server-name",
+        "elsewhere.cluster.test",
+    );
     other_name.extend(short.clone());
     // It trusts the seed, but the seed does not trust its certificate: under TLS 1.3 its side
     // of the handshake completes before the seed checks its certificate and refuses it.
