@@ -252,6 +252,80 @@ fn under_mutual_tls_a_peer_without_a_certificate_from_the_ca_never_joins() {
     cluster.shutdown(Duration::from_secs(30));
 }
 
+/// Replaces the value of `flag` in `flags`.
+fn set_flag(flags: &mut [String], flag: &str, value: &str) {
+    let at = flags.iter().position(|f| f == flag).expect("flag present");
+    flags[at + 1] = value.to_owned();
+}
+
+#[test]
+fn a_node_whose_seed_fails_the_tls_handshake_is_isolated_for_tls_and_the_seed_counts_no_refusal() {
+    let certs = tempfile::tempdir().expect("tempdir");
+    let cluster_ca = Pki::new(certs.path(), "cluster");
+    let rogue_ca = Pki::new(certs.path(), "rogue");
+    let options = ClusterOptions {
+        extra_args: cluster_ca.node_flags("seed", &cluster_ca.ca_path()),
+        ..ClusterOptions::default()
+    };
+    let mut cluster = LocalCluster::start(binary(), 1, &options, None).expect("seed spawns");
+    let short = ["--isolated-after-ms".to_owned(), "300".to_owned()];
+    // Its seed presents a certificate from a CA it does not trust.
+    let mut other_ca = rogue_ca.node_flags("other-ca", &rogue_ca.ca_path());
+    other_ca.extend(short.clone());
+    // It trusts the seed's CA, but expects another server name than the seed's certificate's.
+    let mut other_name = cluster_ca.node_flags("other-name", &cluster_ca.ca_path());
+    set_flag(
+        &mut other_name,
+        "--tls-server-name",
+        "elsewhere.cluster.test",
+    );
+    other_name.extend(short.clone());
+    // It trusts the seed, but the seed does not trust its certificate: under TLS 1.3 its side
+    // of the handshake completes before the seed checks its certificate and refuses it.
+    let mut refused = rogue_ca.node_flags("refused", &cluster_ca.ca_path());
+    refused.extend(short);
+    let seed = cluster.nodes[0].listen.to_string();
+    let mut expected = Vec::new();
+    for (flags, what) in [
+        (other_ca, "certificate"),
+        (other_name, "certificate"),
+        (refused, "alert"),
+    ] {
+        let i = cluster
+            .add_node(&ClusterOptions {
+                extra_args: flags,
+                ..options.clone()
+            })
+            .expect("node spawns");
+        expected.push((i, what));
+    }
+    for (i, what) in expected {
+        let client = cluster.nodes[i].client();
+        let health = wait_for("the node to be isolated for TLS", DEADLINE, || {
+            let h = client.health().ok()?;
+            let tls = h
+                .unreached_seeds
+                .iter()
+                .any(|u| u.seed == seed && u.reason == "tls");
+            (h.isolated && tls).then_some(h)
+        })
+        .unwrap_or_else(|e| panic!("{e}\n{}", cluster.log_tails(40)));
+        assert_eq!(health.status, "isolated", "{health:?}");
+        let detail = &health.unreached_seeds[0].detail;
+        assert!(
+            detail.contains(what),
+            "{}: the detail names the TLS failure ({what}): {detail:?}",
+            cluster.nodes[i].name
+        );
+        assert_eq!(health.peer_auth_failures, 0, "{health:?}");
+    }
+    // The seed saw handshakes fail, not cookies: it counts no refusal, and stays ok (no seeds).
+    let health = cluster.nodes[0].client().health().expect("seed health");
+    assert_eq!(health.peer_auth_failures, 0, "{health:?}");
+    assert_eq!(health.status, "ok", "{health:?}");
+    cluster.shutdown(Duration::from_secs(30));
+}
+
 #[test]
 fn a_tls_key_others_can_read_is_refused() {
     let certs = tempfile::tempdir().expect("tempdir");

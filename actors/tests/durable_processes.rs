@@ -316,8 +316,42 @@ fn survival_in_a_cluster(backend: BackendChoice, auto_recovery: bool) {
     for node in &mut s.cluster.nodes {
         node.kill();
     }
+    if on_disk(backend) && !auto_recovery {
+        // The nodes given seeds come back first, while their seed (node 0) is still down: each
+        // has heard no peer, so it restarts none of the children its rows say it ran (its
+        // cluster might run them without it), past its replay wait and however long it stays
+        // isolated.
+        for node in &mut s.cluster.nodes[1..] {
+            node.restart().expect("node restarts");
+        }
+        for node in &s.cluster.nodes[1..] {
+            let waiting = wait_for("the replay to wait for a peer", DEADLINE, || {
+                node.log_tail(usize::MAX)
+                    .contains("recovery replay waits for a peer")
+                    .then_some(())
+            });
+            if let Err(e) = waiting {
+                s.fail(e);
+            }
+            let view = process_hub_actors::harness::census::view_of(&node.client())
+                .unwrap_or_else(|e| s.fail(e));
+            let running: Vec<&String> = view
+                .iter()
+                .filter(|(_, hosts)| hosts.contains(&node.node_name))
+                .map(|(id, _)| id)
+                .collect();
+            assert!(
+                running.is_empty(),
+                "{}: {} heard no peer and runs {running:?}",
+                s.what,
+                node.name
+            );
+        }
+    }
     for node in &mut s.cluster.nodes {
-        node.restart().expect("node restarts");
+        if !node.is_running() {
+            node.restart().expect("node restarts");
+        }
     }
     s.ready();
     let expected = survivors(backend, auto_recovery, &plain, &durable);

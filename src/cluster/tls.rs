@@ -7,9 +7,16 @@
 //! server name. A peer with the cookie but no such certificate cannot even complete the
 //! handshake.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
+use ractor::ActorRef;
+use ractor_cluster::{BoxRead, BoxWrite, ClientConnectErr, ClusterBidiStream, NodeServerMessage};
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio::net::TcpStream;
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
@@ -122,6 +129,116 @@ impl TlsConfig {
             connector: tokio_rustls::TlsConnector::from(Arc::new(client)),
             server_name: name,
         })
+    }
+}
+
+/// Called at most once with the TLS error that ended an outgoing session before its peer sent
+/// a byte (see [`dial`]).
+pub(crate) type TlsRefused = Box<dyn FnOnce(String) + Send>;
+
+/// Opens an outgoing TLS session to `addr` for `server`, as `ractor_cluster::client_connect_enc`
+/// does, and calls `refused` with the TLS error that ends it, if one does before the peer sent
+/// anything.
+///
+/// A certificate this node does not accept (another CA, another server name) fails the
+/// handshake here, as an `Encryption` error. A peer that does not accept *this* node's
+/// certificate does not: under TLS 1.3 the client's side of the handshake completes before the
+/// server checks the client's certificate, and the server's refusal (an alert) arrives on the
+/// first read, where ractor_cluster's session sees only an error and closes, before the peer
+/// named itself. Handing ractor_cluster the stream as an external transport (the same framing
+/// over the same TLS stream) lets that read error reach the caller.
+pub(crate) async fn dial(
+    server: &ActorRef<NodeServerMessage>,
+    addr: &str,
+    tls: &super::node::TlsConfig,
+    refused: TlsRefused,
+) -> Result<(), ClientConnectErr> {
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let peer = stream.peer_addr()?;
+    let local = stream.local_addr()?;
+    let stream = tls
+        .connector
+        .connect(tls.server_name.clone(), stream)
+        .await
+        .map_err(ClientConnectErr::Encryption)?;
+    ractor_cluster::client_connect_external(
+        server,
+        Box::new(Dialled {
+            stream,
+            peer,
+            local,
+            refused,
+        }),
+    )
+    .await
+}
+
+/// An outgoing TLS stream whose read half reports a TLS error before the first byte.
+struct Dialled {
+    stream: tokio_rustls::client::TlsStream<TcpStream>,
+    peer: SocketAddr,
+    local: SocketAddr,
+    refused: TlsRefused,
+}
+
+impl ClusterBidiStream for Dialled {
+    fn split(self: Box<Self>) -> (BoxRead, BoxWrite) {
+        let (read, write) = tokio::io::split(self.stream);
+        (
+            Box::new(Watched {
+                inner: read,
+                refused: Some(self.refused),
+            }),
+            Box::new(write),
+        )
+    }
+
+    // The socket addresses, as ractor_cluster names the sessions it opens itself.
+    fn peer_label(&self) -> Option<String> {
+        Some(self.peer.to_string())
+    }
+
+    fn local_label(&self) -> Option<String> {
+        Some(self.local.to_string())
+    }
+}
+
+/// A read half that calls `refused` with the first TLS error read before any byte.
+struct Watched<R> {
+    inner: R,
+    refused: Option<TlsRefused>,
+}
+
+/// Whether an I/O error from a TLS stream is TLS's own (an alert received, a bad record), not
+/// the socket's.
+fn is_tls_error(error: &std::io::Error) -> bool {
+    error
+        .get_ref()
+        .is_some_and(|inner| inner.is::<rustls::Error>())
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Watched<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
+        match &poll {
+            Poll::Ready(Ok(())) if buf.filled().len() > before => {
+                // The peer answered: later errors are not a refusal of the handshake.
+                self.refused = None;
+            }
+            Poll::Ready(Err(error)) if is_tls_error(error) => {
+                if let Some(refused) = self.refused.take() {
+                    refused(error.to_string());
+                }
+            }
+            _ => {}
+        }
+        poll
     }
 }
 

@@ -127,9 +127,10 @@ pub struct ProcessHub {
     /// Disk backends without auto-recovery (`recovery_replay`): how long a booting node waits,
     /// at least, before it restarts the children its kept rows say it ran, in ms; it also
     /// waits until every peer that came up meanwhile delivered its registry, so that a child a
-    /// peer re-placed while this node was down is not started twice. Long enough for the
-    /// node's peers to connect. Range `0..=600_000`, default 3 000. See `docs/recovery.md`,
-    /// "What survives".
+    /// peer re-placed while this node was down is not started twice, and, on a node given
+    /// seeds, until at least one peer did (an isolated node's cluster may run them without it).
+    /// Long enough for the node's peers to connect. Range `0..=600_000`, default 3 000. See
+    /// `docs/recovery.md`, "What survives".
     pub recovery_replay_wait_ms: u64,
     /// Cluster: membership events are batched; a pass runs this long after the last event, in
     /// ms. Range `0..=60_000`, default 200.

@@ -21,7 +21,13 @@
 //!   children this node ran are restarted (re-placed on their ring owner) once the node has
 //!   heard its peers: after [`BootHold::due_ms`] and once every peer that came up has delivered
 //!   its registry. In that order, a child that a peer re-placed while this node was down (it
-//!   runs there now, as the peer's registry says) is not started a second time.
+//!   runs there now, as the peer's registry says) is not started a second time. A node given
+//!   seeds ([`BootHold::needs_peer`]) also waits until at least one peer delivered its registry,
+//!   however long that takes: a node that has heard nobody cannot tell "my cluster is gone" from
+//!   "my cluster runs without me" (a wrong cookie, a partition, a TLS misconfiguration), and in
+//!   the second case its cluster re-placed these children already, so restarting them would
+//!   run each twice. Being judged isolated does not end the wait; a node meant to run alone is
+//!   started without seeds.
 //!
 //! Either way this node's bindings are dropped at open: they name processes of a previous run.
 //!
@@ -95,28 +101,58 @@ pub struct BootHold {
     /// With replay on: the earliest time (ms, the hub's clock) the hold may end, so that peers
     /// that are up have had time to connect and deliver their registries.
     pub due_ms: u64,
+    /// With replay on: the node was given seeds, so it replays only once it heard a peer (see
+    /// the module doc). `false` for a node without seeds (a deliberate single node, for which
+    /// the rows are the only record) or on a network that has no seeds to miss.
+    pub needs_peer: bool,
+    /// Whether a peer delivered its registry since the node booted.
+    pub peer_heard: bool,
+    /// Whether the wait for a peer past [`BootHold::due_ms`] was logged (once).
+    pub wait_logged: bool,
 }
 
 impl BootHold {
-    /// A hold of `plan.hosted`, due `wait_ms` after `now_ms`; `None` when nothing is held.
-    pub fn new(plan: &BootRows, replay: bool, now_ms: u64, wait_ms: u64) -> Option<Self> {
+    /// A hold of `plan.hosted`, due `wait_ms` after `now_ms`, that waits for a peer when
+    /// `needs_peer`; `None` when nothing is held.
+    pub fn new(
+        plan: &BootRows,
+        replay: bool,
+        now_ms: u64,
+        wait_ms: u64,
+        needs_peer: bool,
+    ) -> Option<Self> {
         (!plan.hosted.is_empty()).then(|| Self {
             hosted: plan.hosted.clone(),
             replay,
             due_ms: now_ms.saturating_add(wait_ms),
+            needs_peer,
+            peer_heard: false,
+            wait_logged: false,
         })
     }
 
-    /// Whether the hold ends now. With replay on: once it is due and every peer that is up has
-    /// delivered its registry (`settled`), so a child a peer runs by now is seen running there.
-    /// With replay off: once this node's first reconcile round completed (`recovered`), which
-    /// restored every declared child and knows the stops the rows do not.
+    /// A peer's registry was merged: the node has heard its cluster.
+    pub fn heard_peer(&mut self) {
+        self.peer_heard = true;
+    }
+
+    /// Whether the hold ends now. With replay on: once it is due, every peer that is up has
+    /// delivered its registry (`settled`), so a child a peer runs by now is seen running there,
+    /// and, for a node given seeds, at least one peer was heard. With replay off: once this
+    /// node's first reconcile round completed (`recovered`), which restored every declared
+    /// child and knows the stops the rows do not.
     pub fn released(&self, now_ms: u64, settled: bool, recovered: bool) -> bool {
         if self.replay {
-            now_ms >= self.due_ms && settled
+            now_ms >= self.due_ms && settled && !self.waits_for_peer()
         } else {
             recovered
         }
+    }
+
+    /// Whether the replay waits for a peer only: the node was given seeds and heard none yet
+    /// (it is joining, or isolated).
+    pub fn waits_for_peer(&self) -> bool {
+        self.replay && self.needs_peer && !self.peer_heard
     }
 }
 
@@ -210,13 +246,13 @@ mod tests {
         let me = "a@h".to_owned();
         let plan = plan_boot_rows(&[], &me, true);
         assert!(plan.is_empty());
-        assert_eq!(BootHold::new(&plan, true, 0, 100), None);
+        assert_eq!(BootHold::new(&plan, true, 0, 100, true), None);
     }
 
     #[test]
     fn replay_waits_for_its_time_and_for_every_peer_registry() {
         let plan = plan_boot_rows(&rows(), &"a@h".to_owned(), true);
-        let hold = BootHold::new(&plan, true, 1_000, 500).unwrap();
+        let hold = BootHold::new(&plan, true, 1_000, 500, false).unwrap();
         assert!(!hold.released(1_200, true, false), "not due yet");
         assert!(
             !hold.released(1_500, false, false),
@@ -226,9 +262,32 @@ mod tests {
     }
 
     #[test]
+    fn a_node_given_seeds_replays_only_once_it_heard_a_peer_however_long_it_is_isolated() {
+        let plan = plan_boot_rows(&rows(), &"a@h".to_owned(), true);
+        let mut hold = BootHold::new(&plan, true, 1_000, 500, true).unwrap();
+        assert!(hold.waits_for_peer());
+        // Due, no peer up (so `settled` holds vacuously), isolated long since: still held,
+        // since its cluster may run these children without it (a wrong cookie).
+        assert!(!hold.released(1_500, true, false));
+        assert!(!hold.released(u64::MAX, true, true));
+        hold.heard_peer();
+        assert!(!hold.waits_for_peer());
+        assert!(!hold.released(1_200, true, false), "still not due");
+        assert!(
+            !hold.released(1_500, false, false),
+            "another peer's registry is missing"
+        );
+        assert!(hold.released(1_500, true, false));
+        // Without replay the hold never waits for a peer: the reconcile decides.
+        let hold = BootHold::new(&plan, false, 1_000, 500, true).unwrap();
+        assert!(!hold.waits_for_peer());
+        assert!(hold.released(1_000, true, true));
+    }
+
+    #[test]
     fn without_replay_the_hold_ends_with_the_first_reconcile_round() {
         let plan = plan_boot_rows(&rows(), &"a@h".to_owned(), false);
-        let hold = BootHold::new(&plan, false, 1_000, 0).unwrap();
+        let hold = BootHold::new(&plan, false, 1_000, 0, true).unwrap();
         assert!(!hold.released(10_000, true, false));
         assert!(hold.released(1_000, false, true));
     }

@@ -62,6 +62,15 @@ pub enum MembershipMsg {
         /// Why the connection could not be opened.
         failure: Option<(SeedFailure, String)>,
     },
+    /// A TLS session opened to `target` ended with a TLS error before the peer sent anything:
+    /// the peer refused this node's certificate (TLS 1.3 tells the client after its side of the
+    /// handshake completed).
+    TlsRefused {
+        /// The target.
+        target: String,
+        /// The TLS error (the alert received).
+        detail: String,
+    },
     /// Adds a target to connect to (and keep reconnecting to).
     Join(String),
     /// Current counters.
@@ -276,13 +285,11 @@ impl MembershipState {
                 let result = match tls {
                     None => ractor_cluster::client_connect(&server, addr.as_str()).await,
                     Some(tls) => {
-                        ractor_cluster::client_connect_enc(
-                            &server,
-                            addr.as_str(),
-                            tls.connector,
-                            tls.server_name,
-                        )
-                        .await
+                        let (me, target) = (me.clone(), addr.clone());
+                        let refused: crate::cluster::tls::TlsRefused = Box::new(move |detail| {
+                            let _ = me.cast(MembershipMsg::TlsRefused { target, detail });
+                        });
+                        crate::cluster::tls::dial(&server, addr.as_str(), &tls, refused).await
                     }
                 };
                 if let Err(error) = &result {
@@ -496,6 +503,14 @@ impl Actor for Membership {
                     "connected; no session authenticated on it yet".to_owned(),
                 ));
                 state.connection().seeds.failed(&target, reason, detail);
+            }
+            MembershipMsg::TlsRefused { target, detail } => {
+                tracing::debug!(%target, %detail, "the peer ended the TLS session before answering");
+                state.connection().seeds.failed(
+                    &target,
+                    SeedFailure::Tls,
+                    format!("the peer refused the TLS session (does it trust this node's certificate?): {detail}"),
+                );
             }
             MembershipMsg::Join(target) => {
                 state.add_target(target);

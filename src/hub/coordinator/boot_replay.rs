@@ -4,8 +4,9 @@
 //! on their ring owners.
 //!
 //! The Coordinator checks the hold on a timer (armed at start, again until the hold ends): the
-//! hold ends with replay on once `recovery_replay_wait_ms` passed and every peer that came up
-//! delivered its registry, so a child a peer re-placed while this node was down is seen
+//! hold ends with replay on once `recovery_replay_wait_ms` passed, every peer that came up
+//! delivered its registry and, on a node given seeds, at least one peer did (never while it
+//! heard nobody, isolated or not), so a child a peer re-placed while this node was down is seen
 //! running there and not started twice; with replay off (auto-recovery) once the first
 //! reconcile round completed, which restored the declared children.
 
@@ -62,9 +63,21 @@ impl CoordinatorState {
             .is_none_or(|r| r.state.current() == RecoveryState::Normal);
         let hold = {
             let mut slot = self.hub.boot_hold.lock().unwrap_or_else(|e| e.into_inner());
-            match slot.as_ref() {
+            match slot.as_mut() {
                 None => return,
-                Some(hold) if !hold.released(now, settled, recovered) => None,
+                Some(hold) if !hold.released(now, settled, recovered) => {
+                    if now >= hold.due_ms && hold.waits_for_peer() && !hold.wait_logged {
+                        hold.wait_logged = true;
+                        tracing::warn!(
+                            children = hold.hosted.len(),
+                            "recovery replay waits for a peer: this node was given seeds and has \
+                             heard none, and its cluster may run these children without it; they \
+                             are restarted once a peer delivers its registry (see health's \
+                             unreached_seeds); a node meant to run alone is started without seeds"
+                        );
+                    }
+                    None
+                }
                 Some(_) => slot.take(),
             }
         };

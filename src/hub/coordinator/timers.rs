@@ -121,6 +121,15 @@ impl CoordinatorState {
                 };
                 if cluster.peers.contains(&from) {
                     cluster.delivered_by.insert(from.clone());
+                    if let Some(hold) = self
+                        .hub
+                        .boot_hold
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .as_mut()
+                    {
+                        hold.heard_peer();
+                    }
                     // Durable children: a completed sync round may call for a reconcile.
                     if let Some(reconciler) = self.hub.reconciler() {
                         let _ = reconciler.cast(ReconcilerMsg::SyncCompleted);

@@ -110,11 +110,18 @@ async fn open_kept_rows(shared: &Arc<HubShared>) -> Result<(), StorageError> {
         }
     );
     shared.storage.submit(batch).wait_async().await?;
+    // A node given seeds replays only once it heard a peer (`core::boot_rows`).
+    let needs_peer = shared
+        .network
+        .as_ref()
+        .and_then(|n| n.connection())
+        .is_some_and(|c| c.connectivity != crate::core::isolation::Connectivity::Alone);
     let hold = crate::core::boot_rows::BootHold::new(
         &plan,
         replay,
         shared.clock.now_ms(),
         shared.config.recovery_replay_wait_ms,
+        needs_peer,
     );
     *shared.boot_hold.lock().unwrap_or_else(|e| e.into_inner()) = hold;
     Ok(())

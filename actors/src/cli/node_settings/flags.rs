@@ -87,7 +87,8 @@ pub struct NodeFlags {
     pub nodedown_grace_ms: Option<u64>,
     /// On a disk backend without `--auto-recovery`: how long a restarting node waits for its
     /// peers before it restarts the children its registry rows say it ran, in ms (the hub's
-    /// `recovery_replay_wait_ms`; default 3000).
+    /// `recovery_replay_wait_ms`; default 3000). A node given `--join` also waits until it has
+    /// heard at least one peer, however long it is isolated.
     #[arg(long)]
     pub recovery_replay_wait_ms: Option<u64>,
     /// How new children are placed: `consistent-hash` (default: on their ring owner),
