@@ -10,6 +10,7 @@ pub mod remote;
 
 // The old paths of what moved to `crate::types`, for the crate's code until it names them
 // there.
+pub use crate::core::declared_list::DeclaredView;
 pub(crate) use crate::types::errors as typed_errors;
 pub(crate) use crate::types::{monitor, options, results};
 pub(crate) use crate::types::{
@@ -17,7 +18,6 @@ pub(crate) use crate::types::{
     StartOptions, StartResult, StopError, StopOptions, StopOutcome, StopResult,
 };
 pub use child_ref::ChildRef;
-pub use crate::core::declared_list::DeclaredView;
 pub use errors::SpawnError;
 pub use handle::{Hub, HubBuilder, HubUnavailable, ShutdownTimedOut};
 pub use msg::{HubInfo, HubMsg};
