@@ -517,15 +517,24 @@ fn durable_stops_of_children_on_a_frozen_node_answer_pending_and_settle_when_it_
         .cloned()
         .chain([elsewhere.clone()])
         .collect();
+    // (The leader answers once its copy committed; the other live node adopts the change from
+    // its broadcast a moment later.)
     for (name, client) in &live {
-        let list = client.declared().expect("declared list");
-        let kept: Vec<&String> = list
-            .children
-            .iter()
-            .map(|c| &c.id)
-            .filter(|id| stopped.contains(*id))
-            .collect();
-        assert!(kept.is_empty(), "{name} still declares {kept:?}");
+        let kept = |client: &AdminClient| -> Option<Vec<String>> {
+            let list = client.declared().ok()?;
+            Some(
+                list.children
+                    .iter()
+                    .map(|c| c.id.clone())
+                    .filter(|id| stopped.contains(id))
+                    .collect(),
+            )
+        };
+        if let Err(e) = wait_for("the live nodes to drop the stopped children", DEADLINE, || {
+            kept(client).filter(Vec::is_empty).map(|_| ())
+        }) {
+            panic!("{name} still declares {:?}: {e}", kept(client));
+        }
     }
 
     // The node comes back: it sees the list and stops what it still runs of them.
