@@ -7,7 +7,6 @@ use crate::storage::StorageError;
 
 pub(crate) use crate::types::errors::{
     AwaitNormalTimeout, ChildMessageError, ChildStartError, RecoveryError, StartError, StopError,
-    WaitForMembersTimeout,
 };
 
 /// Why a hub could not be spawned.

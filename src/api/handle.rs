@@ -10,7 +10,6 @@ use tokio::task::JoinHandle;
 
 use super::errors::AwaitNormalTimeout;
 use super::errors::{ChildMessageError, RecoveryError, SpawnError, StartError, StopError};
-use super::msg::HubMsg;
 use super::options::{StartOptions, StopOptions};
 use super::results::{ChildInfo, ProcessEntry, ProcessScope, StartResult, StopResult};
 use crate::cluster::transport::Network;
@@ -20,6 +19,7 @@ use crate::core::declared_list::DeclaredView;
 use crate::core::recovery::RecoveryState;
 use crate::events::{EventSink, HubEvent, SubscriptionId};
 use crate::hooks::{HookError, HookHandler, HookKey, Hooks};
+use crate::hub::protocol::HubMsg;
 use crate::hub::reads;
 use crate::hub::shared::recovery::RecoveryShared;
 use crate::hub::shared::Environment;
