@@ -7,6 +7,7 @@
 mod child_supervisor;
 mod coordinator;
 mod declared;
+pub(crate) mod endpoint;
 mod janitor;
 mod reconciler;
 mod registry;
