@@ -42,3 +42,13 @@ fn describe(errors: &[crate::ChildFailure]) -> String {
         .collect::<Vec<_>>()
         .join("; ")
 }
+
+impl From<crate::hub::shared::recovery::RecoveryOpenError> for SpawnError {
+    fn from(e: crate::hub::shared::recovery::RecoveryOpenError) -> Self {
+        use crate::hub::shared::recovery::RecoveryOpenError as E;
+        match e {
+            E::Storage(e) => SpawnError::Storage(e),
+            E::Manifest(e) => SpawnError::Manifest(e),
+        }
+    }
+}
