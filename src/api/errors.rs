@@ -1,13 +1,8 @@
 //! Why a hub could not be spawned: the API's own error, which wraps those of the layers it
-//! spawns the hub from. The request errors live in `crate::types::errors`; their old paths here
-//! are kept for the crate's code until it names them there.
+//! spawns the hub from. The request errors live in `crate::types::errors`.
 
 use crate::config::ConfigError;
 use crate::storage::StorageError;
-
-pub(crate) use crate::types::errors::{
-    AwaitNormalTimeout, ChildMessageError, ChildStartError, RecoveryError, StartError, StopError,
-};
 
 /// Why a hub could not be spawned.
 #[derive(Debug, thiserror::Error)]
