@@ -49,9 +49,9 @@ mod types;
 
 pub use api::remote::{RemoteChildRef, RemoteFailure, RemoteHub, RemoteHubError};
 pub use api::ChildRef;
-pub use api::DeclaredView;
-pub use api::HubInfo;
-pub use api::{Hub, HubBuilder, HubMsg, HubUnavailable, ShutdownTimedOut, SpawnError};
+pub use api::{Hub, HubBuilder, HubUnavailable, ShutdownTimedOut, SpawnError};
+pub use core::declared_list::DeclaredView;
+pub use hub::protocol::supervisor::{HubInfo, HubMsg};
 pub use process_hub_derive::ChildMessage;
 
 /// What `#[derive(ChildMessage)]` expands to refers to; not an API.

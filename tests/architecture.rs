@@ -48,14 +48,6 @@ const LAYERS: &[(&str, u8)] = &[
     ("memory_release", 0),
 ];
 
-/// The edges between nodes that break the layer rule today, as `(from, to)`: each is removed by
-/// a step of the plan that takes the graph to the order above. The check fails on a break not
-/// listed here and on a listed one that no longer occurs, so the list only shrinks.
-const KNOWN_BREAKS: &[(&str, &str)] = &[
-    // the hub names the API's options, results, errors, monitors, messages and endpoint protocol
-    ("hub", "api"),
-];
-
 // ---------------------------------------------------------------- reading the sources
 
 /// Every `.rs` file under `src/`, by its path relative to `src/`.
@@ -761,10 +753,6 @@ fn layer_breaks(krate: &Crate) -> BTreeMap<(String, String), String> {
     breaks
 }
 
-fn known(from: &str, to: &str) -> bool {
-    KNOWN_BREAKS.contains(&(from, to))
-}
-
 /// The folder of a file: its directory, or for `a/b.rs` beside a folder `a/b/` of its own
 /// submodules, that folder (a module and its submodules are one place).
 fn folder<'a>(rel: &'a str, edges: &BTreeMap<String, BTreeSet<String>>) -> &'a str {
@@ -797,29 +785,10 @@ fn every_node_has_a_layer() {
 #[test]
 fn no_edge_points_up() {
     let breaks = layer_breaks(&Crate::read());
-    let new: Vec<&String> = breaks
-        .iter()
-        .filter(|((from, to), _)| !known(from, to))
-        .map(|(_, message)| message)
-        .collect();
-    let gone: Vec<String> = KNOWN_BREAKS
-        .iter()
-        .filter(|(from, to)| !breaks.contains_key(&(from.to_string(), to.to_string())))
-        .map(|(from, to)| {
-            format!(
-                "KNOWN_BREAKS lists {from} -> {to}, which no longer breaks the layer rule: \
-                 delete its line in tests/architecture.rs"
-            )
-        })
-        .collect();
     assert!(
-        new.is_empty() && gone.is_empty(),
+        breaks.is_empty(),
         "{}",
-        new.iter()
-            .map(|s| s.as_str())
-            .chain(gone.iter().map(String::as_str))
-            .collect::<Vec<_>>()
-            .join("\n")
+        breaks.into_values().collect::<Vec<_>>().join("\n")
     );
 }
 
@@ -835,9 +804,6 @@ fn no_two_folders_depend_on_each_other() {
         let Some(back) = edges.get(&(to.clone(), from.clone())) else {
             continue;
         };
-        if known(from, to) || known(to, from) {
-            continue;
-        }
         found.push(format!(
             "{from} <-> {to}: src/{}:{} crate::{} and src/{}:{} crate::{}; no two folders of src/ \
              may depend on each other (docs/architecture.md#the-layers)",
@@ -857,7 +823,7 @@ fn telemetry_reads_no_layer() {
     let krate = Crate::read();
     let mut found = Vec::new();
     for ((from, to), refs) in krate.node_edges() {
-        if from != "telemetry" || matches!(to.as_str(), "model" | "types") || known(&from, &to) {
+        if from != "telemetry" || matches!(to.as_str(), "model" | "types") {
             continue;
         }
         found.push(format!(
@@ -883,9 +849,8 @@ fn print_graph() {
         let files: BTreeSet<&str> = refs.iter().map(|r| r.file.as_str()).collect();
         println!("  {from:>15} -> {to:<15} {}/{}", refs.len(), files.len());
     }
-    for ((from, to), message) in layer_breaks(&krate) {
-        let listed = if known(&from, &to) { "known" } else { "NEW" };
-        println!("{listed}: {message}");
+    for message in layer_breaks(&krate).into_values() {
+        println!("break: {message}");
     }
 }
 
@@ -894,13 +859,7 @@ fn print_graph() {
 #[test]
 fn no_import_cycle_spans_more_than_one_folder() {
     let krate = Crate::read();
-    // The edges behind a listed break are left out: the layer rule names those, and what
-    // remains must hold.
-    let mut edges = krate.file_edges();
-    for (file, targets) in edges.iter_mut() {
-        let from = node_of_file(file);
-        targets.retain(|t| !known(&from, &node_of_file(t)));
-    }
+    let edges = krate.file_edges();
     assert!(
         edges.len() > 50,
         "the sources were not found ({} files)",

@@ -530,9 +530,11 @@ fn durable_stops_of_children_on_a_frozen_node_answer_pending_and_settle_when_it_
                     .collect(),
             )
         };
-        if let Err(e) = wait_for("the live nodes to drop the stopped children", DEADLINE, || {
-            kept(client).filter(Vec::is_empty).map(|_| ())
-        }) {
+        if let Err(e) = wait_for(
+            "the live nodes to drop the stopped children",
+            DEADLINE,
+            || kept(client).filter(Vec::is_empty).map(|_| ()),
+        ) {
             panic!("{name} still declares {:?}: {e}", kept(client));
         }
     }

@@ -8,10 +8,11 @@
 
 use std::time::Duration;
 
-use crate::api::{ChildInfo, StopOptions};
-use crate::api::{ChildStartError, ChildStopError, Hub, StartError, StartOptions, StopError};
+use crate::api::Hub;
 use crate::core::isolation::Connectivity;
 use crate::model::{ChildId, ChildSpec, Restart};
+use crate::types::{ChildInfo, StopOptions};
+use crate::types::{ChildStartError, ChildStopError, StartError, StartOptions, StopError};
 
 use super::dto::{
     ChildView, Health, LoadsResponse, NodeLoad, NodePid, PendingChild,

@@ -24,7 +24,6 @@ use ractor::message::SerializedMessage;
 use ractor::{Message, MessagingErr, RpcReplyPort};
 use tokio::time::Instant;
 
-use super::typed_errors::ChildRefError;
 use crate::cluster::wire::budget::FRAME_BUDGET_BYTES;
 use crate::cluster::wire::WireMsg;
 use crate::core::child_route::{retry_pause_ms, Asking, ChildRoute};
@@ -32,6 +31,7 @@ use crate::core::handover::{HeldCast, HoldOutcome};
 use crate::hub::typed::RETRY_CAP_MS;
 use crate::hub::HubShared;
 use crate::model::{ChildId, NodeName};
+use crate::types::errors::ChildRefError;
 
 /// A typed reference to child `id` of a hub, from this node. Cheap to clone and send.
 pub struct ChildRef<M> {

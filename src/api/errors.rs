@@ -1,14 +1,8 @@
 //! Why a hub could not be spawned: the API's own error, which wraps those of the layers it
-//! spawns the hub from. The request errors live in `crate::types::errors`; their old paths here
-//! are kept for the crate's code until it names them there.
+//! spawns the hub from. The request errors live in `crate::types::errors`.
 
 use crate::config::ConfigError;
 use crate::storage::StorageError;
-
-pub(crate) use crate::types::errors::{
-    AwaitNormalTimeout, ChildMessageError, ChildStartError, RecoveryError, StartError, StopError,
-    WaitForMembersTimeout,
-};
 
 /// Why a hub could not be spawned.
 #[derive(Debug, thiserror::Error)]
@@ -42,4 +36,14 @@ fn describe(errors: &[crate::ChildFailure]) -> String {
         .map(|e| format!("{} on {}: {}", e.id, e.node, e.reason))
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+impl From<crate::hub::shared::recovery::RecoveryOpenError> for SpawnError {
+    fn from(e: crate::hub::shared::recovery::RecoveryOpenError) -> Self {
+        use crate::hub::shared::recovery::RecoveryOpenError as E;
+        match e {
+            E::Storage(e) => SpawnError::Storage(e),
+            E::Manifest(e) => SpawnError::Manifest(e),
+        }
+    }
 }

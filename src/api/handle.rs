@@ -8,11 +8,7 @@ use ractor::{Actor, ActorCell, ActorRef, ActorStatus};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::errors::AwaitNormalTimeout;
-use super::errors::{ChildMessageError, RecoveryError, SpawnError, StartError, StopError};
-use super::msg::HubMsg;
-use super::options::{StartOptions, StopOptions};
-use super::results::{ChildInfo, ProcessEntry, ProcessScope, StartResult, StopResult};
+use super::errors::SpawnError;
 use crate::cluster::transport::Network;
 use crate::config::LeaderElector;
 use crate::config::ProcessHub;
@@ -20,6 +16,7 @@ use crate::core::declared_list::DeclaredView;
 use crate::core::recovery::RecoveryState;
 use crate::events::{EventSink, HubEvent, SubscriptionId};
 use crate::hooks::{HookError, HookHandler, HookKey, Hooks};
+use crate::hub::protocol::HubMsg;
 use crate::hub::reads;
 use crate::hub::shared::recovery::RecoveryShared;
 use crate::hub::shared::Environment;
@@ -32,6 +29,11 @@ use crate::storage::{
     StorageFactory,
 };
 use crate::telemetry::metrics as telemetry;
+use crate::types::errors::{
+    AwaitNormalTimeout, ChildMessageError, RecoveryError, StartError, StopError,
+};
+use crate::types::options::{StartOptions, StopOptions};
+use crate::types::results::{ChildInfo, ProcessEntry, ProcessScope, StartResult, StopResult};
 
 /// A graceful shutdown did not finish within the hub's `shutdown_timeout_ms`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -277,9 +279,9 @@ impl Hub {
                     let mut again = std::collections::BTreeSet::new();
                     for e in result.errors {
                         match e.reason {
-                            crate::api::errors::ChildStartError::Partitioned
-                            | crate::api::errors::ChildStartError::NodeUnavailable { .. }
-                            | crate::api::errors::ChildStartError::NodeReceiveTimeout => {
+                            crate::types::errors::ChildStartError::Partitioned
+                            | crate::types::errors::ChildStartError::NodeUnavailable { .. }
+                            | crate::types::errors::ChildStartError::NodeReceiveTimeout => {
                                 again.insert(e.id);
                             }
                             reason => {

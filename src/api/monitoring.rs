@@ -1,11 +1,11 @@
-//! `Hub::monitor` / `Hub::demonitor`: where a monitor is set up (see [`super::monitor`] for
+//! `Hub::monitor` / `Hub::demonitor`: where a monitor is set up (see [`crate::types::monitor`] for
 //! what it promises).
 
 use tokio::sync::mpsc;
 
 use super::handle::Hub;
-use super::monitor::{ChildDown, DownSink, MonitorId, MonitorOptions};
 use crate::model::ChildId;
+use crate::types::monitor::{ChildDown, DownSink, MonitorId, MonitorOptions};
 
 impl Hub {
     /// Monitors child `id`: `target` gets exactly one [`ChildDown`] when the child exits

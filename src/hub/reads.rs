@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 
 use super::HubShared;
-use crate::api::results::{ChildInfo, ProcessEntry, ProcessScope};
 use crate::core::declared_list::DeclaredView;
 use crate::model::{ChildId, NodeName, Pid, Row};
 use crate::telemetry::metrics::{DeclaredGauges, Gauges};
+use crate::types::results::{ChildInfo, ProcessEntry, ProcessScope};
 
 fn nodes_of(row: &Row) -> Vec<(NodeName, Pid)> {
     row.node_pids.iter().map(|(n, p)| (n.clone(), *p)).collect()

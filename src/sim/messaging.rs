@@ -20,8 +20,9 @@ use super::child::SimChildMsg;
 use super::cluster::SimCluster;
 use super::invariants::{Invariant, Violation};
 use super::trace::{short, Trace};
-use crate::api::{Hub, MonitorOptions, StopOptions};
+use crate::api::Hub;
 use crate::model::{ChildId, DownReason, NodeName};
+use crate::types::{MonitorOptions, StopOptions};
 
 /// How long a typed call of the run waits.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(2);
@@ -304,7 +305,7 @@ pub async fn probe(
     let Some(stopper) = hubs.first() else {
         return Ok(counts);
     };
-    let mut channels: Vec<(String, mpsc::UnboundedReceiver<crate::api::ChildDown>)> = Vec::new();
+    let mut channels: Vec<(String, mpsc::UnboundedReceiver<crate::types::ChildDown>)> = Vec::new();
     for id in &monitored {
         for hub in &hubs {
             let (_, rx) = hub.monitor_channel((*id).clone(), MonitorOptions::default());

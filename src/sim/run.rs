@@ -21,11 +21,11 @@ use super::messaging::{self, SharedMessageLog};
 use super::state::{with_book, SharedBook, StateBook};
 use super::trace::{short, Trace};
 use super::workload::{Op, Workload, WorldView};
-use crate::api::{ChildStartError, StartOptions, StopOptions};
 use crate::config::{Distribution, Migration, PartitionTolerance, ReplicationModel, SyncStrategy};
 use crate::core::placement::HashRing;
 use crate::hub::shared::simulation::{InjectedBug, Observation};
 use crate::model::{ChildId, ChildSpec, NodeName, Pid};
+use crate::types::{ChildStartError, StartOptions, StopOptions};
 
 mod checks;
 mod requests;

@@ -16,9 +16,9 @@ use ractor::{Message, RpcReplyPort};
 
 use super::client::{unexpected, RemoteHub, RemoteHubError};
 use super::{EndpointReply, EndpointRequest, MAX_VARIANT_LEN};
-use crate::api::typed_errors::ChildRefError;
 use crate::cluster::wire::budget::FRAME_BUDGET_BYTES;
 use crate::model::ChildId;
+use crate::types::errors::ChildRefError;
 
 /// How much of a call's timeout is kept for the answer's way back from the endpoint, so that
 /// the child's own timeout comes back as a typed answer rather than as a lost reply.

@@ -9,10 +9,10 @@ use super::{
     decode, encode, endpoint_group, endpoint_node, EndpointMsg, EndpointReply, EndpointRequest,
     RemoteFailure,
 };
-use crate::api::options::StartOptions;
-use crate::api::results::{ChildInfo, StartResult, StopResult};
-use crate::api::typed_errors::ChildRefError;
 use crate::model::{ChildId, ChildSpec, NodeName};
+use crate::types::errors::ChildRefError;
+use crate::types::options::StartOptions;
+use crate::types::results::{ChildInfo, StartResult, StopResult};
 
 /// Why a remote request did not get its answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -30,9 +30,9 @@ use super::{
     decode, down_sink_group, endpoint_group, endpoint_group_hub, endpoint_node, DownSinkMsg,
     EndpointMsg, EndpointReply, EndpointRequest, RemoteDown, PROBE_EVERY, PROBE_TIMEOUT,
 };
-use crate::api::monitor::{ChildDown, DownSink, MonitorId, MonitorOptions};
 use crate::core::remote_monitors::{ClientEntry, ClientMonitors};
 use crate::model::{ChildId, DownReason};
+use crate::types::monitor::{ChildDown, DownSink, MonitorId, MonitorOptions};
 
 type Table = Arc<Mutex<ClientMonitors<DownSink>>>;
 

@@ -1,5 +1,5 @@
 //! The Endpoint actor: the hub's remote door, for clients on other nodes
-//! ([`crate::api::remote`]).
+//! (`crate::hub::protocol::endpoint`; the client is [`crate::RemoteHub`]).
 //!
 //! Spawned by the HubSupervisor when the hub's network serves remote clients (a ractor_cluster
 //! `ClusterNode`; the in-process network does not, since ractor's pg is process-global). It
@@ -27,12 +27,12 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent
 use self::monitors::Holds;
 use super::typed::{call_serialized, cast_serialized, cast_serialized_within};
 use super::HubShared;
-use crate::api::msg::HubMsg;
-use crate::api::remote::{
+use crate::cluster::wire::budget::FRAME_BUDGET_BYTES;
+use crate::hub::protocol::endpoint::{
     decode, encode, endpoint_group, is_down_sink_group, EndpointBytes, EndpointMsg, EndpointReply,
     EndpointRequest, Json, RemoteFailure, MAX_IN_FLIGHT, MAX_REMOTE_TIMEOUT, MAX_VARIANT_LEN,
 };
-use crate::cluster::wire::budget::FRAME_BUDGET_BYTES;
+use crate::hub::protocol::HubMsg;
 use crate::model::validate_child;
 use crate::model::ChildId;
 

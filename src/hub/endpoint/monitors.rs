@@ -12,11 +12,11 @@ use std::sync::{Arc, Mutex};
 use ractor::ActorRef;
 
 use super::super::HubShared;
-use crate::api::remote::{
+use crate::core::remote_monitors::{EndpointHolds, HoldRefused};
+use crate::hub::protocol::endpoint::{
     encode, DownSinkMsg, EndpointMsg, EndpointReply, RemoteDown, RemoteFailure,
     MAX_ENDPOINT_MONITORS, MAX_MONITORS_PER_CLIENT,
 };
-use crate::core::remote_monitors::{EndpointHolds, HoldRefused};
 use crate::model::ChildId;
 use crate::types::{ChildDown, DownSink, MonitorId, MonitorOptions};
 

@@ -7,9 +7,11 @@
 mod child_supervisor;
 mod coordinator;
 mod declared;
+pub(crate) mod endpoint;
 mod janitor;
 mod reconciler;
 mod registry;
+pub(crate) mod supervisor;
 
 pub(crate) use child_supervisor::{
     ChildSupMsg, NodeStartReport, NodeStopReport, StartBatch, StartReply, StopBatch, StopReply,
@@ -21,3 +23,4 @@ pub(crate) use declared::DeclaredMsg;
 pub(crate) use janitor::JanitorMsg;
 pub(crate) use reconciler::{ReconcilerMsg, RoundCarry, RoundReport};
 pub(crate) use registry::{RegistryMsg, RegistryOp, WriteDone};
+pub(crate) use supervisor::HubMsg;

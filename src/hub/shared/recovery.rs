@@ -138,6 +138,18 @@ pub(crate) struct RecoveryShared {
     store_identity: Mutex<Option<Arc<FileIdentity>>>,
 }
 
+/// Why [`RecoveryShared::open`] failed: the declared store or the remote manifest could not be
+/// opened. The hub's own error, so the hub need not know the API's `SpawnError`, which wraps it.
+#[derive(Debug, thiserror::Error)]
+pub enum RecoveryOpenError {
+    /// The declared store (or its folder) could not be opened.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// The remote manifest configured in `auto_recovery` cannot be used.
+    #[error(transparent)]
+    Manifest(#[from] crate::manifest::ManifestError),
+}
+
 impl RecoveryShared {
     /// Opens what `auto_recovery` needs before the actors boot: the declared store beside the
     /// registry (a newer format fails the spawn with `StorageError::NewerFormat`) and the remote
@@ -145,7 +157,7 @@ impl RecoveryShared {
     pub fn open(
         config: &ProcessHub,
         environment: &Environment,
-    ) -> Result<Option<Arc<Self>>, crate::api::errors::SpawnError> {
+    ) -> Result<Option<Arc<Self>>, RecoveryOpenError> {
         let Some(recovery) = &config.auto_recovery else {
             return Ok(None);
         };

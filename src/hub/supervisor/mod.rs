@@ -34,11 +34,11 @@ use super::reads;
 use super::reconciler::{Reconciler, ReconcilerArgs};
 use super::registry::{Registry, RegistryArgs};
 use super::HubShared;
-use crate::api::msg::HubMsg;
-use crate::api::remote::endpoint_name;
 use crate::core::{IntensityVerdict, RestartIntensity};
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
+use crate::hub::protocol::endpoint::endpoint_name;
+use crate::hub::protocol::HubMsg;
 use crate::manifest::OnShipFailure;
 use crate::model::{ChildId, ChildSpec};
 use crate::types::{RecoveryError, StartError, StopError};
@@ -568,7 +568,7 @@ fn answer_read(hub: &Arc<HubShared>, msg: HubMsg) {
             let _ = reply.send(hub.hooks.handler_ids(key));
         }
         HubMsg::Info { reply } => {
-            let _ = reply.send(crate::api::msg::HubInfo {
+            let _ = reply.send(crate::hub::protocol::supervisor::HubInfo {
                 hub_id: hub.config.hub_id.clone(),
                 node: hub.node.clone(),
                 clustered: hub.network.is_some(),

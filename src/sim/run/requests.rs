@@ -2,8 +2,8 @@
 //! into the ledger while the run goes on.
 
 use super::*;
-use crate::api::{StartError, StartResult, StopError, StopOutcome, StopResult};
 use crate::sim::ledger::{DurableAnswer, Told};
+use crate::types::{StartError, StartResult, StopError, StopOutcome, StopResult};
 
 /// The stable snake_case code of a per-child error (its serde tag).
 fn code_of(reason: &impl serde::Serialize) -> String {

@@ -10,16 +10,18 @@ use std::time::Duration;
 
 use ractor::{ActorCell, RpcReplyPort};
 
-use super::errors::WaitForMembersTimeout;
-use super::errors::{AwaitNormalTimeout, ChildMessageError, RecoveryError, StartError, StopError};
-use super::monitor::{DownSink, MonitorId, MonitorOptions};
-use super::options::{StartOptions, StopOptions};
-use super::results::{ChildInfo, ProcessEntry, ProcessScope, StartResult, StopResult};
 use crate::core::declared_list::DeclaredView;
 use crate::core::recovery::RecoveryState;
 use crate::events::{EventSink, SubscriptionId};
 use crate::hooks::{HookError, HookHandler, HookKey};
 use crate::model::{ChildId, ChildSpec, NodeName, Pid, Row};
+use crate::types::errors::WaitForMembersTimeout;
+use crate::types::errors::{
+    AwaitNormalTimeout, ChildMessageError, RecoveryError, StartError, StopError,
+};
+use crate::types::monitor::{DownSink, MonitorId, MonitorOptions};
+use crate::types::options::{StartOptions, StopOptions};
+use crate::types::results::{ChildInfo, ProcessEntry, ProcessScope, StartResult, StopResult};
 
 /// The messages a hub's root actor understands.
 ///
