@@ -258,13 +258,7 @@ fn a_rotating_sweep_forces_each_seeds_family_and_replays_it() {
     let line = caught_with(
         "every_replica_active",
         "one_active_replica",
-        &[
-            "--from",
-            "42",
-            "--seeds",
-            "2",
-            "--rotate-forced",
-        ],
+        &["--from", "42", "--seeds", "2", "--rotate-forced"],
     );
     assert!(
         line.ends_with("--replication-factor 2 --replication-model active-passive)"),
