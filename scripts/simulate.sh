@@ -7,16 +7,17 @@
 #   bash scripts/simulate.sh --every-family --seeds 500       every family forced on every seed,
 #                                                             one sweep per family
 #
-# Builds the binary in release unless PROCESS_HUB_SIM_PROFILE=dev (the test script uses the dev
-# build it has already made). Every flag is passed to `process-hub simulate` (see its --help).
+# Builds the binary with the simulator (the `sim` feature of process_hub_actors: the shipped
+# binary leaves this test-only code out), in release unless PROCESS_HUB_SIM_PROFILE=dev (the test
+# script's choice). Every flag is passed to `process-hub simulate` (see its --help).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile="${PROCESS_HUB_SIM_PROFILE:-release}"
 if [ "$profile" = "dev" ]; then
-  cargo build --quiet -p process_hub_actors --bin process-hub >&2
+  cargo build --quiet -p process_hub_actors --bin process-hub --features sim >&2
   bin=target/debug/process-hub
 else
-  cargo build --quiet --release -p process_hub_actors --bin process-hub >&2
+  cargo build --quiet --release -p process_hub_actors --bin process-hub --features sim >&2
   bin=target/release/process-hub
 fi
 exec "$bin" simulate "$@"

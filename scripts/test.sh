@@ -13,8 +13,12 @@ export CARGO_PROFILE_DEV_DEBUG=false CARGO_PROFILE_TEST_DEBUG=false
 export CARGO_PROFILE_DEV_STRIP=debuginfo CARGO_PROFILE_TEST_STRIP=debuginfo
 # Incremental caches only help a rebuild and cost gigabytes on a clean one.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
-echo "==> building the workspace (tests and binaries)" >&2
-cargo test --workspace --all-targets --no-run
+# Every command builds with the simulator (`process_hub_actors/sim`, which turns on
+# `process_hub/sim`): its tests (actors/tests/simulate.rs) need it, and every command building
+# the same features reuses what the first one built. The shipped binary is built without it.
+features=(--features process_hub_actors/sim)
+echo "==> building the workspace (tests and binaries, with the simulator)" >&2
+cargo test --workspace --all-targets "${features[@]}" --no-run
 
 # The S3 remote-manifest test (tests/manifest_s3.rs) runs against a real S3-compatible server:
 # moto, from PyPI. Install it if missing, start it on a free loopback port, export its endpoint,
@@ -73,7 +77,7 @@ suite_limit="${PROCESS_HUB_TEST_LIMIT_SECS:-1500}"
 echo "==> running the test suite (limit ${suite_limit}s)" >&2
 if command -v timeout >/dev/null 2>&1; then
   status=0
-  timeout -k 30 "$suite_limit" cargo test --workspace --all-targets --no-fail-fast || status=$?
+  timeout -k 30 "$suite_limit" cargo test --workspace --all-targets "${features[@]}" --no-fail-fast || status=$?
   if [ "$status" -ne 0 ]; then
     if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
       echo "error: the test suite did not finish within ${suite_limit}s (a test hangs: see the last \"running for over 60 seconds\" line above)" >&2
@@ -81,7 +85,7 @@ if command -v timeout >/dev/null 2>&1; then
     exit "$status"
   fi
 else
-  cargo test --workspace --all-targets
+  cargo test --workspace --all-targets "${features[@]}"
 fi
 
 # The doc tests: `--all-targets` does not run them. They compile every Rust snippet of the
@@ -90,7 +94,7 @@ doc_limit="${PROCESS_HUB_DOC_LIMIT_SECS:-900}"
 echo "==> running the doc tests (limit ${doc_limit}s)" >&2
 if command -v timeout >/dev/null 2>&1; then
   status=0
-  timeout -k 30 "$doc_limit" cargo test --workspace --doc || status=$?
+  timeout -k 30 "$doc_limit" cargo test --workspace --doc "${features[@]}" || status=$?
   if [ "$status" -ne 0 ]; then
     if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
       echo "error: the doc tests did not finish within ${doc_limit}s" >&2
@@ -98,7 +102,7 @@ if command -v timeout >/dev/null 2>&1; then
     exit "$status"
   fi
 else
-  cargo test --workspace --doc
+  cargo test --workspace --doc "${features[@]}"
 fi
 
 # The deterministic simulator: a sweep of seeds over whole clusters under faults, every

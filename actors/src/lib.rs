@@ -16,6 +16,9 @@ pub mod demo;
 pub mod harness;
 pub mod kv_shard;
 pub mod node;
+/// `process-hub simulate`: only in a build with the `sim` feature (test-only code stays out of
+/// what ships).
+#[cfg(feature = "sim")]
 pub mod simulate;
 pub mod ticker;
 

@@ -1,4 +1,5 @@
-//! The `process-hub` binary: run a node, the demo cluster, the benchmarks and the admin CLI (`ctl`).
+//! The `process-hub` binary: run a node, the demo cluster, the benchmarks, the admin CLI (`ctl`)
+//! and, in a build with the `sim` feature, the deterministic simulator (`simulate`).
 
 use clap::{Parser, Subcommand};
 use process_hub_actors::baseline;
@@ -31,7 +32,13 @@ enum Command {
     /// Start a 3-node cluster on loopback, start children, SIGKILL a node, print the figures.
     Demo(process_hub_actors::demo::DemoArgs),
     /// Run the deterministic simulator over many seeds (or one, with its trace).
+    #[cfg(feature = "sim")]
     Simulate(process_hub_actors::simulate::SimulateArgs),
+    /// The deterministic simulator: not in this build (`bash scripts/simulate.sh` makes one
+    /// with it).
+    #[cfg(not(feature = "sim"))]
+    #[command(disable_help_flag = true)]
+    Simulate(NoSimulatorArgs),
     /// Operate a running node through its admin API (status, children, start, explain, watch,
     /// ...). Exit codes: 0 ok, 1 refused or failed, 2 usage, 3 unreachable, 4 unauthorized.
     Ctl(process_hub_actors::ctl::CtlArgs),
@@ -39,6 +46,26 @@ enum Command {
 
 /// Exit status for a configuration the command refuses (as clap uses for bad flags).
 const EXIT_USAGE: i32 = 2;
+
+/// `process-hub simulate` in a build without the simulator: whatever flags it is given (`--help`
+/// included), it says how to get a build that has one.
+#[cfg(not(feature = "sim"))]
+#[derive(clap::Args, Debug)]
+struct NoSimulatorArgs {
+    /// The flags a build with the simulator would take.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    _flags: Vec<String>,
+}
+
+/// What `process-hub simulate` answers in a build without the `sim` feature. The simulator's
+/// bug injection and tokio's test clock are test-only code, which the shipped binary leaves out.
+#[cfg(not(feature = "sim"))]
+const NO_SIMULATOR: &str =
+    "error: this build of process-hub has no simulator (it is built without \
+the `sim` feature, which keeps test-only code out of the shipped binary).
+To simulate, run `bash scripts/simulate.sh` with the same flags from the repository (it builds \
+process-hub with the simulator, then runs `process-hub simulate`), or build such a binary with \
+`cargo build --release -p process_hub_actors --bin process-hub --features sim`.";
 
 fn run_node(flags: process_hub_actors::cli::node_settings::NodeFlags) -> Result<(), String> {
     let settings = match flags.resolve() {
@@ -157,11 +184,17 @@ fn main() {
         Command::Node(flags) => run_node(*flags),
         Command::Demo(args) => run_demo(args),
         Command::Ctl(args) => std::process::exit(process_hub_actors::ctl::run(args)),
+        #[cfg(feature = "sim")]
         Command::Simulate(args) => match process_hub_actors::simulate::run(&args) {
             Ok(true) => Ok(()),
             Ok(false) => std::process::exit(1),
             Err(e) => Err(e),
         },
+        #[cfg(not(feature = "sim"))]
+        Command::Simulate(_) => {
+            process_hub_actors::node::say_error(NO_SIMULATOR);
+            std::process::exit(EXIT_USAGE);
+        }
     };
     if let Err(message) = outcome {
         process_hub_actors::node::say_error(&format!("error: {message}"));

@@ -2,7 +2,8 @@
 //! with exit status 2, and exits 0 on SIGTERM, also while a read of its remote manifest hangs;
 //! a node whose seed does not listen reports itself isolated and not ready, one without seeds
 //! stays ok; its stderr has no colour codes when it is a pipe, and is JSON lines under
-//! `--log-format json`.
+//! `--log-format json`. `simulate` runs only in a build with the simulator; another says how to
+//! get one.
 
 use std::io::Read;
 use std::net::SocketAddr;
@@ -105,6 +106,29 @@ fn bad_flags_are_refused_with_status_2_and_a_message_naming_the_flag() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
+
+/// `simulate` exists only in a build with the `sim` feature; without it the binary says so,
+/// and how to get one, with status 2.
+#[test]
+fn simulate_runs_only_in_a_build_with_the_simulator() {
+    let out = Command::new(binary())
+        .args(["simulate", "--seeds", "1", "--jobs", "1", "--json"])
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if cfg!(feature = "sim") {
+        assert!(out.status.success(), "{stderr}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let last = stdout.lines().last().unwrap_or_default();
+        let report: serde_json::Value = serde_json::from_str(last).expect("a JSON last line");
+        assert_eq!(report["seeds"], 1, "{report}");
+    } else {
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        for needle in ["no simulator", "bash scripts/simulate.sh", "--features sim"] {
+            assert!(stderr.contains(needle), "{needle:?} in {stderr}");
+        }
     }
 }
 
