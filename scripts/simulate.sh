@@ -9,11 +9,15 @@
 #
 # Builds the binary with the simulator (the `sim` feature of process_hub_actors: the shipped
 # binary leaves this test-only code out), in release unless PROCESS_HUB_SIM_PROFILE=dev (the test
-# script's choice). Every flag is passed to `process-hub simulate` (see its --help).
+# script's choice). PROCESS_HUB_SIM_BIN names a binary already built with the simulator instead
+# (the test script passes the one its test build made, which would otherwise be rebuilt with
+# other features). Every flag is passed to `process-hub simulate` (see its --help).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile="${PROCESS_HUB_SIM_PROFILE:-release}"
-if [ "$profile" = "dev" ]; then
+if [ -n "${PROCESS_HUB_SIM_BIN:-}" ]; then
+  bin="$PROCESS_HUB_SIM_BIN"
+elif [ "$profile" = "dev" ]; then
   cargo build --quiet -p process_hub_actors --bin process-hub --features sim >&2
   bin=target/debug/process-hub
 else

@@ -113,13 +113,16 @@ fi
 # prints the command that replays it, forced flags included.
 echo "==> simulating 200 seeds, each family forced in turn (bash scripts/simulate.sh)" >&2
 sim_limit="${PROCESS_HUB_SIM_LIMIT_SECS:-900}"
+# The binary the test build above made, with the simulator (rebuilding it for the script alone
+# would take minutes: its features differ from the test build's).
+sim_bin="${CARGO_TARGET_DIR:-target}/debug/process-hub"
 if command -v timeout >/dev/null 2>&1; then
   status=0
-  PROCESS_HUB_SIM_PROFILE=dev timeout -k 30 "$sim_limit" bash scripts/simulate.sh --seeds 200 --rotate-forced --json || status=$?
+  PROCESS_HUB_SIM_BIN="$sim_bin" PROCESS_HUB_SIM_PROFILE=dev timeout -k 30 "$sim_limit" bash scripts/simulate.sh --seeds 200 --rotate-forced --json || status=$?
   if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
     echo "error: the simulation sweep did not finish within ${sim_limit}s" >&2
   fi
   exit "$status"
 else
-  PROCESS_HUB_SIM_PROFILE=dev bash scripts/simulate.sh --seeds 200 --rotate-forced --json
+  PROCESS_HUB_SIM_BIN="$sim_bin" PROCESS_HUB_SIM_PROFILE=dev bash scripts/simulate.sh --seeds 200 --rotate-forced --json
 fi
