@@ -17,6 +17,18 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 # `process_hub/sim`): its tests (actors/tests/simulate.rs) need it, and every command building
 # the same features reuses what the first one built. The shipped binary is built without it.
 features=(--features process_hub_actors/sim)
+
+# `--quick`: the inner loop, not the whole suite: the unit and property tests of both crates,
+# the layer rule, and the in-process simulator's seeds (a few drawn seeds and every regression
+# seed). Needs nothing installed; no multi-process, browser or S3 test, no sweep.
+if [ "${1:-}" = "--quick" ]; then
+  echo "==> quick: unit and property tests, the layer rule, the simulator's seeds" >&2
+  cargo test --workspace --lib "${features[@]}"
+  exec cargo test -p process_hub --test architecture --test simulation "${features[@]}"
+elif [ -n "${1:-}" ]; then
+  echo "usage: bash scripts/test.sh [--quick]" >&2
+  exit 2
+fi
 echo "==> building the workspace (tests and binaries, with the simulator)" >&2
 cargo test --workspace --all-targets "${features[@]}" --no-run
 
