@@ -1,13 +1,13 @@
 //! Finding a key given twice in one JSON object.
 //!
 //! `serde_json` reads `{"durable": true, "durable": false}` as its last value without a word,
-//! so a request that says two things would do one of them and answer 200. The start body is
-//! walked once more, keeping only each object's keys, to find such a key and where it is.
+//! so a request that says two things would do one of them and answer 200. [`read_value`] reads
+//! the start body into a [`Value`] in one pass and stops at such a key, naming where it is.
 
-use std::collections::HashSet;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
 
 /// One step of the path to a JSON value: an object's key or an array's index.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,18 +44,42 @@ pub(super) fn path_text(path: &[Step]) -> String {
     out
 }
 
-/// The first key (in the text's order) given twice in one object of `text`, if any. `text`
-/// is expected to be JSON already read once; text that is not JSON answers `None` (the
-/// caller reports that from its own reading).
-pub(super) fn find_duplicate_key(text: &[u8]) -> Option<DuplicateKey> {
+/// Why a text did not read as one JSON value without a key given twice.
+#[derive(Debug)]
+pub(super) enum Unread {
+    /// The text is not JSON.
+    NotJson(serde_json::Error),
+    /// The first key (in the text's order) given twice in one object.
+    Duplicate(DuplicateKey),
+}
+
+/// Reads `text` as one JSON value, as `serde_json::from_slice` would, except that a key given
+/// twice in one object is refused (naming the first such key and where it is) instead of
+/// taking its last value.
+pub(super) fn read_value(text: &[u8]) -> Result<Value, Unread> {
     let mut walk = Walk {
         path: Vec::new(),
         found: None,
     };
     let mut deserializer = serde_json::Deserializer::from_slice(text);
-    // The walk stops at the first duplicate with an error; only `found` matters.
-    let _ = (&mut walk).deserialize(&mut deserializer);
-    walk.found
+    let read = (&mut walk)
+        .deserialize(&mut deserializer)
+        .and_then(|value| deserializer.end().map(|()| value));
+    match (read, walk.found) {
+        (_, Some(duplicate)) => Err(Unread::Duplicate(duplicate)),
+        (Ok(value), None) => Ok(value),
+        (Err(e), None) => Err(Unread::NotJson(e)),
+    }
+}
+
+/// The first key (in the text's order) given twice in one object of `text`, if any; text that
+/// is not JSON answers `None`.
+#[cfg(test)]
+fn find_duplicate_key(text: &[u8]) -> Option<DuplicateKey> {
+    match read_value(text) {
+        Err(Unread::Duplicate(duplicate)) => Some(duplicate),
+        _ => None,
+    }
 }
 
 /// The walk through one JSON text: where it is, and the duplicate once found.
@@ -65,65 +89,62 @@ struct Walk {
 }
 
 impl<'de> DeserializeSeed<'de> for &mut Walk {
-    type Value = ();
+    type Value = Value;
 
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
         deserializer.deserialize_any(self)
     }
 }
 
 impl<'de> Visitor<'de> for &mut Walk {
-    type Value = ();
+    type Value = Value;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("any JSON value")
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
     }
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
     }
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
     }
-    fn visit_i128<E>(self, _: i128) -> Result<(), E> {
-        Ok(())
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
     }
-    fn visit_u128<E>(self, _: u128) -> Result<(), E> {
-        Ok(())
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
     }
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
     }
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
     }
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_none<E>(self) -> Result<(), E> {
-        Ok(())
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let mut index = 0;
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
         loop {
-            self.path.push(Step::Index(index));
-            let more = seq.next_element_seed(&mut *self)?;
+            self.path.push(Step::Index(items.len()));
+            let item = seq.next_element_seed(&mut *self)?;
             self.path.pop();
-            if more.is_none() {
-                return Ok(());
+            match item {
+                Some(item) => items.push(item),
+                None => return Ok(Value::Array(items)),
             }
-            index += 1;
         }
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut seen = HashSet::new();
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            if !seen.insert(key.clone()) {
+            if object.contains_key(&key) {
                 self.found = Some(DuplicateKey {
                     path: self.path.clone(),
                     key,
@@ -131,10 +152,12 @@ impl<'de> Visitor<'de> for &mut Walk {
                 return Err(de::Error::custom("duplicate key"));
             }
             self.path.push(Step::Key(key));
-            map.next_value_seed(&mut *self)?;
-            self.path.pop();
+            let value = map.next_value_seed(&mut *self)?;
+            if let Some(Step::Key(key)) = self.path.pop() {
+                object.insert(key, value);
+            }
         }
-        Ok(())
+        Ok(Value::Object(object))
     }
 }
 
@@ -161,6 +184,20 @@ mod tests {
             found(r#"[{"a":1,"a":2},{"b":1,"b":2}]"#),
             Some(("[0]".into(), "a".into()))
         );
+    }
+
+    #[test]
+    fn json_without_a_duplicate_reads_as_serde_json_reads_it() {
+        for text in [
+            r#"{"id":"a","kind":"counter","args":{"start":3,"x":[1,-2,1.5,null,true,"\u0061"]}}"#,
+            r#"[{"id":"a"},{"id":"b","metadata":{}},[],18446744073709551615,-9223372036854775808]"#,
+            r#" "text" "#,
+        ] {
+            let expected: Value = serde_json::from_slice(text.as_bytes()).unwrap();
+            assert_eq!(read_value(text.as_bytes()).unwrap(), expected, "{text}");
+        }
+        // Trailing text is not JSON, as for serde_json.
+        assert!(matches!(read_value(b"{} {}"), Err(Unread::NotJson(_))));
     }
 
     #[test]

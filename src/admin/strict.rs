@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::dto::StartSpec;
-use super::json_keys::{find_duplicate_key, path_text, DuplicateKey, Step};
+use super::json_keys::{path_text, read_value, DuplicateKey, Step, Unread};
 
 /// The fields of a child spec, as the API takes them.
 pub const START_SPEC_FIELDS: &[&str] = &[
@@ -70,20 +70,22 @@ fn type_name(value: &Value) -> &'static str {
 /// specs and whether the body was a single spec. Every spec is checked before any is
 /// answered, so one bad entry refuses the whole body.
 pub fn parse_start_body(body: &[u8]) -> Result<(Vec<StartSpec>, bool), SpecInputError> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| {
-        SpecInputError::whole(format!(
-            "the body is not JSON ({e}); it must be a child spec {} or an array of them",
-            spec_shape()
-        ))
-    })?;
-    if let Some(duplicate) = find_duplicate_key(body) {
-        let single = if value.is_object() {
-            Some(place_of(0, true))
-        } else {
-            None
-        };
-        return Err(duplicate_error(duplicate, &value, single.as_deref()));
-    }
+    let value = match read_value(body) {
+        Ok(value) => value,
+        Err(Unread::NotJson(e)) => {
+            return Err(SpecInputError::whole(format!(
+                "the body is not JSON ({e}); it must be a child spec {} or an array of them",
+                spec_shape()
+            )))
+        }
+        Err(Unread::Duplicate(duplicate)) => {
+            // The message names the entry by its id: read the body as serde_json does (the
+            // last value of a key given twice) for that alone.
+            let value: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+            let single = value.is_object().then(|| place_of(0, true));
+            return Err(duplicate_error(duplicate, &value, single.as_deref()));
+        }
+    };
     match value {
         Value::Array(entries) => {
             let specs = entries
@@ -109,17 +111,23 @@ pub fn parse_start_body(body: &[u8]) -> Result<(Vec<StartSpec>, bool), SpecInput
 /// key given twice, then as [`start_spec_from_json`] reads it. Answers the JSON as read too
 /// (what `process-hub ctl start --file` sends).
 pub fn spec_from_text(text: &[u8], at: &str) -> Result<(Value, StartSpec), SpecInputError> {
-    let value: Value = serde_json::from_slice(text).map_err(|e| SpecInputError {
-        at: at.to_owned(),
-        field: None,
-        message: format!(
-            "{at}: not JSON ({e}); a child spec is an object {}",
-            spec_shape()
-        ),
-    })?;
-    if let Some(duplicate) = find_duplicate_key(text) {
-        return Err(duplicate_error(duplicate, &value, Some(at)));
-    }
+    let value = match read_value(text) {
+        Ok(value) => value,
+        Err(Unread::NotJson(e)) => {
+            return Err(SpecInputError {
+                at: at.to_owned(),
+                field: None,
+                message: format!(
+                    "{at}: not JSON ({e}); a child spec is an object {}",
+                    spec_shape()
+                ),
+            })
+        }
+        Err(Unread::Duplicate(duplicate)) => {
+            let value: Value = serde_json::from_slice(text).unwrap_or(Value::Null);
+            return Err(duplicate_error(duplicate, &value, Some(at)));
+        }
+    };
     let spec = start_spec_from_json(&value, at)?;
     Ok((value, spec))
 }
