@@ -17,6 +17,8 @@
 //! - [`messaging`]: messages to a child by id;
 //! - [`partition`]: quorum and partition mode (`partition_tolerance`);
 //! - [`partition_flags`]: partition mode and the membership lock as published to every actor;
+//! - [`handoffs`]: the hot-move tables (children moving away, states arriving), and
+//!   [`handoff_routing`]: holding, forwarding and re-routing a moving child's casts over them;
 //! - [`loads`]: this node's load sample and every member's load (load-based placement);
 //! - [`timers`]: the cluster half's timers and completions, and their dispatch.
 //!
@@ -27,6 +29,8 @@
 mod answers;
 mod boot_replay;
 mod cluster;
+mod handoff_routing;
+pub(crate) mod handoffs;
 mod handover;
 mod leave;
 mod load_balance;

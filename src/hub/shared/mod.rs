@@ -11,7 +11,6 @@
 //! - [`typed`]: typed calls to children on peers, waiting for their answers;
 //! - [`monitors`]: monitors set on this node and watches on its children;
 
-pub(crate) mod handoff;
 pub(crate) mod monitors;
 pub(crate) mod post;
 pub(crate) mod recovery;
@@ -166,7 +165,7 @@ pub(crate) struct HubShared {
     /// Monitors set on this node and watches on its children (`Hub::monitor`).
     pub monitors: monitors::Monitors,
     /// Hot moves: local children moving away, and states for children about to start here.
-    pub handoffs: handoff::Handoffs,
+    pub handoffs: crate::hub::coordinator::handoffs::Handoffs,
     /// The members' loads, for `Distribution::LoadBalanced`.
     pub loads: crate::hub::coordinator::loads::Loads,
     /// Partition mode and the membership lock (`Hub::is_partitioned`, `Hub::is_locked`).
@@ -244,7 +243,7 @@ impl HubShared {
             command_slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_COMMANDS)),
             typed: typed::TypedCalls::default(),
             monitors: monitors::Monitors::default(),
-            handoffs: handoff::Handoffs::default(),
+            handoffs: crate::hub::coordinator::handoffs::Handoffs::default(),
             loads: crate::hub::coordinator::loads::Loads::default(),
             partition: crate::hub::coordinator::partition_flags::PartitionFlags::default(),
             sync_heard: Default::default(),

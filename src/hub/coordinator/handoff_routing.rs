@@ -1,6 +1,7 @@
-//! The node's side of hot moves (`core::handover`): which local children are moving away
-//! (casts to them are held, then forwarded), and the states received for children about to
-//! start here.
+//! The node's side of hot moves (`core::handover`), over the tables of [`super::handoffs`]:
+//! taking a moving child out of local routing, holding its casts and then forwarding them,
+//! routing it here again when its move is abandoned, and the states received for children
+//! about to start here.
 //!
 //! Taking a child out of local routing and holding its casts must not lose a cast that is being
 //! delivered at that moment. Delivery hands a message to a child while it holds the child's
@@ -9,26 +10,12 @@
 //! and only then is the export sent. So every cast either reached the mailbox before the
 //! export, or finds the handoff and is held.
 
-use std::sync::Mutex;
-
 use ractor::ActorCell;
 
-use super::simulation::InjectedBug;
-use super::HubShared;
-use crate::core::handover::{HeldCast, HoldOutcome, ImportRefused, PendingImports};
+use crate::core::handover::{Handoff, HeldCast, HoldOutcome, ImportRefused};
+use crate::hub::shared::simulation::InjectedBug;
+use crate::hub::shared::HubShared;
 use crate::model::{ChildId, NodeName};
-
-pub(crate) use crate::core::handover::Handoff;
-
-/// The hot-move tables of one hub on one node.
-#[derive(Default)]
-pub(crate) struct Handoffs {
-    pub moving: dashmap::DashMap<ChildId, Handoff>,
-    /// The old instances of the children moving away, until their move completes or is
-    /// abandoned: a Coordinator that restarts mid-move routes them here again.
-    cells: dashmap::DashMap<ChildId, ActorCell>,
-    pub imports: Mutex<PendingImports>,
-}
 
 impl HubShared {
     /// Starts holding casts to local child `id` and takes it out of local routing; answers
@@ -162,7 +149,7 @@ impl HubShared {
 
     /// Whether a hot move's state for child `id` arrived lately (its wait not over): asked
     /// when a move's start finds `id` already running here (see
-    /// [`PendingImports::met_running`]).
+    /// [`crate::core::handover::PendingImports::met_running`]).
     pub(crate) fn move_met_running(&self, id: &ChildId) -> bool {
         let now = self.mono_ms();
         match self.handoffs.imports.lock() {
@@ -172,7 +159,7 @@ impl HubShared {
     }
 
     /// The state waiting for child `id` that `digest` names, if any (taken: a restart starts
-    /// afresh); see [`PendingImports::take`].
+    /// afresh); see [`crate::core::handover::PendingImports::take`].
     pub(crate) fn take_import(&self, id: &ChildId, digest: &str) -> Option<Vec<u8>> {
         let now = self.mono_ms();
         match self.handoffs.imports.lock() {
