@@ -5,7 +5,7 @@
 //!   registry view, owner per child: [`crate::core::plan_start`]) -> group by node -> deliver one
 //!   batch per node -> collect the nodes' answers in `pending_operations`, keyed by request id,
 //!   with a timeout. Stops find the hosting nodes in the registry view and go the same way;
-//! - [`answers`]: the nodes' reports and timeouts completing the pending operations, rollback;
+//! - [`completion`]: the nodes' reports and timeouts completing the pending operations, rollback;
 //! - [`cluster`]: the cluster state (the seed's `Coordinator.State` fields that one node does
 //!   not need) and sending batches to peers;
 //! - [`membership`]: peers up and down, boot tokens, grace periods, `cluster_settled`, and
@@ -26,9 +26,9 @@
 //! requests. The state is shaped like the seed's `Coordinator.State`: the hub's fixed parts
 //! (`hub`), `pending_operations`, the request id counter and the cluster's bookkeeping.
 
-mod answers;
 mod boot_replay;
 mod cluster;
+mod completion;
 mod handoff_routing;
 pub(crate) mod handoffs;
 mod handover;

@@ -1,5 +1,6 @@
-//! The answers half of the Coordinator: nodes' reports and timeouts completing the pending
-//! operations, rollback of a failed start, and the hand-off of internal (cluster) operations.
+//! How the Coordinator's pending operations complete: nodes' reports and timeouts finishing a
+//! pending start or stop, rollback of a failed start, and the hand-off of internal (cluster)
+//! operations.
 
 use std::collections::BTreeMap;
 
