@@ -119,7 +119,7 @@ impl HubBuilder {
     #[doc(hidden)]
     pub fn inject_bugs(
         mut self,
-        bugs: impl IntoIterator<Item = crate::hub::shared::simulation::InjectedBug>,
+        bugs: impl IntoIterator<Item = crate::hub::simulation::InjectedBug>,
     ) -> Self {
         self.environment.bugs.extend(bugs);
         self

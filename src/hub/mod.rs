@@ -36,6 +36,7 @@ pub(crate) mod reads;
 pub(crate) mod reconciler;
 pub(crate) mod registry;
 pub(crate) mod shared;
+pub(crate) mod simulation;
 pub(crate) mod supervisor;
 pub(crate) mod typed;
 

@@ -27,8 +27,8 @@ use ractor::message::SerializedMessage;
 use ractor::RpcReplyPort;
 
 use super::shared::monitors::WatchOutcome;
-use super::shared::simulation::InjectedBug;
 use super::shared::{HubShared, MAX_CONCURRENT_COMMANDS};
+use super::simulation::InjectedBug;
 use crate::cluster::wire::budget::FRAME_BUDGET_BYTES;
 use crate::cluster::wire::{ChildFailure, RequestId, WireMsg};
 use crate::core::child_route::{retry_pause_ms, route_child, Asking, ChildRoute, Known};

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use crate::core::declared_delta::ListStamp;
-use crate::hub::shared::simulation::Observation;
+use crate::hub::simulation::Observation;
 use crate::model::{ChildId, NodeName};
 
 /// One request of the run.

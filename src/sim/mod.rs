@@ -45,7 +45,7 @@ pub mod state;
 pub mod trace;
 pub mod workload;
 
-pub use crate::hub::shared::simulation::InjectedBug;
+pub use crate::hub::simulation::InjectedBug;
 pub use run::{
     distribution_of, migration_of, partition_tolerance_of, replicas_of, replication_model_of,
     run_seed, sync_of, Failure, SeedReport, SimOptions,

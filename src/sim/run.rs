@@ -23,7 +23,7 @@ use super::trace::{short, Trace};
 use super::workload::{Op, Workload, WorldView};
 use crate::config::{Distribution, Migration, PartitionTolerance, ReplicationModel, SyncStrategy};
 use crate::core::placement::HashRing;
-use crate::hub::shared::simulation::{InjectedBug, Observation};
+use crate::hub::simulation::{InjectedBug, Observation};
 use crate::model::{ChildId, ChildSpec, NodeName, Pid};
 use crate::types::{ChildStartError, StartOptions, StopOptions};
 

@@ -31,7 +31,7 @@ use crate::core::{
 };
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
-use crate::hub::shared::simulation::InjectedBug;
+use crate::hub::simulation::InjectedBug;
 use crate::model::{
     ChildArgs, ChildId, ChildSpec, DownReason, NodeName, Pid, Restart, Row, Shutdown,
     RESERVED_METADATA_KEY,

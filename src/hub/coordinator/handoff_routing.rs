@@ -13,8 +13,8 @@
 use ractor::ActorCell;
 
 use crate::core::handover::{Handoff, HeldCast, HoldOutcome, ImportRefused};
-use crate::hub::shared::simulation::InjectedBug;
 use crate::hub::shared::HubShared;
+use crate::hub::simulation::InjectedBug;
 use crate::model::{ChildId, NodeName};
 
 impl HubShared {

@@ -13,7 +13,7 @@ use super::CoordinatorState;
 use crate::cluster::wire::WireMsg;
 use crate::core::guided::{Guided, Owner};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg};
-use crate::hub::shared::simulation::{InjectedBug, Observation};
+use crate::hub::simulation::{InjectedBug, Observation};
 use crate::model::{NodeName, Row};
 
 impl CoordinatorState {

@@ -123,7 +123,7 @@ impl CoordinatorState {
     ) {
         let hub = self.hub.clone();
         let me = hub.node.clone();
-        if hub.has_bug(crate::hub::shared::simulation::InjectedBug::IgnoreRebalance)
+        if hub.has_bug(crate::hub::simulation::InjectedBug::IgnoreRebalance)
             || hub.partition.partitioned()
         {
             return;

@@ -159,7 +159,7 @@ impl CoordinatorState {
         );
         hub.events
             .publish(|| HubEvent::PartitionModeEntered { members });
-        if hub.has_bug(crate::hub::shared::simulation::InjectedBug::KeepChildrenWithoutQuorum) {
+        if hub.has_bug(crate::hub::simulation::InjectedBug::KeepChildrenWithoutQuorum) {
             return;
         }
         // The ChildSupervisor stops what runs when it handles this (a batch in progress

@@ -21,7 +21,7 @@ use crate::hub::protocol::{
     CoordinatorMsg, NodeStartReport, StartBatch, StartReply, StartReplyPort, StopBatch, StopReply,
     StopReplyPort,
 };
-use crate::hub::shared::simulation::InjectedBug;
+use crate::hub::simulation::InjectedBug;
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName};
 use crate::types::ChildStartError;
 use crate::types::ChildStopError;

@@ -28,7 +28,7 @@ use crate::core::redistribution::{plan_replicated_redistribution, DeclaredKnowle
 use crate::events::{HubEvent, MoveReason};
 use crate::hooks::{HookEvent, HookKey};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg};
-use crate::hub::shared::simulation::InjectedBug;
+use crate::hub::simulation::InjectedBug;
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName, Row};
 use crate::telemetry::failure_tally::FailureTally;
 use crate::types::OnFailure;

@@ -56,7 +56,7 @@ use crate::core::declared_list::{check_version, DeclaredChild, DeclaredChildren,
 use crate::core::declared_state::DeclaredState;
 use crate::core::declared_summary::{weigh_summary, CopySummary, SummaryVerdict};
 use crate::core::sync_parts::PartAssembler;
-use crate::hub::shared::simulation::InjectedBug;
+use crate::hub::simulation::InjectedBug;
 use crate::manifest::{fetch_within, ManifestShipper};
 use crate::model::NodeName;
 use crate::storage::declared_store::DeclaredStore;

@@ -15,7 +15,7 @@ use super::persist::AfterPersist;
 use super::{DeclaredLeaderState, Then};
 use crate::cluster::wire::DeclaredOp;
 use crate::hub::protocol::{DeclaredMsg, StartReplyPort, StopReplyPort};
-use crate::hub::shared::simulation::{InjectedBug, Observation};
+use crate::hub::simulation::{InjectedBug, Observation};
 use crate::model::{validate_child, ChildId, ChildSpec, Restart, RESERVED_METADATA_KEY};
 use crate::types::ChildFailure;
 use crate::types::{ChildStartError, RecoveryError, StartError, StopError};

@@ -19,7 +19,7 @@ use crate::hub::protocol::{
     DeclaredMsg, NodeStopReport, RegistryOp, RoundCarry, RoundReport, StopBatch,
 };
 use crate::hub::shared::recovery::{DeclaredSnapshot, RecoveryShared};
-use crate::hub::shared::simulation::InjectedBug;
+use crate::hub::simulation::InjectedBug;
 use crate::hub::HubShared;
 use crate::manifest::fetch_within;
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName, RESERVED_METADATA_KEY};

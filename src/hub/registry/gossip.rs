@@ -23,7 +23,7 @@ use crate::config::SyncStrategy;
 use crate::core::gossip::{merge_heads, relay_plan, Head, Offer, Streams, MAX_NODE_LIST};
 use crate::core::sync_parts::SyncAssembler;
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg, RegistryOp, WriteDone};
-use crate::hub::shared::simulation::InjectedBug;
+use crate::hub::simulation::InjectedBug;
 use crate::model::{NodeName, Row};
 use crate::telemetry::refusals::Refusal;
 

@@ -25,7 +25,7 @@ use super::{own_view, Effect, RegistryState};
 use crate::cluster::wire::budget::{chunk_by_bytes, FRAME_BUDGET_BYTES};
 use crate::cluster::wire::{RegistryChange, WireMsg};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg, RegistryOp, WriteDone};
-use crate::hub::shared::simulation::InjectedBug;
+use crate::hub::simulation::InjectedBug;
 use crate::model::{
     apply_observation, merge_rows_owned, stamp_cmp, validate_row, ChildId, NodeName, Row,
 };

@@ -16,7 +16,6 @@ pub(crate) mod post;
 pub(crate) mod recovery;
 pub(crate) mod replica_stops;
 pub(crate) mod roles;
-pub(crate) mod simulation;
 pub(crate) mod typed;
 
 use std::collections::BTreeSet;
@@ -37,6 +36,7 @@ use crate::model::{ChildId, NodeName};
 use crate::storage::Storage;
 
 use super::protocol::{ChildSupMsg, CoordinatorMsg, DeclaredMsg, ReconcilerMsg, RegistryMsg};
+use super::simulation;
 use recovery::RecoveryShared;
 
 /// The most child casts and calls handled at once on one node: each runs in a task of its

@@ -26,7 +26,7 @@ use std::time::Duration;
 use super::HubShared;
 use crate::cluster::wire::WireMsg;
 use crate::core::child_route::{Asking, ChildRoute};
-use crate::hub::shared::simulation::InjectedBug;
+use crate::hub::simulation::InjectedBug;
 use crate::model::{ChildId, DownReason, NodeName};
 use crate::types::{ChildDown, DownSink, MonitorId, MonitorOptions};
 

@@ -212,7 +212,7 @@ impl HubSupState {
         self.shared.partition.partitioned()
             && !self
                 .shared
-                .has_bug(crate::hub::shared::simulation::InjectedBug::AcceptWithoutQuorum)
+                .has_bug(crate::hub::simulation::InjectedBug::AcceptWithoutQuorum)
     }
 
     /// A start: `durable: true` goes through the DeclaredLeader (declare, then start).
