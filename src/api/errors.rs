@@ -38,9 +38,9 @@ fn describe(errors: &[crate::ChildFailure]) -> String {
         .join("; ")
 }
 
-impl From<crate::hub::shared::recovery::RecoveryOpenError> for SpawnError {
-    fn from(e: crate::hub::shared::recovery::RecoveryOpenError) -> Self {
-        use crate::hub::shared::recovery::RecoveryOpenError as E;
+impl From<crate::hub::declared::recovery_shared::RecoveryOpenError> for SpawnError {
+    fn from(e: crate::hub::declared::recovery_shared::RecoveryOpenError) -> Self {
+        use crate::hub::declared::recovery_shared::RecoveryOpenError as E;
         match e {
             E::Storage(e) => SpawnError::Storage(e),
             E::Manifest(e) => SpawnError::Manifest(e),

@@ -16,9 +16,9 @@ use crate::core::declared_list::DeclaredView;
 use crate::core::recovery::RecoveryState;
 use crate::events::{EventSink, HubEvent, SubscriptionId};
 use crate::hooks::{HookError, HookHandler, HookKey, Hooks};
+use crate::hub::declared::recovery_shared::RecoveryShared;
 use crate::hub::protocol::HubMsg;
 use crate::hub::reads;
-use crate::hub::shared::recovery::RecoveryShared;
 use crate::hub::shared::Environment;
 use crate::hub::supervisor::HubSupervisor;
 use crate::hub::HubShared;
@@ -194,7 +194,7 @@ impl HubBuilder {
             hooks.register(key, handler)?;
         }
         let statics = self.config.child_specs.clone();
-        let recovery = RecoveryShared::open(&self.config, &environment)?;
+        let recovery = RecoveryShared::open(&self.config, environment.declared_medium())?;
         if let (Some(recovery), Some(elector)) = (&recovery, self.elector) {
             let _ = recovery.elector.set(elector);
         }

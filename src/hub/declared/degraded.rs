@@ -134,7 +134,7 @@ impl DeclaredLeaderState {
         self.fault = None;
         let (incarnation, change) = self.recovery.reset(self.state.list(), self.parked());
         self.incarnation = incarnation;
-        change.report(&self.hub);
+        change.report(&self.hub.node, &self.hub.events);
         tracing::warn!(hub = %self.hub.config.hub_id, version = self.state.list().version(),
             "declared list rebuilt from the disk; mutations are taken again");
         // Offers and deltas were ignored meanwhile: ask for the peers' copies again, once the

@@ -30,7 +30,9 @@
 //!
 //! This file holds the actor, its messages, boot and the copies exchanged with peers; the
 //! child modules hold the mutations (`mutation`), what follows them until they are durable
-//! (`persist`) and the ordered delta broadcast (`broadcast`).
+//! (`persist`) and the ordered delta broadcast (`broadcast`). What the recovery actors and the
+//! handles share (the list as last persisted, the peers' announced versions, the store opened
+//! at spawn) is [`recovery_shared`], a leaf `HubShared` holds.
 
 use std::sync::Arc;
 
@@ -41,13 +43,13 @@ mod degraded;
 mod forward;
 mod mutation;
 mod persist;
+pub(crate) mod recovery_shared;
 mod remote;
 
 use self::broadcast::{Outbox, WholeRequests};
 use self::persist::{AfterPersist, LastPersist};
 use self::remote::RemoteMutations;
 use super::protocol::DeclaredMsg;
-use super::shared::recovery::RecoveryShared;
 use super::HubShared;
 use crate::cluster::wire::budget::encoded_len;
 use crate::cluster::wire::WireMsg;
@@ -63,6 +65,7 @@ use crate::storage::declared_store::DeclaredStore;
 use crate::storage::StorageError;
 use crate::telemetry::refusals::Refusal;
 use crate::types::RecoveryError;
+use recovery_shared::RecoveryShared;
 
 pub(crate) struct DeclaredLeader;
 
@@ -406,7 +409,7 @@ impl Actor for DeclaredLeader {
         let list = leader_state.state.list().clone();
         let (incarnation, change) = recovery.reset(&list, leader_state.parked());
         leader_state.incarnation = incarnation;
-        change.report(&hub);
+        change.report(&hub.node, &hub.events);
         recovery.set_store_identity(leader_state.store.identity());
         let is_leader = hub.is_leader();
         if let (true, Some(shipper)) = (is_leader && list.version() > 0, &leader_state.shipper) {

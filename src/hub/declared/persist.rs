@@ -184,7 +184,9 @@ impl DeclaredLeaderState {
             if wrote {
                 recovery.note_write(Ok(()));
             }
-            recovery.publish(incarnation, &list, parked).report(&hub);
+            recovery
+                .publish(incarnation, &list, parked)
+                .report(&hub.node, &hub.events);
             let _ = persisted.send(true);
             then(Ok(()));
             if let Some((ticket, msgs)) = broadcast {

@@ -31,8 +31,8 @@ use tokio::task::JoinHandle;
 use tokio_util::task::AbortOnDropHandle;
 
 use super::protocol::{ReconcilerMsg, RoundCarry, RoundReport};
-use super::shared::recovery::RecoveryShared;
 use super::HubShared;
+use crate::hub::declared::recovery_shared::RecoveryShared;
 
 mod round;
 pub(crate) mod state_watch;

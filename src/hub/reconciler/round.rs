@@ -15,10 +15,10 @@ use crate::core::reconcile::{
 };
 use crate::core::recovery::StartPacer;
 use crate::hooks::{HookEvent, HookKey};
+use crate::hub::declared::recovery_shared::{DeclaredSnapshot, RecoveryShared};
 use crate::hub::protocol::{
     DeclaredMsg, NodeStopReport, RegistryOp, RoundCarry, RoundReport, StopBatch,
 };
-use crate::hub::shared::recovery::{DeclaredSnapshot, RecoveryShared};
 use crate::hub::simulation::InjectedBug;
 use crate::hub::HubShared;
 use crate::manifest::fetch_within;

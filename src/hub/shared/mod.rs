@@ -13,7 +13,6 @@
 
 pub(crate) mod monitors;
 pub(crate) mod post;
-pub(crate) mod recovery;
 pub(crate) mod replica_stops;
 pub(crate) mod roles;
 pub(crate) mod typed;
@@ -35,9 +34,9 @@ use crate::kinds::ChildKinds;
 use crate::model::{ChildId, NodeName};
 use crate::storage::Storage;
 
+use super::declared::recovery_shared::{DeclaredMedium, RecoveryShared};
 use super::protocol::{ChildSupMsg, CoordinatorMsg, DeclaredMsg, ReconcilerMsg, RegistryMsg};
 use super::simulation;
-use recovery::RecoveryShared;
 
 /// The most child casts and calls handled at once on one node: each runs in a task of its
 /// own, and a peer can send them faster than children answer. Beyond it a call is answered
@@ -82,10 +81,10 @@ impl Environment {
     }
 
     /// Where the declared store lives when the environment decides it (the simulator's disk).
-    pub fn declared_medium(&self) -> Option<recovery::DeclaredMedium> {
+    pub fn declared_medium(&self) -> Option<DeclaredMedium> {
         #[cfg(feature = "sim")]
         if let Some(disk) = &self.declared_disk {
-            return Some(recovery::DeclaredMedium::Simulated(disk.clone()));
+            return Some(DeclaredMedium::Simulated(disk.clone()));
         }
         None
     }

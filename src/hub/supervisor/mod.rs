@@ -192,7 +192,7 @@ struct NoRecovery;
 
 fn recovery_of(
     shared: &HubShared,
-) -> Result<Arc<super::shared::recovery::RecoveryShared>, ActorProcessingErr> {
+) -> Result<Arc<crate::hub::declared::recovery_shared::RecoveryShared>, ActorProcessingErr> {
     shared
         .recovery
         .clone()

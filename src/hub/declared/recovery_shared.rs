@@ -4,20 +4,23 @@
 //! spawn for the DeclaredLeader to take.
 //!
 //! Who leads, owns and peers is read from the membership the Coordinator publishes
-//! ([`HubShared::leader`](super::HubShared::leader), [`HubShared::ring`](super::HubShared::ring),
-//! [`HubShared::peers`](super::HubShared::peers)).
+//! ([`HubShared::leader`](crate::hub::shared::HubShared::leader),
+//! [`HubShared::ring`](crate::hub::shared::HubShared::ring),
+//! [`HubShared::peers`](crate::hub::shared::HubShared::peers)).
+//!
+//! A leaf of the hub: `HubShared` holds it, so it names neither `HubShared` nor the
+//! environment (the simulator's disk arrives as a [`DeclaredMedium`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
-use super::Environment;
 use crate::cluster::wire::WireMsg;
 use crate::config::{AutoRecoveryConfig, DeclaredCommit, LeaderElector, ProcessHub};
 use crate::core::declared_list::{announced_ahead, DeclaredList};
 use crate::core::manifest_ship::ShipBackoff;
 use crate::core::recovery::RecoveryState;
-use crate::events::HubEvent;
+use crate::events::{EventBus, HubEvent};
 use crate::hub::reconciler::state_watch::RecoveryStateWatch;
 use crate::manifest::{open_manifest, ManifestShipper, RemoteManifest};
 use crate::model::NodeName;
@@ -88,20 +91,15 @@ impl SnapshotChange {
         }
     }
 
-    /// Publishes the events for this change on `hub`'s bus.
-    pub fn report(self, hub: &super::HubShared) {
-        let node = &hub.node;
+    /// Publishes the events for this change of `node`'s copy on the hub's bus.
+    pub fn report(self, node: &NodeName, events: &EventBus) {
         match self.parked {
-            Some(true) => hub
-                .events
-                .publish(|| HubEvent::DeclaredParked { node: node.clone() }),
-            Some(false) => hub
-                .events
-                .publish(|| HubEvent::DeclaredUnparked { node: node.clone() }),
+            Some(true) => events.publish(|| HubEvent::DeclaredParked { node: node.clone() }),
+            Some(false) => events.publish(|| HubEvent::DeclaredUnparked { node: node.clone() }),
             None => {}
         }
         if let Some(version) = self.version {
-            hub.events.publish(|| HubEvent::DeclaredVersionChanged {
+            events.publish(|| HubEvent::DeclaredVersionChanged {
                 node: node.clone(),
                 version,
             });
@@ -153,15 +151,16 @@ pub enum RecoveryOpenError {
 impl RecoveryShared {
     /// Opens what `auto_recovery` needs before the actors boot: the declared store beside the
     /// registry (a newer format fails the spawn with `StorageError::NewerFormat`) and the remote
-    /// manifest's adapter. `None` without `auto_recovery`.
+    /// manifest's adapter, in `medium` when the environment decides it (the simulator's disk),
+    /// else beside the registry. `None` without `auto_recovery`.
     pub fn open(
         config: &ProcessHub,
-        environment: &Environment,
+        medium: Option<DeclaredMedium>,
     ) -> Result<Option<Arc<Self>>, RecoveryOpenError> {
         let Some(recovery) = &config.auto_recovery else {
             return Ok(None);
         };
-        let medium = match environment.declared_medium() {
+        let medium = match medium {
             Some(medium) => medium,
             None => {
                 let dir = config
