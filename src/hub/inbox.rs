@@ -8,7 +8,7 @@
 //! | `RegistryDelta`, `FullSync`, `FullSyncPart`, `SyncRequest`, `Gossip*` | the Registry |
 //! | `DeclaredOffer`, `DeclaredOfferPart`, `DeclaredSummary`, `DeclaredDelta`, `DeclaredMutate`, `DeclaredMutateReply`, `DeclaredVersionQuery` | the DeclaredLeader |
 //! | `DeclaredVersion` | recorded here, in arrival order, in the recovery state the rounds read |
-//! | `TypedCast`, `TypedCall`, `MonitorChild` | handed to the local child or answered here (`hub/typed.rs`): no actor hop |
+//! | `TypedCast`, `TypedCall`, `MonitorChild` | handed to the local child or answered here (`hub/typed/`): no actor hop |
 //! | `TypedReply`, `ChildDown`, `Demonitor` | the typed calls and monitors of `HubShared` |
 //!
 //! **Order.** The transport calls the inbox one event at a time per peer, in the order the peer

@@ -5,17 +5,13 @@
 //! (a restarted actor has a new ref, so siblings look it up at send time) and the membership as
 //! the Coordinator last published it: the members and the one placement ring every actor reads.
 //!
-//! - [`recovery`]: what the recovery actors share (the declared list as persisted, the peers'
-//!   announced versions), present only with `auto_recovery`;
 //! - [`post`]: handing batches and requests to a sibling actor, answering them when it is away;
-//! - [`typed`]: typed calls to children on peers, waiting for their answers;
 //! - [`monitors`]: monitors set on this node and watches on its children;
 
 pub(crate) mod monitors;
 pub(crate) mod post;
 pub(crate) mod replica_stops;
 pub(crate) mod roles;
-pub(crate) mod typed;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
@@ -160,7 +156,7 @@ pub(crate) struct HubShared {
     /// [`MAX_CONCURRENT_COMMANDS`].
     pub command_slots: Arc<tokio::sync::Semaphore>,
     /// Typed calls this node waits on (`ChildRef::call` to a child on a peer).
-    pub typed: typed::TypedCalls,
+    pub typed: crate::hub::typed::calls::TypedCalls,
     /// Monitors set on this node and watches on its children (`Hub::monitor`).
     pub monitors: monitors::Monitors,
     /// Hot moves: local children moving away, and states for children about to start here.
@@ -240,7 +236,7 @@ impl HubShared {
             clock: Clock::system(),
             refusals: crate::telemetry::refusals::Refusals::default(),
             command_slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_COMMANDS)),
-            typed: typed::TypedCalls::default(),
+            typed: crate::hub::typed::calls::TypedCalls::default(),
             monitors: monitors::Monitors::default(),
             handoffs: crate::hub::coordinator::handoffs::Handoffs::default(),
             loads: crate::hub::coordinator::loads::Loads::default(),

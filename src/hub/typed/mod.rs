@@ -18,7 +18,9 @@
 //!   `overloaded`); a reply above the frame budget is answered `too_large`.
 //!
 //! The inbox may be called under the transport's lock, so everything that sends from here does
-//! so from a task.
+//! so from a task. The calls this node waits on are [`calls`], a leaf `HubShared` holds.
+
+pub(crate) mod calls;
 
 use std::sync::Arc;
 use std::time::Duration;
