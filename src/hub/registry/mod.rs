@@ -27,7 +27,10 @@ use tokio::task::JoinHandle;
 
 mod faults;
 mod gossip;
+pub(crate) mod replica_stops;
 mod replication;
+mod roles;
+pub(crate) mod told_roles;
 
 use super::protocol::{RegistryMsg, RegistryOp, WriteDone};
 use super::HubShared;

@@ -25,6 +25,7 @@ use super::{own_view, Effect, RegistryState};
 use crate::cluster::wire::budget::{chunk_by_bytes, FRAME_BUDGET_BYTES};
 use crate::cluster::wire::{RegistryChange, WireMsg};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg, RegistryOp, WriteDone};
+use crate::hub::shared::HubShared;
 use crate::hub::simulation::InjectedBug;
 use crate::model::{
     apply_observation, merge_rows_owned, stamp_cmp, validate_row, ChildId, NodeName, Row,
@@ -347,5 +348,46 @@ pub(super) fn log_send(
             }
         }
         Err(error) => tracing::warn!(error = %error, "{what}"),
+    }
+}
+
+/// Replicas being stopped on purpose ([`super::replica_stops`]): noted by the Registry as it
+/// unbinds them, read by redistribution.
+impl HubShared {
+    /// Notes that `node`'s replica of `row` is being stopped on purpose, if others still run.
+    pub(crate) fn note_replica_stopping(&self, row: &Row, node: &str) {
+        if self.config.replication_factor <= 1 {
+            return;
+        }
+        if row.node_pids.keys().any(|n| n != node) {
+            self.replica_stops
+                .0
+                .insert(row.spec.id.clone(), self.mono_ms());
+        }
+    }
+
+    /// The child's row is gone or it was started anew: its stop is over.
+    pub(crate) fn forget_replica_stop(&self, id: &ChildId) {
+        if !self.replica_stops.0.is_empty() {
+            self.replica_stops.0.remove(id);
+        }
+    }
+
+    /// The children redistribution must not re-create now (their stop is under way).
+    pub(crate) fn replicas_stopping(&self) -> Vec<ChildId> {
+        let stop_timeout = match self.config.default_timeout() {
+            t if t.is_zero() => std::time::Duration::from_secs(10),
+            t => t,
+        };
+        let ttl = stop_timeout.min(self.config.stub_ttl()).as_millis() as u64;
+        let now = self.mono_ms();
+        self.replica_stops
+            .0
+            .retain(|_, seen| now.saturating_sub(*seen) < ttl);
+        self.replica_stops
+            .0
+            .iter()
+            .map(|e| e.key().clone())
+            .collect()
     }
 }

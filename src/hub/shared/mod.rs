@@ -10,8 +10,6 @@
 
 pub(crate) mod monitors;
 pub(crate) mod post;
-pub(crate) mod replica_stops;
-pub(crate) mod roles;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
@@ -125,9 +123,9 @@ pub(crate) struct HubShared {
     /// The actors of this node's children, for `Hub::local_child`.
     pub local_children: DashMap<ChildId, ActorCell>,
     /// The role each local replica was last told (`redundancy_signal`).
-    pub(crate) told_roles: roles::ToldRoles,
+    pub(crate) told_roles: crate::hub::registry::told_roles::ToldRoles,
     /// Replicated children being stopped on purpose (not to be re-created meanwhile).
-    pub(crate) replica_stops: replica_stops::ReplicaStops,
+    pub(crate) replica_stops: crate::hub::registry::replica_stops::ReplicaStops,
     /// Durable children and orphan recovery, when `auto_recovery` is on.
     pub recovery: Option<Arc<RecoveryShared>>,
     /// The registry's last failed write until one succeeds (the Registry notes every commit).
@@ -222,8 +220,8 @@ impl HubShared {
             events: EventBus::new(),
             refs: RwLock::new(ActorRefs::default()),
             local_children: DashMap::new(),
-            told_roles: roles::ToldRoles::default(),
-            replica_stops: replica_stops::ReplicaStops::default(),
+            told_roles: crate::hub::registry::told_roles::ToldRoles::default(),
+            replica_stops: crate::hub::registry::replica_stops::ReplicaStops::default(),
             recovery: None,
             registry_fault: crate::storage::write_fault::WriteFaultLatch::default(),
             registry_generation: std::sync::atomic::AtomicU64::new(0),

@@ -7,18 +7,8 @@
 //! change reaches only the replicas it concerns. A new instance of a child (a restart, a move)
 //! counts as never told.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
-use ractor::ActorId;
-
-use super::HubShared;
-use crate::core::replication::Role;
+use crate::hub::shared::HubShared;
 use crate::model::ChildId;
-
-/// The role each local instance was last told, keyed by child, with the instance told.
-#[derive(Default)]
-pub(crate) struct ToldRoles(Mutex<HashMap<ChildId, (ActorId, Role)>>);
 
 impl HubShared {
     /// Whether this hub tells replicas their role: a factor above 1 and a signal other than
