@@ -31,6 +31,7 @@ pub(crate) mod declared;
 pub(crate) mod endpoint;
 pub(crate) mod inbox;
 pub(crate) mod janitor;
+pub(crate) mod monitors;
 pub(crate) mod protocol;
 pub(crate) mod reads;
 pub(crate) mod reconciler;

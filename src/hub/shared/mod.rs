@@ -6,9 +6,7 @@
 //! the Coordinator last published it: the members and the one placement ring every actor reads.
 //!
 //! - [`post`]: handing batches and requests to a sibling actor, answering them when it is away;
-//! - [`monitors`]: monitors set on this node and watches on its children;
 
-pub(crate) mod monitors;
 pub(crate) mod post;
 
 use std::collections::BTreeSet;
@@ -156,7 +154,7 @@ pub(crate) struct HubShared {
     /// Typed calls this node waits on (`ChildRef::call` to a child on a peer).
     pub typed: crate::hub::typed::calls::TypedCalls,
     /// Monitors set on this node and watches on its children (`Hub::monitor`).
-    pub monitors: monitors::Monitors,
+    pub monitors: crate::hub::monitors::table::Monitors,
     /// Hot moves: local children moving away, and states for children about to start here.
     pub handoffs: crate::hub::coordinator::handoffs::Handoffs,
     /// The members' loads, for `Distribution::LoadBalanced`.
@@ -235,7 +233,7 @@ impl HubShared {
             refusals: crate::telemetry::refusals::Refusals::default(),
             command_slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_COMMANDS)),
             typed: crate::hub::typed::calls::TypedCalls::default(),
-            monitors: monitors::Monitors::default(),
+            monitors: crate::hub::monitors::table::Monitors::default(),
             handoffs: crate::hub::coordinator::handoffs::Handoffs::default(),
             loads: crate::hub::coordinator::loads::Loads::default(),
             partition: crate::hub::coordinator::partition_flags::PartitionFlags::default(),

@@ -28,7 +28,7 @@ use std::time::Duration;
 use ractor::message::SerializedMessage;
 use ractor::RpcReplyPort;
 
-use super::shared::monitors::WatchOutcome;
+use super::monitors::table::WatchOutcome;
 use super::shared::{HubShared, MAX_CONCURRENT_COMMANDS};
 use super::simulation::InjectedBug;
 use crate::cluster::wire::budget::FRAME_BUDGET_BYTES;

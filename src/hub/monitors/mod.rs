@@ -10,108 +10,24 @@
 //! at most [`MAX_WATCHES_PER_PEER`] for one peer (a peer asking for more gets `monitor_refused`
 //! at once), and drops a peer's watches when the peer goes down: its monitors went with it.
 //!
-//! **Races with the child's exit.** The ChildSupervisor removes a child from
-//! `local_children` before it reports the exit here, and a watch is set only while the child is
-//! in `local_children`, under this table's lock: a watch set before the removal is reported by
-//! it; one attempted after finds no child and fires `no_child` at once — unless the child
-//! went down here moments ago: a peer's watch request travels apart from the stop or the exit
-//! that overtook it, so the host remembers the last [`RECENT_DOWNS`] exits for
-//! [`RECENT_DOWN_WINDOW`] and answers such a late watch with the exit's own reason.
+//! **Races with the child's exit.** The ChildSupervisor removes a child from `local_children`
+//! before it reports the exit here, and a watch is set only while the child is in `local_children`,
+//! under this table's lock: a watch set before the removal is reported by it; one attempted after
+//! finds no child and fires `no_child` at once — unless the child went down here moments ago: a
+//! peer's watch request travels apart from the stop or the exit that overtook it, so the host
+//! remembers the last [`RECENT_DOWNS`](table::RECENT_DOWNS) exits for
+//! [`RECENT_DOWN_WINDOW`](table::RECENT_DOWN_WINDOW) and answers such a late watch with the exit's
+//! own reason.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
-use std::time::Duration;
+pub(crate) mod table;
 
-use super::HubShared;
 use crate::cluster::wire::WireMsg;
 use crate::core::child_route::{Asking, ChildRoute};
+use crate::hub::shared::HubShared;
 use crate::hub::simulation::InjectedBug;
 use crate::model::{ChildId, DownReason, NodeName};
 use crate::types::{ChildDown, DownSink, MonitorId, MonitorOptions};
-
-/// The most watches one peer may hold on this node's children.
-pub(crate) const MAX_WATCHES_PER_PEER: usize = 100_000;
-
-/// How many of this node's last child exits a late watch request may still learn about.
-pub(crate) const RECENT_DOWNS: usize = 1024;
-
-/// How long an exit answers a late watch request with its reason (then: `no_child`).
-pub(crate) const RECENT_DOWN_WINDOW: Duration = Duration::from_secs(10);
-
-struct Owned {
-    id: ChildId,
-    sink: DownSink,
-    /// The node watching the child for this monitor (`None`: this node).
-    host: Option<NodeName>,
-}
-
-struct Watch {
-    monitor: u64,
-    /// Who set the monitor (`None`: this node).
-    origin: Option<NodeName>,
-    follow_restarts: bool,
-}
-
-#[derive(Default)]
-struct Tables {
-    owned: HashMap<u64, Owned>,
-    watches: HashMap<ChildId, Vec<Watch>>,
-    per_peer: HashMap<NodeName, usize>,
-    /// This node's last exits (not followed by a restart here), oldest first.
-    recent_downs: VecDeque<(ChildId, DownReason, u64)>,
-}
-
-impl Tables {
-    fn remember_down(&mut self, id: &ChildId, reason: &DownReason, now_ms: u64) {
-        if self.recent_downs.len() >= RECENT_DOWNS {
-            self.recent_downs.pop_front();
-        }
-        self.recent_downs
-            .push_back((id.clone(), reason.clone(), now_ms));
-    }
-
-    fn recent_down(&self, id: &ChildId, now_ms: u64) -> Option<DownReason> {
-        let window = RECENT_DOWN_WINDOW.as_millis() as u64;
-        self.recent_downs
-            .iter()
-            .rev()
-            .take_while(|(_, _, at)| now_ms.saturating_sub(*at) < window)
-            .find(|(down, _, _)| down == id)
-            .map(|(_, reason, _)| reason.clone())
-    }
-}
-
-/// A node's monitors and watches.
-#[derive(Default)]
-pub(crate) struct Monitors {
-    next: AtomicU64,
-    tables: Mutex<Tables>,
-}
-
-/// What a watch request found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum WatchOutcome {
-    /// The child runs here; the watch is set.
-    Watching,
-    /// The child does not run here.
-    NoChild,
-    /// The child went down here a moment before the request came.
-    Down(DownReason),
-    /// The peer holds too many watches here.
-    Refused,
-}
-
-impl Monitors {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Tables> {
-        self.tables.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// A fresh monitor id for this node.
-    pub fn next_id(&self) -> MonitorId {
-        MonitorId(self.next.fetch_add(1, Ordering::Relaxed) + 1)
-    }
-}
+use table::{release, remove_watch, Owned, Watch, WatchOutcome, MAX_WATCHES_PER_PEER};
 
 impl HubShared {
     /// Records monitor `monitor` of child `id`, set on this node, delivering to `sink`, watched
@@ -316,32 +232,6 @@ impl HubShared {
         let owned: Vec<u64> = self.monitors.lock().owned.keys().copied().collect();
         for monitor in owned {
             self.fire_monitor(monitor, DownReason::HubStopped);
-        }
-    }
-}
-
-fn release(tables: &mut Tables, peer: &NodeName) {
-    if let Some(count) = tables.per_peer.get_mut(peer) {
-        *count = count.saturating_sub(1);
-        if *count == 0 {
-            tables.per_peer.remove(peer);
-        }
-    }
-}
-
-fn remove_watch(tables: &mut Tables, id: &ChildId, monitor: u64, origin: Option<&NodeName>) {
-    let mut removed = false;
-    if let Some(ws) = tables.watches.get_mut(id) {
-        let before = ws.len();
-        ws.retain(|w| !(w.monitor == monitor && w.origin.as_ref() == origin));
-        removed = ws.len() != before;
-        if ws.is_empty() {
-            tables.watches.remove(id);
-        }
-    }
-    if removed {
-        if let Some(peer) = origin {
-            release(tables, peer);
         }
     }
 }
