@@ -1,4 +1,4 @@
-//! The per-hub actor tree on one node (DESIGN §2):
+//! The per-hub actor tree on one node (docs/architecture.md, "The actor tree of a node"):
 //!
 //! ```text
 //! HubSupervisor(hub_id)      the hub's root and its `ActorRef<HubMsg>`; restarts the others,
@@ -17,9 +17,13 @@
 //!
 //! - [`protocol`]: every actor's messages (a leaf: it imports no actor);
 //! - [`shared`]: what the actors share ([`HubShared`]: config, the registry read view, hooks,
-//!   events, the current refs of the sibling actors, the published membership and ring) and the
-//!   helpers that hand a request to a sibling, answering it when the sibling is away;
+//!   events, the current refs of the sibling actors, the published membership and ring, and the
+//!   tables each actor owns);
+//! - [`siblings`]: handing a request to a sibling actor, answering it when the sibling is away;
 //! - [`reads`]: the reads answered from the shared state without an actor round trip;
+//! - [`monitors`]: monitors set on this node and the watches on its children;
+//! - [`typed`]: typed messages to children by id, and the calls this node waits on;
+//! - [`simulation`]: the simulator's seam (injected bugs, the observer), inert without `sim`;
 //! - one folder (or file) per actor, each importing the protocol, the shared state, the pure
 //!   core, storage and config, never another actor's internals.
 //!
@@ -37,6 +41,7 @@ pub(crate) mod reads;
 pub(crate) mod reconciler;
 pub(crate) mod registry;
 pub(crate) mod shared;
+pub(crate) mod siblings;
 pub(crate) mod simulation;
 pub(crate) mod supervisor;
 pub(crate) mod typed;

@@ -1,13 +1,21 @@
-//! What a hub's actors share ([`HubShared`]), and the helpers that hand a request to a sibling.
+//! What a hub's actors share ([`HubShared`]).
 //!
 //! Nothing here is an actor: it is the config, the registry read view (reads never go through an
 //! actor, like ETS), hooks, the event bus, the kind table, the current refs of the sibling actors
 //! (a restarted actor has a new ref, so siblings look it up at send time) and the membership as
 //! the Coordinator last published it: the members and the one placement ring every actor reads.
 //!
-//! - [`post`]: handing batches and requests to a sibling actor, answering them when it is away;
-
-pub(crate) mod post;
+//! Each table an actor writes lives with that actor, and `HubShared` holds it as a field: the
+//! hot moves, the loads and the partition flags with the Coordinator
+//! (`hub/coordinator/{handoffs,loads,partition_flags}.rs`), the replica stops and the roles told
+//! with the Registry (`hub/registry/{replica_stops,told_roles}.rs`), the typed calls and the
+//! monitors with their features (`hub/typed/calls.rs`, `hub/monitors/table.rs`), the recovery
+//! state with the DeclaredLeader (`hub/declared/recovery_shared.rs`). What a feature does with
+//! them is an `impl HubShared` block in the feature's own files, which nobody imports (callers
+//! use the methods): handing work to a sibling actor (`hub/siblings.rs`), monitors
+//! (`hub/monitors/mod.rs`), hot moves (`hub/coordinator/handoff_routing.rs`), roles and replica
+//! stops (`hub/registry/{roles,replication}.rs`). So a file this one names never names
+//! `HubShared` back, and no import cycle runs between this file and the actors' folders.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};

@@ -1,4 +1,5 @@
-//! Handing work to a sibling actor.
+//! Handing work to a sibling actor (`impl HubShared`: every actor and handle calls these methods;
+//! nobody imports the file).
 //!
 //! A sibling may be away for a moment (its supervisor is restarting it), and a request must
 //! never be left without an answer: each helper here answers the request itself (`node_unavailable`
@@ -9,13 +10,13 @@ use std::time::Duration;
 
 use ractor::RpcReplyPort;
 
-use super::HubShared;
 use crate::cluster::wire::{RequestId, WireMsg};
 use crate::hub::protocol::{
     ChildCallReplyPort, ChildSupMsg, ClusterMsg, CoordinatorMsg, DeclaredMsg, NodeStartReport,
     NodeStopReport, RegistryMsg, RegistryOp, StartBatch, StartReplyPort, StopBatch, StopReplyPort,
     WriteDone,
 };
+use crate::hub::shared::HubShared;
 use crate::model::{ChildId, ChildSpec, NodeName};
 use crate::storage::StorageError;
 use crate::types::{
