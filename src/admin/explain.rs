@@ -17,7 +17,7 @@ use crate::core::explain::{explain, ChildFacts, Why};
 use crate::core::guided::Guided;
 use crate::model::{ChildId, NodeName};
 
-use super::dto::NodePid;
+use super::bodies::NodePid;
 use super::events::EventView;
 use super::routes::{parse_id, Routes};
 use super::{AdminError, AdminOps};

@@ -14,7 +14,7 @@ use crate::model::{ChildId, ChildSpec, Restart};
 use crate::types::{ChildInfo, StopOptions};
 use crate::types::{ChildStartError, ChildStopError, StartError, StartOptions, StopError};
 
-use super::dto::{
+use super::bodies::{
     ChildView, Health, LoadsResponse, NodeLoad, NodePid, PendingChild,
     StartError as AdminStartError, StartResponse, StartSpec, StartedChild, StopResponse,
     StoppedChild, UnreachedSeedView,

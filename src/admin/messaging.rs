@@ -21,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 
-use super::dto::ChildAnswer;
+use super::bodies::ChildAnswer;
 use super::routes::{parse_id, Routes};
 use super::{AdminError, AdminOps};
 

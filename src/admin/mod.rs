@@ -36,8 +36,8 @@
 //! writes not declared `application/json` are refused (see `guard`), so a web page cannot
 //! drive the API from an operator's browser.
 
+mod bodies;
 mod config;
-mod dto;
 mod error;
 mod events;
 mod explain;
@@ -52,13 +52,13 @@ mod strict;
 mod summary;
 mod ui;
 
-pub use config::{AdminConfig, AdminLimits, AdminToken, AdminTokenError};
-pub use dto::{CastAccepted, ChildAnswer};
-pub use dto::{
+pub use bodies::{CastAccepted, ChildAnswer};
+pub use bodies::{
     ChildView, ClearResponse, DeclaredChildView, DeclaredResponse, Health, KindsResponse,
     LoadsResponse, NodeLoad, NodePid, PendingChild, StartError, StartResponse, StartSpec,
     StartedChild, StopResponse, StoppedChild, UnreachedSeedView,
 };
+pub use config::{AdminConfig, AdminLimits, AdminToken, AdminTokenError};
 pub use error::AdminError;
 pub use events::{EventFeed, EventView, DEFAULT_RECENT_LIMIT};
 pub use explain::{ChildExplanation, EXPLAIN_EVENTS};

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use super::dto::ChildView;
+use super::bodies::ChildView;
 
 /// One page of `GET /v1/children`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

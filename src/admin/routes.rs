@@ -16,7 +16,7 @@ use tower_http::limit::RequestBodyLimitLayer;
 
 use crate::model::ChildId;
 
-use super::dto::{
+use super::bodies::{
     CastAccepted, ChildView, ClearResponse, DeclaredResponse, Health, KindsResponse, LoadsResponse,
     StartResponse, StartSpec, StopResponse,
 };

@@ -12,7 +12,7 @@
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use super::dto::StartSpec;
+use super::bodies::StartSpec;
 use super::json_keys::{path_text, read_value, DuplicateKey, Step, Unread};
 
 /// The fields of a child spec, as the API takes them.

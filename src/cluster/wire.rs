@@ -260,7 +260,7 @@ pub enum WireMsg {
     /// parked instead of restarting it.
     DeclaredVersionQuery,
     /// Part `index` of `total` of a [`WireMsg::FullSync`] too large for one frame. The receiver
-    /// applies the sync only once every part of `sync_id` arrived (`core::sync_parts`): a
+    /// applies the sync only once every part of `sync_id` arrived (`core::reassembly`): a
     /// partial sync would unbind the sender from the children of the missing parts.
     FullSyncPart {
         /// The sender's sync (increasing per sender).
@@ -284,7 +284,7 @@ pub enum WireMsg {
     },
     /// Part `index` of `total` of a [`WireMsg::DeclaredOffer`] too large for one frame: the
     /// copy's stamp and a slice of its children. The receiver weighs the copy only once every
-    /// part of `offer_id` arrived (`core::sync_parts`), exactly as it weighs a whole offer.
+    /// part of `offer_id` arrived (`core::reassembly`), exactly as it weighs a whole offer.
     /// Added after every other variant so the older variants encode as before.
     DeclaredOfferPart {
         /// The sender's offer (increasing per sender).

@@ -25,12 +25,12 @@ pub mod load;
 pub mod manifest_ship;
 pub mod placement;
 pub mod quorum;
+pub mod reassembly;
 pub mod reconcile;
 pub mod recovery;
 pub mod redistribution;
 pub mod remote_monitors;
 pub mod replication;
-pub mod sync_parts;
 
 mod intensity;
 mod plan;

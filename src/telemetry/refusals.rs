@@ -11,7 +11,7 @@ use std::sync::Mutex;
 /// Why a peer's input was refused (the key of the count).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum Refusal {
-    /// A part of a full sync or offer broke a bound of the reassembly (`core::sync_parts`).
+    /// A part of a full sync or offer broke a bound of the reassembly (`core::reassembly`).
     Parts,
     /// A row, start item or declared entry no API would accept (`model::validate_child`).
     InvalidChild,

@@ -10,7 +10,8 @@
 //!   not need) and sending batches to peers;
 //! - [`membership`]: peers up and down, boot tokens, grace periods, `cluster_settled`, and
 //!   publishing the members and the ring every other actor reads;
-//! - [`remote`]: the hub protocol on the receiving side (peers' starts and stops, their replies);
+//! - [`from_peers`]: the hub protocol on the receiving side (peers' starts and stops, their
+//!   replies);
 //! - [`rebalance`]: carrying out the pure redistribution plan, retries;
 //! - [`leave`]: the graceful leave (goodbyes, their answers, the handover);
 //! - [`relay`]: requests this node waits on for someone else;
@@ -29,6 +30,7 @@
 mod boot_replay;
 mod cluster;
 mod completion;
+mod from_peers;
 mod handoff_routing;
 pub(crate) mod handoffs;
 mod handover;
@@ -42,7 +44,6 @@ pub(crate) mod partition_flags;
 mod pipeline;
 mod rebalance;
 mod relay;
-mod remote;
 mod timers;
 
 use std::collections::{BTreeMap, BTreeSet};

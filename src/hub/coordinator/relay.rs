@@ -227,7 +227,7 @@ impl CoordinatorState {
                     let e = ChildStartError::NodeUnavailable {
                         reason: reason.clone(),
                     };
-                    super::remote::start_failure(id, node, &e)
+                    super::from_peers::start_failure(id, node, &e)
                 })
                 .collect();
             let reply = WireMsg::StartReply {

@@ -57,7 +57,7 @@ use crate::core::boot::{decide_boot, BootDecision, CopySource, DurableEvidence, 
 use crate::core::declared_list::{check_version, DeclaredChild, DeclaredChildren, DeclaredList};
 use crate::core::declared_state::DeclaredState;
 use crate::core::declared_summary::{weigh_summary, CopySummary, SummaryVerdict};
-use crate::core::sync_parts::PartAssembler;
+use crate::core::reassembly::PartAssembler;
 use crate::hub::simulation::InjectedBug;
 use crate::manifest::{fetch_within, ManifestShipper};
 use crate::model::NodeName;

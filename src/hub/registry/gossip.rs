@@ -21,7 +21,7 @@ use crate::cluster::wire::budget::{chunk_by_bytes, encoded_len, FRAME_BUDGET_BYT
 use crate::cluster::wire::{RegistryChange, WireMsg};
 use crate::config::SyncStrategy;
 use crate::core::gossip::{merge_heads, relay_plan, Head, Offer, Streams, MAX_NODE_LIST};
-use crate::core::sync_parts::SyncAssembler;
+use crate::core::reassembly::SyncAssembler;
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg, RegistryOp, WriteDone};
 use crate::hub::simulation::InjectedBug;
 use crate::model::{NodeName, Row};

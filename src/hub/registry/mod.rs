@@ -37,7 +37,7 @@ use super::HubShared;
 use crate::cluster::wire::budget::encoded_len;
 use crate::cluster::wire::RegistryChange;
 use crate::config::SyncStrategy;
-use crate::core::sync_parts::SyncAssembler;
+use crate::core::reassembly::SyncAssembler;
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
 use crate::model::{apply_observation, ChildId, NodeName, Pid, Row};

@@ -1,4 +1,5 @@
-//! The JSON shapes of the admin API. Field names are a public contract: add, never rename.
+//! The JSON bodies of the admin API: what its requests carry and its answers hold. Field names
+//! are a public contract: add, never rename.
 
 use serde::{Deserialize, Serialize};
 
