@@ -530,5 +530,4 @@ pub use declared::{
 };
 
 #[cfg(test)]
-#[path = "invariants_tests.rs"]
 mod tests;
