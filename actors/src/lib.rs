@@ -5,6 +5,7 @@
 //! [`ticker::Ticker`] (`"ticker"`) and [`crasher::Crasher`] (`"crasher"`, for tests). Each has a
 //! message type usable from user code; [`register_all`] adds them all to a kind table.
 
+pub mod admin_client;
 pub mod baseline;
 pub mod bench;
 pub mod cli;

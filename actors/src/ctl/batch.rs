@@ -17,10 +17,10 @@ use std::path::Path;
 use process_hub::admin::{check_kind, check_values, spec_from_text, StartSpec};
 use serde_json::{json, Value};
 
-use super::client::CtlClient;
 use super::outcome::CtlError;
 use super::print_json;
 use super::table::cell;
+use crate::admin_client::AdminClient;
 
 /// The most failures listed one by one on stderr (the count covers the rest).
 const LISTED_FAILURES: usize = 20;
@@ -77,8 +77,8 @@ pub fn check_file_kinds(specs: &[FileSpec], known: &[String]) -> Result<(), CtlE
 
 /// The kinds the node can start (`GET /v1/kinds`), or `None` when it does not say (404: a
 /// node older than that path).
-fn node_kinds(client: &CtlClient) -> Result<Option<Vec<String>>, CtlError> {
-    let answer = match client.get("/v1/kinds") {
+fn node_kinds(client: &AdminClient) -> Result<Option<Vec<String>>, CtlError> {
+    let answer = match client.get("/v1/kinds").map_err(CtlError::from) {
         Ok(answer) => answer,
         Err(CtlError::Refused { status: 404, .. }) => return Ok(None),
         Err(e) => return Err(e),
@@ -141,7 +141,12 @@ impl Progress {
 }
 
 /// `start --file`: every spec of `path`, `batch` per request.
-pub fn start_file(client: &CtlClient, json: bool, path: &Path, batch: u64) -> Result<(), CtlError> {
+pub fn start_file(
+    client: &AdminClient,
+    json: bool,
+    path: &Path,
+    batch: u64,
+) -> Result<(), CtlError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| CtlError::Usage(format!("--file {}: {e}", path.display())))?;
     let specs = parse_specs(&text, &path.display().to_string())?;
@@ -162,7 +167,7 @@ pub fn start_file(client: &CtlClient, json: bool, path: &Path, batch: u64) -> Re
                 if done > 0 {
                     eprintln!("{done} of {total} children were sent before the failure");
                 }
-                return Err(e);
+                return Err(e.into());
             }
         };
         started.extend(answer["started"].as_array().cloned().unwrap_or_default());
@@ -330,7 +335,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("specs.jsonl");
         std::fs::write(&file, "{\"id\":\"a\",\"kind\":\"anything\"}\n").unwrap();
-        let client = CtlClient::new(&url, None).unwrap();
+        let client = crate::ctl::connect(&url, None).unwrap();
         start_file(&client, false, &file, 500).unwrap();
         let seen: Vec<String> = requests.try_iter().collect();
         assert_eq!(seen, ["GET /v1/kinds", "POST /v1/children"]);
@@ -346,7 +351,7 @@ mod tests {
             "{\"id\":\"a\",\"kind\":\"counter\"}\n{\"id\":\"b\",\"kind\":\"cuonter\"}\n",
         )
         .unwrap();
-        let client = CtlClient::new(&url, None).unwrap();
+        let client = crate::ctl::connect(&url, None).unwrap();
         let e = start_file(&client, false, &file, 1).unwrap_err();
         assert_eq!(e.exit_code(), 2, "{e}");
         assert!(e.to_string().contains(":2 (id \"b\")"), "{e}");

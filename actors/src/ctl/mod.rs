@@ -5,7 +5,8 @@
 //! says how it went ([`outcome`]): 0 done, 1 refused or failed by the node, 2 usage, 3 node
 //! unreachable, 4 unauthorized.
 //!
-//! - [`client`]: the HTTP requests and what their answers mean;
+//! - [`crate::admin_client`]: the HTTP requests (the one admin API client, shared with the
+//!   harness); [`connect`] gives ctl's limits, [`outcome`] what the answers mean;
 //! - [`read`]: `status`, `members`, `children`, `declared`, `explain`;
 //! - [`write`](mod@write): `start`, `stop`, `call`, `clear-declared`;
 //! - [`batch`]: `start --file`, many children in batches with progress;
@@ -13,19 +14,52 @@
 //! - [`table`]: the human tables.
 
 pub mod batch;
-pub mod client;
 pub mod outcome;
 pub mod read;
 pub mod table;
 pub mod watch;
 pub mod write;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use client::CtlClient;
+use crate::admin_client::{AdminClient, ClientLimits};
 use outcome::{CtlError, EXIT_OK};
+
+/// ctl's bounds on a request: a start of a large batch waits for every child (150 s); a node
+/// that does not accept the connection within 5 s is unreachable; a listing page of 10,000
+/// children is a few MB (256 MiB read at most).
+const LIMITS: ClientLimits = ClientLimits {
+    request_timeout: Duration::from_secs(150),
+    connect_timeout: Some(Duration::from_secs(5)),
+    max_body: 256 * 1024 * 1024,
+};
+
+/// The client of the admin API at `url` (`http://HOST:PORT`, or a bare `HOST:PORT`) with
+/// ctl's limits, presenting `token`; a URL it cannot use is a usage error.
+pub fn connect(url: &str, token: Option<String>) -> Result<AdminClient, CtlError> {
+    let client = AdminClient::from_url(url, LIMITS).map_err(|e| CtlError::Usage(e.0))?;
+    Ok(match token {
+        Some(token) => client.with_token(token),
+        None => client,
+    })
+}
+
+/// Reads the bearer token from `path` (surrounding whitespace dropped).
+pub fn read_token(path: &Path) -> Result<String, CtlError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CtlError::Usage(format!("--token-file {}: {e}", path.display())))?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(CtlError::Usage(format!(
+            "--token-file {}: the file is empty",
+            path.display()
+        )));
+    }
+    Ok(token.to_owned())
+}
 
 /// `process-hub ctl`'s flags.
 #[derive(Args, Debug)]
@@ -109,12 +143,8 @@ pub fn run(args: CtlArgs) -> i32 {
 }
 
 fn execute(args: CtlArgs) -> Result<(), CtlError> {
-    let token = args
-        .token_file
-        .as_deref()
-        .map(client::read_token)
-        .transpose()?;
-    let client = CtlClient::new(&args.admin, token)?;
+    let token = args.token_file.as_deref().map(read_token).transpose()?;
+    let client = connect(&args.admin, token)?;
     let json = args.json;
     match args.command {
         CtlCommand::Status => read::status(&client, json),

@@ -71,6 +71,22 @@ pub enum CtlError {
     },
 }
 
+impl From<crate::admin_client::AdminClientError> for CtlError {
+    /// What an admin call's failure means to ctl: a transport error or an answer that is not
+    /// the API's JSON is `unreachable` (exit 3), an error status the node's own refusal or
+    /// `unauthorized` ([`CtlError::from_status`]), a body that does not encode a usage error.
+    fn from(e: crate::admin_client::AdminClientError) -> Self {
+        use crate::admin_client::AdminClientError as E;
+        match e {
+            E::Unreachable { addr, message } | E::Decode { addr, message } => {
+                CtlError::Unreachable { url: addr, message }
+            }
+            E::Status { status, body, .. } => CtlError::from_status(status, body),
+            E::Encode { message } => CtlError::Usage(message),
+        }
+    }
+}
+
 impl CtlError {
     /// The exit code of this failure.
     pub fn exit_code(&self) -> i32 {
@@ -141,5 +157,32 @@ mod tests {
             message: "m".into(),
         };
         assert_eq!(e.exit_code(), EXIT_UNREACHABLE);
+    }
+
+    #[test]
+    fn the_admin_clients_failures_keep_ctls_codes_and_texts() {
+        use crate::admin_client::AdminClientError as E;
+        let e = CtlError::from(E::Unreachable {
+            addr: "http://h:1".into(),
+            message: "connection refused".into(),
+        });
+        assert_eq!(e.exit_code(), EXIT_UNREACHABLE);
+        assert_eq!(e.to_string(), "admin API at http://h:1: connection refused");
+        let e = CtlError::from(E::Decode {
+            addr: "http://h:1".into(),
+            message: "answered 200 with a body that is not JSON: x".into(),
+        });
+        assert_eq!(e.exit_code(), EXIT_UNREACHABLE);
+        let e = CtlError::from(E::Status {
+            addr: "http://h:1".into(),
+            status: 401,
+            body: r#"{"error":"unauthorized","message":"no token"}"#.into(),
+        });
+        assert_eq!(e.exit_code(), EXIT_UNAUTHORIZED);
+        assert_eq!(e.to_string(), "unauthorized: no token");
+        let e = CtlError::from(E::Encode {
+            message: "bad".into(),
+        });
+        assert_eq!(e.exit_code(), EXIT_USAGE);
     }
 }

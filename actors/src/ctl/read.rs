@@ -2,10 +2,10 @@
 
 use serde_json::{json, Value};
 
-use super::client::{encode_segment, CtlClient};
 use super::outcome::CtlError;
 use super::print_json;
 use super::table::{cell, clock, Table};
+use crate::admin_client::{encode_segment, AdminClient};
 
 fn field<'a>(value: &'a Value, name: &str) -> &'a Value {
     value.get(name).unwrap_or(&Value::Null)
@@ -27,10 +27,10 @@ fn names(value: &Value) -> Vec<String> {
 }
 
 /// `status`: `GET /v1/health` and `GET /v1/registry/summary`.
-pub fn status(client: &CtlClient, json: bool) -> Result<(), CtlError> {
+pub fn status(client: &AdminClient, json: bool) -> Result<(), CtlError> {
     let health = client.get("/v1/health")?;
     // A node that does not summarize its registry still has a status.
-    let summary = match client.get("/v1/registry/summary") {
+    let summary = match client.get("/v1/registry/summary").map_err(CtlError::from) {
         Ok(summary) => summary,
         Err(CtlError::Refused { status: 404, .. }) => Value::Null,
         Err(e) => return Err(e),
@@ -83,7 +83,7 @@ pub fn status(client: &CtlClient, json: bool) -> Result<(), CtlError> {
 }
 
 /// `members`: `GET /v1/members`.
-pub fn members(client: &CtlClient, json: bool) -> Result<(), CtlError> {
+pub fn members(client: &AdminClient, json: bool) -> Result<(), CtlError> {
     let answer = client.get("/v1/members")?;
     if json {
         print_json(&answer);
@@ -130,7 +130,7 @@ fn placements(child: &Value) -> Vec<String> {
 
 /// `children`: every page of `GET /v1/children`, filtered here by node and tag.
 pub fn children(
-    client: &CtlClient,
+    client: &AdminClient,
     json: bool,
     node: Option<&str>,
     tag: Option<&str>,
@@ -176,7 +176,7 @@ pub fn children(
 }
 
 /// `declared`: `GET /v1/declared`.
-pub fn declared(client: &CtlClient, json: bool) -> Result<(), CtlError> {
+pub fn declared(client: &AdminClient, json: bool) -> Result<(), CtlError> {
     let answer = client.get("/v1/declared")?;
     if json {
         print_json(&answer);
@@ -230,7 +230,7 @@ pub fn event_line(event: &Value) -> String {
 }
 
 /// `explain`: `GET /v1/children/{id}/explain`.
-pub fn explain(client: &CtlClient, json: bool, id: &str) -> Result<(), CtlError> {
+pub fn explain(client: &AdminClient, json: bool, id: &str) -> Result<(), CtlError> {
     let answer = client.get(&format!("/v1/children/{}/explain", encode_segment(id)))?;
     if json {
         print_json(&answer);

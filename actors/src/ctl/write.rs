@@ -8,10 +8,10 @@ use std::path::PathBuf;
 use clap::Args;
 use serde_json::{json, Value};
 
-use super::client::{encode_segment, CtlClient};
 use super::outcome::CtlError;
 use super::print_json;
 use super::table::cell;
+use crate::admin_client::{encode_segment, AdminClient};
 
 /// `ctl start`'s arguments.
 #[derive(Args, Debug, Clone)]
@@ -48,7 +48,7 @@ pub fn parse_json(what: &str, text: &str) -> Result<Value, CtlError> {
 
 /// `start ID KIND`: one spec (not an array), so a child that does not start is the
 /// request's error (exit 1).
-pub fn start_one(client: &CtlClient, json: bool, args: StartArgs) -> Result<(), CtlError> {
+pub fn start_one(client: &AdminClient, json: bool, args: StartArgs) -> Result<(), CtlError> {
     let (Some(id), Some(kind)) = (args.id, args.kind) else {
         return Err(CtlError::Usage("start needs ID and KIND, or --file".into()));
     };
@@ -97,7 +97,7 @@ fn print_pending(answer: &Value, what: &str) {
 }
 
 /// `stop ID`: `DELETE /v1/children/{id}` (404 for an unknown id: exit 1).
-pub fn stop(client: &CtlClient, json: bool, id: &str) -> Result<(), CtlError> {
+pub fn stop(client: &AdminClient, json: bool, id: &str) -> Result<(), CtlError> {
     let answer = client.delete(&format!("/v1/children/{}", encode_segment(id)))?;
     if json {
         print_json(&answer);
@@ -134,7 +134,7 @@ pub fn stop(client: &CtlClient, json: bool, id: &str) -> Result<(), CtlError> {
 
 /// `call ID JSON`: `POST /v1/children/{id}/call`, printing the child's answer.
 pub fn call(
-    client: &CtlClient,
+    client: &AdminClient,
     json: bool,
     id: &str,
     command: &str,
@@ -155,7 +155,7 @@ pub fn call(
 }
 
 /// `clear-declared`: `POST /v1/declared/clear`.
-pub fn clear_declared(client: &CtlClient, json: bool) -> Result<(), CtlError> {
+pub fn clear_declared(client: &AdminClient, json: bool) -> Result<(), CtlError> {
     let answer = client.post_empty("/v1/declared/clear")?;
     if json {
         print_json(&answer);

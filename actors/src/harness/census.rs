@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::admin_client::{AdminClient, AdminClientError};
+use crate::admin_client::{AdminClient, AdminClientError};
 
 /// Every node's registry view of the children: node -> child id -> the hosts that copy lists.
 #[derive(Clone, Debug, Default)]

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use super::admin_client::AdminClient;
+use crate::admin_client::AdminClient;
 use crate::cli::node_settings::BackendChoice;
 
 /// What went wrong while running a local cluster.

@@ -2,13 +2,14 @@
 //! loopback, talk to their admin APIs, kill and restart them. Used by `process-hub demo`, the
 //! cluster benchmarks and the multi-process tests in `actors/tests/`.
 
-pub mod admin_client;
+/// The admin API client, at its former path (`harness::admin_client`).
+pub use crate::admin_client;
 pub mod census;
 pub mod join;
 pub mod local_cluster;
 pub mod outage;
 
-pub use admin_client::{AdminClient, AdminClientError};
+pub use crate::admin_client::{AdminClient, AdminClientError};
 pub use census::Census;
 pub use join::{measure_join, JoinReport};
 pub use local_cluster::{

@@ -26,9 +26,9 @@ use std::time::{Duration, Instant};
 use process_hub::admin::{StartError, StartSpec};
 use serde::Serialize;
 
-use super::admin_client::{AdminClient, AdminClientError};
 use super::census::{runs_once_in, view_of, Census};
 use super::local_cluster::{wait_for, HarnessError, LocalCluster};
+use crate::admin_client::{AdminClient, AdminClientError};
 
 /// How many children of each kind of finding a report names (the counts are always complete).
 pub const NAMED_IN_REPORT: usize = 20;
@@ -67,7 +67,7 @@ pub fn start_in_batches(
     let outcomes: Vec<Result<Vec<StartError>, AdminClientError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
-                let client = AdminClient::new(client.addr());
+                let client = client.clone();
                 let (chunks, next, done) = (&chunks, &next, &done);
                 scope.spawn(move || {
                     let mut errors = Vec::new();
@@ -90,7 +90,7 @@ pub fn start_in_batches(
             .map(|h| {
                 h.join().unwrap_or_else(|_| {
                     Err(AdminClientError::Unreachable {
-                        addr: client.addr(),
+                        addr: client.addr().to_owned(),
                         message: "a start worker panicked".into(),
                     })
                 })
