@@ -308,7 +308,7 @@ impl ChildKinds {
     /// Children of kind `name` learn their replica role (`active` or `passive`) as a message
     /// of their own type, built by `to_message`: at start and whenever it changes, for the
     /// roles the hub's `redundancy_signal` names. A passive replica can then stay idle (no
-    /// timers, no writes) until it is told it is active, as the original's
+    /// timers, no writes) until it is told it is active, as Elixir's ProcessHub's
     /// `handle_info({:process_hub, :redundancy_signal, mode})`.
     ///
     /// ```

@@ -98,7 +98,7 @@ impl HubBuilder {
     }
 
     /// Registers the factory of the custom backend a config names
-    /// (`registry_backend = { type = "custom", name, options }`), the seed's `{Module, opts}`:
+    /// (`registry_backend = { type = "custom", name, options }`):
     /// the hub calls it at spawn with the config's options, data dir and hub id.
     pub fn storage_backend(mut self, name: impl Into<String>, factory: StorageFactory) -> Self {
         self.factories.insert(name.into(), factory);
@@ -562,8 +562,8 @@ impl Hub {
     }
 
     /// Whether membership work is under way on this node: it is partitioned, or children of a
-    /// redistribution pass are moving (the original's locked event queue). Requests are still
-    /// taken while locked; the flag tells an operator or a test that placements are in flux.
+    /// redistribution pass are moving (Elixir's ProcessHub's locked event queue). Requests are
+    /// still taken while locked; the flag tells an operator or a test that placements are in flux.
     pub fn is_locked(&self) -> bool {
         self.shared.partition.is_locked()
     }
@@ -578,7 +578,7 @@ impl Hub {
             .map_err(HubUnavailable)
     }
 
-    /// What the Coordinator still owes the cluster, as a count (the seed's
+    /// What the Coordinator still owes the cluster, as a count (
     /// `pending_work_count`): requests waiting for nodes' answers, children moving or
     /// re-placed, failed moves waiting for their retry, requests relayed for peers, calls
     /// waiting for a child's answer, hot moves under way. 0 on a quiet node; a count that does

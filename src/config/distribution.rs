@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The hub's distribution strategy (the original's `distribution_strategy`).
+/// The hub's distribution strategy (`distribution_strategy` in Elixir's ProcessHub).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Distribution {

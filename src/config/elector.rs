@@ -1,6 +1,6 @@
-//! The leader elector: who serializes the declared list's mutations (seed
-//! `persistence-and-recovery.md`, "elected via :elector, validated against the hub's own
-//! cluster, with the lexicographically lowest hub member as deterministic fallback").
+//! The leader elector: who serializes the declared list's mutations (docs/recovery.md,
+//! "The leader"): elected by the user's elector, validated against the hub's own cluster, with
+//! the lexicographically lowest member as the deterministic fallback.
 //!
 //! Without one the leader is the lowest member. A team that wants the leader somewhere else (a
 //! node with a faster disk, the node that already leads their own election) plugs one in with

@@ -1,5 +1,5 @@
-//! The load-based placement's timing and rebalance (`[load_balancer]`, read with
-//! `distribution = "load_balanced"`): the original's `CentralizedLoadBalancer` options.
+//! The load-based placement's timing and rebalance (`[load_balancer]`, read with `distribution =
+//! "load_balanced"`): the options of Elixir's ProcessHub's `CentralizedLoadBalancer`.
 
 use serde::{Deserialize, Serialize};
 
@@ -9,13 +9,13 @@ use super::ConfigError;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LoadBalancerConfig {
-    /// How often each node reports its load to the leader, and the leader sends the table back
-    /// (and considers a rebalance), in ms. Range `100..=600_000`, default 5 000 (the original
+    /// How often each node reports its load to the leader, and the leader sends the table back (and
+    /// considers a rebalance), in ms. Range `100..=600_000`, default 5 000 (Elixir's ProcessHub
     /// pushes every 10 000).
     pub push_interval_ms: u64,
-    /// The share of a node's load history kept at each report, in percent: 0 reads only the
-    /// newest report, 90 is the original's `weight_decay_factor`. Range `0..=99`, default 50,
-    /// so a node that took a burst of children weighs it within two reports.
+    /// The share of a node's load history kept at each report, in percent: 0 reads only the newest
+    /// report, 90 is Elixir's ProcessHub's `weight_decay_factor`. Range `0..=99`, default 50, so a
+    /// node that took a burst of children weighs it within two reports.
     pub decay_percent: u8,
     /// Move children when the busiest and the idlest member's children differ by more than
     /// this percentage of the mean; 0 (the default) never moves a child for load. A child moves

@@ -1,5 +1,5 @@
 //! How children move between nodes: `migration = "cold" | "hot"` and the hot swap's timing
-//! (`[hot_swap]`), the original's `ColdSwap` / `HotSwap` strategies.
+//! (`[hot_swap]`), Elixir's ProcessHub's `ColdSwap` / `HotSwap` strategies.
 //!
 //! - **cold** (the default): a moving child is stopped on its old node, then started on its new
 //!   owner; its state is gone and for a moment no node runs it.
@@ -44,17 +44,17 @@ pub struct HotSwapConfig {
     /// After a move, how long the old node keeps forwarding casts that still reach it for the
     /// moved child to its new node (peers whose registry has not caught up yet), in ms; with
     /// `confirm_handover = false`, also how long the old instance is kept before it stops.
-    /// Range `0..=600_000`, default 5 000 (the original's `retention`).
+    /// Range `0..=600_000`, default 5 000 (`retention` in Elixir's ProcessHub).
     pub retention_ms: u64,
     /// How long the old node waits for the child's exported state (past it the move falls
     /// back to a cold swap, reported by `HubEvent::ChildHandover`), and how long the new node
     /// keeps a received state waiting for its child to start, in ms. Range `1..=600_000`,
-    /// default 3 000 (the original's `handover_data_wait`).
+    /// default 3 000 (`handover_data_wait` in Elixir's ProcessHub).
     pub handover_data_wait_ms: u64,
     /// How long the old node waits for the new node to confirm that the child started with
     /// its state, in ms; without a confirmation the old instance keeps running (its state
     /// intact, the held casts delivered to it) and the move is retried by the next
-    /// redistribution pass. Range `100..=3_600_000`, default 10 000 (the original's
+    /// redistribution pass. Range `100..=3_600_000`, default 10 000 (Elixir's ProcessHub's
     /// `child_migration_timeout`).
     pub child_migration_timeout_ms: u64,
     /// `true` (the default): the old instance stops when the new node confirms the start.

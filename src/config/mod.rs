@@ -75,7 +75,7 @@ pub enum ConfigError {
     AutoRecovery(#[from] AutoRecoveryConfigError),
 }
 
-/// The configuration of one hub on one node (the original's `%ProcessHub{}`).
+/// The configuration of one hub on one node (`%ProcessHub{}` in Elixir's ProcessHub).
 ///
 /// Only `hub_id` has no sensible default. Durations are written in milliseconds in files
 /// (`*_ms` fields) so that TOML and JSON stay readable.
@@ -105,19 +105,19 @@ pub struct ProcessHub {
     /// before it gives up and stops the hub. Range `0..=1000`, default 3.
     pub hub_max_restarts: u32,
     /// Time allowed for a graceful shutdown of the whole hub (children included), in ms.
-    /// Range `1..=3_600_000`, default 60 000 (the original's `dsup_shutdown_timeout`).
+    /// Range `1..=3_600_000`, default 60 000 (`dsup_shutdown_timeout` in Elixir's ProcessHub).
     pub shutdown_timeout_ms: u64,
     /// Default `timeout` of start and stop requests, in ms. Range `0..=3_600_000`,
     /// default 10 000.
     pub default_timeout_ms: u64,
     /// Period of the janitor's sweep of expired TTL rows, in ms. Range `10..=86_400_000`,
-    /// default 15 000 (the original's `storage_purge_interval`).
+    /// default 15 000 (`storage_purge_interval` in Elixir's ProcessHub).
     pub storage_purge_interval_ms: u64,
     /// Durable children and orphan recovery (`docs/recovery.md`). `None` (the default): off,
     /// `durable: true` starts are refused and the recovery state is `normal` from the start.
     pub auto_recovery: Option<AutoRecoveryConfig>,
     /// Cluster: period of the full registry sync each node sends its peers (heals lost
-    /// deltas), in ms. Range `100..=3_600_000`, default 15 000 (the original's
+    /// deltas), in ms. Range `100..=3_600_000`, default 15 000 (Elixir's ProcessHub's
     /// `sync_interval`).
     pub sync_interval_ms: u64,
     /// Cluster: how long a node that went down may come back (a flap) before the survivors
@@ -235,7 +235,7 @@ impl ProcessHub {
         }
     }
 
-    /// The seed's `recovery_replay`: whether the hub restores children from the rows its
+    /// `recovery_replay`: whether the hub restores children from the rows its
     /// registry backend kept on disk. Off with auto-recovery, whose reconcile restores exactly
     /// the declared list (a returning node must not republish its stale view as fact); on
     /// without it, where the disk backends give restart-survival. See `core::boot_rows`.

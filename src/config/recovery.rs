@@ -1,4 +1,4 @@
-//! The `auto_recovery` configuration (seed `persistence-and-recovery.md`, "Configuration"),
+//! The `auto_recovery` configuration (docs/recovery.md, "Configuration"),
 //! validated once at spawn.
 //!
 //! | option | default | range |
@@ -34,7 +34,7 @@ pub struct AutoRecoveryConfig {
     pub reconcile_interval_ms: u64,
     /// The off-cluster copy of the declared list. Default none (disabled).
     pub remote_manifest: Option<ManifestLocation>,
-    /// Admission control for recovery starts (beyond the original).
+    /// Admission control for recovery starts (beyond Elixir's ProcessHub).
     pub start_budget: StartBudget,
     /// How the declared store commits. Default [`DeclaredCommit::Group`]; the other value is a
     /// benchmarking/compat knob (the baseline of `process-hub bench recovery`).

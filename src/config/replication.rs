@@ -1,5 +1,5 @@
 //! How many nodes run each child, and which of them answers: `replication_factor`,
-//! `replication_model` and `redundancy_signal` (the original's `Replication` strategy).
+//! `replication_model` and `redundancy_signal` (Elixir's ProcessHub's `Replication` strategy).
 //!
 //! With a factor k above 1 each child runs on its first k owners on the ring. One of them is the
 //! **active** replica: the first owner, in ring order, that runs an instance and is reachable.
@@ -15,7 +15,8 @@ use super::ConfigError;
 /// more than a handful buys no availability a cluster of this size can use.
 pub const MAX_REPLICATION_FACTOR: usize = 8;
 
-/// Whether the replicas that are not active also serve (the original's `replication_model`).
+/// Whether the replicas that are not active also serve (`replication_model` in Elixir's
+/// ProcessHub).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReplicationModel {
@@ -52,8 +53,8 @@ impl std::str::FromStr for ReplicationModel {
     }
 }
 
-/// Which replicas are told their role (the original's `redundancy_signal`): a kind that opts in
-/// (`ChildKinds::redundancy`) gets a message at start and whenever its role changes.
+/// Which replicas are told their role (`redundancy_signal` in Elixir's ProcessHub): a kind that
+/// opts in (`ChildKinds::redundancy`) gets a message at start and whenever its role changes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RedundancySignal {

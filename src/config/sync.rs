@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ConfigError;
 
-/// The original's `recipients`: how many peers a change goes to first.
+/// `recipients` as in Elixir's ProcessHub: how many peers a change goes to first.
 pub const DEFAULT_RECIPIENTS: usize = 3;
 
 /// Largest `recipients`: past it a change's fan-out is a broadcast again.
@@ -27,7 +27,7 @@ pub enum SyncStrategy {
     /// gathers each node's position in every other node's stream and brings back whoever is
     /// behind, and each node sends its whole set of observations to one peer in turn.
     Gossip {
-        /// The period of a sync round, in ms (the original's `sync_interval`). Range
+        /// The period of a sync round, in ms (`sync_interval` in Elixir's ProcessHub). Range
         /// `100..=3_600_000`, default 15 000.
         #[serde(default = "default_interval_ms")]
         interval_ms: u64,
@@ -55,7 +55,7 @@ fn default_restricted_init() -> bool {
 }
 
 impl SyncStrategy {
-    /// Gossip with the original's defaults (15 s rounds, 3 recipients, restricted start).
+    /// Gossip with Elixir's ProcessHub's defaults (15 s rounds, 3 recipients, restricted start).
     pub fn gossip() -> Self {
         SyncStrategy::Gossip {
             interval_ms: default_interval_ms(),

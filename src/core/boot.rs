@@ -1,6 +1,5 @@
 //! Boot decisions about the declared list: "a missing list is never empty truth" and boot
-//! adoption (seed `persistence-and-recovery.md`, "A missing list is never empty truth" and "The
-//! declared list").
+//! adoption (docs/recovery.md, "Boot").
 //!
 //! On boot a node has its local copy (readable, missing, or corrupt and rotated aside), some
 //! evidence that durable children existed (the seeded marker beside the list file, durable rows

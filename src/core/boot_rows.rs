@@ -3,7 +3,7 @@
 //! A disk backend (`lmdb`, `durable`) gives the hub back every row it held when the node went
 //! down: rows of the children this node ran (their pids died with it), and its copies of the
 //! rows of its peers' children. What the node may do with them depends on who restores
-//! children after an outage (seed `persistence-and-recovery.md`):
+//! children after an outage (docs/storage.md, docs/recovery.md "What survives"):
 //!
 //! - **`recovery_replay: false`** (the hub runs auto-recovery): "restoration flows through the
 //!   reconcile, never through the backend open, so a returning node cannot republish its stale
@@ -17,7 +17,7 @@
 //!   until its first reconcile round completed: restoring them is the round's work, and the
 //!   round knows the stops this node missed.
 //! - **`recovery_replay: true`** (no auto-recovery): the rows are the only record, and the disk
-//!   backends are the seed's "restart-survival on a single node". Every row is kept; the
+//!   backends are a "restart-survival on a single node". Every row is kept; the
 //!   children this node ran are restarted (re-placed on their ring owner) once the node has
 //!   heard its peers: after [`BootHold::due_ms`] and once every peer that came up has delivered
 //!   its registry. In that order, a child that a peer re-placed while this node was down (it

@@ -1,8 +1,8 @@
 //! Boot tokens: telling a node that restarted from a node whose network flapped.
 //!
 //! A node that crashes and comes back quickly may never be seen as down by its peers; they would
-//! keep registry bindings that point at pids of its previous life (seed, "Fast-restart
-//! stale-binding reaping"). So each boot draws a random token and announces it when it joins. A
+//! keep registry bindings that point at pids of its previous life (fast-restart
+//! stale-binding reaping). So each boot draws a random token and announces it when it joins. A
 //! peer that hears a known node announce a *different* token knows the node restarted and reaps
 //! the bindings of its previous life; the *same* token after a disconnect means the network
 //! flapped and the bindings are still live.

@@ -1,5 +1,5 @@
 //! The declared list: the versioned, whole-list record of the children that SHALL exist
-//! (seed `persistence-and-recovery.md`, "The declared list").
+//! (docs/recovery.md, "The declared list").
 //!
 //! A durable start adds a child's spec to the list; a deliberate stop removes it; nothing else
 //! writes it. Only the hub's leader mutates the list, and every mutation moves the version up by
@@ -412,11 +412,11 @@ impl DeclaredList {
         }
     }
 
-    /// The first-boot seed (seed, "A missing list is never empty truth"): version 1 holding
-    /// every durable registry row, so an existing deployment's children carry over. Durable rows
-    /// whose restart type is not permanent cannot be declared and are returned apart. With no
-    /// declarable row the result is the empty list at version 0, so that any real list a peer
-    /// holds wins without a tie.
+    /// The first-boot seed (docs/recovery.md, "Boot": a missing list is never empty truth): version
+    /// 1 holding every durable registry row, so an existing deployment's children carry over.
+    /// Durable rows whose restart type is not permanent cannot be declared and are returned apart.
+    /// With no declarable row the result is the empty list at version 0, so that any real list a
+    /// peer holds wins without a tie.
     pub fn seed_from_rows<'a>(
         rows: impl IntoIterator<Item = &'a Row>,
         by: &str,

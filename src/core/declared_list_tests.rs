@@ -1,4 +1,4 @@
-//! Scenarios and properties of the declared list, in the words of the seed.
+//! Scenarios and properties of the declared list, in the words of docs/recovery.md.
 
 use proptest::prelude::*;
 

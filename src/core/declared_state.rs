@@ -2,7 +2,7 @@
 //! whether it is parked, and the effects each event calls for, in the order they must happen.
 //!
 //! The actor owns the IO (the store, the broadcast, the shipper, the hooks) and carries out the
-//! returned [`DeclaredEffect`]s in order. The order encodes the seed's promises:
+//! returned [`DeclaredEffect`]s in order. The order encodes the promises of docs/recovery.md:
 //! - a leader mutation is **persisted before it is acknowledged**, then broadcast, then shipped:
 //!   `[Persist, Acknowledge, Broadcast, Ship]`;
 //! - an adopted copy is persisted whole before the node plans a round from it;

@@ -2,10 +2,10 @@
 //!
 //! A rolling restart or a network blip produces a storm of joins and leaves. Redistributing after
 //! each one would move children back and forth, so the Coordinator collects events of one kind
-//! (joins, leaves, node-downs, grace expiries — one [`EventBatch`] each, as the seed's
+//! (joins, leaves, node-downs, grace expiries — one [`EventBatch`] each, as
 //! `event_batches`) and handles them as one batch once the storm is quiet for `debounce`. A
 //! sustained stream would never be quiet, so the window also closes `max_wait` after it opened
-//! (the seed's `started_at`): no event waits longer than that.
+//! (`started_at`): no event waits longer than that.
 //!
 //! Pure: time is an input. The actor arms a timer for the returned deadline and calls
 //! [`EventBatch::take_due`] when it fires (a stale timer finds nothing due, which is harmless).
@@ -33,7 +33,7 @@ impl Default for BatchConfig {
     }
 }
 
-/// Pending events of one kind (the seed's `batch_state`).
+/// Pending events of one kind (`batch_state`).
 #[derive(Debug, Clone)]
 pub struct EventBatch {
     config: BatchConfig,

@@ -7,7 +7,7 @@
 //! every node, every registry copy and the declared list know it without a second table, and an
 //! older node that does not read it still keeps and forwards it.
 //!
-//! The rules, as in the original's `Guided` strategy:
+//! The rules, as in Elixir's ProcessHub's `Guided` strategy:
 //! - a guided child starts on its node, which must be a member when the start is made;
 //! - it never migrates when nodes join (its node is its owner whoever else joins);
 //! - when its node is gone, it is re-placed on its ring owner only if its start allowed it
@@ -43,7 +43,7 @@ pub enum Owner<'a> {
     Waiting,
 }
 
-/// What is wrong with a start's mapping (the original's errors).
+/// What is wrong with a start's mapping (Elixir's ProcessHub's errors).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MappingError {
     /// The hub places every child by mapping, and this one has none.

@@ -2,14 +2,14 @@
 //! many children move when they drift apart.
 //!
 //! Each node samples its own load ([`LoadSample`]: children, scheduler busy time, run-queue
-//! backlog, memory) and reports it to the leader, which keeps an exponentially weighted average
-//! per node ([`LoadAverage`], as the original's history with a decay factor) and sends the table
+//! backlog, memory) and reports it to the leader, which keeps an exponentially weighted average per
+//! node ([`LoadAverage`], as Elixir's ProcessHub's history with a decay factor) and sends the table
 //! back to every member. A node starting a child turns the table into each member's **spare
 //! capacity** ([`spare_capacity`]) and picks the child's nodes by weighted rendezvous hashing
 //! ([`place`]): a node is chosen with a probability proportional to its spare capacity, and the
 //! same child id with the same table gives the same nodes on every node. A proportional choice,
-//! rather than "the least loaded node gets it", keeps a burst of starts between two reports
-//! from all landing on one node.
+//! rather than "the least loaded node gets it", keeps a burst of starts between two reports from
+//! all landing on one node.
 //!
 //! The leader may also move children ([`plan_rebalance`]) when the children per node drift
 //! further apart than a threshold (nodes joined, or children stopped unevenly).
@@ -56,8 +56,8 @@ impl LoadSample {
     }
 }
 
-/// How much each figure weighs in a node's load score (the original's weights: scheduler 0.4,
-/// run queue 0.3, processes 0.2, memory 0.1).
+/// How much each figure weighs in a node's load score (Elixir's ProcessHub's weights: scheduler
+/// 0.4, run queue 0.3, processes 0.2, memory 0.1).
 const WEIGHTS: [f64; 4] = [0.4, 0.3, 0.2, 0.1];
 
 /// The spare capacity of the busiest node: it still takes a few children, so a cluster where

@@ -1,5 +1,5 @@
 //! What the manifest shipper ships next: coalescing and backoff, as pure decisions
-//! (seed `persistence-and-recovery.md`, "Remote manifest").
+//! (docs/recovery.md, "The remote manifest").
 //!
 //! The leader offers every version it commits. At most one ship is in flight; versions offered
 //! meanwhile replace one another, so only the newest waiting version is shipped next (a burst of

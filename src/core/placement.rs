@@ -7,11 +7,11 @@
 //! machines and Rust versions — std's `DefaultHasher` is randomly keyed per process and is
 //! therefore not usable here; SipHash-1-3 with fixed keys is.
 //!
-//! Each member is placed on the ring at [`HashRing::DEFAULT_VNODES`] pseudo-random points
-//! ("virtual nodes", as the original's 1024) so that load spreads evenly. A child is owned by the
+//! Each member is placed on the ring at [`HashRing::DEFAULT_VNODES`] pseudo-random points ("virtual
+//! nodes", as Elixir's ProcessHub's 1024) so that load spreads evenly. A child is owned by the
 //! member of the first point clockwise from the child's hash. Adding a member only takes the arcs
-//! just before its own points, so it moves about 1/N of the children and only to itself; removing
-//! a member hands only its own arcs to their next points.
+//! just before its own points, so it moves about 1/N of the children and only to itself; removing a
+//! member hands only its own arcs to their next points.
 //!
 //! Rendezvous hashing would give the same movement guarantees with no ring to build, but costs
 //! O(members) hashes per lookup; with a few thousand points a ring lookup is one hash and one

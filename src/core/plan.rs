@@ -1,9 +1,9 @@
 //! Start planning: which children of a start request go to which node, and which are refused
 //! before anything is sent.
 //!
-//! The pipeline of the original (validate -> check_existing -> owner -> group by node), as one
-//! pure function. The owner is a parameter: on one node it is always the local node; the cluster
-//! passes its placement ring instead, and nothing else changes.
+//! The pipeline of Elixir's ProcessHub (validate -> check_existing -> owner -> group by node), as
+//! one pure function. The owner is a parameter: on one node it is always the local node; the
+//! cluster passes its placement ring instead, and nothing else changes.
 
 use std::collections::{BTreeMap, HashSet};
 

@@ -3,7 +3,7 @@
 //! Under a network split the default (`Divergence`) keeps both sides running and resolves the
 //! duplicates on heal. Children that must never run twice at once need the other choice: a side
 //! without quorum stops its children and refuses work until quorum returns. Three ways to count
-//! it, as the original's strategies:
+//! it, as Elixir's ProcessHub's strategies:
 //! - `StaticQuorum`: at least `quorum_size` members (this node included), for a cluster whose
 //!   size is known;
 //! - `DynamicQuorum`: the members must be at least `quorum_size_percent` of the members plus

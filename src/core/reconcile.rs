@@ -1,5 +1,5 @@
 //! Reconcile planning: one round's decisions from the declared list, the registry as observed,
-//! and the ring (seed `persistence-and-recovery.md`, "Rounds and states").
+//! and the ring (docs/recovery.md, "Rounds").
 //!
 //! ```text
 //! orphans = declared children − children observed running anywhere

@@ -1,4 +1,4 @@
-//! Rounds as scenarios from the seed, and the invariants every plan keeps.
+//! Rounds as scenarios (docs/recovery.md, "Rounds"), and the invariants every plan keeps.
 
 use std::collections::BTreeSet;
 

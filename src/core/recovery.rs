@@ -1,11 +1,11 @@
-//! Recovery state and round scheduling (seed `persistence-and-recovery.md`, "Rounds and states").
+//! Recovery state and round scheduling (docs/recovery.md, "Rounds").
 //!
 //! A hub with auto-recovery is `Recovering` until its first reconcile round completes, then
 //! `Normal` for good; without auto-recovery it is `Normal` from the start. The first round runs
 //! `reconcile_grace_ms` after start, with or without peers, so `Normal` is always reached. Later
 //! rounds follow completed synchronisation rounds, at most one per `reconcile_interval_ms`, and
-//! never two at once. (The field names mirror the seed's coordinator state: `reconcile_last_at`,
-//! `reconcile_requested?`, `reconcile_running?`.)
+//! never two at once. (The field names mirror the Coordinator's state in docs/architecture.md:
+//! `reconcile_last_at`, `reconcile_requested?`, `reconcile_running?`.)
 //!
 //! Recovery starts are paced by a per-node [`StartPacer`] (admission control, beyond the
 //! original): a cold start of 100,000 declared children is spread out instead of stampeding.

@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// The moments a handler can be attached to. These are the original's keys that apply to one
+/// The moments a handler can be attached to. These are Elixir's ProcessHub's keys that apply to one
 /// node; the cluster and recovery keys arrive with those features.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -73,7 +73,7 @@ pub enum HookKey {
 }
 
 impl HookKey {
-    /// The original's name of the key.
+    /// The key's name, as Elixir's ProcessHub spells it.
     pub fn as_str(&self) -> &'static str {
         match self {
             HookKey::RegistryPidInsert => "registry_pid_insert",

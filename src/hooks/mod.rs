@@ -1,4 +1,4 @@
-//! Hooks: user code the hub runs at fixed points of its work, by the original's hook keys.
+//! Hooks: user code the hub runs at fixed points of its work, by Elixir's ProcessHub's hook keys.
 //!
 //! A hook key names a moment (`registry_pid_insert`, `pre_children_start`, ...). Handlers are
 //! registered under a key with an id unique for that key and a priority; higher priorities run

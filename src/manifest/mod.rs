@@ -1,5 +1,5 @@
-//! Remote manifests: an off-cluster copy of the declared list (seed
-//! `persistence-and-recovery.md`, "Remote manifest").
+//! Remote manifests: an off-cluster copy of the declared list (docs/recovery.md,
+//! "The remote manifest").
 //!
 //! The copy protects the list against the loss of every cluster disk. The leader ships every
 //! committed version asynchronously through a [`ManifestShipper`] (retried with backoff,

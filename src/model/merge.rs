@@ -1,4 +1,4 @@
-//! Merge rules for rows that two nodes wrote independently (seed, "Row bookkeeping").
+//! Merge rules for rows that two nodes wrote independently.
 //!
 //! A row has two parts with different owners:
 //! - the *authored* part (spec, metadata, hub bookkeeping) is resolved by the higher `epoch`,

@@ -14,7 +14,7 @@ pub type NodeName = String;
 /// observed on, which is why rows keep it keyed by node.
 pub type Pid = u64;
 
-/// The metadata key reserved for the hub (the seed's `:__process_hub__`).
+/// The metadata key reserved for the hub (`:__process_hub__` in Elixir's ProcessHub).
 pub const RESERVED_METADATA_KEY: &str = "__process_hub__";
 
 /// Caller metadata: free-form string pairs. The `tag` key drives `tag_query`.

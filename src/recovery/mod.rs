@@ -1,4 +1,4 @@
-//! The recovery feature's IO pieces under the names the seed gives them, for code that
+//! The recovery feature's IO pieces under the names docs/recovery.md gives them, for code that
 //! imports them from here. Where they live: the declared store with the rest of the disk
 //! (`crate::storage::declared_store`), the remote manifest in [`crate::manifest`], the leader
 //! elector with the configuration (`crate::config::elector`). The decisions are in the pure

@@ -5,7 +5,7 @@
 //! side: the sides are cliques). A partial partition (a reaches b, b reaches c, a does not reach
 //! c) gives each node its own view of the members, and a count of members seen cannot keep a
 //! child from running on both a and c: that would take leases or consensus, which no strategy
-//! of the original has either (docs/strategies.md).
+//! of Elixir's ProcessHub has either (docs/strategies.md).
 
 use std::collections::{BTreeMap, BTreeSet};
 

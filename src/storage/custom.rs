@@ -1,8 +1,7 @@
 //! Registry backends the hub does not ship: a user's [`Storage`] implementation, given to the
 //! hub directly ([`crate::HubBuilder::registry_storage`]) or named in the config
 //! (`registry_backend = { type = "custom", name = "...", options = { ... } }`) and built by the
-//! factory registered under that name ([`crate::HubBuilder::storage_backend`]), as the seed's
-//! `{Module, opts}` backend.
+//! factory registered under that name ([`crate::HubBuilder::storage_backend`]).
 //!
 //! The contract a backend keeps (the hub relies on each point; `tests/custom_storage.rs` shows
 //! one that keeps them while it fails and corrupts on purpose):

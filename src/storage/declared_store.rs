@@ -1,6 +1,6 @@
-//! The node's own store of its adopted declared list (seed `persistence-and-recovery.md`, "The
-//! declared list": "every node persists its adopted copy in its own store beside the registry
-//! file, whatever the registry backend").
+//! The node's own store of its adopted declared list (docs/recovery.md,
+//! "Where it is stored"): every node persists its adopted copy in its own store beside the
+//! registry file, whatever the registry backend.
 //!
 //! Layout, in the hub's directory `<data_dir>/process_hub/<hub_id>/`:
 //! - `declared.lmdb`: an LMDB store on the shared engine (`crate::storage::engine`: group

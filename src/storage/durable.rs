@@ -1,8 +1,8 @@
-//! The `durable` backend (the seed's `{:durable_ets, _}`): memory for reads, mirrored
+//! The `durable` backend: memory for reads, mirrored
 //! synchronously to the same LMDB file the `lmdb` backend uses.
 //!
 //! Reads hit the in-memory copy only, so the hot path never touches the disk. A write goes to
-//! memory first (visible at once, as in the seed), then to LMDB through group commit; its commit
+//! memory first (visible at once), then to LMDB through group commit; its commit
 //! answers `Ok` once fsync'd. If the disk write fails, the memory write is rolled back before
 //! the caller hears the error. On open the disk copy is replayed into memory, so reads are
 //! authoritative from the start.

@@ -1,4 +1,4 @@
-//! The `lmdb` backend (the seed's `{:dets, _}`): the registry lives on disk only.
+//! The `lmdb` backend: the registry lives on disk only.
 //!
 //! Reads open a short LMDB read transaction (a memory-mapped B-tree lookup, no copy of the
 //! registry in RAM); writes go through group commit and answer `Ok` only once fsync'd. Pick it

@@ -1,10 +1,10 @@
 //! Registry storage: where a node keeps its copy of the registry.
 //!
-//! One trait, several backends (seed `persistence-and-recovery.md`, "Backends"):
+//! One trait, several backends (docs/storage.md):
 //! - [`MemoryStorage`] (default): concurrent reads that never wait on writers, like ETS;
 //!   nothing survives a restart.
-//! - [`LmdbStorage`] (`lmdb`, the seed's `{:dets, _}`): on disk only; reads are LMDB lookups.
-//! - [`DurableStorage`] (`durable`, the seed's `{:durable_ets, _}`): reads from memory, every
+//! - [`LmdbStorage`] (`lmdb`): on disk only; reads are LMDB lookups.
+//! - [`DurableStorage`] (`durable`): reads from memory, every
 //!   write mirrored to the same LMDB file before it is acknowledged.
 //! - any type implementing [`Storage`], whose mutations may fail.
 //!

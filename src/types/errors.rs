@@ -264,7 +264,7 @@ impl ChildStopError {
 /// Why a whole start request was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StartError {
-    /// The request named no children (the original's `:no_children`).
+    /// The request named no children (`:no_children` in Elixir's ProcessHub).
     #[error("no children to start")]
     NoChildren,
     /// The metadata uses the key reserved for the hub.

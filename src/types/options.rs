@@ -24,8 +24,8 @@ pub enum OnFailure {
 
 /// Options of `start_child` / `start_children`.
 ///
-/// Unlike the original, `awaitable` defaults to `true`: the Rust API is `async` anyway, and a
-/// typed [`crate::StartResult`] is the useful answer. Set it to `false` to return as soon as the
+/// Unlike Elixir's ProcessHub, `awaitable` defaults to `true`: the Rust API is `async` anyway, and
+/// a typed [`crate::StartResult`] is the useful answer. Set it to `false` to return as soon as the
 /// request is validated and delivered.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]

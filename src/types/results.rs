@@ -1,4 +1,4 @@
-//! Results of the public API: typed versions of the original's tuples.
+//! Results of the public API: typed versions of Elixir's ProcessHub's result tuples.
 
 use serde::{Deserialize, Serialize};
 

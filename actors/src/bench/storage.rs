@@ -1,5 +1,5 @@
 //! The storage benchmark: how many durable writes a second the `lmdb` backend takes from many
-//! concurrent writers with group commit, against the original's profile (one transaction and
+//! concurrent writers with group commit, against Elixir's ProcessHub's profile (one transaction and
 //! fsync per write, same writers, same number of writes), and how long a point read takes in
 //! the memory backend holding a million rows.
 //!

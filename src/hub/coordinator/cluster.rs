@@ -1,5 +1,5 @@
 //! The Coordinator's cluster state: what a hub that spans nodes keeps beyond the pipeline (the
-//! seed's `Coordinator.State` fields that a single node does not need), and sending batches
+//! `Coordinator.State` fields that a single node does not need), and sending batches
 //! to peers.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -62,7 +62,7 @@ pub(crate) enum Cause {
     Replaced { why: MoveReason },
 }
 
-/// The migration retry timer (the seed's `migration_retry_timer`: `nil`, a timer, or
+/// The migration retry timer (`migration_retry_timer`: `nil`, a timer, or
 /// `{:running, timer}`): a retry's starts in flight hold off the next timer until they answered,
 /// so one retry never overlaps the next.
 pub(crate) enum RetryTimer {

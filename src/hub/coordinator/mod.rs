@@ -6,7 +6,7 @@
 //!   batch per node -> collect the nodes' answers in `pending_operations`, keyed by request id,
 //!   with a timeout. Stops find the hosting nodes in the registry view and go the same way;
 //! - [`completion`]: the nodes' reports and timeouts completing the pending operations, rollback;
-//! - [`cluster`]: the cluster state (the seed's `Coordinator.State` fields that one node does
+//! - [`cluster`]: the cluster state (the `Coordinator.State` fields that one node does
 //!   not need) and sending batches to peers;
 //! - [`membership`]: peers up and down, boot tokens, grace periods, `cluster_settled`, and
 //!   publishing the members and the ring every other actor reads;
@@ -24,8 +24,9 @@
 //! - [`timers`]: the cluster half's timers and completions, and their dispatch.
 //!
 //! Results arrive as messages, so the Coordinator never waits on a node and keeps serving other
-//! requests. The state is shaped like the seed's `Coordinator.State`: the hub's fixed parts
-//! (`hub`), `pending_operations`, the request id counter and the cluster's bookkeeping.
+//! requests. The state is shaped like `Coordinator.State` (docs/architecture.md, "Coordinator"):
+//! the hub's fixed parts (`hub`), `pending_operations`, the request id counter and the cluster's
+//! bookkeeping.
 
 mod boot_replay;
 mod cluster;
@@ -274,7 +275,7 @@ impl Actor for Coordinator {
         if let Some(cluster) = &state.cluster {
             let hub = &state.hub;
             hub.partition.set_locked(!cluster.migrating.is_empty());
-            // The seed's `pending_work_count`: what this node still owes the cluster (a hot
+            // `pending_work_count`: what this node still owes the cluster (a hot
             // move is among `migrating`).
             hub.partition.set_pending_work(
                 state.pending_operations.len()

@@ -1,5 +1,5 @@
 //! The DeclaredLeader actor: this node's copy of the declared list, and the leader's
-//! mutations of it (seed `persistence-and-recovery.md`, "The declared list").
+//! mutations of it (docs/recovery.md, "The declared list").
 //!
 //! Spawned by the HubSupervisor only with `auto_recovery`. It holds the node's adopted copy
 //! ([`DeclaredState`]) and its store, and carries out the effects the pure state returns, in

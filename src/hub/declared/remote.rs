@@ -1,6 +1,6 @@
 //! The declared list across nodes: mutations routed to a remote leader and their replies, and
-//! the entry point of declared-list wire messages (seed, "The declared list": "mutations are
-//! serialized through the hub's leader node").
+//! the entry point of declared-list wire messages (docs/recovery.md, "The leader":
+//! mutations are serialized through the hub's leader node).
 //!
 //! A node that is not the leader sends its mutation ([`WireMsg::DeclaredMutate`]) to the node
 //! it takes for the leader and waits for the reply, which the leader sends only once the

@@ -178,7 +178,7 @@ pub enum HubMsg {
     },
     /// The cluster was made smaller on purpose: a majority quorum counts its majority of
     /// `size` members from now on (a static quorum keeps its configured size); answers whether
-    /// this node is partitioned after it (the original's `reset_cluster_size`).
+    /// this node is partitioned after it (`reset_cluster_size` in Elixir's ProcessHub).
     ResetClusterSize {
         /// The members the cluster has now, this node included.
         size: usize,

@@ -1,5 +1,5 @@
-//! The Reconciler actor: runs the reconcile rounds of one node (seed
-//! `persistence-and-recovery.md`, "Rounds and states").
+//! The Reconciler actor: runs the reconcile rounds of one node (docs/recovery.md,
+//! "Rounds").
 //!
 //! Spawned by the HubSupervisor only with `auto_recovery`. The schedule is the pure
 //! [`RoundSchedule`]: the first round `reconcile_grace_ms` after start, with or without peers;

@@ -1,5 +1,5 @@
 //! The hub's recovery state as callers see it: `recovery_state()` and `await_normal(timeout)`
-//! (seed, "Introspection and failure modes").
+//! (docs/recovery.md, "Failure modes").
 //!
 //! The Reconciler publishes the state (from [`crate::core::recovery::RoundSchedule`]); any number
 //! of callers read it without a round trip to an actor, and `await_normal` returns once the first

@@ -74,7 +74,7 @@ pub enum CommitMode {
     /// Concurrent batches share one transaction and fsync (default).
     #[default]
     Group,
-    /// Every batch gets its own transaction and fsync: the original's profile, kept as the
+    /// Every batch gets its own transaction and fsync: Elixir's ProcessHub's profile, kept as the
     /// baseline of the storage benchmark.
     PerOperation,
 }

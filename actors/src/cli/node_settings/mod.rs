@@ -411,7 +411,7 @@ fn load_balancer(
     Some(config)
 }
 
-/// `--distribution`: the strategies' names as the original spells them, dashed.
+/// `--distribution`: the strategies' names as Elixir's ProcessHub spells them, dashed.
 pub fn parse_distribution(value: &str) -> Result<process_hub::Distribution, String> {
     match value {
         "consistent-hash" | "consistent_hash" => Ok(process_hub::Distribution::ConsistentHash),
