@@ -50,7 +50,7 @@ mod types;
 pub use api::remote::{RemoteChildRef, RemoteFailure, RemoteHub, RemoteHubError};
 pub use api::ChildRef;
 pub use api::{Hub, HubBuilder, HubUnavailable, ShutdownTimedOut, SpawnError};
-pub use core::declared_list::DeclaredView;
+pub use core::declared::list::DeclaredView;
 pub use hub::protocol::supervisor::{HubInfo, HubMsg};
 pub use process_hub_derive::ChildMessage;
 
@@ -66,7 +66,7 @@ pub use config::{ConfigError, Distribution, ProcessHub, ProcessHubBuilder};
 // Hot swap with state handover (docs/strategies.md).
 pub use config::{HotSwapConfig, LoadBalancerConfig, Migration, PartitionTolerance, SyncStrategy};
 pub use config::{RedundancySignal, ReplicationModel};
-pub use core::declared_list::DeclaredChild;
+pub use core::declared::list::DeclaredChild;
 pub use core::recovery::RecoveryState;
 pub use events::HandoverOutcome;
 pub use events::{EventSink, HubEvent, MoveReason, SubscriptionId};

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload, UpdateVersion};
-use process_hub::core::declared_list::DeclaredList;
+use process_hub::core::declared::list::DeclaredList;
 use process_hub::core::manifest_ship::ShipBackoff;
 use process_hub::model::{ChildSpec, Metadata};
 use process_hub::recovery::manifest::{

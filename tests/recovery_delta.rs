@@ -102,7 +102,7 @@ async fn a_dropped_delta_is_healed_by_the_version_announcement() {
 /// c misses a delta and hears no announcement; the next delta is not based on c's copy, so c
 /// must not apply it and converges on a whole copy (asked for by the refused delta, or by c's
 /// next reconcile round, which gets no answer to its version query and solicits the leader:
-/// this test does not tell the two apart; `core::declared_delta`'s tests pin the refusal).
+/// this test does not tell the two apart; `core::declared::delta`'s tests pin the refusal).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_not_at_the_base_converges_on_the_whole_copy() {
     let d = TestCluster::with_nodes(73, &["a", "b", "c"], Options::durable()).await;
@@ -125,7 +125,7 @@ async fn a_peer_not_at_the_base_converges_on_the_whole_copy() {
 }
 
 /// After a whole-cluster outage every node holds the same copy: the nodes weigh each other's
-/// copies by their summaries alone (`core::declared_summary`), and no whole copy travels. The
+/// copies by their summaries alone (`core::declared::summary`), and no whole copy travels. The
 /// test takes the whole copies away; were one needed, the rounds would stay parked and the
 /// children would not come back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,7 +12,7 @@ use super::errors::SpawnError;
 use crate::cluster::transport::Network;
 use crate::config::LeaderElector;
 use crate::config::ProcessHub;
-use crate::core::declared_list::DeclaredView;
+use crate::core::declared::list::DeclaredView;
 use crate::core::recovery::RecoveryState;
 use crate::events::{EventSink, HubEvent, SubscriptionId};
 use crate::hooks::{HookError, HookHandler, HookKey, Hooks};

@@ -21,11 +21,11 @@
 //! answer counts as "no list": parking then is the safe answer, and a later fetch may restore.
 //!
 //! After that decision, joining peers offer their copies and the highest wins
-//! ([`boot_adoption`], built on [`crate::core::declared_list::precedence`]).
+//! ([`boot_adoption`], built on [`crate::core::declared::list::precedence`]).
 
 use std::cmp::Ordering;
 
-use crate::core::declared_list::{
+use crate::core::declared::list::{
     check_version, highest, precedence, tiebreak_between, DeclaredList, Tiebreak,
 };
 

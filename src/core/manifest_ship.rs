@@ -12,7 +12,7 @@
 
 use std::cmp::Ordering;
 
-use crate::core::declared_list::{precedence, DeclaredList};
+use crate::core::declared::list::{precedence, DeclaredList};
 
 /// Retry delays of the shipper: `initial_ms × 2^n`, capped at `max_ms`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -51,7 +51,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::core::declared_list::{DeclaredChild, DeclaredList};
+use crate::core::declared::list::{DeclaredChild, DeclaredList};
 use crate::model::{ChildId, NodeName, Pid, Row};
 
 /// An orphan to submit through the normal start path (with `check_existing`).

@@ -27,7 +27,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::core::declared_list::DeclaredList;
+use crate::core::declared::list::DeclaredList;
 use crate::core::guided::{Guided, Owner};
 use crate::core::placement::HashRing;
 use crate::core::replication::owners_of;

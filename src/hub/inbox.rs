@@ -35,7 +35,7 @@ use super::typed;
 use super::HubShared;
 use crate::cluster::transport::{EventSink, TransportEvent};
 use crate::cluster::wire::WireMsg;
-use crate::core::declared_list::check_version;
+use crate::core::declared::list::check_version;
 use crate::model::NodeName;
 use crate::telemetry::refusals::Refusal;
 use crate::types::RecoveryError;

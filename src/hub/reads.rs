@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::HubShared;
-use crate::core::declared_list::DeclaredView;
+use crate::core::declared::list::DeclaredView;
 use crate::model::{ChildId, NodeName, Pid, Row};
 use crate::telemetry::metrics::{DeclaredGauges, Gauges};
 use crate::types::results::{ChildInfo, ProcessEntry, ProcessScope};

@@ -26,7 +26,7 @@ use ractor::{ActorCell, ActorRef};
 use crate::clock::Clock;
 use crate::cluster::transport::{Network, Transport};
 use crate::config::ProcessHub;
-use crate::core::declared_state::choose_leader;
+use crate::core::declared::state::choose_leader;
 use crate::core::placement::HashRing;
 use crate::events::EventBus;
 use crate::hooks::Hooks;

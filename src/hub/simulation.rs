@@ -6,7 +6,7 @@
 #[cfg(feature = "sim")]
 use std::sync::Arc;
 
-use crate::core::declared_delta::ListStamp;
+use crate::core::declared::delta::ListStamp;
 use crate::model::{ChildId, NodeName};
 
 /// A bug the simulator can inject into a hub.

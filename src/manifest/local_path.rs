@@ -23,7 +23,7 @@ use super::{
     beats_stored, decode, encode, ManifestError, RemoteManifest, ShipOutcome, MANIFEST_NAME,
     MAX_MANIFEST_BYTES,
 };
-use crate::core::declared_list::DeclaredList;
+use crate::core::declared::list::DeclaredList;
 use crate::storage::engine::format::unique_stamp;
 
 /// How much a fetch reads between two looks at whether it was cancelled.

@@ -8,7 +8,7 @@
 //!
 //! A [`RemoteManifest`] promises that a ship never lowers the stored version: it reads the
 //! stored copy, and writes only when the offered copy beats it by
-//! [`crate::core::declared_list::precedence`]. Adapters make that read-compare-write atomic
+//! [`crate::core::declared::list::precedence`]. Adapters make that read-compare-write atomic
 //! where their storage allows: `S3Manifest` (feature `s3`) with conditional writes (create-if-absent, or
 //! replace-if-the-e-tag-still-matches), so two leaders (a partition) cannot clobber a newer
 //! version; [`LocalPathManifest`] with a lock within the process and an atomic rename.
@@ -28,7 +28,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use crate::config::ManifestLocation;
-use crate::core::declared_list::{
+use crate::core::declared::list::{
     check_durable, precedence, DeclaredChild, DeclaredList, MAX_DECLARED_VERSION,
 };
 use crate::model::validate_stored_child;
@@ -259,7 +259,7 @@ pub(crate) fn decode(location: &str, bytes: &[u8]) -> Result<DeclaredList, Manif
             doc.version
         )));
     }
-    let mut children = crate::core::declared_list::DeclaredChildren::new();
+    let mut children = crate::core::declared::list::DeclaredChildren::new();
     for child in doc.children {
         validate_stored_child(&child.spec, &child.metadata).map_err(|e| invalid(e.to_string()))?;
         check_durable(&child.spec, &child.metadata).map_err(|e| invalid(e.to_string()))?;

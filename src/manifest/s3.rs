@@ -20,7 +20,7 @@ use super::{
     beats_stored, decode, encode, ManifestError, RemoteManifest, ShipOutcome, MANIFEST_NAME,
 };
 use crate::config::ManifestLocation;
-use crate::core::declared_list::DeclaredList;
+use crate::core::declared::list::DeclaredList;
 
 /// How many conditional writes a ship attempts before reporting contention.
 const MAX_ATTEMPTS: u32 = 5;

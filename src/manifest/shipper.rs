@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{ManifestError, RemoteManifest, ShipOutcome};
-use crate::core::declared_list::DeclaredList;
+use crate::core::declared::list::DeclaredList;
 use crate::core::manifest_ship::{Offer, ShipBackoff, ShipQueue, ShipStep};
 
 /// A failed ship, as reported to the failure callback.

@@ -2,7 +2,7 @@
 //! imports them from here. Where they live: the declared store with the rest of the disk
 //! (`crate::storage::declared_store`), the remote manifest in [`crate::manifest`], the leader
 //! elector with the configuration (`crate::config::elector`). The decisions are in the pure
-//! core ([`crate::core::declared_list`], [`crate::core::reconcile`], [`crate::core::recovery`],
+//! core ([`crate::core::declared::list`], [`crate::core::reconcile`], [`crate::core::recovery`],
 //! [`crate::core::boot`]); `docs/recovery.md` has the model and the operator's runbook.
 
 pub use crate::config::elector;

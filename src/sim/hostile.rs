@@ -3,9 +3,9 @@
 //! and the invariants must hold as if they had never been sent.
 
 use crate::cluster::wire::{self, DeclaredOp, RegistryChange, RequestId, WireMsg, WIRE_VERSION};
-use crate::core::declared_delta::{DeclaredDelta, DeltaChange, ListStamp};
-use crate::core::declared_list::{DeclaredChildren, DeclaredList};
-use crate::core::declared_summary::CopySummary;
+use crate::core::declared::delta::{DeclaredDelta, DeltaChange, ListStamp};
+use crate::core::declared::list::{DeclaredChildren, DeclaredList};
+use crate::core::declared::summary::CopySummary;
 use crate::model::{ChildId, ChildSpec, HubMeta, Metadata, Row, MAX_CHILD_BYTES};
 
 use super::cluster::SIM_HUB;

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use crate::core::declared_delta::ListStamp;
+use crate::core::declared::delta::ListStamp;
 use crate::hub::simulation::Observation;
 use crate::model::{ChildId, NodeName};
 

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::core::boot::LocalList;
-use crate::core::declared_list::{DeclaredChange, DeclaredChild, DeclaredChildren, DeclaredList};
+use crate::core::declared::list::{DeclaredChange, DeclaredChild, DeclaredChildren, DeclaredList};
 use crate::model::{ChildId, NodeName};
 use crate::storage::engine::{format, CommitStats, DiskOptions, Engine, KvOp, StoreSpec};
 #[cfg(feature = "sim")]

@@ -255,7 +255,7 @@ fn whole_saves_write_the_difference_and_reload_exactly() {
                     },
                 )
             })
-            .collect::<crate::core::declared_list::DeclaredChildren>();
+            .collect::<crate::core::declared::list::DeclaredChildren>();
         DeclaredList::from_parts(version, children, Some("n1".into()))
     };
     let first = list_of(3, &[("a", "counter"), ("b", "counter"), ("c", "counter")]);

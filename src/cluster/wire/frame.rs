@@ -239,7 +239,7 @@ mod tests {
     use super::*;
     use crate::cluster::wire::{ChildFailure, RegistryChange, RequestId, StartItem, StartedChild};
     use crate::core::boot_token::BootToken;
-    use crate::core::declared_delta::DeclaredDelta;
+    use crate::core::declared::delta::DeclaredDelta;
     use crate::model::{ChildArgs, Restart, Shutdown};
     use crate::model::{ChildId, ChildSpec, HubMeta, Metadata, Row};
     use proptest::prelude::*;
@@ -422,7 +422,7 @@ mod tests {
     /// announcements), and the delta survives the wire.
     #[test]
     fn the_declared_delta_is_additive_and_roundtrips() {
-        use crate::core::declared_list::DeclaredList;
+        use crate::core::declared::list::DeclaredList;
 
         let query = encode("hub", "a@h", &WireMsg::DeclaredVersionQuery).unwrap();
         let part = WireMsg::FullSyncPart {
@@ -462,8 +462,8 @@ mod tests {
     /// sums up, and survives the wire.
     #[test]
     fn the_declared_summary_is_additive_small_and_roundtrips() {
-        use crate::core::declared_list::DeclaredList;
-        use crate::core::declared_summary::CopySummary;
+        use crate::core::declared::list::DeclaredList;
+        use crate::core::declared::summary::CopySummary;
 
         let mut list = DeclaredList::new();
         for i in 0..10_000 {

@@ -29,9 +29,9 @@ pub use frame::{
 use serde::{Deserialize, Serialize};
 
 use crate::core::boot_token::BootToken;
-use crate::core::declared_delta::DeclaredDelta;
-use crate::core::declared_list::{DeclaredChild, DeclaredList};
-use crate::core::declared_summary::CopySummary;
+use crate::core::declared::delta::DeclaredDelta;
+use crate::core::declared::list::{DeclaredChild, DeclaredList};
+use crate::core::declared::summary::CopySummary;
 use crate::model::{ChildId, ChildSpec, DownReason, HubMeta, Metadata, NodeName, Pid, Row};
 
 /// The version of the message encoding, and of open frames ([`encode`]). Frames between
@@ -276,7 +276,7 @@ pub enum WireMsg {
     /// e.g. a batch of durable starts), broadcast instead of its whole copy so a mutation costs
     /// the size of the change, not of the list. A receiver applies it only if its copy is
     /// exactly `delta.base`, else asks the sender for its whole copy ([`WireMsg::DeclaredOffer`]
-    /// with `reply`); see `core::declared_delta`. Added after every other variant so the older
+    /// with `reply`); see `core::declared::delta`. Added after every other variant so the older
     /// variants encode as before.
     DeclaredDelta {
         /// The changes, between the stamps of the leader's copy before and after.
@@ -453,7 +453,7 @@ pub enum WireMsg {
         /// Whether the round is spreading (every position gathered).
         spreading: bool,
     },
-    /// The sender's declared copy in brief (`core::declared_summary`), sent instead of the whole
+    /// The sender's declared copy in brief (`core::declared::summary`), sent instead of the whole
     /// copy when a peer comes up or a parked round asks: the receiver weighs it against its own
     /// and a whole copy travels only to a node whose copy is outranked, or both ways when the
     /// stamps tie on other content. Added after every other variant so the older variants

@@ -24,7 +24,7 @@ use ractor::ActorRef;
 use super::persist::AfterPersist;
 use super::DeclaredLeaderState;
 use crate::core::boot::{BootDecision, CopySource, DurableEvidence, ParkReason};
-use crate::core::declared_state::DeclaredState;
+use crate::core::declared::state::DeclaredState;
 use crate::hub::protocol::DeclaredMsg;
 use crate::storage::declared_store::Resynced;
 use crate::storage::StorageError;

@@ -25,7 +25,7 @@
 //! After a persisted operation the leader broadcasts a delta (the changed entries), not its
 //! whole copy, in version order; a peer applies it only on exactly its base and otherwise
 //! fetches the whole copy (`broadcast`). Nodes that meet exchange their copies' summaries first
-//! (`core::declared_summary`), and a whole copy travels only where they differ. The list's children are a persistent map, so
+//! (`core::declared::summary`), and a whole copy travels only where they differ. The list's children are a persistent map, so
 //! the copy handed to the publish and ship steps is O(1) to take.
 //!
 //! This file holds the actor, its messages, boot and the copies exchanged with peers; the
@@ -54,9 +54,9 @@ use super::HubShared;
 use crate::cluster::wire::budget::encoded_len;
 use crate::cluster::wire::WireMsg;
 use crate::core::boot::{decide_boot, BootDecision, CopySource, DurableEvidence, ManifestFetch};
-use crate::core::declared_list::{check_version, DeclaredChild, DeclaredChildren, DeclaredList};
-use crate::core::declared_state::DeclaredState;
-use crate::core::declared_summary::{weigh_summary, CopySummary, SummaryVerdict};
+use crate::core::declared::list::{check_version, DeclaredChild, DeclaredChildren, DeclaredList};
+use crate::core::declared::state::DeclaredState;
+use crate::core::declared::summary::{weigh_summary, CopySummary, SummaryVerdict};
 use crate::core::reassembly::PartAssembler;
 use crate::hub::simulation::InjectedBug;
 use crate::manifest::{fetch_within, ManifestShipper};
@@ -245,7 +245,7 @@ impl DeclaredLeaderState {
         }
     }
 
-    /// Sends this node's persisted copy in brief to `node` (`core::declared_summary`); `reply`
+    /// Sends this node's persisted copy in brief to `node` (`core::declared::summary`); `reply`
     /// asks for the peer's summary back. A parked node's copy means nothing: it sends its
     /// whole copy instead, to be answered with the peer's.
     fn send_summary(&self, node: &NodeName, reply: bool) {
@@ -269,7 +269,7 @@ impl DeclaredLeaderState {
     }
 
     /// A peer's copy in brief: weighed here without the copy when the stamps say enough, else
-    /// the whole copy travels where it is needed (see `core::declared_summary`).
+    /// the whole copy travels where it is needed (see `core::declared::summary`).
     fn weigh_summary(
         &mut self,
         myself: &ActorRef<DeclaredMsg>,

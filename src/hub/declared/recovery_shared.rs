@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use crate::cluster::wire::WireMsg;
 use crate::config::{AutoRecoveryConfig, DeclaredCommit, LeaderElector, ProcessHub};
-use crate::core::declared_list::{announced_ahead, DeclaredList};
+use crate::core::declared::list::{announced_ahead, DeclaredList};
 use crate::core::manifest_ship::ShipBackoff;
 use crate::core::recovery::RecoveryState;
 use crate::events::{EventBus, HubEvent};

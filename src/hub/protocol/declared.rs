@@ -5,7 +5,7 @@ use ractor::RpcReplyPort;
 
 use super::coordinator::{StartReplyPort, StopReplyPort};
 use crate::cluster::wire::WireMsg;
-use crate::core::declared_list::DeclaredList;
+use crate::core::declared::list::DeclaredList;
 use crate::model::{ChildId, ChildSpec, NodeName};
 use crate::storage::StorageError;
 use crate::types::RecoveryError;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use ractor::{ActorCell, RpcReplyPort};
 
-use crate::core::declared_list::DeclaredView;
+use crate::core::declared::list::DeclaredView;
 use crate::core::recovery::RecoveryState;
 use crate::events::{EventSink, SubscriptionId};
 use crate::hooks::{HookError, HookHandler, HookKey};

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Invariant, NodeView, Violation};
-use crate::core::declared_delta::ListStamp;
+use crate::core::declared::delta::ListStamp;
 use crate::model::{ChildId, NodeName, Pid};
 use crate::sim::ledger::{Decision, Ledger};
 

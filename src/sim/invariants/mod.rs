@@ -38,7 +38,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::ledger::Ledger;
 use crate::api::Hub;
-use crate::core::declared_delta::ListStamp;
+use crate::core::declared::delta::ListStamp;
 use crate::core::placement::HashRing;
 use crate::model::{ChildId, NodeName, Pid};
 

@@ -15,8 +15,8 @@
 use std::collections::BTreeSet;
 
 use crate::core::boot::{restores_parked, BootDecision, ParkReason};
-use crate::core::declared_delta::{DeclaredDelta, DeltaOutcome};
-use crate::core::declared_list::{
+use crate::core::declared::delta::{DeclaredDelta, DeltaOutcome};
+use crate::core::declared::list::{
     check_version, DeclaredChange, DeclaredError, DeclaredList, ImplausibleVersion, Tiebreak,
 };
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName, Row};

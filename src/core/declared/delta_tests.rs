@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 
 use super::*;
-use crate::core::declared_list::content_digest;
+use crate::core::declared::list::content_digest;
 use crate::model::{ChildSpec, Metadata};
 
 fn spec(id: &str) -> ChildSpec {

@@ -16,17 +16,17 @@
 //! | [`SummaryVerdict::Conflict`] | same stamp, other content: both whole copies travel, and [`precedence`] settles it by content |
 //!
 //! Equal digests are taken for equal content: the digest is 64 bits over every entry (see
-//! [`crate::core::declared_list::content_digest`]), so two different copies with the same
+//! [`crate::core::declared::list::content_digest`]), so two different copies with the same
 //! stamp that also collide on it are left for the next whole exchange, as equal announcements
-//! already are ([`crate::core::declared_list::announced_ahead`]).
+//! already are ([`crate::core::declared::list::announced_ahead`]).
 
 use std::cmp::Ordering;
 
 use serde::{Deserialize, Serialize};
 
 #[cfg(doc)]
-use super::declared_list::precedence;
-use super::declared_list::{stamp_order, DeclaredList};
+use super::list::precedence;
+use super::list::{stamp_order, DeclaredList};
 use crate::model::NodeName;
 
 /// A copy's stamp and content digest: what a peer needs to know whether the whole copy is
@@ -83,7 +83,7 @@ pub fn weigh_summary(mine: &DeclaredList, theirs: &CopySummary) -> SummaryVerdic
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::declared_list::{precedence, DeclaredChild, DeclaredChildren};
+    use crate::core::declared::list::{precedence, DeclaredChild, DeclaredChildren};
     use crate::model::ChildSpec;
 
     fn list(version: u64, by: Option<&str>, ids: &[&str]) -> DeclaredList {

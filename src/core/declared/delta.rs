@@ -19,7 +19,7 @@ use std::cmp::Ordering;
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::declared_list::{announced_ahead, DeclaredChange, DeclaredChild, DeclaredList};
+use crate::core::declared::list::{announced_ahead, DeclaredChange, DeclaredChild, DeclaredList};
 use crate::model::{ChildId, NodeName};
 
 /// What identifies one copy of the list for a delta: its version, last mutator and content
@@ -169,5 +169,5 @@ impl DeclaredDelta {
 }
 
 #[cfg(test)]
-#[path = "declared_delta_tests.rs"]
+#[path = "delta_tests.rs"]
 mod tests;

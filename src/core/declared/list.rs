@@ -17,7 +17,7 @@
 //! mutation copies only the path to the changed entry, so the snapshots handed to the persist,
 //! publish, broadcast and ship steps cost nothing per mutation whatever the list's size. Each
 //! copy also keeps a [`DeclaredList::digest`] of its content, updated per entry, so a peer can
-//! check that a delta's base (`crate::core::declared_delta`) is exactly its own copy.
+//! check that a delta's base (`crate::core::declared::delta`) is exactly its own copy.
 //!
 //! Pure: no IO, no clock. The store that persists a copy is `crate::storage::declared_store`.
 
@@ -610,5 +610,5 @@ pub fn highest<'a>(
 }
 
 #[cfg(test)]
-#[path = "declared_list_tests.rs"]
+#[path = "list_tests.rs"]
 mod tests;
