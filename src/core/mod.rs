@@ -6,6 +6,7 @@
 //! and the sockets, call into it, and carry out what it returns.
 
 pub mod backoff;
+pub mod batch_start;
 pub mod boot;
 pub mod boot_rows;
 pub mod boot_token;
