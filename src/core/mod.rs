@@ -27,6 +27,7 @@ pub mod manifest_ship;
 pub mod placement;
 pub mod quorum;
 pub mod reconcile;
+pub mod reconcile_round;
 pub mod recovery;
 pub mod redistribution;
 pub mod remote_monitors;
