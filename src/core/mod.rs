@@ -30,6 +30,7 @@ pub mod reconcile;
 pub mod reconcile_round;
 pub mod recovery;
 pub mod redistribution;
+pub mod registry_write;
 pub mod remote_monitors;
 pub mod replication;
 pub mod sync_parts;
