@@ -101,6 +101,31 @@ struct IntensityExceeded {
     max_seconds: u32,
 }
 
+/// How a child's exit is reported: the reason its `ChildExited` event gives, and why it is
+/// down.
+fn exit_reason(exit: &ExitKind, node: &NodeName) -> (String, DownReason) {
+    match exit {
+        ExitKind::Normal => (
+            "normal".to_owned(),
+            DownReason::Normal { node: node.clone() },
+        ),
+        ExitKind::Killed => (
+            "killed".to_owned(),
+            DownReason::Abnormal {
+                node: node.clone(),
+                detail: "killed".into(),
+            },
+        ),
+        ExitKind::Failed(m) => (
+            m.clone(),
+            DownReason::Abnormal {
+                node: node.clone(),
+                detail: m.clone(),
+            },
+        ),
+    }
+}
+
 /// What every turn of one start batch shares.
 struct Turn<'a> {
     /// A `child_data_alter` handler is registered (asked once per batch).
@@ -368,6 +393,32 @@ impl ChildSupState {
         Ok(())
     }
 
+    /// A child of stop group `group_id` ended: it is down, and the group answers once its
+    /// last child has.
+    fn stopped_in_group(&mut self, group_id: u64, aid: &ActorId) {
+        if let Some(group) = self.stop_groups.get_mut(&group_id) {
+            if let Some(child) = group.waiting.remove(aid) {
+                let node = self.shared.node.clone();
+                let down = if group.release {
+                    DownReason::Moved { node: node.clone() }
+                } else {
+                    DownReason::Stopped { node: node.clone() }
+                };
+                self.shared.child_down(&child.id, down, false);
+                // A release is a move (a cold swap): the Coordinator reports `ChildMoved`
+                // once the child runs on its new node, so no `ChildStopped` here.
+                if !group.release {
+                    self.shared.events.publish(|| HubEvent::ChildStopped {
+                        id: child.id.clone(),
+                        node,
+                    });
+                }
+                group.stopped.push(child.id);
+            }
+        }
+        self.maybe_finish(group_id);
+    }
+
     /// A supervised actor ended.
     async fn on_exit(
         &mut self,
@@ -377,27 +428,7 @@ impl ChildSupState {
     ) -> Result<(), ActorProcessingErr> {
         let aid = cell.get_id();
         if let Some(group_id) = self.stopping.remove(&aid) {
-            if let Some(group) = self.stop_groups.get_mut(&group_id) {
-                if let Some(child) = group.waiting.remove(&aid) {
-                    let node = self.shared.node.clone();
-                    let down = if group.release {
-                        DownReason::Moved { node: node.clone() }
-                    } else {
-                        DownReason::Stopped { node: node.clone() }
-                    };
-                    self.shared.child_down(&child.id, down, false);
-                    // A release is a move (a cold swap): the Coordinator reports `ChildMoved`
-                    // once the child runs on its new node, so no `ChildStopped` here.
-                    if !group.release {
-                        self.shared.events.publish(|| HubEvent::ChildStopped {
-                            id: child.id.clone(),
-                            node,
-                        });
-                    }
-                    group.stopped.push(child.id);
-                }
-            }
-            self.maybe_finish(group_id);
+            self.stopped_in_group(group_id, &aid);
             return Ok(());
         }
         if !aid.is_local() {
@@ -412,23 +443,8 @@ impl ChildSupState {
         self.shared.local_children.remove(&id);
         let decision = restart_decision(running.restart, &exit);
         let node = self.node().clone();
-        let reason = match &exit {
-            ExitKind::Normal => "normal".to_owned(),
-            ExitKind::Killed => "killed".to_owned(),
-            ExitKind::Failed(m) => m.clone(),
-        };
+        let (reason, down) = exit_reason(&exit, &node);
         let will_restart = decision == RestartDecision::Restart;
-        let down = match &exit {
-            ExitKind::Normal => DownReason::Normal { node: node.clone() },
-            ExitKind::Killed => DownReason::Abnormal {
-                node: node.clone(),
-                detail: "killed".into(),
-            },
-            ExitKind::Failed(m) => DownReason::Abnormal {
-                node: node.clone(),
-                detail: m.clone(),
-            },
-        };
         self.shared.child_down(&id, down, will_restart);
         self.shared.events.publish(|| HubEvent::ChildExited {
             id: id.clone(),
@@ -444,6 +460,102 @@ impl ChildSupState {
             }
             RestartDecision::Restart => {
                 self.restart(myself, running.into_spec(id), aid.pid()).await
+            }
+        }
+    }
+
+    /// Restarts one child of this node's recorded in `row`: its new pid is recorded, or its
+    /// binding goes when it cannot start.
+    async fn restore_one(
+        &mut self,
+        myself: &ActorRef<ChildSupMsg>,
+        row: Row,
+        node: &NodeName,
+    ) -> RegistryOp {
+        let old_pid = row.node_pids[node];
+        // The previous instance was killed with the failed supervisor.
+        let down = DownReason::Abnormal {
+            node: node.clone(),
+            detail: "killed: its supervisor restarted".into(),
+        };
+        self.shared.child_down(&row.spec.id, down, true);
+        match self.shared.kinds.start(&row.spec, myself.get_cell()).await {
+            Ok(cell) => {
+                let id = row.spec.id.clone();
+                let pid = self.track(row.spec, cell);
+                self.shared.events.publish(|| HubEvent::ChildRestarted {
+                    id: id.clone(),
+                    node: node.clone(),
+                    old_pid,
+                    new_pid: pid,
+                });
+                RegistryOp::SetPid {
+                    id,
+                    node: node.clone(),
+                    pid,
+                }
+            }
+            Err(e) => {
+                tracing::warn!(child = %row.spec.id, error = %e, "child could not be restored");
+                self.shared.events.publish(|| HubEvent::ChildStartFailed {
+                    id: row.spec.id.clone(),
+                    node: node.clone(),
+                    reason: e.to_string(),
+                });
+                RegistryOp::Unbind {
+                    id: row.spec.id,
+                    node: node.clone(),
+                }
+            }
+        }
+    }
+
+    /// Partition mode: every child of this node is let go (its row stays, as a stub), the ones
+    /// waiting for a restart too.
+    fn release_all(&mut self, myself: &ActorRef<ChildSupMsg>) {
+        let waiting: Vec<ChildId> = self.awaiting_retry.keys().cloned().collect();
+        let node = self.node().clone();
+        let ops = waiting
+            .into_iter()
+            .map(|id| {
+                self.awaiting_retry.remove(&id);
+                RegistryOp::Release {
+                    id,
+                    node: node.clone(),
+                }
+            })
+            .collect::<Vec<_>>();
+        if !ops.is_empty() {
+            self.write(ops, None);
+        }
+        let mut ids: Vec<ChildId> = self.children.keys().cloned().collect();
+        ids.sort_unstable();
+        if !ids.is_empty() {
+            let batch = StopBatch {
+                ids,
+                release: true,
+                reply: Box::new(|report| {
+                    for (id, e) in report.errors {
+                        tracing::warn!(child = %id, error = %e, "not stopped for partition mode");
+                    }
+                }),
+            };
+            self.stop_batch(myself, batch);
+        }
+    }
+
+    /// Kills children started but not recorded (their batch's write failed).
+    fn discard(&mut self, ids: Vec<ChildId>) {
+        for id in ids {
+            if let Some(running) = self.children.remove(&id) {
+                self.by_actor.remove(&running.cell.get_id().pid());
+                self.shared.local_children.remove(&id);
+                running.cell.kill();
+                let down = DownReason::Abnormal {
+                    node: self.shared.node.clone(),
+                    detail: "started but not recorded".into(),
+                };
+                self.shared.child_down(&id, down, false);
             }
         }
     }
@@ -465,7 +577,6 @@ impl ChildSupState {
         let mut ops = Vec::new();
         let partitioned = self.shared.partition.partitioned();
         for row in rows {
-            let old_pid = row.node_pids[&node];
             if partitioned {
                 // No quorum: released, re-placed by the pass after quorum returns.
                 ops.push(RegistryOp::Release {
@@ -474,41 +585,7 @@ impl ChildSupState {
                 });
                 continue;
             }
-            // The previous instance was killed with the failed supervisor.
-            let down = DownReason::Abnormal {
-                node: node.clone(),
-                detail: "killed: its supervisor restarted".into(),
-            };
-            self.shared.child_down(&row.spec.id, down, true);
-            match self.shared.kinds.start(&row.spec, myself.get_cell()).await {
-                Ok(cell) => {
-                    let id = row.spec.id.clone();
-                    let pid = self.track(row.spec, cell);
-                    ops.push(RegistryOp::SetPid {
-                        id: id.clone(),
-                        node: node.clone(),
-                        pid,
-                    });
-                    self.shared.events.publish(|| HubEvent::ChildRestarted {
-                        id,
-                        node: node.clone(),
-                        old_pid,
-                        new_pid: pid,
-                    });
-                }
-                Err(e) => {
-                    tracing::warn!(child = %row.spec.id, error = %e, "child could not be restored");
-                    self.shared.events.publish(|| HubEvent::ChildStartFailed {
-                        id: row.spec.id.clone(),
-                        node: node.clone(),
-                        reason: e.to_string(),
-                    });
-                    ops.push(RegistryOp::Unbind {
-                        id: row.spec.id,
-                        node: node.clone(),
-                    });
-                }
-            }
+            ops.push(self.restore_one(myself, row, &node).await);
         }
         self.write(ops, None);
     }
@@ -626,51 +703,8 @@ impl Actor for ChildSupervisor {
                     late.warn("children did not stop within their shutdown timeout; killing them");
                 }
             }
-            ChildSupMsg::ReleaseAll => {
-                let waiting: Vec<ChildId> = state.awaiting_retry.keys().cloned().collect();
-                let node = state.node().clone();
-                let ops = waiting
-                    .into_iter()
-                    .map(|id| {
-                        state.awaiting_retry.remove(&id);
-                        RegistryOp::Release {
-                            id,
-                            node: node.clone(),
-                        }
-                    })
-                    .collect::<Vec<_>>();
-                if !ops.is_empty() {
-                    state.write(ops, None);
-                }
-                let mut ids: Vec<ChildId> = state.children.keys().cloned().collect();
-                ids.sort_unstable();
-                if !ids.is_empty() {
-                    let batch = StopBatch {
-                        ids,
-                        release: true,
-                        reply: Box::new(|report| {
-                            for (id, e) in report.errors {
-                                tracing::warn!(child = %id, error = %e, "not stopped for partition mode");
-                            }
-                        }),
-                    };
-                    state.stop_batch(&myself, batch);
-                }
-            }
-            ChildSupMsg::Discard { ids } => {
-                for id in ids {
-                    if let Some(running) = state.children.remove(&id) {
-                        state.by_actor.remove(&running.cell.get_id().pid());
-                        state.shared.local_children.remove(&id);
-                        running.cell.kill();
-                        let down = DownReason::Abnormal {
-                            node: state.shared.node.clone(),
-                            detail: "started but not recorded".into(),
-                        };
-                        state.shared.child_down(&id, down, false);
-                    }
-                }
-            }
+            ChildSupMsg::ReleaseAll => state.release_all(&myself),
+            ChildSupMsg::Discard { ids } => state.discard(ids),
         }
         Ok(())
     }

@@ -38,7 +38,7 @@ use crate::core::registry_write::{self, Kept, RowChange, RowWrite, Told, WriteRu
 use crate::core::sync_parts::SyncAssembler;
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
-use crate::model::{ChildId, Row};
+use crate::model::{ChildId, NodeName, Row};
 use crate::storage::write_fault::FaultChange;
 use crate::storage::{Commit, Mutation, StorageError};
 use crate::telemetry::refusals::Refusal;
@@ -230,12 +230,33 @@ impl RegistryState {
     /// Plans one operation against the rows as they stand in this turn, and records it.
     fn plan_op(&mut self, op: RegistryOp, turn: &mut TurnOut) {
         let shared = self.shared.clone();
+        match op {
+            RegistryOp::Merge { from, changes } => {
+                shared.sync_heard.heard(&from, shared.clock.now_ms());
+                self.plan_merge(&from, changes, turn);
+            }
+            RegistryOp::Sync { from, rows } => {
+                shared.sync_heard.heard(&from, shared.clock.now_ms());
+                self.plan_sync(&from, rows, turn);
+            }
+            RegistryOp::Reap { node, ttl } => self.plan_reap(&node, ttl, turn),
+            op => {
+                if let Some(change) = self.row_change(op) {
+                    self.apply(change, turn);
+                }
+            }
+        }
+    }
+
+    /// What an operation of this node's own does to its child's row.
+    fn row_change(&mut self, op: RegistryOp) -> Option<RowChange> {
+        let shared = self.shared.clone();
         let rules = WriteRules {
             local: &shared.node,
             clustered: shared.clustered(),
             stub_ttl: shared.config.stub_ttl(),
         };
-        let change = match op {
+        match op {
             RegistryOp::Insert(row) => {
                 let current = self.current(&row.spec.id);
                 let is_member = |node: &str| shared.is_member(node);
@@ -278,24 +299,85 @@ impl RegistryState {
                 write: Some(RowWrite::Stub(row, ttl)),
                 ..RowChange::default()
             }),
-            RegistryOp::Merge { from, changes } => {
-                shared.sync_heard.heard(&from, shared.clock.now_ms());
-                self.plan_merge(&from, changes, turn);
-                None
-            }
-            RegistryOp::Sync { from, rows } => {
-                shared.sync_heard.heard(&from, shared.clock.now_ms());
-                self.plan_sync(&from, rows, turn);
-                None
-            }
-            RegistryOp::Reap { node, ttl } => {
-                self.plan_reap(&node, ttl, turn);
-                None
-            }
-        };
-        if let Some(change) = change {
-            self.apply(change, turn);
+            // A peer's changes, planned row by row (`plan_op`).
+            RegistryOp::Merge { .. } | RegistryOp::Sync { .. } | RegistryOp::Reap { .. } => None,
         }
+    }
+
+    /// Peer `node` went down: its unfinished sync and its gossip stream are forgotten.
+    fn peer_down(&mut self, node: &NodeName) {
+        self.sync_parts.forget(node);
+        self.shared.sync_heard.forget(node);
+        self.gossip.forget(node);
+    }
+
+    /// The sync interval: this node's observations go out whole (pubsub) or by gossip.
+    fn sync_tick(&mut self) {
+        match self.shared.config.sync {
+            SyncStrategy::PubSub => self.send_full_sync(None),
+            SyncStrategy::Gossip {
+                restricted_init, ..
+            } => self.gossip_tick(restricted_init),
+        }
+    }
+
+    /// A part of a peer's full sync: applied once the sync is complete.
+    fn on_sync_part(
+        &mut self,
+        from: NodeName,
+        sync_id: u64,
+        index: u32,
+        total: u32,
+        rows: Vec<Row>,
+    ) {
+        let bytes = encoded_len(&rows);
+        match self
+            .sync_parts
+            .accept(&from, sync_id, index, total, bytes, rows)
+        {
+            Ok(Some(rows)) => self.apply_peer_sync(from, rows),
+            Ok(None) => {}
+            Err(refusal) => {
+                tracing::warn!(peer = %from, sync_id, %refusal, "full sync part refused; the peer's next sync heals it");
+                self.shared.refusals.count(Refusal::Parts);
+            }
+        }
+    }
+
+    /// The write turns up to `upto` are committed: their rows leave the overlay.
+    fn committed(&mut self, upto: u64) {
+        self.overlay.retain(|_, (seq, _)| *seq > upto);
+        if self.overlay.is_empty() && self.overlay.capacity() > OVERLAY_KEEP {
+            // A batch of thousands of rows (a delta, a full sync) grew the table to
+            // ~250 bytes per slot; a HashMap never shrinks on its own, so without this
+            // it would pin that memory on every node for the life of the hub.
+            self.overlay = HashMap::new();
+        }
+    }
+
+    /// Removes the stubs whose time is up, in one write turn; returns how many.
+    fn sweep_expired(&mut self) -> usize {
+        let now = self.shared.clock.now_ms();
+        let expired: Vec<ChildId> = self
+            .expiries
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        let n = expired.len();
+        if n > 0 {
+            self.seq += 1;
+            let seq = self.seq;
+            let mut effects = Vec::with_capacity(n);
+            let mut mutations = Vec::with_capacity(n);
+            for id in expired {
+                effects.push(Effect::Removed { id: id.clone() });
+                self.record(Mutation::Remove(id), seq, &mut mutations);
+            }
+            tracing::debug!(rows = n, "janitor swept expired rows");
+            self.submit(mutations, effects, None, seq);
+        }
+        n
     }
 
     /// Applies `ops` as one write turn: plans them, broadcasts this node's changed observations
@@ -354,22 +436,27 @@ impl RegistryState {
 
 pub(super) use crate::core::registry_write::own_view;
 
-fn fire_effects(shared: &HubShared, effects: Vec<Effect>) {
-    if shared.signals_roles() {
-        // A replica starting or stopping anywhere may change the role of this node's one.
-        let changed: Vec<ChildId> = effects
-            .iter()
-            .filter_map(|e| match e {
-                Effect::Bound { id, .. } | Effect::Unbound { id, .. } => Some(id),
-                _ => None,
-            })
-            .filter(|id| shared.local_children.contains_key(*id))
-            .cloned()
-            .collect();
-        if !changed.is_empty() {
-            shared.tell_roles(Some(changed));
-        }
+/// A replica starting or stopping anywhere may change the role of this node's one.
+fn tell_role_changes(shared: &HubShared, effects: &[Effect]) {
+    if !shared.signals_roles() {
+        return;
     }
+    let changed: Vec<ChildId> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Bound { id, .. } | Effect::Unbound { id, .. } => Some(id),
+            _ => None,
+        })
+        .filter(|id| shared.local_children.contains_key(*id))
+        .cloned()
+        .collect();
+    if !changed.is_empty() {
+        shared.tell_roles(Some(changed));
+    }
+}
+
+fn fire_effects(shared: &HubShared, effects: Vec<Effect>) {
+    tell_role_changes(shared, &effects);
     for effect in &effects {
         match effect {
             Effect::Removed { id }
@@ -539,31 +626,9 @@ impl Actor for Registry {
                 index,
                 total,
                 rows,
-            } => {
-                let bytes = encoded_len(&rows);
-                match state
-                    .sync_parts
-                    .accept(&from, sync_id, index, total, bytes, rows)
-                {
-                    Ok(Some(rows)) => state.apply_peer_sync(from, rows),
-                    Ok(None) => {}
-                    Err(refusal) => {
-                        tracing::warn!(peer = %from, sync_id, %refusal, "full sync part refused; the peer's next sync heals it");
-                        state.shared.refusals.count(Refusal::Parts);
-                    }
-                }
-            }
-            RegistryMsg::PeerDown { node } => {
-                state.sync_parts.forget(&node);
-                state.shared.sync_heard.forget(&node);
-                state.gossip.forget(&node);
-            }
-            RegistryMsg::SyncTick => match state.shared.config.sync {
-                SyncStrategy::PubSub => state.send_full_sync(None),
-                SyncStrategy::Gossip {
-                    restricted_init, ..
-                } => state.gossip_tick(restricted_init),
-            },
+            } => state.on_sync_part(from, sync_id, index, total, rows),
+            RegistryMsg::PeerDown { node } => state.peer_down(&node),
+            RegistryMsg::SyncTick => state.sync_tick(),
             RegistryMsg::GossipDelta {
                 from,
                 origin,
@@ -588,36 +653,9 @@ impl Actor for Registry {
                 route,
                 spreading,
             } => state.on_gossip_round(initiator, round, heads, route, spreading),
-            RegistryMsg::Committed { upto } => {
-                state.overlay.retain(|_, (seq, _)| *seq > upto);
-                if state.overlay.is_empty() && state.overlay.capacity() > OVERLAY_KEEP {
-                    // A batch of thousands of rows (a delta, a full sync) grew the table to
-                    // ~250 bytes per slot; a HashMap never shrinks on its own, so without this
-                    // it would pin that memory on every node for the life of the hub.
-                    state.overlay = HashMap::new();
-                }
-            }
+            RegistryMsg::Committed { upto } => state.committed(upto),
             RegistryMsg::SweepExpired { reply } => {
-                let now = state.shared.clock.now_ms();
-                let expired: Vec<ChildId> = state
-                    .expiries
-                    .iter()
-                    .filter(|(_, at)| **at <= now)
-                    .map(|(id, _)| id.clone())
-                    .collect();
-                let n = expired.len();
-                if n > 0 {
-                    state.seq += 1;
-                    let seq = state.seq;
-                    let mut effects = Vec::with_capacity(n);
-                    let mut mutations = Vec::with_capacity(n);
-                    for id in expired {
-                        effects.push(Effect::Removed { id: id.clone() });
-                        state.record(Mutation::Remove(id), seq, &mut mutations);
-                    }
-                    tracing::debug!(rows = n, "janitor swept expired rows");
-                    state.submit(mutations, effects, None, seq);
-                }
+                let n = state.sweep_expired();
                 if let Some(reply) = reply {
                     let _ = reply.send(n);
                 }
