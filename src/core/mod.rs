@@ -6,6 +6,7 @@
 //! and the sockets, call into it, and carry out what it returns.
 
 pub mod backoff;
+pub mod batch_start;
 pub mod boot;
 pub mod boot_rows;
 pub mod boot_token;
@@ -24,8 +25,10 @@ pub mod placement;
 pub mod quorum;
 pub mod reassembly;
 pub mod reconcile;
+pub mod reconcile_round;
 pub mod recovery;
 pub mod redistribution;
+pub mod registry_write;
 pub mod remote_monitors;
 pub mod replication;
 

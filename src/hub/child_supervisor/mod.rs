@@ -16,7 +16,7 @@
 //! one id cannot both start it. Starting is sequential, like OTP's `start_child`: a child's
 //! `pre_start` holds the supervisor, so it should be quick.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,6 +25,7 @@ use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, Supervisio
 
 use super::protocol::{ChildSupMsg, NodeStartReport, RegistryOp, StartBatch, StopBatch, WriteDone};
 use super::HubShared;
+use crate::core::batch_start::{BatchStart, BatchTerms, Presence};
 use crate::core::handover::HANDOVER_METADATA_KEY;
 use crate::core::{
     restart_decision, ExitKind, IntensityVerdict, RestartDecision, RestartIntensity,
@@ -33,8 +34,7 @@ use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
 use crate::hub::simulation::InjectedBug;
 use crate::model::{
-    ChildArgs, ChildId, ChildSpec, DownReason, NodeName, Pid, Restart, Row, Shutdown,
-    RESERVED_METADATA_KEY,
+    ChildArgs, ChildId, ChildSpec, DownReason, Metadata, NodeName, Pid, Restart, Row, Shutdown,
 };
 use crate::storage::StorageError;
 use crate::telemetry::failure_tally::FailureTally;
@@ -101,6 +101,70 @@ struct IntensityExceeded {
     max_seconds: u32,
 }
 
+/// How a child's exit is reported: the reason its `ChildExited` event gives, and why it is
+/// down.
+fn exit_reason(exit: &ExitKind, node: &NodeName) -> (String, DownReason) {
+    match exit {
+        ExitKind::Normal => (
+            "normal".to_owned(),
+            DownReason::Normal { node: node.clone() },
+        ),
+        ExitKind::Killed => (
+            "killed".to_owned(),
+            DownReason::Abnormal {
+                node: node.clone(),
+                detail: "killed".into(),
+            },
+        ),
+        ExitKind::Failed(m) => (
+            m.clone(),
+            DownReason::Abnormal {
+                node: node.clone(),
+                detail: m.clone(),
+            },
+        ),
+    }
+}
+
+/// What every turn of one start batch shares.
+struct Turn<'a> {
+    /// A `child_data_alter` handler is registered (asked once per batch).
+    alter: bool,
+    now_ms: u64,
+    /// The children of the batch that are declared.
+    durable: &'a BTreeSet<ChildId>,
+}
+
+/// The answer of a start batch, as the node sends it.
+fn node_report(node: NodeName, answer: BatchStart) -> NodeStartReport {
+    NodeStartReport {
+        node,
+        started: answer.started,
+        errors: answer.errors,
+    }
+}
+
+/// The hooks that follow a start batch, before its write.
+fn fire_post_start(shared: &HubShared, node: &NodeName, answer: &BatchStart) {
+    shared
+        .hooks
+        .fire(HookKey::ProcessStartups, || HookEvent::ProcessStartups {
+            node: node.clone(),
+            processes: answer.started.clone(),
+        });
+    shared.hooks.fire(HookKey::PostChildrenStart, || {
+        HookEvent::PostChildrenStart {
+            node: node.clone(),
+            started: answer.started.clone(),
+            failed: answer
+                .errors
+                .iter()
+                .map(|(id, e)| (id.clone(), e.to_string()))
+                .collect(),
+        }
+    });
+}
+
 impl ChildSupState {
     fn node(&self) -> &NodeName {
         &self.shared.node
@@ -140,22 +204,15 @@ impl ChildSupState {
         pid
     }
 
+    /// Starts a batch's children one by one ([`BatchStart`] decides each turn), records the
+    /// started ones in one registry write, and answers once it is committed.
     async fn start_batch(&mut self, myself: &ActorRef<ChildSupMsg>, batch: StartBatch) {
         let shared = self.shared.clone();
         let node = self.node().clone();
         if shared.partition.partitioned() {
-            // This side has no quorum: whoever asked (a peer of this side, a re-placement)
-            // learns it, and the majority's copy of the child is the one that runs.
-            let errors = batch
-                .children
-                .into_iter()
-                .map(|(spec, _)| (spec.id, ChildStartError::Partitioned))
-                .collect();
-            (batch.reply)(NodeStartReport {
-                node,
-                started: Vec::new(),
-                errors,
-            });
+            let ids = batch.children.into_iter().map(|(spec, _)| spec.id);
+            let answer = BatchStart::refuse_all(ids, ChildStartError::Partitioned);
+            (batch.reply)(node_report(node, answer));
             return;
         }
         shared
@@ -164,178 +221,119 @@ impl ChildSupState {
                 node: node.clone(),
                 specs: batch.children.iter().map(|(s, _)| s.clone()).collect(),
             });
-        let alter = shared.hooks.has(HookKey::ChildDataAlter);
-        let mut report = NodeStartReport {
-            node: node.clone(),
-            ..NodeStartReport::default()
+        let turn = Turn {
+            alter: shared.hooks.has(HookKey::ChildDataAlter),
+            now_ms: shared.clock.now_ms(),
+            durable: &batch.durable,
         };
+        let mut answer = BatchStart::new(BatchTerms {
+            existing_ok: batch.existing_ok,
+            confirm_handover: shared.config.hot_swap.confirm_handover,
+        });
         let mut ops = Vec::with_capacity(batch.children.len());
-        let now = shared.clock.now_ms();
-        for (mut spec, mut metadata) in batch.children {
-            // A hot move's start names the children whose state was sent ahead.
-            let state_sent = metadata.remove(HANDOVER_METADATA_KEY);
-            if let Some(running) = self.children.get(&spec.id) {
-                // A hot move onto a node that already runs the child (a duplicate, after a
-                // partition): its state waits here, but this instance keeps its own. Said as
-                // such, so the mover does not report the state as taken.
-                let moved_state = batch.existing_ok
-                    && (shared.move_met_running(&spec.id) || state_sent.is_some());
-                if batch.existing_ok && !moved_state {
-                    report.started.push((spec.id, running.cell.get_id().pid()));
-                } else {
-                    report
-                        .errors
-                        .push((spec.id, ChildStartError::AlreadyStarted));
-                }
-                continue;
-            }
-            if self.awaiting_retry.contains_key(&spec.id) {
-                report
-                    .errors
-                    .push((spec.id, ChildStartError::AlreadyStarted));
-                continue;
-            }
-            // Partition mode may begin while a batch starts its children one by one.
-            if shared.partition.partitioned() {
-                report.errors.push((spec.id, ChildStartError::Partitioned));
-                continue;
-            }
-            if alter {
-                shared.hooks.alter(&mut spec, &metadata);
-            }
-            // Only a hot move's start takes a state waiting here, and only the one its digest
-            // names. Any other start (a re-placement, a recovery round) begins afresh: a state
-            // left by a move whose old node gave up and resumed its instance is stale. A hot
-            // move whose state is not here (lost, overtaken by this start, or another move's
-            // waiting instead) is refused, so the child stays with its state on the old node,
-            // which moves it again.
-            //
-            // Without confirmation the old node stops its instance before the move's start
-            // goes out, so no instance resumes there and a waiting state cannot be stale: a
-            // start that overtook the move's (a re-placement of the child, unbound meanwhile)
-            // takes it, rather than begin empty while the state is here.
-            let digest = match state_sent.as_deref() {
-                Some(digest) if batch.existing_ok => Some(digest),
-                // Empty: whichever state waits.
-                None if !shared.config.hot_swap.confirm_handover => Some(""),
-                _ => None,
-            };
-            let state = digest.and_then(|digest| shared.take_import(&spec.id, digest));
-            if state_sent.is_some() && state.is_none() {
-                report.errors.push((
-                    spec.id,
-                    ChildStartError::StartupFailed {
-                        message: "the hot move's state did not arrive ahead of its start (or another move's did)".into(),
-                    },
-                ));
-                continue;
-            }
-            // A declared child keeps its mark when it is moved or restarted from its row.
-            let durable = batch.durable.contains(&spec.id)
-                || shared
-                    .storage
-                    .get(&spec.id)
-                    .is_some_and(|row| row.hub.durable);
-            // The hub's own record (a guided child's placement) is not the caller's metadata:
-            // it is kept aside while the row is authored, then put back.
-            let mut metadata = metadata;
-            let placement = metadata.remove(RESERVED_METADATA_KEY);
-            let row = match Row::authored(spec.clone(), metadata, &node, now, durable) {
-                Ok(mut row) => {
-                    if let Some(placement) = placement {
-                        row.metadata
-                            .insert(RESERVED_METADATA_KEY.to_owned(), placement);
-                    }
-                    row
-                }
-                Err(e) => {
-                    report.errors.push((
-                        spec.id,
-                        ChildStartError::StartupFailed {
-                            message: e.to_string(),
-                        },
-                    ));
-                    continue;
-                }
-            };
-            match shared.kinds.start(&spec, myself.get_cell()).await {
-                Ok(cell) => {
-                    let id = spec.id.clone();
-                    // A hot move's state: the child's first message, sent before the child is
-                    // routable here (tracked), so nothing else can reach it first. Only the
-                    // cluster's own starts (moves: `existing_ok`) take one, never a caller's.
-                    let state = state.filter(|_| !shared.has_bug(InjectedBug::DropHandoverImport));
-                    if let Some(state) = state {
-                        let bytes = state.len();
-                        match shared.kinds.import(&spec.kind, &cell, state) {
-                            Some(Ok(())) => {
-                                tracing::debug!(child = %id, bytes, "handover state imported")
-                            }
-                            Some(Err(e)) => {
-                                tracing::warn!(child = %id, error = %e, "handover state not imported")
-                            }
-                            None => {
-                                tracing::warn!(child = %id, kind = %spec.kind, "handover state for a kind that does not hand over; dropped")
-                            }
-                        }
-                    }
-                    let pid = self.track(spec, cell);
-                    let mut row = row;
-                    row.node_pids.insert(node.clone(), pid);
-                    ops.push(RegistryOp::Insert(row));
-                    shared.events.publish(|| HubEvent::ChildStarted {
-                        id: id.clone(),
-                        node: node.clone(),
-                        pid,
-                    });
-                    report.started.push((id, pid));
-                }
-                Err(e) => {
-                    tracing::warn!(child = %spec.id, error = %e, "child failed to start");
-                    shared.events.publish(|| HubEvent::ChildStartFailed {
-                        id: spec.id.clone(),
-                        node: node.clone(),
-                        reason: e.to_string(),
-                    });
-                    report.errors.push((spec.id, e.into()));
-                }
+        for (spec, metadata) in batch.children {
+            if let Some(row) = self
+                .start_one(myself, &turn, &mut answer, spec, metadata)
+                .await
+            {
+                ops.push(RegistryOp::Insert(row));
             }
         }
-        shared
-            .hooks
-            .fire(HookKey::ProcessStartups, || HookEvent::ProcessStartups {
-                node: node.clone(),
-                processes: report.started.clone(),
-            });
-        shared.hooks.fire(HookKey::PostChildrenStart, || {
-            HookEvent::PostChildrenStart {
-                node: node.clone(),
-                started: report.started.clone(),
-                failed: report
-                    .errors
-                    .iter()
-                    .map(|(id, e)| (id.clone(), e.to_string()))
-                    .collect(),
-            }
-        });
-        let reply = batch.reply;
-        let sup = myself.clone();
+        fire_post_start(&shared, &node, &answer);
+        let (reply, sup) = (batch.reply, myself.clone());
         self.write(
             ops,
             Some(Box::new(move |outcome: Result<(), StorageError>| {
                 if let Err(e) = outcome {
-                    // Started but not recorded: a child nobody can find must not keep running.
-                    let ids: Vec<ChildId> =
-                        report.started.iter().map(|(id, _)| id.clone()).collect();
+                    let ids = answer.not_recorded(&ChildStartError::of_storage(&e));
                     let _ = sup.cast(ChildSupMsg::Discard { ids });
-                    let error = ChildStartError::of_storage(&e);
-                    for (id, _) in report.started.drain(..) {
-                        report.errors.push((id, error.clone()));
-                    }
                 }
-                reply(report);
+                reply(node_report(node, answer));
             })),
         );
+    }
+
+    /// One child's turn in a start batch: observes what the node holds of it, and carries out
+    /// what `answer` decides. Returns the row to record when the child started.
+    async fn start_one(
+        &mut self,
+        myself: &ActorRef<ChildSupMsg>,
+        turn: &Turn<'_>,
+        answer: &mut BatchStart,
+        mut spec: ChildSpec,
+        mut metadata: Metadata,
+    ) -> Option<Row> {
+        let shared = self.shared.clone();
+        // A hot move's start names the children whose state was sent ahead.
+        let state_sent = metadata.remove(HANDOVER_METADATA_KEY);
+        let presence = Presence {
+            running: self.children.get(&spec.id).map(|r| r.cell.get_id().pid()),
+            awaiting_retry: self.awaiting_retry.contains_key(&spec.id),
+            partitioned: shared.partition.partitioned(),
+        };
+        let child = answer.admit(spec.id.clone(), presence, state_sent, || {
+            shared.move_met_running(&spec.id)
+        })?;
+        if turn.alter {
+            shared.hooks.alter(&mut spec, &metadata);
+        }
+        let state = child
+            .digest()
+            .and_then(|digest| shared.take_import(&spec.id, digest));
+        let child = answer.state_taken(child, state.is_some())?;
+        // A declared child keeps its mark when it is moved or restarted from its row.
+        let durable = turn.durable.contains(&spec.id)
+            || shared
+                .storage
+                .get(&spec.id)
+                .is_some_and(|row| row.hub.durable);
+        let node = self.node().clone();
+        let (child, mut row) =
+            answer.author(child, &spec, metadata, &node, turn.now_ms, durable)?;
+        match shared.kinds.start(&spec, myself.get_cell()).await {
+            Ok(cell) => {
+                let id = spec.id.clone();
+                self.import_state(&spec, &cell, state);
+                let pid = self.track(spec, cell);
+                row.node_pids.insert(node.clone(), pid);
+                shared
+                    .events
+                    .publish(|| HubEvent::ChildStarted { id, node, pid });
+                answer.started(child, pid);
+                Some(row)
+            }
+            Err(e) => {
+                tracing::warn!(child = %spec.id, error = %e, "child failed to start");
+                shared.events.publish(|| HubEvent::ChildStartFailed {
+                    id: spec.id.clone(),
+                    node,
+                    reason: e.to_string(),
+                });
+                answer.failed(child, e.into());
+                None
+            }
+        }
+    }
+
+    /// A hot move's state: the child's first message, sent before the child is routable here
+    /// (tracked), so nothing else can reach it first. Only the cluster's own starts (moves:
+    /// `existing_ok`) take one, never a caller's.
+    fn import_state(&self, spec: &ChildSpec, cell: &ActorCell, state: Option<Vec<u8>>) {
+        let shared = &self.shared;
+        let state = state.filter(|_| !shared.has_bug(InjectedBug::DropHandoverImport));
+        let Some(state) = state else {
+            return;
+        };
+        let (id, bytes) = (&spec.id, state.len());
+        match shared.kinds.import(&spec.kind, cell, state) {
+            Some(Ok(())) => tracing::debug!(child = %id, bytes, "handover state imported"),
+            Some(Err(e)) => {
+                tracing::warn!(child = %id, error = %e, "handover state not imported")
+            }
+            None => {
+                tracing::warn!(child = %id, kind = %spec.kind, "handover state for a kind that does not hand over; dropped")
+            }
+        }
     }
 
     /// Restarts a child, or escalates when the intensity is exceeded.
@@ -395,6 +393,32 @@ impl ChildSupState {
         Ok(())
     }
 
+    /// A child of stop group `group_id` ended: it is down, and the group answers once its
+    /// last child has.
+    fn stopped_in_group(&mut self, group_id: u64, aid: &ActorId) {
+        if let Some(group) = self.stop_groups.get_mut(&group_id) {
+            if let Some(child) = group.waiting.remove(aid) {
+                let node = self.shared.node.clone();
+                let down = if group.release {
+                    DownReason::Moved { node: node.clone() }
+                } else {
+                    DownReason::Stopped { node: node.clone() }
+                };
+                self.shared.child_down(&child.id, down, false);
+                // A release is a move (a cold swap): the Coordinator reports `ChildMoved`
+                // once the child runs on its new node, so no `ChildStopped` here.
+                if !group.release {
+                    self.shared.events.publish(|| HubEvent::ChildStopped {
+                        id: child.id.clone(),
+                        node,
+                    });
+                }
+                group.stopped.push(child.id);
+            }
+        }
+        self.maybe_finish(group_id);
+    }
+
     /// A supervised actor ended.
     async fn on_exit(
         &mut self,
@@ -404,27 +428,7 @@ impl ChildSupState {
     ) -> Result<(), ActorProcessingErr> {
         let aid = cell.get_id();
         if let Some(group_id) = self.stopping.remove(&aid) {
-            if let Some(group) = self.stop_groups.get_mut(&group_id) {
-                if let Some(child) = group.waiting.remove(&aid) {
-                    let node = self.shared.node.clone();
-                    let down = if group.release {
-                        DownReason::Moved { node: node.clone() }
-                    } else {
-                        DownReason::Stopped { node: node.clone() }
-                    };
-                    self.shared.child_down(&child.id, down, false);
-                    // A release is a move (a cold swap): the Coordinator reports `ChildMoved`
-                    // once the child runs on its new node, so no `ChildStopped` here.
-                    if !group.release {
-                        self.shared.events.publish(|| HubEvent::ChildStopped {
-                            id: child.id.clone(),
-                            node,
-                        });
-                    }
-                    group.stopped.push(child.id);
-                }
-            }
-            self.maybe_finish(group_id);
+            self.stopped_in_group(group_id, &aid);
             return Ok(());
         }
         if !aid.is_local() {
@@ -439,23 +443,8 @@ impl ChildSupState {
         self.shared.local_children.remove(&id);
         let decision = restart_decision(running.restart, &exit);
         let node = self.node().clone();
-        let reason = match &exit {
-            ExitKind::Normal => "normal".to_owned(),
-            ExitKind::Killed => "killed".to_owned(),
-            ExitKind::Failed(m) => m.clone(),
-        };
+        let (reason, down) = exit_reason(&exit, &node);
         let will_restart = decision == RestartDecision::Restart;
-        let down = match &exit {
-            ExitKind::Normal => DownReason::Normal { node: node.clone() },
-            ExitKind::Killed => DownReason::Abnormal {
-                node: node.clone(),
-                detail: "killed".into(),
-            },
-            ExitKind::Failed(m) => DownReason::Abnormal {
-                node: node.clone(),
-                detail: m.clone(),
-            },
-        };
         self.shared.child_down(&id, down, will_restart);
         self.shared.events.publish(|| HubEvent::ChildExited {
             id: id.clone(),
@@ -471,6 +460,102 @@ impl ChildSupState {
             }
             RestartDecision::Restart => {
                 self.restart(myself, running.into_spec(id), aid.pid()).await
+            }
+        }
+    }
+
+    /// Restarts one child of this node's recorded in `row`: its new pid is recorded, or its
+    /// binding goes when it cannot start.
+    async fn restore_one(
+        &mut self,
+        myself: &ActorRef<ChildSupMsg>,
+        row: Row,
+        node: &NodeName,
+    ) -> RegistryOp {
+        let old_pid = row.node_pids[node];
+        // The previous instance was killed with the failed supervisor.
+        let down = DownReason::Abnormal {
+            node: node.clone(),
+            detail: "killed: its supervisor restarted".into(),
+        };
+        self.shared.child_down(&row.spec.id, down, true);
+        match self.shared.kinds.start(&row.spec, myself.get_cell()).await {
+            Ok(cell) => {
+                let id = row.spec.id.clone();
+                let pid = self.track(row.spec, cell);
+                self.shared.events.publish(|| HubEvent::ChildRestarted {
+                    id: id.clone(),
+                    node: node.clone(),
+                    old_pid,
+                    new_pid: pid,
+                });
+                RegistryOp::SetPid {
+                    id,
+                    node: node.clone(),
+                    pid,
+                }
+            }
+            Err(e) => {
+                tracing::warn!(child = %row.spec.id, error = %e, "child could not be restored");
+                self.shared.events.publish(|| HubEvent::ChildStartFailed {
+                    id: row.spec.id.clone(),
+                    node: node.clone(),
+                    reason: e.to_string(),
+                });
+                RegistryOp::Unbind {
+                    id: row.spec.id,
+                    node: node.clone(),
+                }
+            }
+        }
+    }
+
+    /// Partition mode: every child of this node is let go (its row stays, as a stub), the ones
+    /// waiting for a restart too.
+    fn release_all(&mut self, myself: &ActorRef<ChildSupMsg>) {
+        let waiting: Vec<ChildId> = self.awaiting_retry.keys().cloned().collect();
+        let node = self.node().clone();
+        let ops = waiting
+            .into_iter()
+            .map(|id| {
+                self.awaiting_retry.remove(&id);
+                RegistryOp::Release {
+                    id,
+                    node: node.clone(),
+                }
+            })
+            .collect::<Vec<_>>();
+        if !ops.is_empty() {
+            self.write(ops, None);
+        }
+        let mut ids: Vec<ChildId> = self.children.keys().cloned().collect();
+        ids.sort_unstable();
+        if !ids.is_empty() {
+            let batch = StopBatch {
+                ids,
+                release: true,
+                reply: Box::new(|report| {
+                    for (id, e) in report.errors {
+                        tracing::warn!(child = %id, error = %e, "not stopped for partition mode");
+                    }
+                }),
+            };
+            self.stop_batch(myself, batch);
+        }
+    }
+
+    /// Kills children started but not recorded (their batch's write failed).
+    fn discard(&mut self, ids: Vec<ChildId>) {
+        for id in ids {
+            if let Some(running) = self.children.remove(&id) {
+                self.by_actor.remove(&running.cell.get_id().pid());
+                self.shared.local_children.remove(&id);
+                running.cell.kill();
+                let down = DownReason::Abnormal {
+                    node: self.shared.node.clone(),
+                    detail: "started but not recorded".into(),
+                };
+                self.shared.child_down(&id, down, false);
             }
         }
     }
@@ -492,7 +577,6 @@ impl ChildSupState {
         let mut ops = Vec::new();
         let partitioned = self.shared.partition.partitioned();
         for row in rows {
-            let old_pid = row.node_pids[&node];
             if partitioned {
                 // No quorum: released, re-placed by the pass after quorum returns.
                 ops.push(RegistryOp::Release {
@@ -501,41 +585,7 @@ impl ChildSupState {
                 });
                 continue;
             }
-            // The previous instance was killed with the failed supervisor.
-            let down = DownReason::Abnormal {
-                node: node.clone(),
-                detail: "killed: its supervisor restarted".into(),
-            };
-            self.shared.child_down(&row.spec.id, down, true);
-            match self.shared.kinds.start(&row.spec, myself.get_cell()).await {
-                Ok(cell) => {
-                    let id = row.spec.id.clone();
-                    let pid = self.track(row.spec, cell);
-                    ops.push(RegistryOp::SetPid {
-                        id: id.clone(),
-                        node: node.clone(),
-                        pid,
-                    });
-                    self.shared.events.publish(|| HubEvent::ChildRestarted {
-                        id,
-                        node: node.clone(),
-                        old_pid,
-                        new_pid: pid,
-                    });
-                }
-                Err(e) => {
-                    tracing::warn!(child = %row.spec.id, error = %e, "child could not be restored");
-                    self.shared.events.publish(|| HubEvent::ChildStartFailed {
-                        id: row.spec.id.clone(),
-                        node: node.clone(),
-                        reason: e.to_string(),
-                    });
-                    ops.push(RegistryOp::Unbind {
-                        id: row.spec.id,
-                        node: node.clone(),
-                    });
-                }
-            }
+            ops.push(self.restore_one(myself, row, &node).await);
         }
         self.write(ops, None);
     }
@@ -653,51 +703,8 @@ impl Actor for ChildSupervisor {
                     late.warn("children did not stop within their shutdown timeout; killing them");
                 }
             }
-            ChildSupMsg::ReleaseAll => {
-                let waiting: Vec<ChildId> = state.awaiting_retry.keys().cloned().collect();
-                let node = state.node().clone();
-                let ops = waiting
-                    .into_iter()
-                    .map(|id| {
-                        state.awaiting_retry.remove(&id);
-                        RegistryOp::Release {
-                            id,
-                            node: node.clone(),
-                        }
-                    })
-                    .collect::<Vec<_>>();
-                if !ops.is_empty() {
-                    state.write(ops, None);
-                }
-                let mut ids: Vec<ChildId> = state.children.keys().cloned().collect();
-                ids.sort_unstable();
-                if !ids.is_empty() {
-                    let batch = StopBatch {
-                        ids,
-                        release: true,
-                        reply: Box::new(|report| {
-                            for (id, e) in report.errors {
-                                tracing::warn!(child = %id, error = %e, "not stopped for partition mode");
-                            }
-                        }),
-                    };
-                    state.stop_batch(&myself, batch);
-                }
-            }
-            ChildSupMsg::Discard { ids } => {
-                for id in ids {
-                    if let Some(running) = state.children.remove(&id) {
-                        state.by_actor.remove(&running.cell.get_id().pid());
-                        state.shared.local_children.remove(&id);
-                        running.cell.kill();
-                        let down = DownReason::Abnormal {
-                            node: state.shared.node.clone(),
-                            detail: "started but not recorded".into(),
-                        };
-                        state.shared.child_down(&id, down, false);
-                    }
-                }
-            }
+            ChildSupMsg::ReleaseAll => state.release_all(&myself),
+            ChildSupMsg::Discard { ids } => state.discard(ids),
         }
         Ok(())
     }

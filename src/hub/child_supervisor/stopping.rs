@@ -34,7 +34,21 @@ pub(super) struct StopGroup {
     pub stopped: Vec<ChildId>,
     /// Ids this node knows nothing of (answered `not_found`, nothing written).
     not_found: Vec<ChildId>,
-    timers: Vec<JoinHandle<Result<(), ractor::MessagingErr<ChildSupMsg>>>>,
+    timers: Vec<Deadline>,
+}
+
+type Deadline = JoinHandle<Result<(), ractor::MessagingErr<ChildSupMsg>>>;
+
+/// One timer per distinct grace of a stop group, not per child.
+fn deadlines(myself: &ActorRef<ChildSupMsg>, group: u64, graces: BTreeSet<u64>) -> Vec<Deadline> {
+    graces
+        .into_iter()
+        .map(|grace_ms| {
+            myself.send_after(Duration::from_millis(grace_ms), move || {
+                ChildSupMsg::StopDeadline { group, grace_ms }
+            })
+        })
+        .collect()
 }
 
 impl ChildSupState {
@@ -87,16 +101,7 @@ impl ChildSupState {
                 group.not_found.push(id);
             }
         }
-        for grace_ms in graces {
-            group
-                .timers
-                .push(myself.send_after(Duration::from_millis(grace_ms), move || {
-                    ChildSupMsg::StopDeadline {
-                        group: group_id,
-                        grace_ms,
-                    }
-                }));
-        }
+        group.timers = deadlines(myself, group_id, graces);
         self.stop_groups.insert(group_id, group);
         self.maybe_finish(group_id);
     }

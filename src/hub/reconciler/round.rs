@@ -1,17 +1,19 @@
 //! One reconcile round, run in a task so that the Reconciler keeps answering: it gathers the
 //! inputs (the declared copy as persisted, the registry view, the ring, the leader's version),
-//! plans with [`plan_replicated_round`], and carries the plan out.
+//! plans with [`plan_local_round`], and carries the plan out.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::core::guided::Guided;
-use crate::core::reconcile::{
-    defer_to_owners, plan_replicated_round, OrphanStart, QuietRound, RoundInputs, RoundStats,
-    StopReason,
+use crate::core::reconcile::{OrphanStart, QuietRound, ReconcilePlan, RoundInputs, RoundStats};
+use crate::core::reconcile_round::{
+    duplicate_stops, next_round, parks_before_scan, plan_local_round, reuse_quiet, Readiness,
+    RoundView, Unweighed,
 };
 use crate::core::recovery::StartPacer;
 use crate::hooks::{HookEvent, HookKey};
@@ -22,11 +24,12 @@ use crate::hub::protocol::{
 use crate::hub::simulation::InjectedBug;
 use crate::hub::HubShared;
 use crate::manifest::fetch_within;
-use crate::model::{ChildId, ChildSpec, Metadata, NodeName, RESERVED_METADATA_KEY};
+use crate::model::{ChildId, ChildSpec, Metadata, NodeName, Row, RESERVED_METADATA_KEY};
 use crate::telemetry::failure_tally::FailureTally;
 use crate::types::StartOptions;
 
-/// Runs one round and returns what the actor keeps.
+/// Runs one round and returns what the actor keeps: gathers the inputs step by step (each
+/// step's gate is in [`crate::core::reconcile_round`]), plans, and carries the plan out.
 pub(super) async fn run_round(
     hub: Arc<HubShared>,
     recovery: Arc<RecoveryShared>,
@@ -35,11 +38,66 @@ pub(super) async fn run_round(
     mut pacer: StartPacer,
 ) -> RoundReport {
     let RoundCarry {
-        pending: previous_pending,
-        quiet: previous_quiet,
+        pending,
+        quiet,
         owner_first,
     } = carried;
     let began = Instant::now();
+    let mut snapshot = declared_copy(&hub, &recovery, first).await;
+    // Read before the rows: a commit after this count is counted again by the next round.
+    let inputs = RoundInputs {
+        declared_version: snapshot.list.version(),
+        registry_generation: hub.registry_generation.load(Ordering::Acquire),
+        peers: hub.peers(),
+    };
+    if let Some(quiet) = reuse_quiet(quiet, first, snapshot.parked, &inputs) {
+        // Nothing the last (quiet) round read has changed: it would plan nothing again.
+        let stats = RoundStats {
+            elapsed_ms: began.elapsed().as_millis() as u64,
+            ..quiet.stats
+        };
+        report_round(&hub, stats, false, true);
+        return round_report(stats, first, false, stood_on(quiet), pacer);
+    }
+    let scan_skipped = parks_before_scan(snapshot.parked, &recovery.unheard(&inputs.peers));
+    let rows = scan_rows(&hub, scan_skipped);
+    // Asked after the rows were read: a child missing from them was stopped before the
+    // question, so its removal is in the leader's answer.
+    let leader_answered = confirm_with_leader(&hub, &recovery).await;
+    // The copy planned with is read after the answer and is the one compared with it (an
+    // older copy read before could still declare a child the answer shows stopped).
+    if !snapshot.parked {
+        snapshot = recovery.snapshot();
+    }
+    let readiness = Readiness {
+        list_lost: snapshot.parked,
+        scan_skipped,
+        unweighed: weigh_copies(&hub, &recovery, &snapshot, leader_answered.err()),
+        partitioned: hub.partition.partitioned(),
+    };
+    let mut plan = plan_with(&hub, &snapshot, &rows, pending, owner_first, readiness);
+    carry_out(&hub, &plan).await;
+    let (mut stats, parked) = (plan.stats, plan.parked);
+    let next = next_round(&mut plan, owner_first, inputs);
+    let answer_wait = Duration::from_millis(recovery.config.reconcile_interval_ms);
+    stats.started = submit_paced(&hub, plan.starts, &mut pacer, answer_wait).await;
+    stats.elapsed_ms = began.elapsed().as_millis() as u64;
+    report_round(&hub, stats, parked, false);
+    let carry = RoundCarry {
+        pending: next.pending,
+        quiet: next.quiet.map(|inputs| QuietRound { inputs, stats }),
+        owner_first: next.owner_first,
+    };
+    round_report(stats, first, parked, carry, pacer)
+}
+
+/// The declared copy a round begins with. The first round fires `pre_recovery_replay` (within
+/// a round's interval) first; a parked node asks the remote manifest again.
+async fn declared_copy(
+    hub: &HubShared,
+    recovery: &RecoveryShared,
+    first: bool,
+) -> DeclaredSnapshot {
     if first {
         let snapshot = recovery.snapshot();
         let budget = Duration::from_millis(recovery.config.reconcile_interval_ms);
@@ -54,80 +112,87 @@ pub(super) async fn run_round(
             .await;
     }
     // Read after the hook: it may have waited for something that changed the registry.
-    let mut snapshot = recovery.snapshot();
+    let snapshot = recovery.snapshot();
     if snapshot.parked {
-        snapshot = refetch_manifest(&hub, &recovery).await.unwrap_or(snapshot);
+        return refetch_manifest(hub, recovery).await.unwrap_or(snapshot);
     }
-    // Read before the rows: a commit after this count is counted again by the next round.
-    let inputs = RoundInputs {
-        declared_version: snapshot.list.version(),
-        registry_generation: hub
-            .registry_generation
-            .load(std::sync::atomic::Ordering::Acquire),
-        peers: hub.peers(),
-    };
-    if let Some(quiet) =
-        previous_quiet.filter(|q| !first && !snapshot.parked && q.stands_for(&inputs))
-    {
-        // Nothing the last (quiet) round read has changed: it would plan nothing again.
-        let stats = RoundStats {
-            elapsed_ms: began.elapsed().as_millis() as u64,
-            ..quiet.stats
-        };
-        report_round(&hub, stats, false, true);
-        return RoundReport {
-            stats,
-            first,
-            parked: false,
-            carry: RoundCarry {
-                quiet: Some(quiet),
-                ..RoundCarry::default()
-            },
-            pacer,
-        };
+    snapshot
+}
+
+/// What a round that stood on the quiet one before it hands the next: the same quiet round.
+fn stood_on(quiet: QuietRound) -> RoundCarry {
+    RoundCarry {
+        quiet: Some(quiet),
+        ..RoundCarry::default()
     }
-    // A round that will park anyway (its copy is lost, or a peer's copy is not weighed yet)
-    // does not scan the registry: at hundreds of thousands of rows the scan is most of a
-    // round, and a parked round is retried an interval later. Without its rows it stays
-    // parked even if the missing copy arrives meanwhile.
-    let parks_anyway = snapshot.parked || !recovery.unheard(&inputs.peers).is_empty();
-    let rows = if parks_anyway {
+}
+
+/// Every row of the registry, unless the round skips its scan.
+fn scan_rows(hub: &HubShared, skipped: bool) -> Vec<Row> {
+    if skipped {
         Vec::new()
     } else {
         off_the_runtime(|| hub.storage.export_all())
-    };
-    // Asked after the rows were read: a child missing from them was stopped before the
-    // question, so its removal is in the leader's answer.
-    let leader_answered = confirm_with_leader(&hub, &recovery).await;
-    // The copy planned with is read after the answer and is the one compared with it (an
-    // older copy read before could still declare a child the answer shows stopped).
-    if !snapshot.parked {
-        snapshot = recovery.snapshot();
     }
-    // A node that has not weighed every peer's copy may be behind a newer version: an
-    // outdated copy could restart a child stopped since, so it plans parked and asks again.
+}
+
+fn round_report(
+    stats: RoundStats,
+    first: bool,
+    parked: bool,
+    carry: RoundCarry,
+    pacer: StartPacer,
+) -> RoundReport {
+    RoundReport {
+        stats,
+        first,
+        parked,
+        carry,
+        pacer,
+    }
+}
+
+/// The peers whose declared copies this node has not weighed, or that are newer than its
+/// copy (`leader_silent`: the leader did not tell its version in time). A node that has not
+/// weighed every peer's copy may be behind a newer version: an outdated copy could restart a
+/// child stopped since, so it plans parked, and the leader is asked to solicit those copies.
+fn weigh_copies(
+    hub: &HubShared,
+    recovery: &RecoveryShared,
+    snapshot: &DeclaredSnapshot,
+    leader_silent: Option<NodeName>,
+) -> Unweighed {
     let peers = hub.peers();
-    let mut unheard = recovery.unheard(&peers);
-    if let Err(leader) = leader_answered {
-        unheard.push(leader);
-    }
-    let ahead = recovery.ahead_of(&snapshot.list, &peers);
-    if !unheard.is_empty() || !ahead.is_empty() {
+    let unweighed = Unweighed::new(
+        recovery.unheard(&peers),
+        leader_silent,
+        recovery.ahead_of(&snapshot.list, &peers),
+    );
+    if !unweighed.is_empty() {
         tracing::info!(
-            ?unheard,
-            ?ahead,
+            unheard = ?unweighed.unheard,
+            ahead = ?unweighed.ahead,
             version = snapshot.list.version(),
             "declared copies of these peers not weighed yet, or newer than this one; round parked"
         );
-        unheard.extend(ahead);
-        unheard.sort();
-        unheard.dedup();
         if let Some(leader) = hub.declared_leader() {
             let _ = leader.cast(DeclaredMsg::Solicit {
-                nodes: unheard.clone(),
+                nodes: unweighed.to_solicit(),
             });
         }
     }
+    unweighed
+}
+
+/// Plans the round from what it gathered, off the runtime (a scan of every row).
+fn plan_with(
+    hub: &HubShared,
+    snapshot: &DeclaredSnapshot,
+    rows: &[Row],
+    previous_pending: BTreeSet<ChildId>,
+    owner_first: bool,
+    readiness: Readiness,
+) -> ReconcilePlan {
     let ring = hub.ring();
     // With the two-round rule skipped, every unbound declared child counts as seen before.
     let previous_pending = if hub.has_bug(InjectedBug::SkipTwoRoundRule) {
@@ -135,42 +200,29 @@ pub(super) async fn run_round(
     } else {
         previous_pending
     };
-    let mut plan = off_the_runtime(|| {
-        plan_replicated_round(
-            &snapshot.list,
-            rows.iter(),
-            // The placement its registry row records (a rebalance or a fallback may have moved
-            // it since it was declared), else the one it was declared with.
-            |id, row| match row {
-                Some(row) => hub.owners_of(&ring, id, Some(&row.metadata)),
-                None => hub.owners_of(&ring, id, snapshot.list.get(id).map(|c| &c.metadata)),
-            },
-            &hub.node,
-            &previous_pending,
-            // A side without quorum starts and stops nothing: the majority's rounds decide.
-            parks_anyway || snapshot.parked || !unheard.is_empty() || hub.partition.partitioned(),
-        )
-    });
-    if owner_first {
-        defer_to_owners(&mut plan, &hub.node);
-    }
-    let mut stats = plan.stats;
+    let view = RoundView {
+        declared: &snapshot.list,
+        local: &hub.node,
+        previous_pending: &previous_pending,
+        owner_first,
+        readiness,
+    };
+    off_the_runtime(|| {
+        // The placement its registry row records (a rebalance or a fallback may have moved it
+        // since it was declared), else the one it was declared with.
+        plan_local_round(&view, rows, |id, row| match row {
+            Some(row) => hub.owners_of(&ring, id, Some(&row.metadata)),
+            None => hub.owners_of(&ring, id, snapshot.list.get(id).map(|c| &c.metadata)),
+        })
+    })
+}
 
+/// Stops this node's instances the plan names (firing `reconcile_duplicate` for each duplicate
+/// stopped) and removes the stale rows; a failure is retried by the next round.
+async fn carry_out(hub: &HubShared, plan: &ReconcilePlan) {
     if !plan.stops.is_empty() {
-        // Looked up by id: a split cluster that heals can leave every child duplicated, and a
-        // scan of the duplicates per stop was quadratic in them.
-        let keeps: BTreeMap<&ChildId, &NodeName> =
-            plan.duplicates.iter().map(|d| (&d.id, &d.keep)).collect();
         let mut duplicates = FailureTally::new();
-        for stop in plan
-            .stops
-            .iter()
-            .filter(|s| s.reason == StopReason::Duplicate)
-        {
-            let keep = keeps
-                .get(&stop.id)
-                .map(|k| (*k).clone())
-                .unwrap_or_default();
+        for (stop, keep) in duplicate_stops(plan) {
             duplicates.add(&stop.id, format_args!("kept on {keep}"));
             hub.hooks.fire(HookKey::ReconcileDuplicate, || {
                 HookEvent::ReconcileDuplicate {
@@ -183,7 +235,7 @@ pub(super) async fn run_round(
         }
         duplicates.warn("stopping this node's duplicate instances");
         let ids: Vec<ChildId> = plan.stops.iter().map(|s| s.id.clone()).collect();
-        let report = stop_local(&hub, ids).await;
+        let report = stop_local(hub, ids).await;
         let mut failed = FailureTally::new();
         for (id, e) in report.errors {
             failed.add(&id, e);
@@ -191,26 +243,7 @@ pub(super) async fn run_round(
         failed.warn("reconcile stops failed; next round retries");
     }
     if !plan.remove_rows.is_empty() {
-        remove_rows(&hub, plan.remove_rows.clone()).await;
-    }
-    let answer_wait = Duration::from_millis(recovery.config.reconcile_interval_ms);
-    // A round that starts, stops or removes something changes the registry itself, and one
-    // that waits on something carries it: neither is quiet.
-    let quiet = plan.is_quiet();
-    stats.started = submit_paced(&hub, plan.starts, &mut pacer, answer_wait).await;
-    stats.elapsed_ms = began.elapsed().as_millis() as u64;
-    report_round(&hub, stats, plan.parked, false);
-    let quiet = quiet.then_some(QuietRound { inputs, stats });
-    RoundReport {
-        stats,
-        first,
-        parked: plan.parked,
-        carry: RoundCarry {
-            pending: plan.pending,
-            quiet,
-            owner_first: owner_first && plan.parked,
-        },
-        pacer,
+        remove_rows(hub, plan.remove_rows.clone()).await;
     }
 }
 
@@ -384,12 +417,19 @@ async fn submit_paced(
             None => break,
         }
     }
-    // Bounded by `answer_wait` (the reconcile interval): an answer may otherwise take the
-    // whole start timeout (`default_timeout`), e.g. when the owner, or the node a start is
-    // forwarded to, cannot reach this node yet while a restarted cluster forms, and the first
-    // round's completion is what moves the hub to `normal`. A start still unanswered stays in
-    // flight: the next round sees whether it runs, and an orphan again is resubmitted (the
-    // owner's supervisor keeps one instance).
+    await_answers(answers, answer_wait).await;
+    submitted
+}
+
+/// Waits for the starts' answers and logs the failures, at most `answer_wait` in all.
+///
+/// Bounded by `answer_wait` (the reconcile interval): an answer may otherwise take the whole
+/// start timeout (`default_timeout`), e.g. when the owner, or the node a start is forwarded to,
+/// cannot reach this node yet while a restarted cluster forms, and the first round's completion
+/// is what moves the hub to `normal`. A start still unanswered stays in flight: the next round
+/// sees whether it runs, and an orphan again is resubmitted (the owner's supervisor keeps one
+/// instance).
+async fn await_answers(answers: Vec<StartAnswer>, answer_wait: Duration) {
     let total = answers.len();
     let mut failed = FailureTally::new();
     let deadline = tokio::time::Instant::now() + answer_wait;
@@ -415,7 +455,6 @@ async fn submit_paced(
         }
     }
     failed.warn("recovery starts failed; next round retries");
-    submitted
 }
 
 type StartAnswer =

@@ -38,9 +38,10 @@ use crate::cluster::wire::budget::encoded_len;
 use crate::cluster::wire::RegistryChange;
 use crate::config::SyncStrategy;
 use crate::core::reassembly::SyncAssembler;
+use crate::core::registry_write::{self, Kept, RowChange, RowWrite, Told, WriteRules};
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
-use crate::model::{apply_observation, ChildId, NodeName, Pid, Row};
+use crate::model::{ChildId, NodeName, Row};
 use crate::storage::write_fault::FaultChange;
 use crate::storage::{Commit, Mutation, StorageError};
 use crate::telemetry::refusals::Refusal;
@@ -49,26 +50,35 @@ use crate::telemetry::refusals::Refusal;
 const OVERLAY_KEEP: usize = 1024;
 
 /// What happened to a row, reported after the commit.
-pub(super) enum Effect {
-    Bound {
-        id: ChildId,
-        node: NodeName,
-        pid: Pid,
-        new_row: bool,
-    },
-    PidUpdated {
-        id: ChildId,
-        node: NodeName,
-        old: Pid,
-        new: Pid,
-    },
-    Unbound {
-        id: ChildId,
-        node: NodeName,
-    },
-    Removed {
-        id: ChildId,
-    },
+pub(super) use crate::core::registry_write::RowEffect as Effect;
+
+/// What one write turn collects: the mutations to submit, the effects to report once they are
+/// committed, and the changes of this node's own observations to tell its peers.
+pub(super) struct TurnOut {
+    seq: u64,
+    mutations: Vec<Mutation>,
+    effects: Vec<Effect>,
+    delta: Vec<RegistryChange>,
+}
+
+impl TurnOut {
+    fn new(seq: u64, ops: usize) -> Self {
+        Self {
+            seq,
+            mutations: Vec::with_capacity(ops),
+            effects: Vec::with_capacity(ops),
+            delta: Vec::new(),
+        }
+    }
+}
+
+/// What this node tells its peers, as it travels.
+fn wire(told: Told) -> RegistryChange {
+    match told {
+        Told::Upsert(row) => RegistryChange::Upsert(row),
+        Told::Unbind(id) => RegistryChange::Unbind { id },
+        Told::Removed { id, hub } => RegistryChange::Removed { id, hub },
+    }
 }
 
 struct PumpItem {
@@ -190,171 +200,187 @@ impl RegistryState {
         }
     }
 
-    /// Turns operations into mutations and effects, staging the new rows in the overlay, and
-    /// collects the changes of this node's own observations (for the cluster's delta).
-    fn plan(
-        &mut self,
-        ops: Vec<RegistryOp>,
-        seq: u64,
-        delta: &mut Vec<RegistryChange>,
-    ) -> (Vec<Mutation>, Vec<Effect>) {
-        let mut mutations = Vec::with_capacity(ops.len());
-        let mut effects = Vec::with_capacity(ops.len());
-        let local = self.shared.node.clone();
-        for op in ops {
-            match op {
-                RegistryOp::Insert(mut row) => {
-                    let id = row.spec.id.clone();
-                    let current = self.current(&id);
-                    let new_row = current.is_none();
-                    if let Some(current) = current {
-                        // Re-authoring a known child: the new version must win every merge.
-                        row.hub.epoch = row.hub.epoch.max(current.hub.epoch + 1);
-                        // Other members speak for their own observations (a child briefly on
-                        // two nodes during a handover or after a partition): keep them.
-                        for (node, pid) in current.node_pids {
-                            if node != local && self.shared.is_member(&node) {
-                                row.node_pids.entry(node).or_insert(pid);
-                            }
-                        }
-                    }
-                    if self.shared.clustered() {
-                        delta.push(RegistryChange::Upsert(own_view(&row, &local)));
-                    }
-                    for (node, pid) in &row.node_pids {
-                        effects.push(Effect::Bound {
-                            id: id.clone(),
-                            node: node.clone(),
-                            pid: *pid,
-                            new_row,
-                        });
-                    }
-                    self.record(Mutation::put(row), seq, &mut mutations);
-                }
-                RegistryOp::Reauthor(mut row) => {
-                    let id = row.spec.id.clone();
-                    let Some(current) = self.current(&id) else {
-                        continue;
-                    };
-                    row.hub.epoch = row.hub.epoch.max(current.hub.epoch + 1);
-                    row.hub.changed_by = local.clone();
-                    row.node_pids = current.node_pids;
-                    if self.shared.clustered() {
-                        delta.push(RegistryChange::Upsert(own_view(&row, &local)));
-                    }
-                    self.record(Mutation::put(row), seq, &mut mutations);
-                }
-                RegistryOp::SetPid { id, node, pid } => {
-                    let Some(mut row) = self.current(&id) else {
-                        tracing::debug!(child = %id, "pid update for a child without a row");
-                        continue;
-                    };
-                    let old = row.node_pids.get(&node).copied();
-                    apply_observation(&mut row, &node, Some(pid));
-                    if self.shared.clustered() && node == local {
-                        delta.push(RegistryChange::Upsert(own_view(&row, &local)));
-                    }
-                    match old {
-                        Some(old) => effects.push(Effect::PidUpdated {
-                            id: id.clone(),
-                            node,
-                            old,
-                            new: pid,
-                        }),
-                        None => effects.push(Effect::Bound {
-                            id: id.clone(),
-                            node,
-                            pid,
-                            new_row: false,
-                        }),
-                    }
-                    self.record(Mutation::put(row), seq, &mut mutations);
-                }
-                RegistryOp::Release { id, node } => {
-                    let Some(row) = self.current(&id) else {
-                        continue;
-                    };
-                    if self.shared.clustered() && node == local {
-                        delta.push(RegistryChange::Unbind { id: id.clone() });
-                    }
-                    let ttl = self.shared.config.stub_ttl();
-                    self.unbind_row(row, &node, Some(ttl), seq, &mut mutations, &mut effects);
-                }
-                RegistryOp::Unbind { id, node } => {
-                    let Some(mut row) = self.current(&id) else {
-                        continue;
-                    };
-                    self.shared.note_replica_stopping(&row, &node);
-                    if self.shared.clustered() && node == local {
-                        delta.push(RegistryChange::Removed {
-                            id: id.clone(),
-                            hub: row.hub.clone(),
-                        });
-                    }
-                    if row.node_pids.contains_key(&node) {
-                        effects.push(Effect::Unbound {
-                            id: id.clone(),
-                            node: node.clone(),
-                        });
-                    }
-                    apply_observation(&mut row, &node, None);
-                    if row.node_pids.is_empty() {
-                        effects.push(Effect::Removed { id: id.clone() });
-                        self.record(Mutation::Remove(id), seq, &mut mutations);
-                    } else {
-                        self.record(Mutation::put(row), seq, &mut mutations);
-                    }
-                }
-                RegistryOp::Announce { id } => {
-                    if let (Some(row), true) = (self.current(&id), self.shared.clustered()) {
-                        delta.push(RegistryChange::Upsert(own_view(&row, &local)));
-                    }
-                }
-                RegistryOp::RemoveUnbound { id } => {
-                    let Some(row) = self.current(&id) else {
-                        continue;
-                    };
-                    if !row.node_pids.is_empty() {
-                        tracing::debug!(child = %id, "stale row bound meanwhile; kept");
-                        continue;
-                    }
-                    if self.shared.clustered() {
-                        delta.push(RegistryChange::Removed {
-                            id: id.clone(),
-                            hub: row.hub.clone(),
-                        });
-                    }
-                    effects.push(Effect::Removed { id: id.clone() });
-                    self.record(Mutation::Remove(id), seq, &mut mutations);
-                }
-                RegistryOp::PutWithTtl { row, ttl } => {
-                    let id = row.spec.id.clone();
-                    let put = Mutation::Put {
-                        row,
-                        ttl: Some(ttl),
-                    };
-                    self.record(put, seq, &mut mutations);
-                    self.expiries
-                        .insert(id, self.shared.clock.now_ms() + ttl.as_millis() as u64);
-                }
-                RegistryOp::Merge { from, changes } => {
-                    self.shared
-                        .sync_heard
-                        .heard(&from, self.shared.clock.now_ms());
-                    self.plan_merge(&from, changes, seq, &mut mutations, &mut effects)
-                }
-                RegistryOp::Sync { from, rows } => {
-                    self.shared
-                        .sync_heard
-                        .heard(&from, self.shared.clock.now_ms());
-                    self.plan_sync(&from, rows, seq, &mut mutations, &mut effects)
-                }
-                RegistryOp::Reap { node, ttl } => {
-                    self.plan_reap(&node, ttl, seq, &mut mutations, &mut effects)
+    /// Records what one operation did to one row ([`crate::core::registry_write`]): its write
+    /// (staged, a stub's expiry set), its effects and what this node tells its peers.
+    pub(super) fn apply(&mut self, change: RowChange, turn: &mut TurnOut) {
+        let RowChange {
+            write,
+            effects,
+            told,
+        } = change;
+        turn.delta.extend(told.map(wire));
+        turn.effects.extend(effects);
+        let seq = turn.seq;
+        match write {
+            None => {}
+            Some(RowWrite::Put(row)) => self.record(Mutation::put(row), seq, &mut turn.mutations),
+            Some(RowWrite::Stub(row, ttl)) => {
+                let id = row.spec.id.clone();
+                let put = Mutation::Put {
+                    row,
+                    ttl: Some(ttl),
+                };
+                self.record(put, seq, &mut turn.mutations);
+                self.expiries
+                    .insert(id, self.shared.clock.now_ms() + ttl.as_millis() as u64);
+            }
+            Some(RowWrite::Remove(id)) => {
+                self.record(Mutation::Remove(id), seq, &mut turn.mutations)
+            }
+        }
+    }
+
+    /// Plans one operation against the rows as they stand in this turn, and records it.
+    fn plan_op(&mut self, op: RegistryOp, turn: &mut TurnOut) {
+        let shared = self.shared.clone();
+        match op {
+            RegistryOp::Merge { from, changes } => {
+                shared.sync_heard.heard(&from, shared.clock.now_ms());
+                self.plan_merge(&from, changes, turn);
+            }
+            RegistryOp::Sync { from, rows } => {
+                shared.sync_heard.heard(&from, shared.clock.now_ms());
+                self.plan_sync(&from, rows, turn);
+            }
+            RegistryOp::Reap { node, ttl } => self.plan_reap(&node, ttl, turn),
+            op => {
+                if let Some(change) = self.row_change(op) {
+                    self.apply(change, turn);
                 }
             }
         }
-        (mutations, effects)
+    }
+
+    /// What an operation of this node's own does to its child's row.
+    fn row_change(&mut self, op: RegistryOp) -> Option<RowChange> {
+        let shared = self.shared.clone();
+        let rules = WriteRules {
+            local: &shared.node,
+            clustered: shared.clustered(),
+            stub_ttl: shared.config.stub_ttl(),
+        };
+        match op {
+            RegistryOp::Insert(row) => {
+                let current = self.current(&row.spec.id);
+                let is_member = |node: &str| shared.is_member(node);
+                Some(registry_write::insert(&rules, current, row, is_member))
+            }
+            RegistryOp::Reauthor(row) => {
+                registry_write::reauthor(&rules, self.current(&row.spec.id), row)
+            }
+            RegistryOp::SetPid { id, node, pid } => {
+                let change = registry_write::set_pid(&rules, self.current(&id), &node, pid);
+                if change.is_none() {
+                    tracing::debug!(child = %id, "pid update for a child without a row");
+                }
+                change
+            }
+            RegistryOp::Release { id, node } => {
+                registry_write::release(&rules, self.current(&id), &node)
+            }
+            RegistryOp::Unbind { id, node } => {
+                let current = self.current(&id);
+                if let Some(row) = &current {
+                    shared.note_replica_stopping(row, &node);
+                }
+                registry_write::unbind(&rules, current, &node)
+            }
+            RegistryOp::Announce { id } => {
+                Some(registry_write::announce(&rules, self.current(&id).as_ref()))
+            }
+            RegistryOp::RemoveUnbound { id } => {
+                match registry_write::remove_unbound(&rules, self.current(&id)) {
+                    Ok(change) => Some(change),
+                    Err(Kept::BoundMeanwhile) => {
+                        tracing::debug!(child = %id, "stale row bound meanwhile; kept");
+                        None
+                    }
+                    Err(Kept::Absent) => None,
+                }
+            }
+            RegistryOp::PutWithTtl { row, ttl } => Some(RowChange {
+                write: Some(RowWrite::Stub(row, ttl)),
+                ..RowChange::default()
+            }),
+            // A peer's changes, planned row by row (`plan_op`).
+            RegistryOp::Merge { .. } | RegistryOp::Sync { .. } | RegistryOp::Reap { .. } => None,
+        }
+    }
+
+    /// Peer `node` went down: its unfinished sync and its gossip stream are forgotten.
+    fn peer_down(&mut self, node: &NodeName) {
+        self.sync_parts.forget(node);
+        self.shared.sync_heard.forget(node);
+        self.gossip.forget(node);
+    }
+
+    /// The sync interval: this node's observations go out whole (pubsub) or by gossip.
+    fn sync_tick(&mut self) {
+        match self.shared.config.sync {
+            SyncStrategy::PubSub => self.send_full_sync(None),
+            SyncStrategy::Gossip {
+                restricted_init, ..
+            } => self.gossip_tick(restricted_init),
+        }
+    }
+
+    /// A part of a peer's full sync: applied once the sync is complete.
+    fn on_sync_part(
+        &mut self,
+        from: NodeName,
+        sync_id: u64,
+        index: u32,
+        total: u32,
+        rows: Vec<Row>,
+    ) {
+        let bytes = encoded_len(&rows);
+        match self
+            .sync_parts
+            .accept(&from, sync_id, index, total, bytes, rows)
+        {
+            Ok(Some(rows)) => self.apply_peer_sync(from, rows),
+            Ok(None) => {}
+            Err(refusal) => {
+                tracing::warn!(peer = %from, sync_id, %refusal, "full sync part refused; the peer's next sync heals it");
+                self.shared.refusals.count(Refusal::Parts);
+            }
+        }
+    }
+
+    /// The write turns up to `upto` are committed: their rows leave the overlay.
+    fn committed(&mut self, upto: u64) {
+        self.overlay.retain(|_, (seq, _)| *seq > upto);
+        if self.overlay.is_empty() && self.overlay.capacity() > OVERLAY_KEEP {
+            // A batch of thousands of rows (a delta, a full sync) grew the table to
+            // ~250 bytes per slot; a HashMap never shrinks on its own, so without this
+            // it would pin that memory on every node for the life of the hub.
+            self.overlay = HashMap::new();
+        }
+    }
+
+    /// Removes the stubs whose time is up, in one write turn; returns how many.
+    fn sweep_expired(&mut self) -> usize {
+        let now = self.shared.clock.now_ms();
+        let expired: Vec<ChildId> = self
+            .expiries
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        let n = expired.len();
+        if n > 0 {
+            self.seq += 1;
+            let seq = self.seq;
+            let mut effects = Vec::with_capacity(n);
+            let mut mutations = Vec::with_capacity(n);
+            for id in expired {
+                effects.push(Effect::Removed { id: id.clone() });
+                self.record(Mutation::Remove(id), seq, &mut mutations);
+            }
+            tracing::debug!(rows = n, "janitor swept expired rows");
+            self.submit(mutations, effects, None, seq);
+        }
+        n
     }
 
     /// Applies `ops` as one write turn: plans them, broadcasts this node's changed observations
@@ -363,11 +389,12 @@ impl RegistryState {
     /// the rest of this turn once the completion task has the commit).
     fn write(&mut self, ops: Vec<RegistryOp>, done: Option<WriteDone>) {
         self.seq += 1;
-        let seq = self.seq;
-        let mut delta = Vec::new();
-        let (mutations, effects) = self.plan(ops, seq, &mut delta);
-        self.broadcast_delta(delta);
-        self.submit(mutations, effects, done, seq);
+        let mut turn = TurnOut::new(self.seq, ops.len());
+        for op in ops {
+            self.plan_op(op, &mut turn);
+        }
+        self.broadcast_delta(std::mem::take(&mut turn.delta));
+        self.submit(turn.mutations, turn.effects, done, turn.seq);
     }
 
     fn submit(
@@ -410,29 +437,29 @@ impl RegistryState {
     }
 }
 
-/// `row` as this node reports it to peers: only its own observation.
-pub(super) fn own_view(row: &Row, local: &str) -> Row {
-    let mut row = row.clone();
-    row.node_pids.retain(|node, _| node == local);
-    row
+pub(super) use crate::core::registry_write::own_view;
+
+/// A replica starting or stopping anywhere may change the role of this node's one.
+fn tell_role_changes(shared: &HubShared, effects: &[Effect]) {
+    if !shared.signals_roles() {
+        return;
+    }
+    let changed: Vec<ChildId> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Bound { id, .. } | Effect::Unbound { id, .. } => Some(id),
+            _ => None,
+        })
+        .filter(|id| shared.local_children.contains_key(*id))
+        .cloned()
+        .collect();
+    if !changed.is_empty() {
+        shared.tell_roles(Some(changed));
+    }
 }
 
 fn fire_effects(shared: &HubShared, effects: Vec<Effect>) {
-    if shared.signals_roles() {
-        // A replica starting or stopping anywhere may change the role of this node's one.
-        let changed: Vec<ChildId> = effects
-            .iter()
-            .filter_map(|e| match e {
-                Effect::Bound { id, .. } | Effect::Unbound { id, .. } => Some(id),
-                _ => None,
-            })
-            .filter(|id| shared.local_children.contains_key(*id))
-            .cloned()
-            .collect();
-        if !changed.is_empty() {
-            shared.tell_roles(Some(changed));
-        }
-    }
+    tell_role_changes(shared, &effects);
     for effect in &effects {
         match effect {
             Effect::Removed { id }
@@ -602,31 +629,9 @@ impl Actor for Registry {
                 index,
                 total,
                 rows,
-            } => {
-                let bytes = encoded_len(&rows);
-                match state
-                    .sync_parts
-                    .accept(&from, sync_id, index, total, bytes, rows)
-                {
-                    Ok(Some(rows)) => state.apply_peer_sync(from, rows),
-                    Ok(None) => {}
-                    Err(refusal) => {
-                        tracing::warn!(peer = %from, sync_id, %refusal, "full sync part refused; the peer's next sync heals it");
-                        state.shared.refusals.count(Refusal::Parts);
-                    }
-                }
-            }
-            RegistryMsg::PeerDown { node } => {
-                state.sync_parts.forget(&node);
-                state.shared.sync_heard.forget(&node);
-                state.gossip.forget(&node);
-            }
-            RegistryMsg::SyncTick => match state.shared.config.sync {
-                SyncStrategy::PubSub => state.send_full_sync(None),
-                SyncStrategy::Gossip {
-                    restricted_init, ..
-                } => state.gossip_tick(restricted_init),
-            },
+            } => state.on_sync_part(from, sync_id, index, total, rows),
+            RegistryMsg::PeerDown { node } => state.peer_down(&node),
+            RegistryMsg::SyncTick => state.sync_tick(),
             RegistryMsg::GossipDelta {
                 from,
                 origin,
@@ -651,36 +656,9 @@ impl Actor for Registry {
                 route,
                 spreading,
             } => state.on_gossip_round(initiator, round, heads, route, spreading),
-            RegistryMsg::Committed { upto } => {
-                state.overlay.retain(|_, (seq, _)| *seq > upto);
-                if state.overlay.is_empty() && state.overlay.capacity() > OVERLAY_KEEP {
-                    // A batch of thousands of rows (a delta, a full sync) grew the table to
-                    // ~250 bytes per slot; a HashMap never shrinks on its own, so without this
-                    // it would pin that memory on every node for the life of the hub.
-                    state.overlay = HashMap::new();
-                }
-            }
+            RegistryMsg::Committed { upto } => state.committed(upto),
             RegistryMsg::SweepExpired { reply } => {
-                let now = state.shared.clock.now_ms();
-                let expired: Vec<ChildId> = state
-                    .expiries
-                    .iter()
-                    .filter(|(_, at)| **at <= now)
-                    .map(|(id, _)| id.clone())
-                    .collect();
-                let n = expired.len();
-                if n > 0 {
-                    state.seq += 1;
-                    let seq = state.seq;
-                    let mut effects = Vec::with_capacity(n);
-                    let mut mutations = Vec::with_capacity(n);
-                    for id in expired {
-                        effects.push(Effect::Removed { id: id.clone() });
-                        state.record(Mutation::Remove(id), seq, &mut mutations);
-                    }
-                    tracing::debug!(rows = n, "janitor swept expired rows");
-                    state.submit(mutations, effects, None, seq);
-                }
+                let n = state.sweep_expired();
                 if let Some(reply) = reply {
                     let _ = reply.send(n);
                 }

@@ -17,20 +17,17 @@
 //! `sync = gossip` the deltas and syncs travel differently ([`super::gossip`]) and are applied
 //! here the same way.
 
-use std::cmp::Ordering;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use super::{own_view, Effect, RegistryState};
+use super::{own_view, RegistryState, TurnOut};
 use crate::cluster::wire::budget::{chunk_by_bytes, FRAME_BUDGET_BYTES};
 use crate::cluster::wire::{RegistryChange, WireMsg};
+use crate::core::registry_write::{self, PeerRemoval};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg, RegistryOp, WriteDone};
 use crate::hub::shared::HubShared;
 use crate::hub::simulation::InjectedBug;
-use crate::model::{
-    apply_observation, merge_rows_owned, stamp_cmp, validate_row, ChildId, NodeName, Row,
-};
-use crate::storage::Mutation;
+use crate::model::{validate_row, ChildId, NodeName, Row};
 use crate::telemetry::refusals::Refusal;
 
 /// Numbers this process's full syncs, so a receiver tells the parts of two syncs apart.
@@ -78,103 +75,40 @@ impl RegistryState {
         }
     }
 
-    /// Applies peer `from`'s upsert of `row`.
-    fn merge_upsert(
-        &mut self,
-        from: &NodeName,
-        row: Row,
-        seq: u64,
-        mutations: &mut Vec<Mutation>,
-        effects: &mut Vec<Effect>,
-    ) {
-        let id = row.spec.id.clone();
-        let current = self.current(&id);
+    /// Applies peer `from`'s upsert of `row` ([`registry_write::merge_upsert`]).
+    fn merge_upsert(&mut self, from: &NodeName, row: Row, turn: &mut TurnOut) {
+        let current = self.current(&row.spec.id);
         if current.is_some() && self.shared.has_bug(InjectedBug::IgnorePeerBindings) {
             return;
         }
-        let new_row = current.is_none();
-        let old = current
-            .as_ref()
-            .and_then(|r| r.node_pids.get(from).copied());
-        let stub = self.expiries.contains_key(&id);
-        let merged = merge_rows_owned(current.clone(), row, from);
-        if !stub && current.as_ref() == Some(&merged) {
-            // A full sync repeats what is known: no write (a disk backend would fsync for
-            // nothing every sync interval).
-            return;
+        let stub = self.expiries.contains_key(&row.spec.id);
+        if let Some(change) = registry_write::merge_upsert(current, row, from, stub) {
+            self.apply(change, turn);
         }
-        match (old, merged.node_pids.get(from).copied()) {
-            (None, Some(pid)) => effects.push(Effect::Bound {
-                id: id.clone(),
-                node: from.clone(),
-                pid,
-                new_row,
-            }),
-            (Some(old), Some(new)) if old != new => effects.push(Effect::PidUpdated {
-                id: id.clone(),
-                node: from.clone(),
-                old,
-                new,
-            }),
-            _ => {}
-        }
-        self.record(Mutation::put(merged), seq, mutations);
     }
 
-    /// Removes `node`'s binding of `row`; the row goes when no binding is left, or becomes a
-    /// stub expiring after `stub_ttl` when given.
-    pub(super) fn unbind_row(
+    /// Removes `node`'s binding of `row` ([`registry_write::unbind_row`]).
+    fn unbind_row(
         &mut self,
-        mut row: Row,
+        row: Row,
         node: &NodeName,
         stub_ttl: Option<Duration>,
-        seq: u64,
-        mutations: &mut Vec<Mutation>,
-        effects: &mut Vec<Effect>,
+        turn: &mut TurnOut,
     ) {
-        let id = row.spec.id.clone();
-        if !row.node_pids.contains_key(node) {
-            return;
-        }
-        effects.push(Effect::Unbound {
-            id: id.clone(),
-            node: node.clone(),
-        });
-        apply_observation(&mut row, node, None);
-        if !row.node_pids.is_empty() {
-            self.record(Mutation::put(row), seq, mutations);
-            return;
-        }
-        match stub_ttl {
-            Some(ttl) => {
-                let put = Mutation::Put {
-                    row,
-                    ttl: Some(ttl),
-                };
-                self.record(put, seq, mutations);
-                self.expiries
-                    .insert(id, self.shared.clock.now_ms() + ttl.as_millis() as u64);
-            }
-            None => {
-                effects.push(Effect::Removed { id: id.clone() });
-                self.record(Mutation::Remove(id), seq, mutations);
-            }
-        }
+        self.apply(registry_write::unbind_row(row, node, stub_ttl), turn);
     }
 
     pub(super) fn plan_merge(
         &mut self,
         from: &NodeName,
         changes: Vec<RegistryChange>,
-        seq: u64,
-        mutations: &mut Vec<Mutation>,
-        effects: &mut Vec<Effect>,
+        turn: &mut TurnOut,
     ) {
         for change in changes {
             match change {
                 RegistryChange::Upsert(row) => {
                     if self.valid_from_peer(from, &row) {
-                        self.merge_upsert(from, row, seq, mutations, effects)
+                        self.merge_upsert(from, row, turn)
                     }
                 }
                 // The sender handed the child over: keep the row (as a stub if nobody else
@@ -182,7 +116,7 @@ impl RegistryState {
                 RegistryChange::Unbind { id } => {
                     if let Some(row) = self.current(&id) {
                         let ttl = self.shared.config.stub_ttl();
-                        self.unbind_row(row, from, Some(ttl), seq, mutations, effects);
+                        self.unbind_row(row, from, Some(ttl), turn);
                     }
                 }
                 // A deliberate stop: the row goes once nobody runs the child.
@@ -190,31 +124,20 @@ impl RegistryState {
                     let Some(row) = self.current(&id) else {
                         continue;
                     };
-                    if row.node_pids.contains_key(from) {
-                        self.shared.note_replica_stopping(&row, from);
-                        self.unbind_row(row, from, None, seq, mutations, effects);
-                    } else if row.node_pids.is_empty()
-                        && stamp_cmp(&row.hub, &hub) != Ordering::Greater
-                    {
-                        // A stub nobody runs that its sender removed on purpose (a stop of a
-                        // row no process backs, a stale durable row): it goes here too, or this
-                        // node would re-place a child that was stopped.
-                        effects.push(Effect::Removed { id: id.clone() });
-                        self.record(Mutation::Remove(id), seq, mutations);
+                    match registry_write::removed_by_peer(&row, from, &hub) {
+                        PeerRemoval::Unbind => {
+                            self.shared.note_replica_stopping(&row, from);
+                            self.unbind_row(row, from, None, turn);
+                        }
+                        PeerRemoval::RemoveStub => self.apply(registry_write::removal(id), turn),
+                        PeerRemoval::Keep => {}
                     }
                 }
             }
         }
     }
 
-    pub(super) fn plan_sync(
-        &mut self,
-        from: &NodeName,
-        rows: Vec<Row>,
-        seq: u64,
-        mutations: &mut Vec<Mutation>,
-        effects: &mut Vec<Effect>,
-    ) {
+    pub(super) fn plan_sync(&mut self, from: &NodeName, rows: Vec<Row>, turn: &mut TurnOut) {
         let rows: Vec<Row> = rows
             .into_iter()
             .filter(|row| self.valid_from_peer(from, row))
@@ -229,25 +152,18 @@ impl RegistryState {
             tracing::debug!(peer = %from, rows = stale.len(), "full sync unbinds rows the peer no longer runs");
         }
         for row in stale {
-            self.unbind_row(row, from, None, seq, mutations, effects);
+            self.unbind_row(row, from, None, turn);
         }
         for row in rows {
-            self.merge_upsert(from, row, seq, mutations, effects);
+            self.merge_upsert(from, row, turn);
         }
     }
 
-    pub(super) fn plan_reap(
-        &mut self,
-        node: &NodeName,
-        ttl: Duration,
-        seq: u64,
-        mutations: &mut Vec<Mutation>,
-        effects: &mut Vec<Effect>,
-    ) {
+    pub(super) fn plan_reap(&mut self, node: &NodeName, ttl: Duration, turn: &mut TurnOut) {
         let bound: Vec<Row> = self.rows_bound_to(node);
         tracing::info!(peer = %node, rows = bound.len(), "reaping the bindings of a node that is gone");
         for row in bound {
-            self.unbind_row(row, node, Some(ttl), seq, mutations, effects);
+            self.unbind_row(row, node, Some(ttl), turn);
         }
     }
 

@@ -1,0 +1,173 @@
+//! One node's reconcile round around its plan ([`crate::core::reconcile`]): when a round may
+//! stand on the previous quiet one, when it skips the registry scan, when it plans parked and
+//! whose declared copies it asks for, and what it hands the next round.
+//!
+//! A round is gathered in steps that wait (a hook, the leader's answer, a manifest fetch), and
+//! what it learns at one step decides whether the next is worth taking: a round that will park
+//! anyway does not scan hundreds of thousands of rows. These gates are the decisions here; the
+//! Reconciler gathers each input in its turn and carries out what the plan says.
+//!
+//! Pure: inputs are plain data (the declared copy, the rows, the peers heard of, the owners of a
+//! child as a function of its id and row); nothing here waits, reads a clock or sends.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::core::declared::list::DeclaredList;
+use crate::core::reconcile::{
+    defer_to_owners, plan_replicated_round, LocalStop, QuietRound, ReconcilePlan, RoundInputs,
+    StopReason,
+};
+use crate::model::{ChildId, NodeName, Row};
+
+/// The previous round stands for this one when it was quiet and nothing it read has changed
+/// since: the first round after boot and a round with a lost list always plan.
+pub fn reuse_quiet(
+    previous: Option<QuietRound>,
+    first: bool,
+    list_lost: bool,
+    inputs: &RoundInputs,
+) -> Option<QuietRound> {
+    previous.filter(|q| !first && !list_lost && q.stands_for(inputs))
+}
+
+/// The round will park whatever the rows say (its copy is lost, or a peer's copy is not weighed
+/// yet), so it does not scan the registry: at hundreds of thousands of rows the scan is most of
+/// a round, and a parked round is retried an interval later. Without its rows it stays parked
+/// even if the missing copy arrives meanwhile.
+pub fn parks_before_scan(list_lost: bool, unheard: &[NodeName]) -> bool {
+    list_lost || !unheard.is_empty()
+}
+
+/// The peers whose declared copies the round has not weighed, after it asked the leader.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Unweighed {
+    /// Peers that never offered their copy, and the leader when it did not answer in time.
+    pub unheard: Vec<NodeName>,
+    /// Peers that announced a copy newer than this node's.
+    pub ahead: Vec<NodeName>,
+}
+
+impl Unweighed {
+    /// `unheard` peers, the leader if it was silent (`leader_silent`), and the peers `ahead`.
+    pub fn new(
+        mut unheard: Vec<NodeName>,
+        leader_silent: Option<NodeName>,
+        ahead: Vec<NodeName>,
+    ) -> Self {
+        unheard.extend(leader_silent);
+        Self { unheard, ahead }
+    }
+
+    /// Every copy is weighed and none is newer: the round may act on its own copy.
+    pub fn is_empty(&self) -> bool {
+        self.unheard.is_empty() && self.ahead.is_empty()
+    }
+
+    /// Whose copies the leader is asked to solicit, sorted and once each.
+    pub fn to_solicit(&self) -> Vec<NodeName> {
+        let all: BTreeSet<&NodeName> = self.unheard.iter().chain(&self.ahead).collect();
+        all.into_iter().cloned().collect()
+    }
+}
+
+/// Why a round may not act: any of these parks it (it starts and stops nothing).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Readiness {
+    /// The declared list is lost (the node is parked).
+    pub list_lost: bool,
+    /// The round did not scan the registry ([`parks_before_scan`]).
+    pub scan_skipped: bool,
+    /// Copies not weighed, or newer than this node's: an outdated copy could restart a child
+    /// stopped since.
+    pub unweighed: Unweighed,
+    /// This side of a split has no quorum: the majority's rounds decide.
+    pub partitioned: bool,
+}
+
+impl Readiness {
+    /// The round plans parked.
+    pub fn parked(&self) -> bool {
+        self.list_lost || self.scan_skipped || !self.unweighed.is_empty() || self.partitioned
+    }
+}
+
+/// What one node plans in one round, from the inputs it gathered.
+pub struct RoundView<'a> {
+    /// This node's adopted copy of the list.
+    pub declared: &'a DeclaredList,
+    /// This node.
+    pub local: &'a str,
+    /// The previous round's pending children (registered, unbound, seen once).
+    pub previous_pending: &'a BTreeSet<ChildId>,
+    /// Every round since boot was parked: orphans registered nowhere go to their owners first.
+    pub owner_first: bool,
+    /// What may park the round.
+    pub readiness: Readiness,
+}
+
+/// Plans the round ([`plan_replicated_round`]); after a boot, the first round that acts leaves
+/// to their owners the orphans registered nowhere ([`defer_to_owners`]).
+pub fn plan_local_round<'a>(
+    view: &RoundView<'_>,
+    rows: impl IntoIterator<Item = &'a Row>,
+    owners_of: impl Fn(&ChildId, Option<&Row>) -> Vec<NodeName>,
+) -> ReconcilePlan {
+    let mut plan = plan_replicated_round(
+        view.declared,
+        rows,
+        owners_of,
+        view.local,
+        view.previous_pending,
+        view.readiness.parked(),
+    );
+    if view.owner_first {
+        defer_to_owners(&mut plan, view.local);
+    }
+    plan
+}
+
+/// This node's duplicate instances to stop, each with the node whose instance is kept (empty
+/// when the plan names none).
+pub fn duplicate_stops(plan: &ReconcilePlan) -> Vec<(&LocalStop, NodeName)> {
+    // Looked up by id: a split cluster that heals can leave every child duplicated, and a scan
+    // of the duplicates per stop was quadratic in them.
+    let keeps: BTreeMap<&ChildId, &NodeName> =
+        plan.duplicates.iter().map(|d| (&d.id, &d.keep)).collect();
+    plan.stops
+        .iter()
+        .filter(|s| s.reason == StopReason::Duplicate)
+        .map(|s| {
+            (
+                s,
+                keeps.get(&s.id).map(|k| (*k).clone()).unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// What a round hands the next one.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NextRound {
+    /// The children seen pending this round.
+    pub pending: BTreeSet<ChildId>,
+    /// What this round was planned from, if it was quiet: the next may stand on it
+    /// ([`QuietRound`], with the counters the round reports).
+    pub quiet: Option<RoundInputs>,
+    /// Orphans still go to their owners first: every round since boot was parked.
+    pub owner_first: bool,
+}
+
+/// What follows `plan`, planned from `inputs`, its pending set taken from it. Asked before its
+/// starts are taken to be submitted: a round that starts, stops or removes something changes
+/// the registry itself, and one that waits on something carries it; neither is quiet.
+pub fn next_round(plan: &mut ReconcilePlan, owner_first: bool, inputs: RoundInputs) -> NextRound {
+    NextRound {
+        quiet: plan.is_quiet().then_some(inputs),
+        pending: std::mem::take(&mut plan.pending),
+        owner_first: owner_first && plan.parked,
+    }
+}
+
+#[cfg(test)]
+#[path = "reconcile_round_tests.rs"]
+mod tests;

@@ -1,0 +1,263 @@
+//! What a node's round promises, over every node of a toy three-node cluster.
+
+use std::collections::BTreeSet;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::core::reconcile::{OrphanStart, RoundStats};
+use crate::model::{ChildSpec, Metadata, Pid};
+
+const NODES: [&str; 3] = ["n1", "n2", "n3"];
+const IDS: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
+
+/// A toy ring: the owner is picked by the id's first byte.
+fn owner(id: &ChildId) -> NodeName {
+    let b = id.as_str().as_bytes()[0] as usize;
+    NODES[b % NODES.len()].to_owned()
+}
+
+fn owners(id: &ChildId, _row: Option<&Row>) -> Vec<NodeName> {
+    vec![owner(id)]
+}
+
+fn row(id: &str, durable: bool, bound: &[usize]) -> Row {
+    let mut row = Row::authored(
+        ChildSpec::new(id, "counter"),
+        Metadata::new(),
+        "n1",
+        0,
+        durable,
+    )
+    .unwrap();
+    for i in bound {
+        row.node_pids.insert(NODES[*i].to_owned(), *i as Pid + 10);
+    }
+    row
+}
+
+/// A declared subset of the ids, rows with a durable flag and bindings, the previous round's
+/// pending set.
+#[derive(Clone, Debug)]
+struct World {
+    declared: DeclaredList,
+    rows: Vec<Row>,
+    pending: BTreeSet<ChildId>,
+}
+
+fn world() -> impl Strategy<Value = World> {
+    let ids = prop::collection::btree_set(prop::sample::select(IDS.to_vec()), 0..6);
+    let rows = prop::collection::btree_map(
+        prop::sample::select(IDS.to_vec()),
+        (any::<bool>(), prop::collection::btree_set(0usize..3, 0..4)),
+        0..6,
+    );
+    let pending = prop::collection::btree_set(prop::sample::select(IDS.to_vec()), 0..3);
+    (ids, rows, pending).prop_map(|(ids, rows, pending)| {
+        let mut declared = DeclaredList::new();
+        for id in ids {
+            declared
+                .add(ChildSpec::new(id, "counter"), Metadata::new(), "n1")
+                .unwrap();
+        }
+        let rows = rows
+            .into_iter()
+            .map(|(id, (durable, nodes))| row(id, durable, &nodes.into_iter().collect::<Vec<_>>()))
+            .collect();
+        World {
+            declared,
+            rows,
+            pending: pending.into_iter().map(ChildId::from).collect(),
+        }
+    })
+}
+
+fn readiness() -> impl Strategy<Value = Readiness> {
+    (
+        proptest::bool::weighted(0.2),
+        proptest::bool::weighted(0.2),
+        proptest::option::weighted(0.2, prop::sample::select(NODES.to_vec())),
+        proptest::option::weighted(0.2, prop::sample::select(NODES.to_vec())),
+        proptest::bool::weighted(0.2),
+    )
+        .prop_map(
+            |(list_lost, scan_skipped, unheard, ahead, partitioned)| Readiness {
+                list_lost,
+                scan_skipped,
+                unweighed: Unweighed::new(
+                    unheard.into_iter().map(str::to_owned).collect(),
+                    None,
+                    ahead.into_iter().map(str::to_owned).collect(),
+                ),
+                partitioned,
+            },
+        )
+}
+
+fn plan_on(world: &World, local: &str, owner_first: bool, readiness: Readiness) -> ReconcilePlan {
+    let view = RoundView {
+        declared: &world.declared,
+        local,
+        previous_pending: &world.pending,
+        owner_first,
+        readiness,
+    };
+    plan_local_round(&view, &world.rows, owners)
+}
+
+fn started(plan: &ReconcilePlan) -> Vec<&ChildId> {
+    plan.starts.iter().map(|s| &s.child.spec.id).collect()
+}
+
+proptest! {
+    /// A declared child that runs nowhere is planned for a start on its owner: by every node
+    /// once, or after a boot by its owner alone. One registered but unbound waits one round
+    /// (pending) first.
+    #[test]
+    fn an_orphan_is_started_on_its_owner_exactly_once(world in world(), owner_first in any::<bool>()) {
+        let plans: Vec<ReconcilePlan> = NODES
+            .iter()
+            .map(|n| plan_on(&world, n, owner_first, Readiness::default()))
+            .collect();
+        for id in world.declared.children().keys() {
+            let row = world.rows.iter().find(|r| r.id() == id);
+            let bound = row.is_some_and(|r| !r.node_pids.is_empty());
+            let waits = row.is_some() && !bound && !world.pending.contains(id);
+            let mut starters = Vec::new();
+            for (node, plan) in NODES.iter().zip(&plans) {
+                let starts: Vec<&OrphanStart> = plan.starts.iter().filter(|s| s.child.spec.id == *id).collect();
+                prop_assert!(starts.len() <= 1, "{} started twice on {}", id, node);
+                if let Some(start) = starts.first() {
+                    prop_assert_eq!(&start.owner, &owner(id));
+                    starters.push(*node);
+                }
+                prop_assert_eq!(plan.pending.contains(id), waits);
+            }
+            if bound || waits {
+                prop_assert!(starters.is_empty(), "{} runs or waits, yet {:?} start it", id, starters);
+            } else if owner_first && row.is_none() {
+                let owner = owner(id);
+                prop_assert_eq!(starters, vec![owner.as_str()]);
+            } else {
+                prop_assert_eq!(starters, NODES.to_vec());
+            }
+        }
+    }
+
+    /// An undeclared child is never started, and nothing is started twice in one round,
+    /// whatever may park it.
+    #[test]
+    fn nothing_undeclared_and_nothing_twice(
+        world in world(),
+        local in 0usize..3,
+        owner_first in any::<bool>(),
+        readiness in readiness(),
+    ) {
+        let plan = plan_on(&world, NODES[local], owner_first, readiness);
+        let ids = started(&plan);
+        let distinct: BTreeSet<&&ChildId> = ids.iter().collect();
+        prop_assert_eq!(distinct.len(), ids.len());
+        for id in ids {
+            prop_assert!(world.declared.contains(id));
+        }
+    }
+
+    /// A round that is not ready (list lost, scan skipped, a copy unweighed or ahead, no quorum)
+    /// starts, stops and removes nothing, carries its pending set unchanged, and keeps the
+    /// owners first for the next round; a ready one always acts on its own copy.
+    #[test]
+    fn a_round_that_is_not_ready_acts_on_nothing(
+        world in world(),
+        local in 0usize..3,
+        owner_first in any::<bool>(),
+        readiness in readiness(),
+    ) {
+        let parked = readiness.parked();
+        let expected = readiness.list_lost
+            || readiness.scan_skipped
+            || !readiness.unweighed.unheard.is_empty()
+            || !readiness.unweighed.ahead.is_empty()
+            || readiness.partitioned;
+        prop_assert_eq!(parked, expected);
+        let mut plan = plan_on(&world, NODES[local], owner_first, readiness);
+        prop_assert_eq!(plan.parked, parked);
+        let inputs = RoundInputs { declared_version: 1, registry_generation: 2, peers: vec![] };
+        if parked {
+            prop_assert!(plan.starts.is_empty() && plan.stops.is_empty() && plan.remove_rows.is_empty());
+            let next = next_round(&mut plan, owner_first, inputs);
+            prop_assert_eq!(next.pending, world.pending.clone());
+            prop_assert_eq!(next.owner_first, owner_first);
+            prop_assert!(next.quiet.is_none());
+        } else {
+            let next = next_round(&mut plan, owner_first, inputs);
+            prop_assert!(!next.owner_first, "the owners go first once");
+        }
+    }
+
+    /// The next round may stand on this one only if it planned nothing and carried nothing.
+    #[test]
+    fn only_a_quiet_round_is_stood_on(
+        world in world(),
+        local in 0usize..3,
+        owner_first in any::<bool>(),
+        readiness in readiness(),
+        first in any::<bool>(),
+        list_lost in any::<bool>(),
+        generation in 0u64..3,
+    ) {
+        let mut plan = plan_on(&world, NODES[local], owner_first, readiness);
+        let acts = !plan.starts.is_empty()
+            || !plan.stops.is_empty()
+            || !plan.duplicates.is_empty()
+            || !plan.remove_rows.is_empty()
+            || !plan.pending.is_empty()
+            || !plan.deferred.is_empty()
+            || plan.parked;
+        let inputs = RoundInputs { declared_version: 1, registry_generation: 1, peers: vec!["n2".into()] };
+        let next = next_round(&mut plan, owner_first, inputs.clone());
+        prop_assert_eq!(next.quiet.is_some(), !acts);
+        let previous = next.quiet.map(|inputs| QuietRound { inputs, stats: RoundStats::default() });
+        let now = RoundInputs { registry_generation: generation, ..inputs };
+        let reused = reuse_quiet(previous.clone(), first, list_lost, &now);
+        prop_assert_eq!(
+            reused.is_some(),
+            previous.is_some() && !first && !list_lost && generation == 1
+        );
+    }
+
+    /// Each duplicate instance this node stops names the keeper, which is another node.
+    #[test]
+    fn a_duplicate_stop_names_its_keeper(world in world(), local in 0usize..3) {
+        let node = NODES[local];
+        let plan = plan_on(&world, node, false, Readiness::default());
+        for (stop, keep) in duplicate_stops(&plan) {
+            prop_assert_eq!(stop.reason, StopReason::Duplicate);
+            prop_assert!(!keep.is_empty());
+            prop_assert_ne!(keep.as_str(), node);
+            let row = world.rows.iter().find(|r| r.id() == &stop.id).unwrap();
+            prop_assert!(row.node_pids.contains_key(keep.as_str()));
+        }
+    }
+
+    /// The peers asked for are every unweighed one, sorted, once each.
+    #[test]
+    fn the_unweighed_are_solicited_once_each(
+        unheard in prop::collection::vec(prop::sample::select(NODES.to_vec()), 0..4),
+        leader in proptest::option::of(prop::sample::select(NODES.to_vec())),
+        ahead in prop::collection::vec(prop::sample::select(NODES.to_vec()), 0..4),
+    ) {
+        let own = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<NodeName>>();
+        let unweighed = Unweighed::new(own(&unheard), leader.map(str::to_owned), own(&ahead));
+        let asked = unweighed.to_solicit();
+        let expected: BTreeSet<&str> = unheard.iter().chain(&ahead).chain(&leader).copied().collect();
+        prop_assert_eq!(asked.iter().map(String::as_str).collect::<Vec<_>>(), expected.iter().copied().collect::<Vec<_>>());
+        prop_assert_eq!(unweighed.is_empty(), expected.is_empty());
+    }
+}
+
+#[test]
+fn a_round_that_will_park_skips_the_scan() {
+    assert!(parks_before_scan(true, &[]));
+    assert!(parks_before_scan(false, &["n2".to_owned()]));
+    assert!(!parks_before_scan(false, &[]));
+}
