@@ -31,6 +31,8 @@ fn a_sweep_prints_its_totals_as_the_last_json_line() {
     }
     // Virtual time runs far ahead of the wall clock.
     assert!(report["virtual_ms"].as_u64().unwrap() > report["wall_ms"].as_u64().unwrap());
+    // The longest double run within connected nodes is measured (0 when none ran twice).
+    assert!(report["worst_double_ms"].is_u64(), "{report}");
     assert!(stderr.contains("6/6 seeds"), "progress on stderr: {stderr}");
 }
 
@@ -201,6 +203,31 @@ fn one_seed_in_three_runs_hot_and_says_so() {
     assert!(out.contains(": imported "), "hot moves in the trace: {out}");
     let cold = simulate(&["--seed", "2"]);
     assert!(String::from_utf8_lossy(&cold.stdout).contains("seed 2: migration cold"));
+}
+
+#[test]
+fn partial_partitions_forced_strike_heal_and_say_so() {
+    let run = simulate(&["--seed", "3", "--trace", "--partial-partitions"]);
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{out}");
+    assert!(
+        out.lines().next().unwrap().ends_with(", partial faults"),
+        "{out}"
+    );
+    let faults = ["partial cut", "one-way drop", "lossy link", "flapping link"];
+    let struck = out
+        .lines()
+        .filter(|l| l.contains(".p: ") && !l.contains(".p: heal "))
+        .filter(|l| faults.iter().any(|f| l.contains(f)))
+        .count();
+    assert!(struck > 0, "no partial fault struck: {out}");
+    assert!(out.contains(".p: heal "), "a partial fault healed: {out}");
+    assert!(out.contains("seed 3: migration cold, partial faults"), "{out}");
+    assert!(
+        out.contains("no child ran twice within connected nodes")
+            || out.contains("longest double run within connected nodes: "),
+        "{out}"
+    );
 }
 
 #[test]
