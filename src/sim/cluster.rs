@@ -308,6 +308,11 @@ impl SimCluster {
         }
     }
 
+    /// How the hubs move children.
+    pub fn migration(&self) -> Migration {
+        self.migration
+    }
+
     /// The nodes that are up, sorted.
     pub fn up(&self) -> Vec<NodeName> {
         self.nodes

@@ -364,7 +364,7 @@ impl Run {
             rng,
             placement: PlacementWatch::new(options.placement_bound.as_millis() as u64),
             split: super::split::SplitWatch::new(SPLIT_BOUND_MS),
-            doubles: super::split::DoubleRunWatch::new(DOUBLE_RUN_BOUND_MS),
+            doubles: super::split::DoubleRunWatch::new(double_run_bound_ms(&cluster)),
             partial: options
                 .partial_faults
                 .unwrap_or(super::partial::partial_faults_of(seed))
@@ -889,8 +889,22 @@ impl Run {
 const WATCH_DOUBLES_EVERY: Duration = Duration::from_millis(250);
 
 /// How long a child may run on more nodes than its replicas within nodes connected through
-/// some path (`double_run_bounded`).
-const DOUBLE_RUN_BOUND_MS: u64 = 10_000;
+/// some path (`double_run_bounded`): the hub's stated bound
+/// ([`crate::core::reachability::double_run_bound`]) for the run's configuration, with no
+/// detection time (the router tells both ends of a link at once when it changes).
+fn double_run_bound_ms(cluster: &SimCluster) -> u64 {
+    let config = super::cluster::sim_config(
+        super::cluster::SIM_HUB,
+        cluster.migration(),
+        cluster.replicas,
+        cluster.replication_model,
+        cluster.distribution,
+        cluster.partition_tolerance.clone(),
+        cluster.sync.clone(),
+    );
+    let bound = crate::core::reachability::double_run_bound(&config, Duration::ZERO);
+    u64::try_from(bound.as_millis()).unwrap_or(u64::MAX)
+}
 
 /// How often a hot run sends an increment while a step's pause passes.
 const INCREMENT_EVERY: Duration = Duration::from_millis(100);

@@ -170,16 +170,30 @@ impl CoordinatorState {
             return;
         };
         let mut newer = Vec::new();
+        let mut raised = None;
         for record in records {
             match cluster.reach.table.merge(record.clone(), now) {
                 Ok(Merge::Newer) => newer.push(record),
                 Ok(Merge::Known) => {}
+                Ok(Merge::OwnRaised) => {
+                    // A record in this node's name outranked its own (a previous life's, its
+                    // wall clock having gone back across a restart): the raised own record
+                    // replaces it everywhere.
+                    tracing::info!(peer = %from, "a record in this node's name outranked its own; raised above it");
+                    raised = Some(cluster.reach.table.own().clone());
+                }
                 Err(error) => {
                     tracing::warn!(peer = %from, observer = %record.observer, %error, "reachability record refused");
                     self.hub.refusals.count(Refusal::Reachability);
                 }
             }
         }
+        if let Some(own) = raised {
+            self.publish_own_record(own, None);
+        }
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
         if newer.is_empty() {
             return;
         }
