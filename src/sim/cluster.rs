@@ -346,11 +346,27 @@ impl SimCluster {
     }
 
     /// The up nodes connected through some path, over links that work both ways: each
-    /// connected component (`sim::split::components`).
-    pub fn connected(&self) -> Vec<BTreeSet<NodeName>> {
-        super::split::components(&self.up(), |a, b| {
-            self.router.hears(a, b) && self.router.hears(b, a)
-        })
+    /// connected component (`sim::split::components`), with the links between its nodes that
+    /// do not work.
+    pub fn connected(&self) -> Vec<super::split::Shape> {
+        let works = |a: &NodeName, b: &NodeName| self.router.hears(a, b) && self.router.hears(b, a);
+        super::split::components(&self.up(), works)
+            .into_iter()
+            .map(|nodes| {
+                let mut down = BTreeSet::new();
+                for a in &nodes {
+                    for b in nodes.range::<NodeName, _>((
+                        std::ops::Bound::Excluded(a),
+                        std::ops::Bound::Unbounded,
+                    )) {
+                        if !works(a, b) {
+                            down.insert((a.clone(), b.clone()));
+                        }
+                    }
+                }
+                (nodes, down)
+            })
+            .collect()
     }
 
     /// A partial fault strikes.

@@ -10,8 +10,12 @@
 //!   of the members; a node that acts on its own view re-places the other's children, and they
 //!   run twice with no end. Clean splits are the component's own business: both sides of a
 //!   divergent split run a child by design, so a child is judged within each component, never
-//!   across two. A child is timed from when it was first seen twice in one component; a change
-//!   that puts its nodes apart restarts its clock.
+//!   across two. A child is timed from when it was first seen twice in one component, or from
+//!   the last change of that component's shape (its nodes and the links between them that do
+//!   not work), whichever is later: the hub resolves a component that is not a clique once its
+//!   shape has been stable for `stable_after`, and states its bound from the last change
+//!   (`core::reachability::bound`). A change that puts the child's nodes apart restarts its
+//!   clock too.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -143,11 +147,16 @@ pub struct DoubleRun {
     pub what: String,
 }
 
+/// A connected component's shape: its nodes, and the links between them that do not work.
+pub type Shape = (BTreeSet<NodeName>, BTreeSet<(NodeName, NodeName)>);
+
 /// Children running too many times within one connected component, and since when.
 #[derive(Debug)]
 pub struct DoubleRunWatch {
     bound_ms: u64,
     since: BTreeMap<ChildId, u64>,
+    /// Each component's shape at the last observation, and since when it has been so.
+    shapes: BTreeMap<BTreeSet<NodeName>, (BTreeSet<(NodeName, NodeName)>, u64)>,
     worst: DoubleRun,
 }
 
@@ -157,6 +166,7 @@ impl DoubleRunWatch {
         Self {
             bound_ms,
             since: BTreeMap::new(),
+            shapes: BTreeMap::new(),
             worst: DoubleRun::default(),
         }
     }
@@ -171,26 +181,40 @@ impl DoubleRunWatch {
         &self.worst
     }
 
-    /// Observes what runs where at `now_ms`, with the connected `components` of the up nodes
-    /// and `copies` the nodes each child should run on (its replicas).
+    /// Observes what runs where at `now_ms`, with the shapes of the connected components of
+    /// the up nodes and `copies` the nodes each child should run on (its replicas).
     pub fn observe(
         &mut self,
         now_ms: u64,
-        components: &[BTreeSet<NodeName>],
+        components: &[Shape],
         running: &BTreeMap<ChildId, BTreeMap<NodeName, Pid>>,
         copies: usize,
     ) -> Result<(), Violation> {
+        let shapes: BTreeMap<BTreeSet<NodeName>, (BTreeSet<(NodeName, NodeName)>, u64)> =
+            components
+                .iter()
+                .map(|(nodes, down)| {
+                    let since = match self.shapes.get(nodes) {
+                        Some((was, since)) if was == down => *since,
+                        _ => now_ms,
+                    };
+                    (nodes.clone(), (down.clone(), since))
+                })
+                .collect();
+        self.shapes = shapes;
         let mut double: BTreeSet<&ChildId> = BTreeSet::new();
         let mut violation = None;
         for (id, nodes) in running {
-            let Some(component) = components
+            let Some((component, (_, shaped))) = self
+                .shapes
                 .iter()
-                .find(|c| nodes.keys().filter(|n| c.contains(*n)).count() > copies)
+                .find(|(c, _)| nodes.keys().filter(|n| c.contains(*n)).count() > copies)
             else {
                 continue;
             };
             double.insert(id);
-            let since = *self.since.entry(id.clone()).or_insert(now_ms);
+            let first = *self.since.entry(id.clone()).or_insert(now_ms);
+            let since = first.max(*shaped);
             let lasted = now_ms.saturating_sub(since);
             let on: Vec<&str> = nodes
                 .keys()
@@ -298,8 +322,9 @@ mod tests {
             )]
             .into()
         };
-        let whole = vec![set(&["a", "b", "c"])];
-        let split = vec![set(&["a", "b"]), set(&["c"])];
+        let clique = |nodes: &[&str]| (set(nodes), BTreeSet::new());
+        let whole = vec![clique(&["a", "b", "c"])];
+        let split = vec![clique(&["a", "b"]), clique(&["c"])];
         let mut watch = DoubleRunWatch::new(100);
         // On two sides of a split: not double within a component.
         watch.observe(0, &split, &on(&["a", "c"]), 1).unwrap();
@@ -323,5 +348,17 @@ mod tests {
         watch.observe(500, &whole, &on(&["a", "b"]), 2).unwrap();
         watch.observe(600, &whole, &on(&["a", "b", "c"]), 2).unwrap();
         assert!(watch.observe(701, &whole, &on(&["a", "b", "c"]), 2).is_err());
+        // A change of the component's shape (a link inside it cut) restarts the clock: the hub
+        // resolves a shape once it is stable; the same shape again keeps it running.
+        let cut = vec![(
+            set(&["a", "b", "c"]),
+            BTreeSet::from([("a".to_string(), "c".to_string())]),
+        )];
+        let mut watch = DoubleRunWatch::new(100);
+        watch.observe(0, &whole, &on(&["a", "c"]), 1).unwrap();
+        watch.observe(90, &cut, &on(&["a", "c"]), 1).unwrap();
+        watch.observe(180, &cut, &on(&["a", "c"]), 1).unwrap();
+        assert_eq!(watch.worst().ms, 90);
+        assert!(watch.observe(191, &cut, &on(&["a", "c"]), 1).is_err());
     }
 }
