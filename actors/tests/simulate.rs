@@ -222,7 +222,10 @@ fn partial_partitions_forced_strike_heal_and_say_so() {
         .count();
     assert!(struck > 0, "no partial fault struck: {out}");
     assert!(out.contains(".p: heal "), "a partial fault healed: {out}");
-    assert!(out.contains("seed 3: migration cold, partial faults"), "{out}");
+    assert!(
+        out.contains("seed 3: migration cold, partial faults"),
+        "{out}"
+    );
     assert!(
         out.contains("no child ran twice within connected nodes")
             || out.contains("longest double run within connected nodes: "),
@@ -327,6 +330,18 @@ fn gossip_that_never_repairs_a_lost_delta_is_caught() {
         "gossip_without_rounds",
         "registries_agree",
         &["--from", "2", "--seeds", "2", "--sync", "gossip:1000:2"],
+    );
+}
+
+#[test]
+fn a_node_acting_on_its_own_view_of_a_partial_partition_is_caught() {
+    // Seed 8 with partial faults: a partition of three nodes leaves the restarted n1 in no
+    // group, so n2 and n4 reach each other only through it; a node that takes a peer it does
+    // not reach for down re-places its children, and d19 runs on n2 and n4 past the bound.
+    caught_with(
+        "act_on_own_view",
+        "double_run_bounded",
+        &["--from", "8", "--seeds", "1", "--partial-partitions"],
     );
 }
 

@@ -125,8 +125,7 @@ pub fn components(
         let mut component = BTreeSet::from([first.clone()]);
         let mut frontier = vec![first];
         while let Some(node) = frontier.pop() {
-            let reached: Vec<&NodeName> =
-                left.iter().copied().filter(|n| works(node, n)).collect();
+            let reached: Vec<&NodeName> = left.iter().copied().filter(|n| works(node, n)).collect();
             for n in reached {
                 left.remove(n);
                 component.insert(n.clone());
@@ -234,7 +233,10 @@ impl DoubleRunWatch {
             if lasted > self.bound_ms && violation.is_none() {
                 violation = Some(Violation {
                     invariant: Invariant::DoubleRunBounded,
-                    detail: format!("{what}: {lasted} ms, past the bound of {} ms", self.bound_ms),
+                    detail: format!(
+                        "{what}: {lasted} ms, past the bound of {} ms",
+                        self.bound_ms
+                    ),
                 });
             }
         }
@@ -338,7 +340,9 @@ mod tests {
         watch.observe(1_090, &whole, &on(&["c"]), 1).unwrap();
         watch.observe(1_095, &whole, &on(&["a", "b"]), 1).unwrap();
         watch.observe(1_195, &whole, &on(&["a", "b"]), 1).unwrap();
-        let v = watch.observe(1_196, &whole, &on(&["a", "b"]), 1).unwrap_err();
+        let v = watch
+            .observe(1_196, &whole, &on(&["a", "b"]), 1)
+            .unwrap_err();
         assert_eq!(v.invariant, Invariant::DoubleRunBounded);
         assert!(v.detail.contains("101 ms"), "{}", v.detail);
         assert_eq!(watch.worst().ms, 101);
@@ -346,8 +350,12 @@ mod tests {
         let mut watch = DoubleRunWatch::new(100);
         watch.observe(0, &whole, &on(&["a", "b"]), 2).unwrap();
         watch.observe(500, &whole, &on(&["a", "b"]), 2).unwrap();
-        watch.observe(600, &whole, &on(&["a", "b", "c"]), 2).unwrap();
-        assert!(watch.observe(701, &whole, &on(&["a", "b", "c"]), 2).is_err());
+        watch
+            .observe(600, &whole, &on(&["a", "b", "c"]), 2)
+            .unwrap();
+        assert!(watch
+            .observe(701, &whole, &on(&["a", "b", "c"]), 2)
+            .is_err());
         // A change of the component's shape (a link inside it cut) restarts the clock: the hub
         // resolves a shape once it is stable; the same shape again keeps it running.
         let cut = vec![(

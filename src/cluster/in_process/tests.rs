@@ -172,7 +172,10 @@ fn a_link_cut_one_way_loses_that_way_and_only_its_receiver_sees_the_sender_down(
     assert!(hubs[0].rec.take().is_empty(), "a still hears b");
     assert!(hubs[2].rec.take().is_empty());
     assert!(cluster.hears("a", "b") && !cluster.hears("b", "a"));
-    assert_eq!(hubs[0].transport.peers(), vec!["b".to_owned(), "c".to_owned()]);
+    assert_eq!(
+        hubs[0].transport.peers(),
+        vec!["b".to_owned(), "c".to_owned()]
+    );
     assert_eq!(hubs[1].transport.peers(), vec!["c".to_owned()]);
     // a's frames to b are lost (a cannot tell); b's to a arrive.
     hubs[0]
