@@ -23,6 +23,12 @@ pub enum Merge {
     Newer,
     /// The table held this record or a newer one: nothing changed.
     Known,
+    /// A record in this node's name, newer than its own, that it did not write: a previous
+    /// life's (its wall clock went back across a restart, so its new incarnation is lower) or a
+    /// forgery. Not taken: this node's own record was raised above it instead (same
+    /// reachability, a greater key), so that it replaces that record wherever it is held
+    /// (publish it).
+    OwnRaised,
 }
 
 /// One line of a digest: which record of `observer` the sender holds.
@@ -113,19 +119,24 @@ impl ReachTable {
 
     /// Merges a record that came from a peer, at this node's wall-clock `now_wall_ms`: kept
     /// when newer than the one held (incarnation, then version). A record in this node's name
-    /// is refused unless it is an echo of one this node wrote; an ill-formed or implausible one
-    /// (see [`Observation::validate`], [`MAX_VERSION_STEP`]) is refused and the table is left
-    /// as it was.
+    /// is never taken: an echo of one this node wrote is known, a newer one raises this node's
+    /// own record above it ([`Merge::OwnRaised`]). An ill-formed or implausible one (see
+    /// [`Observation::validate`], [`MAX_VERSION_STEP`]) is refused and the table is left as it
+    /// was.
     pub fn merge(&mut self, record: Observation, now_wall_ms: u64) -> Result<Merge, ReachError> {
         record.validate(now_wall_ms, MAX_INCARNATION_SKEW_MS)?;
         if record.observer == self.me {
-            return if record.key() <= self.own().key() {
-                Ok(Merge::Known)
-            } else {
-                Err(ReachError::ForeignSelf {
-                    observer: self.me.clone(),
-                })
-            };
+            if record.key() <= self.own().key() {
+                return Ok(Merge::Known);
+            }
+            let me = self.me.clone();
+            let own = self
+                .records
+                .get_mut(&me)
+                .ok_or(ReachError::ForeignSelf { observer: me })?;
+            own.incarnation = record.incarnation;
+            own.version = record.version.saturating_add(1);
+            return Ok(Merge::OwnRaised);
         }
         match self.records.get(&record.observer) {
             Some(known) if record.key() <= known.key() => return Ok(Merge::Known),

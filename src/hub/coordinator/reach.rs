@@ -180,6 +180,7 @@ impl CoordinatorState {
         };
         let mut newer = Vec::new();
         let mut vouch = false;
+        let mut raised = None;
         for record in records {
             // A peer that lost a link sends its new record: if this node still reaches that
             // peer's lost neighbour, it answers with its own record, so the sender knows the
@@ -195,6 +196,13 @@ impl CoordinatorState {
             match cluster.reach.table.merge(record.clone(), now) {
                 Ok(Merge::Newer) => newer.push(record),
                 Ok(Merge::Known) => {}
+                Ok(Merge::OwnRaised) => {
+                    // A record in this node's name outranked its own (a previous life's, its
+                    // wall clock having gone back across a restart): the raised own record
+                    // replaces it everywhere.
+                    tracing::info!(peer = %from, "a record in this node's name outranked its own; raised above it");
+                    raised = Some(cluster.reach.table.own().clone());
+                }
                 Err(error) => {
                     tracing::warn!(peer = %from, observer = %record.observer, %error, "reachability record refused");
                     self.hub.refusals.count(Refusal::Reachability);
@@ -218,6 +226,12 @@ impl CoordinatorState {
                 && crate::core::reachability::rule::link_up(table.records(), &from, x))
         });
         let vouched = cluster.reach.suspects.len() != before;
+        if let Some(own) = raised {
+            self.publish_own_record(own, None);
+        }
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
         if newer.is_empty() {
             if vouched {
                 self.quorum_recount(myself);

@@ -70,6 +70,10 @@ impl Run {
             })
             .collect();
         self.placement.observe(self.trace.now_ms(), placements)?;
+        self.watch_doubles();
+        if let Some(v) = self.found.take() {
+            return Err(v);
+        }
         if let Some(book) = &self.book {
             lock(book).check()?;
         }
