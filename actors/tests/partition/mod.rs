@@ -5,6 +5,11 @@
 //!
 //! Needs root (network namespaces), as CI has.
 
+// Each test binary that includes this module uses a part of it.
+#![allow(dead_code)]
+
+pub mod links;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
