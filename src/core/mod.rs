@@ -25,6 +25,7 @@ pub mod load;
 pub mod manifest_ship;
 pub mod placement;
 pub mod quorum;
+pub mod reachability;
 pub mod reconcile;
 pub mod recovery;
 pub mod redistribution;

@@ -16,6 +16,8 @@
 //! - [`relay`]: requests this node waits on for someone else;
 //! - [`messaging`]: messages to a child by id;
 //! - [`partition`]: quorum and partition mode (`partition_tolerance`);
+//! - [`reach`]: reachability as cluster knowledge: links up and down, the table, the decision
+//!   the ring follows, the set-aside state;
 //! - [`partition_flags`]: partition mode and the membership lock as published to every actor;
 //! - [`loads`]: this node's load sample and every member's load (load-based placement);
 //! - [`timers`]: the cluster half's timers and completions, and their dispatch.
@@ -36,6 +38,7 @@ mod messaging;
 mod partition;
 pub(crate) mod partition_flags;
 mod pipeline;
+mod reach;
 mod rebalance;
 mod relay;
 mod remote;

@@ -179,12 +179,22 @@ impl CoordinatorState {
         hub.events.publish(|| HubEvent::PartitionModeLeft {
             members: members.clone(),
         });
+        if let Some(t) = self.cluster.as_mut().and_then(|c| c.quorum_timer.take()) {
+            t.abort();
+        }
+        if !hub.partition.set_aside() {
+            self.resume_after_release(myself);
+        }
+    }
+
+    /// This node runs children again (quorum regained, or back from being set aside): it asks
+    /// every peer for its registry, and the pass those registries trigger re-places the stubs
+    /// nobody runs and moves back what the ring gives this node.
+    pub(super) fn resume_after_release(&mut self, myself: &ActorRef<CoordinatorMsg>) {
+        let hub = self.hub.clone();
         let Some(cluster) = &mut self.cluster else {
             return;
         };
-        if let Some(t) = cluster.quorum_timer.take() {
-            t.abort();
-        }
         // The pass waits for the peers' registries: each one that arrives (`Synced`) is a join
         // event of the batch, so the pass sees what the majority re-placed before it re-places
         // a stub itself. With no peer left, this node's own stubs still get their pass.
