@@ -11,11 +11,14 @@
 //! child's time running on two nodes at once is measured (`harness::double_run`: a node runs
 //! what its own copy lists on itself). No stretch may last longer than the bound the hub states
 //! for the settings the nodes run with; the test prints the bound and the worst stretch on a
-//! line per scenario (`partial-cut bound_ms=... worst_double_ms=...`). A cut or one-way link is
-//! held until the bound passed and every child runs once; then it heals. After every heal
-//! every child runs once, every registry copy is equal, every declared list is equal, and every
-//! durable start and stop asked during the fault (through every node, the link's ends too) is
-//! kept as it was answered.
+//! line per scenario (`partial-cut bound_ms=... worst_double_ms=...`), the bound being the hub's
+//! own (`core::reachability::double_run_bound`) for the flags the nodes run with. A cut or
+//! one-way link is held until the cluster resolved it (a node says it is set aside, or the
+//! bound passed) and every child runs on exactly one node; then it heals. Under flapping no
+//! child changes host more than twice (away and back): the ring does not follow the flaps.
+//! After every heal every child runs once, every registry copy is equal, every declared list is
+//! equal, and every durable start and stop asked during the fault (through every node, the
+//! link's ends too) is kept as it was answered.
 //!
 //! One cluster per strategy (`divergence`, `majority-quorum:5`) serves the three scenarios in
 //! turn. Needs root (network namespaces) and iptables, as CI has.
@@ -25,13 +28,17 @@ mod partition;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use partition::links::{iptables_present, Link};
 use partition::{spawn, tails, wait_whole, Network, Node, DEADLINE};
 use process_hub::admin::DeclaredResponse;
+use process_hub::core::reachability::BoundTerms;
+use process_hub_actors::cli::node_settings::NodeFlags;
 use process_hub_actors::harness::outage::counter_specs;
 use process_hub_actors::harness::{
     wait_for, AdminClient, AdminClientError, Census, DoubleRun, Watch,
 };
+use process_hub_actors::node::{cluster_config, hub_config};
 
 const NODES: usize = 5;
 /// Children started without `durable` (the ring alone keeps them).
@@ -47,42 +54,69 @@ const E: usize = 5;
 const FLAP_HALF: Duration = Duration::from_millis(2500);
 const FLAP_CYCLES: u32 = 4;
 
-/// How fast the nodes detect a silent peer and resolve a partial partition, and the longest
-/// a child may run on two nodes that follows from it.
-struct Timing {
-    nodedown_grace_ms: u64,
-    failure_timeout_ms: u64,
-    stable_after_ms: u64,
-    /// The longest membership batch: one pass of re-placement starts within it.
-    membership_max_wait_ms: u64,
+/// How fast the nodes see a silent peer and resolve a partial partition: short, so that each
+/// scenario takes seconds.
+const TIMING: [&str; 8] = [
+    "--nodedown-grace-ms",
+    "300",
+    "--heartbeat-ms",
+    "200",
+    "--failure-timeout-ms",
+    "1500",
+    "--stable-after-ms",
+    "2000",
+];
+
+/// The flags every node runs with under `strategy` (beyond the ones `partition::spawn` adds).
+fn node_flags(strategy: &str) -> Vec<String> {
+    let mut flags = vec![
+        "--partition-tolerance",
+        strategy,
+        "--auto-recovery",
+        "--reconcile-grace-ms",
+        "500",
+        "--reconcile-interval-ms",
+        "1000",
+    ];
+    flags.extend(TIMING);
+    flags.into_iter().map(String::from).collect()
 }
 
-impl Timing {
-    fn new() -> Self {
-        Self {
-            nodedown_grace_ms: 300,
-            failure_timeout_ms: 5000,
-            stable_after_ms: 5000,
-            membership_max_wait_ms: 2000,
-        }
-    }
+/// `process-hub node`'s flags, to read them as the node does.
+#[derive(clap::Parser)]
+struct NodeCommand {
+    #[command(flatten)]
+    flags: NodeFlags,
+}
 
-    fn flags(&self) -> Vec<String> {
-        vec![
-            "--nodedown-grace-ms".into(),
-            self.nodedown_grace_ms.to_string(),
-        ]
-    }
-
-    /// Detection, the grace, the stable time and one pass.
-    fn bound(&self) -> Duration {
-        Duration::from_millis(
-            self.failure_timeout_ms
-                + self.nodedown_grace_ms
-                + self.stable_after_ms
-                + self.membership_max_wait_ms,
-        )
-    }
+/// The longest a child may run on two nodes, as the hub states it
+/// (`core::reachability::double_run_bound`) for the configuration a node builds from `flags`:
+/// the same settings, read by the same code, as the nodes of the test.
+fn bound_terms(flags: &[String]) -> BoundTerms {
+    let required = [
+        "node",
+        "--hub",
+        "h",
+        "--name",
+        "n1",
+        "--listen",
+        "127.0.0.1:7100",
+    ];
+    let args = required
+        .into_iter()
+        .map(String::from)
+        .chain(flags.iter().cloned());
+    let settings = NodeCommand::try_parse_from(args)
+        .expect("the test's node flags parse")
+        .flags
+        .resolve()
+        .expect("the test's node flags are valid");
+    let hub = hub_config(&settings).expect("the hub's configuration");
+    let cluster = cluster_config(&settings, "cookie".into());
+    // A silent link is seen after the detector's timeout, a healed one within the reconnect
+    // backoff's cap.
+    let detection = cluster.heartbeat.timeout.max(cluster.reconnect.max);
+    BoundTerms::new(&hub, detection)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,8 +174,10 @@ fn a_partial_partition_under_majority_quorum_runs_no_child_twice_past_the_bound(
 
 fn partial_partitions(strategy: &str, hub: &str) {
     iptables_present().unwrap_or_else(|e| panic!("{e}"));
-    let timing = Timing::new();
-    let cluster = start_cluster(strategy, hub, &timing);
+    let flags = node_flags(strategy);
+    let terms = bound_terms(&flags);
+    println!("{strategy}: double-run bound {terms}");
+    let cluster = start_cluster(hub, &flags);
     let c = &cluster;
     let plain: Vec<String> = (0..PLAIN).map(|i| format!("p-{i:03}")).collect();
     let durable: Vec<String> = (0..DURABLE).map(|i| format!("d-{i:03}")).collect();
@@ -164,7 +200,7 @@ fn partial_partitions(strategy: &str, hub: &str) {
     let watch = Watch::start(&c.named, POLL).expect("the watch's threads");
     let mut findings = Vec::new();
     for fault in [Fault::Cut, Fault::OneWay, Fault::Flapping] {
-        let finding = scenario(c, &watch, fault, &timing, &mut expect);
+        let finding = scenario(c, &watch, fault, terms.total(), &mut expect);
         println!("{}", finding.line(strategy));
         findings.push(finding);
     }
@@ -179,22 +215,10 @@ fn partial_partitions(strategy: &str, hub: &str) {
     );
 }
 
-fn start_cluster(strategy: &str, hub: &str, timing: &Timing) -> Cluster {
+fn start_cluster(hub: &str, flags: &[String]) -> Cluster {
     let net = Network::create(NODES)
         .unwrap_or_else(|e| panic!("network namespaces are needed (run as root, as CI does): {e}"));
     let dir = tempfile::tempdir().unwrap();
-    let mut flags: Vec<String> = [
-        "--partition-tolerance",
-        strategy,
-        "--auto-recovery",
-        "--reconcile-grace-ms",
-        "500",
-        "--reconcile-interval-ms",
-        "1000",
-    ]
-    .map(String::from)
-    .to_vec();
-    flags.extend(timing.flags());
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let nodes: Vec<Node> = (1..=NODES)
         .map(|k| spawn(&net, k, dir.path(), hub, &flags))
@@ -230,7 +254,7 @@ fn start_cluster(strategy: &str, hub: &str, timing: &Timing) -> Cluster {
 
 /// What one scenario showed.
 struct Finding {
-    label: &'static str,
+    fault: Fault,
     bound: Duration,
     /// The longest stretch a child ran on two nodes, from the fault to the settled heal.
     worst: Option<DoubleRun>,
@@ -238,8 +262,8 @@ struct Finding {
     doubled: usize,
     /// The most host changes of one child, from the fault to the settled heal.
     most_moves: usize,
-    /// Cut and one-way: every child ran once before the heal (after the bound).
-    resolved_before_heal: Option<bool>,
+    /// Cut and one-way: how the cluster resolved the fault before the heal.
+    resolution: Option<Resolution>,
     answers: String,
     contradictions: Vec<String>,
 }
@@ -258,10 +282,17 @@ impl Finding {
                 if w.ongoing { " (ongoing)" } else { "" }
             )
         });
+        let resolution = self.resolution.as_ref().map_or(String::new(), |r| {
+            format!(
+                " resolved_ms={} set_aside={:?}",
+                r.after.as_millis(),
+                r.set_aside
+            )
+        });
         format!(
             "{} bound_ms={} worst_double_ms={} strategy={strategy} doubled_children={} \
-             most_moves={}{worst}; answers: {}",
-            self.label,
+             most_moves={}{resolution}{worst}; answers: {}",
+            self.fault.label(),
             self.bound.as_millis(),
             self.worst_ms(),
             self.doubled,
@@ -275,22 +306,30 @@ impl Finding {
         if self.worst_ms() > self.bound.as_millis() {
             problems.push(format!(
                 "{}: a child ran on two nodes for {} ms, past the bound of {} ms: {:?}",
-                self.label,
+                self.fault.label(),
                 self.worst_ms(),
                 self.bound.as_millis(),
                 self.worst
             ));
         }
-        if self.resolved_before_heal == Some(false) {
+        if self.resolution.as_ref().is_some_and(|r| !r.once) {
             problems.push(format!(
                 "{}: before the heal, some child did not run exactly once",
-                self.label
+                self.fault.label()
+            ));
+        }
+        // Away from a node and back once is a resolution; more is the ring following the flaps.
+        if self.fault == Fault::Flapping && self.most_moves > 2 {
+            problems.push(format!(
+                "{}: a child changed host {} times: the ring followed the flaps",
+                self.fault.label(),
+                self.most_moves
             ));
         }
         problems.extend(
             self.contradictions
                 .iter()
-                .map(|c| format!("{}: {c}", self.label)),
+                .map(|c| format!("{}: {c}", self.fault.label())),
         );
         problems
     }
@@ -302,10 +341,9 @@ fn scenario(
     c: &Cluster,
     watch: &Watch,
     fault: Fault,
-    timing: &Timing,
+    bound: Duration,
     expect: &mut Expect,
 ) -> Finding {
-    let bound = timing.bound();
     let link = fault.link();
     let label = fault.label();
     let mut pool = stop_pool(watch, &expect.declared);
@@ -316,14 +354,24 @@ fn scenario(
         .extend(first.iter().chain(&second).map(|r| r.id.clone()));
     let began = Instant::now();
     c.net.block(link).unwrap_or_else(|e| panic!("{label}: {e}"));
-    let (requests, resolved_before_heal) = std::thread::scope(|scope| {
+    let (requests, resolution) = std::thread::scope(|scope| {
         let first = scope.spawn(move || issue(&c.clients, first));
         let (second, resolved) = match fault {
             Fault::Cut | Fault::OneWay => {
-                // The second batch once the ends may have noticed.
-                std::thread::sleep(Duration::from_millis(timing.failure_timeout_ms));
+                // The second batch once the cluster knows of the partial partition.
+                let _ = wait_for("a node to see the link down", bound, || {
+                    let seen = c.clients.iter().any(|client| {
+                        client
+                            .health()
+                            .is_ok_and(|h| h.set_aside || !h.indirectly_connected.is_empty())
+                    });
+                    if !seen {
+                        std::thread::sleep(POLL);
+                    }
+                    seen.then_some(())
+                });
                 let second = scope.spawn(move || issue(&c.clients, second));
-                let resolved = hold_until_resolved(watch, &expect.plain, began, bound);
+                let resolved = hold_until_resolved(c, watch, &expect.plain, began, bound);
                 c.net
                     .unblock(link)
                     .unwrap_or_else(|e| panic!("{label}: {e}"));
@@ -391,12 +439,12 @@ fn scenario(
     let answers = summary(&requests);
     expect.declared = outcome.declared;
     Finding {
-        label,
+        fault,
         bound,
         worst,
         doubled,
         most_moves,
-        resolved_before_heal,
+        resolution,
         answers,
         contradictions,
     }
@@ -419,17 +467,36 @@ fn stop_pool(watch: &Watch, declared: &BTreeSet<String>) -> Vec<String> {
     pool
 }
 
-/// Holds a cut at least the bound (and two readings more), then until every child runs on
-/// exactly one node; gives up early once a child has run on two nodes past the bound, or at
-/// the deadline. Whether every child ran once in the end.
+/// How the cluster dealt with a cut before it healed.
+struct Resolution {
+    /// Every child ran on exactly one node in the end.
+    once: bool,
+    /// From the cut until then (or until the test gave up).
+    after: Duration,
+    /// The nodes whose health said `set_aside` then.
+    set_aside: Vec<String>,
+}
+
+/// Holds a cut until the cluster resolved it: every child runs on exactly one node, and a node
+/// says it is set aside or the bound (and two readings more) passed. Gives up early once a
+/// child has run on two nodes past the bound, or at the deadline.
 fn hold_until_resolved(
+    c: &Cluster,
     watch: &Watch,
     plain: &BTreeSet<String>,
     began: Instant,
     bound: Duration,
-) -> bool {
+) -> Resolution {
     let held = bound + 2 * POLL;
-    wait_for("every child once while the link is down", DEADLINE, || {
+    let set_aside = || -> Vec<String> {
+        c.clients
+            .iter()
+            .filter_map(|client| client.health().ok())
+            .filter(|h| h.set_aside)
+            .map(|h| h.node)
+            .collect()
+    };
+    let once = wait_for("every child once while the link is down", DEADLINE, || {
         let now = Instant::now();
         let timeline = watch.timeline();
         if timeline
@@ -444,13 +511,18 @@ fn hold_until_resolved(
             && plain
                 .iter()
                 .all(|id| running.get(id).is_some_and(|n| n.len() == 1));
-        if now.duration_since(began) < held || !once {
-            std::thread::sleep(POLL / 2);
-            return None;
+        if once && (now.duration_since(began) >= held || !set_aside().is_empty()) {
+            return Some(true);
         }
-        Some(true)
+        std::thread::sleep(POLL / 2);
+        None
     })
-    .unwrap_or(false)
+    .unwrap_or(false);
+    Resolution {
+        once,
+        after: began.elapsed(),
+        set_aside: set_aside(),
+    }
 }
 
 /// What one admin request answered, read by the contract of docs/api.md ("What an answer

@@ -231,7 +231,8 @@ pub fn spawn(net: &Network, k: usize, dir: &Path, hub: &str, flags: &[&str]) -> 
     }
 }
 
-/// Waits until every node sees exactly `expected` as members and none is partitioned.
+/// Waits until every node sees exactly `expected` as members and none is partitioned or set
+/// aside.
 pub fn wait_whole(nodes: &[Node], expected: &[String], what: &str) {
     wait_for(what, DEADLINE, || {
         nodes
@@ -239,7 +240,7 @@ pub fn wait_whole(nodes: &[Node], expected: &[String], what: &str) {
             .all(|n| {
                 n.client()
                     .health()
-                    .is_ok_and(|h| h.members == expected && !h.partitioned)
+                    .is_ok_and(|h| h.members == expected && !h.partitioned && !h.set_aside)
             })
             .then_some(())
     })
