@@ -32,7 +32,9 @@ use clap::Parser;
 use partition::links::{iptables_present, Link};
 use partition::{spawn, tails, wait_whole, Network, Node, DEADLINE};
 use process_hub::admin::DeclaredResponse;
+use process_hub::core::placement::HashRing;
 use process_hub::core::reachability::BoundTerms;
+use process_hub::ChildId;
 use process_hub_actors::cli::node_settings::NodeFlags;
 use process_hub_actors::harness::outage::counter_specs;
 use process_hub_actors::harness::{
@@ -260,6 +262,8 @@ struct Finding {
     worst: Option<DoubleRun>,
     /// Children that ran on two nodes at some point.
     doubled: usize,
+    /// When the link healed, the cluster settled and the worst stretch began, from the fault.
+    moments: String,
     /// The most host changes of one child, from the fault to the settled heal.
     most_moves: usize,
     /// Cut and one-way: how the cluster resolved the fault before the heal.
@@ -291,12 +295,13 @@ impl Finding {
         });
         format!(
             "{} bound_ms={} worst_double_ms={} strategy={strategy} doubled_children={} \
-             most_moves={}{resolution}{worst}; answers: {}",
+             most_moves={}{resolution} {}{worst}; answers: {}",
             self.fault.label(),
             self.bound.as_millis(),
             self.worst_ms(),
             self.doubled,
             self.most_moves,
+            self.moments,
             self.answers
         )
     }
@@ -354,9 +359,9 @@ fn scenario(
         .extend(first.iter().chain(&second).map(|r| r.id.clone()));
     let began = Instant::now();
     c.net.block(link).unwrap_or_else(|e| panic!("{label}: {e}"));
-    let (requests, resolution) = std::thread::scope(|scope| {
+    let (requests, resolution, healed) = std::thread::scope(|scope| {
         let first = scope.spawn(move || issue(&c.clients, first));
-        let (second, resolved) = match fault {
+        let (second, resolved, healed) = match fault {
             Fault::Cut | Fault::OneWay => {
                 // The second batch once the cluster knows of the partial partition.
                 let _ = wait_for("a node to see the link down", bound, || {
@@ -375,11 +380,12 @@ fn scenario(
                 c.net
                     .unblock(link)
                     .unwrap_or_else(|e| panic!("{label}: {e}"));
-                (second, Some(resolved))
+                (second, Some(resolved), Instant::now())
             }
             Fault::Flapping => {
                 let mut second = Some(second);
                 let mut handle = None;
+                let mut healed = began;
                 for cycle in 0..FLAP_CYCLES {
                     if cycle > 0 {
                         c.net.block(link).unwrap_or_else(|e| panic!("{label}: {e}"));
@@ -388,18 +394,19 @@ fn scenario(
                     c.net
                         .unblock(link)
                         .unwrap_or_else(|e| panic!("{label}: {e}"));
+                    healed = Instant::now();
                     if cycle == FLAP_CYCLES / 2 {
                         let batch = second.take().expect("one second batch");
                         handle = Some(scope.spawn(move || issue(&c.clients, batch)));
                     }
                     std::thread::sleep(FLAP_HALF);
                 }
-                (handle.expect("the second batch was sent"), None)
+                (handle.expect("the second batch was sent"), None, healed)
             }
         };
         let mut requests = first.join().expect("the first batch's thread");
         requests.extend(second.join().expect("the second batch's thread"));
-        (requests, resolved)
+        (requests, resolved, healed)
     });
     let outcome = settle(c, expect, &format!("{label}: settled after the heal"));
     // One more reading of every copy after the settled one, so the timeline ends settled too.
@@ -416,6 +423,7 @@ fn scenario(
     let timeline = watch.timeline();
     let runs = timeline.double_runs(began, end);
     let worst = runs.iter().max_by_key(|r| r.lasted).cloned();
+    let since = |at: Instant| at.saturating_duration_since(began).as_millis();
     let doubled = runs
         .iter()
         .map(|r| r.child.as_str())
@@ -440,6 +448,15 @@ fn scenario(
     expect.declared = outcome.declared;
     Finding {
         fault,
+        moments: format!(
+            "healed_ms={} settled_ms={}{}",
+            since(healed),
+            since(settled_at),
+            worst.as_ref().map_or(String::new(), |w| format!(
+                " worst_began_ms={}",
+                since(w.began)
+            ))
+        ),
         bound,
         worst,
         doubled,
@@ -695,8 +712,9 @@ impl Outcome {
     }
 
     /// Settled: the declared lists agree, every registry copy is the same, every plain child
-    /// runs once, of the durable ids what is declared runs once, and nothing else runs.
-    fn settled(&self, expect: &Expect) -> bool {
+    /// runs once, of the durable ids what is declared runs once, nothing else runs, and every
+    /// child runs on its owner in `ring` (the node set aside has its children back).
+    fn settled(&self, expect: &Expect, ring: &HashRing) -> bool {
         let mut views = self.census.views.values();
         let Some(first) = views.next() else {
             return false;
@@ -708,6 +726,10 @@ impl Outcome {
             && self.census.all_run_once(&expect.plain)
             && expect.universe.iter().all(|id| {
                 first.get(id).map_or(0, Vec::len) == usize::from(self.declared.contains(id))
+            })
+            && first.iter().all(|(id, hosts)| {
+                ChildId::parse(id.as_str())
+                    .is_ok_and(|id| hosts.len() == 1 && ring.owner(&id) == Some(&hosts[0]))
             })
     }
 
@@ -749,8 +771,9 @@ impl Outcome {
 /// (see [`Outcome::settled`]); panics with what differs and the nodes' logs if it does not.
 fn settle(c: &Cluster, expect: &Expect, what: &str) -> Outcome {
     wait_whole(&c.nodes, &c.members, what);
+    let ring = HashRing::new(c.members.iter().cloned());
     let settled = wait_for(what, DEADLINE, || {
-        let outcome = outcome(&c.named).filter(|o| o.settled(expect));
+        let outcome = outcome(&c.named).filter(|o| o.settled(expect, &ring));
         if outcome.is_none() {
             std::thread::sleep(POLL);
         }
@@ -766,7 +789,10 @@ fn settle(c: &Cluster, expect: &Expect, what: &str) -> Outcome {
                     .filter(|id| {
                         let want = expect.plain.contains(*id) || o.declared.contains(*id);
                         if want {
-                            !o.runs_once(id)
+                            let owner = ChildId::parse(id.as_str())
+                                .ok()
+                                .and_then(|id| ring.owner(&id).cloned());
+                            !o.runs_once(id) || o.census.hosts(id) != owner.into_iter().collect()
                         } else {
                             !o.runs_nowhere(id)
                         }
@@ -775,7 +801,8 @@ fn settle(c: &Cluster, expect: &Expect, what: &str) -> Outcome {
                     .map(|id| format!("{id}: {}", o.census.describe(id)))
                     .collect();
                 format!(
-                    "declared lists agree: {}; children not as expected (first 20):\n{}",
+                    "declared lists agree: {}; children not as expected, or not on their \
+                     owner (first 20):\n{}",
                     o.lists_agree,
                     wrong.join("\n")
                 )
