@@ -669,6 +669,7 @@ mod tests {
             incarnation: 7,
             version,
             reachable: reachable.into_iter().collect(),
+            aside: false,
         };
         let good = [
             WireMsg::Reachability {

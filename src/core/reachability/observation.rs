@@ -35,6 +35,12 @@ pub struct Observation {
     pub version: u64,
     /// The peers the observer reaches now (never itself).
     pub reachable: BTreeSet<NodeName>,
+    /// The observer has set itself aside and released its children (stopped them): only then
+    /// do the other members take it out of the ring and re-place its children. Each node
+    /// decides this about itself alone, so the others never act on a resolution the node
+    /// itself has not carried out.
+    #[serde(default)]
+    pub aside: bool,
 }
 
 impl Observation {

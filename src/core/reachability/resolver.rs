@@ -1,11 +1,13 @@
 //! The rule over time: a component that is not a clique is resolved only once its shape has
-//! been stable for `stable_after`, and a set-aside node comes back only once it has been fully
-//! connected for `stable_after`, doubled for each set-aside of the same node within the flap
-//! window (capped), so a flapping link does not move children back and forth at its rhythm.
+//! been stable for `stable_after` (in the view of the node the rule picks, which sets itself
+//! aside and says so in its record), and a set-aside node comes back only once the rule has
+//! not picked it for `stable_after`, doubled for each set-aside of the same node within the
+//! flap window (capped), so a flapping link does not move children back and forth at its
+//! rhythm.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-use super::rule::{component, down_links, indirect, link_up, set_aside};
+use super::rule::{component, down_links, indirect, set_aside};
 use super::table::ReachTable;
 use crate::model::NodeName;
 
@@ -41,14 +43,19 @@ pub struct Decision {
     /// My component: the nodes that are not down for me (this node included). Nodes outside
     /// it are down: their children are re-placed after the grace.
     pub component: BTreeSet<NodeName>,
-    /// Members of the component set aside by the resolution: out of the ring everywhere, their
-    /// children stopped on them and re-placed by the others after the grace.
+    /// Members of the component that are set aside: those whose own record says they set
+    /// themselves aside and released their children, and this node when [`Self::me_aside`].
+    /// Out of the ring; the others re-place their children after the grace.
     pub set_aside: BTreeSet<NodeName>,
+    /// Whether this node is to be set aside now (its own record is to say so once its
+    /// children are released).
+    pub me_aside: bool,
     /// Members of the component (not set aside) that this node does not reach directly: they
     /// stay in the ring, their children stay where they are.
     pub indirect: BTreeSet<NodeName>,
     /// The component minus the set-aside nodes is not a clique yet: a resolution is pending
-    /// (it waits for the shape to be stable; a flapping link never is).
+    /// (it waits for the node the rule picks to see the shape stable; a flapping link never
+    /// is).
     pub unresolved: bool,
     /// When to decide again although nothing arrived (a stability deadline), in the caller's
     /// milliseconds.
@@ -65,22 +72,21 @@ impl Decision {
 /// A component's shape: its nodes and its down links.
 type Shape = (BTreeSet<NodeName>, BTreeSet<(NodeName, NodeName)>);
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Aside {
-    strikes: u32,
-    connected_since: Option<u64>,
-}
-
-/// The resolution's memory: when the component's shape last changed, which nodes are set aside
-/// and how often each was.
+/// This node's resolution over time. Which nodes the rule picks is a function of the table
+/// ([`set_aside`] over the component); each node decides only about *itself* (whether it sets
+/// itself aside, when it comes back), with its own timers, and says so in its own record. The
+/// others follow the records: a node is set aside for everyone once its record says so, and
+/// not before, so no member ever re-places the children of a node that has not released them,
+/// whatever the timing of each node's view.
 #[derive(Clone, Debug)]
 pub struct Resolver {
     config: ResolverConfig,
     shape: Option<Shape>,
     changed_at: u64,
-    aside: BTreeMap<NodeName, Aside>,
-    /// Per node: set-asides within the flap window, and the last one's time.
-    history: BTreeMap<NodeName, (u32, u64)>,
+    /// While this node is set aside and the rule no longer picks it: since when.
+    clear_since: Option<u64>,
+    /// This node's set-asides within the flap window, and the last one's time.
+    history: Option<(u32, u64)>,
 }
 
 impl Resolver {
@@ -90,8 +96,8 @@ impl Resolver {
             config,
             shape: None,
             changed_at: 0,
-            aside: BTreeMap::new(),
-            history: BTreeMap::new(),
+            clear_since: None,
+            history: None,
         }
     }
 
@@ -106,15 +112,21 @@ impl Resolver {
         required_ms(&self.config, strikes)
     }
 
-    /// How many times `node` was set aside within the flap window (0: never).
-    pub fn strikes(&self, node: &str) -> u32 {
-        self.history.get(node).map_or(0, |(s, _)| *s)
+    /// How many times this node set itself aside within the flap window (0: never).
+    pub fn strikes(&self) -> u32 {
+        self.history.map_or(0, |(s, _)| s)
     }
 
-    /// Decides from `table` at `now_ms` (monotonic): the component, who is set aside, who is
-    /// indirectly connected, and when to look again.
+    /// Decides from `table` at `now_ms` (monotonic): the component, who is set aside, whether
+    /// this node is to be, who is indirectly connected, and when to look again.
+    ///
+    /// This node sets itself aside when the rule picks it and its component's shape has not
+    /// changed for `stable_after`; it comes back once the rule has not picked it for
+    /// `stable_after` doubled per set-aside within the flap window (capped). Another node is
+    /// set aside when its own record says so.
     pub fn decide(&mut self, table: &ReachTable, now_ms: u64) -> Decision {
         let records = table.records();
+        let me = table.me();
         let comp = component(table);
         let down = down_links(records, &comp);
         let shape = (comp.clone(), down);
@@ -123,70 +135,61 @@ impl Resolver {
             self.changed_at = now_ms;
         }
         let window = self.config.flap_window_ms;
-        self.history
-            .retain(|_, (_, at)| now_ms.saturating_sub(*at) < window);
-        // A set-aside node that left the component is down anyway: nothing to come back from.
-        self.aside.retain(|node, _| comp.contains(node));
+        if self
+            .history
+            .is_some_and(|(_, at)| now_ms.saturating_sub(at) >= window)
+        {
+            self.history = None;
+        }
+        let picked = set_aside(records, &comp).contains(me);
         let mut next: Option<u64> = None;
-        let mut back = Vec::new();
-        for (node, aside) in &mut self.aside {
-            let linked = comp
-                .iter()
-                .all(|other| other == node || link_up(records, node, other));
-            if !linked {
-                aside.connected_since = None;
-                continue;
-            }
-            let since = *aside.connected_since.get_or_insert(now_ms);
-            let required = required_ms(&self.config, aside.strikes);
-            let due = since.saturating_add(required);
-            if now_ms >= due {
-                back.push(node.clone());
+        let me_aside = if table.own().aside {
+            if picked {
+                self.clear_since = None;
+                true
             } else {
-                next = Some(next.map_or(due, |n| n.min(due)));
-            }
-        }
-        for node in back {
-            self.aside.remove(&node);
-        }
-        let rest: BTreeSet<NodeName> = comp
-            .iter()
-            .filter(|n| !self.aside.contains_key(*n))
-            .cloned()
-            .collect();
-        let mut unresolved = !down_links(records, &rest).is_empty();
-        if unresolved {
-            let due = self.changed_at.saturating_add(self.config.stable_after_ms);
-            if now_ms >= due {
-                for node in set_aside(records, &rest) {
-                    let strikes = match self.history.get(&node) {
-                        Some((strikes, _)) => strikes.saturating_add(1),
-                        None => 1,
-                    };
-                    self.history.insert(node.clone(), (strikes, now_ms));
-                    self.aside.insert(
-                        node,
-                        Aside {
-                            strikes,
-                            connected_since: None,
-                        },
-                    );
+                let since = *self.clear_since.get_or_insert(now_ms);
+                let due = since.saturating_add(required_ms(&self.config, self.strikes()));
+                if now_ms >= due {
+                    self.clear_since = None;
+                    false
+                } else {
+                    next = Some(due);
+                    true
                 }
-                unresolved = false;
-            } else {
-                next = Some(next.map_or(due, |n| n.min(due)));
             }
-        }
-        let members: BTreeSet<NodeName> = comp
+        } else {
+            self.clear_since = None;
+            let due = self.changed_at.saturating_add(self.config.stable_after_ms);
+            if !picked {
+                false
+            } else if now_ms >= due {
+                let strikes = self.strikes().saturating_add(1);
+                self.history = Some((strikes, now_ms));
+                true
+            } else {
+                next = Some(due);
+                false
+            }
+        };
+        let set_aside: BTreeSet<NodeName> = comp
             .iter()
-            .filter(|n| !self.aside.contains_key(*n))
+            .filter(|n| {
+                if *n == me {
+                    me_aside
+                } else {
+                    records.get(*n).is_some_and(|r| r.aside)
+                }
+            })
             .cloned()
             .collect();
+        let members: BTreeSet<NodeName> = comp.difference(&set_aside).cloned().collect();
         Decision {
-            indirect: indirect(records, &members, table.me()),
-            set_aside: self.aside.keys().cloned().collect(),
+            indirect: indirect(records, &members, me),
+            unresolved: !down_links(records, &members).is_empty(),
+            set_aside,
+            me_aside,
             component: comp,
-            unresolved,
             next_check_at: next,
         }
     }

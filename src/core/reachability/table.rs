@@ -59,6 +59,7 @@ impl ReachTable {
             incarnation,
             version: 1,
             reachable: BTreeSet::new(),
+            aside: false,
         };
         Self {
             records: BTreeMap::from([(me.clone(), own)]),
@@ -78,6 +79,7 @@ impl ReachTable {
             incarnation: 0,
             version: 1,
             reachable: BTreeSet::new(),
+            aside: false,
         });
         Self { me, records }
     }
@@ -113,6 +115,19 @@ impl ReachTable {
             return None;
         }
         own.reachable = reachable;
+        own.version = own.version.saturating_add(1);
+        Some(own.clone())
+    }
+
+    /// Sets whether this node has set itself aside (its children released); returns its new
+    /// record (to publish) when that changed it, with the version bumped.
+    pub fn set_aside(&mut self, aside: bool) -> Option<Observation> {
+        let me = self.me.clone();
+        let own = self.records.get_mut(&me)?;
+        if own.aside == aside {
+            return None;
+        }
+        own.aside = aside;
         own.version = own.version.saturating_add(1);
         Some(own.clone())
     }

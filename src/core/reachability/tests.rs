@@ -16,6 +16,7 @@ fn record(observer: &str, version: u64, reachable: &[&str]) -> Observation {
         incarnation: 1,
         version,
         reachable: reachable.iter().map(|s| s.to_string()).collect(),
+        aside: false,
     }
 }
 
@@ -68,6 +69,7 @@ fn any_records(size: usize) -> impl Strategy<Value = BTreeMap<NodeName, Observat
                         incarnation: 1,
                         version: 1,
                         reachable,
+                        aside: false,
                     },
                 )
             })
@@ -132,12 +134,16 @@ proptest! {
         }
         // And the same as a resolver at the same instants.
         let table_of = |who: &NodeName| ReachTable::from_records(who.clone(), records.values().cloned());
+        // Each member decides about itself alone: the one the rule picks sets itself aside
+        // once stable, the others wait for its record to say so.
         let mut decisions = BTreeSet::new();
         for who in &mine {
             let mut resolver = Resolver::new(ResolverConfig::new(100));
             resolver.decide(&table_of(who), 0);
             let d = resolver.decide(&table_of(who), 100);
-            decisions.insert((d.component, d.set_aside));
+            prop_assert_eq!(d.me_aside, aside.contains(who));
+            prop_assert_eq!(&d.set_aside, &if d.me_aside { BTreeSet::from([who.clone()]) } else { BTreeSet::new() });
+            decisions.insert(d.component);
         }
         prop_assert!(decisions.len() <= 1);
     }
@@ -167,7 +173,7 @@ proptest! {
                 .filter(|(j, s)| *j != i && *s == side)
                 .map(|(j, _)| n(j))
                 .collect();
-            records.insert(n(i), Observation { observer: n(i), incarnation: 1, version: 1, reachable: reach });
+            records.insert(n(i), Observation { observer: n(i), incarnation: 1, version: 1, reachable: reach, aside: false });
         }
         for (i, side) in sides.iter().enumerate() {
             let expected: BTreeSet<NodeName> = sides
@@ -214,6 +220,7 @@ proptest! {
                 incarnation: 9,
                 version: 9,
                 reachable: forged.iter().map(|i| n(*i)).filter(|v| *v != x).collect(),
+                aside: false,
             });
             prop_assert_eq!(component_of(&changed, &n(me)), mine.clone());
         }
@@ -232,6 +239,7 @@ proptest! {
                 incarnation: *inc,
                 version: *v,
                 reachable: reach.iter().map(|i| n(*i)).filter(|x| *x != n(*o + 1)).collect(),
+                aside: false,
             })
             .collect();
         let mut shuffled = records.clone();
@@ -351,54 +359,79 @@ fn table_of(me: &str, records: &BTreeMap<NodeName, Observation>) -> ReachTable {
     ReachTable::from_records(me.to_owned(), records.values().cloned())
 }
 
+/// `me`'s table over `records`, with `me`'s own record saying whether it set itself aside.
+fn view(me: &str, records: &BTreeMap<NodeName, Observation>, me_aside: bool) -> ReachTable {
+    let mut records = records.clone();
+    if let Some(own) = records.get_mut(me) {
+        own.aside = me_aside;
+    }
+    table_of(me, &records)
+}
+
 #[test]
 fn a_cut_is_resolved_only_once_stable_and_the_set_aside_node_comes_back_with_hysteresis() {
     let all = ["a", "b", "c", "d", "e"];
     let cut = mesh(&all, &[("a", "e")]);
     let whole = mesh(&all, &[]);
+    // e's own resolver: e is the node the rule picks.
     let mut r = Resolver::new(ResolverConfig::new(1_000));
-    assert_eq!(
-        r.decide(&table_of("a", &whole), 0).set_aside,
-        BTreeSet::new()
-    );
-    let d = r.decide(&table_of("a", &cut), 10_000);
-    assert!(d.unresolved && d.set_aside.is_empty());
-    assert_eq!(d.indirect, names(&["e"]));
+    let mut aside = false;
+    let mut step = |r: &mut Resolver, records: &BTreeMap<NodeName, Observation>, at: u64| {
+        let d = r.decide(&view("e", records, aside), at);
+        aside = d.me_aside;
+        d
+    };
+    assert!(!step(&mut r, &whole, 0).me_aside);
+    let d = step(&mut r, &cut, 10_000);
+    assert!(d.unresolved && d.set_aside.is_empty() && !d.me_aside);
+    assert_eq!(d.indirect, names(&["a"]));
     assert_eq!(d.next_check_at, Some(11_000));
     // Not stable yet: nothing set aside.
-    assert!(r.decide(&table_of("a", &cut), 10_999).set_aside.is_empty());
-    let d = r.decide(&table_of("a", &cut), 11_000);
-    assert_eq!(d.set_aside, names(&["e"]));
+    assert!(!step(&mut r, &cut, 10_999).me_aside);
+    let d = step(&mut r, &cut, 11_000);
+    assert!(d.me_aside && d.set_aside == names(&["e"]));
     assert!(!d.unresolved && !d.is_member("e") && d.is_member("b"));
-    assert!(
-        d.indirect.is_empty(),
-        "e is set aside, not indirectly connected"
+    assert_eq!(
+        d.indirect,
+        names(&["a"]),
+        "e still reaches a only through others"
     );
-    // The link heals: e comes back after 1 s fully connected.
-    let d = r.decide(&table_of("a", &whole), 12_000);
-    assert_eq!(d.set_aside, names(&["e"]));
+    assert_eq!(r.strikes(), 1);
+    // The link heals: e comes back after 1 s the rule does not pick it.
+    let d = step(&mut r, &whole, 12_000);
+    assert!(d.me_aside);
     assert_eq!(d.next_check_at, Some(13_000));
-    assert!(r
-        .decide(&table_of("a", &whole), 13_000)
-        .set_aside
-        .is_empty());
+    assert!(!step(&mut r, &whole, 13_000).me_aside);
     // Cut again, within the window: set aside after 1 s stable, back only after 2 s.
-    r.decide(&table_of("a", &cut), 14_000);
-    assert_eq!(
-        r.decide(&table_of("a", &cut), 15_000).set_aside,
-        names(&["e"])
-    );
-    assert_eq!(r.strikes("e"), 2);
-    let d = r.decide(&table_of("a", &whole), 16_000);
+    step(&mut r, &cut, 14_000);
+    assert!(step(&mut r, &cut, 15_000).me_aside);
+    assert_eq!(r.strikes(), 2);
+    let d = step(&mut r, &whole, 16_000);
     assert_eq!(d.next_check_at, Some(18_000));
-    assert_eq!(
-        r.decide(&table_of("a", &whole), 17_000).set_aside,
-        names(&["e"])
-    );
-    assert!(r
-        .decide(&table_of("a", &whole), 18_000)
-        .set_aside
-        .is_empty());
+    assert!(step(&mut r, &whole, 17_000).me_aside);
+    assert!(!step(&mut r, &whole, 18_000).me_aside);
+}
+
+#[test]
+fn the_others_follow_the_set_aside_node_own_record_not_their_own_timers() {
+    let all = ["a", "b", "c", "d", "e"];
+    let mut cut = mesh(&all, &[("a", "e")]);
+    let mut r = Resolver::new(ResolverConfig::new(1_000));
+    r.decide(&table_of("a", &cut), 0);
+    // Long stable: a is not the one picked, and e has not said it set itself aside: e stays a
+    // member (indirectly connected), its children stay on it.
+    let d = r.decide(&table_of("a", &cut), 60_000);
+    assert!(!d.me_aside && d.set_aside.is_empty() && d.unresolved);
+    assert!(d.is_member("e"));
+    assert_eq!(d.indirect, names(&["e"]));
+    assert_eq!(d.next_check_at, None, "nothing for a to wait for");
+    // e's record says it released its children: out of the ring, at once.
+    let e = cut.get_mut("e").unwrap();
+    e.aside = true;
+    e.version += 1;
+    let d = r.decide(&table_of("a", &cut), 60_001);
+    assert_eq!(d.set_aside, names(&["e"]));
+    assert!(!d.is_member("e") && !d.unresolved && d.indirect.is_empty());
 }
 
 #[test]
@@ -406,12 +439,14 @@ fn a_flapping_link_is_never_resolved_and_never_changes_the_members() {
     let all = ["a", "b", "c", "d", "e"];
     let cut = mesh(&all, &[("a", "e")]);
     let whole = mesh(&all, &[]);
-    let mut r = Resolver::new(ResolverConfig::new(1_000));
-    for step in 0..100u64 {
-        let table = if step % 2 == 0 { &cut } else { &whole };
-        let d = r.decide(&table_of("a", table), step * 900);
-        assert!(d.set_aside.is_empty(), "step {step}");
-        assert_eq!(d.component, names(&all));
+    for me in all {
+        let mut r = Resolver::new(ResolverConfig::new(1_000));
+        for step in 0..100u64 {
+            let table = if step % 2 == 0 { &cut } else { &whole };
+            let d = r.decide(&view(me, table, false), step * 900);
+            assert!(d.set_aside.is_empty() && !d.me_aside, "{me} step {step}");
+            assert_eq!(d.component, names(&all));
+        }
     }
 }
 

@@ -410,7 +410,7 @@ impl CoordinatorState {
             .filter(|p| !cluster.peers.contains(*p) && decision.is_member(p))
             .filter_map(|p| reach.tokens.get(p).map(|t| (p.clone(), *t)))
             .collect();
-        let me_aside = decision.set_aside.contains(&me);
+        let me_aside = decision.me_aside;
         if decision != reach.decision {
             tracing::info!(
                 component = ?decision.component,
@@ -430,7 +430,22 @@ impl CoordinatorState {
         for (node, token) in ups {
             self.member_up(myself, node, token);
         }
-        self.set_aside_mode(myself, me_aside);
+        // Set aside: the children are released first, then the record says so (the others
+        // take this node out of the ring only then). Back: the record says so first.
+        if me_aside {
+            self.set_aside_mode(myself, true);
+        }
+        let own = self
+            .cluster
+            .as_mut()
+            .and_then(|c| c.reach.table.set_aside(me_aside));
+        if let Some(own) = own {
+            self.publish_own_record(own, None);
+            self.reach_activity(myself);
+        }
+        if !me_aside {
+            self.set_aside_mode(myself, false);
+        }
         if let Some(cluster) = &mut self.cluster {
             let peers = &cluster.peers;
             cluster.reach.suspects.retain(|x| peers.contains(x));
