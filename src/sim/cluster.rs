@@ -345,6 +345,17 @@ impl SimCluster {
             .collect()
     }
 
+    /// The up nodes connected to `name` through some path over links that work both ways
+    /// (`name` included): the ground truth of the component a hub's reachability rule
+    /// computes, and so of the members its quorum counts (`docs/cluster.md`, Reachability).
+    pub fn connected_to(&self, name: &str) -> BTreeSet<NodeName> {
+        self.connected()
+            .into_iter()
+            .map(|(nodes, _)| nodes)
+            .find(|nodes| nodes.contains(name))
+            .unwrap_or_else(|| BTreeSet::from([name.to_owned()]))
+    }
+
     /// The up nodes connected through some path, over links that work both ways: each
     /// connected component (`sim::split::components`), with the links between its nodes that
     /// do not work.
