@@ -229,6 +229,7 @@ fn seeds_that_found_partial_fault_bugs_keep_every_invariant() {
         partial_faults: Some(true),
         ..SimOptions::default()
     };
+    let mut measured = false;
     for seed in [1, 8] {
         let report = run_seed(seed, &options);
         assert!(
@@ -237,9 +238,8 @@ fn seeds_that_found_partial_fault_bugs_keep_every_invariant() {
             report.failure
         );
         assert!(report.partial_faults, "seed {seed}");
-        assert!(
-            !report.worst_double.is_empty(),
-            "seed {seed} ran a child twice for a while"
-        );
+        // Seed 8 runs no child twice at all since set-asides follow the node's own record.
+        measured |= !report.worst_double.is_empty();
     }
+    assert!(measured, "no seed ran a child twice for a while: nothing was measured");
 }
