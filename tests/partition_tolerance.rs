@@ -327,3 +327,112 @@ async fn a_cluster_made_smaller_on_purpose_keeps_quorum_once_its_size_is_reset()
         .await
         .unwrap();
 }
+
+/// Cuts the link a-e of a five-node cluster under `strategy`: e stays a member while it is
+/// indirectly connected, then, once the picture is stable, the resolution sets e aside (it
+/// stops its children, the others re-place them); no child runs on two nodes longer than the
+/// stated bound meanwhile. After the heal e comes back by itself and every registry agrees with
+/// each child once on its owner.
+async fn one_cut_link_of_five(seed: u64, strategy: PartitionTolerance) {
+    let options = Options::plain()
+        .partition_tolerance(strategy)
+        .stable_after(Duration::from_millis(500));
+    let cluster = TestCluster::with_nodes(seed, &["a", "b", "c", "d", "e"], options).await;
+    // In process a cut is seen at once (as a TCP close): no detection time.
+    let bound =
+        process_hub::core::reachability::double_run_bound(&cluster.config("a"), Duration::ZERO);
+    println!(
+        "double-run bound: {}",
+        process_hub::core::reachability::BoundTerms::new(&cluster.config("a"), Duration::ZERO)
+    );
+    let children = specs("cut-", 150);
+    let all = ids(&children);
+    cluster
+        .hub("b")
+        .start_children(children, StartOptions::new())
+        .await
+        .unwrap();
+    cluster.wait_converged(&all, "before the cut").await;
+
+    cluster.net.cut("a@test", "e@test");
+    // Watch every child: none may run on two nodes for longer than the bound.
+    let mut doubled_since: std::collections::BTreeMap<process_hub::ChildId, tokio::time::Instant> =
+        Default::default();
+    let mut worst = Duration::ZERO;
+    let mut watch = |cluster: &TestCluster| {
+        let now = tokio::time::Instant::now();
+        let running = cluster.running();
+        doubled_since.retain(|id, _| running.get(id).is_some_and(|n| n.len() > 1));
+        for (id, nodes) in &running {
+            if nodes.len() > 1 {
+                let since = *doubled_since.entry(id.clone()).or_insert(now);
+                worst = worst.max(now - since);
+                assert!(
+                    now - since <= bound,
+                    "{id} ran on {nodes:?} for {:?}, beyond the bound {bound:?}",
+                    now - since
+                );
+            }
+        }
+        worst
+    };
+    wait_until("e is set aside and its children run once elsewhere", || {
+        watch(&cluster);
+        cluster.hub("e").is_set_aside()
+            && all.iter().all(|id| {
+                cluster
+                    .running()
+                    .get(id)
+                    .is_some_and(|n| n.len() == 1 && n[0] != "e")
+            })
+    })
+    .await;
+    // While set aside, e refuses work and says so; a, b, c, d keep e out of their rings.
+    let health = cluster.hub("e").health().await.unwrap();
+    assert_eq!(health.status, "set_aside");
+    assert!(matches!(
+        cluster
+            .hub("e")
+            .start_children(specs("late-", 1), StartOptions::new())
+            .await,
+        Err(StartError::Partitioned)
+    ));
+    for name in ["a", "b", "c", "d"] {
+        assert!(!cluster.hub(name).is_partitioned(), "{name} lost quorum");
+        assert!(!cluster.hub(name).nodes(true).contains(&"e@test".to_owned()));
+    }
+
+    cluster.net.heal();
+    wait_until("e is back in the ring", || {
+        watch(&cluster);
+        !cluster.hub("e").is_set_aside()
+            && ["a", "b", "c", "d", "e"]
+                .iter()
+                .all(|n| cluster.hub(n).nodes(true).len() == 5)
+    })
+    .await;
+    wait_for_converged_watching(&cluster, &all, &mut watch).await;
+    println!("worst double run observed: {:?}", watch(&cluster));
+}
+
+async fn wait_for_converged_watching(
+    cluster: &TestCluster,
+    all: &BTreeSet<process_hub::ChildId>,
+    watch: &mut impl FnMut(&TestCluster) -> Duration,
+) {
+    common::wait_for("convergence after the heal", || {
+        watch(cluster);
+        cluster.converged(all)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_cut_link_of_five_under_divergence_runs_no_child_twice_beyond_the_bound() {
+    one_cut_link_of_five(41, PartitionTolerance::Divergence).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_cut_link_of_five_under_majority_quorum_runs_no_child_twice_beyond_the_bound() {
+    one_cut_link_of_five(42, majority_of(5)).await;
+}

@@ -122,6 +122,9 @@ pub fn hub_config(settings: &NodeSettings) -> Result<ProcessHub, process_hub::Co
     if let Some(grace) = settings.nodedown_grace_ms {
         config.nodedown_grace_ms = grace;
     }
+    if let Some(stable) = settings.stable_after_ms {
+        config.stable_after_ms = stable;
+    }
     if let Some(wait) = settings.recovery_replay_wait_ms {
         config.recovery_replay_wait_ms = wait;
     }
@@ -202,6 +205,7 @@ pub fn cluster_config(settings: &NodeSettings, cookie: String) -> ClusterConfig 
     config.seeds = settings.join.iter().map(SocketAddr::to_string).collect();
     config.wire = settings.wire;
     config.isolated_after = settings.isolated_after;
+    config.heartbeat = settings.heartbeat;
     config
 }
 

@@ -31,6 +31,8 @@ fn a_sweep_prints_its_totals_as_the_last_json_line() {
     }
     // Virtual time runs far ahead of the wall clock.
     assert!(report["virtual_ms"].as_u64().unwrap() > report["wall_ms"].as_u64().unwrap());
+    // The longest double run within connected nodes is measured (0 when none ran twice).
+    assert!(report["worst_double_ms"].is_u64(), "{report}");
     assert!(stderr.contains("6/6 seeds"), "progress on stderr: {stderr}");
 }
 
@@ -204,6 +206,34 @@ fn one_seed_in_three_runs_hot_and_says_so() {
 }
 
 #[test]
+fn partial_partitions_forced_strike_heal_and_say_so() {
+    let run = simulate(&["--seed", "3", "--trace", "--partial-partitions"]);
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{out}");
+    assert!(
+        out.lines().next().unwrap().ends_with(", partial faults"),
+        "{out}"
+    );
+    let faults = ["partial cut", "one-way drop", "lossy link", "flapping link"];
+    let struck = out
+        .lines()
+        .filter(|l| l.contains(".p: ") && !l.contains(".p: heal "))
+        .filter(|l| faults.iter().any(|f| l.contains(f)))
+        .count();
+    assert!(struck > 0, "no partial fault struck: {out}");
+    assert!(out.contains(".p: heal "), "a partial fault healed: {out}");
+    assert!(
+        out.contains("seed 3: migration cold, partial faults"),
+        "{out}"
+    );
+    assert!(
+        out.contains("no child ran twice within connected nodes")
+            || out.contains("longest double run within connected nodes: "),
+        "{out}"
+    );
+}
+
+#[test]
 fn a_bad_flag_is_refused() {
     let output = simulate(&["--seeds", "1", "--inject-bug", "nonsense"]);
     assert_eq!(output.status.code(), Some(2));
@@ -300,6 +330,18 @@ fn gossip_that_never_repairs_a_lost_delta_is_caught() {
         "gossip_without_rounds",
         "registries_agree",
         &["--from", "2", "--seeds", "2", "--sync", "gossip:1000:2"],
+    );
+}
+
+#[test]
+fn a_node_acting_on_its_own_view_of_a_partial_partition_is_caught() {
+    // Seed 8 with partial faults: a partition of three nodes leaves the restarted n1 in no
+    // group, so n2 and n4 reach each other only through it; a node that takes a peer it does
+    // not reach for down re-places its children, and d19 runs on n2 and n4 past the bound.
+    caught_with(
+        "act_on_own_view",
+        "double_run_bounded",
+        &["--from", "8", "--seeds", "1", "--partial-partitions"],
     );
 }
 

@@ -26,7 +26,9 @@ pub struct Health {
     /// full or failing disk, a data directory removed under it), `problems` says what;
     /// `"isolated"` while it was given seeds and no peer has authenticated for longer than its
     /// threshold (`unreached_seeds` says why per seed); `"partitioned"` while its side of a
-    /// split has no quorum. Only `"ok"` is ready (`GET /v1/ready`).
+    /// split has no quorum; `"set_aside"` while the reachability resolution keeps it out of
+    /// the ring (it reaches some members only through others). Only `"ok"` is ready
+    /// (`GET /v1/ready`).
     #[serde(default)]
     pub status: String,
     /// Why the node is degraded, one sentence each; empty when `status` is `"ok"`.
@@ -36,6 +38,15 @@ pub struct Health {
     /// answers starts and stops `partitioned`; `status` is then `"partitioned"`.
     #[serde(default)]
     pub partitioned: bool,
+    /// The reachability resolution set this node aside: it reaches some members only through
+    /// others, runs no child and answers starts and stops `partitioned` until it is fully
+    /// connected again for the stable time; `status` is then `"set_aside"`.
+    #[serde(default)]
+    pub set_aside: bool,
+    /// Members this node reaches only through others (indirectly connected): they stay
+    /// members and keep their children.
+    #[serde(default)]
+    pub indirectly_connected: Vec<String>,
     /// What the Coordinator still owes the cluster (`Hub::pending_work`): 0 on a quiet node.
     #[serde(default)]
     pub pending_work: usize,

@@ -153,7 +153,16 @@ impl AdminOps for Hub {
             return Err(AdminError::NotReady("the hub is not running".into()));
         }
         let mut problems = self.storage_problems();
-        let partitioned = self.is_partitioned();
+        let set_aside = self.is_set_aside();
+        if set_aside {
+            problems.push(
+                "set_aside: this node reaches some members only through others; the cluster \
+                 set it aside, its children are stopped and it refuses starts and stops until \
+                 it is fully connected again"
+                    .into(),
+            );
+        }
+        let partitioned = self.shared().partition.quorum_lost();
         if partitioned {
             problems.push(
                 "partitioned: this node's side of the cluster has no quorum; its children are \
@@ -196,7 +205,9 @@ impl AdminOps for Hub {
                 crate::RecoveryState::Normal => "normal".into(),
             },
             parked: self.declared_parked().unwrap_or(false),
-            status: if partitioned {
+            status: if set_aside {
+                "set_aside"
+            } else if partitioned {
                 "partitioned"
             } else if isolated {
                 "isolated"
@@ -208,6 +219,8 @@ impl AdminOps for Hub {
             .into(),
             problems,
             partitioned,
+            set_aside,
+            indirectly_connected: self.indirectly_connected(),
             pending_work: self.pending_work(),
             refused_peer_input: self
                 .refused_peer_input()

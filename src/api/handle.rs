@@ -554,6 +554,20 @@ impl Hub {
         self.shared.partition.partitioned()
     }
 
+    /// Whether the reachability resolution set this node aside (`docs/cluster.md`,
+    /// "Reachability"): it reaches some members only through others, so it stopped its children
+    /// and refuses starts and stops (`partitioned`) until it is fully connected again for the
+    /// stable time. [`Hub::is_partitioned`] is true meanwhile too.
+    pub fn is_set_aside(&self) -> bool {
+        self.shared.partition.set_aside()
+    }
+
+    /// Members this node reaches only through others (indirectly connected): they stay
+    /// members and keep their children; sends to them from here fail (`node_unavailable`).
+    pub fn indirectly_connected(&self) -> Vec<crate::model::NodeName> {
+        self.shared.partition.indirect()
+    }
+
     /// This node's connection to the cluster: isolated or not (seeds given, no peer
     /// authenticated for long), and the peers refused for their cookie. `None` on a network
     /// without seeds to miss (in-process) or without a network.

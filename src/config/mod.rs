@@ -124,6 +124,12 @@ pub struct ProcessHub {
     /// re-place its children, in ms. Range `0..=600_000`, default 1 000: heartbeats already
     /// waited for the failure detector's timeout, so the grace only absorbs short flaps.
     pub nodedown_grace_ms: u64,
+    /// Cluster: a partial partition (a member reached by some members and not by others) is
+    /// resolved only once the cluster's reachability has been stable this long, and a node set
+    /// aside by the resolution comes back once fully connected this long (doubled per repeat
+    /// within ten minutes, at most five minutes), in ms. Range `100..=600_000`, default 5 000.
+    /// See `docs/cluster.md`, "Reachability".
+    pub stable_after_ms: u64,
     /// Disk backends without auto-recovery (`recovery_replay`): how long a booting node waits,
     /// at least, before it restarts the children its kept rows say it ran, in ms; it also
     /// waits until every peer that came up meanwhile delivered its registry, so that a child a
@@ -190,6 +196,7 @@ impl Default for ProcessHub {
             auto_recovery: None,
             sync_interval_ms: 15_000,
             nodedown_grace_ms: 1_000,
+            stable_after_ms: 5_000,
             recovery_replay_wait_ms: 3_000,
             membership_debounce_ms: 200,
             membership_max_wait_ms: 2_000,
@@ -335,6 +342,13 @@ impl ProcessHub {
             0,
             600_000,
             "0..=600000",
+        )?;
+        range(
+            "stable_after_ms",
+            self.stable_after_ms,
+            100,
+            600_000,
+            "100..=600000",
         )?;
         range(
             "recovery_replay_wait_ms",
@@ -498,6 +512,13 @@ impl ProcessHubBuilder {
         self.0.nodedown_grace_ms = nodedown_grace.as_millis() as u64;
         self.0.membership_debounce_ms = debounce.as_millis() as u64;
         self.0.membership_max_wait_ms = max_wait.as_millis() as u64;
+        self
+    }
+
+    /// Sets `stable_after_ms`: how long reachability must be stable before a partial
+    /// partition is resolved (and a set-aside node must stay connected before it comes back).
+    pub fn stable_after(mut self, stable_after: Duration) -> Self {
+        self.0.stable_after_ms = stable_after.as_millis() as u64;
         self
     }
 

@@ -23,6 +23,7 @@ pub mod load;
 pub mod manifest_ship;
 pub mod placement;
 pub mod quorum;
+pub mod reachability;
 pub mod reassembly;
 pub mod reconcile;
 pub mod reconcile_round;

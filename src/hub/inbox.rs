@@ -4,7 +4,7 @@
 //! | what arrives | who owns it |
 //! |---|---|
 //! | `NodeUp`, `NodeDown` | the Coordinator (membership, the ring); the Registry also hears `NodeDown` (it forgets the peer's unfinished sync) |
-//! | starts, stops, their replies, child messages, `Goodbye` and its ack | the Coordinator |
+//! | starts, stops, their replies, child messages, `Goodbye` and its ack, `Reachability`, `ReachDigest` | the Coordinator |
 //! | `RegistryDelta`, `FullSync`, `FullSyncPart`, `SyncRequest`, `Gossip*` | the Registry |
 //! | `DeclaredOffer`, `DeclaredOfferPart`, `DeclaredSummary`, `DeclaredDelta`, `DeclaredMutate`, `DeclaredMutateReply`, `DeclaredVersionQuery` | the DeclaredLeader |
 //! | `DeclaredVersion` | recorded here, in arrival order, in the recovery state the rounds read |
@@ -95,7 +95,9 @@ impl Inbox {
             | WireMsg::ChildCallReply { .. }
             | WireMsg::Goodbye
             | WireMsg::GoodbyeAck { .. }
-            | WireMsg::Rebalance { .. }) => {
+            | WireMsg::Rebalance { .. }
+            | WireMsg::Reachability { .. }
+            | WireMsg::ReachDigest { .. }) => {
                 self.to_coordinator(TransportEvent::Message { from, msg })
             }
             WireMsg::RegistryDelta { changes } => {

@@ -54,6 +54,10 @@ pub enum InjectedBug {
     /// A gossiping node never runs its periodic rounds nor asks for what it is behind in, so
     /// a lost delta is never made good.
     GossipWithoutRounds,
+    /// A node acts on its own view of its links: a peer it cannot reach leaves its ring and
+    /// its children are re-placed, whatever the other members reach (the behaviour before
+    /// reachability was shared; a single cut link then runs children twice).
+    ActOnOwnView,
     /// A durable stop answers `no_leader` although its removal from the declared list is
     /// committed (its terminate goes ahead): an error for a change that happened.
     ErrorAfterUndeclaring,
@@ -61,7 +65,7 @@ pub enum InjectedBug {
 
 impl InjectedBug {
     /// Every bug.
-    pub const ALL: [InjectedBug; 20] = [
+    pub const ALL: [InjectedBug; 21] = [
         InjectedBug::SkipTwoRoundRule,
         InjectedBug::AcknowledgeWithoutDeclaring,
         InjectedBug::StopWithoutUndeclaring,
@@ -82,6 +86,7 @@ impl InjectedBug {
         InjectedBug::AcceptWithoutQuorum,
         InjectedBug::GossipWithoutRounds,
         InjectedBug::ErrorAfterUndeclaring,
+        InjectedBug::ActOnOwnView,
     ];
 
     /// Its name on the command line.
@@ -107,6 +112,7 @@ impl InjectedBug {
             InjectedBug::AcceptWithoutQuorum => "accept_without_quorum",
             InjectedBug::GossipWithoutRounds => "gossip_without_rounds",
             InjectedBug::ErrorAfterUndeclaring => "error_after_undeclaring",
+            InjectedBug::ActOnOwnView => "act_on_own_view",
         }
     }
 }

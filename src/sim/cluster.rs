@@ -8,6 +8,7 @@ use std::time::Duration;
 use std::sync::Mutex;
 
 use super::child::sim_kinds_with;
+use super::partial::PartialFault;
 use super::state::{with_book, SharedBook};
 use super::trace::{short, Trace};
 use crate::api::Hub;
@@ -143,6 +144,8 @@ pub struct SimCluster {
     pub partition_tolerance: crate::config::PartitionTolerance,
     /// How registry changes travel (the hubs' `sync`).
     pub sync: crate::config::SyncStrategy,
+    /// The tasks that flap links ([`PartialFault::Flap`]), until a heal stops them.
+    flaps: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl SimCluster {
@@ -177,6 +180,7 @@ impl SimCluster {
             distribution: crate::config::Distribution::ConsistentHash,
             partition_tolerance: crate::config::PartitionTolerance::Divergence,
             sync: crate::config::SyncStrategy::PubSub,
+            flaps: Vec::new(),
         }
     }
 
@@ -304,6 +308,11 @@ impl SimCluster {
         }
     }
 
+    /// How the hubs move children.
+    pub fn migration(&self) -> Migration {
+        self.migration
+    }
+
     /// The nodes that are up, sorted.
     pub fn up(&self) -> Vec<NodeName> {
         self.nodes
@@ -327,13 +336,112 @@ impl SimCluster {
         self.nodes.get(name).and_then(SimNode::hub)
     }
 
-    /// The nodes `name` can reach now (itself included), by the router's links: the ground
-    /// truth of who `name` shares a ring with.
+    /// The nodes `name` hears now (itself included), by the router's links: the ground
+    /// truth of who `name`'s own view of the members holds.
     pub fn component_of(&self, name: &str) -> BTreeSet<NodeName> {
         self.up()
             .into_iter()
-            .filter(|other| other == name || self.router.reachable(name, other))
+            .filter(|other| other == name || self.router.hears(name, other))
             .collect()
+    }
+
+    /// The up nodes connected to `name` through some path over links that work both ways
+    /// (`name` included): the ground truth of the component a hub's reachability rule
+    /// computes, and so of the members its quorum counts (`docs/cluster.md`, Reachability).
+    pub fn connected_to(&self, name: &str) -> BTreeSet<NodeName> {
+        self.connected()
+            .into_iter()
+            .map(|(nodes, _)| nodes)
+            .find(|nodes| nodes.contains(name))
+            .unwrap_or_else(|| BTreeSet::from([name.to_owned()]))
+    }
+
+    /// The up nodes connected through some path, over links that work both ways: each
+    /// connected component (`sim::split::components`), with the links between its nodes that
+    /// do not work.
+    pub fn connected(&self) -> Vec<super::split::Shape> {
+        let works = |a: &NodeName, b: &NodeName| self.router.hears(a, b) && self.router.hears(b, a);
+        super::split::components(&self.up(), works)
+            .into_iter()
+            .map(|nodes| {
+                let mut down = BTreeSet::new();
+                for a in &nodes {
+                    for b in nodes.range::<NodeName, _>((
+                        std::ops::Bound::Excluded(a),
+                        std::ops::Bound::Unbounded,
+                    )) {
+                        if !works(a, b) {
+                            down.insert((a.clone(), b.clone()));
+                        }
+                    }
+                }
+                (nodes, down)
+            })
+            .collect()
+    }
+
+    /// A partial fault strikes.
+    pub fn strike(&mut self, fault: &PartialFault) {
+        match fault {
+            PartialFault::Cut { links } => {
+                for (a, b) in links {
+                    self.router.cut(a, b);
+                }
+            }
+            PartialFault::OneWay { from, to } => self.router.cut_one_way(from, to),
+            PartialFault::Lossy {
+                a,
+                b,
+                drop_probability,
+            } => {
+                let faults = LinkFaults {
+                    drop_probability: *drop_probability,
+                    ..LinkFaults::default()
+                };
+                self.router.set_link_faults(a, b, faults);
+                self.router.set_link_faults(b, a, faults);
+            }
+            PartialFault::Flap { a, b, down, up } => {
+                let (router, trace) = (self.router.clone(), self.trace.clone());
+                let (a, b, down, up) = (a.clone(), b.clone(), *down, *up);
+                self.flaps.push(tokio::spawn(async move {
+                    loop {
+                        router.cut(&a, &b);
+                        trace.line(format!("flap: {}-{} cut", short(&a), short(&b)));
+                        tokio::time::sleep(down).await;
+                        router.heal_link(&a, &b);
+                        trace.line(format!("flap: {}-{} up", short(&a), short(&b)));
+                        tokio::time::sleep(up).await;
+                    }
+                }));
+            }
+        }
+    }
+
+    /// A partial fault heals (what it cut is restored, whatever else cut it meanwhile).
+    pub fn end(&mut self, fault: &PartialFault) {
+        match fault {
+            PartialFault::Cut { links } => {
+                for (a, b) in links {
+                    self.router.heal_link(a, b);
+                }
+            }
+            PartialFault::OneWay { from, to } => self.router.heal_one_way(from, to),
+            PartialFault::Lossy { a, b, .. } => {
+                self.router.set_link_faults(a, b, LinkFaults::default());
+                self.router.set_link_faults(b, a, LinkFaults::default());
+            }
+            PartialFault::Flap { a, b, .. } => {
+                self.stop_flapping();
+                self.router.heal_link(a, b);
+            }
+        }
+    }
+
+    fn stop_flapping(&mut self) {
+        for flap in self.flaps.drain(..) {
+            flap.abort();
+        }
     }
 
     /// Splits the nodes that are up into `groups` (every link between groups is cut).
@@ -341,8 +449,9 @@ impl SimCluster {
         self.router.partition(groups);
     }
 
-    /// Restores every link and removes every link fault.
-    pub fn heal(&self) {
+    /// Restores every link (a flapping one stays up) and removes every link fault.
+    pub fn heal(&mut self) {
+        self.stop_flapping();
         self.router.heal();
         self.router.clear_link_faults();
         self.router.set_drop_probability(0.0);
@@ -369,6 +478,7 @@ impl SimCluster {
 
     /// Stops every hub (the end of a run).
     pub async fn shut_down(&mut self) {
+        self.stop_flapping();
         lock(&self.hubs).clear();
         for node in self.nodes.values_mut() {
             if let NodeLife::Up(hub) = std::mem::replace(&mut node.life, NodeLife::Down) {

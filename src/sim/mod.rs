@@ -39,6 +39,7 @@ mod hostile;
 pub mod invariants;
 pub mod ledger;
 pub mod messaging;
+pub mod partial;
 mod run;
 pub mod split;
 pub mod state;
@@ -46,6 +47,7 @@ pub mod trace;
 pub mod workload;
 
 pub use crate::hub::simulation::InjectedBug;
+pub use partial::partial_faults_of;
 pub use run::{
     distribution_of, migration_of, partition_tolerance_of, replicas_of, replication_model_of,
     run_seed, sync_of, Failure, SeedReport, SimOptions,
@@ -66,6 +68,11 @@ pub struct SweepReport {
     pub virtual_ms: u64,
     /// Wall time the seeds took, summed.
     pub wall_ms: u64,
+    /// The longest a child ran on more nodes than its replicas within connected nodes, over
+    /// every seed (`double_run_bounded`), in virtual milliseconds.
+    pub worst_double_ms: u64,
+    /// The seed that ran it (`None` while no child ran twice).
+    pub worst_double_seed: Option<u64>,
 }
 
 impl SweepReport {
@@ -79,6 +86,17 @@ impl SweepReport {
         self.invariant_checks += report.invariant_checks;
         self.virtual_ms += report.virtual_ms;
         self.wall_ms += report.wall_ms;
+        if !report.worst_double.is_empty() {
+            self.note_double(report.worst_double_ms, report.seed);
+        }
+    }
+
+    /// Keeps `ms` (run by `seed`) if it is the longest double run so far.
+    pub fn note_double(&mut self, ms: u64, seed: u64) {
+        if self.worst_double_seed.is_none() || ms > self.worst_double_ms {
+            self.worst_double_ms = ms;
+            self.worst_double_seed = Some(seed);
+        }
     }
 
     /// Adds another sweep's counts (the shards of one sweep).
@@ -90,5 +108,8 @@ impl SweepReport {
         self.invariant_checks += other.invariant_checks;
         self.virtual_ms += other.virtual_ms;
         self.wall_ms += other.wall_ms;
+        if let Some(seed) = other.worst_double_seed {
+            self.note_double(other.worst_double_ms, seed);
+        }
     }
 }

@@ -9,6 +9,7 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::Rng;
 
+use super::partial::PartialFault;
 use super::trace::short;
 use crate::cluster::in_process::LinkFaults;
 use crate::model::{ChildId, NodeName};
@@ -181,6 +182,16 @@ pub enum Op {
         /// What the frame carries.
         frame: HostileFrame,
     },
+    /// A partial fault strikes (the run's own draws, `sim::partial`).
+    Partial {
+        /// The fault.
+        fault: PartialFault,
+    },
+    /// A partial fault heals.
+    EndPartial {
+        /// The fault.
+        fault: PartialFault,
+    },
     /// Nothing happens but time.
     Idle,
 }
@@ -325,6 +336,8 @@ impl fmt::Display for Op {
             Op::Hostile { from, to, frame } => {
                 write!(f, "hostile frame {}->{}: {frame:?}", short(from), short(to))
             }
+            Op::Partial { fault } => write!(f, "{fault}"),
+            Op::EndPartial { fault } => write!(f, "heal {fault}"),
             Op::Idle => write!(f, "idle"),
         }
     }

@@ -19,6 +19,9 @@ pub(crate) enum Refusal {
     ImplausibleVersion,
     /// A peer's call or cast beyond the bound of concurrent ones.
     Overloaded,
+    /// A reachability record no honest observer writes (`core::reachability::ReachError`: a
+    /// record in this node's name, a version jump, an incarnation in the future, a full table).
+    Reachability,
 }
 
 impl Refusal {
@@ -29,6 +32,7 @@ impl Refusal {
             Refusal::InvalidChild => "invalid_child",
             Refusal::ImplausibleVersion => "implausible_version",
             Refusal::Overloaded => "overloaded",
+            Refusal::Reachability => "reachability",
         }
     }
 }

@@ -77,6 +77,8 @@ pub struct Options {
     pub child_specs: Vec<ChildSpec>,
     /// The synchronization strategy of every node spawned from now on.
     pub sync: SyncStrategy,
+    /// The hub's `stable_after_ms` (none: the default).
+    pub stable_after: Option<Duration>,
     /// A custom registry backend's factory, by the name `backend` gives it.
     pub storage_factory: Option<(String, process_hub::storage::StorageFactory)>,
 }
@@ -104,6 +106,7 @@ impl Options {
             child_specs: Vec::new(),
             sync: SyncStrategy::PubSub,
             storage_factory: None,
+            stable_after: None,
         }
     }
 
@@ -116,6 +119,11 @@ impl Options {
             auto_recovery: true,
             ..Self::plain()
         }
+    }
+
+    pub fn stable_after(mut self, stable_after: Duration) -> Self {
+        self.stable_after = Some(stable_after);
+        self
     }
 
     pub fn grace(mut self, grace: Duration) -> Self {
@@ -272,6 +280,9 @@ impl TestCluster {
             .registry_backend(options.backend.clone());
         if let Some(retry) = options.migration_retry {
             builder = builder.migration_retry(retry);
+        }
+        if let Some(stable_after) = options.stable_after {
+            builder = builder.stable_after(stable_after);
         }
         if let Some((factor, model, signal)) = options.replication {
             builder = builder.replication(factor, model).redundancy_signal(signal);

@@ -5,12 +5,14 @@
 /// The admin API client, at its former path (`harness::admin_client`).
 pub use crate::admin_client;
 pub mod census;
+pub mod double_run;
 pub mod join;
 pub mod local_cluster;
 pub mod outage;
 
 pub use crate::admin_client::{AdminClient, AdminClientError};
 pub use census::Census;
+pub use double_run::{DoubleRun, Timeline, Watch};
 pub use join::{measure_join, JoinReport};
 pub use local_cluster::{
     free_port, wait_for, write_private, ClusterOptions, HarnessError, LocalCluster, NodeProcess,

@@ -76,16 +76,20 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "active-active|active-passive", value_parser = parse_sim_replication_model)]
     pub replication_model: Option<ReplicationModel>,
     /// Force one strategy family per seed, rotating over the families (`FAMILIES`, seed `s`
-    /// forces family `(s / 7) % 7`), so a sweep of any size runs every family forced.
-    #[arg(long, conflicts_with_all = ["migration", "distribution", "partition_tolerance", "sync", "replication_factor", "replication_model", "every_family"])]
+    /// forces family `(s / 7) % 8`), so a sweep of any size runs every family forced.
+    #[arg(long, conflicts_with_all = ["migration", "distribution", "partition_tolerance", "sync", "replication_factor", "replication_model", "partial_partitions", "every_family"])]
     pub rotate_forced: bool,
+    /// Every seed draws partial faults (partial cuts, one-way drops, lossy and flapping links;
+    /// default: one run in three, as the seed says).
+    #[arg(long)]
+    pub partial_partitions: bool,
     /// Each job of the sweep stops at its first failing seed (to show that a bug is caught
     /// without running the seeds after it); the JSON's `seeds` counts the seeds that ran.
     #[arg(long)]
     pub fail_fast: bool,
     /// Run the sweep once per strategy family, each forced on every seed (`FAMILIES`), one
     /// after another; the JSON line adds each family's result under `families`.
-    #[arg(long, conflicts_with_all = ["seed", "migration", "distribution", "partition_tolerance", "sync", "replication_factor", "replication_model"])]
+    #[arg(long, conflicts_with_all = ["seed", "migration", "distribution", "partition_tolerance", "sync", "replication_factor", "replication_model", "partial_partitions"])]
     pub every_family: bool,
     /// Run only the seeds `from + k` with `k % N == I` (`I/N`); what each job of a sweep runs.
     #[arg(long, hide = true)]
@@ -101,6 +105,13 @@ struct ShardLine {
     invariant_checks: u64,
     virtual_ms: u64,
     wall_ms: u64,
+    /// The longest a child ran on more nodes than its replicas within connected nodes
+    /// (`double_run_bounded`), over every seed, in virtual milliseconds.
+    #[serde(default)]
+    worst_double_ms: u64,
+    /// The seed that ran it (absent while no child ran twice).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    worst_double_seed: Option<u64>,
     /// With `--every-family`: each family's sweep.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     families: Vec<FamilyLine>,
@@ -125,6 +136,8 @@ impl From<&SweepReport> for ShardLine {
             invariant_checks: r.invariant_checks,
             virtual_ms: r.virtual_ms,
             wall_ms: r.wall_ms,
+            worst_double_ms: r.worst_double_ms,
+            worst_double_seed: r.worst_double_seed,
             families: Vec::new(),
         }
     }
@@ -139,6 +152,8 @@ impl ShardLine {
             invariant_checks: self.invariant_checks,
             virtual_ms: self.virtual_ms,
             wall_ms: self.wall_ms,
+            worst_double_ms: self.worst_double_ms,
+            worst_double_seed: self.worst_double_seed,
         }
     }
 }
@@ -172,6 +187,9 @@ fn replay_as_run(seed: u64, args: &SimulateArgs) -> String {
             " --replication-model {}",
             replication_model_name(m)
         ));
+    }
+    if args.partial_partitions {
+        command.push_str(" --partial-partitions");
     }
     command
 }
@@ -239,6 +257,7 @@ fn options(args: &SimulateArgs, keep_trace: bool) -> SimOptions {
             .map(|s| crate::cli::sync::parse_sync(s).expect("checked when parsed")),
         replicas: args.replication_factor.map(|k| k as usize),
         replication_model: args.replication_model,
+        partial_faults: args.partial_partitions.then_some(true),
         ..SimOptions::default()
     }
 }
@@ -290,8 +309,13 @@ fn run_one(args: &SimulateArgs, seed: u64) -> bool {
     }
     let _ = writeln!(
         out,
-        "seed {seed}: migration {}, {} steps, {} invariant checks, {} ms virtual, {} ms wall, {} requests, {} superseded, {} increments acknowledged, {} states imported",
+        "seed {seed}: migration {}{}, {} steps, {} invariant checks, {} ms virtual, {} ms wall, {} requests, {} superseded, {} increments acknowledged, {} states imported, longest double run {} ms",
         migration_name(report.migration),
+        if report.partial_faults {
+            ", partial faults"
+        } else {
+            ""
+        },
         report.steps,
         report.invariant_checks,
         report.virtual_ms,
@@ -299,7 +323,8 @@ fn run_one(args: &SimulateArgs, seed: u64) -> bool {
         report.requests,
         report.superseded,
         report.acknowledged_increments,
-        report.imports
+        report.imports,
+        report.worst_double_ms
     );
     if let Some(failure) = describe_failure(&report, args) {
         let _ = writeln!(out, "{failure}");
@@ -369,6 +394,12 @@ fn print_sweep(args: &SimulateArgs, line: &ShardLine) -> Result<(), String> {
             line.virtual_ms / 1000,
             line.wall_ms
         );
+        if let Some(seed) = line.worst_double_seed {
+            println!(
+                "longest double run within connected nodes: {} ms (seed {seed})",
+                line.worst_double_ms
+            );
+        }
         for family in &line.families {
             println!(
                 "  {}: {} seeds, {} failed {:?}, {} ms wall",
@@ -431,6 +462,9 @@ fn sweep(args: &SimulateArgs) -> Result<ShardLine, String> {
         }
         if let Some(model) = args.replication_model {
             command.args(["--replication-model", replication_model_name(model)]);
+        }
+        if args.partial_partitions {
+            command.arg("--partial-partitions");
         }
         if args.rotate_forced {
             command.arg("--rotate-forced");

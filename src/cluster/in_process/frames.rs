@@ -76,6 +76,12 @@ impl InProcessCluster {
             return Err(TransportError::Unreachable(to.clone()));
         }
         let (to_endpoint, sink) = (target.id, target.sink.clone());
+        if !state.carries(from, to) {
+            // Cut one way: the sender cannot tell, the frame is lost.
+            state.stats.dropped_random += 1;
+            state.observe(hub_id, from, to, &bytes, FrameFate::Dropped);
+            return Ok(());
+        }
         let link = state
             .links
             .get(&(from.clone(), to.clone()))
@@ -185,7 +191,7 @@ impl InProcessCluster {
             .filter(|e| e.id == item.to_endpoint)
             .map(|e| e.sink.clone());
         match to_sink {
-            Some(sink) if from_ok && state.reachable(&item.from, to) => {
+            Some(sink) if from_ok && state.carries(&item.from, to) => {
                 Self::deliver(state, hub_id, &item.from, to, &sink, &item.bytes);
             }
             _ => {

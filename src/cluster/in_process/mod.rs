@@ -63,7 +63,7 @@ pub enum RouterError {
 pub struct RouterStats {
     /// Frames handed to a hub.
     pub delivered: u64,
-    /// Frames lost to the drop probability.
+    /// Frames lost to the drop probability, or to a link cut one way.
     pub dropped_random: u64,
     /// Frames lost because the link or the receiver went away while they were in flight.
     pub dropped_in_flight: u64,
@@ -98,6 +98,7 @@ impl InProcessCluster {
                 nodes: BTreeMap::new(),
                 endpoints: BTreeMap::new(),
                 cuts: BTreeSet::new(),
+                one_way: BTreeSet::new(),
                 drop_probability: 0.0,
                 delay: None,
                 dropped_kinds: BTreeSet::new(),
@@ -198,9 +199,14 @@ impl InProcessCluster {
     }
 
     fn change_links(&self, change: impl FnOnce(&mut BTreeSet<(NodeName, NodeName)>)) {
+        self.change_state(|state| change(&mut state.cuts));
+    }
+
+    /// Changes the link table and tells every endpoint whose view of a peer changed.
+    fn change_state(&self, change: impl FnOnce(&mut RouterState)) {
         let mut state = self.lock();
         let before = state.reachable_pairs();
-        change(&mut state.cuts);
+        change(&mut state);
         emit(state.diff_events(&before));
     }
 
@@ -229,9 +235,35 @@ impl InProcessCluster {
         });
     }
 
-    /// Restores every cut link; reachable peers see `NodeUp` with unchanged boot tokens.
+    /// Cuts the link from `from` to `to` one way: every frame `from` sends `to` is lost, and
+    /// `to` sees `from` go down (as its failure detector would once `from`'s heartbeats stop
+    /// arriving), while `from` still hears `to` and takes it for up.
+    pub fn cut_one_way(&self, from: &str, to: &str) {
+        self.change_state(|state| {
+            state.one_way.insert((from.to_owned(), to.to_owned()));
+        });
+    }
+
+    /// Restores the direction from `from` to `to` of a link cut one way.
+    pub fn heal_one_way(&self, from: &str, to: &str) {
+        self.change_state(|state| {
+            state.one_way.remove(&(from.to_owned(), to.to_owned()));
+        });
+    }
+
+    /// Whether `me` hears `peer` (both run, the link is up and not cut one way from `peer` to
+    /// `me`): what `me`'s membership says of `peer`.
+    pub fn hears(&self, me: &str, peer: &str) -> bool {
+        self.lock().hears(me, peer)
+    }
+
+    /// Restores every cut link, both ways and one way; reachable peers see `NodeUp` with
+    /// unchanged boot tokens.
     pub fn heal(&self) {
-        self.change_links(BTreeSet::clear);
+        self.change_state(|state| {
+            state.cuts.clear();
+            state.one_way.clear();
+        });
     }
 
     /// Restores the link between `a` and `b`.
@@ -329,17 +361,16 @@ impl InProcessCluster {
                 .map(|(_, n)| n.clone())
                 .collect();
             for peer in peers {
-                if !state.reachable(&node.name, &peer) {
-                    continue;
+                if state.hears(&node.name, &peer) {
+                    events.push((
+                        sink.clone(),
+                        TransportEvent::NodeUp {
+                            node: peer.clone(),
+                            boot_token: state.token(&peer),
+                        },
+                    ));
                 }
-                events.push((
-                    sink.clone(),
-                    TransportEvent::NodeUp {
-                        node: peer.clone(),
-                        boot_token: state.token(&peer),
-                    },
-                ));
-                if replaced.is_none() {
+                if replaced.is_none() && state.hears(&peer, &node.name) {
                     if let Some(peer_sink) = state.sink(hub_id, &peer) {
                         events.push((
                             peer_sink,
@@ -396,7 +427,7 @@ impl InProcessCluster {
         state
             .endpoints
             .keys()
-            .filter(|(h, n)| h == hub_id && n != node && state.reachable(node, n))
+            .filter(|(h, n)| h == hub_id && n != node && state.hears(node, n))
             .map(|(_, n)| n.clone())
             .collect()
     }

@@ -38,6 +38,9 @@ pub(super) struct RouterState {
     pub(super) endpoints: BTreeMap<(String, NodeName), Endpoint>,
     /// Cut links, as `(lower, higher)` name pairs.
     pub(super) cuts: BTreeSet<(NodeName, NodeName)>,
+    /// Links cut one way, as `(from, to)`: every frame from `from` to `to` is lost, and `to`
+    /// takes `from` for down (its heartbeats stop arriving), while `from` still hears `to`.
+    pub(super) one_way: BTreeSet<(NodeName, NodeName)>,
     pub(super) drop_probability: f64,
     pub(super) delay: Option<(Duration, Duration)>,
     /// `(message kind, receiver)` pairs whose frames are lost.
@@ -67,7 +70,18 @@ impl RouterState {
         alive(a) && alive(b) && !self.cuts.contains(&key)
     }
 
-    /// Every `(hub, a, b)` with endpoints on both a and b, a < b, reachable now.
+    /// Whether `me` hears `peer`: the link is up and not cut one way from `peer` to `me`.
+    /// What `me`'s membership says of `peer`.
+    pub(super) fn hears(&self, me: &str, peer: &str) -> bool {
+        self.reachable(me, peer) && !self.one_way.contains(&(peer.to_owned(), me.to_owned()))
+    }
+
+    /// Whether frames from `from` to `to` may arrive: the link is up and not cut that way.
+    pub(super) fn carries(&self, from: &str, to: &str) -> bool {
+        self.hears(to, from)
+    }
+
+    /// Every `(hub, me, peer)` with endpoints on both, where `me` hears `peer` now.
     pub(super) fn reachable_pairs(&self) -> BTreeSet<(String, NodeName, NodeName)> {
         let mut by_hub: BTreeMap<&str, Vec<&NodeName>> = BTreeMap::new();
         for (hub, node) in self.endpoints.keys() {
@@ -75,10 +89,10 @@ impl RouterState {
         }
         let mut pairs = BTreeSet::new();
         for (hub, nodes) in by_hub {
-            for (i, a) in nodes.iter().enumerate() {
-                for b in &nodes[i + 1..] {
-                    if self.reachable(a, b) {
-                        pairs.insert((hub.to_owned(), (*a).clone(), (*b).clone()));
+            for me in &nodes {
+                for peer in &nodes {
+                    if me != peer && self.hears(me, peer) {
+                        pairs.insert((hub.to_owned(), (*me).clone(), (*peer).clone()));
                     }
                 }
             }
@@ -104,25 +118,21 @@ impl RouterState {
     ) -> Vec<(EventSink, TransportEvent)> {
         let after = self.reachable_pairs();
         let mut events = Vec::new();
-        for (hub, a, b) in before.difference(&after) {
-            for (me, peer) in [(a, b), (b, a)] {
-                if let Some(sink) = self.sink(hub, me) {
-                    events.push((sink, TransportEvent::NodeDown { node: peer.clone() }));
-                }
+        for (hub, me, peer) in before.difference(&after) {
+            if let Some(sink) = self.sink(hub, me) {
+                events.push((sink, TransportEvent::NodeDown { node: peer.clone() }));
             }
         }
-        for (hub, a, b) in after.difference(before) {
-            for (me, peer) in [(a, b), (b, a)] {
-                if let Some(sink) = self.sink(hub, me) {
-                    let boot_token = self.token(peer);
-                    events.push((
-                        sink,
-                        TransportEvent::NodeUp {
-                            node: peer.clone(),
-                            boot_token,
-                        },
-                    ));
-                }
+        for (hub, me, peer) in after.difference(before) {
+            if let Some(sink) = self.sink(hub, me) {
+                let boot_token = self.token(peer);
+                events.push((
+                    sink,
+                    TransportEvent::NodeUp {
+                        node: peer.clone(),
+                        boot_token,
+                    },
+                ));
             }
         }
         events

@@ -163,6 +163,43 @@ fn partition_and_heal() {
 }
 
 #[test]
+fn a_link_cut_one_way_loses_that_way_and_only_its_receiver_sees_the_sender_down() {
+    let cluster = InProcessCluster::new(9);
+    let hubs = three(&cluster);
+    hubs.iter().for_each(|h| drop(h.rec.take()));
+    cluster.cut_one_way("a", "b");
+    assert_eq!(hubs[1].rec.take(), vec![down("a")], "b no longer hears a");
+    assert!(hubs[0].rec.take().is_empty(), "a still hears b");
+    assert!(hubs[2].rec.take().is_empty());
+    assert!(cluster.hears("a", "b") && !cluster.hears("b", "a"));
+    assert_eq!(
+        hubs[0].transport.peers(),
+        vec!["b".to_owned(), "c".to_owned()]
+    );
+    assert_eq!(hubs[1].transport.peers(), vec!["c".to_owned()]);
+    // a's frames to b are lost (a cannot tell); b's to a arrive.
+    hubs[0]
+        .transport
+        .send(&"b".to_owned(), &WireMsg::SyncRequest)
+        .unwrap();
+    assert!(hubs[1].rec.take().is_empty());
+    hubs[1]
+        .transport
+        .send(&"a".to_owned(), &WireMsg::SyncRequest)
+        .unwrap();
+    assert_eq!(hubs[0].rec.take().len(), 1);
+    cluster.heal_one_way("a", "b");
+    assert_eq!(hubs[1].rec.ups().get("a"), Some(&hubs[0].net.boot_token()));
+    assert!(hubs[0].rec.take().is_empty());
+    // A heal restores one-way cuts too.
+    cluster.cut_one_way("c", "a");
+    assert_eq!(hubs[0].rec.take(), vec![down("c")]);
+    cluster.heal();
+    assert_eq!(hubs[0].rec.ups().len(), 1);
+    assert!(cluster.hears("a", "c"));
+}
+
+#[test]
 fn crash_and_restart_with_a_new_token() {
     let cluster = InProcessCluster::new(4);
     let mut hubs = three(&cluster);

@@ -149,6 +149,7 @@ pub fn decode_body(version: u16, body: &[u8]) -> Result<WireFrame, WireError> {
         }
         other => WireError::Malformed(other.to_string()),
     })?;
+    payload.check_bounds().map_err(WireError::Malformed)?;
     Ok(WireFrame {
         version,
         hub_id,
@@ -657,6 +658,76 @@ mod tests {
             let i = at.index(bytes.len());
             bytes[i] ^= 1 << bit;
             let _ = decode(&bytes);
+        }
+    }
+
+    #[test]
+    fn reachability_frames_roundtrip_and_hostile_ones_are_refused_on_decode() {
+        use crate::core::reachability::{DigestEntry, Observation, MAX_NODES};
+        let record = |observer: &str, version: u64, reachable: Vec<String>| Observation {
+            observer: observer.into(),
+            incarnation: 7,
+            version,
+            reachable: reachable.into_iter().collect(),
+            aside: false,
+        };
+        let good = [
+            WireMsg::Reachability {
+                records: vec![record("a@h", 3, vec!["b@h".into(), "c@h".into()])],
+            },
+            WireMsg::ReachDigest {
+                digest: vec![DigestEntry {
+                    observer: "a@h".into(),
+                    incarnation: 7,
+                    version: 3,
+                }],
+                reply: true,
+            },
+        ];
+        for msg in good {
+            let bytes = encode("hub", "a@h", &msg).unwrap();
+            assert_eq!(decode_for("hub", &bytes).unwrap().payload, msg);
+            let compact = encode_compact_body("hub", "a@h", &msg).unwrap();
+            let frame = decode_body(crate::cluster::wire::seal::COMPACT_VERSION, &compact).unwrap();
+            assert_eq!(frame.payload, msg);
+        }
+        let hostile = [
+            WireMsg::Reachability {
+                records: vec![record("a@h", u64::MAX, vec![])],
+            },
+            WireMsg::Reachability {
+                records: vec![record("a@h", 1, vec!["a@h".into()])],
+            },
+            WireMsg::Reachability {
+                records: vec![record(
+                    "a@h",
+                    1,
+                    (0..=MAX_NODES).map(|i| format!("n{i}")).collect(),
+                )],
+            },
+            WireMsg::Reachability {
+                records: (0..=MAX_NODES)
+                    .map(|i| record(&format!("n{i}"), 1, vec![]))
+                    .collect(),
+            },
+            WireMsg::ReachDigest {
+                digest: (0..=MAX_NODES)
+                    .map(|i| DigestEntry {
+                        observer: format!("n{i}"),
+                        incarnation: 1,
+                        version: 1,
+                    })
+                    .collect(),
+                reply: false,
+            },
+        ];
+        for msg in hostile {
+            let bytes = encode("hub", "a@h", &msg).unwrap();
+            assert!(
+                matches!(decode(&bytes), Err(WireError::Malformed(_))),
+                "{}",
+                msg.kind()
+            );
         }
     }
 

@@ -32,6 +32,7 @@ use crate::core::boot_token::BootToken;
 use crate::core::declared::delta::DeclaredDelta;
 use crate::core::declared::list::{DeclaredChild, DeclaredList};
 use crate::core::declared::summary::CopySummary;
+use crate::core::reachability::{DigestEntry, Observation, MAX_NODES};
 use crate::model::{ChildId, ChildSpec, DownReason, HubMeta, Metadata, NodeName, Pid, Row};
 
 /// The version of the message encoding, and of open frames ([`encode`]). Frames between
@@ -464,6 +465,53 @@ pub enum WireMsg {
         /// The sender has not weighed the receiver's copy yet: answer with a summary (`false`).
         reply: bool,
     },
+    /// Reachability records (`core::reachability`): the sender's own when its links changed,
+    /// or records of other observers it learned and passes on (flooding: a receiver that
+    /// finds one newer than its own merges it and passes it on to the peers it reaches), or
+    /// the answer to a [`WireMsg::ReachDigest`]. At most [`MAX_NODES`] records, each checked on
+    /// decode.
+    Reachability {
+        /// The records, at most one per observer.
+        records: Vec<Observation>,
+    },
+    /// The sender's digest of its reachability table (anti-entropy): the receiver answers
+    /// with the records it holds newer, and, when the digest shows the sender holds newer
+    /// ones and `reply` is set, with its own digest (`reply: false`).
+    ReachDigest {
+        /// Which record of each observer the sender holds (at most [`MAX_NODES`]).
+        digest: Vec<DigestEntry>,
+        /// Answer with a digest when the sender holds records the receiver lacks.
+        reply: bool,
+    },
+}
+
+impl WireMsg {
+    /// Checks what the decoder cannot: the bounds of the reachability messages (record count,
+    /// each record's shape). A frame that fails is refused as malformed.
+    pub(crate) fn check_bounds(&self) -> Result<(), String> {
+        match self {
+            WireMsg::Reachability { records } => {
+                if records.len() > MAX_NODES {
+                    return Err(format!(
+                        "{} reachability records, at most {MAX_NODES}",
+                        records.len()
+                    ));
+                }
+                for record in records {
+                    // The incarnation's plausibility needs a clock: checked on merge.
+                    record
+                        .validate(0, u64::MAX)
+                        .map_err(|e| format!("reachability record: {e}"))?;
+                }
+                Ok(())
+            }
+            WireMsg::ReachDigest { digest, .. } if digest.len() > MAX_NODES => Err(format!(
+                "reachability digest of {} entries, at most {MAX_NODES}",
+                digest.len()
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl From<ChildFailure> for crate::types::ChildMessageError {
@@ -554,6 +602,8 @@ impl WireMsg {
             WireMsg::GossipDelta { .. } => "gossip_delta",
             WireMsg::GossipSync { .. } => "gossip_sync",
             WireMsg::GossipRound { .. } => "gossip_round",
+            WireMsg::Reachability { .. } => "reachability",
+            WireMsg::ReachDigest { .. } => "reach_digest",
         }
     }
 }

@@ -154,6 +154,9 @@ pub(crate) struct ClusterState {
     pub hot: super::handover::HotMoves,
     /// Quorum under the hub's `partition_tolerance` (`coordinator::partition`).
     pub quorum: crate::core::quorum::QuorumTracker,
+    /// Reachability: the table, the decision, the peers the transport reaches
+    /// (`coordinator::reach`).
+    pub reach: super::reach::ReachState,
     /// The dynamic quorum's re-judging timer, while partitioned (and the one re-judging of a
     /// restarted Coordinator, once its peers had time to reconnect).
     pub quorum_timer: Option<Timer>,
@@ -209,6 +212,7 @@ impl ClusterState {
             ),
             quorum_timer: None,
             quorum_recheck: false,
+            reach: super::reach::ReachState::new(hub),
         })
     }
 
@@ -290,9 +294,13 @@ impl ClusterState {
         }
     }
 
-    /// Every peer's registry has been merged.
+    /// Every peer's registry has been merged (of the members this node reaches: one reached
+    /// only through others cannot deliver it).
     pub(super) fn settled(&self) -> bool {
-        self.peers.iter().all(|p| self.delivered_by.contains(p))
+        self.peers
+            .iter()
+            .filter(|p| self.reach.reachable.contains(*p))
+            .all(|p| self.delivered_by.contains(p))
     }
 }
 
@@ -348,6 +356,7 @@ impl CoordinatorState {
             .chain(cluster.sync_timer.take())
             .chain(cluster.load_timer.take())
             .chain(cluster.quorum_timer.take())
+            .chain(cluster.reach.timers().collect::<Vec<_>>())
         {
             t.abort();
         }

@@ -162,6 +162,8 @@ impl CoordinatorState {
                 self.publish_membership();
             }
             WireMsg::GoodbyeAck { leaving } => self.on_goodbye_ack(myself, from, leaving),
+            WireMsg::Reachability { records } => self.on_reach_records(myself, from, records),
+            WireMsg::ReachDigest { digest, reply } => self.on_reach_digest(from, digest, reply),
             WireMsg::Rebalance { to, count } => self.rebalance_out(myself, &from, to, count),
             WireMsg::ChildCast { id, payload, hops } => self.child_cast(id, payload, hops),
             WireMsg::ChildCall {

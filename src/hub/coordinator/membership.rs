@@ -85,14 +85,17 @@ impl CoordinatorState {
     ) {
         match event {
             TransportEvent::NodeUp { node, boot_token } => {
-                self.on_node_up(myself, node, boot_token)
+                self.on_link_up(myself, node, boot_token)
             }
-            TransportEvent::NodeDown { node } => self.on_node_down(myself, node),
+            TransportEvent::NodeDown { node } => self.on_link_down(myself, node),
             TransportEvent::Message { from, msg } => self.on_wire(myself, from, msg),
         }
     }
 
-    fn on_node_up(
+    /// `node` is a member (again): it joins the ring at once, is asked for its registry, and
+    /// its boot token is classified (a restart is reaped now). Called when the reachability
+    /// decision admits it, and when a member's link comes up again.
+    pub(super) fn member_up(
         &mut self,
         myself: &ActorRef<CoordinatorMsg>,
         node: NodeName,
@@ -176,7 +179,9 @@ impl CoordinatorState {
             });
     }
 
-    fn on_node_down(&mut self, myself: &ActorRef<CoordinatorMsg>, node: NodeName) {
+    /// `node` is no member any more (out of this node's component, set aside, or gone after a
+    /// goodbye): it leaves the ring, its grace starts, what waits on it fails.
+    pub(super) fn member_down(&mut self, myself: &ActorRef<CoordinatorMsg>, node: NodeName) {
         let hub = self.hub.clone();
         let Some(cluster) = &mut self.cluster else {
             return;
@@ -232,7 +237,7 @@ impl CoordinatorState {
 
     /// Requests waiting on a node that went down are answered `node_unavailable` now rather
     /// than at their timeout.
-    fn fail_pending_on(&mut self, myself: &ActorRef<CoordinatorMsg>, node: &NodeName) {
+    pub(super) fn fail_pending_on(&mut self, myself: &ActorRef<CoordinatorMsg>, node: &NodeName) {
         let mut starts = Vec::new();
         let mut stops = Vec::new();
         for (request_id, op) in &self.pending_operations {

@@ -17,6 +17,8 @@
 //! - [`relay`]: requests this node waits on for someone else;
 //! - [`messaging`]: messages to a child by id;
 //! - [`partition`]: quorum and partition mode (`partition_tolerance`);
+//! - [`reach`]: reachability as cluster knowledge: links up and down, the table, the decision
+//!   the ring follows, the set-aside state;
 //! - [`partition_flags`]: partition mode and the membership lock as published to every actor;
 //! - [`handoffs`]: the hot-move tables (children moving away, states arriving), and
 //!   [`handoff_routing`]: holding, forwarding and re-routing a moving child's casts over them;
@@ -43,6 +45,7 @@ mod messaging;
 mod partition;
 pub(crate) mod partition_flags;
 mod pipeline;
+mod reach;
 mod rebalance;
 mod relay;
 mod timers;

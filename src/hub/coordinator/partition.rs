@@ -71,7 +71,7 @@ impl CoordinatorState {
     /// `node` went down: judges quorum with the members left.
     pub(super) fn quorum_node_down(&mut self, myself: &ActorRef<CoordinatorMsg>, node: &NodeName) {
         let now = self.hub.mono_ms();
-        let members = self.hub.members().len();
+        let members = self.quorum_members();
         let Some(cluster) = &mut self.cluster else {
             return;
         };
@@ -83,7 +83,7 @@ impl CoordinatorState {
     /// `node` came up: judges quorum with it.
     pub(super) fn quorum_node_up(&mut self, myself: &ActorRef<CoordinatorMsg>, node: &NodeName) {
         let now = self.hub.mono_ms();
-        let members = self.hub.members().len();
+        let members = self.quorum_members();
         let Some(cluster) = &mut self.cluster else {
             return;
         };
@@ -91,10 +91,23 @@ impl CoordinatorState {
         self.on_verdict(myself, verdict);
     }
 
+    /// The members quorum counts changed without a member going (a suspect vouched for, or
+    /// a link dropped): judges quorum again.
+    pub(super) fn quorum_recount(&mut self, myself: &ActorRef<CoordinatorMsg>) {
+        let now = self.hub.mono_ms();
+        let members = self.quorum_members();
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        let verdict = cluster.quorum.tick(now, members);
+        self.on_verdict(myself, verdict);
+        self.arm_quorum_tick(myself);
+    }
+
     /// The cluster was made smaller on purpose: a majority quorum is counted of `size` members
     /// from now on (a static quorum keeps its configured size).
     pub(super) fn reset_cluster_size(&mut self, myself: &ActorRef<CoordinatorMsg>, size: usize) {
-        let members = self.hub.members().len();
+        let members = self.quorum_members();
         let Some(cluster) = &mut self.cluster else {
             return;
         };
@@ -106,7 +119,7 @@ impl CoordinatorState {
     /// The dynamic quorum's timer: lost nodes may have aged out of the threshold.
     pub(super) fn on_quorum_tick(&mut self, myself: &ActorRef<CoordinatorMsg>) {
         let now = self.hub.mono_ms();
-        let members = self.hub.members().len();
+        let members = self.quorum_members();
         let Some(cluster) = &mut self.cluster else {
             return;
         };
@@ -179,12 +192,22 @@ impl CoordinatorState {
         hub.events.publish(|| HubEvent::PartitionModeLeft {
             members: members.clone(),
         });
+        if let Some(t) = self.cluster.as_mut().and_then(|c| c.quorum_timer.take()) {
+            t.abort();
+        }
+        if !hub.partition.set_aside() {
+            self.resume_after_release(myself);
+        }
+    }
+
+    /// This node runs children again (quorum regained, or back from being set aside): it asks
+    /// every peer for its registry, and the pass those registries trigger re-places the stubs
+    /// nobody runs and moves back what the ring gives this node.
+    pub(super) fn resume_after_release(&mut self, myself: &ActorRef<CoordinatorMsg>) {
+        let hub = self.hub.clone();
         let Some(cluster) = &mut self.cluster else {
             return;
         };
-        if let Some(t) = cluster.quorum_timer.take() {
-            t.abort();
-        }
         // The pass waits for the peers' registries: each one that arrives (`Synced`) is a join
         // event of the batch, so the pass sees what the majority re-placed before it re-places
         // a stub itself. With no peer left, this node's own stubs still get their pass.

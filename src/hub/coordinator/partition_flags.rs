@@ -11,6 +11,13 @@ use crate::core::quorum::QuorumTracker;
 #[derive(Default)]
 pub(crate) struct PartitionFlags {
     partitioned: AtomicBool,
+    /// The reachability resolution set this node aside (`core::reachability`): it runs no
+    /// child and refuses work, as in partition mode, until it is fully connected again.
+    set_aside: AtomicBool,
+    /// Members this node reaches only through others (indirectly connected), as last decided.
+    indirect: Mutex<Vec<crate::model::NodeName>>,
+    /// The last reachability incarnation a Coordinator of this hub took.
+    incarnation: std::sync::atomic::AtomicU64,
     locked: AtomicBool,
     /// `partitioned || locked` as last announced (`priority_state_updated`).
     announced: AtomicBool,
@@ -22,14 +29,57 @@ pub(crate) struct PartitionFlags {
 }
 
 impl PartitionFlags {
-    /// Whether this node is in partition mode.
+    /// Whether this node runs no child and refuses work: its side has no quorum, or the
+    /// reachability resolution set it aside.
     pub fn partitioned(&self) -> bool {
+        self.quorum_lost() || self.set_aside()
+    }
+
+    /// Whether this node's side has no quorum (partition mode proper).
+    pub fn quorum_lost(&self) -> bool {
         self.partitioned.load(Ordering::Acquire)
     }
 
     /// Enters (`true`) or leaves partition mode; returns whether that changed it.
     pub fn set_partitioned(&self, partitioned: bool) -> bool {
         self.partitioned.swap(partitioned, Ordering::AcqRel) != partitioned
+    }
+
+    /// Whether the reachability resolution set this node aside.
+    pub fn set_aside(&self) -> bool {
+        self.set_aside.load(Ordering::Acquire)
+    }
+
+    /// Sets or clears the set-aside state; returns whether that changed it.
+    pub fn set_set_aside(&self, aside: bool) -> bool {
+        self.set_aside.swap(aside, Ordering::AcqRel) != aside
+    }
+
+    /// A reachability incarnation for a Coordinator that opens the hub's endpoint: the wall
+    /// clock's `now_ms`, or one more than the previous Coordinator's if the clock went back,
+    /// so a restarted Coordinator's records always win over its predecessor's.
+    pub fn next_incarnation(&self, now_ms: u64) -> u64 {
+        let mut taken = now_ms;
+        let _ = self
+            .incarnation
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |prev| {
+                taken = now_ms.max(prev.saturating_add(1));
+                Some(taken)
+            });
+        taken
+    }
+
+    /// Members reached only through others, as last decided.
+    pub fn indirect(&self) -> Vec<crate::model::NodeName> {
+        self.indirect
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Publishes the members reached only through others.
+    pub fn set_indirect(&self, nodes: Vec<crate::model::NodeName>) {
+        *self.indirect.lock().unwrap_or_else(|e| e.into_inner()) = nodes;
     }
 
     /// Whether membership work (moves of a redistribution pass) is under way.

@@ -144,6 +144,7 @@ impl CoordinatorState {
             ClusterMsg::BootHoldCheck => {}
             ClusterMsg::SyncTick => {
                 self.announce_declared_version();
+                self.send_reach_digest();
                 if let Some(registry) = self.hub.registry() {
                     let _ = registry.cast(RegistryMsg::SyncTick);
                 }
@@ -170,6 +171,13 @@ impl CoordinatorState {
             ClusterMsg::RetryAbandonedMoves => self.retry_abandoned(myself),
             ClusterMsg::LoadTick => self.on_load_tick(myself),
             ClusterMsg::QuorumTick => self.on_quorum_tick(myself),
+            ClusterMsg::ReachCheck => {
+                if let Some(cluster) = &mut self.cluster {
+                    cluster.reach.check_timer = None;
+                }
+                self.decide_reach(myself);
+            }
+            ClusterMsg::ReachDigestTick => self.on_reach_digest_tick(myself),
             ClusterMsg::ResetClusterSize { size, reply } => {
                 self.reset_cluster_size(myself, size);
                 let _ = reply.send(self.hub.partition.partitioned());

@@ -100,6 +100,11 @@ pub(crate) enum ClusterMsg {
     LoadTick,
     /// Time to judge a dynamic quorum again (lost nodes age out of its threshold).
     QuorumTick,
+    /// A reachability deadline passed (a resolution's stable time, a set-aside node's way
+    /// back): decide again.
+    ReachCheck,
+    /// The reachability anti-entropy timer: send a digest to the next peer.
+    ReachDigestTick,
     /// The cluster was made smaller on purpose (`Hub::reset_cluster_size`).
     ResetClusterSize {
         size: usize,

@@ -17,6 +17,7 @@
 //! | [`Invariant::NoAckedMessageLostAcrossMove`] | every step, quiescence (hot runs) | every increment acknowledged by the instance that exported a state, before the import, is in the imported state |
 //! | [`Invariant::OneActiveReplica`] | every step | with replicas (active-passive), no two nodes that see the same members both hold a child's active replica |
 //! | [`Invariant::LoadBalanced`] | quiescence | in a load-balanced run, every child runs on the nodes its row records, and no rebalance the leader would ask for is left undone |
+//! | [`Invariant::DoubleRunBounded`] | every step, and every 250 ms between | no child runs on more nodes than its replicas within nodes connected through some path (over links that work both ways) for longer than the bound (`sim::split`) |
 //! | [`Invariant::AnswersTruthful`] | quiescence | a durable start or stop answered with an error changed nothing (no leader undeclared the stopped child; a refused start's child is not left declared); success and pending answers are acknowledgements the list holds; unknown outcomes are exempt ([`answers`]) |
 //!
 //! In a run with a replication factor k above 1, "once" reads "on exactly its k owners":
@@ -86,11 +87,14 @@ pub enum Invariant {
     /// Every answer to a durable start or stop matches what happened: an error only when the
     /// list did not change, success or pending only when it did.
     AnswersTruthful,
+    /// No child runs on more nodes than its replicas within nodes connected through some path
+    /// for longer than the stated bound (`sim::split::DoubleRunWatch`).
+    DoubleRunBounded,
 }
 
 impl Invariant {
     /// Every invariant.
-    pub const ALL: [Invariant; 17] = [
+    pub const ALL: [Invariant; 18] = [
         Invariant::DeclaredRunOnce,
         Invariant::StoppedStaysStopped,
         Invariant::RegistriesAgree,
@@ -108,6 +112,7 @@ impl Invariant {
         Invariant::QuorumOneSide,
         Invariant::QuorumNoMinorityAck,
         Invariant::AnswersTruthful,
+        Invariant::DoubleRunBounded,
     ];
 
     /// Its name in reports.
@@ -128,6 +133,7 @@ impl Invariant {
             Invariant::OneActiveReplica => "one_active_replica",
             Invariant::LoadBalanced => "load_balanced",
             Invariant::QuorumOneSide => "quorum_one_side",
+            Invariant::DoubleRunBounded => "double_run_bounded",
             Invariant::QuorumNoMinorityAck => "quorum_no_minority_ack",
             Invariant::AnswersTruthful => "answers_truthful",
         }

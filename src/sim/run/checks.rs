@@ -70,6 +70,10 @@ impl Run {
             })
             .collect();
         self.placement.observe(self.trace.now_ms(), placements)?;
+        self.watch_doubles();
+        if let Some(v) = self.found.take() {
+            return Err(v);
+        }
         if let Some(book) = &self.book {
             lock(book).check()?;
         }
@@ -100,7 +104,11 @@ impl Run {
                 })
                 .collect();
             let now = self.trace.now_ms();
-            for (node, side) in &components {
+            // Quorum counts the nodes connected through some path (the hub's component), not
+            // only those a node hears directly: a node cut from some members but linked to a
+            // majority through others has quorum (seeds 11, 89 forced to majority quorum).
+            for node in components.keys() {
+                let side = self.cluster.connected_to(node);
                 match super::super::split::lacks_quorum(
                     &self.cluster.partition_tolerance,
                     side.len(),
@@ -125,7 +133,7 @@ impl Run {
     /// Whether `node` has been on a side without quorum for longer than the detection bound.
     /// (Judged again now: a node that joined within the step may have given it quorum.)
     pub(super) fn long_in_minority(&self, node: &str) -> bool {
-        let side = self.cluster.component_of(node).len();
+        let side = self.cluster.connected_to(node).len();
         let lacks = super::super::split::lacks_quorum(&self.cluster.partition_tolerance, side)
             == Some(true);
         lacks

@@ -56,6 +56,9 @@ pub struct SimOptions {
     pub partition_tolerance: Option<PartitionTolerance>,
     /// How registry changes travel; `None`: as the seed says ([`sync_of`]).
     pub sync: Option<SyncStrategy>,
+    /// Whether the run draws partial faults; `None`: as the seed says
+    /// ([`super::partial::partial_faults_of`]).
+    pub partial_faults: Option<bool>,
 }
 
 /// How many nodes run each child of seed `seed`'s run when the options do not say: one run in
@@ -155,6 +158,7 @@ impl Default for SimOptions {
             distribution: None,
             partition_tolerance: None,
             sync: None,
+            partial_faults: None,
         }
     }
 }
@@ -201,6 +205,13 @@ pub struct SeedReport {
     pub acknowledged_increments: usize,
     /// States imported by hot moves (hot runs).
     pub imports: usize,
+    /// Whether the run drew partial faults.
+    pub partial_faults: bool,
+    /// The longest a child ran on more nodes than its replicas within connected nodes
+    /// (`double_run_bounded`), in virtual milliseconds.
+    pub worst_double_ms: u64,
+    /// Which child that was, where and when (empty when none ran twice).
+    pub worst_double: String,
 }
 
 /// Runs `seed` on a fresh single-threaded runtime in paused, auto-advancing time.
@@ -236,6 +247,9 @@ pub fn run_seed(seed: u64, options: &SimOptions) -> SeedReport {
             migration: options.migration.unwrap_or(migration_of(seed)),
             acknowledged_increments: 0,
             imports: 0,
+            partial_faults: false,
+            worst_double_ms: 0,
+            worst_double: String::new(),
         },
     };
     report.wall_ms = began.elapsed().as_millis() as u64;
@@ -254,6 +268,10 @@ struct Run {
     placement: PlacementWatch,
     /// Children on two sides of a clean split (quorum runs).
     split: super::split::SplitWatch,
+    /// Children on too many nodes within connected nodes (every run).
+    doubles: super::split::DoubleRunWatch,
+    /// The partial faults' own draws, in a run that draws them.
+    partial: Option<super::partial::PartialFaults>,
     /// Since when each node has been on a side without quorum (quorum runs).
     minority_since: BTreeMap<NodeName, u64>,
     /// Bumped by every operation that may give a side quorum (heal, partition, restart, join).
@@ -346,6 +364,11 @@ impl Run {
             rng,
             placement: PlacementWatch::new(options.placement_bound.as_millis() as u64),
             split: super::split::SplitWatch::new(SPLIT_BOUND_MS),
+            doubles: super::split::DoubleRunWatch::new(double_run_bound_ms(&cluster)),
+            partial: options
+                .partial_faults
+                .unwrap_or(super::partial::partial_faults_of(seed))
+                .then(|| super::partial::PartialFaults::new(seed)),
             minority_since: BTreeMap::new(),
             sides_changed: Arc::default(),
             options,
@@ -387,13 +410,16 @@ impl Run {
             migration: self.migration,
             acknowledged_increments: self.book.as_ref().map_or(0, |b| lock(b).acked()),
             imports: self.book.as_ref().map_or(0, |b| lock(b).imports()),
+            partial_faults: self.partial.is_some(),
+            worst_double_ms: self.doubles.worst().ms,
+            worst_double: self.doubles.worst().what.clone(),
         }
     }
 
     async fn go(mut self) -> SeedReport {
         let nodes = self.rng.gen_range(3..=4);
         self.trace.line(format!(
-            "{nodes} nodes, registry {}{}{}{}",
+            "{nodes} nodes, registry {}{}{}{}{}",
             if self.durable_registry {
                 "on disk"
             } else {
@@ -407,6 +433,12 @@ impl Run {
             },
             if self.quorum() {
                 ", majority quorum"
+            } else {
+                ""
+            },
+            // Said only of runs with them: the other runs' traces are what they were.
+            if self.partial.is_some() {
+                ", partial faults"
             } else {
                 ""
             },
@@ -452,6 +484,10 @@ impl Run {
         }
         tokio::time::sleep(Duration::from_secs(3)).await;
         for step in 0..self.options.steps {
+            if let Some(op) = self.next_partial() {
+                self.trace.line(format!("step {step}.p: {op}"));
+                self.apply(op).await;
+            }
             // One to three operations back to back: a request and the fault that interrupts it.
             let burst = self.rng.gen_range(1..=3);
             for i in 0..burst {
@@ -471,7 +507,46 @@ impl Run {
         self.quiesce().await
     }
 
+    /// The partial fault that strikes or heals now, in a run that draws them.
+    fn next_partial(&mut self) -> Option<Op> {
+        let (now, up) = (self.trace.now_ms(), self.cluster.up());
+        match self.partial.as_mut()?.next(now, &up)? {
+            super::partial::Change::Strike(fault) => Some(Op::Partial { fault }),
+            super::partial::Change::Heal(fault) => Some(Op::EndPartial { fault }),
+        }
+    }
+
+    /// Watches for children on too many nodes within connected nodes; a violation is
+    /// reported at the next check.
+    fn watch_doubles(&mut self) {
+        let components = self.cluster.connected();
+        let running = self.cluster.running();
+        let copies = self.cluster.replicas.max(1);
+        if let Err(v) = self
+            .doubles
+            .observe(self.trace.now_ms(), &components, &running, copies)
+        {
+            self.found.get_or_insert(v);
+        }
+    }
+
+    /// The longest double run, for the trace's end.
+    fn note_worst_double(&self) {
+        let worst = self.doubles.worst();
+        if worst.what.is_empty() {
+            self.trace.line("no child ran twice within connected nodes");
+        } else {
+            self.trace.line(format!(
+                "longest double run within connected nodes: {} ms (bound {} ms): {}",
+                worst.ms,
+                self.doubles.bound_ms(),
+                worst.what
+            ));
+        }
+    }
+
     async fn fail(mut self, step: usize, violation: Violation) -> SeedReport {
+        self.note_worst_double();
         self.trace.line(format!("VIOLATION {violation}"));
         let failure = Failure {
             violation,
@@ -486,16 +561,23 @@ impl Run {
     /// Lets `pause` pass. In a hot run, increments go to the children meanwhile, one every
     /// [`INCREMENT_EVERY`]: to a child that is moving when one is (its state is at stake),
     /// else to any running child.
+    ///
+    /// Children on too many nodes are watched for every [`WATCH_DOUBLES_EVERY`] meanwhile
+    /// (`double_run_bounded` times how long they last).
     async fn pause(&mut self, pause: Duration) {
-        if self.book.is_none() {
-            tokio::time::sleep(pause).await;
-            return;
-        }
+        let slice = if self.book.is_some() {
+            INCREMENT_EVERY
+        } else {
+            WATCH_DOUBLES_EVERY
+        };
         let mut left = pause;
         while !left.is_zero() {
-            let slice = left.min(INCREMENT_EVERY);
-            self.increment();
+            let slice = left.min(slice);
+            if self.book.is_some() {
+                self.increment();
+            }
             tokio::time::sleep(slice).await;
+            self.watch_doubles();
             left -= slice;
         }
     }
@@ -564,7 +646,13 @@ impl Run {
     async fn apply(&mut self, op: Op) {
         if matches!(
             op,
-            Op::Heal | Op::Partition { .. } | Op::Restart { .. } | Op::Join { .. } | Op::Outage
+            Op::Heal
+                | Op::Partial { .. }
+                | Op::EndPartial { .. }
+                | Op::Partition { .. }
+                | Op::Restart { .. }
+                | Op::Join { .. }
+                | Op::Outage
         ) {
             self.note_sides_changed();
         }
@@ -677,8 +765,13 @@ impl Run {
                 }
             }
             Op::Cut { a, b } => self.cluster.router.cut(&a, &b),
+            Op::Partial { fault } => self.cluster.strike(&fault),
+            Op::EndPartial { fault } => self.cluster.end(&fault),
             Op::Heal => {
                 self.cluster.heal();
+                if let Some(partial) = &mut self.partial {
+                    partial.healed();
+                }
                 if let Some(book) = &self.book {
                     lock(book).set_split(false);
                 }
@@ -718,6 +811,9 @@ impl Run {
         let steps = self.options.steps;
         self.trace.line("quiesce: heal, restart every node");
         self.cluster.heal();
+        if let Some(partial) = &mut self.partial {
+            partial.healed();
+        }
         if let Some(book) = &self.book {
             lock(book).set_split(false);
         }
@@ -766,6 +862,7 @@ impl Run {
                             Ok(counts) => self.trace.line(format!("probe: {counts:?}")),
                             Err(violation) => return self.fail(steps, violation).await,
                         }
+                        self.note_worst_double();
                         let mut report = self.report(steps, None);
                         report.superseded = superseded;
                         self.cluster.shut_down().await;
@@ -786,6 +883,27 @@ impl Run {
             }
         }
     }
+}
+
+/// How often children on too many nodes are watched for while a step's pause passes.
+const WATCH_DOUBLES_EVERY: Duration = Duration::from_millis(250);
+
+/// How long a child may run on more nodes than its replicas within nodes connected through
+/// some path (`double_run_bounded`): the hub's stated bound
+/// ([`crate::core::reachability::double_run_bound`]) for the run's configuration, with no
+/// detection time (the router tells both ends of a link at once when it changes).
+fn double_run_bound_ms(cluster: &SimCluster) -> u64 {
+    let config = super::cluster::sim_config(
+        super::cluster::SIM_HUB,
+        cluster.migration(),
+        cluster.replicas,
+        cluster.replication_model,
+        cluster.distribution,
+        cluster.partition_tolerance.clone(),
+        cluster.sync.clone(),
+    );
+    let bound = crate::core::reachability::double_run_bound(&config, Duration::ZERO);
+    u64::try_from(bound.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// How often a hot run sends an increment while a step's pause passes.

@@ -85,6 +85,21 @@ pub struct NodeFlags {
     /// (the hub's `nodedown_grace_ms`; default 1000).
     #[arg(long)]
     pub nodedown_grace_ms: Option<u64>,
+    /// How long the cluster's reachability must be stable before a partial partition is
+    /// resolved (a node reached by some members only through others is set aside), and how
+    /// long a set-aside node must then be fully connected before it comes back, in ms (the
+    /// hub's `stable_after_ms`; default 5000, range [100, 600000]).
+    #[arg(long)]
+    pub stable_after_ms: Option<u64>,
+    /// How often this node sends heartbeats to its peers, in ms (default 500, range
+    /// [10, 60000]; every node of a cluster should use the same value).
+    #[arg(long)]
+    pub heartbeat_ms: Option<u64>,
+    /// How long a silent peer takes to be seen unreachable, in ms (the failure detector's
+    /// timeout; default 5000, range [2 x heartbeat, 600000]). A crashed process is seen at
+    /// once by its connection closing.
+    #[arg(long)]
+    pub failure_timeout_ms: Option<u64>,
     /// On a disk backend without `--auto-recovery`: how long a restarting node waits for its
     /// peers before it restarts the children its registry rows say it ran, in ms (the hub's
     /// `recovery_replay_wait_ms`; default 3000). A node given `--join` also waits until it has
@@ -216,6 +231,9 @@ pub(super) struct FileSettings {
     pub(super) tls_server_name: Option<String>,
     pub(super) backend: Option<BackendChoice>,
     pub(super) nodedown_grace_ms: Option<u64>,
+    pub(super) stable_after_ms: Option<u64>,
+    pub(super) heartbeat_ms: Option<u64>,
+    pub(super) failure_timeout_ms: Option<u64>,
     pub(super) recovery_replay_wait_ms: Option<u64>,
     pub(super) distribution: Option<process_hub::Distribution>,
     pub(super) migration: Option<process_hub::Migration>,

@@ -45,6 +45,10 @@ pub struct NodeSettings {
     pub backend: BackendChoice,
     /// The hub's `nodedown_grace_ms`, when set (validated by the hub's config).
     pub nodedown_grace_ms: Option<u64>,
+    /// The hub's `stable_after_ms`, when set (validated by the hub's config).
+    pub stable_after_ms: Option<u64>,
+    /// The failure detector's timing (`--heartbeat-ms`, `--failure-timeout-ms`).
+    pub heartbeat: process_hub::core::failure_detector::DetectorConfig,
     /// The hub's `recovery_replay_wait_ms`, when set (validated by the hub's config).
     pub recovery_replay_wait_ms: Option<u64>,
     /// The hub's `distribution` (flag, else file; default consistent hash).
@@ -347,7 +351,40 @@ impl NodeFlags {
                 ),
             });
         }
+        let mut heartbeat = process_hub::core::failure_detector::DetectorConfig::default();
+        if let Some(ms) = self.heartbeat_ms.or(file.heartbeat_ms) {
+            if !(10..=60_000).contains(&ms) {
+                return Err(NodeSettingsError::Invalid {
+                    setting: "heartbeat-ms",
+                    reason: format!("{ms} is outside [10, 60000]"),
+                });
+            }
+            heartbeat.interval = std::time::Duration::from_millis(ms);
+            heartbeat.suspect_after = heartbeat.interval * 2;
+        }
+        if let Some(ms) = self.failure_timeout_ms.or(file.failure_timeout_ms) {
+            let least = heartbeat.interval.as_millis() as u64 * 2;
+            if !(least..=600_000).contains(&ms) {
+                return Err(NodeSettingsError::Invalid {
+                    setting: "failure-timeout-ms",
+                    reason: format!("{ms} is outside [{least}, 600000] (at least two heartbeats)"),
+                });
+            }
+            heartbeat.timeout = std::time::Duration::from_millis(ms);
+        }
+        if heartbeat.timeout < heartbeat.interval * 2 {
+            return Err(NodeSettingsError::Invalid {
+                setting: "heartbeat-ms",
+                reason: format!(
+                    "{} ms leaves fewer than two heartbeats in the failure timeout ({} ms)",
+                    heartbeat.interval.as_millis(),
+                    heartbeat.timeout.as_millis()
+                ),
+            });
+        }
         Ok(NodeSettings {
+            heartbeat,
+            stable_after_ms: self.stable_after_ms.or(file.stable_after_ms),
             wire,
             log_format: self.log_format.or(file.log_format).unwrap_or_default(),
             isolated_after: std::time::Duration::from_millis(isolated_after_ms),
