@@ -16,7 +16,10 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 # Every command builds with the simulator (`process_hub_actors/sim`, which turns on
 # `process_hub/sim`): its tests (actors/tests/simulate.rs) need it, and every command building
 # the same features reuses what the first one built. The shipped binary is built without it.
-features=(--features process_hub_actors/sim)
+# Exported for the test that builds the examples (tests/in_process/examples.rs), so that it
+# reuses this build too.
+export PROCESS_HUB_TEST_FEATURES=process_hub_actors/sim
+features=(--features "$PROCESS_HUB_TEST_FEATURES")
 
 # `--quick`: the inner loop, not the whole suite: the unit and property tests of both crates,
 # the layer rule, and the in-process simulator's seeds (a few drawn seeds and every regression
@@ -32,7 +35,7 @@ fi
 echo "==> building the workspace (tests and binaries, with the simulator)" >&2
 cargo test --workspace --all-targets "${features[@]}" --no-run
 
-# The S3 remote-manifest test (tests/manifest_s3.rs) runs against a real S3-compatible server:
+# The S3 remote-manifest test (tests/object_store/) runs against a real S3-compatible server:
 # moto, from PyPI. Install it if missing, start it on a free loopback port, export its endpoint,
 # and stop it when this script exits, however it exits.
 python=$(command -v python3 || command -v python || true)
@@ -64,7 +67,7 @@ for _ in $(seq 1 150); do
   sleep 0.2
 done
 
-# The dashboard's browser test (actors/tests/dashboard_browser.rs) drives Debian's Chromium
+# The dashboard's browser test (actors/tests/browser/) drives Debian's Chromium
 # through chromedriver; it fails, never skips, without them. Install both when missing (idempotent:
 # nothing is done when they are there).
 if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then

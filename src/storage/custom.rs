@@ -4,7 +4,7 @@
 //! factory registered under that name ([`crate::HubBuilder::storage_backend`]), as the seed's
 //! `{Module, opts}` backend.
 //!
-//! The contract a backend keeps (the hub relies on each point; `tests/custom_storage.rs` shows
+//! The contract a backend keeps (the hub relies on each point; `tests/in_process/custom_storage.rs` shows
 //! one that keeps them while it fails and corrupts on purpose):
 //! - `submit` applies each batch atomically and in call order; its [`Commit`](super::Commit)
 //!   resolves `Ok` only once the batch is as durable as the backend promises, and an `Err`
