@@ -97,7 +97,7 @@ async fn get(hub: &Hub, id: &ChildId) -> Result<i64, ChildRefError> {
         .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn typed_calls_and_casts_reach_a_child_on_any_node() {
     let members = ["a", "b", "c"];
     let options = Options::plain().kinds(kinds());
@@ -129,7 +129,7 @@ async fn typed_calls_and_casts_reach_a_child_on_any_node() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn casts_of_one_sender_arrive_in_order() {
     let members = ["a", "b"];
     let options = Options::plain().kinds(kinds());
@@ -143,7 +143,7 @@ async fn casts_of_one_sender_arrive_in_order() {
     assert_eq!(entries, (0..500).collect::<Vec<u64>>());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn typed_errors_say_what_went_wrong() {
     let members = ["a", "b"];
     let options = Options::plain().kinds(kinds());
@@ -182,7 +182,7 @@ async fn typed_errors_say_what_went_wrong() {
     assert_eq!(get(a, &remote).await.unwrap(), 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_child_ref_follows_its_child_when_it_moves() {
     let options = Options::plain().kinds(kinds());
     let mut cluster = TestCluster::with_nodes(44, &["a", "b"], options).await;
@@ -225,7 +225,7 @@ async fn a_child_ref_follows_its_child_when_it_moves() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_child_whose_host_crashed_is_between_nodes_then_answers_again() {
     // A long grace: the child stays between nodes until the test lets the grace end.
     let options = Options::plain()
@@ -295,7 +295,7 @@ async fn a_child_whose_host_crashed_is_between_nodes_then_answers_again() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_monitor_fires_once_for_each_reason() {
     let members = ["a", "b"];
     let options = Options::plain().kinds(kinds());
@@ -358,7 +358,7 @@ async fn a_monitor_fires_once_for_each_reason() {
     let _ = b;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_watch_request_overtaken_by_the_stop_fires_with_the_stops_reason() {
     let members = ["a", "b"];
     let options = Options::plain().kinds(kinds());

@@ -12,7 +12,7 @@ use process_hub::{NodeName, StartOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn partition_then_heal_leaves_each_child_once_on_its_owner() {
     let cluster = TestCluster::with_nodes(11, &["a", "b", "c"], Options::plain()).await;
     let specs = specs("p-", 300);
@@ -48,7 +48,7 @@ fn pids_of(cluster: &TestCluster) -> BTreeMap<process_hub::ChildId, BTreeMap<Nod
     cluster.views().remove(0)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn flap_keeps_children_and_restart_replaces_them() {
     // A long grace: a flap shorter than it must move nothing.
     let mut cluster = TestCluster::new(12, Options::plain().grace(Duration::from_secs(30)));
@@ -97,7 +97,7 @@ async fn flap_keeps_children_and_restart_replaces_them() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn seeded_random_faults_converge() {
     let seed: u64 = std::env::var("PROCESS_HUB_CLUSTER_SEED")
         .ok()
@@ -166,7 +166,7 @@ async fn seeded_random_faults_converge() {
 
 /// A peer's frame that asks for an allocation beyond the bounds (a message in `u32::MAX` parts)
 /// is refused, counted, and shown in the admin API's health; the node goes on.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn refused_peer_input_is_counted_and_shown_in_health() {
     use process_hub::cluster::wire::{encode, WireMsg};
     let cluster = TestCluster::with_nodes(12, &["a", "b"], Options::plain()).await;

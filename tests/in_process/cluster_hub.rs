@@ -10,7 +10,7 @@ use common::cluster::*;
 use common::{wait_for_async, wait_until};
 use process_hub::{ChildStartError, StartOptions, StopOptions};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn start_and_stop_1000_children_with_identical_registries() {
     let cluster = TestCluster::with_nodes(1, &["a", "b", "c"], Options::plain()).await;
     let specs = specs("c-", 1000);
@@ -52,7 +52,7 @@ async fn start_and_stop_1000_children_with_identical_registries() {
     cluster.wait_converged(&BTreeSet::new(), "after stop").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn periodic_sync_heals_lost_deltas() {
     let cluster = TestCluster::with_nodes(2, &["a", "b", "c"], Options::plain()).await;
     let a = cluster.hub("a");
@@ -79,7 +79,7 @@ async fn periodic_sync_heals_lost_deltas() {
     assert!(stats.dropped_random > 0, "{stats:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn crashed_children_restart_with_new_pids_everywhere() {
     let cluster = TestCluster::with_nodes(3, &["a", "b", "c"], Options::plain()).await;
     let specs = specs("k-", 100);
@@ -108,7 +108,7 @@ async fn crashed_children_restart_with_new_pids_everywhere() {
     cluster.wait_converged(&all, "after restarts").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn nodes_join_and_leave_one_by_one() {
     let mut cluster = TestCluster::with_nodes(4, &["a"], Options::plain()).await;
     let specs = specs("j-", 300);
@@ -137,7 +137,7 @@ async fn nodes_join_and_leave_one_by_one() {
     cluster.wait_converged(&all, "after c crashed").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn concurrent_duplicate_starts_yield_one_child() {
     let cluster = TestCluster::with_nodes(5, &["a", "b", "c"], Options::plain()).await;
     let specs = specs("d-", 60);
@@ -170,7 +170,7 @@ async fn concurrent_duplicate_starts_yield_one_child() {
         .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn undecodable_frames_are_dropped_and_the_hub_keeps_working() {
     let cluster = TestCluster::with_nodes(6, &["a", "b"], Options::plain()).await;
     let before = cluster.net.stats().undecodable;
@@ -196,7 +196,7 @@ async fn undecodable_frames_are_dropped_and_the_hub_keeps_working() {
     cluster.wait_converged(&ids(&specs), "after garbage").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn call_a_child_by_id_from_any_node() {
     let cluster = TestCluster::with_nodes(7, &["a", "b", "c"], Options::plain()).await;
     let specs = specs("m-", 9);
@@ -254,7 +254,7 @@ async fn call_a_child_by_id_from_any_node() {
     assert_eq!(garbage.code, "command_failed");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_full_sync_in_parts_is_applied_only_once_complete() {
     // A node with more children than one frame holds sends its full sync in parts; a partial
     // sync must not be applied (it would unbind the sender from the missing parts' children).
@@ -301,7 +301,7 @@ async fn a_full_sync_in_parts_is_applied_only_once_complete() {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn stopping_an_unknown_id_is_not_found_whichever_node_owns_it() {
     let cluster = TestCluster::with_nodes(13, &["a", "b", "c"], Options::plain()).await;
     let members = ["a", "b", "c"];
@@ -357,7 +357,7 @@ async fn stopping_an_unknown_id_is_not_found_whichever_node_owns_it() {
 /// `wait_for_members` (and its `HubMsg`) blocks until the membership reaches the count, woken
 /// by the joins, and on a lone node times out saying how many members it saw;
 /// `wait_cluster_settled` does not wait for peers at all.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn wait_for_members_blocks_until_the_third_node_joins() {
     use process_hub::HubMsg;
     let mut cluster = TestCluster::with_nodes(6, &["a"], Options::plain()).await;

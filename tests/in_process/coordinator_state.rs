@@ -10,7 +10,7 @@ use common::cluster::*;
 use common::wait_until;
 use process_hub::{HookEvent, HookHandler, HookKey, StartOptions};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn pending_work_counts_what_the_coordinator_waits_for_and_returns_to_zero() {
     let cluster = TestCluster::with_nodes(71, &["a", "b"], Options::plain()).await;
     let a = cluster.hub("a").clone();
@@ -41,7 +41,7 @@ async fn pending_work_counts_what_the_coordinator_waits_for_and_returns_to_zero(
     wait_until("quiet again", || a.pending_work() == 0).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn nodes_lost_together_are_reaped_together_and_re_placed_in_one_pass() {
     let mut cluster = TestCluster::with_nodes(72, &["a", "b", "c", "d"], Options::plain()).await;
     let all = specs("gx-", 60);

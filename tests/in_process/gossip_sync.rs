@@ -61,7 +61,7 @@ fn sent_by(counts: &Counts, kind: &str, node: &str) -> u64 {
 
 const SIX: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn gossip_start_and_stop_1000_children_with_identical_registries() {
     let options = Options::plain().sync(gossip(2, true));
     let cluster = TestCluster::with_nodes(11, &SIX, options).await;
@@ -91,7 +91,7 @@ async fn gossip_start_and_stop_1000_children_with_identical_registries() {
 
 /// A change reaches each of the other nodes exactly once, and its origin sends it to
 /// `recipients` of them only; a pubsub origin sends it to all of them.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn one_change_reaches_every_node_once_and_its_origin_sends_only_recipients_frames() {
     let names: Vec<String> = (0..10).map(|i| format!("n{i}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -143,7 +143,7 @@ async fn one_change_reaches_every_node_once_and_its_origin_sends_only_recipients
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_periodic_round_heals_lost_deltas() {
     for restricted_init in [true, false] {
         let options = Options::plain().sync(gossip(2, restricted_init));
@@ -176,7 +176,7 @@ async fn a_periodic_round_heals_lost_deltas() {
 
 /// Links that delay and reorder frames: deltas of one origin reach a node out of order, and it
 /// still applies them in order (a stop applied before its start would leave a ghost row).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn reordering_links_still_apply_each_stream_in_order() {
     let names = ["a", "b", "c", "d", "e"];
     // No periodic round: only the order of the deltas can make the registries agree.
@@ -236,7 +236,7 @@ async fn reordering_links_still_apply_each_stream_in_order() {
 
 /// A node restarted (a new Registry, so a new stream): the others start its stream again from
 /// its sync, and its changes reach them.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_restarted_node_starts_a_new_stream() {
     let names = ["a", "b", "c"];
     let mut cluster =
@@ -271,7 +271,7 @@ async fn a_restarted_node_starts_a_new_stream() {
 }
 
 /// A cluster moving from pubsub to gossip one node at a time agrees all along.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn nodes_with_pubsub_and_with_gossip_agree() {
     let mut cluster = TestCluster::new(16, Options::plain());
     cluster.add("a").await;

@@ -27,7 +27,7 @@ fn on(cluster: &TestCluster, id: &ChildId) -> Vec<String> {
     cluster.running().get(id).cloned().unwrap_or_default()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_guided_child_runs_on_its_node_and_stays_when_nodes_join() {
     let mut cluster = TestCluster::with_nodes(1, &["a", "b"], Options::plain()).await;
     // Owned by b on the ring of a, b, and by c once c joins: guided to a.
@@ -76,7 +76,7 @@ async fn a_guided_child_runs_on_its_node_and_stays_when_nodes_join() {
     assert_eq!(hosts, [full("a")]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn mapping_errors_are_refused_per_child() {
     let cluster = TestCluster::with_nodes(2, &["a", "b"], Options::plain()).await;
     let mut opts = StartOptions::new()
@@ -115,7 +115,7 @@ async fn mapping_errors_are_refused_per_child() {
     assert_eq!(on(&cluster, &"fine".into()), ["b"]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_guided_hub_refuses_a_child_without_a_mapping() {
     let options = Options::plain().distribution(Distribution::Guided);
     let cluster = TestCluster::with_nodes(4, &["a", "b"], options).await;
@@ -135,7 +135,7 @@ async fn a_guided_hub_refuses_a_child_without_a_mapping() {
     assert_eq!(on(&cluster, &"mapped".into()), ["a"]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_guided_child_waits_for_its_node_unless_it_may_fall_back() {
     let mut cluster = TestCluster::with_nodes(5, &["a", "b", "c"], Options::plain()).await;
     let waits: ChildId = "waits".into();

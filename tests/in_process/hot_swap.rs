@@ -60,7 +60,7 @@ async fn wait_runs_on(cluster: &TestCluster, id: &ChildId, node: &str) {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_counter_keeps_its_value_when_a_node_joins_and_its_child_moves_there() {
     let options = Options::plain().hot_swap(timing());
     let mut cluster = TestCluster::with_nodes(1, &["a"], options).await;
@@ -103,7 +103,7 @@ async fn a_counter_keeps_its_value_when_a_node_joins_and_its_child_moves_there()
     assert_eq!(value(cluster.hub("b"), &id).await, 7);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_counter_keeps_its_value_when_its_node_leaves_gracefully() {
     let options = Options::plain().hot_swap(timing());
     let mut cluster = TestCluster::with_nodes(2, &["a", "b"], options).await;
@@ -137,7 +137,7 @@ async fn a_counter_keeps_its_value_when_its_node_leaves_gracefully() {
     assert_eq!(value(cluster.hub("a"), &id).await, 5);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_kind_that_does_not_hand_over_moves_cold() {
     let mut kinds = process_hub_actors::default_kinds();
     kinds.register("forgetful", Counter);
@@ -212,7 +212,7 @@ impl Actor for Stubborn {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_handover_whose_export_never_answers_falls_back_to_a_cold_swap_and_says_so() {
     let mut kinds = ChildKinds::new();
     kinds.register("stubborn", Stubborn).handover(
@@ -258,7 +258,7 @@ async fn a_handover_whose_export_never_answers_falls_back_to_a_cold_swap_and_say
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn casts_sent_during_a_hot_move_are_all_counted() {
     let options = Options::plain().hot_swap(timing());
     let mut cluster = TestCluster::with_nodes(5, &["a", "c"], options).await;
@@ -332,7 +332,7 @@ async fn kv(hub: &Hub, id: &ChildId, command: serde_json::Value) -> serde_json::
     serde_json::from_slice(&answer).unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_kv_shard_keeps_its_entries_when_it_moves_without_waiting_for_confirmation() {
     let options = Options::plain().hot_swap(HotSwapConfig {
         confirm_handover: false,

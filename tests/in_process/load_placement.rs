@@ -70,7 +70,7 @@ async fn wait_table(cluster: &TestCluster, on: &str, node: &str, children: u64) 
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn new_children_go_where_there_is_room_and_joins_move_none() {
     let mut cluster =
         TestCluster::with_nodes(11, &["a"], Options::plain().load_balanced(balancer(0))).await;
@@ -111,7 +111,7 @@ async fn new_children_go_where_there_is_room_and_joins_move_none() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn an_uneven_cluster_is_rebalanced_hot_and_counters_keep_their_values() {
     let options = Options::plain()
         .load_balanced(balancer(50))
