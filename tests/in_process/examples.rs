@@ -27,13 +27,15 @@ fn profile_dir() -> PathBuf {
 /// built with the same, so the build it made is reused instead of made again without them.
 const FEATURES_VAR: &str = "PROCESS_HUB_TEST_FEATURES";
 
-/// Builds the workspace's examples once per run (a no-op when they are fresh).
+/// Builds the workspace's examples once per run (a no-op when they are fresh). Through
+/// `cargo test --no-run`, as the test build builds them (`--all-targets`): `cargo build` would
+/// build the library again for them, and the next test build would again for itself.
 fn build_examples() {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
         let mut cargo = Command::new(env!("CARGO"));
         cargo
-            .args(["build", "--workspace", "--examples"])
+            .args(["test", "--workspace", "--examples", "--no-run"])
             .current_dir(env!("CARGO_MANIFEST_DIR"));
         if let Ok(features) = std::env::var(FEATURES_VAR) {
             cargo.args(["--features", &features]);
