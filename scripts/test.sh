@@ -16,7 +16,10 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 # Every command builds with the simulator (`process_hub_actors/sim`, which turns on
 # `process_hub/sim`): its tests (actors/tests/simulate.rs) need it, and every command building
 # the same features reuses what the first one built. The shipped binary is built without it.
-features=(--features process_hub_actors/sim)
+# Exported for the test that builds the examples (tests/in_process/examples.rs), so that it
+# reuses this build too.
+export PROCESS_HUB_TEST_FEATURES=process_hub_actors/sim
+features=(--features "$PROCESS_HUB_TEST_FEATURES")
 
 # `--quick`: the inner loop, not the whole suite: the unit and property tests of both crates,
 # the layer rule, and the in-process simulator's seeds (a few drawn seeds and every regression
@@ -32,7 +35,7 @@ fi
 echo "==> building the workspace (tests and binaries, with the simulator)" >&2
 cargo test --workspace --all-targets "${features[@]}" --no-run
 
-# The S3 remote-manifest test (tests/manifest_s3.rs) runs against a real S3-compatible server:
+# The S3 remote-manifest test (tests/object_store/) runs against a real S3-compatible server:
 # moto, from PyPI. Install it if missing, start it on a free loopback port, export its endpoint,
 # and stop it when this script exits, however it exits.
 python=$(command -v python3 || command -v python || true)
@@ -64,7 +67,7 @@ for _ in $(seq 1 150); do
   sleep 0.2
 done
 
-# The dashboard's browser test (actors/tests/dashboard_browser.rs) drives Debian's Chromium
+# The dashboard's browser test (actors/tests/browser/) drives Debian's Chromium
 # through chromedriver; it fails, never skips, without them. Install both when missing (idempotent:
 # nothing is done when they are there).
 if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
@@ -82,7 +85,7 @@ if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
   echo "==> $(/usr/bin/chromedriver --version)" >&2
 fi
 
-# The partial-partition test (actors/tests/partial_partition_processes.rs) drops the packets of
+# The partial-partition test (actors/tests/processes/partial_partition_processes.rs) drops the packets of
 # one link with iptables; it fails, never skips, without it. Install it when missing.
 if ! command -v iptables >/dev/null 2>&1; then
   echo "==> installing iptables (apt-get) for the partial-partition test" >&2
@@ -93,6 +96,42 @@ if ! command -v iptables >/dev/null 2>&1; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iptables >/dev/null
 fi
+
+# The deterministic simulator: a sweep of seeds over whole clusters under faults, every
+# invariant checked after every step (docs/simulation.md). Sized to take a few minutes of CPU on
+# two cores with the dev build made above. Each seed forces one strategy family, rotating by seed
+# (`--rotate-forced`: gossip, majority quorum, hot, cold, load-balanced, two replicas
+# active-active, two active-passive), so every family runs forced in every run; a failing seed
+# prints the command that replays it, forced flags included.
+#
+# It runs beside the tests, at the lowest CPU priority: most integration tests wait (on grace
+# periods, failure detectors, node processes) more than they compute, and the sweep, in virtual
+# time, takes only the CPU they leave; its output is shown once the tests are done.
+# Counted from the start of the tests, beside which the sweep only gets the CPU they leave (on a
+# machine busy with other work, it took 840 s).
+sim_limit="${PROCESS_HUB_SIM_LIMIT_SECS:-1800}"
+# The binary the test build above made, with the simulator (rebuilding it for the script alone
+# would take minutes: its features differ from the test build's).
+sim_bin="${CARGO_TARGET_DIR:-target}/debug/process-hub"
+sweep_out="$(mktemp -t process_hub_sweep.XXXXXX.out)"
+sweep_err="$(mktemp -t process_hub_sweep.XXXXXX.err)"
+lowest=()
+if command -v nice >/dev/null 2>&1; then
+  lowest=(nice -n 19)
+fi
+limited=()
+if command -v timeout >/dev/null 2>&1; then
+  limited=(timeout -k 30 "$sim_limit")
+fi
+echo "==> simulating 200 seeds beside the tests, each family forced in turn (bash scripts/simulate.sh)" >&2
+PROCESS_HUB_SIM_BIN="$sim_bin" PROCESS_HUB_SIM_PROFILE=dev ${lowest[@]+"${lowest[@]}"} ${limited[@]+"${limited[@]}"} \
+  bash scripts/simulate.sh --seeds 200 --rotate-forced --json >"$sweep_out" 2>"$sweep_err" &
+sweep_pid=$!
+trap 'kill "$moto_pid" "$sweep_pid" 2>/dev/null || true; wait "$moto_pid" "$sweep_pid" 2>/dev/null || true' EXIT
+
+# Most integration tests wait more than they compute (see above): four at a time keep two cores
+# busy where two would leave them idle. RUST_TEST_THREADS, when set, decides.
+export RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}"
 
 # A test that hangs (a deadlock) fails the run here, named by the harness's "has been running
 # for over 60 seconds" line, instead of holding the machine until an outer limit kills it.
@@ -129,24 +168,13 @@ else
   cargo test --workspace --doc "${features[@]}"
 fi
 
-# The deterministic simulator: a sweep of seeds over whole clusters under faults, every
-# invariant checked after every step (docs/simulation.md). Sized to take a few minutes on two
-# cores with the dev build made above. Each seed forces one strategy family, rotating by seed
-# (`--rotate-forced`: gossip, majority quorum, hot, cold, load-balanced, two replicas
-# active-active, two active-passive), so every family runs forced in every run; a failing seed
-# prints the command that replays it, forced flags included.
-echo "==> simulating 200 seeds, each family forced in turn (bash scripts/simulate.sh)" >&2
-sim_limit="${PROCESS_HUB_SIM_LIMIT_SECS:-900}"
-# The binary the test build above made, with the simulator (rebuilding it for the script alone
-# would take minutes: its features differ from the test build's).
-sim_bin="${CARGO_TARGET_DIR:-target}/debug/process-hub"
-if command -v timeout >/dev/null 2>&1; then
-  status=0
-  PROCESS_HUB_SIM_BIN="$sim_bin" PROCESS_HUB_SIM_PROFILE=dev timeout -k 30 "$sim_limit" bash scripts/simulate.sh --seeds 200 --rotate-forced --json || status=$?
-  if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
-    echo "error: the simulation sweep did not finish within ${sim_limit}s" >&2
-  fi
-  exit "$status"
-else
-  PROCESS_HUB_SIM_BIN="$sim_bin" PROCESS_HUB_SIM_PROFILE=dev bash scripts/simulate.sh --seeds 200 --rotate-forced --json
+echo "==> the simulation sweep (started beside the tests)" >&2
+status=0
+wait "$sweep_pid" || status=$?
+cat "$sweep_err" >&2
+cat "$sweep_out"
+rm -f "$sweep_out" "$sweep_err"
+if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+  echo "error: the simulation sweep did not finish within ${sim_limit}s" >&2
 fi
+exit "$status"

@@ -3,19 +3,21 @@
 //! invariant. The sweeps and the injected bugs run through `process-hub simulate`
 //! (`actors/tests/simulate.rs`, `scripts/simulate.sh`).
 
-use std::sync::Mutex;
-
 use process_hub::sim::invariants::Invariant;
 use process_hub::sim::{run_seed, InjectedBug, SimOptions};
 
-/// One simulated cluster at a time in this process: the simulator's promise is a seed's
+/// One simulated cluster at a time in a process: the simulator's promise is a seed's
 /// determinism on a thread of its own (`process-hub simulate` runs its shards as processes);
 /// ractor's registries are process-global, so two runs side by side could see each other.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+/// Each test runs alone in a process of its own, and the processes run side by side.
+#[path = "in_process/common/alone.rs"]
+mod alone;
 
 #[test]
 fn a_seed_replays_the_same_run_in_one_process() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if alone::ran_in_own_process(module_path!(), "a_seed_replays_the_same_run_in_one_process") {
+        return;
+    }
     let options = SimOptions {
         keep_trace: true,
         steps: 25,
@@ -37,7 +39,9 @@ fn a_seed_replays_the_same_run_in_one_process() {
 
 #[test]
 fn a_few_seeds_keep_every_invariant() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if alone::ran_in_own_process(module_path!(), "a_few_seeds_keep_every_invariant") {
+        return;
+    }
     for seed in [101, 202, 303] {
         let report = run_seed(seed, &SimOptions::default());
         assert!(
@@ -57,7 +61,12 @@ fn a_few_seeds_keep_every_invariant() {
 /// increments acknowledged.
 #[test]
 fn seeds_that_found_hot_move_bugs_keep_every_invariant() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if alone::ran_in_own_process(
+        module_path!(),
+        "seeds_that_found_hot_move_bugs_keep_every_invariant",
+    ) {
+        return;
+    }
     // One instance per child on the ring, as when the seeds were found (seed 3 became a
     // replicated run since, and replicas move cold; seed 7 a load-balanced one).
     let options = SimOptions {
@@ -95,7 +104,12 @@ fn seeds_that_found_hot_move_bugs_keep_every_invariant() {
 ///   reported the move (the check now follows the pid the start answered with).
 #[test]
 fn seeds_that_found_hot_move_forks_keep_every_invariant() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if alone::ran_in_own_process(
+        module_path!(),
+        "seeds_that_found_hot_move_forks_keep_every_invariant",
+    ) {
+        return;
+    }
     let options = SimOptions {
         migration: Some(process_hub::config::Migration::Hot),
         ..SimOptions::default()
@@ -117,7 +131,12 @@ fn seeds_that_found_hot_move_forks_keep_every_invariant() {
 /// so only this invariant can tell the caller was misled. Seed 6 stops a durable child early.
 #[test]
 fn an_error_answered_for_a_stop_that_happened_is_caught() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if alone::ran_in_own_process(
+        module_path!(),
+        "an_error_answered_for_a_stop_that_happened_is_caught",
+    ) {
+        return;
+    }
     let options = SimOptions {
         bugs: [InjectedBug::ErrorAfterUndeclaring].into(),
         ..SimOptions::default()
@@ -146,7 +165,12 @@ fn an_error_answered_for_a_stop_that_happened_is_caught() {
 /// request as its task finds the sides. Each keeps every invariant.
 #[test]
 fn seeds_that_found_quorum_judged_too_early_keep_every_invariant() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if alone::ran_in_own_process(
+        module_path!(),
+        "seeds_that_found_quorum_judged_too_early_keep_every_invariant",
+    ) {
+        return;
+    }
     let options = SimOptions {
         partition_tolerance: Some(process_hub::config::PartitionTolerance::MajorityQuorum {
             initial_cluster_size: 5,
@@ -187,7 +211,12 @@ fn seeds_that_found_quorum_judged_too_early_keep_every_invariant() {
 /// acknowledged increments. Each keeps every invariant.
 #[test]
 fn seeds_that_found_gossip_bugs_keep_every_invariant() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if alone::ran_in_own_process(
+        module_path!(),
+        "seeds_that_found_gossip_bugs_keep_every_invariant",
+    ) {
+        return;
+    }
     let options = SimOptions {
         sync: Some(process_hub::config::SyncStrategy::Gossip {
             interval_ms: 1_000,
@@ -224,7 +253,12 @@ fn seeds_that_found_gossip_bugs_keep_every_invariant() {
 /// double run within connected nodes under the bound.
 #[test]
 fn seeds_that_found_partial_fault_bugs_keep_every_invariant() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if alone::ran_in_own_process(
+        module_path!(),
+        "seeds_that_found_partial_fault_bugs_keep_every_invariant",
+    ) {
+        return;
+    }
     let options = SimOptions {
         partial_faults: Some(true),
         ..SimOptions::default()

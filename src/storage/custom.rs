@@ -3,7 +3,7 @@
 //! (`registry_backend = { type = "custom", name = "...", options = { ... } }`) and built by the
 //! factory registered under that name ([`crate::HubBuilder::storage_backend`]).
 //!
-//! The contract a backend keeps (the hub relies on each point; `tests/custom_storage.rs` shows
+//! The contract a backend keeps (the hub relies on each point; `tests/in_process/custom_storage.rs` shows
 //! one that keeps them while it fails and corrupts on purpose):
 //! - `submit` applies each batch atomically and in call order; its [`Commit`](super::Commit)
 //!   resolves `Ok` only once the batch is as durable as the backend promises, and an `Err`

@@ -1,0 +1,67 @@
+//! The README's main command, `process-hub demo`, run end to end as a user runs it (smaller, and
+//! with `--durable`, which adds the whole-cluster outage to the plain demo's failover): it must
+//! finish, and its report must show nothing lost, resurrected or duplicated.
+
+use crate::common;
+
+use serde_json::Value;
+
+fn counts(report: &Value, field: &str) -> Vec<(String, u64)> {
+    report[field]
+        .as_object()
+        .unwrap_or_else(|| panic!("{field} is not an object: {report}"))
+        .iter()
+        .map(|(node, n)| (node.clone(), n.as_u64().unwrap()))
+        .collect()
+}
+
+fn sum(counts: &[(String, u64)]) -> u64 {
+    counts.iter().map(|(_, n)| n).sum()
+}
+
+#[test]
+fn the_durable_demo_loses_nothing_through_a_failover_and_a_whole_cluster_outage() {
+    let workdir = tempfile::tempdir().unwrap();
+    let children = 300;
+    let (report, _) = common::report_of([
+        "demo",
+        "--durable",
+        "--json",
+        "--children",
+        "300",
+        "--batch",
+        "50",
+        "--workdir",
+        workdir.path().to_str().unwrap(),
+    ]);
+
+    // The plain demo: every child placed, then moved off the killed node.
+    assert_eq!(report["children"], children, "{report}");
+    let before = counts(&report, "before");
+    assert_eq!(before.len(), 3, "{report}");
+    assert_eq!(sum(&before), children, "{report}");
+    let killed = report["killed"].as_str().unwrap();
+    let after = counts(&report, "after");
+    assert!(after.iter().all(|(node, _)| node != killed), "{report}");
+    assert_eq!(sum(&after), children, "every child runs again: {report}");
+
+    // The outage: every declared child back, the stopped ones still stopped, once each.
+    let outage = &report["outage"];
+    for field in ["lost", "resurrected", "duplicates"] {
+        assert_eq!(outage[field], 0, "{field}: {outage}");
+    }
+    assert_eq!(outage["declared_lists_agree"], true, "{outage}");
+    let stopped = outage["stopped"].as_u64().unwrap();
+    assert!(stopped > 0, "the demo stops some children: {outage}");
+    let declared = counts(outage, "declared_counts");
+    assert_eq!(declared.len(), 3, "{outage}");
+    assert!(
+        declared.iter().all(|(_, n)| *n == children - stopped),
+        "{outage}"
+    );
+    assert_eq!(
+        sum(&counts(outage, "running_per_node")),
+        children - stopped,
+        "{outage}"
+    );
+}
