@@ -82,6 +82,18 @@ if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
   echo "==> $(/usr/bin/chromedriver --version)" >&2
 fi
 
+# The partial-partition test (actors/tests/partial_partition_processes.rs) drops the packets of
+# one link with iptables; it fails, never skips, without it. Install it when missing.
+if ! command -v iptables >/dev/null 2>&1; then
+  echo "==> installing iptables (apt-get) for the partial-partition test" >&2
+  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "error: iptables is missing and installing it needs root and apt-get: run 'apt-get install iptables' as root first" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iptables >/dev/null
+fi
+
 # A test that hangs (a deadlock) fails the run here, named by the harness's "has been running
 # for over 60 seconds" line, instead of holding the machine until an outer limit kills it.
 # The whole suite takes a few minutes; the bound is generous.

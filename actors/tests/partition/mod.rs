@@ -5,6 +5,11 @@
 //!
 //! Needs root (network namespaces), as CI has.
 
+// Each test binary that includes this module uses a part of it.
+#![allow(dead_code)]
+
+pub mod links;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -226,7 +231,8 @@ pub fn spawn(net: &Network, k: usize, dir: &Path, hub: &str, flags: &[&str]) -> 
     }
 }
 
-/// Waits until every node sees exactly `expected` as members and none is partitioned.
+/// Waits until every node sees exactly `expected` as members and none is partitioned or set
+/// aside.
 pub fn wait_whole(nodes: &[Node], expected: &[String], what: &str) {
     wait_for(what, DEADLINE, || {
         nodes
@@ -234,7 +240,7 @@ pub fn wait_whole(nodes: &[Node], expected: &[String], what: &str) {
             .all(|n| {
                 n.client()
                     .health()
-                    .is_ok_and(|h| h.members == expected && !h.partitioned)
+                    .is_ok_and(|h| h.members == expected && !h.partitioned && !h.set_aside)
             })
             .then_some(())
     })

@@ -62,6 +62,9 @@ impl Decision {
     }
 }
 
+/// A component's shape: its nodes and its down links.
+type Shape = (BTreeSet<NodeName>, BTreeSet<(NodeName, NodeName)>);
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Aside {
     strikes: u32,
@@ -73,7 +76,7 @@ struct Aside {
 #[derive(Clone, Debug)]
 pub struct Resolver {
     config: ResolverConfig,
-    shape: Option<(BTreeSet<NodeName>, BTreeSet<(NodeName, NodeName)>)>,
+    shape: Option<Shape>,
     changed_at: u64,
     aside: BTreeMap<NodeName, Aside>,
     /// Per node: set-asides within the flap window, and the last one's time.

@@ -182,7 +182,7 @@ impl ReachTable {
             .filter(|r| {
                 theirs
                     .get(r.observer.as_str())
-                    .map_or(true, |key| r.key() > *key)
+                    .is_none_or(|key| r.key() > *key)
             })
             .cloned()
             .collect()
@@ -194,7 +194,7 @@ impl ReachTable {
         digest.iter().any(|e| {
             self.records
                 .get(&e.observer)
-                .map_or(true, |r| (e.incarnation, e.version) > r.key())
+                .is_none_or(|r| (e.incarnation, e.version) > r.key())
         })
     }
 }

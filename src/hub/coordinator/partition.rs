@@ -71,7 +71,7 @@ impl CoordinatorState {
     /// `node` went down: judges quorum with the members left.
     pub(super) fn quorum_node_down(&mut self, myself: &ActorRef<CoordinatorMsg>, node: &NodeName) {
         let now = self.hub.mono_ms();
-        let members = self.hub.members().len();
+        let members = self.quorum_members();
         let Some(cluster) = &mut self.cluster else {
             return;
         };
@@ -83,7 +83,7 @@ impl CoordinatorState {
     /// `node` came up: judges quorum with it.
     pub(super) fn quorum_node_up(&mut self, myself: &ActorRef<CoordinatorMsg>, node: &NodeName) {
         let now = self.hub.mono_ms();
-        let members = self.hub.members().len();
+        let members = self.quorum_members();
         let Some(cluster) = &mut self.cluster else {
             return;
         };
@@ -91,10 +91,23 @@ impl CoordinatorState {
         self.on_verdict(myself, verdict);
     }
 
+    /// The members quorum counts changed without a member going (a suspect vouched for, or
+    /// a link dropped): judges quorum again.
+    pub(super) fn quorum_recount(&mut self, myself: &ActorRef<CoordinatorMsg>) {
+        let now = self.hub.mono_ms();
+        let members = self.quorum_members();
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        let verdict = cluster.quorum.tick(now, members);
+        self.on_verdict(myself, verdict);
+        self.arm_quorum_tick(myself);
+    }
+
     /// The cluster was made smaller on purpose: a majority quorum is counted of `size` members
     /// from now on (a static quorum keeps its configured size).
     pub(super) fn reset_cluster_size(&mut self, myself: &ActorRef<CoordinatorMsg>, size: usize) {
-        let members = self.hub.members().len();
+        let members = self.quorum_members();
         let Some(cluster) = &mut self.cluster else {
             return;
         };
@@ -106,7 +119,7 @@ impl CoordinatorState {
     /// The dynamic quorum's timer: lost nodes may have aged out of the threshold.
     pub(super) fn on_quorum_tick(&mut self, myself: &ActorRef<CoordinatorMsg>) {
         let now = self.hub.mono_ms();
-        let members = self.hub.members().len();
+        let members = self.quorum_members();
         let Some(cluster) = &mut self.cluster else {
             return;
         };

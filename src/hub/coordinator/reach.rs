@@ -56,6 +56,10 @@ pub(crate) struct ReachState {
     pub active_until: u64,
     /// Whose turn it is to get the next digest.
     pub turn: usize,
+    /// Members whose link to this node dropped and that no member has vouched for since (a
+    /// record from a member, received after the drop, listing them): quorum does not count
+    /// them, so a side cut off cleanly loses quorum at once rather than a gossip delay later.
+    pub suspects: BTreeSet<NodeName>,
 }
 
 impl ReachState {
@@ -73,6 +77,7 @@ impl ReachState {
             digest_timer: None,
             active_until: 0,
             turn: 0,
+            suspects: BTreeSet::new(),
         }
     }
 
@@ -100,6 +105,7 @@ impl CoordinatorState {
         };
         let reach = &mut cluster.reach;
         reach.reachable.insert(node.clone());
+        reach.suspects.remove(&node);
         reach.tokens.insert(node.clone(), boot_token);
         let changed = reach.table.set_reachable(reach.reachable.clone());
         // The newcomer gets the whole table; the others this node's new record.
@@ -138,6 +144,9 @@ impl CoordinatorState {
             return;
         }
         let changed = reach.table.set_reachable(reach.reachable.clone());
+        if cluster.peers.contains(&node) {
+            reach.suspects.insert(node.clone());
+        }
         let leaving = cluster.leaving.contains(&node);
         let member = cluster.peers.contains(&node);
         cluster.delivered_by.remove(&node);
@@ -170,8 +179,20 @@ impl CoordinatorState {
             return;
         };
         let mut newer = Vec::new();
+        let mut vouch = false;
         let mut raised = None;
         for record in records {
+            // A peer that lost a link sends its new record: if this node still reaches that
+            // peer's lost neighbour, it answers with its own record, so the sender knows the
+            // neighbour is still reached (quorum counts it again).
+            if record.observer == from {
+                if let Some(known) = cluster.reach.table.get(&from) {
+                    let own = cluster.reach.table.own();
+                    vouch |= known.reachable.iter().any(|lost| {
+                        !record.reachable.contains(lost) && own.reachable.contains(lost)
+                    });
+                }
+            }
             match cluster.reach.table.merge(record.clone(), now) {
                 Ok(Merge::Newer) => newer.push(record),
                 Ok(Merge::Known) => {}
@@ -188,6 +209,23 @@ impl CoordinatorState {
                 }
             }
         }
+        if vouch {
+            let own = cluster.reach.table.own().clone();
+            if let Err(e) = cluster
+                .transport
+                .send(&from, &WireMsg::Reachability { records: vec![own] })
+            {
+                tracing::debug!(peer = %from, error = %e, "reachability record not sent");
+            }
+        }
+        // Suspects the sender (a member this node reaches) vouches for are counted again.
+        let table = &cluster.reach.table;
+        let before = cluster.reach.suspects.len();
+        cluster.reach.suspects.retain(|x| {
+            !(cluster.reach.reachable.contains(&from)
+                && crate::core::reachability::rule::link_up(table.records(), &from, x))
+        });
+        let vouched = cluster.reach.suspects.len() != before;
         if let Some(own) = raised {
             self.publish_own_record(own, None);
         }
@@ -195,6 +233,9 @@ impl CoordinatorState {
             return;
         };
         if newer.is_empty() {
+            if vouched {
+                self.quorum_recount(myself);
+            }
             return;
         }
         for peer in &cluster.reach.reachable {
@@ -390,6 +431,17 @@ impl CoordinatorState {
             self.member_up(myself, node, token);
         }
         self.set_aside_mode(myself, me_aside);
+        if let Some(cluster) = &mut self.cluster {
+            let peers = &cluster.peers;
+            cluster.reach.suspects.retain(|x| peers.contains(x));
+        }
+        self.quorum_recount(myself);
+    }
+
+    /// How many members quorum counts: the members (this node included) minus the suspects.
+    pub(super) fn quorum_members(&self) -> usize {
+        let suspects = self.cluster.as_ref().map_or(0, |c| c.reach.suspects.len());
+        self.hub.members().len().saturating_sub(suspects)
     }
 
     /// Enters or leaves the set-aside state: set aside, this node stops its children as a
