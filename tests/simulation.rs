@@ -241,5 +241,8 @@ fn seeds_that_found_partial_fault_bugs_keep_every_invariant() {
         // Seed 8 runs no child twice at all since set-asides follow the node's own record.
         measured |= !report.worst_double.is_empty();
     }
-    assert!(measured, "no seed ran a child twice for a while: nothing was measured");
+    assert!(
+        measured,
+        "no seed ran a child twice for a while: nothing was measured"
+    );
 }
