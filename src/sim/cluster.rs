@@ -345,17 +345,6 @@ impl SimCluster {
             .collect()
     }
 
-    /// The up nodes connected to `name` through some path over links that work both ways
-    /// (`name` included): the ground truth of the component a hub's reachability rule
-    /// computes, and so of the members its quorum counts (`docs/cluster.md`, Reachability).
-    pub fn connected_to(&self, name: &str) -> BTreeSet<NodeName> {
-        self.connected()
-            .into_iter()
-            .map(|(nodes, _)| nodes)
-            .find(|nodes| nodes.contains(name))
-            .unwrap_or_else(|| BTreeSet::from([name.to_owned()]))
-    }
-
     /// The up nodes connected through some path, over links that work both ways: each
     /// connected component (`sim::split::components`), with the links between its nodes that
     /// do not work.
@@ -380,8 +369,13 @@ impl SimCluster {
             .collect()
     }
 
-    /// A partial fault strikes.
-    pub fn strike(&mut self, fault: &PartialFault) {
+    /// A partial fault strikes; a flapping link bumps `sides_changed` each time it is cut or
+    /// restored (the sides of a split may change with it).
+    pub fn strike(
+        &mut self,
+        fault: &PartialFault,
+        sides_changed: &Arc<std::sync::atomic::AtomicU64>,
+    ) {
         match fault {
             PartialFault::Cut { links } => {
                 for (a, b) in links {
@@ -404,12 +398,16 @@ impl SimCluster {
             PartialFault::Flap { a, b, down, up } => {
                 let (router, trace) = (self.router.clone(), self.trace.clone());
                 let (a, b, down, up) = (a.clone(), b.clone(), *down, *up);
+                let sides = sides_changed.clone();
+                let changed = move || sides.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 self.flaps.push(tokio::spawn(async move {
                     loop {
                         router.cut(&a, &b);
+                        changed();
                         trace.line(format!("flap: {}-{} cut", short(&a), short(&b)));
                         tokio::time::sleep(down).await;
                         router.heal_link(&a, &b);
+                        changed();
                         trace.line(format!("flap: {}-{} up", short(&a), short(&b)));
                         tokio::time::sleep(up).await;
                     }

@@ -147,7 +147,13 @@ pub struct DoubleRun {
 }
 
 /// A connected component's shape: its nodes, and the links between them that do not work.
-pub type Shape = (BTreeSet<NodeName>, BTreeSet<(NodeName, NodeName)>);
+pub type Shape = (BTreeSet<NodeName>, Links);
+
+/// Links between nodes, as `(lower, higher)` name pairs.
+pub type Links = BTreeSet<(NodeName, NodeName)>;
+
+/// Each component's down links, by its nodes, and since when they have been so.
+type Shapes = BTreeMap<BTreeSet<NodeName>, (Links, u64)>;
 
 /// Children running too many times within one connected component, and since when.
 #[derive(Debug)]
@@ -155,7 +161,7 @@ pub struct DoubleRunWatch {
     bound_ms: u64,
     since: BTreeMap<ChildId, u64>,
     /// Each component's shape at the last observation, and since when it has been so.
-    shapes: BTreeMap<BTreeSet<NodeName>, (BTreeSet<(NodeName, NodeName)>, u64)>,
+    shapes: Shapes,
     worst: DoubleRun,
 }
 
@@ -189,17 +195,16 @@ impl DoubleRunWatch {
         running: &BTreeMap<ChildId, BTreeMap<NodeName, Pid>>,
         copies: usize,
     ) -> Result<(), Violation> {
-        let shapes: BTreeMap<BTreeSet<NodeName>, (BTreeSet<(NodeName, NodeName)>, u64)> =
-            components
-                .iter()
-                .map(|(nodes, down)| {
-                    let since = match self.shapes.get(nodes) {
-                        Some((was, since)) if was == down => *since,
-                        _ => now_ms,
-                    };
-                    (nodes.clone(), (down.clone(), since))
-                })
-                .collect();
+        let shapes: Shapes = components
+            .iter()
+            .map(|(nodes, down)| {
+                let since = match self.shapes.get(nodes) {
+                    Some((was, since)) if was == down => *since,
+                    _ => now_ms,
+                };
+                (nodes.clone(), (down.clone(), since))
+            })
+            .collect();
         self.shapes = shapes;
         let mut double: BTreeSet<&ChildId> = BTreeSet::new();
         let mut violation = None;

@@ -94,21 +94,16 @@ impl Run {
                     ),
                 });
             }
+            // A side is a connected component: the hub counts the members connected to it
+            // through some path (a node it reaches only through another stays a member).
             let components: BTreeMap<NodeName, BTreeSet<NodeName>> = self
                 .cluster
-                .up()
+                .connected()
                 .into_iter()
-                .map(|n| {
-                    let side = self.cluster.component_of(&n);
-                    (n, side)
-                })
+                .flat_map(|(side, _)| side.clone().into_iter().map(move |n| (n, side.clone())))
                 .collect();
             let now = self.trace.now_ms();
-            // Quorum counts the nodes connected through some path (the hub's component), not
-            // only those a node hears directly: a node cut from some members but linked to a
-            // majority through others has quorum (seeds 11, 89 forced to majority quorum).
-            for node in components.keys() {
-                let side = self.cluster.connected_to(node);
+            for (node, side) in &components {
                 match super::super::split::lacks_quorum(
                     &self.cluster.partition_tolerance,
                     side.len(),
@@ -133,7 +128,12 @@ impl Run {
     /// Whether `node` has been on a side without quorum for longer than the detection bound.
     /// (Judged again now: a node that joined within the step may have given it quorum.)
     pub(super) fn long_in_minority(&self, node: &str) -> bool {
-        let side = self.cluster.connected_to(node).len();
+        let side = self
+            .cluster
+            .connected()
+            .into_iter()
+            .find(|(side, _)| side.contains(node))
+            .map_or(0, |(side, _)| side.len());
         let lacks = super::super::split::lacks_quorum(&self.cluster.partition_tolerance, side)
             == Some(true);
         lacks

@@ -765,7 +765,7 @@ impl Run {
                 }
             }
             Op::Cut { a, b } => self.cluster.router.cut(&a, &b),
-            Op::Partial { fault } => self.cluster.strike(&fault),
+            Op::Partial { fault } => self.cluster.strike(&fault, &self.sides_changed),
             Op::EndPartial { fault } => self.cluster.end(&fault),
             Op::Heal => {
                 self.cluster.heal();
