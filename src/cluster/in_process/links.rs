@@ -68,10 +68,11 @@ impl InProcessCluster {
     }
 
     /// Whether frames from `from` to `to` arrive as they were sent: both nodes run, the link is
-    /// up, and neither it nor the whole router drops, delays or reorders them.
+    /// up (and not cut that way), and neither it nor the whole router drops, delays or reorders
+    /// them.
     pub fn link_is_clean(&self, from: &str, to: &str) -> bool {
         let state = self.lock();
-        state.reachable(from, to)
+        state.carries(from, to)
             && state.drop_probability == 0.0
             && !state.links.contains_key(&(from.to_owned(), to.to_owned()))
     }
