@@ -807,12 +807,16 @@ mod quorum_and_duplicates {
             matches!(e, HubEvent::PartitionModeEntered { .. })
         })
         .await;
-        assert_eq!(
-            entered,
-            HubEvent::PartitionModeEntered {
-                members: vec![full("a")]
+        // The event names the members a still counted when quorum went: itself, and at most
+        // the one peer whose link had not dropped yet (a member leaves only once no member
+        // still reaching it vouches for it, docs/cluster.md "Reachability").
+        match &entered {
+            HubEvent::PartitionModeEntered { members } => {
+                assert!(members.contains(&full("a")), "{members:?}");
+                assert!(members.len() < 3, "{members:?}");
             }
-        );
+            other => panic!("{other:?}"),
+        }
         cluster.net.heal();
         wait_event(&mut events, "quorum back", |e| {
             matches!(e, HubEvent::PartitionModeLeft { .. })

@@ -83,6 +83,10 @@ pub struct SimulateArgs {
     /// default: one run in three, as the seed says).
     #[arg(long)]
     pub partial_partitions: bool,
+    /// No seed draws partial faults (to judge a run by the invariants of the other faults
+    /// alone, as the tests of injected bugs do).
+    #[arg(long, conflicts_with_all = ["partial_partitions", "rotate_forced", "every_family"])]
+    pub no_partial_partitions: bool,
     /// Each job of the sweep stops at its first failing seed (to show that a bug is caught
     /// without running the seeds after it); the JSON's `seeds` counts the seeds that ran.
     #[arg(long)]
@@ -191,6 +195,9 @@ fn replay_as_run(seed: u64, args: &SimulateArgs) -> String {
     if args.partial_partitions {
         command.push_str(" --partial-partitions");
     }
+    if args.no_partial_partitions {
+        command.push_str(" --no-partial-partitions");
+    }
     command
 }
 
@@ -257,7 +264,13 @@ fn options(args: &SimulateArgs, keep_trace: bool) -> SimOptions {
             .map(|s| crate::cli::sync::parse_sync(s).expect("checked when parsed")),
         replicas: args.replication_factor.map(|k| k as usize),
         replication_model: args.replication_model,
-        partial_faults: args.partial_partitions.then_some(true),
+        partial_faults: if args.partial_partitions {
+            Some(true)
+        } else if args.no_partial_partitions {
+            Some(false)
+        } else {
+            None
+        },
         ..SimOptions::default()
     }
 }
@@ -465,6 +478,9 @@ fn sweep(args: &SimulateArgs) -> Result<ShardLine, String> {
         }
         if args.partial_partitions {
             command.arg("--partial-partitions");
+        }
+        if args.no_partial_partitions {
+            command.arg("--no-partial-partitions");
         }
         if args.rotate_forced {
             command.arg("--rotate-forced");
