@@ -251,6 +251,11 @@ fn seeds_that_found_gossip_bugs_keep_every_invariant() {
 /// on n1 and n4 for 10 s after every fault had healed); a record in a node's name newer than
 /// its own now raises its own above it. Each keeps every invariant, and measures its longest
 /// double run within connected nodes under the bound.
+///
+/// Seed 278 found a durable start answered `child_mapping_invalid` after its declaration took
+/// effect (the node its mapping named crashed in between, and the undeclare sent after it did not
+/// take effect across a cut link): such a child is now `pending`, declared, and runs when
+/// the node is a member again.
 #[test]
 fn seeds_that_found_partial_fault_bugs_keep_every_invariant() {
     if alone::ran_in_own_process(
@@ -264,7 +269,7 @@ fn seeds_that_found_partial_fault_bugs_keep_every_invariant() {
         ..SimOptions::default()
     };
     let mut measured = false;
-    for seed in [1, 8] {
+    for seed in [1, 8, 278] {
         let report = run_seed(seed, &options);
         assert!(
             report.failure.is_none(),

@@ -31,10 +31,10 @@ pub(crate) struct DeclaredStart {
 
 /// After the declaration is durable: start through the Coordinator and tell the caller what
 /// happened to each child. The declaration is the decisive half: a declared child whose start
-/// is not confirmed (its owner unreachable, slow, or without quorum) is `pending`, since the
-/// reconcile starts it. A child whose start can never succeed, was refused for want of disk or
-/// for its mapping, or failed in its own `pre_start`, is undeclared again (the caller is told it failed, so a
-/// reconcile round must not start it later), as are the children of a rolled-back request. A
+/// is not confirmed (its owner unreachable, slow, or without quorum, or the node its mapping
+/// names no longer a member) is `pending`, since the reconcile starts it. A child whose start
+/// can never succeed, was refused for want of disk, or failed in its own `pre_start`, is
+/// undeclared again (the caller is told it failed, so a reconcile round must not start it later), as are the children of a rolled-back request. A
 /// `fresh` child (neither declared nor running before this start) found already started was
 /// started by a reconcile round that saw the declaration first: it is reported started where it
 /// runs.
@@ -118,10 +118,11 @@ pub(crate) async fn start_declared(
                     | ChildStartError::InsufficientStorage { .. } => {
                         Some("their start was refused: the registry could not record them")
                     }
-                    // Checked again when the start is routed: the members may have changed
-                    // since the declaration.
+                    // Checked again when the start is routed. A missing or mismatched mapping
+                    // cannot pass the declaration and fail here; a node named that left the
+                    // members since (`ChildMappingInvalid`) leaves the child declared and
+                    // pending: it runs when the node is a member again.
                     ChildStartError::ChildMappingMissing
-                    | ChildStartError::ChildMappingInvalid { .. }
                     | ChildStartError::ChildMappingMismatch { .. } => {
                         Some("their mapping was refused when the start was routed")
                     }
@@ -135,6 +136,7 @@ pub(crate) async fn start_declared(
                     ChildStartError::NodeUnavailable { .. }
                         | ChildStartError::NodeReceiveTimeout
                         | ChildStartError::Partitioned
+                        | ChildStartError::ChildMappingInvalid { .. }
                 );
                 if unconfirmed && declared.contains(&e.id) {
                     result.pending.push(PendingStart {
