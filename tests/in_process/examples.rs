@@ -2,10 +2,12 @@
 //! doc says. The examples are what a new user copies first, so they are part of the suite.
 //!
 //! The binaries are those cargo builds for `--examples` beside this test's own binary
-//! (`target/<profile>/examples/`). `scripts/test.sh` has built them before the tests run; a
-//! focused run (`cargo test -p process_hub --test in_process examples::`) builds them first
-//! through the same cargo.
+//! (`target/<profile>/examples/<name>-<hash>`), found from cargo's report of the build.
+//! `scripts/test.sh` has built them before the tests run; a focused run
+//! (`cargo test -p process_hub --test in_process examples::`) builds them first through the
+//! same cargo.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -27,31 +29,65 @@ fn profile_dir() -> PathBuf {
 /// built with the same, so the build it made is reused instead of made again without them.
 const FEATURES_VAR: &str = "PROCESS_HUB_TEST_FEATURES";
 
-/// Builds the workspace's examples once per run (a no-op when they are fresh). Through
-/// `cargo test --no-run`, as the test build builds them (`--all-targets`): `cargo build` would
-/// build the library again for them, and the next test build would again for itself.
-fn build_examples() {
-    static BUILT: OnceLock<()> = OnceLock::new();
+/// Builds the workspace's examples once per run (a no-op when they are fresh) and returns where
+/// cargo put each one, by name. Built as programs (`cargo build`, not `cargo test --examples`,
+/// which would build each as a test harness) under the `test` profile, so the library the test
+/// build made is reused rather than built again. The paths come from cargo's own report, never
+/// from a guess that an older build may have left a stale binary behind.
+fn examples() -> &'static HashMap<String, PathBuf> {
+    static BUILT: OnceLock<HashMap<String, PathBuf>> = OnceLock::new();
     BUILT.get_or_init(|| {
         let mut cargo = Command::new(env!("CARGO"));
         cargo
-            .args(["test", "--workspace", "--examples", "--no-run"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
+            .args([
+                "build",
+                "--workspace",
+                "--examples",
+                "--message-format=json-render-diagnostics",
+            ])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdout(Stdio::piped());
         if let Ok(features) = std::env::var(FEATURES_VAR) {
             cargo.args(["--features", &features]);
         }
-        if profile_dir().file_name().is_some_and(|p| p == "release") {
-            cargo.arg("--release");
+        let profile = if profile_dir().file_name().is_some_and(|p| p == "release") {
+            "bench"
+        } else {
+            "test"
+        };
+        cargo.args(["--profile", profile]);
+        let output = cargo.output().expect("cargo runs");
+        assert!(
+            output.status.success(),
+            "building the examples failed: {}",
+            output.status
+        );
+        let mut built = HashMap::new();
+        for line in String::from_utf8_lossy(&output.stdout).lines() {
+            let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            let is_example = message["target"]["kind"]
+                .as_array()
+                .is_some_and(|kinds| kinds.iter().any(|k| k == "example"));
+            if let (true, Some(name), Some(exe)) = (
+                is_example,
+                message["target"]["name"].as_str(),
+                message["executable"].as_str(),
+            ) {
+                built.insert(name.to_string(), PathBuf::from(exe));
+            }
         }
-        let status = cargo.status().expect("cargo runs");
-        assert!(status.success(), "building the examples failed: {status}");
-    });
+        built
+    })
 }
 
 /// Runs example `name` with `args`; returns its stdout, after checking it exited 0.
 fn run(name: &str, args: &[&str]) -> String {
-    build_examples();
-    let binary = profile_dir().join("examples").join(name);
+    let binary = examples()
+        .get(name)
+        .unwrap_or_else(|| panic!("cargo built no example named {name}"))
+        .clone();
     let mut child = Command::new(&binary)
         .args(args)
         .stdout(Stdio::piped())
