@@ -27,8 +27,8 @@ pub struct Health {
     /// `"isolated"` while it was given seeds and no peer has authenticated for longer than its
     /// threshold (`unreached_seeds` says why per seed); `"partitioned"` while its side of a
     /// split has no quorum; `"set_aside"` while the reachability resolution keeps it out of
-    /// the ring (it reaches some members only through others). Only `"ok"` is ready
-    /// (`GET /v1/ready`).
+    /// the ring (it reaches some members only through others). Only `"ok"` with
+    /// `recovery_state` `"normal"` is ready (`GET /v1/ready`, [`Health::not_ready`]).
     #[serde(default)]
     pub status: String,
     /// Why the node is degraded, one sentence each; empty when `status` is `"ok"`.
@@ -72,6 +72,30 @@ pub struct Health {
     /// The same, per peer name as the peer claimed it (unauthenticated; at most 256 peers).
     #[serde(default)]
     pub peer_auth_failures_by_peer: std::collections::BTreeMap<String, u64>,
+}
+
+impl Health {
+    /// Why this node is not ready, or `None` when it is: ready means `status` is `"ok"` and
+    /// the first reconcile round is done (`recovery_state` `"normal"`). A node still
+    /// recovering has not yet restarted the durable children it owes the cluster, so a
+    /// rolling restart must not move on to the next node; a load balancer, a readiness probe
+    /// and the node's `READY=1` to systemd all use this one rule (`GET /v1/ready`).
+    pub fn not_ready(&self) -> Option<String> {
+        if self.status != "ok" {
+            return Some(format!(
+                "status {}: {}",
+                self.status,
+                self.problems.join("; ")
+            ));
+        }
+        if self.recovery_state != "normal" {
+            return Some(format!(
+                "recovery_state {}: the first reconcile round has not completed",
+                self.recovery_state
+            ));
+        }
+        None
+    }
 }
 
 /// A seed an isolated node could not reach (`Health::unreached_seeds`).

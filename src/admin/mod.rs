@@ -8,7 +8,7 @@
 //! | route | answer |
 //! |---|---|
 //! | `GET /v1/health` | [`Health`] |
-//! | `GET /v1/ready` | [`Health`] with 200 when its `status` is `"ok"`; else 503 `not_ready` naming the status and its problems (for a readiness probe: an isolated, partitioned or degraded node is not ready) |
+//! | `GET /v1/ready` | [`Health`] with 200 when its `status` is `"ok"` and its `recovery_state` `"normal"` ([`Health::not_ready`]); else 503 `not_ready` naming why (for a readiness probe: an isolated, partitioned, set-aside, degraded or recovering node is not ready) |
 //! | `GET /v1/children?limit=&after=` | `[`[`ChildView`]`]`: a page of this node's registry copy in id order; `x-next-after` and `Link` name the next page |
 //! | `GET /v1/children/{id}` | [`ChildView`] or 404 |
 //! | `POST /v1/children` | one [`StartSpec`] or an array, awaited -> [`StartResponse`] |
@@ -31,6 +31,9 @@
 //! `{"error": "snake_case_code", "message": "..."}` ([`AdminError`]).
 //! [`crate::Hub`] implements [`AdminOps`] (see `hub_ops`), so `router(hub)` serves a real hub.
 //!
+//! [`probe_router`] serves `GET /v1/health` and `GET /v1/ready` alone, without a token, for
+//! an orchestrator's probes (see `probes`).
+//!
 //! [`router_with`] takes an [`AdminConfig`]: a bearer token every request must present, and
 //! the bounds of a request ([`AdminLimits`]). Whatever the config, cross-origin requests and
 //! writes not declared `application/json` are refused (see `guard`), so a web page cannot
@@ -47,6 +50,7 @@ mod json_keys;
 mod members;
 mod messaging;
 mod page;
+mod probes;
 mod routes;
 mod strict;
 mod summary;
@@ -66,6 +70,7 @@ pub use hub_ops::{start_error_code, stop_error_code, ADMIN_REQUEST_TIMEOUT};
 pub use members::{MemberView, MembersResponse};
 pub use messaging::{message_error, CallOutcome, DEFAULT_CALL_TIMEOUT_MS, MAX_CALL_TIMEOUT_MS};
 pub use page::{ChildrenPage, PageCollector};
+pub use probes::{probe_router, ProbeAnswer};
 pub use routes::{router, router_with, AdminOps};
 pub use strict::{
     check_kind, check_kinds, check_values, parse_start_body, spec_from_text, start_spec_from_json,

@@ -266,18 +266,15 @@ async fn health<O: AdminOps>(State(r): State<Routes<O>>) -> Result<Json<Health>,
     r.ops.health().await.map(Json)
 }
 
-/// Ready only when healthy: 200 with the health when its status is `ok`, else 503
-/// `not_ready` naming the status and why (an isolated node serves only itself).
+/// Ready only when healthy and recovered ([`Health::not_ready`]): 200 with the health, else
+/// 503 `not_ready` naming the status or the recovery state and why (an isolated node serves
+/// only itself; a recovering one has not restarted what it owes yet).
 async fn ready<O: AdminOps>(State(r): State<Routes<O>>) -> Result<Json<Health>, AdminError> {
     let health = r.ops.health().await?;
-    if health.status == "ok" {
-        return Ok(Json(health));
+    match health.not_ready() {
+        None => Ok(Json(health)),
+        Some(why) => Err(AdminError::NotReady(why)),
     }
-    Err(AdminError::NotReady(format!(
-        "status {}: {}",
-        health.status,
-        health.problems.join("; ")
-    )))
 }
 
 /// `GET /v1/children`'s query: `limit` children after the id `after`.

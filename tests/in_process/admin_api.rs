@@ -21,6 +21,10 @@ struct FakeHub {
     not_ready: bool,
     /// The kinds it knows; `None`: it cannot tell (the trait's default).
     kinds: Option<Vec<String>>,
+    /// The health's `status` when not `"ok"`.
+    status: Option<&'static str>,
+    /// The first reconcile round has not completed (`recovery_state` `"recovering"`).
+    recovering: bool,
 }
 
 impl AdminOps for FakeHub {
@@ -32,10 +36,18 @@ impl AdminOps for FakeHub {
             node: "a@127.0.0.1".into(),
             hub: "h".into(),
             members: vec!["a@127.0.0.1".into(), "b@127.0.0.1".into()],
-            recovery_state: "normal".into(),
+            recovery_state: if self.recovering {
+                "recovering"
+            } else {
+                "normal"
+            }
+            .into(),
             parked: false,
-            status: "ok".into(),
-            problems: Vec::new(),
+            status: self.status.unwrap_or("ok").into(),
+            problems: self
+                .status
+                .map(|s| vec![format!("{s}: a reason")])
+                .unwrap_or_default(),
             partitioned: false,
             pending_work: 0,
             refused_peer_input: Default::default(),
@@ -138,6 +150,17 @@ async fn call(hub: &FakeHub, method: &str, path: &str, body: Option<Value>) -> (
     common::admin::call_admin(hub, method, path, body).await
 }
 
+/// `GET path` of the unauthenticated probe listener's routes over `hub`.
+async fn probe(hub: &FakeHub, path: &str) -> (StatusCode, Value) {
+    let request = axum::http::Request::builder()
+        .uri(path)
+        .body(axum::body::Body::empty())
+        .expect("a well-formed request");
+    let (status, bytes) =
+        common::admin::send(process_hub::admin::probe_router(hub.clone()), request).await;
+    (status, serde_json::from_slice(&bytes).expect("a JSON body"))
+}
+
 #[tokio::test]
 async fn health_reports_node_hub_sorted_members_and_recovery_state() {
     let hub = FakeHub::default();
@@ -159,6 +182,60 @@ async fn not_ready_is_503_with_error_code() {
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(body["error"], "not_ready");
     assert!(body["message"].as_str().unwrap().contains("starting"));
+}
+
+/// The readiness probe fails for every status but `ok` and while the node recovers; the
+/// liveness probe (`/v1/health`) answers 200 whatever the status, so a node that is only not
+/// ready is never restarted for it.
+#[tokio::test]
+async fn ready_only_when_ok_and_recovered_while_health_always_answers() {
+    let (status, body) = call(&FakeHub::default(), "GET", "/v1/ready", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "ok");
+    for not_ok in ["isolated", "partitioned", "degraded", "set_aside"] {
+        let hub = FakeHub {
+            status: Some(not_ok),
+            ..Default::default()
+        };
+        let (status, body) = call(&hub, "GET", "/v1/ready", None).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{not_ok}: {body}");
+        assert_eq!(body["error"], "not_ready");
+        let message = body["message"].as_str().unwrap();
+        assert!(message.contains(&format!("status {not_ok}")), "{message}");
+        let (status, body) = call(&hub, "GET", "/v1/health", None).await;
+        assert_eq!(status, StatusCode::OK, "{not_ok}: {body}");
+        assert_eq!(body["status"], not_ok);
+        // The probe listener says the same, and nothing more than the status.
+        let (status, body) = probe(&hub, "/v1/ready").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{not_ok}: {body}");
+        assert_eq!(body["error"], "not_ready");
+        assert!(!body["message"].as_str().unwrap().contains("a reason"), "{body}");
+        let (status, body) = probe(&hub, "/v1/health").await;
+        assert_eq!(status, StatusCode::OK, "{not_ok}: {body}");
+        assert_eq!(body, json!({"status": not_ok, "recovery_state": "normal"}));
+    }
+    let (status, body) = probe(&FakeHub::default(), "/v1/ready").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body, json!({"status": "ok", "recovery_state": "normal"}));
+    let (status, body) = probe(&FakeHub::default(), "/v1/children").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "only the probes: {body}");
+    let recovering = FakeHub {
+        recovering: true,
+        ..Default::default()
+    };
+    let (status, body) = call(&recovering, "GET", "/v1/ready", None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("recovering"),
+        "{body}"
+    );
+    let (status, body) = call(&recovering, "GET", "/v1/health", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["recovery_state"], "recovering");
+    let (status, body) = probe(&recovering, "/v1/ready").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let (status, body) = probe(&recovering, "/v1/health").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
 }
 
 #[tokio::test]
