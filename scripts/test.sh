@@ -97,6 +97,27 @@ if ! command -v iptables >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iptables >/dev/null
 fi
 
+# The deployment files' test (actors/tests/processes/deploy_files.rs) validates the Kubernetes
+# manifests with kubernetes-validate (PyPI; it carries the schemas, no network at run time) and
+# the systemd unit with `systemd-analyze verify` (Debian's systemd). Install them when missing.
+if ! command -v kubernetes-validate >/dev/null 2>&1; then
+  echo "==> installing kubernetes-validate (PyPI) for the deployment files' test" >&2
+  "$python" -m pip install --quiet kubernetes-validate \
+    || "$python" -m pip install --quiet --break-system-packages kubernetes-validate
+  # pip may put the script where PATH does not look (a user or pyenv bin directory).
+  PATH="$PATH:$("$python" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')"
+  export PATH
+fi
+if ! command -v systemd-analyze >/dev/null 2>&1; then
+  echo "==> installing systemd (apt-get) for systemd-analyze verify of the unit" >&2
+  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "error: systemd-analyze is missing and installing it needs root and apt-get: run 'apt-get install systemd' as root first" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null
+fi
+
 # The deterministic simulator: a sweep of seeds over whole clusters under faults, every
 # invariant checked after every step (docs/simulation.md). Sized to take a few minutes of CPU on
 # two cores with the dev build made above. Each seed forces one strategy family, rotating by seed

@@ -17,6 +17,7 @@ pub mod demo;
 pub mod harness;
 pub mod kv_shard;
 pub mod node;
+pub mod notify;
 /// `process-hub simulate`: only in a build with the `sim` feature (test-only code stays out of
 /// what ships).
 #[cfg(feature = "sim")]

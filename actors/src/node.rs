@@ -7,7 +7,10 @@
 //! the hub (the kinds of this crate, the registry backend of `--backend` under `--data-dir`),
 //! and the admin HTTP API on `--admin` (loopback unless told otherwise). Each step logs a line to
 //! stderr; the last one starts with `ready:` and names the bound addresses (useful when a port
-//! was 0). SIGTERM or SIGINT leaves the cluster gracefully ([`Hub::leave`]): the admin API stops,
+//! was 0). With `--probe`, it also serves the unauthenticated probe routes there. Under
+//! systemd (`$NOTIFY_SOCKET` set, see [`crate::notify`]) it sends `READY=1` once the node is
+//! ready by the rule of `GET /v1/ready` (status `ok`, the first reconcile round done),
+//! `STATUS=` lines while it is not, and `STOPPING=1` when it begins to leave. SIGTERM or SIGINT leaves the cluster gracefully ([`Hub::leave`]): the admin API stops,
 //! peers are told, the node's children are started on their next owners, the hub shuts down,
 //! the node's sessions close, and the process exits 0.
 
@@ -41,6 +44,14 @@ pub enum NodeError {
     #[error("admin API on {addr}: {source}")]
     Admin {
         /// The `--admin` address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The `--probe` address cannot be bound.
+    #[error("probe listener on {addr}: {source}")]
+    Probe {
+        /// The `--probe` address.
         addr: SocketAddr,
         /// The OS error.
         source: std::io::Error,
@@ -328,12 +339,31 @@ pub async fn run(settings: NodeSettings) -> Result<(), NodeError> {
         })
         .into_future(),
     );
+    let probes = match settings.probe {
+        Some(addr) => Some(serve_probes(addr, hub.clone()).await?),
+        None => None,
+    };
     say(&format!(
-        "ready: node {} hub {} cluster {} admin http://{admin}",
+        "ready: node {} hub {} cluster {} admin http://{admin}{}",
         hub.node(),
         hub.hub_id(),
-        settings.listen
+        settings.listen,
+        probes
+            .as_ref()
+            .map(|p| format!(" probes http://{}", p.addr))
+            .unwrap_or_default()
     ));
+    // Under systemd (`Type=notify`): READY=1 once the node is ready as `GET /v1/ready` says.
+    let notifier = match crate::notify::Notifier::from_env() {
+        Ok(notifier) => notifier.map(Arc::new),
+        Err(e) => {
+            tracing::warn!(error = %e, "the service manager's socket is unusable: no READY=1 is sent");
+            None
+        }
+    };
+    let readiness = notifier
+        .clone()
+        .map(|n| tokio::spawn(report_readiness(hub.clone(), n)));
 
     let mut join = join;
     let signal_name = tokio::select! {
@@ -349,7 +379,20 @@ pub async fn run(settings: NodeSettings) -> Result<(), NodeError> {
         }
     };
     say(&format!("{signal_name}: leaving the cluster"));
+    if let Some(task) = readiness {
+        task.abort();
+    }
+    if let Some(notifier) = &notifier {
+        if let Err(e) = notifier.stopping(&format!(
+            "{signal_name}: leaving the cluster, handing children over"
+        )) {
+            tracing::warn!(error = %e, "STOPPING=1 not sent");
+        }
+    }
     let _ = admin_stop_tx.send(());
+    if let Some(probes) = probes {
+        probes.stop().await;
+    }
     // Peers are told, this node's children start on their next owners, then the hub stops.
     let left = hub.leave().await;
     drop(hub);
@@ -357,8 +400,86 @@ pub async fn run(settings: NodeSettings) -> Result<(), NodeError> {
     cluster.shutdown();
     let _ = server.await;
     left?;
+    if let Some(notifier) = &notifier {
+        let _ = notifier.status("stopped: left the cluster");
+    }
     say("stopped");
     Ok(())
+}
+
+/// How often the readiness is looked at until the node is ready, then afterwards (for the
+/// `STATUS=` line `systemctl status` shows).
+const READINESS_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+const STATUS_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Tells the service manager the node's readiness: `STATUS=` lines naming why it is not ready
+/// yet, `READY=1` once [`process_hub::admin::Health::not_ready`] finds nothing (the rule of
+/// `GET /v1/ready`: status `ok` and the first reconcile round done), then a `STATUS=` line at
+/// each change of the health's status. Runs until aborted.
+async fn report_readiness(hub: Hub, notifier: Arc<crate::notify::Notifier>) {
+    use process_hub::admin::AdminOps;
+    let mut ready_sent = false;
+    let mut last = String::new();
+    loop {
+        let line = match AdminOps::health(&hub).await {
+            Ok(health) => match health.not_ready() {
+                None => format!("ready: {} members", health.members.len()),
+                Some(why) => format!("not ready: {why}"),
+            },
+            Err(e) => format!("not ready: {e}"),
+        };
+        let ready = line.starts_with("ready");
+        let sent = if ready && !ready_sent {
+            ready_sent = true;
+            notifier.ready(&line)
+        } else if line != last {
+            notifier.status(&line)
+        } else {
+            Ok(())
+        };
+        if let Err(e) = sent {
+            tracing::warn!(error = %e, "the service manager's socket refused a notification");
+        }
+        last = line;
+        tokio::time::sleep(if ready_sent { STATUS_POLL } else { READINESS_POLL }).await;
+    }
+}
+
+/// The probe listener (`--probe`) while it serves.
+struct Probes {
+    addr: SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), std::io::Error>>,
+}
+
+impl Probes {
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.task.await;
+    }
+}
+
+/// Serves [`process_hub::admin::probe_router`] on `addr`.
+async fn serve_probes(addr: SocketAddr, hub: Hub) -> Result<Probes, NodeError> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| NodeError::Probe { addr, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| NodeError::Probe { addr, source })?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(
+        axum::serve(listener, process_hub::admin::probe_router(hub))
+            .with_graceful_shutdown(async move {
+                let _ = stopped.await;
+            })
+            .into_future(),
+    );
+    Ok(Probes {
+        addr: bound,
+        stop,
+        task,
+    })
 }
 
 #[cfg(test)]

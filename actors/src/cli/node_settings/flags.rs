@@ -53,8 +53,9 @@ pub struct NodeFlags {
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
     /// The shared secret every node of the cluster must present (visible in the process
-    /// list: prefer --cookie-file). Default: $HOME/.process-hub.cookie, created when missing.
-    #[arg(long)]
+    /// list: prefer --cookie-file, or the environment variable PROCESS_HUB_COOKIE, which a
+    /// Kubernetes Secret can fill). Default: $HOME/.process-hub.cookie, created when missing.
+    #[arg(long, env = "PROCESS_HUB_COOKIE", hide_env_values = true)]
     pub cookie: Option<String>,
     /// A file holding the cookie (mode 0600: a file group or others can read is refused).
     #[arg(long)]
@@ -63,6 +64,11 @@ pub struct NodeFlags {
     /// carry `Authorization: Bearer <token>`. Required to bind --admin beyond loopback.
     #[arg(long)]
     pub admin_token_file: Option<PathBuf>,
+    /// Where to serve the orchestrator's probes, `GET /v1/health` (liveness) and
+    /// `GET /v1/ready` (readiness), without a token (HOST:PORT; off by default). They answer
+    /// only the health's status and recovery state: a kubelet's probe cannot present a secret.
+    #[arg(long)]
+    pub probe: Option<String>,
     /// Mutual TLS for the cluster transport: this node's certificate chain (PEM).
     #[arg(long)]
     pub tls_cert: Option<PathBuf>,
@@ -225,6 +231,7 @@ pub(super) struct FileSettings {
     pub(super) cookie: Option<String>,
     pub(super) cookie_file: Option<PathBuf>,
     pub(super) admin_token_file: Option<PathBuf>,
+    pub(super) probe: Option<String>,
     pub(super) tls_cert: Option<PathBuf>,
     pub(super) tls_key: Option<PathBuf>,
     pub(super) tls_ca: Option<PathBuf>,

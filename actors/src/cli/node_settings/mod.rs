@@ -39,6 +39,8 @@ pub struct NodeSettings {
     pub cookie: CookieSource,
     /// The admin API's bearer token file, if any (read when the node starts).
     pub admin_token_file: Option<PathBuf>,
+    /// Where the unauthenticated probe routes are served (`--probe`); `None`: not served.
+    pub probe: Option<SocketAddr>,
     /// Mutual TLS for the cluster transport; `None` for plain TCP.
     pub tls: Option<TlsFiles>,
     /// Registry backend.
@@ -231,6 +233,11 @@ impl NodeFlags {
             Some(raw) => parse_addr("admin", &raw)?,
             None => SocketAddr::from(([127, 0, 0, 1], 0)),
         };
+        let probe = self
+            .probe
+            .or(file.probe)
+            .map(|raw| parse_addr("probe", &raw))
+            .transpose()?;
         let join_raw = if self.join.is_empty() {
             file.join
         } else {
@@ -397,6 +404,7 @@ impl NodeFlags {
             data_dir,
             cookie,
             admin_token_file: self.admin_token_file.or(file.admin_token_file),
+            probe,
             tls,
             backend: self.backend.or(file.backend).unwrap_or_default(),
             nodedown_grace_ms: self.nodedown_grace_ms.or(file.nodedown_grace_ms),

@@ -348,3 +348,32 @@ fn log_format_and_isolation_threshold_come_from_the_flags_else_the_file() {
         "{err}"
     );
 }
+
+#[test]
+fn the_probe_listener_comes_from_the_flag_else_the_file_and_is_off_by_default() {
+    assert_eq!(flags().resolve().unwrap().probe, None);
+    let mut f = flags();
+    f.probe = Some("0.0.0.0:9001".into());
+    assert_eq!(
+        f.resolve().unwrap().probe,
+        Some("0.0.0.0:9001".parse().unwrap())
+    );
+    let mut f = flags();
+    f.probe = Some("probe-host:9001".into());
+    let err = f.resolve().unwrap_err().to_string();
+    assert!(err.contains("--probe"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("node.toml");
+    std::fs::write(
+        &path,
+        "hub = \"h\"\nname = \"b\"\nlisten = \"127.0.0.1:5000\"\nprobe = \"127.0.0.1:9001\"\n",
+    )
+    .unwrap();
+    let s = NodeFlags {
+        config: Some(path),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap();
+    assert_eq!(s.probe, Some("127.0.0.1:9001".parse().unwrap()));
+}
