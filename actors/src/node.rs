@@ -441,7 +441,12 @@ async fn report_readiness(hub: Hub, notifier: Arc<crate::notify::Notifier>) {
             tracing::warn!(error = %e, "the service manager's socket refused a notification");
         }
         last = line;
-        tokio::time::sleep(if ready_sent { STATUS_POLL } else { READINESS_POLL }).await;
+        tokio::time::sleep(if ready_sent {
+            STATUS_POLL
+        } else {
+            READINESS_POLL
+        })
+        .await;
     }
 }
 

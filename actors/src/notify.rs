@@ -57,11 +57,7 @@ impl Notifier {
                 use std::os::linux::net::SocketAddrExt;
                 SocketAddr::from_abstract_name(&bytes[1..])?
             }
-            _ => {
-                return Err(NotifyError::Address(
-                    address.to_string_lossy().into_owned(),
-                ))
-            }
+            _ => return Err(NotifyError::Address(address.to_string_lossy().into_owned())),
         };
         Ok(Self {
             socket: UnixDatagram::unbound()?,

@@ -42,7 +42,9 @@ pub fn probe_router<O: AdminOps>(ops: O) -> Router {
     Router::new()
         .route("/v1/health", get(live::<O>))
         .route("/v1/ready", get(ready::<O>))
-        .fallback(|| async { AdminError::NotFound("the probe listener serves /v1/health and /v1/ready".into()) })
+        .fallback(|| async {
+            AdminError::NotFound("the probe listener serves /v1/health and /v1/ready".into())
+        })
         .with_state(ops)
 }
 

@@ -209,7 +209,10 @@ async fn ready_only_when_ok_and_recovered_while_health_always_answers() {
         let (status, body) = probe(&hub, "/v1/ready").await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{not_ok}: {body}");
         assert_eq!(body["error"], "not_ready");
-        assert!(!body["message"].as_str().unwrap().contains("a reason"), "{body}");
+        assert!(
+            !body["message"].as_str().unwrap().contains("a reason"),
+            "{body}"
+        );
         let (status, body) = probe(&hub, "/v1/health").await;
         assert_eq!(status, StatusCode::OK, "{not_ok}: {body}");
         assert_eq!(body, json!({"status": not_ok, "recovery_state": "normal"}));

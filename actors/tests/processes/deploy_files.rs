@@ -112,17 +112,26 @@ fn the_kubernetes_manifests_validate_against_the_schemas() {
         "dns:process-hub-headless.$(POD_NAMESPACE).svc.cluster.local:4000",
         "runAsNonRoot: true",
     ] {
-        assert!(statefulset.contains(needle), "statefulset.yaml lacks {needle:?}");
+        assert!(
+            statefulset.contains(needle),
+            "statefulset.yaml lacks {needle:?}"
+        );
     }
     assert!(service.contains("clusterIP: None"), "{service}");
-    assert!(service.contains("publishNotReadyAddresses: true"), "{service}");
+    assert!(
+        service.contains("publishNotReadyAddresses: true"),
+        "{service}"
+    );
     let kustomization = read(&dir.join("kustomization.yaml"));
     for resource in kustomization
         .lines()
         .filter_map(|l| l.trim().strip_prefix("- "))
         .filter(|r| r.ends_with(".yaml"))
     {
-        assert!(dir.join(resource).is_file(), "kustomization names {resource}");
+        assert!(
+            dir.join(resource).is_file(),
+            "kustomization names {resource}"
+        );
     }
     assert_known_flags("statefulset.yaml", &statefulset, &node_flags());
 
@@ -151,7 +160,10 @@ fn the_kubernetes_manifests_validate_against_the_schemas() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "the manifests do not validate:\n{report}");
+    assert!(
+        out.status.success(),
+        "the manifests do not validate:\n{report}"
+    );
     for manifest in &manifests {
         let name = manifest.file_name().unwrap().to_string_lossy();
         assert!(
@@ -224,7 +236,10 @@ fn the_systemd_unit_verifies_with_the_real_binary() {
         let path = dir.path().join("process-hub.service");
         std::fs::write(
             &path,
-            text.replace("/usr/local/bin/process-hub", &binary().display().to_string()),
+            text.replace(
+                "/usr/local/bin/process-hub",
+                &binary().display().to_string(),
+            ),
         )
         .unwrap();
         let out = Command::new("systemd-analyze")
@@ -277,9 +292,8 @@ fn the_container_runs_the_binary_as_a_numeric_non_root_user() {
     let builder = &lines[..last_from];
     let runtime = &lines[last_from..];
     assert!(
-        builder.iter().any(|l| l.contains(
-            "cargo build --release --locked -p process_hub_actors --bin process-hub"
-        )),
+        builder.iter().any(|l| l
+            .contains("cargo build --release --locked -p process_hub_actors --bin process-hub")),
         "the builder builds the release binary"
     );
     let user = runtime
@@ -295,7 +309,11 @@ fn the_container_runs_the_binary_as_a_numeric_non_root_user() {
         .parse()
         .unwrap_or_else(|_| panic!("USER {user} is not numeric"));
     assert_ne!(uid, 0, "USER is root");
-    for needle in ["ENTRYPOINT [\"/usr/local/bin/process-hub\"]", "EXPOSE ", "VOLUME "] {
+    for needle in [
+        "ENTRYPOINT [\"/usr/local/bin/process-hub\"]",
+        "EXPOSE ",
+        "VOLUME ",
+    ] {
         assert!(
             runtime.iter().any(|l| l.starts_with(needle)),
             "the final stage lacks {needle}"
@@ -309,12 +327,12 @@ fn the_container_runs_the_binary_as_a_numeric_non_root_user() {
 
     // The binary needs no library the base lacks (this test build's binary links what the
     // release one does: the same crates, the same target).
-    let out = Command::new("readelf")
-        .args(["-d"])
-        .arg(binary())
-        .output();
+    let out = Command::new("readelf").args(["-d"]).arg(binary()).output();
     let Ok(out) = out else {
-        assert!(std::env::var("CI").is_err(), "readelf is missing under CI=true");
+        assert!(
+            std::env::var("CI").is_err(),
+            "readelf is missing under CI=true"
+        );
         eprintln!("SKIPPED: readelf is missing; the binary's libraries are not checked");
         return;
     };
@@ -391,7 +409,13 @@ fn a_notify_service_hears_ready_once_the_node_is_ready_and_stopping_on_sigterm()
     let mut child = Command::new(binary())
         .args(["node", "--hub", "h", "--name", "svc", "--listen", &listen])
         .args(["--admin", &admin.to_string(), "--probe", &probe.to_string()])
-        .args(["--backend", "durable", "--auto-recovery", "--reconcile-grace-ms", "500"])
+        .args([
+            "--backend",
+            "durable",
+            "--auto-recovery",
+            "--reconcile-grace-ms",
+            "500",
+        ])
         .arg("--data-dir")
         .arg(data.path().join("state"))
         .env("PROCESS_HUB_COOKIE", "notify-test-cookie")
@@ -422,9 +446,9 @@ fn a_notify_service_hears_ready_once_the_node_is_ready_and_stopping_on_sigterm()
     assert_eq!(http_status(probe, "/v1/ready"), Some(200));
     assert_eq!(http_status(probe, "/v1/health"), Some(200));
     assert!(
-        before_ready
-            .iter()
-            .all(|m| m.lines().all(|l| l == "READY=1" || l.starts_with("STATUS="))),
+        before_ready.iter().all(|m| m
+            .lines()
+            .all(|l| l == "READY=1" || l.starts_with("STATUS="))),
         "only READY=1 and STATUS= lines: {before_ready:?}"
     );
 
@@ -451,5 +475,8 @@ fn a_notify_service_hears_ready_once_the_node_is_ready_and_stopping_on_sigterm()
     // A log written to a file carries no colour codes.
     let text = log_text();
     assert!(text.contains("ready: node svc@"), "{text}");
-    assert!(!text.contains("\x1b["), "colour codes in a log file:\n{text}");
+    assert!(
+        !text.contains("\x1b["),
+        "colour codes in a log file:\n{text}"
+    );
 }
