@@ -214,6 +214,10 @@ impl HubBuilder {
         }
         telemetry::describe();
         let labels = telemetry::HubLabels::new(&shared.config.hub_id, &shared.node);
+        crate::telemetry::zero::register(&labels);
+        shared
+            .storage
+            .label_metrics(&shared.config.hub_id, &shared.node);
         shared
             .events
             .subscribe(crate::events::metrics::event_sink(labels));
@@ -743,7 +747,13 @@ impl Hub {
         id: impl Into<ChildId>,
         payload: Vec<u8>,
     ) -> Result<(), ChildMessageError> {
-        let id = id.into();
+        let result = self.cast_child_uncounted(id.into(), payload);
+        self.shared
+            .messages
+            .casted(result, |e: &ChildMessageError| e.code.as_str())
+    }
+
+    fn cast_child_uncounted(&self, id: ChildId, payload: Vec<u8>) -> Result<(), ChildMessageError> {
         if self.shared.coordinator().is_none() {
             // Between a Coordinator's failure and its restart the cast would be dropped.
             return Err(ChildMessageError {
@@ -767,7 +777,19 @@ impl Hub {
         payload: Vec<u8>,
         timeout: Duration,
     ) -> Result<Vec<u8>, ChildMessageError> {
-        let id = id.into();
+        let began = std::time::Instant::now();
+        let result = self.call_child_uncounted(id.into(), payload, timeout).await;
+        self.shared
+            .messages
+            .called(result, |e: &ChildMessageError| e.code.as_str(), began)
+    }
+
+    async fn call_child_uncounted(
+        &self,
+        id: ChildId,
+        payload: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, ChildMessageError> {
         let call = self.root.call(
             |reply| HubMsg::CallChild {
                 id: id.clone(),

@@ -171,6 +171,8 @@ pub(crate) struct HubShared {
     pub partition: crate::hub::coordinator::partition_flags::PartitionFlags,
     /// When each peer's registry was last applied here (the sync lag metric).
     pub sync_heard: crate::telemetry::metrics::SyncHeard,
+    /// Calls and casts to children made on this node, by outcome (metrics).
+    pub messages: crate::telemetry::messaging::MessageMetrics,
     /// The children this node ran before it booted, as its disk backend kept their rows:
     /// held from its redistribution passes until it may restore them (`core::boot_rows`).
     /// Set by the Registry at first boot; ended by the Coordinator.
@@ -216,6 +218,9 @@ impl HubShared {
             }
             None => config.node_name.clone(),
         };
+        let messages = crate::telemetry::messaging::MessageMetrics::new(
+            &crate::telemetry::metrics::HubLabels::new(&config.hub_id, &node),
+        );
         Self {
             membership: RwLock::new(Membership::alone(&node)),
             config,
@@ -246,6 +251,7 @@ impl HubShared {
             loads: crate::hub::coordinator::loads::Loads::default(),
             partition: crate::hub::coordinator::partition_flags::PartitionFlags::default(),
             sync_heard: Default::default(),
+            messages,
             boot_hold: std::sync::Mutex::new(None),
             #[cfg(feature = "sim")]
             bugs: BTreeSet::new(),

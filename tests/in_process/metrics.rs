@@ -186,3 +186,204 @@ fn the_grafana_dashboard_charts_only_exported_metrics() {
     }
     assert!(charted.len() >= 25, "{} metrics charted", charted.len());
 }
+
+/// The families of a scrape (its `# TYPE` lines), by name.
+fn families(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A node that has done nothing yet already shows every family an operator alerts on: the
+/// failure counters at zero (each reason), the request and storage histograms empty, the
+/// process and build metrics, and every sample carries `hub` and `node`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_node_shows_every_family_with_hub_and_node() {
+    if alone::ran_in_own_process(
+        module_path!(),
+        "a_fresh_node_shows_every_family_with_hub_and_node",
+    ) {
+        return;
+    }
+    process_hub::telemetry::install_prometheus().expect("the exporter installs");
+    let options = Options {
+        backend: process_hub::storage::BackendConfig::Lmdb { path: None },
+        ..Options::durable()
+    };
+    let cluster = TestCluster::with_nodes(32, &["a"], options).await;
+    let (text, samples) = scrape(cluster.hub("a")).await;
+
+    let families = families(&text);
+    assert!(
+        families.len() >= 25,
+        "{} families on a fresh node: {families:?}",
+        families.len()
+    );
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        assert!(
+            line.contains("hub=\"durable\"") && line.contains("node=\"a@test\""),
+            "a sample without hub and node: {line}"
+        );
+    }
+    let on = |extra: &[(&'static str, &'static str)]| {
+        let mut labels = vec![("hub", "durable"), ("node", "a@test")];
+        labels.extend_from_slice(extra);
+        labels
+    };
+    let present = |name: &str, extra: &[(&'static str, &'static str)]| {
+        let labels: BTreeMap<String, String> = on(extra)
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        samples.get(&(name.to_owned(), labels)).copied()
+    };
+    // Failure counters exist at zero before any failure, for each value of their label.
+    for (name, extra) in [
+        (
+            "process_hub_child_start_failures_total",
+            vec![("reason", "timeout")],
+        ),
+        (
+            "process_hub_child_start_failures_total",
+            vec![("reason", "other")],
+        ),
+        (
+            "process_hub_refused_peer_input_total",
+            vec![("reason", "parts")],
+        ),
+        ("process_hub_manifest_ship_failures_total", vec![]),
+        ("process_hub_manifest_ships_total", vec![]),
+        (
+            "process_hub_actor_restarts_total",
+            vec![("actor", "registry")],
+        ),
+        ("process_hub_peer_auth_failures_total", vec![]),
+        ("process_hub_child_exits_total", vec![("reason", "failed")]),
+        ("process_hub_calls_total", vec![("outcome", "ok")]),
+        ("process_hub_calls_total", vec![("outcome", "timeout")]),
+        ("process_hub_casts_total", vec![("outcome", "not_found")]),
+        ("process_hub_call_duration_seconds_count", vec![]),
+        ("process_hub_start_duration_seconds_count", vec![]),
+    ] {
+        assert_eq!(
+            present(name, &extra),
+            Some(0.0),
+            "{name} {extra:?}:\n{text}"
+        );
+    }
+    // The registry's disk commits are labelled with the hub, the node and the store.
+    assert!(
+        present(
+            "process_hub_storage_commit_duration_seconds_count",
+            &[("store", "registry")]
+        )
+        .is_some(),
+        "{text}"
+    );
+    assert!(
+        present(
+            "process_hub_storage_writes_per_commit_count",
+            &[("store", "registry")]
+        )
+        .is_some(),
+        "{text}"
+    );
+    // The build and the process.
+    assert_eq!(
+        present(
+            "process_hub_build_info",
+            &[("version", env!("CARGO_PKG_VERSION"))]
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    for name in [
+        "process_resident_memory_bytes",
+        "process_threads",
+        "process_open_fds",
+        "process_start_time_seconds",
+    ] {
+        assert!(
+            present(name, &[]).is_some_and(|v| v > 0.0),
+            "{name}:\n{text}"
+        );
+    }
+    assert!(
+        present("process_cpu_seconds_total", &[]).is_some(),
+        "{text}"
+    );
+    stop_all(&cluster).await;
+}
+
+/// Calls and casts made on a node are counted by outcome, and calls timed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_and_casts_are_counted_by_outcome() {
+    if alone::ran_in_own_process(module_path!(), "calls_and_casts_are_counted_by_outcome") {
+        return;
+    }
+    process_hub::telemetry::install_prometheus().expect("the exporter installs");
+    let cluster = TestCluster::with_nodes(33, &["a", "b"], Options::plain()).await;
+    let hub = cluster.hub("a");
+    let started = hub
+        .start_children(specs("msg-", 4), StartOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(started.started.len(), 4);
+    let get = br#"{"kind":"counter","command":{"op":"get"}}"#.to_vec();
+    for spec in specs("msg-", 4) {
+        hub.call_child(
+            spec.id.clone(),
+            get.clone(),
+            std::time::Duration::from_secs(5),
+        )
+        .await
+        .expect("the counter answers");
+    }
+    let missing = hub
+        .call_child(
+            "no-such-child",
+            get.clone(),
+            std::time::Duration::from_secs(1),
+        )
+        .await;
+    assert!(missing.is_err());
+    hub.cast_child("msg-0", get.clone()).expect("cast accepted");
+
+    let (text, a) = scrape(hub).await;
+    let on = |k: &'static str, v: &'static str| [("hub", "orders"), ("node", "a@test"), (k, v)];
+    assert_eq!(
+        value(&a, "process_hub_calls_total", &on("outcome", "ok")),
+        4.0,
+        "{text}"
+    );
+    let failed: f64 = a
+        .iter()
+        .filter(|((name, labels), _)| {
+            name == "process_hub_calls_total"
+                && labels.get("node").map(String::as_str) == Some("a@test")
+                && labels.get("outcome").map(String::as_str) != Some("ok")
+        })
+        .map(|(_, v)| v)
+        .sum();
+    assert_eq!(failed, 1.0, "{text}");
+    assert_eq!(
+        value(
+            &a,
+            "process_hub_call_duration_seconds_count",
+            &[("hub", "orders"), ("node", "a@test")]
+        ),
+        5.0,
+        "{text}"
+    );
+    assert_eq!(
+        value(&a, "process_hub_casts_total", &on("outcome", "ok")),
+        1.0,
+        "{text}"
+    );
+    stop_all(&cluster).await;
+}
