@@ -456,6 +456,15 @@ impl Hub {
         telemetry::HubLabels::new(&self.shared.config.hub_id, &self.shared.node)
     }
 
+    /// How far this node's registry copy is behind each member's, now: the age of the oldest
+    /// frame of the peer's registry stream not yet applied here, or how long the peer's next
+    /// proof of being in sync (a full sync, a gossip round caught up with) is overdue past one
+    /// and a half sync periods. Zero on an idle healthy cluster; it climbs while a peer's
+    /// stream is stuck. What `process_hub_sync_lag_seconds` shows.
+    pub fn sync_lag(&self) -> std::collections::BTreeMap<NodeName, Duration> {
+        self.shared.sync_lags().into_iter().collect()
+    }
+
     /// Peer input this node refused since the hub started, counted by reason (`parts`,
     /// `invalid_child`, `implausible_version`, `overloaded`): a peer that sends what no healthy
     /// node sends shows here, besides the warn line each refusal logs.

@@ -72,7 +72,9 @@ pub const MANIFEST_SHIPS: &str = "process_hub_manifest_ships_total";
 pub const MANIFEST_SHIP_FAILURES: &str = "process_hub_manifest_ship_failures_total";
 /// Hub actors that failed and were restarted, by actor.
 pub const ACTOR_RESTARTS: &str = "process_hub_actor_restarts_total";
-/// Seconds since this node last applied a registry delta or sync from a peer.
+/// How far this node's registry copy is behind a peer's, by peer: the age of the oldest frame
+/// of its stream not yet applied, or how long its next full sync (or gossip round caught up
+/// with) is overdue past one and a half sync periods (`crate::core::sync_lag`). 0 when idle.
 pub const SYNC_LAG: &str = "process_hub_sync_lag_seconds";
 /// Peer input this node refused, by reason.
 pub const REFUSED: &str = "process_hub_refused_peer_input_total";
@@ -242,7 +244,7 @@ pub fn describe() {
         describe_gauge!(
             SYNC_LAG,
             metrics::Unit::Seconds,
-            "Since the last registry delta or sync applied from a peer."
+            "How far this node's registry is behind the peer's (0 when in sync)."
         );
         describe_counter!(REFUSED, "Peer input refused, by reason.");
         describe_counter!(FRAMES, "Wire frames, by peer and direction.");
@@ -351,6 +353,20 @@ impl HubLabels {
         let labels = self.with("peer", peer);
         gauge!(PEER_SILENCE, &labels).set(silent.as_secs_f64());
         gauge!(PEER_SUSPECTED, &labels).set(f64::from(u8::from(suspected)));
+    }
+
+    /// `peer` came up: its frame counters exist from now on, at zero until a frame counts.
+    pub(crate) fn peer_up(&self, peer: &str) {
+        if !enabled() {
+            return;
+        }
+        for direction in ["in", "out"] {
+            let mut labels = self.with("peer", peer);
+            labels.push(("direction", direction.to_owned()));
+            counter!(FRAMES, &labels).increment(0);
+            counter!(BYTES, &labels).increment(0);
+        }
+        counter!(FRAMES_DROPPED, &self.with("peer", peer)).increment(0);
     }
 
     /// A frame to `peer` that could not be sent.
@@ -511,39 +527,6 @@ pub(crate) fn set_gauges(labels: &HubLabels, gauges: &Gauges) {
         gauge!(ISOLATED, &base).set(f64::from(u8::from(isolated)));
     }
     super::process::set(labels);
-}
-
-/// When each peer's registry was last heard from (a delta or a sync applied), for the sync
-/// lag gauge. Bounded by the members: a peer that leaves is forgotten.
-#[derive(Default)]
-pub(crate) struct SyncHeard(std::sync::Mutex<BTreeMap<NodeName, u64>>);
-
-impl SyncHeard {
-    pub(crate) fn heard(&self, peer: &NodeName, now_ms: u64) {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        match map.get_mut(peer) {
-            Some(at) => *at = now_ms,
-            None => {
-                map.insert(peer.clone(), now_ms);
-            }
-        }
-    }
-
-    pub(crate) fn forget(&self, peer: &str) {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(peer);
-    }
-
-    pub(crate) fn snapshot(&self) -> Vec<(NodeName, u64)> {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .map(|(k, v)| (k.clone(), *v))
-            .collect()
-    }
 }
 
 #[cfg(test)]

@@ -5,9 +5,13 @@
 use crate::common::{self, alone};
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
 
 use common::cluster::*;
-use process_hub::{Hub, StartOptions, StopOptions};
+use common::wait_until;
+use process_hub::cluster::wire::WireMsg;
+use process_hub::{Hub, StartOptions, StopOptions, SyncStrategy};
 
 /// One sample: its name and labels.
 type Series = (String, BTreeMap<String, String>);
@@ -336,20 +340,12 @@ async fn calls_and_casts_are_counted_by_outcome() {
     assert_eq!(started.started.len(), 4);
     let get = br#"{"kind":"counter","command":{"op":"get"}}"#.to_vec();
     for spec in specs("msg-", 4) {
-        hub.call_child(
-            spec.id.clone(),
-            get.clone(),
-            std::time::Duration::from_secs(5),
-        )
-        .await
-        .expect("the counter answers");
+        hub.call_child(spec.id.clone(), get.clone(), Duration::from_secs(5))
+            .await
+            .expect("the counter answers");
     }
     let missing = hub
-        .call_child(
-            "no-such-child",
-            get.clone(),
-            std::time::Duration::from_secs(1),
-        )
+        .call_child("no-such-child", get.clone(), Duration::from_secs(1))
         .await;
     assert!(missing.is_err());
     hub.cast_child("msg-0", get.clone()).expect("cast accepted");
@@ -385,5 +381,94 @@ async fn calls_and_casts_are_counted_by_outcome() {
         1.0,
         "{text}"
     );
+    stop_all(&cluster).await;
+}
+
+/// Every hub's sync lag for every other member (`Hub::sync_lag`, what the gauge shows).
+fn lags(cluster: &TestCluster, names: &[&str]) -> Vec<(String, String, Duration)> {
+    let mut out = Vec::new();
+    for name in names {
+        let lag = cluster.hub(name).sync_lag();
+        assert_eq!(
+            lag.len(),
+            names.len() - 1,
+            "{name} watches every peer: {lag:?}"
+        );
+        out.extend(
+            lag.into_iter()
+                .map(|(peer, d)| ((*name).to_owned(), peer, d)),
+        );
+    }
+    out
+}
+
+/// An idle healthy cluster shows no sync lag, however long it stays idle (two virtual
+/// minutes, 400 sync periods, sampled every second), with either sync strategy.
+#[tokio::test(start_paused = true)]
+async fn an_idle_cluster_shows_no_sync_lag() {
+    let gossip = SyncStrategy::Gossip {
+        interval_ms: 300,
+        recipients: 3,
+        restricted_init: true,
+    };
+    for sync in [SyncStrategy::PubSub, gossip] {
+        let names = ["a", "b", "c"];
+        let cluster =
+            TestCluster::with_nodes(34, &names, Options::plain().sync(sync.clone())).await;
+        let specs = specs("idle-", 6);
+        cluster
+            .hub("a")
+            .start_children(specs.clone(), StartOptions::new())
+            .await
+            .unwrap();
+        cluster
+            .wait_converged(&ids(&specs), "after the starts")
+            .await;
+        for second in 0..120 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            for (on, peer, lag) in lags(&cluster, &names) {
+                assert_eq!(
+                    lag,
+                    Duration::ZERO,
+                    "{sync:?}: {on}'s lag for {peer} after {second} s idle"
+                );
+            }
+        }
+        stop_all(&cluster).await;
+    }
+}
+
+/// A peer whose registry frames stop reaching a node (its full syncs held in the network)
+/// shows a sync lag that climbs on that node only, and falls back to zero once they arrive.
+#[tokio::test(start_paused = true)]
+async fn a_stuck_stream_makes_the_sync_lag_climb() {
+    let names = ["a", "b"];
+    let cluster = TestCluster::with_nodes(35, &names, Options::plain()).await;
+    let (a, b) = (full("a"), full("b"));
+    {
+        let (a, b) = (a.clone(), b.clone());
+        cluster
+            .net
+            .hold_frames(Some(Arc::new(move |from, to, msg: &WireMsg| {
+                from == b && to == a && msg.kind() == "full_sync"
+            })));
+    }
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let on_a = cluster.hub("a").sync_lag()[&b];
+    assert!(
+        on_a >= Duration::from_secs(20),
+        "a has had nothing of b's for 30 s of 0.3 s sync periods: {on_a:?}"
+    );
+    assert_eq!(
+        cluster.hub("b").sync_lag()[&a],
+        Duration::ZERO,
+        "a's stream to b flows"
+    );
+    cluster.net.hold_frames(None);
+    cluster.net.release_held();
+    wait_until("a's lag for b back to zero", || {
+        cluster.hub("a").sync_lag()[&b] == Duration::ZERO
+    })
+    .await;
     stop_all(&cluster).await;
 }
