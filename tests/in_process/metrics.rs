@@ -163,32 +163,83 @@ fn the_grafana_dashboard_charts_only_exported_metrics() {
     let dashboard: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
     let panels = dashboard["panels"].as_array().expect("panels");
     assert!(panels.len() >= 10);
-    let known: BTreeSet<&str> = process_hub::telemetry::metrics::ALL.into_iter().collect();
-    let mut charted = BTreeSet::new();
+    let mut exprs = Vec::new();
     for panel in panels {
         for target in panel["targets"].as_array().expect("targets") {
-            let expr = target["expr"].as_str().expect("a PromQL expression");
-            let mut rest = expr;
-            while let Some(at) = rest.find("process_hub_") {
-                let name: String = rest[at..]
-                    .chars()
-                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
-                    .collect();
-                let base = ["_bucket", "_count", "_sum"]
-                    .iter()
-                    .find_map(|suffix| name.strip_suffix(suffix))
-                    .unwrap_or(&name)
-                    .to_owned();
-                assert!(
-                    known.contains(base.as_str()),
-                    "{base} is not exported ({expr})"
-                );
-                charted.insert(base);
-                rest = &rest[at + name.len()..];
-            }
+            exprs.push(
+                target["expr"]
+                    .as_str()
+                    .expect("a PromQL expression")
+                    .to_owned(),
+            );
         }
     }
+    let charted = exported_names_in(&exprs);
     assert!(charted.len() >= 25, "{} metrics charted", charted.len());
+    for wanted in [
+        "process_hub_calls_total",
+        "process_hub_call_duration_seconds",
+        "process_resident_memory_bytes",
+        "process_hub_build_info",
+    ] {
+        assert!(charted.contains(wanted), "{wanted} is not charted");
+    }
+}
+
+/// The alert examples in `docs/` use only series the hub exports.
+#[test]
+fn the_alert_examples_use_only_exported_metrics() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/grafana/process_hub_alerts.yml"
+    );
+    let text = std::fs::read_to_string(path).expect("docs/grafana/process_hub_alerts.yml");
+    let exprs: Vec<String> = text
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| !l.starts_with('#') && !l.starts_with("- name:"))
+        .map(str::to_owned)
+        .collect();
+    let used = exported_names_in(&exprs);
+    for wanted in [
+        "process_hub_sync_lag_seconds",
+        "process_hub_child_start_failures_total",
+        "process_hub_refused_peer_input_total",
+        "process_resident_memory_bytes",
+    ] {
+        assert!(used.contains(wanted), "no alert on {wanted}");
+    }
+}
+
+/// Every metric name (`process_hub_*`, `process_*`) in `exprs`, checked to be one the hub
+/// exports (a histogram's `_bucket`, `_count` and `_sum` count as the histogram).
+fn exported_names_in(exprs: &[String]) -> BTreeSet<String> {
+    let known: BTreeSet<&str> = process_hub::telemetry::metrics::ALL
+        .into_iter()
+        .chain(process_hub::telemetry::metrics::PROCESS)
+        .collect();
+    let mut charted = BTreeSet::new();
+    for expr in exprs {
+        let mut rest = expr.as_str();
+        while let Some(at) = rest.find("process_") {
+            let name: String = rest[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect();
+            let base = ["_bucket", "_count", "_sum"]
+                .iter()
+                .find_map(|suffix| name.strip_suffix(suffix))
+                .unwrap_or(&name)
+                .to_owned();
+            assert!(
+                known.contains(base.as_str()),
+                "{base} is not exported ({expr})"
+            );
+            charted.insert(base);
+            rest = &rest[at + name.len()..];
+        }
+    }
+    charted
 }
 
 /// The families of a scrape (its `# TYPE` lines), by name.
