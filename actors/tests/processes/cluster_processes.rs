@@ -121,7 +121,8 @@ fn three_nodes_form_a_cluster_and_share_every_child() {
         );
     }
     // Present: at 0 where nothing failed yet, above 0 where a figure is known.
-    let checks: [(&str, fn(f64) -> bool); 6] = [
+    type Check = fn(f64) -> bool;
+    let checks: [(&str, Check); 6] = [
         ("process_hub_child_start_failures_total", |v: f64| v == 0.0),
         ("process_hub_refused_peer_input_total", |v: f64| v == 0.0),
         ("process_hub_wire_frames_dropped_total", |v: f64| v >= 0.0),
