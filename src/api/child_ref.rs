@@ -98,7 +98,10 @@ impl<M: Message> ChildRef<M> {
     /// `not_found`, `not_remotable`, `decode` (a local child of another message type) or
     /// `too_large`.
     pub fn cast(&self, msg: M) -> Result<(), ChildRefError> {
-        self.try_cast(msg).map_err(|(e, _)| e)
+        let result = self.try_cast(msg).map_err(|(e, _)| e);
+        self.hub
+            .messages
+            .casted(result, |e: &ChildRefError| e.code())
     }
 
     /// Sends the message `build` makes to every running replica of the child (with a
@@ -111,6 +114,14 @@ impl<M: Message> ChildRef<M> {
     /// Replicas this node cannot reach are skipped (logged); `decode`, `not_remotable` and
     /// `too_large` fail before anything is sent.
     pub fn cast_replicas(&self, build: impl Fn() -> M) -> Result<usize, ChildRefError> {
+        let result = self.cast_each_replica(build);
+        self.hub
+            .messages
+            .casted(result, |e: &ChildRefError| e.code())
+    }
+
+    /// [`ChildRef::cast_replicas`], uncounted.
+    fn cast_each_replica(&self, build: impl Fn() -> M) -> Result<usize, ChildRefError> {
         let nodes: Vec<NodeName> = self
             .hub
             .storage
@@ -160,6 +171,14 @@ impl<M: Message> ChildRef<M> {
     /// Like [`ChildRef::cast`], but while the child is between nodes it retries (re-resolving
     /// where it runs) until `timeout`.
     pub async fn cast_within(&self, msg: M, timeout: Duration) -> Result<(), ChildRefError> {
+        let result = self.cast_retrying(msg, timeout).await;
+        self.hub
+            .messages
+            .casted(result, |e: &ChildRefError| e.code())
+    }
+
+    /// [`ChildRef::cast_within`], uncounted.
+    async fn cast_retrying(&self, msg: M, timeout: Duration) -> Result<(), ChildRefError> {
         let deadline = Instant::now() + timeout;
         let mut msg = msg;
         let mut attempt = 0u32;
@@ -270,6 +289,19 @@ impl<M: Message> ChildRef<M> {
     /// twice to a node that may have handled it: a host that went down while the call waited
     /// is `unreachable`.
     pub async fn call<T, F>(&self, build: F, timeout: Duration) -> Result<T, ChildRefError>
+    where
+        T: Send + 'static,
+        F: FnOnce(RpcReplyPort<T>) -> M,
+    {
+        let began = std::time::Instant::now();
+        let result = self.call_following(build, timeout).await;
+        self.hub
+            .messages
+            .called(result, |e: &ChildRefError| e.code(), began)
+    }
+
+    /// [`ChildRef::call`], uncounted.
+    async fn call_following<T, F>(&self, build: F, timeout: Duration) -> Result<T, ChildRefError>
     where
         T: Send + 'static,
         F: FnOnce(RpcReplyPort<T>) -> M,

@@ -214,6 +214,10 @@ impl HubBuilder {
         }
         telemetry::describe();
         let labels = telemetry::HubLabels::new(&shared.config.hub_id, &shared.node);
+        crate::telemetry::zero::register(&labels);
+        shared
+            .storage
+            .label_metrics(&shared.config.hub_id, &shared.node);
         shared
             .events
             .subscribe(crate::events::metrics::event_sink(labels));
@@ -450,6 +454,15 @@ impl Hub {
 
     fn labels(&self) -> telemetry::HubLabels {
         telemetry::HubLabels::new(&self.shared.config.hub_id, &self.shared.node)
+    }
+
+    /// How far this node's registry copy is behind each member's, now: the age of the oldest
+    /// frame of the peer's registry stream not yet applied here, or how long the peer's next
+    /// proof of being in sync (a full sync, a gossip round caught up with) is overdue past one
+    /// and a half sync periods. Zero on an idle healthy cluster; it climbs while a peer's
+    /// stream is stuck. What `process_hub_sync_lag_seconds` shows.
+    pub fn sync_lag(&self) -> std::collections::BTreeMap<NodeName, Duration> {
+        self.shared.sync_lags().into_iter().collect()
     }
 
     /// Peer input this node refused since the hub started, counted by reason (`parts`,
@@ -743,7 +756,13 @@ impl Hub {
         id: impl Into<ChildId>,
         payload: Vec<u8>,
     ) -> Result<(), ChildMessageError> {
-        let id = id.into();
+        let result = self.cast_child_uncounted(id.into(), payload);
+        self.shared
+            .messages
+            .casted(result, |e: &ChildMessageError| e.code.as_str())
+    }
+
+    fn cast_child_uncounted(&self, id: ChildId, payload: Vec<u8>) -> Result<(), ChildMessageError> {
         if self.shared.coordinator().is_none() {
             // Between a Coordinator's failure and its restart the cast would be dropped.
             return Err(ChildMessageError {
@@ -767,7 +786,19 @@ impl Hub {
         payload: Vec<u8>,
         timeout: Duration,
     ) -> Result<Vec<u8>, ChildMessageError> {
-        let id = id.into();
+        let began = std::time::Instant::now();
+        let result = self.call_child_uncounted(id.into(), payload, timeout).await;
+        self.shared
+            .messages
+            .called(result, |e: &ChildMessageError| e.code.as_str(), began)
+    }
+
+    async fn call_child_uncounted(
+        &self,
+        id: ChildId,
+        payload: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, ChildMessageError> {
         let call = self.root.call(
             |reply| HubMsg::CallChild {
                 id: id.clone(),

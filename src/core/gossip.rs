@@ -254,6 +254,22 @@ impl<T> Streams<T> {
         due
     }
 
+    /// The origins of `heads` this node has applied up to their position (or past it, in
+    /// the same epoch), `me` excluded: everything they had sent when the positions were
+    /// gathered is applied here (the sync lag's proof of being in sync).
+    pub fn caught_up(&self, heads: &[Head], me: &str) -> Vec<NodeName> {
+        heads
+            .iter()
+            .filter(|(origin, epoch, seq)| {
+                origin != me
+                    && self.by_origin.get(origin).is_some_and(|s| {
+                        matches!(s.applied, Some((e, applied)) if e == *epoch && applied >= *seq)
+                    })
+            })
+            .map(|(origin, ..)| origin.clone())
+            .collect()
+    }
+
     /// The positions this node applied, per origin.
     pub fn heads(&self) -> Vec<Head> {
         self.by_origin

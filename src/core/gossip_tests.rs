@@ -209,3 +209,26 @@ proptest! {
         prop_assert_eq!(sorted.len(), applied.len());
     }
 }
+
+#[test]
+fn caught_up_names_the_origins_applied_up_to_the_round_s_position() {
+    let mut streams: Streams<u8> = Streams::default();
+    assert!(streams.synced("a", 1, 5, 0).is_some());
+    assert!(streams.synced("b", 1, 2, 0).is_some());
+    assert!(streams.synced("c", 7, 9, 0).is_some());
+    let heads = vec![
+        ("a".to_owned(), 1, 5), // applied exactly
+        ("b".to_owned(), 1, 3), // one behind
+        ("c".to_owned(), 8, 1), // another epoch
+        ("d".to_owned(), 1, 0), // never synced
+        ("me".to_owned(), 1, 4),
+    ];
+    assert_eq!(streams.caught_up(&heads, "me"), vec!["a".to_owned()]);
+    // A round gathered before the last delta applied here still counts.
+    assert!(matches!(streams.offer("b", 1, 3, 0, 0), Offer::Apply(_)));
+    assert!(matches!(streams.offer("b", 1, 4, 0, 0), Offer::Apply(_)));
+    assert_eq!(
+        streams.caught_up(&heads, "me"),
+        vec!["a".to_owned(), "b".to_owned()]
+    );
+}

@@ -32,6 +32,7 @@ pub mod redistribution;
 pub mod registry_write;
 pub mod remote_monitors;
 pub mod replication;
+pub mod sync_lag;
 
 mod intensity;
 mod plan;

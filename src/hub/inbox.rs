@@ -239,7 +239,16 @@ impl Inbox {
 fn to_registry(hub: &HubShared, msg: RegistryMsg) {
     match hub.registry() {
         Some(registry) => {
-            let _ = registry.cast(msg);
+            // Counted waiting before the cast, so the Registry cannot handle it first.
+            let sender = msg.stream_sender().cloned();
+            if let Some(peer) = &sender {
+                hub.sync_lag().received(peer, hub.mono_ms());
+            }
+            if registry.cast(msg).is_err() {
+                if let Some(peer) = &sender {
+                    hub.sync_lag().handled(peer);
+                }
+            }
         }
         // The next full sync heals what this carried.
         None => tracing::warn!("registry is restarting; a peer's registry update was skipped"),

@@ -159,12 +159,10 @@ pub(crate) fn gauges(shared: &HubShared) -> Gauges {
             last_mutator: snapshot.list.last_mutated_by() == Some(shared.node.as_str()),
         }
     });
-    let now = shared.clock.now_ms();
     let sync_lag = shared
-        .sync_heard
-        .snapshot()
+        .sync_lags()
         .into_iter()
-        .map(|(peer, at)| (peer, now.saturating_sub(at) as f64 / 1_000.0))
+        .map(|(peer, lag)| (peer, lag.as_secs_f64()))
         .collect();
     let connection = shared.network.as_ref().and_then(|n| n.connection());
     Gauges {

@@ -169,8 +169,10 @@ pub(crate) struct HubShared {
     pub loads: crate::hub::coordinator::loads::Loads,
     /// Partition mode and the membership lock (`Hub::is_partitioned`, `Hub::is_locked`).
     pub partition: crate::hub::coordinator::partition_flags::PartitionFlags,
-    /// When each peer's registry was last applied here (the sync lag metric).
-    pub sync_heard: crate::telemetry::metrics::SyncHeard,
+    /// How far this node's registry copy is behind each peer's (the sync lag metric).
+    pub sync_lag: std::sync::Mutex<crate::core::sync_lag::SyncLag>,
+    /// Calls and casts to children made on this node, by outcome (metrics).
+    pub messages: crate::telemetry::messaging::MessageMetrics,
     /// The children this node ran before it booted, as its disk backend kept their rows:
     /// held from its redistribution passes until it may restore them (`core::boot_rows`).
     /// Set by the Registry at first boot; ended by the Coordinator.
@@ -216,6 +218,9 @@ impl HubShared {
             }
             None => config.node_name.clone(),
         };
+        let messages = crate::telemetry::messaging::MessageMetrics::new(
+            &crate::telemetry::metrics::HubLabels::new(&config.hub_id, &node),
+        );
         Self {
             membership: RwLock::new(Membership::alone(&node)),
             config,
@@ -245,7 +250,8 @@ impl HubShared {
             handoffs: crate::hub::coordinator::handoffs::Handoffs::default(),
             loads: crate::hub::coordinator::loads::Loads::default(),
             partition: crate::hub::coordinator::partition_flags::PartitionFlags::default(),
-            sync_heard: Default::default(),
+            sync_lag: Default::default(),
+            messages,
             boot_hold: std::sync::Mutex::new(None),
             #[cfg(feature = "sim")]
             bugs: BTreeSet::new(),
@@ -253,6 +259,31 @@ impl HubShared {
             observer: None,
             epoch: tokio::time::Instant::now(),
         }
+    }
+
+    /// The sync lag's state (plain data: a panic elsewhere cannot leave it half-updated).
+    pub(crate) fn sync_lag(&self) -> std::sync::MutexGuard<'_, crate::core::sync_lag::SyncLag> {
+        self.sync_lag.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How far this node's registry copy is behind each peer's, now (see
+    /// [`crate::core::sync_lag`]): 0 while every peer's stream is in sync.
+    pub fn sync_lags(&self) -> Vec<(NodeName, std::time::Duration)> {
+        let now = self.mono_ms();
+        let grace = crate::core::sync_lag::grace_ms(self.config.sync_period_ms());
+        let peers: Vec<NodeName> = self
+            .members()
+            .into_iter()
+            .filter(|n| *n != self.node)
+            .collect();
+        let mut lag = self.sync_lag();
+        peers
+            .into_iter()
+            .map(|peer| {
+                let ms = lag.lag_ms(&peer, now, grace);
+                (peer, std::time::Duration::from_millis(ms))
+            })
+            .collect()
     }
 
     /// The children held by the boot hold (`core::boot_rows`), empty once it ended.

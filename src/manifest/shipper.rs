@@ -49,6 +49,8 @@ struct Shared {
     /// waits in the queue for the next one).
     actor: Mutex<Option<ActorRef<ShipperMsg>>>,
     epoch: Instant,
+    /// The hub and node its ships are counted for, once named ([`ManifestShipper::label_metrics`]).
+    labels: std::sync::OnceLock<(String, String)>,
 }
 
 impl Shared {
@@ -87,6 +89,7 @@ impl ManifestShipper {
                 shipped,
                 actor: Mutex::new(None),
                 epoch: Instant::now(),
+                labels: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -100,6 +103,12 @@ impl ManifestShipper {
         let shipper = Self::new(manifest, backoff);
         shipper.start(Arc::new(on_failure), None).await?;
         Ok(shipper)
+    }
+
+    /// Names the hub and node whose metrics count this shipper's ships (the first naming
+    /// holds); ships before it are not counted, so that no series lacks `hub` and `node`.
+    pub(crate) fn label_metrics(&self, hub: &str, node: &str) {
+        let _ = self.shared.labels.set((hub.to_owned(), node.to_owned()));
     }
 
     /// Starts (or, after a failure, restarts) the shipping actor, linked under `supervisor`
@@ -290,7 +299,9 @@ async fn ship(shared: &Shared, on_failure: &OnShipFailure, list: DeclaredList) {
                 );
             }
             shared.queue().on_shipped(version);
-            crate::telemetry::metrics::manifest_shipped();
+            if let Some((hub, node)) = shared.labels.get() {
+                crate::telemetry::metrics::manifest_shipped(hub, node);
+            }
             shared.shipped.send_modify(|v| {
                 *v = Some(v.map_or(version, |old| old.max(version)));
             });

@@ -368,6 +368,15 @@ impl DeclaredStore {
         .map_err(StorageError::Backend)
     }
 
+    /// Names the hub and node whose metrics this store's commits are recorded in.
+    pub(crate) fn label_metrics(&self, hub: &str, node: &str) {
+        match &self.medium {
+            Medium::Lmdb { engine, .. } => engine.label_metrics(hub, node),
+            #[cfg(feature = "sim")]
+            Medium::Simulated(_) => {}
+        }
+    }
+
     /// What the writer has committed so far.
     pub fn stats(&self) -> CommitStats {
         match &self.medium {

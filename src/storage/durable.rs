@@ -133,6 +133,10 @@ impl Storage for DurableStorage {
         "durable"
     }
 
+    fn label_metrics(&self, hub: &str, node: &str) {
+        self.engine.label_metrics(hub, node);
+    }
+
     fn submit(&self, batch: Vec<Mutation>) -> Commit {
         let now = now_ms();
         // Encode outside the lock; the memory values are exactly what goes to disk.

@@ -75,6 +75,10 @@ impl Storage for LmdbStorage {
         "lmdb"
     }
 
+    fn label_metrics(&self, hub: &str, node: &str) {
+        self.engine.label_metrics(hub, node);
+    }
+
     fn submit(&self, batch: Vec<Mutation>) -> Commit {
         match encode_batch(&batch, now_ms()) {
             Ok(ops) => self.engine.submit(ops),

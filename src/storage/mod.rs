@@ -106,6 +106,14 @@ pub trait Storage: Send + Sync + 'static {
     /// A short name for logs and benchmarks (`memory`, `lmdb`, `durable`, ...).
     fn name(&self) -> &'static str;
 
+    /// Names the hub and node that use this store, for the metrics it records itself (the
+    /// on-disk stores' commit time and writes per commit carry `hub` and `node` like every
+    /// other series): a store is opened before its hub knows the node's name, so the hub calls
+    /// this when it spawns. The default, for a store that records no metrics, does nothing.
+    fn label_metrics(&self, hub: &str, node: &str) {
+        let _ = (hub, node);
+    }
+
     /// Why the store cannot take writes right now, checked without writing (its file was
     /// removed or replaced under it); `None` when nothing is known to be wrong. Health reports
     /// it. The default knows of nothing.

@@ -72,7 +72,9 @@ pub const MANIFEST_SHIPS: &str = "process_hub_manifest_ships_total";
 pub const MANIFEST_SHIP_FAILURES: &str = "process_hub_manifest_ship_failures_total";
 /// Hub actors that failed and were restarted, by actor.
 pub const ACTOR_RESTARTS: &str = "process_hub_actor_restarts_total";
-/// Seconds since this node last applied a registry delta or sync from a peer.
+/// How far this node's registry copy is behind a peer's, by peer: the age of the oldest frame
+/// of its stream not yet applied, or how long its next full sync (or gossip round caught up
+/// with) is overdue past one and a half sync periods (`crate::core::sync_lag`). 0 when idle.
 pub const SYNC_LAG: &str = "process_hub_sync_lag_seconds";
 /// Peer input this node refused, by reason.
 pub const REFUSED: &str = "process_hub_refused_peer_input_total";
@@ -98,8 +100,44 @@ pub const PEER_AUTH_FAILURES: &str = "process_hub_peer_auth_failures_total";
 /// threshold (health `status: "isolated"`).
 pub const ISOLATED: &str = "process_hub_isolated";
 
-/// Every metric the hub records, by name (what a dashboard may chart).
-pub const ALL: [&str; 39] = [
+/// Typed calls and command calls made on this node, by outcome (`ok` or the error's code).
+pub const CALLS: &str = "process_hub_calls_total";
+/// Time of a call made on this node, from the send to the answer (or the failure).
+pub const CALL_SECONDS: &str = "process_hub_call_duration_seconds";
+/// Typed casts and command casts made on this node, by outcome (`ok` or the error's code).
+pub const CASTS: &str = "process_hub_casts_total";
+/// 1, labelled with the hub's `version` (what a dashboard shows per node, and what an alert
+/// on mixed versions during a rolling upgrade groups by).
+pub const BUILD_INFO: &str = "process_hub_build_info";
+/// The process's resident memory (bytes).
+pub const PROCESS_RESIDENT_MEMORY: &str = "process_resident_memory_bytes";
+/// The process's virtual memory (bytes).
+pub const PROCESS_VIRTUAL_MEMORY: &str = "process_virtual_memory_bytes";
+/// CPU time the process used, user and system (seconds; a gauge that only grows).
+pub const PROCESS_CPU_SECONDS: &str = "process_cpu_seconds_total";
+/// File descriptors the process holds open.
+pub const PROCESS_OPEN_FDS: &str = "process_open_fds";
+/// The process's limit of open file descriptors.
+pub const PROCESS_MAX_FDS: &str = "process_max_fds";
+/// When the process started (seconds since the Unix epoch).
+pub const PROCESS_START_TIME: &str = "process_start_time_seconds";
+/// Threads of the process.
+pub const PROCESS_THREADS: &str = "process_threads";
+
+/// The process metrics (Prometheus' usual names), read from `/proc` when scraped (Linux).
+pub const PROCESS: [&str; 7] = [
+    PROCESS_RESIDENT_MEMORY,
+    PROCESS_VIRTUAL_MEMORY,
+    PROCESS_CPU_SECONDS,
+    PROCESS_OPEN_FDS,
+    PROCESS_MAX_FDS,
+    PROCESS_START_TIME,
+    PROCESS_THREADS,
+];
+
+/// Every metric the hub records, by name (what a dashboard may chart; the process metrics are
+/// in [`PROCESS`]).
+pub const ALL: [&str; 43] = [
     CHILDREN,
     REGISTRY_ROWS,
     REGISTRY_UNBOUND_ROWS,
@@ -139,6 +177,10 @@ pub const ALL: [&str; 39] = [
     WRITES_PER_COMMIT,
     PEER_AUTH_FAILURES,
     ISOLATED,
+    CALLS,
+    CALL_SECONDS,
+    CASTS,
+    BUILD_INFO,
 ];
 
 /// Whether this process records the hub's metrics (on by default; a recorder still has to be
@@ -202,7 +244,7 @@ pub fn describe() {
         describe_gauge!(
             SYNC_LAG,
             metrics::Unit::Seconds,
-            "Since the last registry delta or sync applied from a peer."
+            "How far this node's registry is behind the peer's (0 when in sync)."
         );
         describe_counter!(REFUSED, "Peer input refused, by reason.");
         describe_counter!(FRAMES, "Wire frames, by peer and direction.");
@@ -232,6 +274,15 @@ pub fn describe() {
             ISOLATED,
             "1 while seeds were given and no peer authenticated."
         );
+        describe_counter!(CALLS, "Calls to children made here, by outcome.");
+        describe_histogram!(
+            CALL_SECONDS,
+            metrics::Unit::Seconds,
+            "Calls to children made here, send to answer."
+        );
+        describe_counter!(CASTS, "Casts to children made here, by outcome.");
+        describe_gauge!(BUILD_INFO, "1, labelled with the hub's version.");
+        super::process::describe();
     });
 }
 
@@ -304,6 +355,20 @@ impl HubLabels {
         gauge!(PEER_SUSPECTED, &labels).set(f64::from(u8::from(suspected)));
     }
 
+    /// `peer` came up: its frame counters exist from now on, at zero until a frame counts.
+    pub(crate) fn peer_up(&self, peer: &str) {
+        if !enabled() {
+            return;
+        }
+        for direction in ["in", "out"] {
+            let mut labels = self.with("peer", peer);
+            labels.push(("direction", direction.to_owned()));
+            counter!(FRAMES, &labels).increment(0);
+            counter!(BYTES, &labels).increment(0);
+        }
+        counter!(FRAMES_DROPPED, &self.with("peer", peer)).increment(0);
+    }
+
     /// A frame to `peer` that could not be sent.
     pub(crate) fn frame_dropped(&self, peer: &str) {
         if !enabled() {
@@ -316,31 +381,58 @@ impl HubLabels {
 /// A start failure's reason as a bounded label: its leading code when it is one of the hub's,
 /// else `other` (a reason may carry a kind's own message).
 pub fn failure_code(reason: &str) -> &'static str {
-    const CODES: [&str; 9] = [
-        "unknown_kind",
-        "invalid_args",
-        "invalid_child",
-        "pre_start_failed",
-        "already_started",
-        "timeout",
-        "partitioned",
-        "node_unavailable",
-        "registry_write_failed",
-    ];
     let head = reason
         .split(|c: char| !(c.is_ascii_lowercase() || c == '_'))
         .next()
         .unwrap_or_default();
-    CODES.into_iter().find(|c| *c == head).unwrap_or("other")
+    START_FAILURE_CODES
+        .into_iter()
+        .find(|c| *c == head)
+        .unwrap_or("other")
 }
 
-/// A storage commit of `writes` batches that took `took`.
-pub(crate) fn storage_commit(took: Duration, writes: usize) {
-    if !enabled() {
-        return;
+/// The `reason` values of [`START_FAILURES`]: the hub's own codes, then `other`.
+pub const START_FAILURE_CODES: [&str; 10] = [
+    "unknown_kind",
+    "invalid_args",
+    "invalid_child",
+    "pre_start_failed",
+    "already_started",
+    "timeout",
+    "partitioned",
+    "node_unavailable",
+    "registry_write_failed",
+    "other",
+];
+
+/// The series of one store's commits ([`COMMIT_SECONDS`], [`WRITES_PER_COMMIT`]): a store is
+/// opened before the hub that uses it knows its node's name, so the hub names them once it
+/// does ([`StoreMetrics::label`]); commits before that are not recorded, so that no series
+/// lacks `hub` and `node`.
+#[derive(Default)]
+pub(crate) struct StoreMetrics(std::sync::OnceLock<(metrics::Histogram, metrics::Histogram)>);
+
+impl StoreMetrics {
+    /// Names the hub and node of this store (`store`: `registry`, `declared`); the first
+    /// naming holds. Registers both histograms, so they are present before the first commit.
+    pub(crate) fn label(&self, hub: &str, node: &str, store: &'static str) {
+        let labels = HubLabels::new(hub, node).with("store", store);
+        let _ = self.0.set((
+            histogram!(COMMIT_SECONDS, &labels),
+            histogram!(WRITES_PER_COMMIT, &labels),
+        ));
     }
-    histogram!(COMMIT_SECONDS).record(took.as_secs_f64());
-    histogram!(WRITES_PER_COMMIT).record(writes as f64);
+
+    /// A commit of `writes` batches that took `took`.
+    pub(crate) fn commit(&self, took: Duration, writes: usize) {
+        if !enabled() {
+            return;
+        }
+        if let Some((seconds, per_commit)) = self.0.get() {
+            seconds.record(took.as_secs_f64());
+            per_commit.record(writes as f64);
+        }
+    }
 }
 
 /// A redistribution pass of hub `hub` on `node` ran.
@@ -348,11 +440,9 @@ pub(crate) fn redistribution_pass(hub: &str, node: &str) {
     HubLabels::new(hub, node).count(REDISTRIBUTIONS, None);
 }
 
-/// A remote manifest ship succeeded.
-pub(crate) fn manifest_shipped() {
-    if enabled() {
-        counter!(MANIFEST_SHIPS).increment(1);
-    }
+/// A remote manifest ship of hub `hub` on `node` succeeded.
+pub(crate) fn manifest_shipped(hub: &str, node: &str) {
+    HubLabels::new(hub, node).count(MANIFEST_SHIPS, None);
 }
 
 /// A remote manifest ship of hub `hub` on `node` failed.
@@ -436,39 +526,7 @@ pub(crate) fn set_gauges(labels: &HubLabels, gauges: &Gauges) {
     if let Some(isolated) = gauges.isolated {
         gauge!(ISOLATED, &base).set(f64::from(u8::from(isolated)));
     }
-}
-
-/// When each peer's registry was last heard from (a delta or a sync applied), for the sync
-/// lag gauge. Bounded by the members: a peer that leaves is forgotten.
-#[derive(Default)]
-pub(crate) struct SyncHeard(std::sync::Mutex<BTreeMap<NodeName, u64>>);
-
-impl SyncHeard {
-    pub(crate) fn heard(&self, peer: &NodeName, now_ms: u64) {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        match map.get_mut(peer) {
-            Some(at) => *at = now_ms,
-            None => {
-                map.insert(peer.clone(), now_ms);
-            }
-        }
-    }
-
-    pub(crate) fn forget(&self, peer: &str) {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(peer);
-    }
-
-    pub(crate) fn snapshot(&self) -> Vec<(NodeName, u64)> {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .map(|(k, v)| (k.clone(), *v))
-            .collect()
-    }
+    super::process::set(labels);
 }
 
 #[cfg(test)]

@@ -5,10 +5,13 @@
 //! refused, counted by every actor that refuses it).
 
 pub(crate) mod failure_tally;
+pub(crate) mod messaging;
 pub mod metrics;
+pub mod process;
 #[cfg(feature = "admin")]
 mod prometheus;
 pub(crate) mod refusals;
+pub(crate) mod zero;
 
 #[cfg(feature = "admin")]
 pub use prometheus::{install_prometheus, prometheus};

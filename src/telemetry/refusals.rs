@@ -25,6 +25,15 @@ pub(crate) enum Refusal {
 }
 
 impl Refusal {
+    /// Every reason, so that each count is shown from the start (at zero).
+    pub(crate) const ALL: [Refusal; 5] = [
+        Refusal::Parts,
+        Refusal::InvalidChild,
+        Refusal::ImplausibleVersion,
+        Refusal::Overloaded,
+        Refusal::Reachability,
+    ];
+
     /// The snake_case name reported to operators.
     pub(crate) fn name(self) -> &'static str {
         match self {

@@ -95,6 +95,45 @@ fn three_nodes_form_a_cluster_and_share_every_child() {
             "sorted, self included"
         );
     }
+    // A node that has done nothing yet exports every family, each sample with hub and node.
+    let scrape = cluster.nodes[0]
+        .client()
+        .get_text("/metrics")
+        .expect("metrics");
+    let families: BTreeSet<&str> = scrape
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(
+        families.len() >= 25,
+        "{} families:\n{scrape}",
+        families.len()
+    );
+    let node = &cluster.nodes[0].node_name;
+    for line in scrape
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        assert!(
+            line.contains("hub=\"") && line.contains(&format!("node=\"{node}\"")),
+            "a sample without hub and node: {line}"
+        );
+    }
+    // Present: at 0 where nothing failed yet, above 0 where a figure is known.
+    type Check = fn(f64) -> bool;
+    let checks: [(&str, Check); 6] = [
+        ("process_hub_child_start_failures_total", |v: f64| v == 0.0),
+        ("process_hub_refused_peer_input_total", |v: f64| v == 0.0),
+        ("process_hub_wire_frames_dropped_total", |v: f64| v >= 0.0),
+        ("process_hub_calls_total", |v: f64| v == 0.0),
+        ("process_hub_build_info", |v: f64| v == 1.0),
+        ("process_resident_memory_bytes", |v: f64| v > 0.0),
+    ];
+    for (name, check) in checks {
+        let value = series(&scrape, name, node);
+        assert!(value.is_some_and(check), "{name} = {value:?}:\n{scrape}");
+    }
     let started = cluster.nodes[1]
         .client()
         .start(&specs("c", CHILDREN))

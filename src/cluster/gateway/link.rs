@@ -174,6 +174,7 @@ impl LinkState {
             .insert(node.clone(), peer);
         if changed {
             tracing::info!(hub_id = %self.args.hub_id, %node, boot_token = %token, "peer hub up");
+            self.labels.peer_up(node);
             self.emit(TransportEvent::NodeUp {
                 node: node.clone(),
                 boot_token: token,

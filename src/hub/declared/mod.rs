@@ -353,6 +353,7 @@ impl Actor for DeclaredLeader {
     ) -> Result<Self::State, ActorProcessingErr> {
         let DeclaredLeaderArgs { hub, recovery } = args;
         let (store, found) = recovery.take_or_reopen_store().await?;
+        store.label_metrics(&hub.config.hub_id, &hub.node);
         let fetched = match &recovery.manifest {
             None => ManifestFetch::Disabled,
             Some(manifest) => {

@@ -35,6 +35,7 @@ use crate::hub::protocol::endpoint::{
 use crate::hub::protocol::HubMsg;
 use crate::model::validate_child;
 use crate::model::ChildId;
+use crate::types::ChildRefError;
 
 pub(crate) struct Endpoint;
 
@@ -134,7 +135,8 @@ impl Actor for Endpoint {
                 args,
                 within_ms: 0,
             } => {
-                let outcome = match cast_serialized(hub, &id, variant, args) {
+                let cast = cast_serialized(hub, &id, variant, args);
+                let outcome = match hub.messages.casted(cast, |e: &ChildRefError| e.code()) {
                     Ok(()) => EndpointReply::Cast,
                     Err(e) => EndpointReply::ChildFailed(Json(e)),
                 };
@@ -353,7 +355,12 @@ async fn serve(
             timeout_ms,
         } => {
             let timeout = Duration::from_millis(timeout_ms);
-            match call_serialized(hub, &id, variant, args, timeout).await {
+            let began = std::time::Instant::now();
+            let called = call_serialized(hub, &id, variant, args, timeout).await;
+            match hub
+                .messages
+                .called(called, |e: &ChildRefError| e.code(), began)
+            {
                 Ok(answer) => EndpointReply::Called(answer),
                 Err(e) => EndpointReply::ChildFailed(Json(e)),
             }
@@ -365,7 +372,8 @@ async fn serve(
             within_ms,
         } => {
             let within = Duration::from_millis(within_ms);
-            match cast_serialized_within(hub, &id, variant, args, within).await {
+            let cast = cast_serialized_within(hub, &id, variant, args, within).await;
+            match hub.messages.casted(cast, |e: &ChildRefError| e.code()) {
                 Ok(()) => EndpointReply::Cast,
                 Err(e) => EndpointReply::ChildFailed(Json(e)),
             }

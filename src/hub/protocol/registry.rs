@@ -123,4 +123,19 @@ pub(crate) enum RegistryMsg {
     Probe,
 }
 
+impl RegistryMsg {
+    /// The peer whose registry stream this frame is part of, as it came off the wire (the
+    /// sync lag counts it waiting from its arrival until the Registry handled it).
+    pub(crate) fn stream_sender(&self) -> Option<&NodeName> {
+        match self {
+            RegistryMsg::Merge { from, .. }
+            | RegistryMsg::PeerSync { from, .. }
+            | RegistryMsg::PeerSyncPart { from, .. }
+            | RegistryMsg::GossipDelta { from, .. }
+            | RegistryMsg::GossipSync { from, .. } => Some(from),
+            _ => None,
+        }
+    }
+}
+
 impl ractor::Message for RegistryMsg {}

@@ -401,6 +401,13 @@ impl RegistryState {
             .filter(|(origin, ..)| members.contains(origin))
             .cloned()
             .collect();
+        {
+            let at = self.shared.mono_ms();
+            let mut lag = self.shared.sync_lag();
+            for origin in self.gossip.streams.caught_up(&known, &self.shared.node) {
+                lag.in_sync(&origin, at);
+            }
+        }
         let behind =
             self.gossip
                 .streams

@@ -234,12 +234,10 @@ impl RegistryState {
     fn plan_op(&mut self, op: RegistryOp, turn: &mut TurnOut) {
         let shared = self.shared.clone();
         match op {
-            RegistryOp::Merge { from, changes } => {
-                shared.sync_heard.heard(&from, shared.clock.now_ms());
-                self.plan_merge(&from, changes, turn);
-            }
+            RegistryOp::Merge { from, changes } => self.plan_merge(&from, changes, turn),
             RegistryOp::Sync { from, rows } => {
-                shared.sync_heard.heard(&from, shared.clock.now_ms());
+                // The peer's whole set of observations: everything it had sent is applied.
+                shared.sync_lag().in_sync(&from, shared.mono_ms());
                 self.plan_sync(&from, rows, turn);
             }
             RegistryOp::Reap { node, ttl } => self.plan_reap(&node, ttl, turn),
@@ -310,7 +308,7 @@ impl RegistryState {
     /// Peer `node` went down: its unfinished sync and its gossip stream are forgotten.
     fn peer_down(&mut self, node: &NodeName) {
         self.sync_parts.forget(node);
-        self.shared.sync_heard.forget(node);
+        self.shared.sync_lag().forget(node);
         self.gossip.forget(node);
     }
 
@@ -576,6 +574,8 @@ impl Actor for Registry {
         args: RegistryArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let shared = args.shared;
+        // What a predecessor's mailbox held is gone, not waiting.
+        shared.sync_lag().registry_restarted();
         if args.strip_local {
             open_kept_rows(&shared).await?;
         }
@@ -617,6 +617,7 @@ impl Actor for Registry {
         msg: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        let stream_sender = msg.stream_sender().cloned();
         match msg {
             RegistryMsg::Write { ops, done } => state.write(ops, done),
             RegistryMsg::Merge { from, changes } => {
@@ -666,6 +667,9 @@ impl Actor for Registry {
             RegistryMsg::SendFullSync { to } => state.send_full_sync(to.as_ref()),
             RegistryMsg::WriteFailed => state.write_failed(&myself),
             RegistryMsg::Probe => state.probe(),
+        }
+        if let Some(peer) = stream_sender {
+            state.shared.sync_lag().handled(&peer);
         }
         Ok(())
     }

@@ -169,6 +169,7 @@ async fn spawn_role(
                     }
                 })
             });
+            shipper.label_metrics(&shared.config.hub_id, &shared.node);
             shipper.start(on_failure, Some(myself)).await?
         }
         Role::Endpoint => {

@@ -116,6 +116,8 @@ pub(crate) struct Engine {
     env: Env<WithoutTls>,
     data: Db,
     path: PathBuf,
+    /// What the store holds (`registry`, `declared`): the `store` label of its metrics.
+    kind: &'static str,
     identity: Arc<FileIdentity>,
     /// Read transactions hold it shared; the writer takes it exclusively to grow the map, which
     /// LMDB allows only while no transaction of the process is open.
@@ -222,6 +224,7 @@ impl Engine {
             env,
             data,
             path: path.to_owned(),
+            kind: spec.kind,
             identity,
             resizing,
         })
@@ -274,6 +277,11 @@ impl Engine {
             f(key, value);
         }
         Ok(())
+    }
+
+    /// Names the hub and node whose metrics this store's commits are recorded in.
+    pub(crate) fn label_metrics(&self, hub: &str, node: &str) {
+        self.writer.label_metrics(hub, node, self.kind);
     }
 
     /// What the writer has committed so far.

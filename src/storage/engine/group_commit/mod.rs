@@ -75,6 +75,8 @@ struct Counters {
     batches_failed: AtomicU64,
     /// Batches ever submitted: with what the writer has taken, how many are queued.
     submitted: AtomicU64,
+    /// The commit metrics, once the hub named this store.
+    metrics: crate::telemetry::metrics::StoreMetrics,
 }
 
 struct Job<B> {
@@ -157,6 +159,11 @@ impl<B: Send + 'static> GroupCommitter<B> {
         queue.send(job).map_err(|mpsc::SendError(job)| job.done)
     }
 
+    /// Names the hub and node whose metrics this writer's commits are recorded in.
+    pub(crate) fn label_metrics(&self, hub: &str, node: &str, store: &'static str) {
+        self.counters.metrics.label(hub, node, store);
+    }
+
     /// What the writer has done so far.
     pub(crate) fn stats(&self) -> CommitStats {
         CommitStats {
@@ -237,7 +244,7 @@ impl<S: GroupSink> Writer<S> {
             let writes = group.len();
             self.commit_isolated(group, &mut answers);
             self.last_commit = began.elapsed();
-            crate::telemetry::metrics::storage_commit(self.last_commit, writes);
+            self.counters.metrics.commit(self.last_commit, writes);
             self.hand_out(answers, &notify);
         }
     }
