@@ -88,6 +88,7 @@ pub use types::{
     StoppedChild,
 };
 // A cluster node as a library user builds one (docs/cluster.md, "Running nodes from a library").
+pub use cluster::discovery::Discovery;
 pub use cluster::node::{ClusterConfig, ClusterError, ClusterNode, TlsConfig};
 pub use cluster::IntoNetwork;
 

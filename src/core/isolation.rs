@@ -114,6 +114,9 @@ pub struct SeedWatch {
     peers: usize,
     /// When the node last went without peers (its start, or its last peer's loss).
     alone_since: Instant,
+    /// Whether seeds also come from discovery (DNS): such a node expects peers even while its
+    /// seed set is empty, so it is never `Alone`.
+    discovering: bool,
 }
 
 impl SeedWatch {
@@ -129,7 +132,26 @@ impl SeedWatch {
             isolated_after,
             peers: 0,
             alone_since: now,
+            discovering: false,
         }
+    }
+
+    /// The same watch for a node whose seeds also come from discovery: it expects peers even
+    /// before (or while) discovery finds none, so it reports `Joining`, then `Isolated`, and
+    /// never `Alone`.
+    pub fn discovering(mut self) -> Self {
+        self.discovering = true;
+        self
+    }
+
+    /// A seed found by discovery; no effect when it is already a seed.
+    pub fn add_seed(&mut self, seed: String) {
+        self.seeds.entry(seed).or_insert(None);
+    }
+
+    /// A seed discovery no longer lists: it no longer counts for isolation.
+    pub fn forget_seed(&mut self, seed: &str) {
+        self.seeds.remove(seed);
     }
 
     /// The threshold in use.
@@ -171,7 +193,7 @@ impl SeedWatch {
 
     /// The node's connectivity at `now`.
     pub fn verdict(&self, now: Instant) -> Connectivity {
-        if self.seeds.is_empty() {
+        if self.seeds.is_empty() && !self.discovering {
             return Connectivity::Alone;
         }
         if self.peers > 0 {
@@ -341,6 +363,34 @@ mod tests {
 
     fn watch(seeds: &[&str], t0: Instant) -> SeedWatch {
         SeedWatch::new(seeds.iter().map(|s| (*s).to_owned()), AFTER, t0)
+    }
+
+    #[test]
+    fn a_discovering_node_without_seeds_yet_is_joining_then_isolated_never_alone() {
+        let t0 = Instant::now();
+        let mut w = watch(&[], t0).discovering();
+        assert!(matches!(w.verdict(t0), Connectivity::Joining { .. }));
+        let later = t0 + AFTER + Duration::from_secs(1);
+        assert!(matches!(
+            w.verdict(later),
+            Connectivity::Isolated { ref unreached, .. } if unreached.is_empty()
+        ));
+        // A discovered seed is named while isolated; forgotten, it is no longer.
+        w.add_seed("10.233.0.2:7100".into());
+        w.failed("10.233.0.2:7100", SeedFailure::NoRoute, "refused");
+        match w.verdict(later) {
+            Connectivity::Isolated { unreached, .. } => {
+                assert_eq!(unreached.len(), 1);
+                assert_eq!(unreached[0].reason, SeedFailure::NoRoute);
+            }
+            other => panic!("{other:?}"),
+        }
+        w.forget_seed("10.233.0.2:7100");
+        assert!(!w.is_seed("10.233.0.2:7100"));
+        w.sessions(1, later);
+        assert_eq!(w.verdict(later), Connectivity::Connected);
+        // Without discovery, no seeds is a deliberate single node.
+        assert_eq!(watch(&[], t0).verdict(later), Connectivity::Alone);
     }
 
     #[test]
