@@ -23,6 +23,7 @@ mod cluster_processes;
 mod cluster_secrets;
 mod ctl_processes;
 mod demo;
+mod dns_discovery_processes;
 mod durable_processes;
 mod forgery_processes;
 mod gossip_processes;
