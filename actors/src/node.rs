@@ -291,10 +291,9 @@ pub async fn run(settings: NodeSettings) -> Result<(), NodeError> {
     let tls_on = secrets.tls.is_some();
     cluster_config.tls = secrets.tls;
     let cluster = Arc::new(ClusterNode::start(cluster_config).await?);
-    let discovery = settings
-        .discovery
-        .as_ref()
-        .map_or(String::new(), |d| format!(", discovery: {d} every {:?}", d.interval()));
+    let discovery = settings.discovery.as_ref().map_or(String::new(), |d| {
+        format!(", discovery: {d} every {:?}", d.interval())
+    });
     say(&format!(
         "cluster: node {} listening on {} ({}, seeds: {:?}{discovery})",
         cluster.local_node(),

@@ -241,7 +241,9 @@ impl DnsSeeds {
         let options = builder.options_mut();
         options.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
         options.cache_size = 0;
-        options.timeout = options.timeout.min(discovery.interval().max(Duration::from_secs(1)));
+        options.timeout = options
+            .timeout
+            .min(discovery.interval().max(Duration::from_secs(1)));
         Ok(Self {
             resolver: builder.build(),
             discovery,

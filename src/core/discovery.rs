@@ -6,9 +6,11 @@
 //! zone transfer, while the node behind it still runs and answers heartbeats. So the plan has
 //! two verbs only, *dial* and *forget* (stop dialling), and no verb for disconnecting: a member
 //! DNS lost keeps its session, and leaves the cluster only when the failure detector and the
-//! reachability rules say so. A forgotten address that still has a session stays a known peer
-//! (the membership actor reconnects to every peer it has had, as it does for peers it learned
-//! from other nodes); one without a session is no longer dialled.
+//! reachability rules say so. An address DNS dropped that still has a session *lingers*: it
+//! stays a known peer, reconnected like any other, until DNS lists it again (it is a seed
+//! again) or its session is gone at a later answer (it is forgotten then, so that the
+//! addresses of pods long replaced are not dialled forever). One without a session is
+//! forgotten at once.
 //!
 //! The answer is untrusted input: it is deduplicated, this node's own addresses and the static
 //! seeds are taken out, and at most [`MAX_SEEDS_PER_ANSWER`] addresses are taken from it (the
@@ -34,7 +36,9 @@ pub struct DiscoveryView<'a> {
     pub static_seeds: &'a BTreeSet<SocketAddr>,
     /// Addresses that reach this node itself.
     pub own: &'a [SocketAddr],
-    /// Discovered addresses that have an authenticated session now.
+    /// Addresses DNS dropped while they had a session (the result of the previous plan).
+    pub lingering: &'a BTreeSet<SocketAddr>,
+    /// Discovered and lingering addresses that have an authenticated session now.
     pub connected: &'a BTreeSet<SocketAddr>,
 }
 
@@ -45,11 +49,14 @@ pub struct DiscoveryPlan {
     pub discovered: BTreeSet<SocketAddr>,
     /// New seeds: start dialling them (the same path as a static seed).
     pub dial: Vec<SocketAddr>,
-    /// Seeds DNS dropped that have no session: stop dialling them.
+    /// Seeds DNS dropped that have no session, and lingering addresses whose session is gone:
+    /// stop dialling them.
     pub forget: Vec<SocketAddr>,
     /// Seeds DNS dropped that are still connected: they leave the seed set but stay known
     /// peers, reconnected like any peer this node has had; nothing closes their session.
     pub keep_as_peer: Vec<SocketAddr>,
+    /// The addresses lingering after this answer (kept as peers, not in DNS).
+    pub lingering: BTreeSet<SocketAddr>,
     /// Addresses of the answer left out beyond [`MAX_SEEDS_PER_ANSWER`].
     pub truncated: usize,
 }
@@ -69,16 +76,26 @@ pub fn plan(view: DiscoveryView<'_>, answer: &[SocketAddr]) -> DiscoveryPlan {
         .difference(view.discovered)
         .copied()
         .collect::<Vec<_>>();
-    let (keep_as_peer, forget): (Vec<SocketAddr>, Vec<SocketAddr>) = view
+    let (keep_as_peer, mut forget): (Vec<SocketAddr>, Vec<SocketAddr>) = view
         .discovered
         .difference(&discovered)
         .copied()
         .partition(|a| view.connected.contains(a));
+    let mut lingering: BTreeSet<SocketAddr> = keep_as_peer.iter().copied().collect();
+    for addr in view.lingering.difference(&discovered) {
+        if view.connected.contains(addr) {
+            lingering.insert(*addr);
+        } else {
+            forget.push(*addr);
+        }
+    }
+    forget.sort();
     DiscoveryPlan {
         discovered,
         dial,
         forget,
         keep_as_peer,
+        lingering,
         truncated,
     }
 }
@@ -95,6 +112,8 @@ mod tests {
         lasts.iter().map(|l| addr(*l)).collect()
     }
 
+    static NONE: BTreeSet<SocketAddr> = BTreeSet::new();
+
     fn view<'a>(
         discovered: &'a BTreeSet<SocketAddr>,
         static_seeds: &'a BTreeSet<SocketAddr>,
@@ -105,6 +124,7 @@ mod tests {
             discovered,
             static_seeds,
             own,
+            lingering: &NONE,
             connected,
         }
     }
@@ -192,27 +212,75 @@ mod tests {
     }
 
     #[test]
-    fn no_sequence_of_answers_ever_drops_a_connected_member_from_the_known_peers() {
-        // Every answer drawn from subsets of five addresses, in sequence: a connected address
-        // that leaves the discovered set is always kept as a peer, never forgotten.
+    fn a_lingering_peer_is_forgotten_once_its_session_is_gone_or_a_seed_again_when_listed() {
         let own = [addr(1)];
-        let none = BTreeSet::new();
-        let connected = set(&[2, 4]);
+        let (discovered, connected) = (set(&[2, 3]), set(&[2, 3]));
+        // DNS drops 2 while it is connected: it lingers.
+        let p = plan(view(&discovered, &NONE, &own, &connected), &[addr(3)]);
+        assert_eq!(p.lingering, set(&[2]));
+        assert!(p.forget.is_empty());
+        // Still connected at the next answer: it goes on lingering, nothing is dialled.
+        let v = DiscoveryView {
+            lingering: &p.lingering,
+            ..view(&p.discovered, &NONE, &own, &connected)
+        };
+        let q = plan(v, &[addr(3)]);
+        assert_eq!(q.lingering, set(&[2]));
+        assert!(q.forget.is_empty() && q.dial.is_empty() && q.keep_as_peer.is_empty());
+        // Its session gone (the pod replaced): forgotten, no longer dialled.
+        let only_3 = set(&[3]);
+        let v = DiscoveryView {
+            lingering: &q.lingering,
+            ..view(&q.discovered, &NONE, &own, &only_3)
+        };
+        let r = plan(v, &[addr(3)]);
+        assert_eq!(r.forget, vec![addr(2)]);
+        assert!(r.lingering.is_empty());
+        // Listed again while lingering: a seed again, no longer lingering.
+        let v = DiscoveryView {
+            lingering: &q.lingering,
+            ..view(&q.discovered, &NONE, &own, &connected)
+        };
+        let s = plan(v, &[addr(2), addr(3)]);
+        assert_eq!(s.discovered, set(&[2, 3]));
+        assert!(s.lingering.is_empty() && s.forget.is_empty());
+    }
+
+    #[test]
+    fn no_sequence_of_answers_ever_forgets_a_connected_address() {
+        // Every answer drawn from subsets of five addresses, in sequence, with the sessions
+        // changing too: an address is forgotten only when it has no session, and every address
+        // DNS dropped is either forgotten or lingers.
+        let own = [addr(1)];
         let mut discovered = BTreeSet::new();
-        for mask in (0u8..32).chain((0u8..32).rev()) {
+        let mut lingering = BTreeSet::new();
+        for (step, mask) in (0u8..32).chain((0u8..32).rev()).enumerate() {
             let answer: Vec<SocketAddr> = (0..5)
                 .filter(|bit| mask & (1 << bit) != 0)
                 .map(|bit| addr(bit + 1))
                 .collect();
-            let p = plan(view(&discovered, &none, &own, &connected), &answer);
+            let connected = if step % 3 == 0 {
+                set(&[2, 4])
+            } else {
+                set(&[2, 3, 5])
+            };
+            let v = DiscoveryView {
+                lingering: &lingering,
+                ..view(&discovered, &NONE, &own, &connected)
+            };
+            let p = plan(v, &answer);
             for a in &p.forget {
                 assert!(!connected.contains(a), "{a} forgotten while connected");
             }
-            for a in discovered.difference(&p.discovered) {
-                assert!(p.forget.contains(a) != p.keep_as_peer.contains(a), "{a}");
+            for a in discovered.union(&lingering) {
+                if !p.discovered.contains(a) {
+                    assert!(p.forget.contains(a) != p.lingering.contains(a), "{a}");
+                }
             }
+            assert!(p.lingering.is_disjoint(&p.discovered));
             assert!(!p.discovered.contains(&addr(1)));
             discovered = p.discovered;
+            lingering = p.lingering;
         }
     }
 }

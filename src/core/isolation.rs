@@ -112,11 +112,9 @@ pub struct SeedWatch {
     isolated_after: Duration,
     /// Authenticated peer sessions at the last count.
     peers: usize,
-    /// When the node last went without peers (its start, or its last peer's loss).
+    /// When the node last went without peers (its start, its last peer's loss, or its first
+    /// seed found by discovery).
     alone_since: Instant,
-    /// Whether seeds also come from discovery (DNS): such a node expects peers even while its
-    /// seed set is empty, so it is never `Alone`.
-    discovering: bool,
 }
 
 impl SeedWatch {
@@ -132,20 +130,16 @@ impl SeedWatch {
             isolated_after,
             peers: 0,
             alone_since: now,
-            discovering: false,
         }
     }
 
-    /// The same watch for a node whose seeds also come from discovery: it expects peers even
-    /// before (or while) discovery finds none, so it reports `Joining`, then `Isolated`, and
-    /// never `Alone`.
-    pub fn discovering(mut self) -> Self {
-        self.discovering = true;
-        self
-    }
-
-    /// A seed found by discovery; no effect when it is already a seed.
-    pub fn add_seed(&mut self, seed: String) {
+    /// A seed found by discovery at `now`; no effect when it is already a seed. The first seed
+    /// of a node that was alone by design (DNS listed no other node) starts the isolation
+    /// clock: the node was not failing to join while there was no one to join.
+    pub fn add_seed(&mut self, seed: String, now: Instant) {
+        if self.seeds.is_empty() && self.peers == 0 {
+            self.alone_since = now;
+        }
         self.seeds.entry(seed).or_insert(None);
     }
 
@@ -193,7 +187,7 @@ impl SeedWatch {
 
     /// The node's connectivity at `now`.
     pub fn verdict(&self, now: Instant) -> Connectivity {
-        if self.seeds.is_empty() && !self.discovering {
+        if self.seeds.is_empty() {
             return Connectivity::Alone;
         }
         if self.peers > 0 {
@@ -366,17 +360,16 @@ mod tests {
     }
 
     #[test]
-    fn a_discovering_node_without_seeds_yet_is_joining_then_isolated_never_alone() {
+    fn discovered_seeds_come_and_go_and_the_first_starts_the_isolation_clock() {
         let t0 = Instant::now();
-        let mut w = watch(&[], t0).discovering();
-        assert!(matches!(w.verdict(t0), Connectivity::Joining { .. }));
-        let later = t0 + AFTER + Duration::from_secs(1);
-        assert!(matches!(
-            w.verdict(later),
-            Connectivity::Isolated { ref unreached, .. } if unreached.is_empty()
-        ));
-        // A discovered seed is named while isolated; forgotten, it is no longer.
-        w.add_seed("10.233.0.2:7100".into());
+        let mut w = watch(&[], t0);
+        // DNS lists no other node for an hour: alone by design, not isolated.
+        let hour = t0 + Duration::from_secs(3600);
+        assert_eq!(w.verdict(hour), Connectivity::Alone);
+        // Then a seed appears: joining from then on, isolated only after the threshold.
+        w.add_seed("10.233.0.2:7100".into(), hour);
+        assert!(matches!(w.verdict(hour), Connectivity::Joining { .. }));
+        let later = hour + AFTER + Duration::from_secs(1);
         w.failed("10.233.0.2:7100", SeedFailure::NoRoute, "refused");
         match w.verdict(later) {
             Connectivity::Isolated { unreached, .. } => {
@@ -385,12 +378,14 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        // A second seed does not restart the clock.
+        w.add_seed("10.233.0.3:7100".into(), later);
+        assert!(w.verdict(later).is_isolated());
+        // Forgotten seeds no longer count; with none left the node is alone again.
         w.forget_seed("10.233.0.2:7100");
         assert!(!w.is_seed("10.233.0.2:7100"));
-        w.sessions(1, later);
-        assert_eq!(w.verdict(later), Connectivity::Connected);
-        // Without discovery, no seeds is a deliberate single node.
-        assert_eq!(watch(&[], t0).verdict(later), Connectivity::Alone);
+        w.forget_seed("10.233.0.3:7100");
+        assert_eq!(w.verdict(later), Connectivity::Alone);
     }
 
     #[test]

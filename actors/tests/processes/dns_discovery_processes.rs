@@ -62,7 +62,12 @@ struct Dns {
 impl Dns {
     /// Serves `hosts` (address, name) and SRV records of [`SRV`] naming `srv_targets` on the
     /// cluster port.
-    fn start(net: &Network, dir: &Path, hosts: &[(String, String)], srv_targets: &[String]) -> Self {
+    fn start(
+        net: &Network,
+        dir: &Path,
+        hosts: &[(String, String)],
+        srv_targets: &[String],
+    ) -> Self {
         let binary = dnsmasq().unwrap_or_else(|e| panic!("{e}"));
         let addr: SocketAddr = format!("{}:53", net.addr(DNS_NS)).parse().unwrap();
         let hosts_file = dir.join("dns.hosts");
@@ -257,12 +262,16 @@ fn three_nodes_that_know_only_a_dns_name_form_a_cluster_a_fourth_joins_and_none_
     let four: Vec<String> = (1..=4).map(|k| member(&net, k)).collect();
     wait_members(&all, &four, "the fourth node to join", &dns);
     let new_seed = format!("new seed from DNS seed={}:{}", net.addr(4), cluster_port());
-    wait_for("the first three to take the fourth record as a seed", DEADLINE, || {
-        first
-            .iter()
-            .all(|n| n.log_text().contains(&new_seed))
-            .then_some(())
-    })
+    wait_for(
+        "the first three to take the fourth record as a seed",
+        DEADLINE,
+        || {
+            first
+                .iter()
+                .all(|n| n.log_text().contains(&new_seed))
+                .then_some(())
+        },
+    )
     .unwrap_or_else(|e| panic!("{e}\n{}", tails(&first)));
 
     // Node 2's record disappears: every other node lets it go as a seed, and it stays a member.
@@ -274,12 +283,16 @@ fn three_nodes_that_know_only_a_dns_name_form_a_cluster_a_fourth_joins_and_none_
         cluster_port()
     );
     let others = [&first[0], &first[2], &fourth];
-    wait_for("the others to drop node 2's record as a seed", DEADLINE, || {
-        others
-            .iter()
-            .all(|n| n.log_text().contains(&left))
-            .then_some(())
-    })
+    wait_for(
+        "the others to drop node 2's record as a seed",
+        DEADLINE,
+        || {
+            others
+                .iter()
+                .all(|n| n.log_text().contains(&left))
+                .then_some(())
+        },
+    )
     .unwrap_or_else(|e| panic!("{e}\n{}\n{}", tails(&first), fourth.log_tail(40)));
     let watch_until = Instant::now() + WATCH;
     let mut readings = 0;
@@ -301,7 +314,10 @@ fn three_nodes_that_know_only_a_dns_name_form_a_cluster_a_fourth_joins_and_none_
     for (node, from) in all.iter().zip(before) {
         let text = node.log_text();
         assert!(
-            !text.get(from..).unwrap_or("").contains("node session closed"),
+            !text
+                .get(from..)
+                .unwrap_or("")
+                .contains("node session closed"),
             "a session closed after DNS dropped a record:\n{}",
             node.log_tail(40)
         );

@@ -90,8 +90,9 @@ pub struct ClusterConfig {
     /// A node without seeds is never isolated.
     pub isolated_after: std::time::Duration,
     /// Seeds found in DNS beside [`ClusterConfig::seeds`] (see [`crate::cluster::discovery`]);
-    /// `None` for the static seeds only. A node with discovery expects peers: it reports
-    /// `isolated` when none authenticates, even while DNS lists none.
+    /// `None` for the static seeds only. While DNS lists no other node (and there are no
+    /// static seeds) the node is alone by design, not isolated: a one-node deployment, or the
+    /// first pod of a StatefulSet, is ready on its own.
     pub discovery: Option<Discovery>,
     /// The nameserver discovery asks (`IP:PORT`); `None` for the system's (`/etc/resolv.conf`).
     pub dns_server: Option<SocketAddr>,

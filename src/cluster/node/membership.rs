@@ -154,6 +154,8 @@ pub(super) struct MembershipState {
     args: MembershipArgs,
     /// The seeds DNS discovery found (and still lists).
     discovered: BTreeSet<SocketAddr>,
+    /// Addresses DNS dropped while a session reached them: known peers until it is gone.
+    lingering: BTreeSet<SocketAddr>,
     /// The static seeds that are socket addresses: never forgotten because of DNS.
     static_seeds: BTreeSet<SocketAddr>,
     targets: BTreeMap<String, Target>,
@@ -384,17 +386,21 @@ impl MembershipState {
     /// now; dropped ones leave the seed set, and are no longer dialled unless a session still
     /// reaches them. No session is closed here.
     async fn on_discovered(&mut self, myself: &ActorRef<MembershipMsg>, answer: Vec<SocketAddr>) {
-        let sessions =
-            match ractor::call_t!(self.args.server, NodeServerMessage::GetSessions, 2_000) {
-                Ok(sessions) => sessions,
-                Err(error) => {
-                    tracing::warn!(%error, "cannot list node sessions; the DNS answer waits for the next round");
-                    return;
-                }
-            };
+        let sessions = match ractor::call_t!(
+            self.args.server,
+            NodeServerMessage::GetSessions,
+            2_000
+        ) {
+            Ok(sessions) => sessions,
+            Err(error) => {
+                tracing::warn!(%error, "cannot list node sessions; the DNS answer waits for the next round");
+                return;
+            }
+        };
         let connected: BTreeSet<SocketAddr> = self
             .discovered
             .iter()
+            .chain(&self.lingering)
             .filter(|a| Self::is_connected(&a.to_string(), &sessions))
             .copied()
             .collect();
@@ -403,12 +409,14 @@ impl MembershipState {
             dial,
             forget,
             keep_as_peer,
+            lingering,
             truncated,
         } = crate::core::discovery::plan(
             DiscoveryView {
                 discovered: &self.discovered,
                 static_seeds: &self.static_seeds,
                 own: &self.args.own_addrs,
+                lingering: &self.lingering,
                 connected: &connected,
             },
             &answer,
@@ -421,13 +429,16 @@ impl MembershipState {
             );
         }
         self.discovered = discovered;
+        self.lingering = lingering;
         for addr in &dial {
             tracing::info!(seed = %addr, "discovery: new seed from DNS");
             self.add_target(addr.to_string());
-            self.connection().seeds.add_seed(addr.to_string());
+            self.connection()
+                .seeds
+                .add_seed(addr.to_string(), Instant::now());
         }
         for addr in &forget {
-            tracing::info!(seed = %addr, "discovery: seed left DNS; no session reaches it, no longer dialled");
+            tracing::info!(seed = %addr, "discovery: seed left DNS and no session reaches it; no longer dialled");
             let target = addr.to_string();
             self.targets.remove(&target);
             self.connection().seeds.forget_seed(&target);
@@ -505,6 +516,7 @@ impl Actor for Membership {
             .collect();
         let mut state = MembershipState {
             discovered: BTreeSet::new(),
+            lingering: BTreeSet::new(),
             static_seeds,
             targets: BTreeMap::new(),
             authenticated: Default::default(),

@@ -216,11 +216,8 @@ impl ClusterNode {
                 })
             })
             .transpose()?;
-        let mut watch = SeedWatch::new(seeds, config.isolated_after, Instant::now());
-        if dns_seeds.is_some() {
-            watch = watch.discovering();
-        }
-        let connection = Connection::new(watch);
+        let connection =
+            Connection::new(SeedWatch::new(seeds, config.isolated_after, Instant::now()));
         let (membership, _) = Actor::spawn(
             None,
             Membership,

@@ -405,7 +405,10 @@ fn a_malformed_discovery_is_a_clear_error_naming_the_flag() {
     let mut f = flags();
     f.dns_server = Some("10.233.0.5:53".into());
     let err = f.resolve().unwrap_err().to_string();
-    assert!(err.contains("--dns-server") && err.contains("--discovery"), "{err}");
+    assert!(
+        err.contains("--dns-server") && err.contains("--discovery"),
+        "{err}"
+    );
     let mut f = flags();
     f.discovery_interval_ms = Some(1000);
     let err = f.resolve().unwrap_err().to_string();
@@ -427,7 +430,10 @@ fn the_name_template_makes_the_identity_from_the_listen_address() {
     let mut f = flags();
     f.name = Some("{pod}".into());
     let err = f.resolve().unwrap_err().to_string();
-    assert!(err.contains("--name") && err.contains("{hostname}"), "{err}");
+    assert!(
+        err.contains("--name") && err.contains("{hostname}"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -66,7 +66,11 @@ impl Network {
 
     /// The same network on addresses `BASE.x.k` (`base` the first two octets, a range no other
     /// test uses) with names starting with `prefix` (two letters).
-    pub fn create_on(nodes: usize, base: &'static str, prefix: &'static str) -> Result<Self, String> {
+    pub fn create_on(
+        nodes: usize,
+        base: &'static str,
+        prefix: &'static str,
+    ) -> Result<Self, String> {
         static SERIAL: Mutex<()> = Mutex::new(());
         let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let tag = std::process::id() % 200 + 20;
@@ -258,7 +262,7 @@ pub fn spawn_named(
         .spawn()
         .expect("spawn a node in its namespace");
     Node {
-        name: name.to_owned(),
+        name: short,
         admin,
         log,
         child,
