@@ -148,15 +148,11 @@ impl ClusterNode {
                 config.name, config.host
             )));
         }
-        let dns_seeds = match &config.discovery {
-            Some(discovery) => {
-                discovery
-                    .validate()
-                    .map_err(|e| ClusterError::Config(format!("discovery {discovery}: {e}")))?;
-                Some((discovery.clone(), config.dns_server))
-            }
-            None => None,
-        };
+        if let Some(discovery) = &config.discovery {
+            discovery
+                .validate()
+                .map_err(|e| ClusterError::Config(format!("discovery {discovery}: {e}")))?;
+        }
         let listen = config.listen_ip();
         if config.bind.is_none() && advertises_beyond_loopback(&config.host) {
             tracing::warn!(
@@ -176,6 +172,19 @@ impl ClusterNode {
         } else {
             config.port
         };
+        // Before the node server starts: a resolver that cannot be set up (no readable
+        // /etc/resolv.conf) fails the start with nothing left running.
+        let dns_seeds = config
+            .discovery
+            .as_ref()
+            .map(|discovery| {
+                DnsSeeds::new(discovery.clone(), config.dns_server, port).map_err(|e| {
+                    ClusterError::Config(format!(
+                        "discovery {discovery}: cannot set up the DNS resolver: {e}"
+                    ))
+                })
+            })
+            .transpose()?;
         let (encryption, mode) = match &config.tls {
             Some(tls) => (
                 IncomingEncryptionMode::Tls(tls.acceptor.clone()),
@@ -207,15 +216,6 @@ impl ClusterNode {
             .filter(|s| !membership::is_self(s, &own_advertised, &own_addrs))
             .cloned()
             .collect();
-        let dns_seeds = dns_seeds
-            .map(|(discovery, server)| {
-                DnsSeeds::new(discovery.clone(), server, port).map_err(|e| {
-                    ClusterError::Config(format!(
-                        "discovery {discovery}: cannot set up the DNS resolver: {e}"
-                    ))
-                })
-            })
-            .transpose()?;
         let connection =
             Connection::new(SeedWatch::new(seeds, config.isolated_after, Instant::now()));
         let (membership, _) = Actor::spawn(
