@@ -5,7 +5,8 @@
 //! named after their address (`--name 'node-{ip}'`).
 //!
 //! - **A records**: three nodes form one cluster; a fourth record appears and the fourth node
-//!   joins, dialled by the others from DNS; a record disappears and no member is downed.
+//!   joins, dialled by the others from DNS; a record disappears and no member is downed; the
+//!   DNS server goes away and every node logs it, retries, and keeps its members.
 //! - **SRV records**: three nodes form one cluster from `dns-srv:`.
 //!
 //! Needs root (network namespaces) and dnsmasq (`scripts/test.sh` installs it), as CI has.
@@ -322,10 +323,26 @@ fn three_nodes_that_know_only_a_dns_name_form_a_cluster_a_fourth_joins_and_none_
             node.log_tail(40)
         );
     }
+
+    // The DNS server goes away: every node logs it and retries, and nothing changes.
+    drop(dns);
+    wait_for("every node to see DNS stop answering", DEADLINE, || {
+        all.iter()
+            .all(|n| n.log_text().contains("discovery: DNS did not answer"))
+            .then_some(())
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}\n{}", tails(&first), fourth.log_tail(40)));
+    for node in &all {
+        assert_eq!(
+            members_up(node).as_ref(),
+            Some(&four),
+            "a member was downed (or a node stopped) when DNS went away\n{}",
+            node.log_tail(40)
+        );
+    }
     drop(all);
     drop(fourth);
     drop(first);
-    drop(dns);
     drop(net);
 }
 
