@@ -292,14 +292,15 @@ impl DnsSeeds {
                         .or_default()
                         .push(ip);
                 }
+                // The lowest targets, so that every node asks for the same ones.
                 let targets: BTreeSet<(String, u16)> = lookup
                     .iter()
+                    .take(4 * MAX_SEEDS_PER_ANSWER)
                     .map(|srv| (srv.target().to_ascii().to_ascii_lowercase(), srv.port()))
                     .filter(|(_, port)| *port != 0)
-                    .take(MAX_SEEDS_PER_ANSWER)
                     .collect();
                 let mut addrs = Vec::new();
-                for (target, port) in targets {
+                for (target, port) in targets.into_iter().take(MAX_SEEDS_PER_ANSWER) {
                     let ips = match known.get(&target) {
                         Some(ips) => ips.clone(),
                         None => match self.resolver.lookup_ip(target.as_str()).await {
