@@ -117,6 +117,18 @@ if ! command -v systemd-analyze >/dev/null 2>&1; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null
 fi
+# The DNS discovery test (actors/tests/processes/dns_discovery_processes.rs) serves the cluster's
+# name from dnsmasq in a network namespace; it fails, never skips, without it. Install it when
+# missing.
+if ! command -v dnsmasq >/dev/null 2>&1 && [ ! -x /usr/sbin/dnsmasq ]; then
+  echo "==> installing dnsmasq-base (apt-get) for the DNS discovery test" >&2
+  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "error: dnsmasq is missing and installing it needs root and apt-get: run 'apt-get install dnsmasq-base' as root first" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsmasq-base >/dev/null
+fi
 
 # The deterministic simulator: a sweep of seeds over whole clusters under faults, every
 # invariant checked after every step (docs/simulation.md). Sized to take a few minutes of CPU on

@@ -87,7 +87,9 @@ pub use types::{
     StartOptions, StartResult, StartedChild, StopFailure, StopOptions, StopOutcome, StopResult,
     StoppedChild,
 };
-// A cluster node as a library user builds one (docs/cluster.md, "Running nodes from a library").
+// A cluster node as a library user builds one (docs/cluster.md, "Running nodes from a library"),
+// and its seeds from DNS (docs/cluster.md, "Discovery").
+pub use cluster::discovery::Discovery;
 pub use cluster::node::{ClusterConfig, ClusterError, ClusterNode, TlsConfig};
 pub use cluster::IntoNetwork;
 

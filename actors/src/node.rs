@@ -3,7 +3,7 @@
 //! It first reads its secrets (the cookie, the admin token, the TLS files; see
 //! [`crate::cli::secrets`]) and refuses to serve the admin API beyond loopback without a token.
 //! It starts, in order: the cluster node (`ClusterNode`: listener, cookie, optional mutual TLS,
-//! seeds from `--join`),
+//! seeds from `--join` and from DNS with `--discovery`),
 //! the hub (the kinds of this crate, the registry backend of `--backend` under `--data-dir`),
 //! and the admin HTTP API on `--admin` (loopback unless told otherwise). Each step logs a line to
 //! stderr; the last one starts with `ready:` and names the bound addresses (useful when a port
@@ -214,6 +214,8 @@ pub fn cluster_config(settings: &NodeSettings, cookie: String) -> ClusterConfig 
     );
     config.bind = Some(settings.listen.ip());
     config.seeds = settings.join.iter().map(SocketAddr::to_string).collect();
+    config.discovery = settings.discovery.clone();
+    config.dns_server = settings.dns_server;
     config.wire = settings.wire;
     config.isolated_after = settings.isolated_after;
     config.heartbeat = settings.heartbeat;
@@ -300,8 +302,11 @@ pub async fn run(settings: NodeSettings) -> Result<(), NodeError> {
     let tls_on = secrets.tls.is_some();
     cluster_config.tls = secrets.tls;
     let cluster = Arc::new(ClusterNode::start(cluster_config).await?);
+    let discovery = settings.discovery.as_ref().map_or(String::new(), |d| {
+        format!(", discovery: {d} every {:?}", d.interval())
+    });
     say(&format!(
-        "cluster: node {} listening on {} ({}, seeds: {:?})",
+        "cluster: node {} listening on {} ({}, seeds: {:?}{discovery})",
         cluster.local_node(),
         settings.listen,
         if tls_on { "mutual TLS" } else { "plain TCP" },

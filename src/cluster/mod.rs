@@ -5,6 +5,7 @@
 //! implementations sit behind it: [`in_process`] (many nodes in one process, with a router that
 //! injects faults, for tests) and [`node`] (ractor_cluster: one node per OS process).
 
+pub mod discovery;
 pub mod gateway;
 pub mod in_process;
 pub mod node;
@@ -12,6 +13,7 @@ pub mod tls;
 pub mod transport;
 pub mod wire;
 
+pub use discovery::{Discovery, DiscoveryError};
 pub use tls::TlsError;
 pub use transport::{EventSink, IntoNetwork, Network, Transport, TransportError, TransportEvent};
 pub use wire::{WireFrame, WireMsg};

@@ -112,7 +112,8 @@ pub struct SeedWatch {
     isolated_after: Duration,
     /// Authenticated peer sessions at the last count.
     peers: usize,
-    /// When the node last went without peers (its start, or its last peer's loss).
+    /// When the node last went without peers (its start, its last peer's loss, or its first
+    /// seed found by discovery).
     alone_since: Instant,
 }
 
@@ -130,6 +131,21 @@ impl SeedWatch {
             peers: 0,
             alone_since: now,
         }
+    }
+
+    /// A seed found by discovery at `now`; no effect when it is already a seed. The first seed
+    /// of a node that was alone by design (DNS listed no other node) starts the isolation
+    /// clock: the node was not failing to join while there was no one to join.
+    pub fn add_seed(&mut self, seed: String, now: Instant) {
+        if self.seeds.is_empty() && self.peers == 0 {
+            self.alone_since = now;
+        }
+        self.seeds.entry(seed).or_insert(None);
+    }
+
+    /// A seed discovery no longer lists: it no longer counts for isolation.
+    pub fn forget_seed(&mut self, seed: &str) {
+        self.seeds.remove(seed);
     }
 
     /// The threshold in use.
@@ -341,6 +357,35 @@ mod tests {
 
     fn watch(seeds: &[&str], t0: Instant) -> SeedWatch {
         SeedWatch::new(seeds.iter().map(|s| (*s).to_owned()), AFTER, t0)
+    }
+
+    #[test]
+    fn discovered_seeds_come_and_go_and_the_first_starts_the_isolation_clock() {
+        let t0 = Instant::now();
+        let mut w = watch(&[], t0);
+        // DNS lists no other node for an hour: alone by design, not isolated.
+        let hour = t0 + Duration::from_secs(3600);
+        assert_eq!(w.verdict(hour), Connectivity::Alone);
+        // Then a seed appears: joining from then on, isolated only after the threshold.
+        w.add_seed("10.233.0.2:7100".into(), hour);
+        assert!(matches!(w.verdict(hour), Connectivity::Joining { .. }));
+        let later = hour + AFTER + Duration::from_secs(1);
+        w.failed("10.233.0.2:7100", SeedFailure::NoRoute, "refused");
+        match w.verdict(later) {
+            Connectivity::Isolated { unreached, .. } => {
+                assert_eq!(unreached.len(), 1);
+                assert_eq!(unreached[0].reason, SeedFailure::NoRoute);
+            }
+            other => panic!("{other:?}"),
+        }
+        // A second seed does not restart the clock.
+        w.add_seed("10.233.0.3:7100".into(), later);
+        assert!(w.verdict(later).is_isolated());
+        // Forgotten seeds no longer count; with none left the node is alone again.
+        w.forget_seed("10.233.0.2:7100");
+        assert!(!w.is_seed("10.233.0.2:7100"));
+        w.forget_seed("10.233.0.3:7100");
+        assert_eq!(w.verdict(later), Connectivity::Alone);
     }
 
     #[test]

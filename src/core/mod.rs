@@ -12,6 +12,7 @@ pub mod boot_rows;
 pub mod boot_token;
 pub mod child_route;
 pub mod declared;
+pub mod discovery;
 pub mod event_batch;
 pub mod explain;
 pub mod failure_detector;

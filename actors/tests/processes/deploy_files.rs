@@ -58,8 +58,7 @@ fn node_flags() -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Every `--flag` in `text` (comments aside) is one `process-hub node` knows, but for `--discovery`, which the
-/// discovery work adds (reported, not failed, while this build lacks it).
+/// Every `--flag` in `text` (comments aside) is one `process-hub node` knows.
 fn assert_known_flags(what: &str, text: &str, help: &str) {
     let mut unknown = Vec::new();
     let uncommented: String = text
@@ -77,10 +76,6 @@ fn assert_known_flags(what: &str, text: &str, help: &str) {
         }
         let long = format!("--{flag}");
         if help.contains(&format!("{long} ")) || help.contains(&format!("{long}\n")) {
-            continue;
-        }
-        if long == "--discovery" {
-            eprintln!("NOTE: {what} uses --discovery, which this build of the node lacks");
             continue;
         }
         unknown.push(long);

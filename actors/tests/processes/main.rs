@@ -24,6 +24,7 @@ mod cluster_secrets;
 mod ctl_processes;
 mod demo;
 mod deploy_files;
+mod dns_discovery_processes;
 mod durable_processes;
 mod forgery_processes;
 mod gossip_processes;

@@ -101,6 +101,32 @@ fn bad_flags_are_refused_with_status_2_and_a_message_naming_the_flag() {
             ],
             "--backend",
         ),
+        (
+            vec![
+                "node",
+                "--hub",
+                "h",
+                "--name",
+                "a",
+                "--listen",
+                "127.0.0.1:1",
+                "--discovery",
+                "peers.svc:4000",
+            ],
+            "--discovery: \"peers.svc:4000\" is not dns:NAME[:PORT] or dns-srv:NAME",
+        ),
+        (
+            vec![
+                "node",
+                "--hub",
+                "h",
+                "--name",
+                "node-{pod}",
+                "--listen",
+                "127.0.0.1:1",
+            ],
+            "--name",
+        ),
     ] {
         let out = Command::new(binary()).args(&args).output().expect("runs");
         assert_eq!(out.status.code(), Some(2), "{args:?}");

@@ -1,8 +1,9 @@
 //! How a node is configured: its identity (`name@host`), where it listens, its cookie, seeds
 //! and TLS.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
+use crate::cluster::discovery::Discovery;
 use crate::cluster::gateway::WirePolicy;
 use crate::core::backoff::BackoffConfig;
 use crate::core::failure_detector::DetectorConfig;
@@ -88,6 +89,13 @@ pub struct ClusterConfig {
     /// [`DEFAULT_ISOLATED_AFTER`](crate::core::isolation::DEFAULT_ISOLATED_AFTER), 10 s.
     /// A node without seeds is never isolated.
     pub isolated_after: std::time::Duration,
+    /// Seeds found in DNS beside [`ClusterConfig::seeds`] (see [`crate::cluster::discovery`]);
+    /// `None` for the static seeds only. While DNS lists no other node (and there are no
+    /// static seeds) the node is alone by design, not isolated: a one-node deployment, or the
+    /// first pod of a StatefulSet, is ready on its own.
+    pub discovery: Option<Discovery>,
+    /// The nameserver discovery asks (`IP:PORT`); `None` for the system's (`/etc/resolv.conf`).
+    pub dns_server: Option<SocketAddr>,
 }
 
 impl ClusterConfig {
@@ -110,6 +118,8 @@ impl ClusterConfig {
             reconnect: BackoffConfig::default(),
             wire: WirePolicy::default(),
             isolated_after: crate::core::isolation::DEFAULT_ISOLATED_AFTER,
+            discovery: None,
+            dns_server: None,
         }
     }
 
@@ -135,6 +145,34 @@ impl ClusterConfig {
     /// The same config joining `seeds` (`host:port` of nodes already running).
     pub fn with_seeds<S: Into<String>>(mut self, seeds: impl IntoIterator<Item = S>) -> Self {
         self.seeds = seeds.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The same config finding seeds in DNS too, beside [`ClusterConfig::seeds`]:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use process_hub::{ClusterConfig, Discovery};
+    ///
+    /// let config = ClusterConfig::for_node("a@10.0.0.1", 4000, "cookie")
+    ///     .unwrap()
+    ///     .with_bind("0.0.0.0".parse().unwrap())
+    ///     // Every A/AAAA record of the headless service, on this node's port (4000).
+    ///     .with_discovery(Discovery::Dns {
+    ///         name: "orders.default.svc.cluster.local".into(),
+    ///         port: None,
+    ///         interval: Duration::from_secs(5),
+    ///     });
+    /// assert!(config.discovery.is_some());
+    /// ```
+    pub fn with_discovery(mut self, discovery: Discovery) -> Self {
+        self.discovery = Some(discovery);
+        self
+    }
+
+    /// The same config asking `server` (`IP:PORT`) for discovery, not the system's resolver.
+    pub fn with_dns_server(mut self, server: SocketAddr) -> Self {
+        self.dns_server = Some(server);
         self
     }
 

@@ -9,7 +9,7 @@
 //! `process_hub_peer_auth_failures_total`). A failed connection to a seed is `debug`: when no
 //! seed answers for long, the node reports itself isolated (health, and one `WARN`).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,6 +22,7 @@ use rand::SeedableRng;
 
 use super::config::TlsConfig;
 use crate::core::backoff::{Backoff, BackoffConfig};
+use crate::core::discovery::{DiscoveryPlan, DiscoveryView};
 use crate::core::isolation::{
     AuthRefusals, CloseVerdict, ClosesBeforeAuth, ConnectionReport, Connectivity, SeedFailure,
     SeedWatch, CLOSE_VERDICT_GRACE,
@@ -73,6 +74,8 @@ pub enum MembershipMsg {
     },
     /// Adds a target to connect to (and keep reconnecting to).
     Join(String),
+    /// One DNS answer of the discovery task: every address the name lists now.
+    Discovered(Vec<SocketAddr>),
     /// Current counters.
     Stats(RpcReplyPort<MembershipStats>),
 }
@@ -149,6 +152,12 @@ pub(super) struct MembershipArgs {
 
 pub(super) struct MembershipState {
     args: MembershipArgs,
+    /// The seeds DNS discovery found (and still lists).
+    discovered: BTreeSet<SocketAddr>,
+    /// Addresses DNS dropped while a session reached them: known peers until it is gone.
+    lingering: BTreeSet<SocketAddr>,
+    /// The static seeds that are socket addresses: never forgotten because of DNS.
+    static_seeds: BTreeSet<SocketAddr>,
     targets: BTreeMap<String, Target>,
     /// Session actor ids that authenticated.
     authenticated: HashSet<ractor::ActorId>,
@@ -373,6 +382,76 @@ impl MembershipState {
         }
     }
 
+    /// Carries out the plan for one DNS answer: new addresses become seeds and are dialled
+    /// now; dropped ones leave the seed set, and are no longer dialled unless a session still
+    /// reaches them. No session is closed here.
+    async fn on_discovered(&mut self, myself: &ActorRef<MembershipMsg>, answer: Vec<SocketAddr>) {
+        let sessions = match ractor::call_t!(
+            self.args.server,
+            NodeServerMessage::GetSessions,
+            2_000
+        ) {
+            Ok(sessions) => sessions,
+            Err(error) => {
+                tracing::warn!(%error, "cannot list node sessions; the DNS answer waits for the next round");
+                return;
+            }
+        };
+        let connected: BTreeSet<SocketAddr> = self
+            .discovered
+            .iter()
+            .chain(&self.lingering)
+            .filter(|a| Self::is_connected(&a.to_string(), &sessions))
+            .copied()
+            .collect();
+        let DiscoveryPlan {
+            discovered,
+            dial,
+            forget,
+            keep_as_peer,
+            lingering,
+            truncated,
+        } = crate::core::discovery::plan(
+            DiscoveryView {
+                discovered: &self.discovered,
+                static_seeds: &self.static_seeds,
+                own: &self.args.own_addrs,
+                lingering: &self.lingering,
+                connected: &connected,
+            },
+            &answer,
+        );
+        if truncated > 0 {
+            tracing::warn!(
+                truncated,
+                limit = crate::core::discovery::MAX_SEEDS_PER_ANSWER,
+                "discovery: DNS listed more addresses than are taken; the lowest are kept"
+            );
+        }
+        self.discovered = discovered;
+        self.lingering = lingering;
+        for addr in &dial {
+            tracing::info!(seed = %addr, "discovery: new seed from DNS");
+            self.add_target(addr.to_string());
+            self.connection()
+                .seeds
+                .add_seed(addr.to_string(), Instant::now());
+        }
+        for addr in &forget {
+            tracing::info!(seed = %addr, "discovery: seed left DNS and no session reaches it; no longer dialled");
+            let target = addr.to_string();
+            self.targets.remove(&target);
+            self.connection().seeds.forget_seed(&target);
+        }
+        for addr in &keep_as_peer {
+            tracing::info!(seed = %addr, "discovery: seed left DNS; still connected, it stays a peer (only the failure detector downs a member)");
+            self.connection().seeds.forget_seed(&addr.to_string());
+        }
+        if !dial.is_empty() {
+            self.reconnect(myself).await;
+        }
+    }
+
     async fn on_closed(
         &mut self,
         myself: &ActorRef<MembershipMsg>,
@@ -430,7 +509,15 @@ impl Actor for Membership {
         args: MembershipArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let timer = myself.send_interval(args.tick, || MembershipMsg::Reconnect);
+        let static_seeds = args
+            .seeds
+            .iter()
+            .filter_map(|s| s.parse::<SocketAddr>().ok())
+            .collect();
         let mut state = MembershipState {
+            discovered: BTreeSet::new(),
+            lingering: BTreeSet::new(),
+            static_seeds,
             targets: BTreeMap::new(),
             authenticated: Default::default(),
             closes: ClosesBeforeAuth::default(),
@@ -516,6 +603,7 @@ impl Actor for Membership {
                 state.add_target(target);
                 state.reconnect(&myself).await;
             }
+            MembershipMsg::Discovered(answer) => state.on_discovered(&myself, answer).await,
             MembershipMsg::Stats(reply) => {
                 let _ = reply.send(state.stats.clone());
             }

@@ -11,6 +11,9 @@
 //!   target that has no authenticated session, waiting a [`Backoff`](crate::core::backoff::Backoff) delay between attempts;
 //! - **session events as messages**: `NodeEventSubscription` callbacks are synchronous inside
 //!   the node server, so they only forward to the membership actor;
+//! - **DNS discovery**: with [`ClusterConfig::discovery`], a task resolves the name every
+//!   interval and hands the answer to the membership actor, which dials new addresses and
+//!   stops dialling the ones DNS dropped ([`crate::cluster::discovery`]);
 //! - **failure detection and per-hub discovery**: per hub, in [`crate::cluster::gateway`].
 //!
 //! # Security
@@ -33,6 +36,7 @@ use ractor::{Actor, ActorRef};
 use ractor_cluster::node::NodeConnectionMode;
 use ractor_cluster::{IncomingEncryptionMode, NodeServer, NodeServerMessage};
 
+use crate::cluster::discovery::{self, DnsSeeds};
 use crate::cluster::gateway::{EndpointArgs, FrameCounts, FrameStats, RactorTransport, WirePolicy};
 use crate::cluster::transport::{EventSink, Network, Transport, TransportError};
 use crate::core::boot_token::BootToken;
@@ -100,6 +104,8 @@ pub struct ClusterNode {
     frames: Arc<FrameStats>,
     /// Open hub endpoints, so that re-opening a hub id closes the previous endpoint.
     hubs: Mutex<HashMap<String, Weak<RactorTransport>>>,
+    /// The DNS discovery task, when [`ClusterConfig::discovery`] is set.
+    discovery: Option<tokio_util::task::AbortOnDropHandle<()>>,
 }
 
 impl std::fmt::Debug for ClusterNode {
@@ -142,6 +148,11 @@ impl ClusterNode {
                 config.name, config.host
             )));
         }
+        if let Some(discovery) = &config.discovery {
+            discovery
+                .validate()
+                .map_err(|e| ClusterError::Config(format!("discovery {discovery}: {e}")))?;
+        }
         let listen = config.listen_ip();
         if config.bind.is_none() && advertises_beyond_loopback(&config.host) {
             tracing::warn!(
@@ -161,6 +172,19 @@ impl ClusterNode {
         } else {
             config.port
         };
+        // Before the node server starts: a resolver that cannot be set up (no readable
+        // /etc/resolv.conf) fails the start with nothing left running.
+        let dns_seeds = config
+            .discovery
+            .as_ref()
+            .map(|discovery| {
+                DnsSeeds::new(discovery.clone(), config.dns_server, port).map_err(|e| {
+                    ClusterError::Config(format!(
+                        "discovery {discovery}: cannot set up the DNS resolver: {e}"
+                    ))
+                })
+            })
+            .transpose()?;
         let (encryption, mode) = match &config.tls {
             Some(tls) => (
                 IncomingEncryptionMode::Tls(tls.acceptor.clone()),
@@ -218,6 +242,13 @@ impl ClusterNode {
             id: format!("process_hub_membership_{id}"),
             subscription: Box::new(Forwarder(membership.clone())),
         });
+        let discovery = dns_seeds.map(|dns_seeds| {
+            let membership = membership.clone();
+            tokio_util::task::AbortOnDropHandle::new(tokio::spawn(discovery::poll(
+                dns_seeds,
+                move |answer| membership.cast(MembershipMsg::Discovered(answer)).is_ok(),
+            )))
+        });
         Ok(Self {
             name: format!("{}@{}", config.name, config.host),
             port,
@@ -229,6 +260,7 @@ impl ClusterNode {
             wire: config.wire,
             frames: Arc::new(FrameStats::default()),
             hubs: Mutex::new(HashMap::new()),
+            discovery,
         })
     }
 
@@ -267,6 +299,9 @@ impl ClusterNode {
     /// Stops the node server and the membership actor: every session closes and peers see this
     /// node's hubs go down. Hubs should be closed first (drop their transports).
     pub fn shutdown(&self) {
+        if let Some(discovery) = &self.discovery {
+            discovery.abort();
+        }
         self.membership.stop(None);
         self.server.stop(None);
     }

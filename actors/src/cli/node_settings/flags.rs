@@ -37,7 +37,10 @@ pub struct NodeFlags {
     /// The hub id: nodes with the same hub id form one hub.
     #[arg(long)]
     pub hub: Option<String>,
-    /// This node's name; the node's identity is NAME@HOST, HOST taken from --listen.
+    /// This node's name; the node's identity is NAME@HOST, HOST taken from --listen. A
+    /// template: `{ip}` is the --listen IP (`:` written `-`), `{port}` its port, `{hostname}`
+    /// this machine's host name (e.g. `--name '{hostname}'`, `--name 'node-{ip}'`), `{{` and
+    /// `}}` a brace; the result must be 1-64 characters of [A-Za-z0-9_.-].
     #[arg(long)]
     pub name: Option<String>,
     /// Where the cluster listener binds (HOST:PORT).
@@ -49,6 +52,20 @@ pub struct NodeFlags {
     /// Seed nodes to join (HOST:PORT,...).
     #[arg(long, value_delimiter = ',')]
     pub join: Vec<String>,
+    /// Seeds from DNS, beside --join: `dns:NAME[:PORT]` (every A/AAAA record of NAME, on
+    /// PORT, by default this node's cluster port) or `dns-srv:NAME` (every SRV record's target
+    /// and port), resolved again every --discovery-interval-ms. Addresses DNS stops listing
+    /// are no longer dialled; a member is never downed because DNS dropped it.
+    #[arg(long)]
+    pub discovery: Option<String>,
+    /// How often --discovery resolves its name again, in ms (default 5000, range
+    /// [100, 3600000]).
+    #[arg(long)]
+    pub discovery_interval_ms: Option<u64>,
+    /// The nameserver --discovery asks (IP:PORT; default: the system's, from
+    /// /etc/resolv.conf).
+    #[arg(long)]
+    pub dns_server: Option<String>,
     /// Directory for the disk backends and the declared list.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
@@ -227,6 +244,9 @@ pub(super) struct FileSettings {
     pub(super) admin: Option<String>,
     #[serde(default)]
     pub(super) join: Vec<String>,
+    pub(super) discovery: Option<String>,
+    pub(super) discovery_interval_ms: Option<u64>,
+    pub(super) dns_server: Option<String>,
     pub(super) data_dir: Option<PathBuf>,
     pub(super) cookie: Option<String>,
     pub(super) cookie_file: Option<PathBuf>,

@@ -8,6 +8,7 @@
 
 mod error;
 mod flags;
+mod name_template;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -33,6 +34,10 @@ pub struct NodeSettings {
     pub admin: SocketAddr,
     /// Seeds to join.
     pub join: Vec<SocketAddr>,
+    /// Seeds from DNS (`--discovery`), beside `join`.
+    pub discovery: Option<process_hub::Discovery>,
+    /// The nameserver of `discovery` (`--dns-server`); `None` for the system's.
+    pub dns_server: Option<SocketAddr>,
     /// Data directory.
     pub data_dir: PathBuf,
     /// Where the cluster cookie comes from (read when the node starts).
@@ -218,17 +223,29 @@ impl NodeFlags {
                 .or(file.hub)
                 .ok_or(NodeSettingsError::Missing("hub"))?,
         )?;
-        let name = check_name(
-            "name",
-            self.name
-                .or(file.name)
-                .ok_or(NodeSettingsError::Missing("name"))?,
-        )?;
+        let name_template = self
+            .name
+            .or(file.name)
+            .ok_or(NodeSettingsError::Missing("name"))?;
         let listen_raw = self
             .listen
             .or(file.listen)
             .ok_or(NodeSettingsError::Missing("listen"))?;
         let listen = parse_addr("listen", &listen_raw)?;
+        let name = check_name(
+            "name",
+            name_template::expand(&name_template, listen, name_template::hostname).map_err(
+                |reason| NodeSettingsError::Invalid {
+                    setting: "name",
+                    reason,
+                },
+            )?,
+        )?;
+        let (discovery, dns_server) = discovery(
+            self.discovery.or(file.discovery),
+            self.discovery_interval_ms.or(file.discovery_interval_ms),
+            self.dns_server.or(file.dns_server),
+        )?;
         let admin = match self.admin.or(file.admin) {
             Some(raw) => parse_addr("admin", &raw)?,
             None => SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -401,6 +418,8 @@ impl NodeFlags {
             listen,
             admin,
             join,
+            discovery,
+            dns_server,
             data_dir,
             cookie,
             admin_token_file: self.admin_token_file.or(file.admin_token_file),
@@ -435,6 +454,48 @@ impl NodeFlags {
             },
         })
     }
+}
+
+/// `--discovery`, `--discovery-interval-ms` and `--dns-server`: the last two only with the
+/// first.
+fn discovery(
+    spec: Option<String>,
+    interval_ms: Option<u64>,
+    server: Option<String>,
+) -> Result<(Option<process_hub::Discovery>, Option<SocketAddr>), NodeSettingsError> {
+    let Some(spec) = spec else {
+        if let Some(setting) = [
+            ("discovery-interval-ms", interval_ms.is_some()),
+            ("dns-server", server.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(setting, given)| given.then_some(setting))
+        {
+            return Err(NodeSettingsError::Invalid {
+                setting,
+                reason: "only meaningful with --discovery".into(),
+            });
+        }
+        return Ok((None, None));
+    };
+    let interval = interval_ms.map_or(
+        process_hub::cluster::discovery::DEFAULT_DISCOVERY_INTERVAL,
+        std::time::Duration::from_millis,
+    );
+    let discovery = process_hub::Discovery::parse(spec.trim(), interval).map_err(|e| {
+        let setting = match e {
+            process_hub::cluster::DiscoveryError::Interval { .. } => "discovery-interval-ms",
+            _ => "discovery",
+        };
+        NodeSettingsError::Invalid {
+            setting,
+            reason: e.to_string(),
+        }
+    })?;
+    let server = server
+        .map(|raw| parse_addr("dns-server", raw.trim()))
+        .transpose()?;
+    Ok((Some(discovery), server))
 }
 
 /// The file's `[load_balancer]` table with the flags over it; `None` when neither sets one.

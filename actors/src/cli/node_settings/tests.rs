@@ -377,3 +377,118 @@ fn the_probe_listener_comes_from_the_flag_else_the_file_and_is_off_by_default() 
     .unwrap();
     assert_eq!(s.probe, Some("127.0.0.1:9001".parse().unwrap()));
 }
+
+#[test]
+fn discovery_flags_parse_and_reach_the_cluster_config() {
+    let mut f = flags();
+    f.discovery = Some("dns:peers.hub.test".into());
+    f.discovery_interval_ms = Some(500);
+    f.dns_server = Some("10.233.0.5:53".into());
+    f.join = vec!["127.0.0.1:4001".into()];
+    let s = f.resolve().unwrap();
+    assert_eq!(
+        s.discovery,
+        Some(process_hub::Discovery::Dns {
+            name: "peers.hub.test".into(),
+            port: None,
+            interval: std::time::Duration::from_millis(500),
+        })
+    );
+    assert_eq!(s.dns_server, Some("10.233.0.5:53".parse().unwrap()));
+    let c = crate::node::cluster_config(&s, "secret".into());
+    assert_eq!(c.discovery, s.discovery, "discovery beside --join");
+    assert_eq!(c.seeds, vec!["127.0.0.1:4001"]);
+    assert_eq!(c.dns_server, s.dns_server);
+
+    let mut f = flags();
+    f.discovery = Some("dns-srv:_ph._tcp.hub.test".into());
+    let s = f.resolve().unwrap();
+    assert_eq!(
+        s.discovery,
+        Some(process_hub::Discovery::DnsSrv {
+            name: "_ph._tcp.hub.test".into(),
+            interval: process_hub::cluster::discovery::DEFAULT_DISCOVERY_INTERVAL,
+        })
+    );
+    assert_eq!(s.dns_server, None, "the system's resolver by default");
+}
+
+#[test]
+fn a_malformed_discovery_is_a_clear_error_naming_the_flag() {
+    for (spec, interval, server, flag) in [
+        ("peers.hub.test", None, None, "--discovery"),
+        ("dns:peers:0", None, None, "--discovery"),
+        ("dns:bad name", None, None, "--discovery"),
+        ("dns-srv:", None, None, "--discovery"),
+        ("dns:peers", Some(10), None, "--discovery-interval-ms"),
+        ("dns:peers", None, Some("ns.local"), "--dns-server"),
+    ] {
+        let mut f = flags();
+        f.discovery = Some(spec.into());
+        f.discovery_interval_ms = interval;
+        f.dns_server = server.map(Into::into);
+        let err = f.resolve().unwrap_err().to_string();
+        assert!(err.contains(flag), "{spec}: {err}");
+    }
+    // The interval and the server mean nothing without a name to resolve.
+    let mut f = flags();
+    f.dns_server = Some("10.233.0.5:53".into());
+    let err = f.resolve().unwrap_err().to_string();
+    assert!(
+        err.contains("--dns-server") && err.contains("--discovery"),
+        "{err}"
+    );
+    let mut f = flags();
+    f.discovery_interval_ms = Some(1000);
+    let err = f.resolve().unwrap_err().to_string();
+    assert!(err.contains("--discovery-interval-ms"), "{err}");
+}
+
+#[test]
+fn the_name_template_makes_the_identity_from_the_listen_address() {
+    let mut f = flags();
+    f.name = Some("node-{ip}".into());
+    f.listen = Some("10.233.0.7:7100".into());
+    let s = f.resolve().unwrap();
+    assert_eq!(s.node_name, "node-10.233.0.7@10.233.0.7");
+    assert_eq!(s.data_dir, PathBuf::from("./data/node-10.233.0.7"));
+    let mut f = flags();
+    f.name = Some("{hostname}".into());
+    let s = f.resolve().unwrap();
+    assert!(s.node_name.ends_with("@127.0.0.1"), "{}", s.node_name);
+    let mut f = flags();
+    f.name = Some("{pod}".into());
+    let err = f.resolve().unwrap_err().to_string();
+    assert!(
+        err.contains("--name") && err.contains("{hostname}"),
+        "{err}"
+    );
+}
+
+#[test]
+fn discovery_settings_come_from_the_config_file_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("node.toml");
+    std::fs::write(
+        &path,
+        "hub = \"h\"\nname = \"n-{ip}\"\nlisten = \"127.0.0.1:4000\"\n\
+         discovery = \"dns:peers.hub.test:7100\"\ndiscovery_interval_ms = 250\n\
+         dns_server = \"127.0.0.1:5353\"\n",
+    )
+    .unwrap();
+    let s = NodeFlags {
+        config: Some(path),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap();
+    assert_eq!(s.node_name, "n-127.0.0.1@127.0.0.1");
+    assert_eq!(
+        s.discovery.map(|d| (d.to_string(), d.interval())),
+        Some((
+            "dns:peers.hub.test:7100".to_owned(),
+            std::time::Duration::from_millis(250)
+        ))
+    );
+    assert_eq!(s.dns_server, Some("127.0.0.1:5353".parse().unwrap()));
+}

@@ -49,6 +49,10 @@ pub struct Network {
     /// crowd the machine).
     _serial: MutexGuard<'static, ()>,
     tag: u32,
+    /// The first two octets of every address (`10.213` unless [`Network::create_on`] says).
+    base: &'static str,
+    /// The first letters of every namespace and link name.
+    prefix: &'static str,
     switch: String,
     /// The nodes' namespaces, node `k` at `k - 1`.
     pub namespaces: Vec<String>,
@@ -57,27 +61,39 @@ pub struct Network {
 impl Network {
     /// Creates the switch and one namespace per node, `nodes` of them.
     pub fn create(nodes: usize) -> Result<Self, String> {
+        Self::create_on(nodes, "10.213", "ph")
+    }
+
+    /// The same network on addresses `BASE.x.k` (`base` the first two octets, a range no other
+    /// test uses) with names starting with `prefix` (two letters).
+    pub fn create_on(
+        nodes: usize,
+        base: &'static str,
+        prefix: &'static str,
+    ) -> Result<Self, String> {
         static SERIAL: Mutex<()> = Mutex::new(());
         let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let tag = std::process::id() % 200 + 20;
         let mut net = Self {
             _serial: serial,
             tag,
-            switch: format!("ph{tag}s"),
+            base,
+            prefix,
+            switch: format!("{prefix}{tag}s"),
             namespaces: Vec::new(),
         };
         // Leftovers of an earlier run with the same tag.
         let _ = ip(&["netns", "del", &net.switch]);
         for k in 1..=nodes {
-            let _ = ip(&["netns", "del", &format!("ph{tag}n{k}")]);
+            let _ = ip(&["netns", "del", &format!("{prefix}{tag}n{k}")]);
         }
-        let _ = ip(&["link", "del", &format!("ph{tag}r")]);
+        let _ = ip(&["link", "del", &format!("{prefix}{tag}r")]);
         let s = net.switch.clone();
         ip(&["netns", "add", &s])?;
         ip(&["-n", &s, "link", "add", "br0", "type", "bridge"])?;
         ip(&["-n", &s, "link", "set", "br0", "up"])?;
         // The test's own way in.
-        let (root, root_peer) = (format!("ph{tag}r"), format!("ph{tag}rs"));
+        let (root, root_peer) = (format!("{prefix}{tag}r"), format!("{prefix}{tag}rs"));
         ip(&[
             "link", "add", &root, "type", "veth", "peer", "name", &root_peer,
         ])?;
@@ -92,10 +108,10 @@ impl Network {
         ])?;
         ip(&["link", "set", &root, "up"])?;
         for k in 1..=nodes {
-            let ns = format!("ph{tag}n{k}");
+            let ns = format!("{prefix}{tag}n{k}");
             ip(&["netns", "add", &ns])?;
             net.namespaces.push(ns.clone());
-            let (sw, inner) = (format!("ph{tag}v{k}"), format!("ph{tag}p{k}"));
+            let (sw, inner) = (format!("{prefix}{tag}v{k}"), format!("{prefix}{tag}p{k}"));
             ip(&["link", "add", &sw, "type", "veth", "peer", "name", &inner])?;
             ip(&["link", "set", &sw, "netns", &s])?;
             ip(&["-n", &s, "link", "set", &sw, "master", "br0", "up"])?;
@@ -117,7 +133,7 @@ impl Network {
 
     /// Node `k`'s address (1-based; 254 is the test's).
     pub fn addr(&self, k: usize) -> String {
-        format!("10.213.{}.{k}", self.tag)
+        format!("{}.{}.{k}", self.base, self.tag)
     }
 
     /// Node `k`'s cluster name (`n3@10.213.x.3`).
@@ -155,7 +171,7 @@ impl Drop for Network {
             let _ = ip(&["netns", "del", ns]);
         }
         let _ = ip(&["netns", "del", &self.switch]);
-        let _ = ip(&["link", "del", &format!("ph{}r", self.tag)]);
+        let _ = ip(&["link", "del", &format!("{}{}r", self.prefix, self.tag)]);
     }
 }
 
@@ -171,6 +187,11 @@ impl Node {
     /// A client of the node's admin API, with the token.
     pub fn client(&self) -> AdminClient {
         AdminClient::new(self.admin).with_token(TOKEN)
+    }
+
+    /// The node's whole log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// The last `lines` of the node's log, headed by its name.
@@ -195,27 +216,44 @@ impl Drop for Node {
 /// Starts node `k` of hub `hub` in its namespace, with `flags` after the common ones (the
 /// partition tolerance, grace periods, recovery); every node but the first joins node 1.
 pub fn spawn(net: &Network, k: usize, dir: &Path, hub: &str, flags: &[&str]) -> Node {
-    let name = format!("n{k}");
+    let join = format!("{}:{CLUSTER_PORT}", net.addr(1));
+    let join: &[&str] = if k > 1 { &["--join", &join] } else { &[] };
+    spawn_named(net, k, dir, hub, &format!("n{k}"), &[flags, join].concat())
+}
+
+/// The cluster port every node listens on (on its own address).
+pub const fn cluster_port() -> u16 {
+    CLUSTER_PORT
+}
+
+/// Starts node `k` of hub `hub` in its namespace as `--name name` (a template is expanded by
+/// the node; files are named after `k`), with `flags` after the common ones and no seed.
+pub fn spawn_named(
+    net: &Network,
+    k: usize,
+    dir: &Path,
+    hub: &str,
+    name: &str,
+    flags: &[&str],
+) -> Node {
+    let short = format!("n{k}");
     let listen = format!("{}:{CLUSTER_PORT}", net.addr(k));
     let admin: SocketAddr = format!("{}:{ADMIN_PORT}", net.addr(k)).parse().unwrap();
-    let token = dir.join(format!("{name}.token"));
+    let token = dir.join(format!("{short}.token"));
     write_private(&token, TOKEN).unwrap();
-    let log = dir.join(format!("{name}.log"));
+    let log = dir.join(format!("{short}.log"));
     let file = std::fs::File::create(&log).unwrap();
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &net.namespaces[k - 1]])
         .arg(binary())
-        .args(["node", "--hub", hub, "--name", &name, "--listen", &listen])
+        .args(["node", "--hub", hub, "--name", name, "--listen", &listen])
         .args(["--admin", &admin.to_string()])
         .arg("--admin-token-file")
         .arg(&token)
         .arg("--data-dir")
-        .arg(dir.join(&name))
+        .arg(dir.join(&short))
         .args(["--cookie", "partition-test-cookie", "--backend", "memory"])
         .args(flags);
-    if k > 1 {
-        cmd.args(["--join", &format!("{}:{CLUSTER_PORT}", net.addr(1))]);
-    }
     let child = cmd
         .env("RUST_LOG", "info")
         .stdin(Stdio::null())
@@ -224,7 +262,7 @@ pub fn spawn(net: &Network, k: usize, dir: &Path, hub: &str, flags: &[&str]) -> 
         .spawn()
         .expect("spawn a node in its namespace");
     Node {
-        name,
+        name: short,
         admin,
         log,
         child,
