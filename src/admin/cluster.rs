@@ -100,7 +100,11 @@ pub(super) async fn of_hub(hub: &Hub) -> ClusterResponse {
                 local: m.local,
                 membership: m.state.clone(),
                 health: activity::shown_health(down, summary.as_ref()),
-                down_since_ms: down.then(|| departed.get(&m.node).copied()).flatten(),
+                down_since_ms: if down {
+                    departed.get(&m.node).copied()
+                } else {
+                    None
+                },
                 error,
                 summary,
             }

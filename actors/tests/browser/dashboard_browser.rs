@@ -77,7 +77,11 @@ fn shot_dir(workdir: &Path) -> PathBuf {
         .unwrap_or_else(|| workdir.to_path_buf())
 }
 
+/// A screenshot of the top of the page (the cluster view first), in a window tall enough for
+/// the cards and the panels below them.
 fn save_screenshot(browser: &Browser, path: &Path) -> Result<(), webdriver::WebDriverError> {
+    browser.set_window_size(1280, 1300)?;
+    browser.execute("window.scrollTo(0, 0); return null;")?;
     let png = browser.screenshot()?;
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
     std::fs::write(path, &png).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));

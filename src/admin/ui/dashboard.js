@@ -28,6 +28,7 @@
     started: false,
     updatedAt: null, // time of the last successful refresh
     clusterBusy: false,
+    clusterAt: 0, // when the cluster view was last asked for
   };
 
   const $ = (id) => document.getElementById(id);
@@ -437,8 +438,11 @@
   /** The cluster view asks every member over the wire (a slow member answers late): it
    * refreshes on its own, never holding up the rest of the page. */
   async function refreshCluster() {
-    if (state.clusterBusy) return;
+    // Each refresh asks every member: at most one in flight, and not more often than the
+    // periodic refresh however many events arrive.
+    if (state.clusterBusy || Date.now() - state.clusterAt < REFRESH_MS - 250) return;
     state.clusterBusy = true;
+    state.clusterAt = Date.now();
     try {
       renderCluster(await api("v1/cluster"));
     } catch (_) {

@@ -20,6 +20,8 @@ pub mod budget;
 mod declared;
 mod frame;
 pub mod seal;
+#[cfg(test)]
+mod summary_tests;
 
 pub use declared::{DeclaredOp, DeclaredRefusal};
 pub use frame::{
