@@ -65,7 +65,11 @@ pub(super) async fn of_hub(hub: &Hub) -> ClusterResponse {
     let shared = hub.shared().clone();
     let departed: BTreeMap<String, u64> = shared.events.departed().into_iter().collect();
     let mut asks = tokio::task::JoinSet::new();
-    for member in view.members.iter().filter(|m| !m.local && m.state != "down") {
+    for member in view
+        .members
+        .iter()
+        .filter(|m| !m.local && m.state != "down")
+    {
         let shared = shared.clone();
         let node = member.node.clone();
         asks.spawn(async move {

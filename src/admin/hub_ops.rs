@@ -332,12 +332,10 @@ impl AdminOps for Hub {
     }
 
     async fn get_child(&self, id: ChildId) -> Result<Option<ChildView>, AdminError> {
-        Ok(self
-            .child_lookup_with_metadata(&id)
-            .map(|info| {
-                let durable = self.shared().storage.get(&id).map(|row| row.hub.durable);
-                view(self, info, durable)
-            }))
+        Ok(self.child_lookup_with_metadata(&id).map(|info| {
+            let durable = self.shared().storage.get(&id).map(|row| row.hub.durable);
+            view(self, info, durable)
+        }))
     }
 
     async fn start_children(&self, specs: Vec<StartSpec>) -> Result<StartResponse, AdminError> {

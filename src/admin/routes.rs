@@ -16,11 +16,11 @@ use tower_http::limit::RequestBodyLimitLayer;
 
 use crate::model::ChildId;
 
-use super::cluster::ClusterResponse;
 use super::bodies::{
     CastAccepted, ChildView, ClearResponse, DeclaredResponse, Health, KindsResponse, LoadsResponse,
     StartResponse, StartSpec, StopResponse,
 };
+use super::cluster::ClusterResponse;
 use super::events::{self, EventFeed, EventView};
 use super::explain::{self, ChildExplanation};
 use super::members::MembersResponse;

@@ -36,7 +36,7 @@ pub enum Activity {
     Stop,
     /// A child restarted by its supervisor.
     Restart,
-    /// A child of a node that is gone, started again (fired on the node that asked).
+    /// A child of a node that is gone, started again on this node.
     Failover,
 }
 
@@ -60,7 +60,7 @@ pub struct ActivityTotals {
     pub stops: u64,
     /// Children restarted here.
     pub restarts: u64,
-    /// Children of departed nodes this node re-placed.
+    /// Children of departed nodes started again on this node.
     pub failovers: u64,
 }
 
@@ -146,7 +146,8 @@ impl ActivityHistory {
                 continue;
             }
             // `first` may be 0 near the epoch: the columns then start at bucket 0.
-            let at = (*index - first) as usize + BUCKETS.saturating_sub((last + 1 - first) as usize);
+            let at =
+                (*index - first) as usize + BUCKETS.saturating_sub((last + 1 - first) as usize);
             for (column, n) in columns.iter_mut().zip(counts) {
                 column[at] = *n;
             }
@@ -324,13 +325,29 @@ mod tests {
         let mut h = ActivityHistory::new();
         h.note(Activity::Stop, T0);
         let later = T0 + BUCKETS as u64 * BUCKET_MS;
-        assert_eq!(h.series(later).stops.iter().sum::<u32>(), 0, "out of the window");
-        assert_eq!(h.series(later - BUCKET_MS).stops[0], 1, "the oldest bucket shown");
+        assert_eq!(
+            h.series(later).stops.iter().sum::<u32>(),
+            0,
+            "out of the window"
+        );
+        assert_eq!(
+            h.series(later - BUCKET_MS).stops[0],
+            1,
+            "the oldest bucket shown"
+        );
         for i in 0..10 * BUCKETS as u64 {
             h.note(Activity::Start, T0 + i * BUCKET_MS);
         }
-        assert!(h.buckets.len() <= BUCKETS, "{} buckets kept", h.buckets.len());
-        assert_eq!(h.totals().starts, 10 * BUCKETS as u64, "totals keep counting");
+        assert!(
+            h.buckets.len() <= BUCKETS,
+            "{} buckets kept",
+            h.buckets.len()
+        );
+        assert_eq!(
+            h.totals().starts,
+            10 * BUCKETS as u64,
+            "totals keep counting"
+        );
     }
 
     #[test]
@@ -356,7 +373,11 @@ mod tests {
         let mut d = DepartedNodes::new();
         d.down("b@h", 10);
         d.down("b@h", 20);
-        assert_eq!(d.list(), vec![("b@h".to_owned(), 10)], "the first time stays");
+        assert_eq!(
+            d.list(),
+            vec![("b@h".to_owned(), 10)],
+            "the first time stays"
+        );
         d.up("b@h");
         assert!(d.list().is_empty());
         for i in 0..(MAX_DEPARTED as u64 + 5) {
@@ -364,7 +385,10 @@ mod tests {
         }
         let list = d.list();
         assert_eq!(list.len(), MAX_DEPARTED);
-        assert!(!list.iter().any(|(n, _)| n == "n0@h"), "the oldest left first");
+        assert!(
+            !list.iter().any(|(n, _)| n == "n0@h"),
+            "the oldest left first"
+        );
     }
 
     fn summary() -> NodeSummary {

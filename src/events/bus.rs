@@ -22,15 +22,21 @@ pub struct EventBus {
     recent: RecentEvents,
     activity: Mutex<(ActivityHistory, DepartedNodes)>,
     clock: Clock,
+    /// The node the hub runs on: a failover counts on the node the child now runs on, once,
+    /// although every node that re-placed it reports it.
+    node: Option<crate::model::NodeName>,
 }
 
-/// What an event counts as in the activity history, if anything.
-fn activity_of(event: &HubEvent) -> Option<Activity> {
+/// What an event on `local` counts as in the activity history, if anything. A re-placed
+/// child is a failover of the node it now runs on (several nodes may report re-placing it).
+fn activity_of(event: &HubEvent, local: Option<&str>) -> Option<Activity> {
     match event {
         HubEvent::ChildStarted { .. } => Some(Activity::Start),
         HubEvent::ChildStopped { .. } => Some(Activity::Stop),
         HubEvent::ChildRestarted { .. } => Some(Activity::Restart),
-        HubEvent::ChildReplaced { .. } => Some(Activity::Failover),
+        HubEvent::ChildReplaced { node, .. } if local.is_none_or(|l| l == node) => {
+            Some(Activity::Failover)
+        }
         _ => None,
     }
 }
@@ -67,6 +73,11 @@ impl EventBus {
     /// Whether nobody listens.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The node the hub runs on (the activity counts a failover on the child's new node).
+    pub(crate) fn set_node(&mut self, node: crate::model::NodeName) {
+        self.node = Some(node);
     }
 
     /// Reads the time of day from `clock` when recording events (the simulator's clock).
@@ -119,7 +130,7 @@ impl EventBus {
 impl EventBus {
     /// Counts `event` in the activity history and the departed peers.
     fn count(&self, event: &HubEvent, now: u64) {
-        let what = activity_of(event);
+        let what = activity_of(event, self.node.as_deref());
         let node_change = matches!(
             event,
             HubEvent::NodeUp { .. } | HubEvent::NodeDown { .. } | HubEvent::NodeLeft { .. }
@@ -171,17 +182,21 @@ mod tests {
 
     #[test]
     fn child_events_are_counted_and_departed_peers_remembered() {
-        let bus = EventBus::new();
+        let mut bus = EventBus::new();
+        bus.set_node("a@h".into());
         bus.publish(|| HubEvent::ChildStarted {
             id: "c1".into(),
             node: "a@h".into(),
             pid: 1,
         });
-        bus.publish(|| HubEvent::ChildReplaced {
-            id: "c2".into(),
-            node: "a@h".into(),
-            why: crate::events::MoveReason::NodeDown,
-        });
+        for node in ["a@h", "c@h"] {
+            // Both a and c report re-placing c2, which now runs on a.
+            bus.publish(|| HubEvent::ChildReplaced {
+                id: "c2".into(),
+                node: node.into(),
+                why: crate::events::MoveReason::NodeDown,
+            });
+        }
         bus.publish(|| HubEvent::NodeDown {
             node: "b@h".into(),
             graceful: false,

@@ -218,6 +218,8 @@ impl HubShared {
             }
             None => config.node_name.clone(),
         };
+        let mut events = EventBus::new();
+        events.set_node(node.clone());
         Self {
             membership: RwLock::new(Membership::alone(&node)),
             config,
@@ -225,7 +227,7 @@ impl HubShared {
             storage,
             kinds,
             hooks,
-            events: EventBus::new(),
+            events,
             refs: RwLock::new(ActorRefs::default()),
             local_children: DashMap::new(),
             told_roles: crate::hub::registry::told_roles::ToldRoles::default(),

@@ -189,7 +189,13 @@ pub(crate) fn on_query(hub: &Arc<HubShared>, from: NodeName, request_id: Request
         let summary = local(&hub);
         answering.fetch_sub(1, Ordering::AcqRel);
         let Some(t) = hub.transport() else { return };
-        if let Err(e) = t.send(&from, &WireMsg::SummaryReply { request_id, summary }) {
+        if let Err(e) = t.send(
+            &from,
+            &WireMsg::SummaryReply {
+                request_id,
+                summary,
+            },
+        ) {
             tracing::debug!(peer = %from, error = %e, "summary reply not sent");
         }
     });

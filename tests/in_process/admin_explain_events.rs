@@ -457,8 +457,8 @@ async fn the_cluster_view_gathers_every_members_figures_and_shows_a_crashed_one_
                 return Err(format!("{status}: {body}"));
             }
             let health = cluster_health(&body);
-            let all_ok = health
-                == ["a@test", "b@test", "c@test"].map(|n| (n.to_owned(), "ok".to_owned()));
+            let all_ok =
+                health == ["a@test", "b@test", "c@test"].map(|n| (n.to_owned(), "ok".to_owned()));
             let members = body["members"].as_array().expect("members");
             let starts: u64 = members
                 .iter()
@@ -466,7 +466,12 @@ async fn the_cluster_view_gathers_every_members_figures_and_shows_a_crashed_one_
                 .sum();
             let recent: u64 = members
                 .iter()
-                .flat_map(|m| m["summary"]["history"]["starts"].as_array().cloned().unwrap_or_default())
+                .flat_map(|m| {
+                    m["summary"]["history"]["starts"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default()
+                })
                 .map(|n| n.as_u64().unwrap_or(0))
                 .sum();
             let children: u64 = members
@@ -475,7 +480,9 @@ async fn the_cluster_view_gathers_every_members_figures_and_shows_a_crashed_one_
                 .sum();
             (all_ok && starts == 9 && recent == 9 && children == 9)
                 .then_some(())
-                .ok_or_else(|| format!("{health:?}, {starts} starts, {recent} recent, {children} children"))
+                .ok_or_else(|| {
+                    format!("{health:?}, {starts} starts, {recent} recent, {children} children")
+                })
         }
     })
     .await;
@@ -485,8 +492,15 @@ async fn the_cluster_view_gathers_every_members_figures_and_shows_a_crashed_one_
     assert_eq!(b["membership"], "up");
     assert_eq!(b["summary"]["node"], "b@test", "{b}");
     assert_eq!(b["summary"]["registry_rows"], 9, "{b}");
-    assert_eq!(b["summary"]["history"]["starts"].as_array().map(Vec::len), Some(60));
+    assert_eq!(
+        b["summary"]["history"]["starts"].as_array().map(Vec::len),
+        Some(60)
+    );
     assert_eq!(last["members"][0]["local"], true);
+    let on_c = last["members"][2]["summary"]["children"]
+        .as_u64()
+        .expect("c's children");
+    assert!(on_c > 0, "nine children on three nodes: some run on c");
 
     let mut cluster = cluster;
     cluster.crash("c").await;
@@ -507,4 +521,21 @@ async fn the_cluster_view_gathers_every_members_figures_and_shows_a_crashed_one_
     let c = &body["members"][2];
     assert!(c["summary"].is_null(), "a down node is not asked: {c}");
     assert!(c["down_since_ms"].as_u64().is_some(), "{c}");
+    // c's children fail over after their grace: each counts once, where it runs now.
+    wait_for_async("c's children counted as failovers once each", || {
+        let a = a.clone();
+        async move {
+            let (_, body) = call(&a, "GET", "/v1/cluster", None).await;
+            let failovers: u64 = body["members"]
+                .as_array()
+                .expect("members")
+                .iter()
+                .map(|m| m["summary"]["totals"]["failovers"].as_u64().unwrap_or(0))
+                .sum();
+            (failovers == on_c)
+                .then_some(())
+                .ok_or_else(|| format!("{failovers} failovers of {on_c}"))
+        }
+    })
+    .await;
 }

@@ -122,11 +122,15 @@ fn wait_cluster(
         .map(|(n, h)| ((*n).to_owned(), (*h).to_owned()))
         .collect();
     want.sort();
-    browser.wait_for(&format!("the cluster view to show {want:?}"), DEADLINE, |b| {
-        let mut cards = cluster_cards(b)?;
-        cards.sort();
-        Ok((cards == want).then_some(()))
-    })
+    browser.wait_for(
+        &format!("the cluster view to show {want:?}"),
+        DEADLINE,
+        |b| {
+            let mut cards = cluster_cards(b)?;
+            cards.sort();
+            Ok((cards == want).then_some(()))
+        },
+    )
 }
 
 /// Layout faults the page shows now, as sentences (empty when there are none): an event's

@@ -527,9 +527,9 @@ impl WireMsg {
                 "reachability digest of {} entries, at most {MAX_NODES}",
                 digest.len()
             )),
-            WireMsg::SummaryReply { summary, .. } => summary
-                .validate()
-                .map_err(|e| format!("node summary: {e}")),
+            WireMsg::SummaryReply { summary, .. } => {
+                summary.validate().map_err(|e| format!("node summary: {e}"))
+            }
             _ => Ok(()),
         }
     }
