@@ -237,7 +237,7 @@ impl Inbox {
             WireMsg::SummaryReply {
                 request_id,
                 summary,
-            } => hub.summaries.complete(&from, request_id.0, summary),
+            } => hub.summaries.complete(&from, request_id.0, *summary),
             // The transport consumes these; nothing of the hub's owns them.
             WireMsg::Hello { .. } | WireMsg::Heartbeat { .. } => {}
         }

@@ -193,7 +193,7 @@ pub(crate) fn on_query(hub: &Arc<HubShared>, from: NodeName, request_id: Request
             &from,
             &WireMsg::SummaryReply {
                 request_id,
-                summary,
+                summary: Box::new(summary),
             },
         ) {
             tracing::debug!(peer = %from, error = %e, "summary reply not sent");

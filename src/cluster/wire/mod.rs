@@ -498,8 +498,8 @@ pub enum WireMsg {
     SummaryReply {
         /// The asker's pending query.
         request_id: RequestId,
-        /// The sender's figures.
-        summary: NodeSummary,
+        /// The sender's figures (boxed: the other messages stay small).
+        summary: Box<NodeSummary>,
     },
 }
 

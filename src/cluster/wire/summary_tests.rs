@@ -26,7 +26,7 @@ fn the_summary_frames_round_trip() {
         },
         WireMsg::SummaryReply {
             request_id: RequestId(9),
-            summary: summary(),
+            summary: Box::new(summary()),
         },
     ] {
         let bytes = encode("hub", "a@h", &msg).expect("encodes");
@@ -53,7 +53,7 @@ fn a_summary_beyond_its_bounds_is_refused_on_decode() {
             "b@h",
             &WireMsg::SummaryReply {
                 request_id: RequestId(1),
-                summary: bad,
+                summary: Box::new(bad),
             },
         )
         .expect("encodes");
