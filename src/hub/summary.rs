@@ -200,3 +200,39 @@ pub(crate) fn on_query(hub: &Arc<HubShared>, from: NodeName, request_id: Request
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(node: &str) -> NodeSummary {
+        NodeSummary {
+            node: node.into(),
+            status: "ok".into(),
+            ..NodeSummary::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answer_completes_only_the_query_to_its_sender() {
+        let queries = SummaryQueries::default();
+        let (id, mut rx) = queries.register("b@h".into());
+        queries.complete(&"c@h".to_owned(), id, answer("c@h"));
+        assert!(rx.try_recv().is_err(), "another node's answer is dropped");
+        queries.complete(&"b@h".to_owned(), id, answer("forged@h"));
+        let got = rx.await.expect("answered");
+        assert_eq!(got.node, "b@h", "named after the authenticated sender");
+        assert!(queries.lock().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_peer_going_down_fails_its_queries_at_once() {
+        let queries = SummaryQueries::default();
+        let (_, to_b) = queries.register("b@h".into());
+        let (_, to_c) = queries.register("c@h".into());
+        queries.peer_down(&"b@h".to_owned());
+        assert!(to_b.await.is_err(), "b's query fails");
+        assert_eq!(queries.lock().len(), 1, "c's still waits");
+        drop(to_c);
+    }
+}
