@@ -174,8 +174,12 @@ pub struct ChildView {
     pub kind: String,
     /// Where it runs.
     pub nodes: Vec<NodePid>,
-    /// The caller's metadata.
+    /// The caller's metadata (its `tag`, if any, is the dashboard's tag column).
     pub metadata: Metadata,
+    /// The child is in the declared list (it survives a whole-cluster outage); absent when
+    /// this node's copy has no row for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub durable: Option<bool>,
 }
 
 /// One child to start, as posted to `POST /v1/children` (read strictly: an unknown field is

@@ -61,7 +61,7 @@ pub fn stop_error_code(e: &ChildStopError) -> &'static str {
 
 /// A child as the admin API shows it, each instance with its role (`Hub::replica_roles`), in
 /// role order: the instance messages go to first.
-fn view(hub: &Hub, info: ChildInfo) -> ChildView {
+fn view(hub: &Hub, info: ChildInfo, durable: Option<bool>) -> ChildView {
     let pids: std::collections::BTreeMap<crate::model::NodeName, u64> =
         info.nodes.into_iter().collect();
     let nodes = hub
@@ -78,6 +78,7 @@ fn view(hub: &Hub, info: ChildInfo) -> ChildView {
         kind: info.spec.kind.clone(),
         nodes,
         metadata: info.metadata.unwrap_or_default(),
+        durable,
     }
 }
 
@@ -142,6 +143,10 @@ fn host_of(hub: &Hub, id: &ChildId) -> Option<String> {
 }
 
 impl AdminOps for Hub {
+    async fn cluster(&self) -> Result<super::ClusterResponse, AdminError> {
+        Ok(super::cluster::of_hub(self).await)
+    }
+
     async fn health(&self) -> Result<Health, AdminError> {
         // Not `is_alive`: right after spawn the root may still report `Starting` for a moment,
         // and that is a hub that answers; only a stopping or stopped hub is not ready.
@@ -278,6 +283,7 @@ impl AdminOps for Hub {
             .registry_dump()
             .into_values()
             .map(|row| {
+                let durable = Some(row.hub.durable);
                 view(
                     self,
                     ChildInfo {
@@ -285,6 +291,7 @@ impl AdminOps for Hub {
                         metadata: Some(row.metadata),
                         spec: row.spec,
                     },
+                    durable,
                 )
             })
             .collect())
@@ -306,6 +313,7 @@ impl AdminOps for Hub {
         let children = rows
             .into_iter()
             .map(|row| {
+                let durable = Some(row.hub.durable);
                 view(
                     self,
                     ChildInfo {
@@ -313,6 +321,7 @@ impl AdminOps for Hub {
                         metadata: Some(row.metadata),
                         spec: row.spec,
                     },
+                    durable,
                 )
             })
             .collect();
@@ -323,9 +332,10 @@ impl AdminOps for Hub {
     }
 
     async fn get_child(&self, id: ChildId) -> Result<Option<ChildView>, AdminError> {
-        Ok(self
-            .child_lookup_with_metadata(&id)
-            .map(|info| view(self, info)))
+        Ok(self.child_lookup_with_metadata(&id).map(|info| {
+            let durable = self.shared().storage.get(&id).map(|row| row.hub.durable);
+            view(self, info, durable)
+        }))
     }
 
     async fn start_children(&self, specs: Vec<StartSpec>) -> Result<StartResponse, AdminError> {

@@ -18,6 +18,7 @@
 //! | `GET /v1/registry/summary` | [`RegistrySummary`]: counts of this node's copy (cheap to poll) |
 //! | `GET /v1/children/{id}/explain` | [`ChildExplanation`]: where it runs, its ring owners, `why` it is there, its recent events; 404 when neither the registry nor the declared list knows the id |
 //! | `GET /v1/members` | [`MembersResponse`]: the members with their state (`up`, `leaving`, `down`) |
+//! | `GET /v1/cluster` | [`ClusterResponse`]: every member's figures and last ten minutes, asked over the cluster wire (at most [`MEMBER_WAIT`] each); `unreachable` for a member that did not answer, `down` for a node this one considers down |
 //! | `GET /v1/kinds` | [`KindsResponse`]: the kinds this node can start, sorted; 404 when it cannot tell ([`AdminOps::known_kinds`]) |
 //! | `GET /v1/loads` | [`LoadsResponse`]: the members' loads this node places by |
 //! | `GET /v1/events` | server-sent events: this node's hub events as they happen ([`EventView`] per `data:`, `event:` its kind), `lagged` when the watcher fell behind; 503 `too_many_streams` beyond [`AdminLimits::max_event_streams`] |
@@ -40,6 +41,7 @@
 //! drive the API from an operator's browser.
 
 mod bodies;
+mod cluster;
 mod config;
 mod error;
 mod events;
@@ -62,6 +64,7 @@ pub use bodies::{
     LoadsResponse, NodeLoad, NodePid, PendingChild, StartError, StartResponse, StartSpec,
     StartedChild, StopResponse, StoppedChild, UnreachedSeedView,
 };
+pub use cluster::{ClusterMemberView, ClusterResponse, MEMBER_WAIT};
 pub use config::{AdminConfig, AdminLimits, AdminToken, AdminTokenError};
 pub use error::AdminError;
 pub use events::{EventFeed, EventView, DEFAULT_RECENT_LIMIT};

@@ -98,6 +98,7 @@ mod tests {
             kind: "counter".into(),
             nodes: Vec::new(),
             metadata: Default::default(),
+            durable: None,
         }
     }
 

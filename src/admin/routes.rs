@@ -20,6 +20,7 @@ use super::bodies::{
     CastAccepted, ChildView, ClearResponse, DeclaredResponse, Health, KindsResponse, LoadsResponse,
     StartResponse, StartSpec, StopResponse,
 };
+use super::cluster::ClusterResponse;
 use super::events::{self, EventFeed, EventView};
 use super::explain::{self, ChildExplanation};
 use super::members::MembersResponse;
@@ -180,6 +181,15 @@ pub trait AdminOps: Clone + Send + Sync + 'static {
             ))
         }
     }
+    /// Every member's figures, gathered over the cluster wire (`GET /v1/cluster`). Optional:
+    /// the default answers 404.
+    fn cluster(&self) -> impl Future<Output = Result<ClusterResponse, AdminError>> + Send {
+        async {
+            Err(AdminError::NotFound(
+                "this node does not gather the cluster's figures".into(),
+            ))
+        }
+    }
     /// Empties the declared list (the operator's way out of a parked hub). Same default.
     fn clear_declared(&self) -> impl Future<Output = Result<ClearResponse, AdminError>> + Send {
         async {
@@ -219,6 +229,7 @@ pub fn router_with<O: AdminOps>(ops: O, config: AdminConfig) -> Router {
         .route("/v1/kinds", get(kinds::<O>))
         .route("/metrics", get(metrics_text::<O>))
         .route("/v1/members", get(members::<O>))
+        .route("/v1/cluster", get(cluster::<O>))
         .route("/v1/children/{id}/explain", get(explain::route::<O>))
         .route("/v1/events", get(events::stream::<O>))
         .route("/v1/events/recent", get(events::recent::<O>))
@@ -464,4 +475,10 @@ async fn clear_declared<O: AdminOps>(
     State(r): State<Routes<O>>,
 ) -> Result<Json<ClearResponse>, AdminError> {
     r.ops.clear_declared().await.map(Json)
+}
+
+async fn cluster<O: AdminOps>(
+    State(r): State<Routes<O>>,
+) -> Result<Json<ClusterResponse>, AdminError> {
+    r.ops.cluster().await.map(Json)
 }

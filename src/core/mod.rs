@@ -5,6 +5,7 @@
 //! every node reaches the same answer from the same inputs. The actors own the timers, the files
 //! and the sockets, call into it, and carry out what it returns.
 
+pub mod activity;
 pub mod backoff;
 pub mod batch_start;
 pub mod boot;

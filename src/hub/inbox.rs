@@ -10,6 +10,7 @@
 //! | `DeclaredVersion` | recorded here, in arrival order, in the recovery state the rounds read |
 //! | `TypedCast`, `TypedCall`, `MonitorChild` | handed to the local child or answered here (`hub/typed/`): no actor hop |
 //! | `TypedReply`, `ChildDown`, `Demonitor` | the typed calls and monitors of `HubShared` |
+//! | `SummaryQuery`, `SummaryReply` | answered from a task, or the queries of `HubShared` (`hub/summary`) |
 //!
 //! **Order.** The transport calls the inbox one event at a time per peer, in the order the peer
 //! sent them, and each event becomes one cast into one mailbox, so what one peer sends to one
@@ -31,6 +32,7 @@ use std::sync::{Arc, Weak};
 use ractor::ActorRef;
 
 use super::protocol::{CoordinatorMsg, DeclaredMsg, RegistryMsg};
+use super::summary;
 use super::typed;
 use super::HubShared;
 use crate::cluster::transport::{EventSink, TransportEvent};
@@ -67,6 +69,7 @@ impl Inbox {
             TransportEvent::NodeDown { node } => {
                 // Typed calls and monitors waiting on the peer fail now, not at a timeout.
                 hub.typed.peer_down(&node, &hub.node);
+                hub.summaries.peer_down(&node);
                 hub.monitors_peer_down(&node);
                 if let Some(registry) = hub.registry() {
                     let _ = registry.cast(RegistryMsg::PeerDown { node: node.clone() });
@@ -230,6 +233,11 @@ impl Inbox {
                     hub.loads.set_table(loads, &hub.members());
                 }
             }
+            WireMsg::SummaryQuery { request_id } => summary::on_query(hub, from, request_id),
+            WireMsg::SummaryReply {
+                request_id,
+                summary,
+            } => hub.summaries.complete(&from, request_id.0, *summary),
             // The transport consumes these; nothing of the hub's owns them.
             WireMsg::Hello { .. } | WireMsg::Heartbeat { .. } => {}
         }

@@ -23,6 +23,7 @@
 //! - [`reads`]: the reads answered from the shared state without an actor round trip;
 //! - [`monitors`]: monitors set on this node and the watches on its children;
 //! - [`typed`]: typed messages to children by id, and the calls this node waits on;
+//! - [`summary`]: this node's figures for the cluster dashboard, and the queries of peers';
 //! - [`simulation`]: the simulator's seam (injected bugs, the observer), inert without `sim`;
 //! - one folder (or file) per actor, each importing the protocol, the shared state, the pure
 //!   core, storage and config, never another actor's internals.
@@ -43,6 +44,7 @@ pub(crate) mod registry;
 pub(crate) mod shared;
 pub(crate) mod siblings;
 pub(crate) mod simulation;
+pub(crate) mod summary;
 pub(crate) mod supervisor;
 pub(crate) mod typed;
 

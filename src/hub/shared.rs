@@ -161,6 +161,8 @@ pub(crate) struct HubShared {
     pub command_slots: Arc<tokio::sync::Semaphore>,
     /// Typed calls this node waits on (`ChildRef::call` to a child on a peer).
     pub typed: crate::hub::typed::calls::TypedCalls,
+    /// Summary queries this node waits on (`GET /v1/cluster`), and its answers in progress.
+    pub summaries: crate::hub::summary::SummaryQueries,
     /// Monitors set on this node and watches on its children (`Hub::monitor`).
     pub monitors: crate::hub::monitors::table::Monitors,
     /// Hot moves: local children moving away, and states for children about to start here.
@@ -221,6 +223,8 @@ impl HubShared {
         let messages = crate::telemetry::messaging::MessageMetrics::new(
             &crate::telemetry::metrics::HubLabels::new(&config.hub_id, &node),
         );
+        let mut events = EventBus::new();
+        events.set_node(node.clone());
         Self {
             membership: RwLock::new(Membership::alone(&node)),
             config,
@@ -228,7 +232,7 @@ impl HubShared {
             storage,
             kinds,
             hooks,
-            events: EventBus::new(),
+            events,
             refs: RwLock::new(ActorRefs::default()),
             local_children: DashMap::new(),
             told_roles: crate::hub::registry::told_roles::ToldRoles::default(),
@@ -246,6 +250,7 @@ impl HubShared {
             refusals: crate::telemetry::refusals::Refusals::default(),
             command_slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_COMMANDS)),
             typed: crate::hub::typed::calls::TypedCalls::default(),
+            summaries: crate::hub::summary::SummaryQueries::default(),
             monitors: crate::hub::monitors::table::Monitors::default(),
             handoffs: crate::hub::coordinator::handoffs::Handoffs::default(),
             loads: crate::hub::coordinator::loads::Loads::default(),

@@ -106,6 +106,7 @@ impl AdminOps for FakeHub {
                     kind: spec.kind.clone(),
                     nodes: nodes.clone(),
                     metadata: spec.metadata.clone().unwrap_or_default(),
+                    durable: None,
                 },
             );
             out.started.push(StartedChild { id: spec.id, nodes });

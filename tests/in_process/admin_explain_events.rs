@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use tower::ServiceExt;
 
 use common::cluster::{Options, TestCluster};
-use common::{wait_until, DEADLINE};
+use common::{wait_for_async, wait_until, DEADLINE};
 
 async fn hub() -> Hub {
     let config = ProcessHub::builder("explain-hub")
@@ -417,4 +417,125 @@ async fn replicas_on_their_owners_are_explained_with_their_roles() {
         .find(|n| n["role"] == "active")
         .unwrap();
     assert_eq!(active["node"], e["owners"][0]);
+}
+
+/// `(node, health)` of each member of `GET /v1/cluster`, in its order.
+fn cluster_health(cluster: &Value) -> Vec<(String, String)> {
+    cluster["members"]
+        .as_array()
+        .expect("members")
+        .iter()
+        .map(|m| {
+            (
+                m["node"].as_str().expect("a node").to_owned(),
+                m["health"].as_str().expect("a health").to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_cluster_view_gathers_every_members_figures_and_shows_a_crashed_one_down() {
+    let cluster = TestCluster::with_nodes(11, &["a", "b", "c"], Options::plain()).await;
+    let a = cluster.hub("a").clone();
+    let specs: Vec<ChildSpec> = (0..9)
+        .map(|i| ChildSpec::new(format!("v{i}"), "counter"))
+        .collect();
+    let result = a
+        .start_children(specs, StartOptions::new())
+        .await
+        .expect("started");
+    assert_eq!(result.started.len(), 9, "{:?}", result.errors);
+
+    // Every member answers over the wire; the starts are in their histories, wherever each
+    // child started.
+    wait_for_async("every member's figures with the nine starts", || {
+        let a = a.clone();
+        async move {
+            let (status, body) = call(&a, "GET", "/v1/cluster", None).await;
+            if status != StatusCode::OK {
+                return Err(format!("{status}: {body}"));
+            }
+            let health = cluster_health(&body);
+            let all_ok =
+                health == ["a@test", "b@test", "c@test"].map(|n| (n.to_owned(), "ok".to_owned()));
+            let members = body["members"].as_array().expect("members");
+            let starts: u64 = members
+                .iter()
+                .map(|m| m["summary"]["totals"]["starts"].as_u64().unwrap_or(0))
+                .sum();
+            let recent: u64 = members
+                .iter()
+                .flat_map(|m| {
+                    m["summary"]["history"]["starts"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default()
+                })
+                .map(|n| n.as_u64().unwrap_or(0))
+                .sum();
+            let children: u64 = members
+                .iter()
+                .map(|m| m["summary"]["children"].as_u64().unwrap_or(0))
+                .sum();
+            (all_ok && starts == 9 && recent == 9 && children == 9)
+                .then_some(())
+                .ok_or_else(|| {
+                    format!("{health:?}, {starts} starts, {recent} recent, {children} children")
+                })
+        }
+    })
+    .await;
+    let (_, last) = call(&a, "GET", "/v1/cluster", None).await;
+    let b = &last["members"][1];
+    assert_eq!(b["local"], false);
+    assert_eq!(b["membership"], "up");
+    assert_eq!(b["summary"]["node"], "b@test", "{b}");
+    assert_eq!(b["summary"]["registry_rows"], 9, "{b}");
+    assert_eq!(
+        b["summary"]["history"]["starts"].as_array().map(Vec::len),
+        Some(60)
+    );
+    assert_eq!(last["members"][0]["local"], true);
+    let on_c = last["members"][2]["summary"]["children"]
+        .as_u64()
+        .expect("c's children");
+    assert!(on_c > 0, "nine children on three nodes: some run on c");
+
+    let mut cluster = cluster;
+    cluster.crash("c").await;
+    wait_for_async("c shown down, the others ok", || {
+        let a = a.clone();
+        async move {
+            let (_, body) = call(&a, "GET", "/v1/cluster", None).await;
+            let health = cluster_health(&body);
+            let want = [("a@test", "ok"), ("b@test", "ok"), ("c@test", "down")]
+                .map(|(n, h)| (n.to_owned(), h.to_owned()));
+            (health == want)
+                .then_some(())
+                .ok_or_else(|| format!("{health:?}"))
+        }
+    })
+    .await;
+    let (_, body) = call(&a, "GET", "/v1/cluster", None).await;
+    let c = &body["members"][2];
+    assert!(c["summary"].is_null(), "a down node is not asked: {c}");
+    assert!(c["down_since_ms"].as_u64().is_some(), "{c}");
+    // c's children fail over after their grace: each counts once, where it runs now.
+    wait_for_async("c's children counted as failovers once each", || {
+        let a = a.clone();
+        async move {
+            let (_, body) = call(&a, "GET", "/v1/cluster", None).await;
+            let failovers: u64 = body["members"]
+                .as_array()
+                .expect("members")
+                .iter()
+                .map(|m| m["summary"]["totals"]["failovers"].as_u64().unwrap_or(0))
+                .sum();
+            (failovers == on_c)
+                .then_some(())
+                .ok_or_else(|| format!("{failovers} failovers of {on_c}"))
+        }
+    })
+    .await;
 }

@@ -26,6 +26,9 @@
     refreshTimer: null,
     pending: null,
     started: false,
+    updatedAt: null, // time of the last successful refresh
+    clusterBusy: false,
+    clusterAt: 0, // when the cluster view was last asked for
   };
 
   const $ = (id) => document.getElementById(id);
@@ -187,6 +190,10 @@
       tr.appendChild(el("td", null, child.id));
       tr.appendChild(el("td", null, child.kind));
       tr.appendChild(el("td", null, child.nodes.map((n) => n.node).join(", ") || "unbound"));
+      const durable = child.durable === true ? "yes" : child.durable === false ? "no" : "–";
+      tr.appendChild(el("td", "durable-" + durable, durable)).dataset.testid = "child-durable";
+      const tag = (child.metadata && child.metadata.tag) || "";
+      tr.appendChild(el("td", "tag", tag || "–")).dataset.testid = "child-tag";
       body.appendChild(tr);
     }
     const next = result.headers.get("x-next-after");
@@ -326,6 +333,125 @@
     if (r && r.status === 200 && Array.isArray(r.body)) addEvents(r.body);
   }
 
+  // ---- cluster ------------------------------------------------------------------------------
+
+  const SVG = "http://www.w3.org/2000/svg";
+  const RATES = [
+    ["starts", "Starts"],
+    ["stops", "Stops"],
+    ["restarts", "Restarts"],
+    ["failovers", "Failovers"],
+  ];
+
+  function healthKind(health) {
+    if (health === "ok") return "ok";
+    if (health === "degraded" || health === "recovering") return "warn";
+    return "bad";
+  }
+
+  /** A sparkline of `values` (counts per bucket, oldest first) as inline SVG: no library. */
+  function sparkline(values, label) {
+    const width = 120;
+    const height = 26;
+    const svg = document.createElementNS(SVG, "svg");
+    svg.setAttribute("viewBox", "0 0 " + width + " " + height);
+    svg.setAttribute("width", String(width));
+    svg.setAttribute("height", String(height));
+    svg.setAttribute("class", "spark");
+    svg.setAttribute("role", "img");
+    svg.setAttribute("aria-label", label);
+    const max = values.reduce((m, v) => Math.max(m, v), 0);
+    const step = values.length > 1 ? width / (values.length - 1) : width;
+    const y = (v) => (height - 2 - (max ? (v / max) * (height - 4) : 0)).toFixed(1);
+    const points = values.map((v, i) => (i * step).toFixed(1) + "," + y(v));
+    const area = document.createElementNS(SVG, "polygon");
+    area.setAttribute("points", "0," + height + " " + points.join(" ") + " " + width + "," + height);
+    area.setAttribute("class", "spark-area");
+    svg.appendChild(area);
+    const line = document.createElementNS(SVG, "polyline");
+    line.setAttribute("points", points.join(" "));
+    line.setAttribute("class", "spark-line");
+    svg.appendChild(line);
+    return svg;
+  }
+
+  function clusterCard(member, bucketMs) {
+    const card = el("article", "member-card");
+    card.dataset.testid = "cluster-member";
+    card.dataset.node = member.node;
+    card.dataset.health = member.health;
+    const head = card.appendChild(el("header", "member-head"));
+    const name = head.appendChild(el("span", "member-name", member.node));
+    name.title = member.node;
+    name.dataset.testid = "cluster-node";
+    const pill = head.appendChild(el("span", null));
+    setPill(pill, member.health, healthKind(member.health));
+    pill.dataset.testid = "cluster-health";
+    const sub = card.appendChild(el("p", "hint"));
+    sub.textContent = member.membership + (member.local ? " · this node" : "");
+    const s = member.summary;
+    if (!s) {
+      const why = member.health === "down"
+        ? "down" + (member.down_since_ms ? " since " + time(member.down_since_ms) : "")
+        : member.error || "no answer";
+      card.appendChild(el("p", "member-missing", why)).dataset.testid = "cluster-missing";
+      return card;
+    }
+    const dl = card.appendChild(el("dl", "facts"));
+    fact(dl, "Children", s.children, "cluster-children");
+    fact(dl, "Registry rows", s.registry_rows + (s.unbound_rows ? " (" + s.unbound_rows + " unbound)" : ""));
+    fact(dl, "Declared", s.declared === null || s.declared === undefined ? "off" : s.declared);
+    fact(dl, "Recovery", s.recovery_state + (s.parked ? " (parked)" : ""));
+    fact(dl, "Members seen", s.members);
+    if (s.pending_work) fact(dl, "Pending work", s.pending_work);
+    if (s.refused_peer_input) fact(dl, "Refused input", s.refused_peer_input);
+    const minutes = Math.round(((bucketMs || 10000) * (s.history.starts || []).length) / 60000);
+    const rates = card.appendChild(el("ul", "rates"));
+    for (const [key, title] of RATES) {
+      const values = (s.history && s.history[key]) || [];
+      const recent = values.reduce((sum, v) => sum + v, 0);
+      const li = rates.appendChild(el("li"));
+      li.dataset.rate = key;
+      li.appendChild(el("span", "rate-name", title));
+      li.appendChild(sparkline(values, title + ": " + recent + " in the last " + minutes + " min"));
+      const n = li.appendChild(el("span", "mono rate-count", recent + " / " + (s.totals ? s.totals[key] : 0)));
+      n.title = recent + " in the last " + minutes + " min, " + (s.totals ? s.totals[key] : 0) + " since the node started";
+    }
+    return card;
+  }
+
+  function renderCluster(r) {
+    const box = $("cluster");
+    if (r.status === 404) {
+      clear(box);
+      box.appendChild(el("p", "hint", "This node does not gather the cluster's figures."));
+      return;
+    }
+    if (r.status !== 200) return;
+    const c = r.body;
+    $("cluster-count").textContent = c.members.length;
+    $("cluster-down").textContent = c.members.filter((m) => m.health === "down").length;
+    clear(box);
+    for (const member of c.members) box.appendChild(clusterCard(member, c.bucket_ms));
+  }
+
+  /** The cluster view asks every member over the wire (a slow member answers late): it
+   * refreshes on its own, never holding up the rest of the page. */
+  async function refreshCluster() {
+    // Each refresh asks every member: at most one in flight, and not more often than the
+    // periodic refresh however many events arrive.
+    if (state.clusterBusy || Date.now() - state.clusterAt < REFRESH_MS - 250) return;
+    state.clusterBusy = true;
+    state.clusterAt = Date.now();
+    try {
+      renderCluster(await api("v1/cluster"));
+    } catch (_) {
+      // The node did not answer: the footer says the page is stale.
+    } finally {
+      state.clusterBusy = false;
+    }
+  }
+
   // ---- refresh ------------------------------------------------------------------------------
 
   async function loadChildren() {
@@ -334,23 +460,46 @@
     renderChildren(r);
   }
 
+  /** The footer: when the page last got its data, or since when it has not. */
+  function setUpdated(ok) {
+    const footer = $("updated");
+    if (ok) {
+      state.updatedAt = Date.now();
+      footer.textContent = time(state.updatedAt);
+      footer.className = "";
+    } else {
+      footer.textContent = state.updatedAt
+        ? "stale since " + time(state.updatedAt) + " (the node does not answer)"
+        : "never (the node does not answer)";
+      footer.className = "stale";
+    }
+  }
+
   async function refresh() {
     if (!$("token-form").hidden) return;
+    refreshCluster();
     try {
       const [health, members, summary, declared] = await Promise.all([
         api("v1/health"), api("v1/members"), api("v1/registry/summary"), api("v1/declared"),
       ]);
       if (health.status === 401) return;
       if (health.status === 200) renderHealth(health.body);
-      else setPill($("health-status"), health.body.error || "error " + health.status, "bad");
+      else setPill($("health-status"), (health.body && health.body.error) || "error " + health.status, "bad");
       if (members.status === 200) renderMembers(members.body);
       if (summary.status === 200) renderSummary(summary.body);
       renderDeclared(declared);
-      await loadChildren();
-      if (!state.live) await pollEvents();
-      $("updated").textContent = time(Date.now());
+      setUpdated(true);
     } catch (e) {
       setPill($("health-status"), "unreachable", "bad");
+      setUpdated(false);
+      return;
+    }
+    // The children page and the events are the slower half: the footer does not wait on them.
+    try {
+      await loadChildren();
+      if (!state.live) await pollEvents();
+    } catch (_) {
+      setUpdated(false);
     }
   }
 
@@ -455,6 +604,7 @@
     const probe = await api("v1/health").catch(() => null);
     if (!probe) {
       setPill($("health-status"), "unreachable", "bad");
+      setUpdated(false);
       setTimeout(boot, REFRESH_MS);
       return;
     }

@@ -3,10 +3,11 @@
 //! The page and its assets are compiled into the binary (`include_str!` of the files beside
 //! this one), so a node serves its dashboard with no network, no CDN and no build step, and the
 //! page a node serves always matches the API it reads. The page holds no data: its script
-//! reads the same JSON routes as any client (`/v1/health`, `/v1/members`,
+//! reads the same JSON routes as any client (`/v1/health`, `/v1/members`, `/v1/cluster`,
 //! `/v1/registry/summary`, `/v1/children`, `/v1/declared`, `/v1/children/{id}/explain`,
 //! `/v1/events` and `/v1/events/recent`), with same-origin requests that the guard lets through
-//! like any other.
+//! like any other. The other members' figures come through this node (`/v1/cluster` asks them
+//! over the cluster wire), so the page never reaches another origin.
 //!
 //! Two decisions follow from "the page holds no data":
 //! - **The assets need no token** (see `guard`): a browser cannot attach a bearer token to a

@@ -20,6 +20,8 @@ pub mod budget;
 mod declared;
 mod frame;
 pub mod seal;
+#[cfg(test)]
+mod summary_tests;
 
 pub use declared::{DeclaredOp, DeclaredRefusal};
 pub use frame::{
@@ -28,6 +30,7 @@ pub use frame::{
 
 use serde::{Deserialize, Serialize};
 
+use crate::core::activity::NodeSummary;
 use crate::core::boot_token::BootToken;
 use crate::core::declared::delta::DeclaredDelta;
 use crate::core::declared::list::{DeclaredChild, DeclaredList};
@@ -483,11 +486,26 @@ pub enum WireMsg {
         /// Answer with a digest when the sender holds records the receiver lacks.
         reply: bool,
     },
+    /// "Send me your figures": a node serving `GET /v1/cluster` asks each member, which
+    /// answers once with a [`WireMsg::SummaryReply`] (no actor hop: read from the shared
+    /// state). Added after every other variant so the older variants encode as before.
+    SummaryQuery {
+        /// The asker's pending query.
+        request_id: RequestId,
+    },
+    /// The answer to a [`WireMsg::SummaryQuery`]: the sender's figures and its last ten
+    /// minutes, bounded on decode ([`NodeSummary::validate`]).
+    SummaryReply {
+        /// The asker's pending query.
+        request_id: RequestId,
+        /// The sender's figures (boxed: the other messages stay small).
+        summary: Box<NodeSummary>,
+    },
 }
 
 impl WireMsg {
     /// Checks what the decoder cannot: the bounds of the reachability messages (record count,
-    /// each record's shape). A frame that fails is refused as malformed.
+    /// each record's shape) and of a node summary. A frame that fails is refused as malformed.
     pub(crate) fn check_bounds(&self) -> Result<(), String> {
         match self {
             WireMsg::Reachability { records } => {
@@ -509,6 +527,9 @@ impl WireMsg {
                 "reachability digest of {} entries, at most {MAX_NODES}",
                 digest.len()
             )),
+            WireMsg::SummaryReply { summary, .. } => {
+                summary.validate().map_err(|e| format!("node summary: {e}"))
+            }
             _ => Ok(()),
         }
     }
@@ -604,6 +625,8 @@ impl WireMsg {
             WireMsg::GossipRound { .. } => "gossip_round",
             WireMsg::Reachability { .. } => "reachability",
             WireMsg::ReachDigest { .. } => "reach_digest",
+            WireMsg::SummaryQuery { .. } => "summary_query",
+            WireMsg::SummaryReply { .. } => "summary_reply",
         }
     }
 }

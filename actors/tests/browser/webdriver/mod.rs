@@ -252,6 +252,25 @@ impl Browser {
             .map(|v| v.as_str().unwrap_or_default().to_owned())
     }
 
+    /// Runs `script` (a function body: `return ...;`) in the page and returns its value.
+    pub fn execute(&self, script: &str) -> Result<Value> {
+        self.session_command(
+            "POST",
+            "/execute/sync",
+            Some(json!({ "script": script, "args": [] })),
+        )
+    }
+
+    /// Resizes the browser's window (CSS pixels).
+    pub fn set_window_size(&self, width: u32, height: u32) -> Result<()> {
+        self.session_command(
+            "POST",
+            "/window/rect",
+            Some(json!({ "width": width, "height": height })),
+        )
+        .map(drop)
+    }
+
     /// A PNG of the viewport.
     pub fn screenshot(&self) -> Result<Vec<u8>> {
         let encoded = self.session_command("GET", "/screenshot", None)?;
