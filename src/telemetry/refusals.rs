@@ -22,6 +22,9 @@ pub(crate) enum Refusal {
     /// A reachability record no honest observer writes (`core::reachability::ReachError`: a
     /// record in this node's name, a version jump, an incarnation in the future, a full table).
     Reachability,
+    /// A typed message (a cast or a call to a child) whose bytes do not decode as the child's
+    /// message type: another type or version, truncated, or forged.
+    Undecodable,
 }
 
 impl Refusal {
@@ -33,6 +36,7 @@ impl Refusal {
             Refusal::ImplausibleVersion => "implausible_version",
             Refusal::Overloaded => "overloaded",
             Refusal::Reachability => "reachability",
+            Refusal::Undecodable => "undecodable_message",
         }
     }
 }

@@ -72,7 +72,11 @@ impl<M: Message> RemoteChildRef<M> {
         let (variant, args) = match msg.serialize() {
             Ok(SerializedMessage::Cast { variant, args, .. }) => (variant, args),
             Ok(_) => return Err(self.not_remotable("an #[rpc] variant cannot be cast")),
-            Err(_) => return Err(self.not_remotable("the message type is local-only")),
+            Err(_) => {
+                return Err(self.not_remotable(
+                    "the message did not encode (a local-only type, or a field serde refused)",
+                ))
+            }
         };
         self.check(&variant, args.len())?;
         let request = EndpointRequest::CastTyped {
@@ -110,7 +114,11 @@ impl<M: Message> RemoteChildRef<M> {
                 ..
             }) => (variant, args, reply),
             Ok(_) => return Err(self.not_remotable("only #[rpc] variants are called")),
-            Err(_) => return Err(self.not_remotable("the message type is local-only")),
+            Err(_) => {
+                return Err(self.not_remotable(
+                    "the message did not encode (a local-only type, or a field serde refused)",
+                ))
+            }
         };
         self.check(&variant, args.len())?;
         let request = EndpointRequest::CallTyped {
@@ -123,8 +131,8 @@ impl<M: Message> RemoteChildRef<M> {
             (node, EndpointReply::Called(bytes)) => (node, bytes),
             (node, other) => return Err(unexpected(node, other)),
         };
-        // ractor's bridge decodes the bytes into `T` and answers `rx`; bytes that are not a
-        // `T` close it instead.
+        // The message type's bridge decodes the bytes into `T` and answers `rx`; bytes that
+        // are not a `T` close it instead.
         if reply.send(bytes).is_err() {
             return Err(self.decode(node, "the caller stopped waiting"));
         }

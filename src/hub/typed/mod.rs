@@ -145,12 +145,16 @@ fn deliver_here(
         None => return Err(hub.not_here(id)),
     };
     outcome.map_err(|e| match e {
-        DeliverError::Undecodable => failure(
+        DeliverError::Undecodable => {
+            hub.refusals.count(Refusal::Undecodable);
+            tracing::warn!(child = %id, %kind, "typed message refused: it does not decode as the kind's message type");
+            failure(
             &hub.node,
             id,
             "decode",
             &format!("not a message of kind {kind:?}"),
-        ),
+        )
+        }
         DeliverError::Gone => hub.not_here(id),
     })
 }
@@ -197,8 +201,15 @@ pub(crate) fn on_cast(
             };
             let outcome = deliver(cell.value(), message);
             drop(cell);
-            if let Err(e) = outcome {
-                tracing::debug!(child = %id, %from, error = %e, "typed cast not delivered");
+            match outcome {
+                Ok(()) => {}
+                Err(DeliverError::Undecodable) => {
+                    hub.refusals.count(Refusal::Undecodable);
+                    tracing::warn!(child = %id, %from, %kind, "typed cast refused: it does not decode as the kind's message type");
+                }
+                Err(e) => {
+                    tracing::debug!(child = %id, %from, error = %e, "typed cast not delivered")
+                }
             }
             return;
         }
