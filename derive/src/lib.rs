@@ -17,7 +17,7 @@
 //!   forged length) are an error, never a default value: the hub answers the caller `decode`.
 
 use proc_macro::TokenStream;
-use proc_macro2::{Span, TokenStream as TokenStream2};
+use proc_macro2::TokenStream as TokenStream2;
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{Data, DeriveInput, Fields, GenericArgument, PathArguments, Type};
@@ -38,12 +38,13 @@ pub fn child_message(input: TokenStream) -> TokenStream {
     }
 }
 
-/// One field of a variant: its binding, its type, and whether it is the reply port.
+/// One field of a variant: its binding, its codec, and whether it is the reply port.
 struct Field {
     bind: syn::Ident,
+    /// The constant holding the codec of the field's type (of the answer for a reply port).
+    codec: syn::Ident,
     /// `Some(T)` for the `RpcReplyPort<T>` of an `#[rpc]` variant.
     answer: Option<Type>,
-    ty: Type,
     /// The field's name (named fields), for the constructor.
     name: Option<syn::Ident>,
 }
@@ -89,7 +90,10 @@ fn expand(ast: &DeriveInput) -> syn::Result<TokenStream2> {
     let mut serialize_arms = Vec::new();
     let mut cast_arms = Vec::new();
     let mut call_arms = Vec::new();
-    for v in &data.variants {
+    // One codec constant per field and per answer, spanned at its type: the one place a type
+    // that is not a serde type is reported.
+    let mut codecs = Vec::new();
+    for (vi, v) in data.variants.iter().enumerate() {
         let ident = &v.ident;
         let tag = ident.to_string();
         let rpc_attrs: Vec<_> = v
@@ -125,10 +129,15 @@ fn expand(ast: &DeriveInput) -> syn::Result<TokenStream2> {
                     "ChildMessage: a variant with an RpcReplyPort field must be marked #[rpc]",
                 ));
             }
+            let codec = format_ident!("__PROCESS_HUB_CODEC_{}_{}", vi, i);
+            let codec_ty = answer.as_ref().unwrap_or(&f.ty);
+            codecs.push(quote_spanned! {codec_ty.span()=>
+                const #codec: #p::FieldCodec<#codec_ty> = #p::codec::<#codec_ty>();
+            });
             fields.push(Field {
+                codec,
                 bind: format_ident!("__f{}", i),
                 answer,
-                ty: f.ty.clone(),
                 name: f.ident.clone(),
             });
         }
@@ -151,19 +160,13 @@ fn expand(ast: &DeriveInput) -> syn::Result<TokenStream2> {
             }
         };
         let data: Vec<_> = fields.iter().filter(|f| f.answer.is_none()).collect();
-        // Each field's encoding and decoding carries the field type's span: a type that is not
-        // a serde type is reported at its field.
         let pushes = data.iter().map(|f| {
-            let (bind, ty) = (&f.bind, &f.ty);
-            quote_spanned! {ty.span()=>
-                #p::Encoder::push::<#ty>(&mut __encoder, &#bind)?;
-            }
+            let (bind, codec) = (&f.bind, &f.codec);
+            quote! { __encoder.push(#codec, &#bind)?; }
         });
         let reads = data.iter().map(|f| {
-            let (bind, ty) = (&f.bind, &f.ty);
-            quote_spanned! {ty.span()=>
-                let #bind = #p::Decoder::next::<#ty>(&mut __decoder)?;
-            }
+            let (bind, codec) = (&f.bind, &f.codec);
+            quote! { let #bind = __decoder.next(#codec)?; }
         });
         let (encode, decode) = if data.is_empty() {
             let encode = quote! { let __args = ::std::vec::Vec::new(); };
@@ -206,11 +209,9 @@ fn expand(ast: &DeriveInput) -> syn::Result<TokenStream2> {
                 });
             }
             Some(port) => {
-                let bind = &port.bind;
-                let answer = port.answer.as_ref().unwrap_or(&port.ty);
-                let span = answer.span();
-                let to_bytes = quote_spanned! {span=> #p::reply_bytes::<#answer>(#bind)? };
-                let to_typed = quote_spanned! {span=> #p::reply_typed::<#answer>(__reply)? };
+                let (bind, codec) = (&port.bind, &port.codec);
+                let to_bytes = quote! { #p::reply_bytes(#bind, #codec)? };
+                let to_typed = quote! { #p::reply_typed(__reply, #codec)? };
                 serialize_arms.push(quote! {
                     #pattern => {
                         #encode
@@ -236,8 +237,11 @@ fn expand(ast: &DeriveInput) -> syn::Result<TokenStream2> {
     let no_calls = call_arms
         .is_empty()
         .then(|| quote! { let _ = (&__args, __reply); });
-    let span = Span::call_site();
-    Ok(quote_spanned! {span=>
+    Ok(quote! {
+        #[allow(non_upper_case_globals)]
+        const _: () = {
+        #(#codecs)*
+
         impl #r::Message for #name {
             // `serializable()` keeps its default, `false`: ractor_cluster does not advertise
             // the child to other nodes. The hub calls these two directly.
@@ -276,5 +280,6 @@ fn expand(ast: &DeriveInput) -> syn::Result<TokenStream2> {
                 }
             }
         }
+        };
     })
 }

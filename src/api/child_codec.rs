@@ -9,8 +9,9 @@
 //! forged length cannot make the receiver allocate), every byte must be consumed, and bytes
 //! that do not decode are an error, never a default value.
 //!
-//! What the derive generates calls [`Encoder`], [`Decoder`], [`reply_bytes`] and
-//! [`reply_typed`] through `process_hub::__private`; nothing here is an API of its own.
+//! What the derive generates calls [`FieldCodec`], [`Encoder`], [`Decoder`], [`reply_bytes`]
+//! and [`reply_typed`] through `process_hub::__private`; nothing here is an API of its own. The
+//! file uses no other module of the crate: the derive's compile-fail test compiles it alone.
 
 use bincode::Options;
 use ractor::message::BoxedDowncastErr;
@@ -41,6 +42,53 @@ fn options(limit: u64) -> impl Options {
         .allow_trailing_bytes()
 }
 
+/// How one field's type (or one answer's) is encoded and decoded: the derive makes one per
+/// field, as a constant, so that a type that is not a serde type is reported once, at its
+/// field, and every use of the constant needs no bound of its own.
+pub struct FieldCodec<T> {
+    encode: fn(&T, &mut Vec<u8>) -> Result<(), BoxedDowncastErr>,
+    decode: fn(&mut &[u8]) -> Result<T, BoxedDowncastErr>,
+}
+
+impl<T> Clone for FieldCodec<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for FieldCodec<T> {}
+
+/// The codec of `T`: the one place the derive asks for `T: WireField`.
+pub const fn codec<T: WireField>() -> FieldCodec<T> {
+    FieldCodec {
+        encode: encode_into::<T>,
+        decode: decode_from::<T>,
+    }
+}
+
+/// Appends `value` to `bytes`. A value serde refuses (e.g. a sequence of unknown length) fails
+/// the whole message, logged with serde's reason.
+fn encode_into<T: WireField>(value: &T, bytes: &mut Vec<u8>) -> Result<(), BoxedDowncastErr> {
+    // No limit here: the caller's own value, measured against the frame budget after.
+    options(u64::MAX).serialize_into(bytes, value).map_err(|e| {
+        tracing::warn!(
+            field = std::any::type_name::<T>(),
+            error = %e,
+            "a ChildMessage field did not encode"
+        );
+        BoxedDowncastErr
+    })
+}
+
+/// Reads a `T` from the start of `rest` and advances it. Fails when the bytes are not a `T`
+/// (truncated, another type, or a length beyond the bytes left, refused before allocating).
+fn decode_from<T: WireField>(rest: &mut &[u8]) -> Result<T, BoxedDowncastErr> {
+    let limit = rest.len() as u64;
+    options(limit)
+        .deserialize_from(rest)
+        .map_err(|_| BoxedDowncastErr)
+}
+
 /// Encodes a variant's fields one after the other.
 #[derive(Default)]
 pub struct Encoder {
@@ -53,20 +101,9 @@ impl Encoder {
         Self::default()
     }
 
-    /// Appends one field. A field serde refuses (e.g. a map whose keys cannot be encoded, or a
-    /// sequence of unknown length) fails the whole message, logged with serde's reason.
-    pub fn push<T: WireField>(&mut self, field: &T) -> Result<(), BoxedDowncastErr> {
-        // No limit here: the caller's own value, measured against the frame budget after.
-        options(u64::MAX)
-            .serialize_into(&mut self.bytes, field)
-            .map_err(|e| {
-                tracing::warn!(
-                    field = std::any::type_name::<T>(),
-                    error = %e,
-                    "a ChildMessage field did not encode"
-                );
-                BoxedDowncastErr
-            })
+    /// Appends one field.
+    pub fn push<T>(&mut self, codec: FieldCodec<T>, field: &T) -> Result<(), BoxedDowncastErr> {
+        (codec.encode)(field, &mut self.bytes)
     }
 
     /// The encoded fields.
@@ -86,13 +123,9 @@ impl<'a> Decoder<'a> {
         Self { rest: bytes }
     }
 
-    /// The next field. Fails when the bytes left are not a `T` (truncated, another type, or
-    /// a length beyond the bytes left).
-    pub fn next<T: WireField>(&mut self) -> Result<T, BoxedDowncastErr> {
-        let limit = self.rest.len() as u64;
-        options(limit)
-            .deserialize_from(&mut self.rest)
-            .map_err(|_| BoxedDowncastErr)
+    /// The next field.
+    pub fn next<T>(&mut self, codec: FieldCodec<T>) -> Result<T, BoxedDowncastErr> {
+        (codec.decode)(&mut self.rest)
     }
 
     /// Succeeds only if every byte was read: a message with bytes left over is not of this
@@ -107,9 +140,9 @@ impl<'a> Decoder<'a> {
 }
 
 /// An answer's bytes as a `T`, bounded like a field.
-fn decode_answer<T: WireField>(bytes: &[u8]) -> Option<T> {
+fn decode_answer<T>(codec: FieldCodec<T>, bytes: &[u8]) -> Option<T> {
     let mut decoder = Decoder::new(bytes);
-    let value = decoder.next::<T>().ok()?;
+    let value = decoder.next(codec).ok()?;
     decoder.finish().ok()?;
     Some(value)
 }
@@ -128,8 +161,9 @@ fn runtime() -> Result<tokio::runtime::Handle, BoxedDowncastErr> {
 /// as `T` closes `port` without a value (logged), which the hub's callers report as `decode`.
 /// The bridge waits at most the port's timeout (without one, until the bytes' sender is
 /// dropped).
-pub fn reply_bytes<T: WireField>(
+pub fn reply_bytes<T: Send + 'static>(
     port: RpcReplyPort<T>,
+    codec: FieldCodec<T>,
 ) -> Result<RpcReplyPort<Vec<u8>>, BoxedDowncastErr> {
     let runtime = runtime()?;
     let (tx, rx) = tokio::sync::oneshot::channel::<Vec<u8>>();
@@ -145,7 +179,7 @@ pub fn reply_bytes<T: WireField>(
                 Err(_) => return,
             },
         };
-        match decode_answer::<T>(&bytes) {
+        match decode_answer(codec, &bytes) {
             Some(value) => {
                 let _ = port.send(value);
             }
@@ -165,8 +199,9 @@ pub fn reply_bytes<T: WireField>(
 /// The host's side of an `#[rpc]` variant: a typed port for the child whose answer is encoded
 /// and sent on `port` (the bytes go back to the caller). An answer serde refuses drops `port`
 /// (logged), which the caller sees as `no_reply`.
-pub fn reply_typed<T: WireField>(
+pub fn reply_typed<T: Send + 'static>(
     port: RpcReplyPort<Vec<u8>>,
+    codec: FieldCodec<T>,
 ) -> Result<RpcReplyPort<T>, BoxedDowncastErr> {
     let runtime = runtime()?;
     let (tx, rx) = tokio::sync::oneshot::channel::<T>();
@@ -183,7 +218,7 @@ pub fn reply_typed<T: WireField>(
             },
         };
         let mut encoder = Encoder::new();
-        if encoder.push(&value).is_ok() {
+        if encoder.push(codec, &value).is_ok() {
             let _ = port.send(encoder.finish());
         }
     });
@@ -222,9 +257,9 @@ mod tests {
         let scores: BTreeMap<String, Option<u32>> =
             [("ana".to_owned(), Some(3)), ("bo".to_owned(), None)].into();
         let mut encoder = Encoder::new();
-        encoder.push(&players).unwrap();
-        encoder.push(&scores).unwrap();
-        encoder.push(&7u8).unwrap();
+        encoder.push(codec(), &players).unwrap();
+        encoder.push(codec(), &scores).unwrap();
+        encoder.push(codec(), &7u8).unwrap();
         let bytes = encoder.finish();
         // The same bytes as bincode's encoding of the tuple.
         assert_eq!(
@@ -232,12 +267,14 @@ mod tests {
             bincode::serialize(&(&players, &scores, 7u8)).unwrap()
         );
         let mut decoder = Decoder::new(&bytes);
-        assert_eq!(decoder.next::<Vec<Player>>().unwrap(), players);
+        assert_eq!(decoder.next(codec::<Vec<Player>>()).unwrap(), players);
         assert_eq!(
-            decoder.next::<BTreeMap<String, Option<u32>>>().unwrap(),
+            decoder
+                .next(codec::<BTreeMap<String, Option<u32>>>())
+                .unwrap(),
             scores
         );
-        assert_eq!(decoder.next::<u8>().unwrap(), 7);
+        assert_eq!(decoder.next(codec::<u8>()).unwrap(), 7);
         decoder.finish().unwrap();
     }
 
@@ -246,34 +283,34 @@ mod tests {
         let bytes = bincode::serialize(&vec![player("ana")]).unwrap();
         // Truncated.
         let mut decoder = Decoder::new(&bytes[..bytes.len() - 1]);
-        assert!(decoder.next::<Vec<Player>>().is_err());
+        assert!(decoder.next(codec::<Vec<Player>>()).is_err());
         // Left over.
         let mut decoder = Decoder::new(&bytes);
-        assert!(decoder.next::<u64>().is_ok());
+        assert!(decoder.next(codec::<u64>()).is_ok());
         assert!(decoder.finish().is_err());
         // A forged length far beyond the bytes: refused before allocating it.
         let mut forged = u64::MAX.to_le_bytes().to_vec();
         forged.extend_from_slice(b"xy");
-        assert!(Decoder::new(&forged).next::<Vec<u8>>().is_err());
-        assert!(Decoder::new(&forged).next::<String>().is_err());
-        assert!(Decoder::new(&forged).next::<Vec<Player>>().is_err());
+        assert!(Decoder::new(&forged).next(codec::<Vec<u8>>()).is_err());
+        assert!(Decoder::new(&forged).next(codec::<String>()).is_err());
+        assert!(Decoder::new(&forged).next(codec::<Vec<Player>>()).is_err());
         // Not UTF-8.
         let mut bad = 2u64.to_le_bytes().to_vec();
         bad.extend_from_slice(&[0xff, 0xfe]);
-        assert!(Decoder::new(&bad).next::<String>().is_err());
-        assert_eq!(decode_answer::<String>(&bad), None);
+        assert!(Decoder::new(&bad).next(codec::<String>()).is_err());
+        assert_eq!(decode_answer(codec::<String>(), &bad), None);
     }
 
     #[tokio::test]
     async fn an_answer_crosses_both_bridges_and_a_bad_one_closes_the_port() {
         let (tx, rx) = tokio::sync::oneshot::channel::<Vec<Player>>();
-        let bytes_port = reply_bytes(RpcReplyPort::from(tx)).unwrap();
-        let typed_port = reply_typed::<Vec<Player>>(bytes_port).unwrap();
+        let bytes_port = reply_bytes(RpcReplyPort::from(tx), codec()).unwrap();
+        let typed_port = reply_typed::<Vec<Player>>(bytes_port, codec()).unwrap();
         typed_port.send(vec![player("cy")]).unwrap();
         assert_eq!(rx.await.unwrap(), vec![player("cy")]);
 
         let (tx, rx) = tokio::sync::oneshot::channel::<Vec<Player>>();
-        let bytes_port = reply_bytes(RpcReplyPort::from(tx)).unwrap();
+        let bytes_port = reply_bytes(RpcReplyPort::from(tx), codec()).unwrap();
         bytes_port.send(vec![1, 2, 3]).unwrap();
         assert!(rx.await.is_err(), "undecodable bytes never become a value");
     }
