@@ -5,8 +5,9 @@
 //! Run: `cargo run --example chat`
 //!
 //! Three OS processes of this binary form a cluster on loopback (`support/nodes.rs`). Node a
-//! opens the rooms; users connected to b and c post into them; every node reads each room's
-//! history and sees the same messages in the same order, whichever node hosts the room.
+//! opens the rooms; users join #rust through b and c (a `Vec<User>` of a plain serde struct in
+//! one message) and post into the rooms; every node reads each room's history and sees the same
+//! members and messages in the same order, whichever node hosts the room.
 
 #[path = "support/nodes.rs"]
 mod nodes;
@@ -293,12 +294,12 @@ async fn node(role: NodeRole) -> Result<(), Error> {
                 let members: Vec<String> = history
                     .members
                     .iter()
-                    .map(|u| format!("{}@{}", u.name, u.via))
+                    .map(|u| format!("{} (via {})", u.name, u.via))
                     .collect();
                 say(format!(
                     "history #{room} ({}; members {}): {}",
                     history.topic,
-                    members.join(" "),
+                    members.join(", "),
                     lines.join(" | ")
                 ));
             }

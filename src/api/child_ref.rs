@@ -6,9 +6,9 @@
 //! send resolves where the child runs from this node's registry copy:
 //! - **here**: the message goes straight into the child's mailbox, unencoded (ractor checks
 //!   the message type: a wrong `M` is [`ChildRefError::Decode`]);
-//! - **on a peer**: the message is encoded with ractor's own serialization of remotable
-//!   messages (`#[derive(RactorClusterMessage)]`, or [`macro@crate::ChildMessage`] for a type
-//!   that must not be advertised) and sent to that node's hub, which decodes it with the child's
+//! - **on a peer**: the message is encoded by its type's `Message::serialize`
+//!   ([`macro@crate::ChildMessage`]: serde fields, the child not advertised; or ractor_cluster's
+//!   `#[derive(RactorClusterMessage)]`) and sent to that node's hub, which decodes it with the child's
 //!   kind and hands it to the child;
 //! - **between nodes** (its host is down within the grace, or it is being moved): a call
 //!   retries after a short pause, re-resolving, until its timeout; a cast fails

@@ -1,10 +1,11 @@
 //! [`RemoteChildRef`]: a typed reference to a child, from a node that runs no hub.
 //!
-//! The client encodes the message the way ractor_cluster encodes a remotable message (the
-//! variant's name and its `BytesConvertable` fields), sends it to one of the hub's endpoints,
+//! The client encodes the message as its type's `Message::serialize` does (the variant's name
+//! and its fields' bytes: serde fields for `#[derive(ChildMessage)]`, `BytesConvertable` ones
+//! for `RactorClusterMessage`), sends it to one of the hub's endpoints,
 //! and the endpoint's node hands it to the hub's typed path, which follows the child wherever
 //! it runs (retrying while it is between nodes, within the call's timeout). A call's answer
-//! comes back as bytes and completes the caller's `RpcReplyPort<T>` through ractor's own
+//! comes back as bytes and completes the caller's `RpcReplyPort<T>` through the type's own
 //! decoding, so the caller writes the same `call(|reply| M::Variant(.., reply), timeout)` as
 //! with a local [`crate::ChildRef`].
 

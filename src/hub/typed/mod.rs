@@ -1,9 +1,9 @@
 //! Typed messages to children by id, from any node: the host's side, and where a sender
 //! routes (shared by `ChildRef`, monitors and the inbox).
 //!
-//! A typed message crosses the wire as ractor serializes a remotable message (its variant's
-//! name and its `BytesConvertable` fields), so a message type made for ractor_cluster works
-//! unchanged. The sender encodes it and sends the frame itself; the host's wire inbox decodes
+//! A typed message crosses the wire as ractor's `SerializedMessage` (its variant's name and
+//! its fields' bytes): `#[derive(ChildMessage)]` encodes serde fields (`api::child_codec`), and
+//! a message type made for ractor_cluster (`BytesConvertable` fields) works unchanged. The sender encodes it and sends the frame itself; the host's wire inbox decodes
 //! it with the child's kind ([`crate::kinds::ChildKinds`] captured the type at registration)
 //! and hands it to the child's mailbox. No actor of the hub sits on the path: a cast is one
 //! frame, a call one frame each way.
