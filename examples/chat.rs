@@ -5,8 +5,9 @@
 //! Run: `cargo run --example chat`
 //!
 //! Three OS processes of this binary form a cluster on loopback (`support/nodes.rs`). Node a
-//! opens the rooms; users connected to b and c post into them; every node reads each room's
-//! history and sees the same messages in the same order, whichever node hosts the room.
+//! opens the rooms; users join #rust through b and c (a `Vec<User>` of a plain serde struct in
+//! one message) and post into the rooms; every node reads each room's history and sees the same
+//! members and messages in the same order, whichever node hosts the room.
 
 #[path = "support/nodes.rs"]
 mod nodes;
@@ -35,49 +36,43 @@ struct RoomArgs {
 }
 
 /// One line of a room's history.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 struct Line {
     user: String,
     text: String,
 }
 
-/// A room's topic and lines, as `RoomMsg::History` answers them.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// A member of a room: who, and through which node they joined.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct User {
+    name: String,
+    via: String,
+}
+
+/// A room's topic, members and lines, as `RoomMsg::History` answers them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 struct History {
     topic: String,
+    members: Vec<User>,
     lines: Vec<Line>,
 }
 
-// How a line and a history cross nodes: ractor_cluster's `BytesConvertable`, here with bincode.
-// `from_bytes` cannot fail, so bytes that do not decode become an empty value rather than a
-// panic (which would drop the message).
-impl ractor::BytesConvertable for Line {
-    fn into_bytes(self) -> Vec<u8> {
-        bincode::serialize(&self).unwrap_or_default()
-    }
-    fn from_bytes(bytes: Vec<u8>) -> Self {
-        bincode::deserialize(&bytes).unwrap_or_default()
-    }
-}
-
-impl ractor::BytesConvertable for History {
-    fn into_bytes(self) -> Vec<u8> {
-        bincode::serialize(&self).unwrap_or_default()
-    }
-    fn from_bytes(bytes: Vec<u8>) -> Self {
-        bincode::deserialize(&bytes).unwrap_or_default()
-    }
-}
-
 /// What a room understands. `ChildMessage` makes it reachable from any node through a
-/// `ChildRef<RoomMsg>` (the same rules and bytes as ractor_cluster's `RactorClusterMessage`,
-/// without a proxy of every room on every node).
+/// `ChildRef<RoomMsg>`: every field and every answer is a serde type (the user structs above,
+/// a `Vec` of them), encoded by the hub, with nothing written by hand. Bytes that do not decode
+/// as a `RoomMsg` are refused with a `decode` error, never turned into a default value.
 #[derive(Debug, process_hub::ChildMessage)]
 enum RoomMsg {
     /// Append a line; answers the number of lines, so a poster knows it landed.
     #[rpc]
     Post(Line, RpcReplyPort<u64>),
-    /// The topic and every line so far.
+    /// Adds users to the room (once each); answers every member's name.
+    #[rpc]
+    Join {
+        users: Vec<User>,
+        reply: RpcReplyPort<Vec<String>>,
+    },
+    /// The topic, the members and every line so far.
     #[rpc]
     History(RpcReplyPort<History>),
 }
@@ -87,8 +82,12 @@ struct Room;
 
 struct RoomState {
     topic: String,
+    members: Vec<User>,
     lines: Vec<Line>,
 }
+
+/// The most members a room keeps.
+const MAX_MEMBERS: usize = 1_000;
 
 /// The most lines a room keeps: a room is state in memory, bounded like any other.
 const MAX_LINES: usize = 1_000;
@@ -105,6 +104,7 @@ impl Actor for Room {
     ) -> Result<RoomState, ActorProcessingErr> {
         Ok(RoomState {
             topic: args.topic,
+            members: Vec::new(),
             lines: Vec::new(),
         })
     }
@@ -123,9 +123,19 @@ impl Actor for Room {
                 state.lines.push(line);
                 let _ = reply.send(state.lines.len() as u64);
             }
+            RoomMsg::Join { users, reply } => {
+                for user in users {
+                    let known = state.members.iter().any(|m| m.name == user.name);
+                    if !known && state.members.len() < MAX_MEMBERS {
+                        state.members.push(user);
+                    }
+                }
+                let _ = reply.send(state.members.iter().map(|m| m.name.clone()).collect());
+            }
             RoomMsg::History(reply) => {
                 let _ = reply.send(History {
                     topic: state.topic.clone(),
+                    members: state.members.clone(),
                     lines: state.lines.clone(),
                 });
             }
@@ -157,6 +167,25 @@ async fn post(hub: &Hub, room: &str, user: &str, text: &str) -> Result<(), Error
     Ok(())
 }
 
+/// Adds `names` (joining through this node) to `room` wherever it runs: a `Vec<User>` crosses
+/// nodes; answers every member's name.
+async fn join_room(hub: &Hub, room: &str, names: &[&str]) -> Result<Vec<String>, Error> {
+    let users: Vec<User> = names
+        .iter()
+        .map(|name| User {
+            name: (*name).to_owned(),
+            via: hub.node().to_string(),
+        })
+        .collect();
+    Ok(hub
+        .child_ref::<RoomMsg>(room)
+        .call(
+            |reply| RoomMsg::Join { users, reply },
+            Duration::from_secs(5),
+        )
+        .await?)
+}
+
 /// The history of `room` wherever it runs.
 async fn history(hub: &Hub, room: &str) -> Result<History, Error> {
     Ok(hub
@@ -183,6 +212,11 @@ fn parent() -> Result<(), Error> {
     }
     nodes.tell("a", "open-rooms")?;
     nodes.expect("a", "opened", WAIT)?;
+    // Users join #rust through b and c (a `Vec<User>` in one message each).
+    for (node, users) in [("b", "ana"), ("c", "bo,cy")] {
+        nodes.tell(node, &format!("join rust {users}"))?;
+        nodes.expect(node, "members", WAIT)?;
+    }
     // Users on b and c take turns, so the order of the lines is known.
     for (node, user, room, text) in [
         ("b", "ana", "rust", "anyone tried ractor_cluster?"),
@@ -245,6 +279,11 @@ async fn node(role: NodeRole) -> Result<(), Error> {
                 post(&hub, room, user, text).await?;
                 say(format!("posted {user} in #{room}"));
             }
+            (Some("join"), Some(room), Some(users), None) => {
+                let names: Vec<&str> = users.split(',').collect();
+                let members = join_room(&hub, room, &names).await?;
+                say(format!("members of #{room}: {}", members.join(", ")));
+            }
             (Some("read"), Some(room), ..) => {
                 let history = history(&hub, room).await?;
                 let lines: Vec<String> = history
@@ -252,9 +291,15 @@ async fn node(role: NodeRole) -> Result<(), Error> {
                     .iter()
                     .map(|l| format!("<{}> {}", l.user, l.text))
                     .collect();
+                let members: Vec<String> = history
+                    .members
+                    .iter()
+                    .map(|u| format!("{} (via {})", u.name, u.via))
+                    .collect();
                 say(format!(
-                    "history #{room} ({}): {}",
+                    "history #{room} ({}; members {}): {}",
                     history.topic,
+                    members.join(", "),
                     lines.join(" | ")
                 ));
             }

@@ -37,7 +37,7 @@ fn main() -> Result<(), Error> {
 // ---------------------------------------------------------------------------------------------
 // Messaging a child: a typed reference (`Hub::child_ref`), resolved where the child runs at each
 // send. `CounterMsg` derives `process_hub::ChildMessage`, so the call crosses nodes in
-// ractor_cluster's encoding; while the child is between nodes (its host just died), the call
+// the hub's serde encoding; while the child is between nodes (its host just died), the call
 // retries within its timeout.
 // ---------------------------------------------------------------------------------------------
 

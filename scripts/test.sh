@@ -201,6 +201,14 @@ else
   cargo test --workspace --doc "${features[@]}"
 fi
 
+# The library and the derive crate would publish: their manifests (versions of every
+# dependency, metadata), the files each package holds (`include`), and what crates.io checks. A few
+# seconds: the packaged sources are not compiled again (`--no-verify`; the full verification,
+# `cargo publish --dry-run -p process_hub -p process_hub_derive`, compiles the library once more
+# from its package, about three minutes on two cores).
+echo "==> cargo publish --dry-run (process_hub, process_hub_derive)" >&2
+cargo publish --dry-run --no-verify --allow-dirty -p process_hub -p process_hub_derive
+
 echo "==> the simulation sweep (started beside the tests)" >&2
 status=0
 wait "$sweep_pid" || status=$?

@@ -57,7 +57,10 @@ pub use process_hub_derive::ChildMessage;
 /// What `#[derive(ChildMessage)]` expands to refers to; not an API.
 #[doc(hidden)]
 pub mod __private {
-    pub use ractor_cluster::RactorClusterMessage;
+    pub use crate::api::child_codec::{
+        codec, reply_bytes, reply_typed, Decoder, Encoder, FieldCodec, WireField,
+    };
+    pub use ractor;
 }
 pub use config::{
     AutoRecoveryConfig, DeclaredCommit, LeaderElector, ManifestLocation, StartBudget,

@@ -18,7 +18,7 @@ pub struct CounterArgs {
 }
 
 /// Messages of a counter. `ChildMessage`: a `ChildRef<CounterMsg>` reaches a counter on any
-/// node, in ractor_cluster's encoding, while the counter is not advertised to other nodes.
+/// node, in the hub's serde encoding, while the counter is not advertised to other nodes.
 #[derive(Debug, process_hub::ChildMessage)]
 pub enum CounterMsg {
     /// Adds to the value.

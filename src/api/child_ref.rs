@@ -6,9 +6,9 @@
 //! send resolves where the child runs from this node's registry copy:
 //! - **here**: the message goes straight into the child's mailbox, unencoded (ractor checks
 //!   the message type: a wrong `M` is [`ChildRefError::Decode`]);
-//! - **on a peer**: the message is encoded with ractor's own serialization of remotable
-//!   messages (`#[derive(RactorClusterMessage)]`, or [`macro@crate::ChildMessage`] for a type
-//!   that must not be advertised) and sent to that node's hub, which decodes it with the child's
+//! - **on a peer**: the message is encoded by its type's `Message::serialize`
+//!   ([`macro@crate::ChildMessage`]: serde fields, the child not advertised; or ractor_cluster's
+//!   `#[derive(RactorClusterMessage)]`) and sent to that node's hub, which decodes it with the child's
 //!   kind and hands it to the child;
 //! - **between nodes** (its host is down within the grace, or it is being moved): a call
 //!   retries after a short pause, re-resolving, until its timeout; a cast fails
@@ -141,7 +141,7 @@ impl<M: Message> ChildRef<M> {
                     Some((variant, args))
                 }
                 Ok(_) => return Err(self.not_remotable("an #[rpc] variant cannot be cast")),
-                Err(_) => return Err(self.not_remotable("the message type is local-only")),
+                Err(_) => return Err(self.not_encoded()),
             }
         } else {
             None
@@ -215,9 +215,7 @@ impl<M: Message> ChildRef<M> {
                     Ok(_) => {
                         return Err((self.not_remotable("an #[rpc] variant cannot be cast"), None));
                     }
-                    Err(_) => {
-                        return Err((self.not_remotable("the message type is local-only"), None))
-                    }
+                    Err(_) => return Err((self.not_encoded(), None)),
                 };
                 self.check_size(args.len()).map_err(|e| (e, None))?;
                 self.send_cast(node, variant, args)
@@ -359,9 +357,7 @@ impl<M: Message> ChildRef<M> {
                             Ok(_) => {
                                 return Err(self.not_remotable("only #[rpc] variants are called"))
                             }
-                            Err(_) => {
-                                return Err(self.not_remotable("the message type is local-only"))
-                            }
+                            Err(_) => return Err(self.not_encoded()),
                         },
                         Pending::Call {
                             variant,
@@ -373,11 +369,22 @@ impl<M: Message> ChildRef<M> {
                     let left = deadline.saturating_duration_since(Instant::now());
                     match self.call_peer(&node, &variant, args.clone(), left).await {
                         Ok(bytes) => {
-                            // ractor's bridge decodes the bytes into `T` and answers `rx`.
+                            // The message type's bridge decodes the bytes into `T` and answers
+                            // `rx`; bytes that are not a `T` close it without a value.
                             if reply.send(bytes).is_err() {
                                 return Err(self.timeout(timeout));
                             }
-                            return self.await_local(&mut rx, deadline, timeout).await;
+                            return match self.await_local(&mut rx, deadline, timeout).await {
+                                Err(ChildRefError::NoReply { .. }) => Err(ChildRefError::Decode {
+                                    id: self.id.clone(),
+                                    node,
+                                    detail: format!(
+                                        "the answer is not a {}",
+                                        std::any::type_name::<T>()
+                                    ),
+                                }),
+                                other => other,
+                            };
                         }
                         Err(e) if e.is_retryable() => {
                             pending = Pending::Call {
@@ -488,6 +495,13 @@ impl<M: Message> ChildRef<M> {
                 std::any::type_name::<M>()
             ),
         }
+    }
+
+    /// The message did not encode: a local-only type, or a field serde refused (logged).
+    fn not_encoded(&self) -> ChildRefError {
+        self.not_remotable(
+            "the message did not encode (a local-only type, or a field serde refused)",
+        )
     }
 
     fn not_remotable(&self, detail: &str) -> ChildRefError {

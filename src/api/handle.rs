@@ -466,8 +466,10 @@ impl Hub {
     }
 
     /// Peer input this node refused since the hub started, counted by reason (`parts`,
-    /// `invalid_child`, `implausible_version`, `overloaded`): a peer that sends what no healthy
-    /// node sends shows here, besides the warn line each refusal logs.
+    /// `invalid_child`, `implausible_version`, `overloaded`, `reachability`,
+    /// `undecodable_message`): a peer that sends what no healthy node sends (or a typed message
+    /// of another version of a child's type) shows here, besides the warn line each refusal
+    /// logs.
     pub fn refused_peer_input(&self) -> std::collections::BTreeMap<&'static str, u64> {
         self.shared.refusals.snapshot()
     }

@@ -1,5 +1,6 @@
 //! The public API: the [`Hub`] handle, [`ChildRef`], the remote client and [`SpawnError`].
 
+pub(crate) mod child_codec;
 pub(crate) mod child_ref;
 pub(crate) mod errors;
 mod handle;

@@ -22,16 +22,20 @@ pub(crate) enum Refusal {
     /// A reachability record no honest observer writes (`core::reachability::ReachError`: a
     /// record in this node's name, a version jump, an incarnation in the future, a full table).
     Reachability,
+    /// A typed message (a cast or a call to a child) whose bytes do not decode as the child's
+    /// message type: another type or version, truncated, or forged.
+    Undecodable,
 }
 
 impl Refusal {
     /// Every reason, so that each count is shown from the start (at zero).
-    pub(crate) const ALL: [Refusal; 5] = [
+    pub(crate) const ALL: [Refusal; 6] = [
         Refusal::Parts,
         Refusal::InvalidChild,
         Refusal::ImplausibleVersion,
         Refusal::Overloaded,
         Refusal::Reachability,
+        Refusal::Undecodable,
     ];
 
     /// The snake_case name reported to operators.
@@ -42,6 +46,7 @@ impl Refusal {
             Refusal::ImplausibleVersion => "implausible_version",
             Refusal::Overloaded => "overloaded",
             Refusal::Reachability => "reachability",
+            Refusal::Undecodable => "undecodable_message",
         }
     }
 }

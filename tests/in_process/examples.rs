@@ -185,14 +185,19 @@ fn multi_node_survives_the_sigkill_of_a_host_process() {
 }
 
 #[test]
-fn chat_rooms_read_the_same_history_from_every_node() {
+fn chat_rooms_read_the_same_members_and_history_from_every_node() {
     let out = run("chat", &[]);
     assert_lines(
         "chat",
         &out,
         &[
             "[a] opened 3 rooms",
+            // A `Vec<User>` crossed from b and from c to the room's node.
+            "[c] members of #rust: ana, bo, cy",
             "every node read the same history of #rust",
+            "members ana (via b@",
+            ", bo (via c@",
+            ", cy (via c@",
             "<ana> anyone tried ractor_cluster? | <bo> yes: one node per process",
         ],
     );

@@ -58,6 +58,7 @@ mod replication;
 mod storage_backends;
 mod storage_crash;
 mod traces;
+mod typed_serde;
 
 /// The second node of the `cluster_node_*` tests: the binary re-executed with the peer's
 /// settings in its environment (`common::peers::Peer`).

@@ -1,10 +1,11 @@
 //! [`RemoteChildRef`]: a typed reference to a child, from a node that runs no hub.
 //!
-//! The client encodes the message the way ractor_cluster encodes a remotable message (the
-//! variant's name and its `BytesConvertable` fields), sends it to one of the hub's endpoints,
+//! The client encodes the message as its type's `Message::serialize` does (the variant's name
+//! and its fields' bytes: serde fields for `#[derive(ChildMessage)]`, `BytesConvertable` ones
+//! for `RactorClusterMessage`), sends it to one of the hub's endpoints,
 //! and the endpoint's node hands it to the hub's typed path, which follows the child wherever
 //! it runs (retrying while it is between nodes, within the call's timeout). A call's answer
-//! comes back as bytes and completes the caller's `RpcReplyPort<T>` through ractor's own
+//! comes back as bytes and completes the caller's `RpcReplyPort<T>` through the type's own
 //! decoding, so the caller writes the same `call(|reply| M::Variant(.., reply), timeout)` as
 //! with a local [`crate::ChildRef`].
 
@@ -72,7 +73,11 @@ impl<M: Message> RemoteChildRef<M> {
         let (variant, args) = match msg.serialize() {
             Ok(SerializedMessage::Cast { variant, args, .. }) => (variant, args),
             Ok(_) => return Err(self.not_remotable("an #[rpc] variant cannot be cast")),
-            Err(_) => return Err(self.not_remotable("the message type is local-only")),
+            Err(_) => {
+                return Err(self.not_remotable(
+                    "the message did not encode (a local-only type, or a field serde refused)",
+                ))
+            }
         };
         self.check(&variant, args.len())?;
         let request = EndpointRequest::CastTyped {
@@ -110,7 +115,11 @@ impl<M: Message> RemoteChildRef<M> {
                 ..
             }) => (variant, args, reply),
             Ok(_) => return Err(self.not_remotable("only #[rpc] variants are called")),
-            Err(_) => return Err(self.not_remotable("the message type is local-only")),
+            Err(_) => {
+                return Err(self.not_remotable(
+                    "the message did not encode (a local-only type, or a field serde refused)",
+                ))
+            }
         };
         self.check(&variant, args.len())?;
         let request = EndpointRequest::CallTyped {
@@ -123,8 +132,8 @@ impl<M: Message> RemoteChildRef<M> {
             (node, EndpointReply::Called(bytes)) => (node, bytes),
             (node, other) => return Err(unexpected(node, other)),
         };
-        // ractor's bridge decodes the bytes into `T` and answers `rx`; bytes that are not a
-        // `T` close it instead.
+        // The message type's bridge decodes the bytes into `T` and answers `rx`; bytes that
+        // are not a `T` close it instead.
         if reply.send(bytes).is_err() {
             return Err(self.decode(node, "the caller stopped waiting"));
         }

@@ -1,9 +1,9 @@
 //! Typed messages to children by id, from any node: the host's side, and where a sender
 //! routes (shared by `ChildRef`, monitors and the inbox).
 //!
-//! A typed message crosses the wire as ractor serializes a remotable message (its variant's
-//! name and its `BytesConvertable` fields), so a message type made for ractor_cluster works
-//! unchanged. The sender encodes it and sends the frame itself; the host's wire inbox decodes
+//! A typed message crosses the wire as ractor's `SerializedMessage` (its variant's name and
+//! its fields' bytes): `#[derive(ChildMessage)]` encodes serde fields (`api::child_codec`), and
+//! a message type made for ractor_cluster (`BytesConvertable` fields) works unchanged. The sender encodes it and sends the frame itself; the host's wire inbox decodes
 //! it with the child's kind ([`crate::kinds::ChildKinds`] captured the type at registration)
 //! and hands it to the child's mailbox. No actor of the hub sits on the path: a cast is one
 //! frame, a call one frame each way.
@@ -145,12 +145,16 @@ fn deliver_here(
         None => return Err(hub.not_here(id)),
     };
     outcome.map_err(|e| match e {
-        DeliverError::Undecodable => failure(
+        DeliverError::Undecodable => {
+            hub.refusals.count(Refusal::Undecodable);
+            tracing::warn!(child = %id, %kind, "typed message refused: it does not decode as the kind's message type");
+            failure(
             &hub.node,
             id,
             "decode",
             &format!("not a message of kind {kind:?}"),
-        ),
+        )
+        }
         DeliverError::Gone => hub.not_here(id),
     })
 }
@@ -197,8 +201,15 @@ pub(crate) fn on_cast(
             };
             let outcome = deliver(cell.value(), message);
             drop(cell);
-            if let Err(e) = outcome {
-                tracing::debug!(child = %id, %from, error = %e, "typed cast not delivered");
+            match outcome {
+                Ok(()) => {}
+                Err(DeliverError::Undecodable) => {
+                    hub.refusals.count(Refusal::Undecodable);
+                    tracing::warn!(child = %id, %from, %kind, "typed cast refused: it does not decode as the kind's message type");
+                }
+                Err(e) => {
+                    tracing::debug!(child = %id, %from, error = %e, "typed cast not delivered")
+                }
             }
             return;
         }
