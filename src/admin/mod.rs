@@ -13,6 +13,7 @@
 //! | `GET /v1/children/{id}` | [`ChildView`] or 404 |
 //! | `POST /v1/children` | one [`StartSpec`] or an array, awaited -> [`StartResponse`] |
 //! | `DELETE /v1/children/{id}` | [`StopResponse`] or 404 |
+//! | `POST /v1/children/stop` | `{"ids": [...]}` (at most [`AdminLimits::max_specs_per_request`]), awaited -> [`StopManyResponse`]: every id stopped, pending or an error, with counts |
 //! | `POST /v1/children/{id}/call?timeout_ms=` | the body (a JSON command) to the child wherever it runs -> [`ChildAnswer`] |
 //! | `POST /v1/children/{id}/cast` | the same without waiting -> 202 [`CastAccepted`] |
 //! | `GET /v1/registry/summary` | [`RegistrySummary`]: counts of this node's copy (cheap to poll) |
@@ -36,6 +37,7 @@
 //! writes not declared `application/json` are refused (see `guard`), so a web page cannot
 //! drive the API from an operator's browser.
 
+mod batch_stop;
 mod bodies;
 mod config;
 mod error;
@@ -56,8 +58,9 @@ pub use bodies::{CastAccepted, ChildAnswer};
 pub use bodies::{
     ChildView, ClearResponse, DeclaredChildView, DeclaredResponse, Health, KindsResponse,
     LoadsResponse, NodeLoad, NodePid, PendingChild, StartError, StartResponse, StartSpec,
-    StartedChild, StopResponse, StoppedChild, UnreachedSeedView,
+    StartedChild, StopCounts, StopManyResponse, StopResponse, StoppedChild, UnreachedSeedView,
 };
+pub use batch_stop::{check_ids, parse_stop_body, stop_many_answer, STOP_BODY_FIELDS};
 pub use config::{AdminConfig, AdminLimits, AdminToken, AdminTokenError};
 pub use error::AdminError;
 pub use events::{EventFeed, EventView, DEFAULT_RECENT_LIMIT};
