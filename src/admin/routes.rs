@@ -76,7 +76,8 @@ pub trait AdminOps: Clone + Send + Sync + 'static {
     /// (`POST /v1/children/stop`): each id in one of `stopped`, `pending` and `errors` (an
     /// unknown id an error `not_found`). An error of the whole request means nothing changed
     /// (or, `outcome_unknown`, that it cannot be told). The default stops them one by one with
-    /// [`AdminOps::stop_child`]; a hub overrides it to stop them as one batch.
+    /// [`AdminOps::stop_child`] (a refusal of the first is the request's; of a later one, that
+    /// child's error); a hub overrides it to stop them as one batch.
     fn stop_children(
         &self,
         ids: Vec<ChildId>,
@@ -84,49 +85,32 @@ pub trait AdminOps: Clone + Send + Sync + 'static {
         async move {
             let mut out = StopResponse::default();
             let mut node: Option<String> = None;
-            let mut rest = ids.into_iter();
-            while let Some(id) = rest.next() {
-                let refusal = match self.stop_child(id.clone()).await {
+            for (i, id) in ids.into_iter().enumerate() {
+                let (code, reason) = match self.stop_child(id.clone()).await {
                     Ok(Some(one)) => {
                         out.stopped.extend(one.stopped);
                         out.errors.extend(one.errors);
                         out.pending.extend(one.pending);
                         continue;
                     }
-                    Ok(None) => None,
-                    Err(e) => Some(e),
-                };
-                let node = match &node {
-                    Some(node) => node.clone(),
-                    None => {
-                        let name = self.health().await.map(|h| h.node).unwrap_or_default();
-                        node.insert(name).clone()
-                    }
-                };
-                let Some(e) = refusal else {
-                    out.errors.push(super::StartError {
-                        id: id.to_string(),
-                        node,
-                        reason: crate::types::ChildStopError::NotFound.to_string(),
-                        code: "not_found".into(),
-                    });
-                    continue;
-                };
-                let nothing_yet =
-                    out.stopped.is_empty() && out.pending.is_empty() && out.errors.is_empty();
-                if nothing_yet {
+                    Ok(None) => (
+                        "not_found".to_owned(),
+                        crate::types::ChildStopError::NotFound.to_string(),
+                    ),
                     // Nothing was asked of the hub before: the refusal is the request's.
-                    return Err(e);
+                    Err(e) if i == 0 => return Err(e),
+                    // Later, the refusal is this child's: the others are asked all the same.
+                    Err(e) => (e.code().to_owned(), e.to_string()),
+                };
+                if node.is_none() {
+                    node = Some(self.health().await.map(|h| h.node).unwrap_or_default());
                 }
-                // The ids not sent yet were not stopped for the same reason.
-                for id in std::iter::once(id).chain(rest.by_ref()) {
-                    out.errors.push(super::StartError {
-                        id: id.to_string(),
-                        node: node.clone(),
-                        reason: e.to_string(),
-                        code: e.code().to_owned(),
-                    });
-                }
+                out.errors.push(super::StartError {
+                    id: id.to_string(),
+                    node: node.clone().unwrap_or_default(),
+                    reason,
+                    code,
+                });
             }
             Ok(out)
         }
