@@ -277,7 +277,8 @@ mod tests {
         let e = parse_stop_body(br#"{"ids":["a"],"force":true}"#).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("force"));
         assert!(
-            e.message.starts_with(r#"unknown field "force" in the body"#),
+            e.message
+                .starts_with(r#"unknown field "force" in the body"#),
             "{e}"
         );
         let e = parse_stop_body(br#"{"ids":["a"],"ids":["b"]}"#).unwrap_err();
@@ -296,12 +297,8 @@ mod tests {
 
     #[test]
     fn ids_are_checked_in_order_and_kept_once() {
-        let (ids, duplicates) = check_ids(
-            ["b", "a", "b", "c", "b", "a"]
-                .map(String::from)
-                .to_vec(),
-        )
-        .unwrap();
+        let (ids, duplicates) =
+            check_ids(["b", "a", "b", "c", "b", "a"].map(String::from).to_vec()).unwrap();
         let ids: Vec<&str> = ids.iter().map(ChildId::as_str).collect();
         assert_eq!(ids, ["b", "a", "c"]);
         assert_eq!(duplicates, ["b", "a"]);
@@ -346,7 +343,10 @@ mod tests {
         // The id the hub did not answer is not claimed stopped nor refused: its outcome is
         // unknown.
         let lost = answer.errors.iter().find(|e| e.id == "lost").unwrap();
-        assert_eq!((lost.code.as_str(), lost.node.as_str()), ("outcome_unknown", "a@h"));
+        assert_eq!(
+            (lost.code.as_str(), lost.node.as_str()),
+            ("outcome_unknown", "a@h")
+        );
         assert_eq!(answer.duplicates, ["s"]);
     }
 }

@@ -54,13 +54,13 @@ mod strict;
 mod summary;
 mod ui;
 
+pub use batch_stop::{check_ids, parse_stop_body, stop_many_answer, STOP_BODY_FIELDS};
 pub use bodies::{CastAccepted, ChildAnswer};
 pub use bodies::{
     ChildView, ClearResponse, DeclaredChildView, DeclaredResponse, Health, KindsResponse,
     LoadsResponse, NodeLoad, NodePid, PendingChild, StartError, StartResponse, StartSpec,
     StartedChild, StopCounts, StopManyResponse, StopResponse, StoppedChild, UnreachedSeedView,
 };
-pub use batch_stop::{check_ids, parse_stop_body, stop_many_answer, STOP_BODY_FIELDS};
 pub use config::{AdminConfig, AdminLimits, AdminToken, AdminTokenError};
 pub use error::AdminError;
 pub use events::{EventFeed, EventView, DEFAULT_RECENT_LIMIT};

@@ -585,7 +585,11 @@ async fn a_bad_batch_stop_is_refused_whole_naming_the_field_and_stops_nothing() 
     start_counters(&hub, &["c1", "c2"]).await;
     for (body, field, at) in [
         // A misspelled or unknown field is refused, not ignored.
-        (json!({"ids": ["c1"], "force": true}), Some("force"), "the body"),
+        (
+            json!({"ids": ["c1"], "force": true}),
+            Some("force"),
+            "the body",
+        ),
         (json!({"idz": ["c1"]}), Some("idz"), "the body"),
         (json!({}), Some("ids"), "the body"),
         (json!({"ids": "c1"}), Some("ids"), "the body"),
@@ -603,16 +607,11 @@ async fn a_bad_batch_stop_is_refused_whole_naming_the_field_and_stops_nothing() 
             None => assert!(answer.get("field").is_none(), "{body} -> {answer}"),
         }
     }
-    let (status, answer) = call(
-        &hub,
-        "POST",
-        "/v1/children/stop",
-        Some(json!({"ids": []})),
-    )
-    .await;
+    let (status, answer) = call(&hub, "POST", "/v1/children/stop", Some(json!({"ids": []}))).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
     // A key given twice: read as its last value, this would stop `c1`.
-    let (status, answer) = post_raw(&hub, "/v1/children/stop", r#"{"ids":["x"],"ids":["c1"]}"#).await;
+    let (status, answer) =
+        post_raw(&hub, "/v1/children/stop", r#"{"ids":["x"],"ids":["c1"]}"#).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
     assert_eq!(answer["field"], "ids", "{answer}");
     // More ids than the limit: 413 naming both numbers.
@@ -631,7 +630,11 @@ async fn a_bad_batch_stop_is_refused_whole_naming_the_field_and_stops_nothing() 
         message.contains("10001 ids") && message.contains("at most 10000"),
         "{message}"
     );
-    assert_eq!(running(&hub), ["c1", "c2"], "a refused batch stopped something");
+    assert_eq!(
+        running(&hub),
+        ["c1", "c2"],
+        "a refused batch stopped something"
+    );
 }
 
 #[tokio::test]

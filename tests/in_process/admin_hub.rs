@@ -402,7 +402,10 @@ async fn a_batch_stop_undeclares_durable_children_for_good_and_batches_remote_on
         .iter()
         .filter(|id| running.get(&ChildId::from(id.as_str())) == Some(&vec!["b".to_owned()]))
         .count();
-    assert!(on_b >= 3, "the ring puts only {on_b} of them on b: {running:?}");
+    assert!(
+        on_b >= 3,
+        "the ring puts only {on_b} of them on b: {running:?}"
+    );
     stop.push("nope".into());
     stop.push("d0".into());
     let frames = Arc::new(AtomicU64::new(0));

@@ -331,7 +331,12 @@ fn stop_in_batches(
     } else {
         println!("stopped {} of {total} children", stopped.len());
         for p in &pending {
-            let nodes: Vec<String> = p["nodes"].as_array().into_iter().flatten().map(cell).collect();
+            let nodes: Vec<String> = p["nodes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(cell)
+                .collect();
             println!(
                 "stop of {} pending on {}: {} ({})",
                 cell(&p["id"]),
