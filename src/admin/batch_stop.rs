@@ -145,6 +145,20 @@ pub fn check_ids(raw: Vec<String>) -> Result<(Vec<ChildId>, Vec<String>), SpecIn
     Ok((ids, duplicates))
 }
 
+/// The ids of `ids` that `response` does not name.
+fn unanswered<'a>(ids: &'a [ChildId], response: &StopResponse) -> Vec<&'a ChildId> {
+    let answered: BTreeSet<&str> = response
+        .stopped
+        .iter()
+        .map(|s| s.id.as_str())
+        .chain(response.errors.iter().map(|e| e.id.as_str()))
+        .chain(response.pending.iter().map(|p| p.id.as_str()))
+        .collect();
+    ids.iter()
+        .filter(|id| !answered.contains(id.as_str()))
+        .collect()
+}
+
 /// The answer of a batch stop of `ids` (distinct, in request order) from the hub's
 /// `response`: an id the hub's answer does not name is an error `outcome_unknown` reported
 /// by `node` (the answer cannot say what happened to it), so every id is answered once.
@@ -155,20 +169,8 @@ pub fn stop_many_answer(
     response: StopResponse,
     node: &str,
 ) -> StopManyResponse {
-    let StopResponse {
-        stopped,
-        mut errors,
-        pending,
-    } = response;
-    let answered: BTreeSet<&str> = stopped
-        .iter()
-        .map(|s| s.id.as_str())
-        .chain(errors.iter().map(|e| e.id.as_str()))
-        .chain(pending.iter().map(|p| p.id.as_str()))
-        .collect();
-    let unanswered: Vec<StartError> = ids
-        .iter()
-        .filter(|id| !answered.contains(id.as_str()))
+    let missing: Vec<StartError> = unanswered(ids, &response)
+        .into_iter()
         .map(|id| StartError {
             id: id.to_string(),
             node: node.to_owned(),
@@ -178,7 +180,12 @@ pub fn stop_many_answer(
             code: "outcome_unknown".into(),
         })
         .collect();
-    errors.extend(unanswered);
+    let StopResponse {
+        stopped,
+        mut errors,
+        pending,
+    } = response;
+    errors.extend(missing);
     let counts = StopCounts {
         requested,
         distinct: ids.len(),
@@ -228,7 +235,8 @@ pub(super) async fn stop_many<O: AdminOps>(
     // Every id checked before any child stops, so a bad id stops nothing.
     let (ids, duplicates) = check_ids(raw)?;
     let response = r.ops.stop_children(ids.clone()).await?;
-    let node = if response_names_all(&response, ids.len()) {
+    // The node's name only for the ids the answer does not name (which it always does).
+    let node = if unanswered(&ids, &response).is_empty() {
         String::new()
     } else {
         r.ops.health().await.map(|h| h.node).unwrap_or_default()
@@ -241,12 +249,6 @@ pub(super) async fn stop_many<O: AdminOps>(
         StatusCode::ACCEPTED
     };
     Ok((status, Json(answer)).into_response())
-}
-
-/// Whether `response` has an entry for each of `distinct` ids (then no id needs the node's
-/// name filled in).
-fn response_names_all(response: &StopResponse, distinct: usize) -> bool {
-    response.stopped.len() + response.errors.len() + response.pending.len() >= distinct
 }
 
 /// `GET /v1/children/stop`: the child named `stop` (the batch stop's path is `POST` only).
