@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use process_hub::admin::{
     CastAccepted, ChildAnswer, ChildView, ClearResponse, DeclaredResponse, Health, LoadsResponse,
-    RegistrySummary, StartResponse, StartSpec, StopResponse,
+    RegistrySummary, StartResponse, StartSpec, StopManyResponse, StopResponse,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -467,6 +467,13 @@ impl AdminClient {
     /// `DELETE /v1/children/{id}`, awaited.
     pub fn stop(&self, id: &str) -> Result<StopResponse, AdminClientError> {
         self.send_delete(&format!("/v1/children/{id}"))
+            .and_then(|a| self.typed(a))
+    }
+
+    /// `POST /v1/children/stop` with `ids` (at most the node's limit, 10,000 by default),
+    /// awaited: every id stopped, pending or an error, with counts.
+    pub fn stop_many(&self, ids: &[String]) -> Result<StopManyResponse, AdminClientError> {
+        self.send_post("/v1/children/stop", &serde_json::json!({ "ids": ids }))
             .and_then(|a| self.typed(a))
     }
 

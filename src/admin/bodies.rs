@@ -308,6 +308,46 @@ pub struct StopResponse {
     pub pending: Vec<PendingChild>,
 }
 
+/// `POST /v1/children/stop`'s answer: every distinct id of the request in exactly one of
+/// `stopped`, `pending` and `errors`, in the vocabulary of `DELETE /v1/children/{id}` (an
+/// unknown id is an error `not_found`: nothing changed for it), plus the counts. `200` when
+/// every child is settled, `202` when some are `pending`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopManyResponse {
+    /// The children that stopped, and where they ran.
+    pub stopped: Vec<StoppedChild>,
+    /// The children that were not stopped, and why: nothing changed for them, but for the
+    /// codes whose outcome is unknown (`node_receive_timeout`, `outcome_unknown`: retrying
+    /// is safe and settles them).
+    pub errors: Vec<StartError>,
+    /// Durable children removed from the declared list for good whose instances are not
+    /// confirmed stopped yet.
+    #[serde(default)]
+    pub pending: Vec<PendingChild>,
+    /// Ids the request named more than once, each once (each was stopped once).
+    #[serde(default)]
+    pub duplicates: Vec<String>,
+    /// How many of each.
+    pub counts: StopCounts,
+}
+
+/// The counts of a [`StopManyResponse`]: `stopped + pending + errors == distinct`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopCounts {
+    /// Ids in the request, duplicates included.
+    pub requested: usize,
+    /// Distinct ids: the children the request is about.
+    pub distinct: usize,
+    /// Children stopped.
+    pub stopped: usize,
+    /// Children undeclared for good, not confirmed stopped.
+    pub pending: usize,
+    /// Children not stopped (`not_found` included).
+    pub errors: usize,
+    /// Of `errors`, the ids no node knew (`not_found`).
+    pub not_found: usize,
+}
+
 /// `POST /v1/children/{id}/call`: the child's answer.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ChildAnswer {

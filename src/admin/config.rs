@@ -2,7 +2,7 @@
 //! request may ask of a node ([`AdminLimits`]).
 //!
 //! Everything an HTTP caller sends is untrusted: a body is read only up to
-//! [`AdminLimits::max_body_bytes`], a start request names at most
+//! [`AdminLimits::max_body_bytes`], a start or a batch stop names at most
 //! [`AdminLimits::max_specs_per_request`] children, and a listing returns at most
 //! [`AdminLimits::max_page`] children, so no request makes a node allocate in proportion to
 //! what the caller chose or to the size of the registry.
@@ -68,7 +68,8 @@ impl AdminToken {
 pub struct AdminLimits {
     /// The largest request body read (413 `payload_too_large` beyond). Default 8 MiB.
     pub max_body_bytes: usize,
-    /// The most child specs one `POST /v1/children` may carry (413 beyond). Default 10,000.
+    /// The most child specs one `POST /v1/children` may carry, and the most ids one
+    /// `POST /v1/children/stop` may name (413 beyond). Default 10,000.
     pub max_specs_per_request: usize,
     /// Children per `GET /v1/children` page when the request gives no `limit`. Default 1,000.
     pub default_page: usize,

@@ -142,6 +142,40 @@ fn host_of(hub: &Hub, id: &ChildId) -> Option<String> {
     hub.get_pids(id).into_iter().next().map(|(node, _)| node)
 }
 
+/// The admin API's form of the hub's stop answer; an error without a node is this node's.
+fn stop_response(node: &str, result: crate::types::StopResult) -> StopResponse {
+    StopResponse {
+        stopped: result
+            .stopped
+            .into_iter()
+            .map(|s| StoppedChild {
+                id: s.id.to_string(),
+                nodes: s.nodes,
+            })
+            .collect(),
+        errors: result
+            .errors
+            .into_iter()
+            .map(|e| AdminStartError {
+                id: e.id.to_string(),
+                node: e.node.unwrap_or_else(|| node.to_owned()),
+                code: stop_error_code(&e.reason).into(),
+                reason: e.reason.to_string(),
+            })
+            .collect(),
+        pending: result
+            .pending
+            .into_iter()
+            .map(|p| PendingChild {
+                id: p.id.to_string(),
+                nodes: p.nodes,
+                code: stop_error_code(&p.reason).into(),
+                reason: p.reason.to_string(),
+            })
+            .collect(),
+    }
+}
+
 impl AdminOps for Hub {
     async fn cluster(&self) -> Result<super::ClusterResponse, AdminError> {
         Ok(super::cluster::of_hub(self).await)
@@ -423,7 +457,6 @@ impl AdminOps for Hub {
     }
 
     async fn stop_child(&self, id: ChildId) -> Result<Option<StopResponse>, AdminError> {
-        let node = self.node().clone();
         let result = Hub::stop_child(self, id, StopOptions::new().timeout(ADMIN_REQUEST_TIMEOUT))
             .await
             .map_err(stop_refused)?;
@@ -437,36 +470,17 @@ impl AdminOps for Hub {
         {
             return Ok(None);
         }
-        Ok(Some(StopResponse {
-            stopped: result
-                .stopped
-                .into_iter()
-                .map(|s| StoppedChild {
-                    id: s.id.to_string(),
-                    nodes: s.nodes,
-                })
-                .collect(),
-            errors: result
-                .errors
-                .into_iter()
-                .map(|e| AdminStartError {
-                    id: e.id.to_string(),
-                    node: e.node.unwrap_or_else(|| node.clone()),
-                    code: stop_error_code(&e.reason).into(),
-                    reason: e.reason.to_string(),
-                })
-                .collect(),
-            pending: result
-                .pending
-                .into_iter()
-                .map(|p| PendingChild {
-                    id: p.id.to_string(),
-                    nodes: p.nodes,
-                    code: stop_error_code(&p.reason).into(),
-                    reason: p.reason.to_string(),
-                })
-                .collect(),
-        }))
+        Ok(Some(stop_response(self.node(), result)))
+    }
+
+    async fn stop_children(&self, ids: Vec<ChildId>) -> Result<StopResponse, AdminError> {
+        // One hub request: one removal from the declared list for the durable children, one
+        // batch per owner node for the others.
+        let result =
+            Hub::stop_children(self, ids, StopOptions::new().timeout(ADMIN_REQUEST_TIMEOUT))
+                .await
+                .map_err(stop_refused)?;
+        Ok(stop_response(self.node(), result))
     }
 
     async fn call_child(

@@ -13,6 +13,7 @@
 //! | `GET /v1/children/{id}` | [`ChildView`] or 404 |
 //! | `POST /v1/children` | one [`StartSpec`] or an array, awaited -> [`StartResponse`] |
 //! | `DELETE /v1/children/{id}` | [`StopResponse`] or 404 |
+//! | `POST /v1/children/stop` | `{"ids": [...]}` (at most [`AdminLimits::max_specs_per_request`]), awaited -> [`StopManyResponse`]: every id stopped, pending or an error, with counts |
 //! | `POST /v1/children/{id}/call?timeout_ms=` | the body (a JSON command) to the child wherever it runs -> [`ChildAnswer`] |
 //! | `POST /v1/children/{id}/cast` | the same without waiting -> 202 [`CastAccepted`] |
 //! | `GET /v1/registry/summary` | [`RegistrySummary`]: counts of this node's copy (cheap to poll) |
@@ -40,6 +41,7 @@
 //! writes not declared `application/json` are refused (see `guard`), so a web page cannot
 //! drive the API from an operator's browser.
 
+mod batch_stop;
 mod bodies;
 mod cluster;
 mod config;
@@ -58,11 +60,12 @@ mod strict;
 mod summary;
 mod ui;
 
+pub use batch_stop::{check_ids, parse_stop_body, stop_many_answer, STOP_BODY_FIELDS};
 pub use bodies::{CastAccepted, ChildAnswer};
 pub use bodies::{
     ChildView, ClearResponse, DeclaredChildView, DeclaredResponse, Health, KindsResponse,
     LoadsResponse, NodeLoad, NodePid, PendingChild, StartError, StartResponse, StartSpec,
-    StartedChild, StopResponse, StoppedChild, UnreachedSeedView,
+    StartedChild, StopCounts, StopManyResponse, StopResponse, StoppedChild, UnreachedSeedView,
 };
 pub use cluster::{ClusterMemberView, ClusterResponse, MEMBER_WAIT};
 pub use config::{AdminConfig, AdminLimits, AdminToken, AdminTokenError};

@@ -27,7 +27,7 @@ use super::members::MembersResponse;
 use super::messaging::{self, CallOutcome};
 use super::page::ChildrenPage;
 use super::summary::RegistrySummary;
-use super::{guard, strict, ui, AdminConfig, AdminError, AdminLimits};
+use super::{batch_stop, guard, strict, ui, AdminConfig, AdminError, AdminLimits};
 
 /// What the admin API needs from a hub. Implemented by the hub handle; a test double is enough
 /// to exercise the HTTP contract.
@@ -73,6 +73,49 @@ pub trait AdminOps: Clone + Send + Sync + 'static {
         &self,
         id: ChildId,
     ) -> impl Future<Output = Result<Option<StopResponse>, AdminError>> + Send;
+    /// Stops the children `ids` (distinct, valid) in one request and waits
+    /// (`POST /v1/children/stop`): each id in one of `stopped`, `pending` and `errors` (an
+    /// unknown id an error `not_found`). An error of the whole request means nothing changed
+    /// (or, `outcome_unknown`, that it cannot be told). The default stops them one by one with
+    /// [`AdminOps::stop_child`] (a refusal of the first is the request's; of a later one, that
+    /// child's error); a hub overrides it to stop them as one batch.
+    fn stop_children(
+        &self,
+        ids: Vec<ChildId>,
+    ) -> impl Future<Output = Result<StopResponse, AdminError>> + Send {
+        async move {
+            let mut out = StopResponse::default();
+            let mut node: Option<String> = None;
+            for (i, id) in ids.into_iter().enumerate() {
+                let (code, reason) = match self.stop_child(id.clone()).await {
+                    Ok(Some(one)) => {
+                        out.stopped.extend(one.stopped);
+                        out.errors.extend(one.errors);
+                        out.pending.extend(one.pending);
+                        continue;
+                    }
+                    Ok(None) => (
+                        "not_found".to_owned(),
+                        crate::types::ChildStopError::NotFound.to_string(),
+                    ),
+                    // Nothing was asked of the hub before: the refusal is the request's.
+                    Err(e) if i == 0 => return Err(e),
+                    // Later, the refusal is this child's: the others are asked all the same.
+                    Err(e) => (e.code().to_owned(), e.to_string()),
+                };
+                if node.is_none() {
+                    node = Some(self.health().await.map(|h| h.node).unwrap_or_default());
+                }
+                out.errors.push(super::StartError {
+                    id: id.to_string(),
+                    node: node.clone().unwrap_or_default(),
+                    reason,
+                    code,
+                });
+            }
+            Ok(out)
+        }
+    }
     /// This node's copy of the declared list. A hub without declared lists answers 404, which
     /// is what the default does.
     fn declared(&self) -> impl Future<Output = Result<DeclaredResponse, AdminError>> + Send {
@@ -216,6 +259,12 @@ pub fn router_with<O: AdminOps>(ops: O, config: AdminConfig) -> Router {
         .route("/v1/children", get(list::<O>).post(start::<O>))
         .route("/v1/children/{id}", get(get_one::<O>).delete(stop::<O>))
         .route(
+            "/v1/children/stop",
+            axum::routing::post(batch_stop::stop_many::<O>)
+                .get(batch_stop::get_child_named_stop::<O>)
+                .delete(batch_stop::stop_child_named_stop::<O>),
+        )
+        .route(
             "/v1/children/{id}/call",
             axum::routing::post(messaging::call::<O>),
         )
@@ -335,7 +384,7 @@ pub(super) fn parse_id(raw: String) -> Result<ChildId, AdminError> {
     ChildId::parse(raw).map_err(|e| AdminError::InvalidInput(e.to_string()))
 }
 
-async fn get_one<O: AdminOps>(
+pub(super) async fn get_one<O: AdminOps>(
     State(r): State<Routes<O>>,
     Path(id): Path<String>,
 ) -> Result<Json<ChildView>, AdminError> {
@@ -396,7 +445,7 @@ async fn start<O: AdminOps>(
     Ok((StatusCode::OK, Json(response)).into_response())
 }
 
-async fn stop<O: AdminOps>(
+pub(super) async fn stop<O: AdminOps>(
     State(r): State<Routes<O>>,
     Path(id): Path<String>,
 ) -> Result<Response, AdminError> {

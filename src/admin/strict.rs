@@ -55,7 +55,7 @@ impl SpecInputError {
 }
 
 /// The name of a JSON value's type, for messages.
-fn type_name(value: &Value) -> &'static str {
+pub(super) fn type_name(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -581,3 +581,199 @@ async fn an_unknown_outcome_is_504_outcome_unknown_never_a_refusal() {
     assert_eq!(status, StatusCode::GATEWAY_TIMEOUT, "{body}");
     assert_eq!(body["error"], "outcome_unknown");
 }
+
+/// Starts counter children `ids` on `hub` (200 expected).
+async fn start_counters(hub: &FakeHub, ids: &[&str]) {
+    let specs: Vec<Value> = ids
+        .iter()
+        .map(|id| json!({"id": id, "kind": "counter"}))
+        .collect();
+    let (status, body) = call(hub, "POST", "/v1/children", Some(json!(specs))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+/// The ids of the entries of `list` (an array of objects with an `id`).
+fn ids_of(list: &Value) -> Vec<&str> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("{list} is not an array"))
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect()
+}
+
+fn running(hub: &FakeHub) -> Vec<String> {
+    hub.children.lock().unwrap().keys().cloned().collect()
+}
+
+#[tokio::test]
+async fn a_batch_stop_answers_every_id_once_with_counts() {
+    let hub = FakeHub::default();
+    start_counters(&hub, &["c1", "c2", "c3"]).await;
+    let (status, body) = call(
+        &hub,
+        "POST",
+        "/v1/children/stop",
+        Some(json!({"ids": ["c1", "nope", "c2", "c1", "pending-9", "nope"]})),
+    )
+    .await;
+    // One child is pending: acknowledged, not done.
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(ids_of(&body["stopped"]), ["c1", "c2"], "{body}");
+    assert_eq!(body["stopped"][0]["nodes"], json!(["a@127.0.0.1"]));
+    assert_eq!(ids_of(&body["errors"]), ["nope"], "{body}");
+    assert_eq!(body["errors"][0]["code"], "not_found");
+    assert_eq!(body["errors"][0]["node"], "a@127.0.0.1");
+    assert_eq!(ids_of(&body["pending"]), ["pending-9"], "{body}");
+    assert_eq!(body["pending"][0]["code"], "node_unavailable");
+    assert_eq!(body["duplicates"], json!(["c1", "nope"]));
+    assert_eq!(
+        body["counts"],
+        json!({"requested": 6, "distinct": 4, "stopped": 2, "pending": 1, "errors": 1, "not_found": 1})
+    );
+    assert_eq!(running(&hub), ["c3"]);
+    // Every child settled: 200.
+    let (status, body) = call(
+        &hub,
+        "POST",
+        "/v1/children/stop",
+        Some(json!({"ids": ["c3"]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["counts"]["stopped"], 1, "{body}");
+    assert_eq!(body["pending"], json!([]));
+    assert!(running(&hub).is_empty());
+}
+
+/// Posts the raw text `body` to `path`.
+async fn post_raw(hub: &FakeHub, path: &str, body: &str) -> (StatusCode, Value) {
+    let request = axum::http::Request::builder()
+        .method("POST")
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(body.to_owned()))
+        .expect("a well-formed request");
+    let (status, bytes) =
+        common::admin::send(process_hub::admin::router(hub.clone()), request).await;
+    let value = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|e| panic!("the answer is JSON ({e}): {bytes:?}"));
+    (status, value)
+}
+
+#[tokio::test]
+async fn a_bad_batch_stop_is_refused_whole_naming_the_field_and_stops_nothing() {
+    let hub = FakeHub::default();
+    start_counters(&hub, &["c1", "c2"]).await;
+    for (body, field, at) in [
+        // A misspelled or unknown field is refused, not ignored.
+        (
+            json!({"ids": ["c1"], "force": true}),
+            Some("force"),
+            "the body",
+        ),
+        (json!({"idz": ["c1"]}), Some("idz"), "the body"),
+        (json!({}), Some("ids"), "the body"),
+        (json!({"ids": "c1"}), Some("ids"), "the body"),
+        (json!(["c1"]), None, "the body"),
+        // One bad id refuses the batch, named by its index.
+        (json!({"ids": ["c1", 3]}), Some("ids"), "ids[1]"),
+        (json!({"ids": ["c1", ""]}), Some("ids"), "ids[1]"),
+    ] {
+        let (status, answer) = call(&hub, "POST", "/v1/children/stop", Some(body.clone())).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body} -> {answer}");
+        assert_eq!(answer["error"], "invalid_input", "{body} -> {answer}");
+        assert_eq!(answer["at"], at, "{body} -> {answer}");
+        match field {
+            Some(field) => assert_eq!(answer["field"], field, "{body} -> {answer}"),
+            None => assert!(answer.get("field").is_none(), "{body} -> {answer}"),
+        }
+    }
+    let (status, answer) = call(&hub, "POST", "/v1/children/stop", Some(json!({"ids": []}))).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    // A key given twice: read as its last value, this would stop `c1`.
+    let (status, answer) =
+        post_raw(&hub, "/v1/children/stop", r#"{"ids":["x"],"ids":["c1"]}"#).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    assert_eq!(answer["field"], "ids", "{answer}");
+    // More ids than the limit: 413 naming both numbers.
+    let many: Vec<String> = (0..10_001).map(|i| format!("c{i}")).collect();
+    let (status, answer) = call(
+        &hub,
+        "POST",
+        "/v1/children/stop",
+        Some(json!({ "ids": many })),
+    )
+    .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{answer}");
+    assert_eq!(answer["error"], "payload_too_large");
+    let message = answer["message"].as_str().unwrap();
+    assert!(
+        message.contains("10001 ids") && message.contains("at most 10000"),
+        "{message}"
+    );
+    assert_eq!(
+        running(&hub),
+        ["c1", "c2"],
+        "a refused batch stopped something"
+    );
+}
+
+#[tokio::test]
+async fn a_batch_stop_refused_at_its_first_child_is_the_requests_error_later_that_childs() {
+    let hub = FakeHub::default();
+    start_counters(&hub, &["c1", "c2"]).await;
+    // Nothing was stopped: the refusal is the request's, with the single stop's status.
+    let (status, body) = call(
+        &hub,
+        "POST",
+        "/v1/children/stop",
+        Some(json!({"ids": ["unsure-1", "c1"]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT, "{body}");
+    assert_eq!(body["error"], "outcome_unknown");
+    assert_eq!(running(&hub), ["c1", "c2"]);
+    // After a child stopped, a refusal is that child's answer, and the rest go ahead.
+    let (status, body) = call(
+        &hub,
+        "POST",
+        "/v1/children/stop",
+        Some(json!({"ids": ["c1", "unsure-2", "c2"]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(ids_of(&body["stopped"]), ["c1", "c2"], "{body}");
+    assert_eq!(ids_of(&body["errors"]), ["unsure-2"], "{body}");
+    assert_eq!(body["errors"][0]["code"], "outcome_unknown");
+    assert!(running(&hub).is_empty());
+}
+
+#[tokio::test]
+async fn a_child_named_stop_is_still_read_stopped_and_messaged_by_its_path() {
+    let hub = FakeHub::default();
+    start_counters(&hub, &["stop"]).await;
+    let (status, body) = call(&hub, "GET", "/v1/children/stop", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["id"], "stop");
+    // Its messaging paths reach the messaging routes (this stand-in does not message).
+    let (status, body) = call(
+        &hub,
+        "POST",
+        "/v1/children/stop/call",
+        Some(json!({"op": "get"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not message children"),
+        "{body}"
+    );
+    let (status, body) = call(&hub, "DELETE", "/v1/children/stop", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["stopped"][0]["id"], "stop");
+    let (status, _) = call(&hub, "GET", "/v1/children/stop", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}

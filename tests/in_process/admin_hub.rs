@@ -365,3 +365,119 @@ async fn metrics_are_off_until_the_exporter_is_installed() {
     assert_eq!(body["error"], "metrics_off");
     hub.shutdown().await.unwrap();
 }
+
+/// A batch stop through node a of a two-node cluster with auto-recovery: durable children are
+/// undeclared for good (a restart of the whole cluster does not bring them back), children
+/// owned by b are stopped with frames per owner rather than one per child, and an unknown id
+/// is answered `not_found` beside them.
+#[tokio::test]
+async fn a_batch_stop_undeclares_durable_children_for_good_and_batches_remote_ones() {
+    use common::cluster::{full, Options, TestCluster};
+    use process_hub::cluster::in_process::{FrameEvent, FrameFate};
+    use process_hub::model::ChildId;
+    use std::collections::BTreeSet;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    let mut d = TestCluster::with_nodes(41, &["a", "b"], Options::durable()).await;
+    let specs: Vec<Value> = (0..16)
+        .map(|i| json!({"id": format!("d{i}"), "kind": "counter", "durable": true}))
+        .chain((0..4).map(|i| json!({"id": format!("p{i}"), "kind": "counter"})))
+        .collect();
+    let (status, body) = call(d.hub("a"), "POST", "/v1/children", Some(json!(specs))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["started"].as_array().unwrap().len(), 20, "{body}");
+    let durable = |range: std::ops::Range<usize>| -> BTreeSet<ChildId> {
+        range.map(|i| ChildId::from(format!("d{i}"))).collect()
+    };
+    d.wait_exactly(&durable(0..16), &BTreeSet::new(), "declared and running")
+        .await;
+    d.wait_versions(16).await;
+
+    // Stop d0..d9 and p0..p3 (the ring puts some of each on b), one unknown id, one id twice.
+    let mut stop: Vec<String> = (0..10).map(|i| format!("d{i}")).collect();
+    stop.extend((0..4).map(|i| format!("p{i}")));
+    let running = d.running();
+    let on_b = stop
+        .iter()
+        .filter(|id| running.get(&ChildId::from(id.as_str())) == Some(&vec!["b".to_owned()]))
+        .count();
+    assert!(
+        on_b >= 3,
+        "the ring puts only {on_b} of them on b: {running:?}"
+    );
+    stop.push("nope".into());
+    stop.push("d0".into());
+    let frames = Arc::new(AtomicU64::new(0));
+    let seen = frames.clone();
+    let (from, to) = (full("a"), full("b"));
+    d.net
+        .set_observer(Some(Arc::new(move |event: &FrameEvent<'_>| {
+            if event.fate == FrameFate::Delivered
+                && event.kind == "stop_children"
+                && event.from == from
+                && event.to == to
+            {
+                seen.fetch_add(1, Ordering::Relaxed);
+            }
+        })));
+    let (status, body) = call(
+        d.hub("a"),
+        "POST",
+        "/v1/children/stop",
+        Some(json!({ "ids": stop })),
+    )
+    .await;
+    d.net.set_observer(None);
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["counts"],
+        json!({"requested": 16, "distinct": 15, "stopped": 14, "pending": 0, "errors": 1, "not_found": 1}),
+        "{body}"
+    );
+    assert_eq!(body["errors"][0]["id"], "nope", "{body}");
+    assert_eq!(body["duplicates"], json!(["d0"]));
+    let stopped_on_b = body["stopped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["nodes"] == json!([full("b")]))
+        .count();
+    assert_eq!(stopped_on_b, on_b, "{body}");
+    let frames = frames.load(Ordering::Relaxed);
+    assert!(
+        (1..on_b as u64).contains(&frames),
+        "{on_b} children of b stopped with {frames} stop frames from a to b"
+    );
+
+    // Undeclared on every node: 16 declarations, 10 removals.
+    d.wait_versions(26).await;
+    let (_, declared) = call(d.hub("b"), "GET", "/v1/declared", None).await;
+    let declared: Vec<&str> = declared["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        declared,
+        ["d10", "d11", "d12", "d13", "d14", "d15"],
+        "what the batch stopped is no longer declared"
+    );
+
+    // The whole cluster restarts on its data: the stopped ones stay stopped.
+    for name in ["a", "b"] {
+        d.crash(name).await;
+    }
+    for name in ["a", "b"] {
+        d.restart(name).await;
+    }
+    d.wait_members().await;
+    for hub in d.hubs.values() {
+        hub.await_normal(common::DEADLINE).await.unwrap();
+    }
+    d.wait_exactly(&durable(10..16), &durable(0..10), "after the restart")
+        .await;
+    assert_eq!(d.versions(), vec![26, 26]);
+    common::cluster::stop_all(&d).await;
+}

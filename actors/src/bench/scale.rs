@@ -9,8 +9,10 @@
 //!    (awaited requests of `--batch`, `--concurrency` in flight): `start_per_s` = N / the time of
 //!    those requests; `converge_ms` from the first request until every node's registry summary
 //!    lists all N placed; `rss_bytes_per_child` = the nodes' summed RSS 1.5 s after convergence
-//!    (`demo::MEMORY_SETTLE`) minus before the first start, over N. Then every child stopped (`DELETE`, `--stop-callers`
-//!    concurrent callers, awaited): `stop_per_s` = N / the time of those requests, and
+//!    (`demo::MEMORY_SETTLE`) minus before the first start, over N. Then every child stopped
+//!    (batch stops `POST /v1/children/stop` of `--batch` ids, `--stop-callers` in flight,
+//!    awaited; `--single-stops`: one `DELETE` each): `stop_per_s` = N / the time of those
+//!    requests, and
 //!    `stop_converge_ms` until every registry is empty. Then N children started again (untimed
 //!    for the rate, `refill_start_per_s` reported: a warm process) and, once converged, the last
 //!    node SIGKILLed: `failover_ms` until the survivors' registries place all N on survivors
@@ -42,7 +44,7 @@ use clap::Args;
 use process_hub::admin::RegistrySummary;
 use serde_json::{json, Map, Value};
 
-use crate::harness::outage::{counter_specs, start_in_batches, stop_concurrently};
+use crate::harness::outage::{counter_specs, start_in_batches, stop_concurrently, stop_in_batches};
 use crate::harness::{
     wait_for, whole_cluster_outage, AdminClient, ClusterOptions, HarnessError, LocalCluster,
     OutageSettings,
@@ -103,15 +105,20 @@ pub struct ScaleBenchArgs {
     /// Sizes to run, comma-separated, each a number of children.
     #[arg(long, default_value = "1000,10000,100000,250000", value_parser = parse_sizes)]
     pub children: Sizes,
-    /// Children per admin start request.
+    /// Children per admin start request, and ids per batch stop request.
     #[arg(long, default_value = "1000", value_parser = parse_positive)]
     pub batch: usize,
     /// Start requests in flight at once.
     #[arg(long, default_value = "8", value_parser = parse_positive)]
     pub concurrency: usize,
-    /// Concurrent `DELETE` callers of the stop phase.
+    /// Stop requests in flight at once in the stop phase (batch stops of `--batch` ids, or
+    /// single `DELETE`s with `--single-stops`).
     #[arg(long, default_value = "8", value_parser = parse_positive)]
     pub stop_callers: usize,
+    /// Stop with one `DELETE /v1/children/{id}` per child instead of batch stops
+    /// (`POST /v1/children/stop`), to compare the two.
+    #[arg(long)]
+    pub single_stops: bool,
     /// The durable cluster's `--reconcile-grace-ms`.
     #[arg(long, default_value_t = 2_000)]
     pub reconcile_grace_ms: u64,
@@ -286,11 +293,20 @@ fn memory_phase(
         ));
 
         progress(&format!(
-            "{n}: stopping every child ({} callers)",
-            args.stop_callers
+            "{n}: stopping every child ({} callers, {})",
+            args.stop_callers,
+            if args.single_stops {
+                "one DELETE each".to_owned()
+            } else {
+                format!("batch stops of {}", args.batch)
+            }
         ));
         let stop_started = Instant::now();
-        let failures = stop_concurrently(&entry, &ids, args.stop_callers);
+        let failures = if args.single_stops {
+            stop_concurrently(&entry, &ids, args.stop_callers)
+        } else {
+            stop_in_batches(&entry, &ids, args.batch, args.stop_callers)
+        };
         let stop_elapsed = stop_started.elapsed();
         out.insert("stop_per_s".into(), json!(per_s(n, stop_elapsed)));
         out.insert("stop_ms".into(), json!(stop_elapsed.as_millis() as u64));
@@ -577,6 +593,10 @@ pub fn run(args: ScaleBenchArgs) -> Result<(), String> {
     out.insert("batch".into(), json!(args.batch));
     out.insert("concurrency".into(), json!(args.concurrency));
     out.insert("stop_callers".into(), json!(args.stop_callers));
+    out.insert(
+        "stop_mode".into(),
+        json!(if args.single_stops { "single" } else { "batch" }),
+    );
     out.insert("reconcile_grace_ms".into(), json!(args.reconcile_grace_ms));
     out.insert(
         "recovery_starts_per_second".into(),

@@ -1,4 +1,5 @@
-//! `start --file SPECS.jsonl`: many children from a JSON-lines file, in batches.
+//! `start --file SPECS.jsonl`: many children from a JSON-lines file, in batches; and
+//! `stop ID ID...` / `stop --file IDS.txt`: many children stopped in batch stops.
 //!
 //! The whole file is read and every line checked before the first request, as strictly as the
 //! admin API reads a spec (`process_hub::admin::spec_from_text`: no unknown field, no field
@@ -10,6 +11,13 @@
 //! batches show progress and keep each answer small). Progress goes to stderr: a bar when
 //! stderr is a terminal, a plain line per batch otherwise (logs and CI keep them readable).
 //! Children that did not start are listed on stderr and make the exit code 1.
+//!
+//! A batch stop checks every id first (a usage error naming the argument or the line, nothing
+//! sent), keeps each once, and sends them in `POST /v1/children/stop` requests of `--batch`
+//! ids (1,000 by default), with the same progress. The answers are summed: stdout says how
+//! many stopped (`--json`: the API's lists and counts over the whole run), `pending` stops are
+//! listed (decided, not confirmed: exit 0), and children not stopped (an unknown id among
+//! them, `not_found`) are listed on stderr and make the exit code 1.
 
 use std::io::IsTerminal;
 use std::path::Path;
@@ -203,6 +211,169 @@ pub fn start_file(
     }
 }
 
+/// The ids of a stop, each checked as a child id (a usage error naming where it is: `at(i)`
+/// for the `i`-th), each kept once in order of first appearance; answers the ids given more
+/// than once too.
+fn checked_ids(
+    given: impl IntoIterator<Item = (String, String)>,
+) -> Result<(Vec<String>, Vec<String>), CtlError> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut ids = Vec::new();
+    let mut duplicates = Vec::new();
+    for (at, id) in given {
+        if let Err(e) = process_hub::model::ChildId::parse(id.clone()) {
+            return Err(CtlError::Usage(format!("{at}: {e}")));
+        }
+        if seen.insert(id.clone()) {
+            ids.push(id);
+        } else if !duplicates.contains(&id) {
+            duplicates.push(id);
+        }
+    }
+    if ids.is_empty() {
+        return Err(CtlError::Usage("no ids to stop".into()));
+    }
+    Ok((ids, duplicates))
+}
+
+/// The ids of an ids file's text: one per line, surrounding whitespace dropped, blank lines
+/// and `#` comments skipped, each checked (an error names `source:line`) and kept once.
+pub fn parse_ids(text: &str, source: &str) -> Result<(Vec<String>, Vec<String>), CtlError> {
+    let given = text.lines().enumerate().filter_map(|(i, line)| {
+        let line = line.trim();
+        (!line.is_empty() && !line.starts_with('#'))
+            .then(|| (format!("{source}:{}", i + 1), line.to_owned()))
+    });
+    checked_ids(given).map_err(|e| match e {
+        CtlError::Usage(m) if m == "no ids to stop" => {
+            CtlError::Usage(format!("{source}: no ids in the file"))
+        }
+        other => other,
+    })
+}
+
+/// `stop ID ID...`: the ids in batch stops of `batch`.
+pub fn stop_ids(
+    client: &AdminClient,
+    json: bool,
+    ids: &[String],
+    batch: u64,
+) -> Result<(), CtlError> {
+    let (ids, duplicates) = checked_ids(
+        ids.iter()
+            .enumerate()
+            .map(|(i, id)| (format!("ID {} ({id:?})", i + 1), id.clone())),
+    )?;
+    stop_in_batches(client, json, &ids, duplicates, batch)
+}
+
+/// `stop --file IDS.txt`: every id of the file in batch stops of `batch`.
+pub fn stop_file(
+    client: &AdminClient,
+    json: bool,
+    path: &Path,
+    batch: u64,
+) -> Result<(), CtlError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CtlError::Usage(format!("--file {}: {e}", path.display())))?;
+    let (ids, duplicates) = parse_ids(&text, &path.display().to_string())?;
+    stop_in_batches(client, json, &ids, duplicates, batch)
+}
+
+/// Stops `ids` (distinct, checked) with `POST /v1/children/stop`, `batch` per request, and
+/// reports like the API: stopped, pending, errors (exit 1 when any), with the counts summed.
+fn stop_in_batches(
+    client: &AdminClient,
+    json: bool,
+    ids: &[String],
+    duplicates: Vec<String>,
+    batch: u64,
+) -> Result<(), CtlError> {
+    let total = ids.len();
+    let progress = Progress::new(total);
+    let (mut stopped, mut errors, mut pending) = (Vec::new(), Vec::new(), Vec::new());
+    let mut done = 0;
+    for chunk in ids.chunks(batch.max(1) as usize) {
+        let answer = match client.post("/v1/children/stop", &json!({ "ids": chunk })) {
+            Ok(answer) => answer,
+            Err(e) => {
+                progress.finish();
+                if done > 0 {
+                    eprintln!("{done} of {total} ids were sent before the failure");
+                }
+                return Err(e.into());
+            }
+        };
+        let list = |name: &str| answer[name].as_array().cloned().unwrap_or_default();
+        stopped.extend(list("stopped"));
+        errors.extend(list("errors"));
+        pending.extend(list("pending"));
+        done += chunk.len();
+        progress.advance(done, chunk.len(), errors.len());
+    }
+    progress.finish();
+    let not_found = errors.iter().filter(|e| e["code"] == "not_found").count();
+    if json {
+        print_json(&json!({
+            "stopped": stopped,
+            "errors": errors,
+            "pending": pending,
+            "duplicates": duplicates,
+            "counts": {
+                "requested": total + duplicates.len(),
+                "distinct": total,
+                "stopped": stopped.len(),
+                "pending": pending.len(),
+                "errors": errors.len(),
+                "not_found": not_found,
+            },
+        }));
+    } else {
+        println!("stopped {} of {total} children", stopped.len());
+        for p in &pending {
+            let nodes: Vec<String> = p["nodes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(cell)
+                .collect();
+            println!(
+                "stop of {} pending on {}: {} ({})",
+                cell(&p["id"]),
+                nodes.join(", "),
+                cell(&p["reason"]),
+                cell(&p["code"])
+            );
+        }
+        if !duplicates.is_empty() {
+            eprintln!(
+                "given more than once, stopped once: {}",
+                duplicates.join(", ")
+            );
+        }
+    }
+    for error in errors.iter().take(LISTED_FAILURES) {
+        eprintln!(
+            "not stopped: {} on {}: {} ({})",
+            cell(&error["id"]),
+            cell(&error["node"]),
+            cell(&error["reason"]),
+            cell(&error["code"])
+        );
+    }
+    if errors.len() > LISTED_FAILURES {
+        eprintln!("... and {} more", errors.len() - LISTED_FAILURES);
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(CtlError::PartlyFailed {
+            failed: errors.len(),
+            total,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -339,6 +510,44 @@ mod tests {
         start_file(&client, false, &file, 500).unwrap();
         let seen: Vec<String> = requests.try_iter().collect();
         assert_eq!(seen, ["GET /v1/kinds", "POST /v1/children"]);
+    }
+
+    #[test]
+    fn ids_are_read_line_by_line_checked_and_kept_once() {
+        let (ids, duplicates) = parse_ids("# to stop\n a \n\nb\na\nc\n", "f").unwrap();
+        assert_eq!(ids, ["a", "b", "c"]);
+        assert_eq!(duplicates, ["a"]);
+        let long = "x".repeat(process_hub::model::ChildId::MAX_LEN + 1);
+        let e = parse_ids(&format!("a\n{long}\n"), "ids.txt").unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().starts_with("ids.txt:2: "), "{e}");
+        let e = parse_ids("# nothing\n\n", "ids.txt").unwrap_err();
+        assert_eq!(e.to_string(), "ids.txt: no ids in the file");
+    }
+
+    #[test]
+    fn many_ids_go_in_batch_stops_and_an_unknown_one_is_exit_1() {
+        let (url, requests) = canned_node(vec![
+            (
+                200,
+                r#"{"stopped":[{"id":"a","nodes":["n@h"]},{"id":"b","nodes":["n@h"]}],"errors":[],"pending":[],"duplicates":[],"counts":{}}"#,
+            ),
+            (
+                200,
+                r#"{"stopped":[],"errors":[{"id":"c","node":"n@h","reason":"no such child","code":"not_found"}],"pending":[],"duplicates":[],"counts":{}}"#,
+            ),
+        ]);
+        let client = crate::ctl::connect(&url, None).unwrap();
+        let ids: Vec<String> = ["a", "b", "a", "c"].map(String::from).to_vec();
+        let e = stop_ids(&client, false, &ids, 2).unwrap_err();
+        assert_eq!(e.exit_code(), 1, "{e}");
+        assert_eq!(e.to_string(), "1 of 3 children failed");
+        let seen: Vec<String> = requests.try_iter().collect();
+        assert_eq!(seen, ["POST /v1/children/stop", "POST /v1/children/stop"]);
+        // A bad id is a usage error before anything is sent.
+        let e = stop_ids(&client, false, &["a".into(), String::new()], 2).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        assert!(e.to_string().starts_with("ID 2"), "{e}");
     }
 
     #[test]

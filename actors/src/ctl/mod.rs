@@ -9,7 +9,8 @@
 //!   harness); [`connect`] gives ctl's limits, [`outcome`] what the answers mean;
 //! - [`read`]: `status`, `members`, `children`, `declared`, `explain`;
 //! - [`write`](mod@write): `start`, `stop`, `call`, `clear-declared`;
-//! - [`batch`]: `start --file`, many children in batches with progress;
+//! - [`batch`]: `start --file` and `stop ID...` / `stop --file`, many children in batches
+//!   with progress;
 //! - [`watch`]: `watch`, the node's events as they happen;
 //! - [`table`]: the human tables.
 
@@ -97,11 +98,9 @@ pub enum CtlCommand {
     },
     /// Start one child (`start ID KIND`), or many from a file (`start --file SPECS.jsonl`).
     Start(write::StartArgs),
-    /// Stop a child wherever it runs.
-    Stop {
-        /// The child's id.
-        id: String,
-    },
+    /// Stop a child wherever it runs (`stop ID`), or many in batch stops (`stop ID ID...`,
+    /// `stop --file IDS.txt`).
+    Stop(write::StopArgs),
     /// Send a JSON command to a child wherever it runs and print its answer.
     Call {
         /// The child's id.
@@ -156,7 +155,11 @@ fn execute(args: CtlArgs) -> Result<(), CtlError> {
             Some(file) => batch::start_file(&client, json, &file, start.batch),
             None => write::start_one(&client, json, start),
         },
-        CtlCommand::Stop { id } => write::stop(&client, json, &id),
+        CtlCommand::Stop(stop) => match (stop.file.as_deref(), stop.ids.as_slice()) {
+            (None, [id]) => write::stop(&client, json, id),
+            (Some(file), _) => batch::stop_file(&client, json, file, stop.batch),
+            (None, ids) => batch::stop_ids(&client, json, ids, stop.batch),
+        },
         CtlCommand::Call {
             id,
             command,

@@ -41,6 +41,23 @@ pub struct StartArgs {
     pub batch: u64,
 }
 
+/// `ctl stop`'s arguments: one id is one `DELETE` (an unknown id is exit 1); several ids, or
+/// a file of them, go in batch stops (`POST /v1/children/stop`).
+#[derive(Args, Debug, Clone)]
+pub struct StopArgs {
+    /// The children's ids: one is stopped with `DELETE /v1/children/{id}`, several in batch
+    /// stops of --batch (each id once).
+    #[arg(required_unless_present = "file", conflicts_with = "file")]
+    pub ids: Vec<String>,
+    /// Stop the children of a file instead: one id per line (surrounding whitespace dropped;
+    /// blank lines and lines starting with `#` are skipped), in batch stops.
+    #[arg(long, value_name = "IDS.txt")]
+    pub file: Option<PathBuf>,
+    /// Ids per batch stop request (the node takes up to 10,000).
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub batch: u64,
+}
+
 /// Parses JSON the operator typed, naming the flag when it does not parse.
 pub fn parse_json(what: &str, text: &str) -> Result<Value, CtlError> {
     serde_json::from_str(text).map_err(|e| CtlError::Usage(format!("{what} is not JSON: {e}")))

@@ -146,6 +146,55 @@ pub fn stop_concurrently(client: &AdminClient, ids: &[String], threads: usize) -
     failures.into_inner().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Stops `ids` through `client` in batch stops (`POST /v1/children/stop`, awaited) of `batch`
+/// ids, `concurrency` requests in flight (one connection each). Returns the children that
+/// were not stopped: the per-child errors the nodes reported, and every child of a request
+/// the node refused whole or that did not come back (a `pending` stop is decided, not a
+/// failure).
+pub fn stop_in_batches(
+    client: &AdminClient,
+    ids: &[String],
+    batch: usize,
+    concurrency: usize,
+) -> Vec<StopFailure> {
+    let chunks: Vec<&[String]> = ids.chunks(batch.max(1)).collect();
+    let next = AtomicUsize::new(0);
+    let failures = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..concurrency.clamp(1, chunks.len().max(1)) {
+            scope.spawn(|| {
+                let client = client.clone();
+                while let Some(chunk) = chunks.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let failed: Vec<StopFailure> = match client.stop_many(chunk) {
+                        Ok(answer) => answer
+                            .errors
+                            .into_iter()
+                            .map(|e| StopFailure {
+                                id: e.id,
+                                status: Some(200),
+                                reason: format!("{} ({})", e.reason, e.code),
+                            })
+                            .collect(),
+                        Err(e) => chunk
+                            .iter()
+                            .map(|id| StopFailure {
+                                id: id.clone(),
+                                status: e.status(),
+                                reason: e.to_string(),
+                            })
+                            .collect(),
+                    };
+                    failures
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .extend(failed);
+                }
+            });
+        }
+    });
+    failures.into_inner().unwrap_or_else(|e| e.into_inner())
+}
+
 /// How the outage is waited for.
 #[derive(Clone, Debug)]
 pub struct OutageSettings {

@@ -1,6 +1,6 @@
 //! `process-hub ctl` against a cluster of real `process-hub node` processes, as an operator
 //! uses it: status and members, start / children / explain / call / stop, `--json` for
-//! scripts, a batch start from a file, `watch`, and the documented exit codes (1 refused,
+//! scripts, a batch start from a file, batch stops of ids and of a file, `watch`, and the documented exit codes (1 refused,
 //! 2 usage, 3 unreachable, 4 unauthorized).
 
 use std::io::{BufRead, BufReader};
@@ -370,6 +370,53 @@ fn an_operator_runs_a_cluster_with_ctl() {
     let again = ctls[2].run(&["--json", "start", "--file", file.to_str().unwrap()]);
     assert_eq!(again.code, 1, "every child already runs");
     assert_eq!(again.json()["errors"].as_array().unwrap().len(), 300);
+
+    // Several ids are one batch stop: an id given twice is stopped once, an unknown one is
+    // not stopped (exit 1), the others are.
+    let few = ctl.run(&["stop", "f0", "f1", "nope", "f1", "f2"]);
+    assert_eq!(few.code, 1, "{}\n{}", few.stdout, few.stderr);
+    assert_eq!(few.stdout.trim(), "stopped 3 of 4 children");
+    assert!(
+        few.stderr.contains("not stopped: nope") && few.stderr.contains("(not_found)"),
+        "{}",
+        few.stderr
+    );
+    // A bad id is a usage error: nothing sent, f3 still runs.
+    assert_eq!(ctl.run(&["stop", "f3", ""]).code, 2);
+    // The rest from a file, in batch stops of 100, through another node.
+    let ids: String = (3..300).map(|i| format!("f{i}\n")).collect();
+    let ids_file = cluster.workdir().join("ids.txt");
+    std::fs::write(&ids_file, format!("# the rest\n{ids}")).expect("ids file");
+    let rest = ctls[2].ok(&[
+        "--json",
+        "stop",
+        "--file",
+        ids_file.to_str().unwrap(),
+        "--batch",
+        "100",
+    ]);
+    let answer = rest.json();
+    assert_eq!(
+        answer["counts"],
+        serde_json::json!({"requested": 297, "distinct": 297, "stopped": 297, "pending": 0, "errors": 0, "not_found": 0}),
+        "{answer}"
+    );
+    assert_eq!(
+        rest.stderr.matches("progress: ").count(),
+        3,
+        "one line per batch of 100: {}",
+        rest.stderr
+    );
+    // Every copy of the registry converges on none (the stops went through node 3).
+    let deadline = std::time::Instant::now() + DEADLINE;
+    while count(ctl) != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "children still listed after every stop: {}",
+            count(ctl)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 
     cluster.shutdown(Duration::from_secs(30));
 }
