@@ -46,6 +46,8 @@ use crate::model::NodeName;
 
 mod config;
 mod membership;
+#[cfg(test)]
+mod tests;
 use config::advertises_beyond_loopback;
 pub use config::{ClusterConfig, ClusterError, TlsConfig};
 use membership::{Connection, Forwarder, Membership, MembershipArgs};
