@@ -66,13 +66,14 @@ impl EventBus {
     /// Records an event among the recent ones, then delivers it to every subscriber (so a
     /// subscriber that sees it finds it recorded).
     pub fn publish(&self, event: impl FnOnce() -> HubEvent) {
-        let event = event();
-        self.recent.record(event.clone(), self.clock.now_ms());
+        // Recorded first, so a subscriber that sees it finds it recorded; a copy is made for
+        // each subscriber only (every child's start and stop publishes, mostly to nobody).
+        let recorded = self.recent.record(event(), self.clock.now_ms());
         let mut dead = Vec::new();
         {
             let subs = self.subs.read().unwrap_or_else(|e| e.into_inner());
             for (id, sink) in subs.iter() {
-                if !(sink.0)(event.clone()) {
+                if !(sink.0)(recorded.event.clone()) {
                     dead.push(*id);
                 }
             }
