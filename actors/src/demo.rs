@@ -200,9 +200,11 @@ fn refill(
         )));
     }
     let total = args.children + count;
-    poll_until("every survivor to hold the fresh children", survivors, |s| {
-        s.complete(total)
-    })?;
+    poll_until(
+        "every survivor to hold the fresh children",
+        survivors,
+        |s| s.complete(total),
+    )?;
     Ok(Refill {
         children: count,
         start_ms: start_elapsed.as_millis() as u64,

@@ -203,7 +203,8 @@ impl PackedRow {
     /// text: `pack` writes the id first), not through the decoder: the store's hash table
     /// compares ids on every probe, so every read, write and rehash of a row goes through this.
     pub fn id(&self) -> &str {
-        std::str::from_utf8(self.id_bytes()).expect("a packed row's id is the text it was packed from")
+        std::str::from_utf8(self.id_bytes())
+            .expect("a packed row's id is the text it was packed from")
     }
 
     /// The id's bytes. Bincode's varint: a length under 251 is its own byte; 251, 252 and 253
