@@ -187,7 +187,8 @@ impl ChildKinds {
         F: Fn() -> A + Send + Sync + 'static,
     {
         let name = name.into();
-        let kind = name.clone();
+        // Shared, not copied per start: only a refused start names it.
+        let kind: Arc<str> = name.as_str().into();
         let start: Arc<StartFn> = Arc::new(move |args: ChildArgs, supervisor: ActorCell| {
             let decoded = args.decode::<A::Arguments>();
             let omitted = args.is_omitted();
@@ -195,7 +196,7 @@ impl ChildKinds {
             let kind = kind.clone();
             Box::pin(async move {
                 let args = decoded.map_err(|e| KindError::InvalidArgs {
-                    kind,
+                    kind: kind.to_string(),
                     message: invalid_args_message(omitted, &e),
                 })?;
                 // No name: ractor's name registry is process-global and many hubs share a

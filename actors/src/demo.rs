@@ -120,6 +120,15 @@ pub struct DemoReport {
     /// From the SIGKILL until every survivor has taken the killed node out of its members (the
     /// failure detection time, the floor of any failover).
     pub detect_ms: u64,
+    /// `failover_ms - detect_ms - nodedown_grace_ms`: how long the survivors took to run the
+    /// killed node's children again once their grace ran out (the grace starts when a survivor
+    /// takes the node out of its members, which `detect_ms` times for the last of them).
+    pub failover_after_grace_ms: u64,
+    /// The killed node's count of fresh children started on the survivors after the failover,
+    /// the yardstick of `failover_after_grace_ms` (none with `--durable` or `--migration`, whose
+    /// later phases count the children).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refill: Option<Refill>,
     /// Nodes running each child.
     pub replication_factor: usize,
     /// Resident memory added per child, summed over all nodes (read [`MEMORY_SETTLE`] after
@@ -140,6 +149,67 @@ pub struct DemoReport {
     /// `--migration`: the join after the failover.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub join: Option<crate::harness::JoinReport>,
+}
+
+/// Fresh starts of as many children as a failover re-placed, on the same survivors.
+#[derive(Debug, Clone, Serialize)]
+pub struct Refill {
+    /// Children started: those the killed node held before the kill.
+    pub children: usize,
+    /// From the first start request until the last one was answered (every child running and
+    /// recorded on its host).
+    pub start_ms: u64,
+    /// From the first start request until every survivor's registry lists them all: timed as
+    /// `failover_ms` is.
+    pub converge_ms: u64,
+}
+
+/// The nodes' `nodedown_grace_ms`: the demo's nodes keep the default.
+fn nodedown_grace() -> Duration {
+    Duration::from_millis(process_hub::ProcessHub::default().nodedown_grace_ms)
+}
+
+/// Starts `count` fresh children (`refill-NNNNNN`) through `entry`, as the first start did, and
+/// times them until answered and until every survivor lists them with the others.
+fn refill(
+    entry: &AdminClient,
+    survivors: &[AdminClient],
+    args: &DemoArgs,
+    count: usize,
+) -> Result<Refill, DemoError> {
+    progress(&format!("starting {count} fresh children on the survivors"));
+    let specs: Vec<StartSpec> = (0..count)
+        .map(|i| StartSpec {
+            id: format!("refill-{i:06}"),
+            kind: "counter".into(),
+            args: None,
+            restart: None,
+            metadata: None,
+            durable: false,
+            nodes: None,
+            guided_fallback: false,
+        })
+        .collect();
+    let started_at = Instant::now();
+    let (start_elapsed, errors) =
+        start_in_batches(entry, &specs, args.batch, args.concurrency, &progress)?;
+    if !errors.is_empty() {
+        return Err(DemoError::Diverged(format!(
+            "{} of {count} fresh starts failed",
+            errors.len()
+        )));
+    }
+    let total = args.children + count;
+    poll_until(
+        "every survivor to hold the fresh children",
+        survivors,
+        |s| s.complete(total),
+    )?;
+    Ok(Refill {
+        children: count,
+        start_ms: start_elapsed.as_millis() as u64,
+        converge_ms: started_at.elapsed().as_millis() as u64,
+    })
 }
 
 /// The whole-cluster outage phase of `demo --durable`.
@@ -450,6 +520,14 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
     })?;
     let failover = killed_at.elapsed();
     let after = identical_placement(&survivors, args.children, &live)?;
+    // The failover's yardstick: as many fresh children as the killed node held, started the
+    // same way on the same survivors. Only when no later phase counts the children.
+    let refill = if args.durable || args.migration.is_some() {
+        None
+    } else {
+        let count = before.get(&killed).copied().unwrap_or(0);
+        Some(refill(&entry, &survivors, args, count)?)
+    };
     let ids: Vec<String> = specs.iter().map(|s| s.id.clone()).collect();
     let outage = if args.durable {
         Some(durable_outage(&mut cluster, &entry, &ids)?)
@@ -471,6 +549,10 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
         converge_ms: converge.as_millis() as u64,
         failover_ms: failover.as_millis() as u64,
         detect_ms: detect.as_millis() as u64,
+        failover_after_grace_ms: failover
+            .saturating_sub(detect + nodedown_grace())
+            .as_millis() as u64,
+        refill,
         replication_factor: args.replication_factor,
         rss_bytes_per_child: rss_full
             .values()
@@ -611,6 +693,17 @@ pub fn render_table(report: &DemoReport) -> String {
         "{:<28}{:>14}\n",
         "  of which detection (ms)", report.detect_ms
     ));
+    out.push_str(&format!(
+        "{:<28}{:>14}\n",
+        "  after the grace (ms)", report.failover_after_grace_ms
+    ));
+    if let Some(refill) = &report.refill {
+        out.push_str(&format!(
+            "{:<28}{:>14}\n",
+            format!("{} fresh starts (ms)", refill.children),
+            refill.converge_ms
+        ));
+    }
     out.push_str(&format!(
         "{:<28}{:>14}\n",
         "memory per child (bytes)",

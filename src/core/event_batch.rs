@@ -70,6 +70,16 @@ impl EventBatch {
         deadline
     }
 
+    /// Records an event for `node` at `now` that the caller knows closes the storm: no other
+    /// event of this kind is on its way (for instance the last running grace period expired),
+    /// so waiting `debounce` for more would only delay the batch. The batch, with whatever else
+    /// was pending, is due at `now`.
+    pub fn on_closing_event(&mut self, node: impl Into<NodeName>, now: Instant) -> Instant {
+        self.on_event(node, now);
+        self.deadline = Some(now);
+        now
+    }
+
     /// When the pending batch is due, `None` when nothing is pending.
     pub fn deadline(&self) -> Option<Instant> {
         self.deadline
@@ -163,6 +173,25 @@ mod tests {
         // Each flush happens when the window hits max_wait, never later.
         assert_eq!(flushes[0].0, Duration::from_millis(1_000));
         assert_eq!(flushes[0].1, 20);
+    }
+
+    #[test]
+    fn a_closing_event_makes_the_batch_due_at_once_with_what_was_pending() {
+        let t0 = Instant::now();
+        let mut batch = EventBatch::new(config());
+        batch.on_event("a", t0);
+        let later = t0 + Duration::from_millis(30);
+        assert_eq!(batch.take_due(later), None, "still in its quiet time");
+        assert_eq!(batch.on_closing_event("b", later), later);
+        assert_eq!(batch.deadline(), Some(later));
+        assert_eq!(
+            batch.take_due(later),
+            Some(vec!["a".to_owned(), "b".to_owned()])
+        );
+        assert!(!batch.is_pending());
+        // The next event opens a window with the usual quiet time again.
+        let next = later + Duration::from_millis(5);
+        assert_eq!(batch.on_event("c", next), next + config().debounce);
     }
 
     #[test]

@@ -108,15 +108,17 @@ impl EventBus {
     /// Records an event among the recent ones and in the activity, then delivers it to every
     /// subscriber (so a subscriber that sees it finds it recorded).
     pub fn publish(&self, event: impl FnOnce() -> HubEvent) {
-        let event = event();
+        // Recorded first, so a subscriber that sees it finds it recorded; a copy is made for
+        // each subscriber only (every child's start and stop publishes, mostly to nobody).
         let now = self.clock.now_ms();
+        let event = event();
         self.count(&event, now);
-        self.recent.record(event.clone(), now);
+        let recorded = self.recent.record(event, now);
         let mut dead = Vec::new();
         {
             let subs = self.subs.read().unwrap_or_else(|e| e.into_inner());
             for (id, sink) in subs.iter() {
-                if !(sink.0)(event.clone()) {
+                if !(sink.0)(recorded.event.clone()) {
                     dead.push(*id);
                 }
             }

@@ -81,8 +81,9 @@ impl RecentEvents {
     }
 
     /// Records `event`, published at `at_ms`: into the ring (dropping the oldest when full)
-    /// and onto the live feed.
-    pub fn record(&self, event: HubEvent, at_ms: u64) {
+    /// and onto the live feed. Answers the event as recorded (the bus hands its subscribers
+    /// copies of it).
+    pub fn record(&self, event: HubEvent, at_ms: u64) -> Arc<RecordedEvent> {
         let recorded = {
             let mut ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
             let recorded = Arc::new(RecordedEvent {
@@ -98,7 +99,8 @@ impl RecentEvents {
             recorded
         };
         // No watcher is not an error: the ring keeps it.
-        let _ = self.live.send(recorded);
+        let _ = self.live.send(recorded.clone());
+        recorded
     }
 
     /// The last `limit` events recorded (oldest first).

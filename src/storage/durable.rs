@@ -252,6 +252,10 @@ impl Storage for DurableStorage {
     fn contains(&self, id: &ChildId) -> bool {
         self.shared.memory.contains(id)
     }
+
+    fn bound_nodes(&self, id: &ChildId) -> Option<Vec<crate::model::NodeName>> {
+        self.shared.memory.bound_nodes(id)
+    }
 }
 
 enum Write {

@@ -12,7 +12,7 @@ use hashbrown::HashTable;
 use super::packed_row::{NameTable, Names, PackedRow};
 use super::{Commit, Mutation, PageIds, Placement, Storage, StoredRow};
 use crate::clock::Clock;
-use crate::model::{ChildId, Row};
+use crate::model::{ChildId, NodeName, Row};
 
 /// Shards of the map: a write locks one, so readers rarely wait.
 const SHARDS: usize = 16;
@@ -269,6 +269,20 @@ impl Storage for MemoryStorage {
             .unwrap_or(false)
     }
 
+    fn bound_nodes(&self, id: &ChildId) -> Option<Vec<NodeName>> {
+        let now = self.clock.now_ms();
+        self.get_packed(id.as_str(), |packed| {
+            let names = self.names.snapshot();
+            packed.placement(&names, now).map(|view| {
+                view.nodes
+                    .iter()
+                    .map(|(node, _)| (*node).to_owned())
+                    .collect()
+            })
+        })
+        .flatten()
+    }
+
     fn for_each_placement(&self, f: &mut dyn FnMut(Placement<'_>)) {
         let now = self.clock.now_ms();
         self.for_each_packed(|names, packed| {
@@ -438,6 +452,11 @@ mod tests {
         r.hub.epoch = 1 << 40;
         s.insert(r.clone()).unwrap();
         assert_eq!(s.get(r.id()), Some(r.clone()));
+        assert_eq!(
+            s.bound_nodes(r.id()),
+            Some(vec!["n1@h".to_owned(), "n2@h".to_owned()])
+        );
+        assert_eq!(s.bound_nodes(&ChildId::from("absent")), None);
         assert_eq!(s.export_all(), vec![r.clone()]);
         let stored = s.get_stored(r.id()).unwrap();
         assert_eq!((stored.row, stored.expires_at_ms), (r.clone(), None));
@@ -450,6 +469,16 @@ mod tests {
         );
         assert_eq!(s.get_stored(r.id()).unwrap().expires_at_ms, Some(7));
         assert!(s.get(r.id()).is_none(), "expired at 7 ms after the epoch");
+        assert_eq!(
+            s.bound_nodes(r.id()),
+            None,
+            "expired rows are bound nowhere"
+        );
+        let mut unbound = r.clone();
+        unbound.spec.id = "unbound".into();
+        unbound.node_pids.clear();
+        s.insert(unbound.clone()).unwrap();
+        assert_eq!(s.bound_nodes(unbound.id()), Some(Vec::new()));
     }
 
     #[test]

@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{ChildId, Pid, Row};
+use crate::model::{ChildId, NodeName, Pid, Row};
 
 pub use crate::config::registry_backend::BackendConfig;
 pub use commit::{Commit, CommitSender};
@@ -163,6 +163,13 @@ pub trait Storage: Send + Sync + 'static {
     /// Whether a live row with this id exists.
     fn contains(&self, id: &ChildId) -> bool {
         self.get(id).is_some()
+    }
+
+    /// The nodes the live row with this id is bound to (`None`: no live row, an empty list: a
+    /// row nothing runs). What a stop needs to route each child, without reading its spec,
+    /// arguments and metadata: a store that keeps rows packed answers from the bindings alone.
+    fn bound_nodes(&self, id: &ChildId) -> Option<Vec<NodeName>> {
+        self.get(id).map(|row| row.node_pids.into_keys().collect())
     }
 
     /// Applies a batch and blocks until it is durable.

@@ -115,6 +115,11 @@ impl Names {
 pub(super) struct PackedRow(Box<[u8]>);
 
 /// The packed encoding: bincode with variable-length integers.
+/// `N` bytes of a packed row as an array (the caller sliced exactly `N`).
+fn le<const N: usize>(bytes: &[u8]) -> [u8; N] {
+    bytes.try_into().expect("a slice of the array's length")
+}
+
 fn codec() -> impl Options {
     bincode::DefaultOptions::new().with_varint_encoding()
 }
@@ -194,9 +199,27 @@ impl PackedRow {
             .expect("a packed row decodes as it was encoded")
     }
 
-    /// The row's id.
+    /// The row's id. Read straight from its bytes (bincode's varint length, then the UTF-8
+    /// text: `pack` writes the id first), not through the decoder: the store's hash table
+    /// compares ids on every probe, so every read, write and rehash of a row goes through this.
     pub fn id(&self) -> &str {
-        self.key().0
+        std::str::from_utf8(self.id_bytes())
+            .expect("a packed row's id is the text it was packed from")
+    }
+
+    /// The id's bytes. Bincode's varint: a length under 251 is its own byte; 251, 252 and 253
+    /// are followed by the length as a little-endian u16, u32 and u64.
+    fn id_bytes(&self) -> &[u8] {
+        let bytes = &self.0[..];
+        let (len, at) = match bytes.first().copied() {
+            Some(b) if b < 251 => (u64::from(b), 1),
+            Some(251) => (u64::from(u16::from_le_bytes(le(&bytes[1..3]))), 3),
+            Some(252) => (u64::from(u32::from_le_bytes(le(&bytes[1..5]))), 5),
+            Some(253) => (u64::from_le_bytes(le(&bytes[1..9])), 9),
+            _ => unreachable!("a packed row starts with its id's length"),
+        };
+        let end = at + usize::try_from(len).expect("an id that fits in memory");
+        &bytes[at..end]
     }
 
     /// Whether the row has not expired at `now_ms`.
@@ -350,6 +373,26 @@ mod tests {
                     prop_assert_eq!(view.nodes, bound);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn an_id_of_every_length_class_reads_back_from_its_bytes() {
+        let names = Names::default();
+        // One-byte lengths, then a u16 length (251 and up); the key decoder agrees.
+        for len in [0usize, 1, 24, 250, 251, 300, 65_535, 65_536] {
+            let id: String = "é".repeat(len / 2) + &"x".repeat(len % 2);
+            let row = Row::authored(
+                ChildSpec::new(id.as_str(), "counter"),
+                Metadata::new(),
+                "n1@h",
+                5,
+                false,
+            )
+            .unwrap();
+            let packed = PackedRow::pack(&row, Some(9), &names, 0);
+            assert_eq!(packed.id(), id, "length {len}");
+            assert_eq!(packed.key(), (id.as_str(), Some(9)), "length {len}");
         }
     }
 

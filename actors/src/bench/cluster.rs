@@ -12,7 +12,16 @@
 //! - `detect_ms`: from the SIGKILL until every survivor took the killed node out of its members
 //!   (the failure detection time), and `failover_over_detect_ms` the difference: what the
 //!   failover costs beyond detecting the failure (the goal with replicas: at most 50 ms);
+//! - `failover_after_grace_ms`: `failover_ms - detect_ms - nodedown_grace_ms`, the re-placement
+//!   once the survivors' grace ran out; beside it, as many fresh children as the killed node
+//!   held started through the same node on the survivors: `refill_start_ms` (the awaited
+//!   requests), `refill_converge_ms` (until every survivor lists them, timed as the failover
+//!   is), and `failover_after_grace_over_refill` = `failover_after_grace_ms / refill_start_ms`
+//!   (the goal: at most 1);
+//! - `start_ratio`: `start_per_s / bare_start_per_s` (the goal: at least 0.5);
 //! - `rss_bytes_per_child`: resident memory added by the N children, summed over the nodes.
+//!
+//! `--runs N` repeats the whole measurement and gives each ratio's median, min and max.
 //!
 //! The in-run baseline ([`crate::baseline::measure`]) spreads the same number of actors over the
 //! same number of processes with plain ractor + ractor_cluster process groups:
@@ -76,6 +85,12 @@ pub struct ClusterBenchArgs {
     /// both ways, and `telemetry_start_throughput_change` between them.
     #[arg(long, default_value = "on", value_parser = ["off", "on", "compare"])]
     pub telemetry: String,
+    /// Whole runs (hub and baselines each time). With more than one, the JSON gives, for each
+    /// ratio to its in-run baseline (`start_ratio`, `converge_ratio`,
+    /// `failover_after_grace_over_refill`, `rss_ratio`), its median, min and max over the
+    /// runs, and every run's own object in `results`.
+    #[arg(long, default_value_t = 1)]
+    pub runs: usize,
     /// Print the result as JSON (the only format; kept for the documented command line).
     #[arg(long)]
     pub json: bool,
@@ -85,8 +100,68 @@ fn ratio(a: f64, b: f64) -> Option<f64> {
     (b > 0.0).then(|| a / b)
 }
 
-/// Runs the benchmark and prints its JSON line.
+/// The ratios `--runs` summarizes: each figure of one run against its baseline in that run.
+const RATIOS: [&str; 4] = [
+    "start_ratio",
+    "converge_ratio",
+    "failover_after_grace_over_refill",
+    "rss_ratio",
+];
+
+/// The median, least and greatest of `values`, `null` when no run gave the figure.
+fn spread(mut values: Vec<f64>) -> serde_json::Value {
+    values.retain(|v| v.is_finite());
+    if values.is_empty() {
+        return serde_json::Value::Null;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    let median = if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    };
+    json!({ "median": median, "min": values[0], "max": values[n - 1], "runs": n })
+}
+
+/// Runs the benchmark (`--runs` times) and prints its JSON line.
 pub fn run(args: ClusterBenchArgs) -> Result<(), String> {
+    if args.runs == 0 {
+        return Err("--runs must be at least 1".into());
+    }
+    if args.runs == 1 {
+        println!("{}", run_once(&args)?);
+        return Ok(());
+    }
+    let mut runs = Vec::with_capacity(args.runs);
+    for i in 1..=args.runs {
+        eprintln!("bench cluster: run {i} of {}", args.runs);
+        let one = run_once(&args)?;
+        eprintln!(
+            "bench cluster: run {i}: start_ratio {} converge_ratio {} failover_after_grace_over_refill {}",
+            one["start_ratio"], one["converge_ratio"], one["failover_after_grace_over_refill"]
+        );
+        runs.push(one);
+        // Let the last run's processes and ports go before the next one.
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let mut out = json!({
+        "bench": "cluster",
+        "nodes": args.nodes,
+        "children": args.children,
+        "runs": args.runs,
+    });
+    for ratio in RATIOS {
+        let values: Vec<f64> = runs.iter().filter_map(|run| run[ratio].as_f64()).collect();
+        out[ratio] = spread(values);
+    }
+    out["results"] = json!(runs);
+    println!("{out}");
+    Ok(())
+}
+
+/// One run: the hub, then its baselines; its JSON object.
+fn run_once(args: &ClusterBenchArgs) -> Result<serde_json::Value, String> {
     let binary = std::env::current_exe().map_err(|e| e.to_string())?;
     eprintln!(
         "bench cluster: {} nodes, {} children (hub first, then the plain-ractor baseline)",
@@ -118,8 +193,13 @@ pub fn run(args: ClusterBenchArgs) -> Result<(), String> {
     };
     let report = demo::run(&demo_args(args.telemetry != "off")).map_err(|e| e.to_string())?;
     eprintln!(
-        "hub: start {:.0}/s, converge {} ms, failover {} ms, {:.0} B/child",
-        report.start_per_s, report.converge_ms, report.failover_ms, report.rss_bytes_per_child
+        "hub: start {:.0}/s, converge {} ms, failover {} ms ({} ms after the grace; fresh starts of as many: {:?} ms), {:.0} B/child",
+        report.start_per_s,
+        report.converge_ms,
+        report.failover_ms,
+        report.failover_after_grace_ms,
+        report.refill.as_ref().map(|r| r.start_ms),
+        report.rss_bytes_per_child
     );
     let baseline = if args.no_baseline {
         None
@@ -156,6 +236,13 @@ pub fn run(args: ClusterBenchArgs) -> Result<(), String> {
         "failover_ms": report.failover_ms,
         "detect_ms": report.detect_ms,
         "failover_over_detect_ms": report.failover_ms.saturating_sub(report.detect_ms),
+        "failover_after_grace_ms": report.failover_after_grace_ms,
+        "refill_children": report.refill.as_ref().map(|r| r.children),
+        "refill_start_ms": report.refill.as_ref().map(|r| r.start_ms),
+        "refill_converge_ms": report.refill.as_ref().map(|r| r.converge_ms),
+        "failover_after_grace_over_refill": report.refill.as_ref().and_then(|r| {
+            ratio(report.failover_after_grace_ms as f64, r.start_ms as f64)
+        }),
         "replication_factor": report.replication_factor,
         "distribution": args.distribution.unwrap_or_default().name(),
         "migration": args.migration.map(|m| if m == process_hub::Migration::Hot { "hot" } else { "cold" }),
@@ -179,6 +266,9 @@ pub fn run(args: ClusterBenchArgs) -> Result<(), String> {
             .as_ref()
             .map(|b| report.rss_bytes_per_child - b.actor_bytes_per_child),
         "bare_start_per_s": bare.as_ref().map(|b| b.start_per_s),
+        "start_ratio": bare
+            .as_ref()
+            .and_then(|b| ratio(report.start_per_s, b.start_per_s)),
         "bare_stop_per_s": bare.as_ref().map(|b| b.stop_per_s),
         "rss_ratio": baseline
             .as_ref()
@@ -192,6 +282,5 @@ pub fn run(args: ClusterBenchArgs) -> Result<(), String> {
             json!(report.start_per_s / off.start_per_s.max(1e-9) - 1.0);
         out["telemetry_off_converge_ms"] = json!(off.converge_ms);
     }
-    println!("{out}");
-    Ok(())
+    Ok(out)
 }

@@ -65,3 +65,43 @@ fn the_durable_demo_loses_nothing_through_a_failover_and_a_whole_cluster_outage(
         "{outage}"
     );
 }
+
+#[test]
+fn the_plain_demo_starts_as_many_fresh_children_as_the_failover_re_placed() {
+    let workdir = tempfile::tempdir().unwrap();
+    let children = 300;
+    let (report, _) = common::report_of([
+        "demo",
+        "--json",
+        "--children",
+        "300",
+        "--batch",
+        "50",
+        "--workdir",
+        workdir.path().to_str().unwrap(),
+    ]);
+    let before = counts(&report, "before");
+    assert_eq!(sum(&before), children, "{report}");
+    let killed = report["killed"].as_str().unwrap();
+    let held = before
+        .iter()
+        .find(|(node, _)| node == killed)
+        .map(|(_, n)| *n)
+        .unwrap_or_else(|| panic!("the killed node held children: {report}"));
+    // The yardstick of the failover: the killed node's count, started fresh on the survivors.
+    let refill = &report["refill"];
+    assert_eq!(refill["children"], held, "{report}");
+    let (start, converge) = (
+        refill["start_ms"].as_u64().unwrap(),
+        refill["converge_ms"].as_u64().unwrap(),
+    );
+    assert!(
+        start <= converge,
+        "answered before listed everywhere: {refill}"
+    );
+    // The failover after the grace is part of the failover beyond its detection.
+    let failover = report["failover_ms"].as_u64().unwrap();
+    let detect = report["detect_ms"].as_u64().unwrap();
+    let after_grace = report["failover_after_grace_ms"].as_u64().unwrap();
+    assert!(after_grace <= failover - detect, "{report}");
+}

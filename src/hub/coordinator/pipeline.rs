@@ -381,7 +381,8 @@ impl CoordinatorState {
             if !seen.insert(id.clone()) {
                 continue;
             }
-            match self.hub.storage.get(&id) {
+            // Only the row's bindings: a stop of many children must not unpack every row.
+            match self.hub.storage.bound_nodes(&id) {
                 // Unknown here, but a peer may have just started it (its row is on the way):
                 // starts go to the ring owner, so the owner is asked.
                 None if self.owner_of(&id) != self.hub.node => {
@@ -392,13 +393,13 @@ impl CoordinatorState {
                     node: None,
                     reason: ChildStopError::NotFound,
                 }),
-                Some(row) if row.node_pids.is_empty() => {
+                Some(nodes) if nodes.is_empty() => {
                     // A row nothing runs (left by a previous run): its owner forgets it.
                     by_node.entry(self.owner_of(&id)).or_default().push(id);
                 }
-                Some(row) => {
-                    for node in row.node_pids.keys() {
-                        by_node.entry(node.clone()).or_default().push(id.clone());
+                Some(nodes) => {
+                    for node in nodes {
+                        by_node.entry(node).or_default().push(id.clone());
                     }
                 }
             }

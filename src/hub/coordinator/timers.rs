@@ -92,14 +92,25 @@ impl CoordinatorState {
                 if cluster.peers.contains(&node) {
                     return; // came back within its grace: a flap, nothing moves
                 }
-                // Reaped with the other expiries of its window, in one registry write.
-                cluster
-                    .grace_expiries
-                    .on_event(node, Instant::now().into_std());
+                // Reaped with the other expiries of its window, in one registry write. When no
+                // other grace is running, no other expiry can join the window: the grace
+                // itself was the wait, so the reap (and the re-placement after it) go at once.
+                let now = Instant::now().into_std();
+                if cluster.grace_timers.is_empty() {
+                    cluster.grace_expiries.on_closing_event(node, now);
+                } else {
+                    cluster.grace_expiries.on_event(node, now);
+                }
                 self.arm_flush(myself);
             }
             ClusterMsg::Reaped { nodes } => {
                 if let Some(cluster) = &mut self.cluster {
+                    // The reaped nodes came in one write; with no grace running and no expiry
+                    // waiting, no other leave is on its way, so their pass runs at once
+                    // rather than after a quiet time.
+                    let closing =
+                        cluster.grace_timers.is_empty() && !cluster.grace_expiries.is_pending();
+                    let now = Instant::now().into_std();
                     for node in nodes {
                         if !cluster.peers.contains(&node) {
                             let gone = node.clone();
@@ -107,7 +118,11 @@ impl CoordinatorState {
                                 .events
                                 .publish(|| crate::events::HubEvent::NodeLeft { node: gone });
                         }
-                        cluster.leaves.on_event(node, Instant::now().into_std());
+                        if closing {
+                            cluster.leaves.on_closing_event(node, now);
+                        } else {
+                            cluster.leaves.on_event(node, now);
+                        }
                     }
                 }
                 self.arm_flush(myself);
