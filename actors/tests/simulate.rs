@@ -238,6 +238,34 @@ fn partial_partitions_forced_strike_heal_and_say_so() {
 }
 
 #[test]
+fn a_forced_node_count_boots_that_many_nodes_and_the_seed_passes() {
+    // Few steps: a 12-node run costs several 3-node runs.
+    let run = simulate(&["--seed", "5", "--nodes", "12", "--steps", "12", "--trace"]);
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{out}");
+    assert!(
+        out.lines().next().unwrap().starts_with("12 nodes, "),
+        "{out}"
+    );
+    assert!(
+        out.contains("n12@sim"),
+        "the twelfth node takes part: {out}"
+    );
+    assert!(!out.contains("FAILED"), "{out}");
+    assert!(out.contains(", 12 steps, "), "every step ran: {out}");
+    // Without the flag the seed draws its own 3 or 4.
+    let drawn = simulate(&["--seed", "5", "--steps", "1", "--trace"]);
+    let first = String::from_utf8_lossy(&drawn.stdout);
+    let first = first.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("3 nodes, ") || first.starts_with("4 nodes, "),
+        "{first}"
+    );
+    let refused = simulate(&["--seed", "5", "--nodes", "0"]);
+    assert_eq!(refused.status.code(), Some(2), "0 nodes is refused");
+}
+
+#[test]
 fn a_bad_flag_is_refused() {
     let output = simulate(&["--seeds", "1", "--inject-bug", "nonsense"]);
     assert_eq!(output.status.code(), Some(2));

@@ -354,6 +354,7 @@ fn memory_phase(
         let failover = killed_at.elapsed();
         out.insert("failover_ms".into(), json!(failover.as_millis() as u64));
         out.insert("failover_per_s".into(), json!(per_s(n, failover)));
+        after_failover(&survivors, n, out);
         progress(&format!(
             "{n}: failover {} ms (detection {} ms)",
             failover.as_millis(),
@@ -364,6 +365,71 @@ fn memory_phase(
     progress(&format!("{n}: shutting the memory cluster down"));
     cluster.shutdown(Duration::from_secs(10));
     outcome
+}
+
+/// Counts, in every survivor's registry copy once the failover is over, the children listed on
+/// no live node (`failover_lost`) and the bindings beyond one per child on live nodes
+/// (`failover_duplicated`: a child on two nodes counts once per extra node), each the most
+/// over the copies; `failover_copies_agree` whether every copy counted the same per node. A
+/// copy that cannot be read is named in `failover_census_error` and the counts are null.
+fn after_failover(survivors: &[AdminClient], n: usize, out: &mut Map<String, Value>) {
+    let mut summaries = Vec::new();
+    for client in survivors {
+        match client.registry_summary() {
+            Ok(s) => summaries.push(s),
+            Err(e) => {
+                out.insert(
+                    "failover_census_error".into(),
+                    json!(format!("{}: {e}", client.addr())),
+                );
+                out.insert("failover_lost".into(), Value::Null);
+                out.insert("failover_duplicated".into(), Value::Null);
+                return;
+            }
+        }
+    }
+    let census = failover_census(&summaries, n);
+    out.insert("failover_lost".into(), json!(census.lost));
+    out.insert("failover_duplicated".into(), json!(census.duplicated));
+    out.insert("failover_copies_agree".into(), json!(census.copies_agree));
+    progress(&format!(
+        "{n}: after the failover: lost {}, duplicated {}, copies agree: {}",
+        census.lost, census.duplicated, census.copies_agree
+    ));
+}
+
+/// What the survivors' registry copies say after a failover (see [`after_failover`]).
+#[derive(Debug, PartialEq, Eq)]
+pub struct FailoverCensus {
+    /// The most children any copy lists on no live node (missing rows included).
+    pub lost: usize,
+    /// The most bindings beyond one per child, on live nodes, of any copy.
+    pub duplicated: usize,
+    /// Every copy counts the same children per node.
+    pub copies_agree: bool,
+}
+
+/// [`FailoverCensus`] of the survivors' summaries, `n` children expected.
+pub fn failover_census(summaries: &[RegistrySummary], n: usize) -> FailoverCensus {
+    let mut lost = 0;
+    let mut duplicated = 0;
+    for s in summaries {
+        let members: BTreeSet<&str> = s.members.iter().map(String::as_str).collect();
+        let on_live: usize = s
+            .per_node
+            .iter()
+            .filter(|(node, _)| members.contains(node.as_str()))
+            .map(|(_, count)| count)
+            .sum();
+        lost = lost.max(n.saturating_sub(s.placed.min(s.rows)));
+        duplicated = duplicated.max(on_live.saturating_sub(s.placed));
+    }
+    let copies_agree = summaries.windows(2).all(|w| w[0].per_node == w[1].per_node);
+    FailoverCensus {
+        lost,
+        duplicated,
+        copies_agree,
+    }
 }
 
 /// The durable cluster's declare and whole-cluster outage at `n` children.
@@ -462,6 +528,28 @@ fn durable_phase(
     progress(&format!("{n}: shutting the durable cluster down"));
     cluster.shutdown(Duration::from_secs(10));
     outcome
+}
+
+/// `lost` and `duplicated` of a size: the failover's and the recovery's summed, null when
+/// either phase ran but did not count (it failed, or its copies could not be read), absent when
+/// neither ran.
+fn losses(size: &mut Map<String, Value>) {
+    for (total, parts) in [
+        ("lost", ["failover_lost", "recovery_lost"]),
+        ("duplicated", ["failover_duplicated", "recovery_duplicates"]),
+    ] {
+        let ran: Vec<Option<u64>> = parts
+            .iter()
+            .zip(["memory_error", "durable_error"])
+            .filter(|(part, error)| size.contains_key(**part) || size.contains_key(*error))
+            .map(|(part, _)| size.get(*part).and_then(Value::as_u64))
+            .collect();
+        if ran.is_empty() {
+            continue;
+        }
+        let sum: Option<u64> = ran.into_iter().sum();
+        size.insert(total.into(), json!(sum));
+    }
 }
 
 /// The rates whose value at the largest size is compared with their value at 10,000.
@@ -563,6 +651,7 @@ pub fn run(args: ScaleBenchArgs) -> Result<(), String> {
                 );
             }
         }
+        losses(&mut size);
         size.insert(
             "size_runtime_s".into(),
             json!(size_started.elapsed().as_secs()),
@@ -695,6 +784,69 @@ mod tests {
         assert!(!out.contains_key("stop_per_s_ratio_largest_to_10000"));
         assert!(ratios(&[size(1_000, 1.0), size(100_000, 2.0)]).is_empty());
         assert!(ratios(&[size(1_000, 1.0), size(10_000, 2.0)]).is_empty());
+    }
+
+    fn summary(
+        members: &[&str],
+        rows: usize,
+        placed: usize,
+        per_node: &[(&str, usize)],
+    ) -> RegistrySummary {
+        let mut s = RegistrySummary::new("a", members.iter().map(|m| m.to_string()).collect());
+        s.rows = rows;
+        s.placed = placed;
+        s.per_node = per_node.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        s
+    }
+
+    #[test]
+    fn the_failover_census_counts_lost_and_duplicated_children_per_copy() {
+        let whole = summary(&["a", "b"], 10, 10, &[("a", 6), ("b", 4)]);
+        assert_eq!(
+            failover_census(&[whole.clone(), whole.clone()], 10),
+            FailoverCensus {
+                lost: 0,
+                duplicated: 0,
+                copies_agree: true
+            }
+        );
+        // One copy still waits for two children (rows without a live binding), the other
+        // lists one child on both survivors; bindings on the dead node do not count.
+        let waiting = summary(&["a", "b"], 10, 8, &[("a", 5), ("b", 3), ("c", 2)]);
+        let doubled = summary(&["a", "b"], 10, 10, &[("a", 6), ("b", 5)]);
+        assert_eq!(
+            failover_census(&[waiting, doubled], 10),
+            FailoverCensus {
+                lost: 2,
+                duplicated: 1,
+                copies_agree: false
+            }
+        );
+        // A copy missing rows loses them too.
+        let short = summary(&["a", "b"], 9, 9, &[("a", 5), ("b", 4)]);
+        assert_eq!(failover_census(&[short], 10).lost, 1);
+    }
+
+    #[test]
+    fn lost_and_duplicated_sum_the_phases_that_ran() {
+        let mut size = Map::new();
+        size.insert("failover_lost".into(), json!(0));
+        size.insert("failover_duplicated".into(), json!(2));
+        size.insert("recovery_lost".into(), json!(1));
+        size.insert("recovery_duplicates".into(), json!(0));
+        losses(&mut size);
+        assert_eq!(size["lost"], json!(1));
+        assert_eq!(size["duplicated"], json!(2));
+        // A durable cluster that failed counted nothing: the total is unknown, not 0.
+        let mut failed = Map::new();
+        failed.insert("failover_lost".into(), json!(0));
+        failed.insert("failover_duplicated".into(), json!(0));
+        failed.insert("durable_error".into(), json!("timeout"));
+        losses(&mut failed);
+        assert_eq!(failed["lost"], Value::Null);
+        let mut none = Map::new();
+        losses(&mut none);
+        assert!(!none.contains_key("lost"));
     }
 
     #[test]
