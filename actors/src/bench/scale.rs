@@ -148,6 +148,26 @@ pub struct ScaleBenchArgs {
     /// Print the result as JSON (the only format; kept for the documented command line).
     #[arg(long)]
     pub json: bool,
+    /// Both clusters' `--heartbeat-ms` (default: the node's). At a million children a node
+    /// busy with its periodic full sync answers heartbeats late on a loaded machine: a slower
+    /// detector keeps the cluster from flapping, and the JSON says which ran.
+    #[arg(long, value_name = "MS")]
+    pub heartbeat_ms: Option<u64>,
+    /// Both clusters' `--failure-timeout-ms` (default: the node's), as `--heartbeat-ms`.
+    #[arg(long, value_name = "MS")]
+    pub failure_timeout_ms: Option<u64>,
+}
+
+/// The node flags of `--heartbeat-ms` and `--failure-timeout-ms`, for both clusters.
+fn detector_args(args: &ScaleBenchArgs) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(ms) = args.heartbeat_ms {
+        out.extend(["--heartbeat-ms".to_owned(), ms.to_string()]);
+    }
+    if let Some(ms) = args.failure_timeout_ms {
+        out.extend(["--failure-timeout-ms".to_owned(), ms.to_string()]);
+    }
+    out
 }
 
 fn progress(msg: &str) {
@@ -243,6 +263,7 @@ fn memory_phase(
     let options = ClusterOptions {
         hub: "bench-scale".into(),
         log_filter: args.node_log.clone(),
+        extra_args: detector_args(args),
         ..ClusterOptions::default()
     };
     let limit = deadline(n, args);
@@ -454,6 +475,7 @@ fn durable_phase(
                 .into_iter()
                 .flat_map(|rate| ["--recovery-starts-per-second".to_owned(), rate.to_string()]),
         )
+        .chain(detector_args(args))
         .collect(),
         ..ClusterOptions::default()
     };
@@ -667,6 +689,8 @@ pub fn run(args: ScaleBenchArgs) -> Result<(), String> {
     out.insert("concurrency".into(), json!(args.concurrency));
     out.insert("stop_callers".into(), json!(args.stop_callers));
     out.insert("reconcile_grace_ms".into(), json!(args.reconcile_grace_ms));
+    out.insert("heartbeat_ms".into(), json!(args.heartbeat_ms));
+    out.insert("failure_timeout_ms".into(), json!(args.failure_timeout_ms));
     out.insert(
         "recovery_starts_per_second".into(),
         json!(args.recovery_starts_per_second),
@@ -761,6 +785,17 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn the_detector_flags_reach_both_clusters() {
+        let args =
+            parse(&["--heartbeat-ms", "1000", "--failure-timeout-ms", "30000"]).expect("parses");
+        assert_eq!(
+            detector_args(&args),
+            ["--heartbeat-ms", "1000", "--failure-timeout-ms", "30000"]
+        );
+        assert!(detector_args(&parse(&[]).expect("parses")).is_empty());
     }
 
     #[test]
