@@ -14,7 +14,8 @@
 //!    `stop_converge_ms` until every registry is empty. Then N children started again (untimed
 //!    for the rate, `refill_start_per_s` reported: a warm process) and, once converged, the last
 //!    node SIGKILLed: `failover_ms` until the survivors' registries place all N on survivors
-//!    (`detect_ms` the part until they took the node out of their members).
+//!    (`detect_ms` the part until they took the node out of their members), then
+//!    `failover_lost` and `failover_duplicated` from every survivor's copy ([`failover_census`]).
 //! 2. **Durable cluster** (`--auto-recovery`, grace `--reconcile-grace-ms`): N durable
 //!    children declared (`declare_per_s`), every node SIGKILLed and restarted on its data
 //!    directory: `recovery_ms` from `first restart + grace` until every node's registry lists
@@ -25,6 +26,10 @@
 //!    `baseline_start_per_s`, `baseline_stop_per_s` and `actor_bytes_per_child`;
 //!    `hub_bytes_per_child` = `rss_bytes_per_child − actor_bytes_per_child` (the hub's own cost
 //!    per child, summed over the nodes).
+//!
+//! Each size's `lost` and `duplicated` sum the failover's and the recovery's counts: the goal is
+//! 0 and 0 at every size. `--heartbeat-ms` and `--failure-timeout-ms` set both clusters' failure
+//! detector (a loaded machine at a million children needs a slower one).
 //!
 //! The times are also given as rates (`converge_per_s` = N / `converge_ms`, and so on), and for
 //! every rate the object carries `<rate>_ratio_largest_to_10000`: its value at the largest size
