@@ -83,6 +83,14 @@ pub struct DemoArgs {
     /// second, as a dashboard does (what `bench cluster --telemetry` measures).
     #[arg(long)]
     pub dashboard_load: bool,
+    /// More flags for every node (`bench cluster`'s `--sync`, failure-detector timing).
+    #[arg(skip)]
+    pub node_args: Vec<String>,
+    /// Count the frames and bytes the start costs on the wire ([`crate::bench::wire`]): an
+    /// idle window of [`crate::bench::wire::IDLE_WINDOW`] before the start measures what the
+    /// cluster sends while nothing changes.
+    #[arg(skip)]
+    pub wire: bool,
 }
 
 /// Why the demo could not complete.
@@ -100,6 +108,9 @@ pub enum DemoError {
     /// The nodes' registries did not agree once converged.
     #[error("registries disagree: {0}")]
     Diverged(String),
+    /// The nodes' wire counters could not be read.
+    #[error("reading the nodes' wire counters: {0}")]
+    Wire(String),
 }
 
 /// What the demo measured.
@@ -149,6 +160,37 @@ pub struct DemoReport {
     /// `--migration`: the join after the failover.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub join: Option<crate::harness::JoinReport>,
+    /// Each node's resident memory on the formed cluster before any child started.
+    pub rss_per_node_empty: NodeMemory,
+    /// Each node's resident memory at rest with every child placed ([`MEMORY_SETTLE`] after
+    /// convergence).
+    pub rss_per_node_at_rest: NodeMemory,
+    /// With [`DemoArgs::wire`]: what the start cost on the wire, per change and node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wire: Option<crate::bench::wire::WireFigures>,
+}
+
+/// Resident memory of the node processes, over the nodes: what one node of a large cluster
+/// holds (the sum says little when the count of nodes changes).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct NodeMemory {
+    /// The mean over the nodes, in bytes.
+    pub mean_bytes: f64,
+    /// The least of one node.
+    pub min_bytes: u64,
+    /// The most of one node.
+    pub max_bytes: u64,
+}
+
+impl NodeMemory {
+    fn of(by_node: &BTreeMap<String, u64>) -> Self {
+        let n = by_node.len().max(1) as f64;
+        Self {
+            mean_bytes: by_node.values().sum::<u64>() as f64 / n,
+            min_bytes: by_node.values().copied().min().unwrap_or(0),
+            max_bytes: by_node.values().copied().max().unwrap_or(0),
+        }
+    }
 }
 
 /// Fresh starts of as many children as a failover re-placed, on the same survivors.
@@ -435,6 +477,7 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
             .extra_args
             .extend(["--max-wire-version".to_owned(), version.to_string()]);
     }
+    options.extra_args.extend(args.node_args.iter().cloned());
     let mut cluster = LocalCluster::start(&binary, args.nodes, &options, args.workdir.clone())?;
     cluster.wait_formed(Duration::from_secs(60))?;
     let _dashboard = args
@@ -453,6 +496,19 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
             },
         )?;
     }
+    let wire_idle = if args.wire {
+        let clients = cluster.live_clients();
+        progress(&format!(
+            "counting the idle cluster's frames for {} s",
+            crate::bench::wire::IDLE_WINDOW.as_secs()
+        ));
+        let from = crate::bench::wire::Reading::take(&clients).map_err(DemoError::Wire)?;
+        std::thread::sleep(crate::bench::wire::IDLE_WINDOW);
+        let to = crate::bench::wire::Reading::take(&clients).map_err(DemoError::Wire)?;
+        Some(crate::bench::wire::idle_rate(&from, &to))
+    } else {
+        None
+    };
     let entry = cluster.nodes[0].client();
     let rss_empty = node_rss(&cluster);
     let all: BTreeSet<String> = cluster.nodes.iter().map(|n| n.node_name.clone()).collect();
@@ -470,6 +526,12 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
             guided_fallback: false,
         })
         .collect();
+    let wire_from = match wire_idle {
+        Some(_) => Some(
+            crate::bench::wire::Reading::take(&cluster.live_clients()).map_err(DemoError::Wire)?,
+        ),
+        None => None,
+    };
     let started_at = Instant::now();
     let (start_elapsed, errors) =
         start_in_batches(&entry, &specs, args.batch, args.concurrency, &progress)?;
@@ -487,6 +549,19 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
             && s.per_node.values().sum::<usize>() == instances
     })?;
     let converge = started_at.elapsed();
+    let wire = match (wire_idle, wire_from) {
+        (Some(idle), Some(from)) => {
+            let to = crate::bench::wire::Reading::take(&clients).map_err(DemoError::Wire)?;
+            Some(crate::bench::wire::figures(
+                &from,
+                &to,
+                idle,
+                args.children,
+                args.nodes,
+            ))
+        }
+        _ => None,
+    };
     // What the nodes keep, not the burst: their memory watchers (`process_hub::memory_release`,
     // one reading each 500 ms) return what the burst freed once two readings show no growth.
     // Before anything else allocates in the nodes (the full listings below do, a lot).
@@ -565,6 +640,9 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
         after,
         outage,
         join,
+        rss_per_node_empty: NodeMemory::of(&rss_empty),
+        rss_per_node_at_rest: NodeMemory::of(&rss_full),
+        wire,
     })
 }
 

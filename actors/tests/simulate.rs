@@ -238,6 +238,38 @@ fn partial_partitions_forced_strike_heal_and_say_so() {
 }
 
 #[test]
+fn a_forced_node_count_boots_that_many_nodes_and_the_seed_passes() {
+    // Few steps: a 12-node run costs several 3-node runs.
+    let run = simulate(&["--seed", "5", "--nodes", "12", "--steps", "8", "--trace"]);
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{out}");
+    // Seed 5 is a quorum run: a majority of the 13 nodes the run may grow to.
+    assert!(
+        out.lines()
+            .next()
+            .unwrap()
+            .contains(" 12 nodes, registry on disk, majority quorum"),
+        "{out}"
+    );
+    assert!(
+        out.contains("frame n12 -> "),
+        "the twelfth node takes part: {out}"
+    );
+    assert!(!out.contains("FAILED"), "{out}");
+    assert!(out.contains(", 8 steps, "), "every step ran: {out}");
+    // Without the flag the seed draws its own 3 or 4.
+    let drawn = simulate(&["--seed", "5", "--steps", "1", "--trace"]);
+    let first = String::from_utf8_lossy(&drawn.stdout);
+    let first = first.lines().next().unwrap_or_default();
+    assert!(
+        first.contains(" 3 nodes, ") || first.contains(" 4 nodes, "),
+        "{first}"
+    );
+    let refused = simulate(&["--seed", "5", "--nodes", "0"]);
+    assert_eq!(refused.status.code(), Some(2), "0 nodes is refused");
+}
+
+#[test]
 fn a_bad_flag_is_refused() {
     let output = simulate(&["--seeds", "1", "--inject-bug", "nonsense"]);
     assert_eq!(output.status.code(), Some(2));

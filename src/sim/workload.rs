@@ -364,12 +364,23 @@ pub struct WorldView<'a> {
 /// Draws operations.
 pub struct Workload {
     next_child: usize,
+    /// The most nodes a join may grow the run to.
+    most_nodes: usize,
 }
 
 impl Workload {
-    /// A workload that has named no child yet.
+    /// A workload that has named no child yet, in a run that grows to [`MAX_NODES`].
     pub fn new() -> Self {
-        Self { next_child: 0 }
+        Self::growing_to(MAX_NODES)
+    }
+
+    /// A workload that has named no child yet, in a run whose joins stop at `most_nodes`
+    /// (a run forced to boot more nodes than [`MAX_NODES`] still draws joins).
+    pub fn growing_to(most_nodes: usize) -> Self {
+        Self {
+            next_child: 0,
+            most_nodes,
+        }
     }
 
     fn ids(&mut self, prefix: &str, n: usize) -> Vec<ChildId> {
@@ -449,7 +460,7 @@ impl Workload {
                     let lose_disk = world.up.len() * 2 > world.all && rng.gen_bool(0.3);
                     Op::Restart { node, lose_disk }
                 }),
-                74..=75 if world.all < MAX_NODES => Some(Op::Join {
+                74..=75 if world.all < self.most_nodes => Some(Op::Join {
                     node: format!("n{}@sim", world.all + 1),
                 }),
                 76..=77 if world.up.len() > 2 && rng.gen_bool(0.4) => {

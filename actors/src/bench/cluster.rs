@@ -94,6 +94,38 @@ pub struct ClusterBenchArgs {
     /// Print the result as JSON (the only format; kept for the documented command line).
     #[arg(long)]
     pub json: bool,
+    /// The nodes' `--sync`: `pubsub` or `gossip[:INTERVAL_MS[:RECIPIENTS[:all]]]` (default:
+    /// the node's, pubsub). The JSON's `wire` says what each registry change cost per node.
+    #[arg(long, value_name = "STRATEGY", value_parser = parse_bench_sync)]
+    pub sync: Option<String>,
+    /// The nodes' `--heartbeat-ms` (default: the node's): many node processes on few cores
+    /// answer heartbeats late, so a large cluster may need a slower detector.
+    #[arg(long, value_name = "MS")]
+    pub heartbeat_ms: Option<u64>,
+    /// The nodes' `--failure-timeout-ms` (default: the node's), as `--heartbeat-ms`.
+    #[arg(long, value_name = "MS")]
+    pub failure_timeout_ms: Option<u64>,
+}
+
+/// `--sync`: checked as the node's flag, kept as written (it is passed on to the nodes).
+fn parse_bench_sync(value: &str) -> Result<String, String> {
+    crate::cli::sync::parse_sync(value)?;
+    Ok(value.to_owned())
+}
+
+/// The node flags of `--sync`, `--heartbeat-ms` and `--failure-timeout-ms`.
+fn node_args(args: &ClusterBenchArgs) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(sync) = &args.sync {
+        out.extend(["--sync".to_owned(), sync.clone()]);
+    }
+    if let Some(ms) = args.heartbeat_ms {
+        out.extend(["--heartbeat-ms".to_owned(), ms.to_string()]);
+    }
+    if let Some(ms) = args.failure_timeout_ms {
+        out.extend(["--failure-timeout-ms".to_owned(), ms.to_string()]);
+    }
+    out
 }
 
 fn ratio(a: f64, b: f64) -> Option<f64> {
@@ -182,6 +214,9 @@ fn run_once(args: &ClusterBenchArgs) -> Result<serde_json::Value, String> {
         no_memory_release: args.no_memory_release,
         max_wire_version: args.max_wire_version,
         dashboard_load: telemetry,
+        node_args: node_args(&args),
+        // The wire counters are the metrics: none with telemetry off.
+        wire: telemetry,
     };
     let off = if args.telemetry == "compare" {
         eprintln!("bench cluster: the hub with telemetry off first");
@@ -276,6 +311,7 @@ fn run_once(args: &ClusterBenchArgs) -> Result<serde_json::Value, String> {
     });
     let mut out = out;
     out["telemetry"] = json!(args.telemetry);
+    large_cluster_fields(&mut out, &args, &report);
     if let Some(off) = off {
         out["telemetry_off_start_per_s"] = json!(off.start_per_s);
         out["telemetry_start_throughput_change"] =
@@ -283,4 +319,67 @@ fn run_once(args: &ClusterBenchArgs) -> Result<serde_json::Value, String> {
         out["telemetry_off_converge_ms"] = json!(off.converge_ms);
     }
     Ok(out)
+}
+
+/// The figures of a large cluster: the sync strategy and detector timing it ran with, what a
+/// registry change cost on the wire per node, and one node's resident memory at rest.
+fn large_cluster_fields(
+    out: &mut serde_json::Value,
+    args: &ClusterBenchArgs,
+    report: &demo::DemoReport,
+) {
+    out["sync"] = json!(args.sync.as_deref().unwrap_or("pubsub"));
+    out["heartbeat_ms"] = json!(args.heartbeat_ms);
+    out["failure_timeout_ms"] = json!(args.failure_timeout_ms);
+    out["frames_per_change_per_node"] =
+        json!(report.wire.as_ref().map(|w| w.frames_per_change_per_node));
+    out["bytes_per_change_per_node"] =
+        json!(report.wire.as_ref().map(|w| w.bytes_per_change_per_node));
+    out["wire"] = json!(report.wire);
+    out["rss_bytes_per_node_empty"] = json!(report.rss_per_node_empty);
+    out["rss_bytes_per_node_at_rest"] = json!(report.rss_per_node_at_rest);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser, Debug)]
+    struct Cli {
+        #[command(flatten)]
+        args: ClusterBenchArgs,
+    }
+
+    #[test]
+    fn the_large_cluster_flags_reach_every_node() {
+        let args = Cli::try_parse_from([
+            "cluster",
+            "--nodes",
+            "25",
+            "--sync",
+            "gossip",
+            "--heartbeat-ms",
+            "1000",
+            "--failure-timeout-ms",
+            "20000",
+        ])
+        .expect("parses")
+        .args;
+        assert_eq!(
+            node_args(&args),
+            [
+                "--sync",
+                "gossip",
+                "--heartbeat-ms",
+                "1000",
+                "--failure-timeout-ms",
+                "20000"
+            ]
+        );
+        let plain = Cli::try_parse_from(["cluster"]).expect("parses").args;
+        assert!(node_args(&plain).is_empty());
+        let err = Cli::try_parse_from(["cluster", "--sync", "flood"]).unwrap_err();
+        assert!(err.to_string().contains("unknown sync strategy"), "{err}");
+    }
 }

@@ -10,6 +10,7 @@ pub mod scale;
 pub mod start;
 pub mod storage;
 pub mod sync;
+pub mod wire;
 
 use clap::Subcommand;
 

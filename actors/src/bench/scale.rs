@@ -16,7 +16,8 @@
 //!    `stop_converge_ms` until every registry is empty. Then N children started again (untimed
 //!    for the rate, `refill_start_per_s` reported: a warm process) and, once converged, the last
 //!    node SIGKILLed: `failover_ms` until the survivors' registries place all N on survivors
-//!    (`detect_ms` the part until they took the node out of their members).
+//!    (`detect_ms` the part until they took the node out of their members), then
+//!    `failover_lost` and `failover_duplicated` from every survivor's copy ([`failover_census`]).
 //! 2. **Durable cluster** (`--auto-recovery`, grace `--reconcile-grace-ms`): N durable
 //!    children declared (`declare_per_s`), every node SIGKILLed and restarted on its data
 //!    directory: `recovery_ms` from `first restart + grace` until every node's registry lists
@@ -27,6 +28,10 @@
 //!    `baseline_start_per_s`, `baseline_stop_per_s` and `actor_bytes_per_child`;
 //!    `hub_bytes_per_child` = `rss_bytes_per_child − actor_bytes_per_child` (the hub's own cost
 //!    per child, summed over the nodes).
+//!
+//! Each size's `lost` and `duplicated` sum the failover's and the recovery's counts: the goal is
+//! 0 and 0 at every size. `--heartbeat-ms` and `--failure-timeout-ms` set both clusters' failure
+//! detector (a loaded machine at a million children needs a slower one).
 //!
 //! The times are also given as rates (`converge_per_s` = N / `converge_ms`, and so on), and for
 //! every rate the object carries `<rate>_ratio_largest_to_10000`: its value at the largest size
@@ -155,6 +160,26 @@ pub struct ScaleBenchArgs {
     /// Print the result as JSON (the only format; kept for the documented command line).
     #[arg(long)]
     pub json: bool,
+    /// Both clusters' `--heartbeat-ms` (default: the node's). At a million children a node
+    /// busy with its periodic full sync answers heartbeats late on a loaded machine: a slower
+    /// detector keeps the cluster from flapping, and the JSON says which ran.
+    #[arg(long, value_name = "MS")]
+    pub heartbeat_ms: Option<u64>,
+    /// Both clusters' `--failure-timeout-ms` (default: the node's), as `--heartbeat-ms`.
+    #[arg(long, value_name = "MS")]
+    pub failure_timeout_ms: Option<u64>,
+}
+
+/// The node flags of `--heartbeat-ms` and `--failure-timeout-ms`, for both clusters.
+fn detector_args(args: &ScaleBenchArgs) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(ms) = args.heartbeat_ms {
+        out.extend(["--heartbeat-ms".to_owned(), ms.to_string()]);
+    }
+    if let Some(ms) = args.failure_timeout_ms {
+        out.extend(["--failure-timeout-ms".to_owned(), ms.to_string()]);
+    }
+    out
 }
 
 fn progress(msg: &str) {
@@ -250,6 +275,7 @@ fn memory_phase(
     let options = ClusterOptions {
         hub: "bench-scale".into(),
         log_filter: args.node_log.clone(),
+        extra_args: detector_args(args),
         ..ClusterOptions::default()
     };
     let limit = deadline(n, args);
@@ -370,6 +396,7 @@ fn memory_phase(
         let failover = killed_at.elapsed();
         out.insert("failover_ms".into(), json!(failover.as_millis() as u64));
         out.insert("failover_per_s".into(), json!(per_s(n, failover)));
+        after_failover(&survivors, n, out);
         progress(&format!(
             "{n}: failover {} ms (detection {} ms)",
             failover.as_millis(),
@@ -380,6 +407,71 @@ fn memory_phase(
     progress(&format!("{n}: shutting the memory cluster down"));
     cluster.shutdown(Duration::from_secs(10));
     outcome
+}
+
+/// Counts, in every survivor's registry copy once the failover is over, the children listed on
+/// no live node (`failover_lost`) and the bindings beyond one per child on live nodes
+/// (`failover_duplicated`: a child on two nodes counts once per extra node), each the most
+/// over the copies; `failover_copies_agree` whether every copy counted the same per node. A
+/// copy that cannot be read is named in `failover_census_error` and the counts are null.
+fn after_failover(survivors: &[AdminClient], n: usize, out: &mut Map<String, Value>) {
+    let mut summaries = Vec::new();
+    for client in survivors {
+        match client.registry_summary() {
+            Ok(s) => summaries.push(s),
+            Err(e) => {
+                out.insert(
+                    "failover_census_error".into(),
+                    json!(format!("{}: {e}", client.addr())),
+                );
+                out.insert("failover_lost".into(), Value::Null);
+                out.insert("failover_duplicated".into(), Value::Null);
+                return;
+            }
+        }
+    }
+    let census = failover_census(&summaries, n);
+    out.insert("failover_lost".into(), json!(census.lost));
+    out.insert("failover_duplicated".into(), json!(census.duplicated));
+    out.insert("failover_copies_agree".into(), json!(census.copies_agree));
+    progress(&format!(
+        "{n}: after the failover: lost {}, duplicated {}, copies agree: {}",
+        census.lost, census.duplicated, census.copies_agree
+    ));
+}
+
+/// What the survivors' registry copies say after a failover (see [`after_failover`]).
+#[derive(Debug, PartialEq, Eq)]
+pub struct FailoverCensus {
+    /// The most children any copy lists on no live node (missing rows included).
+    pub lost: usize,
+    /// The most bindings beyond one per child, on live nodes, of any copy.
+    pub duplicated: usize,
+    /// Every copy counts the same children per node.
+    pub copies_agree: bool,
+}
+
+/// [`FailoverCensus`] of the survivors' summaries, `n` children expected.
+pub fn failover_census(summaries: &[RegistrySummary], n: usize) -> FailoverCensus {
+    let mut lost = 0;
+    let mut duplicated = 0;
+    for s in summaries {
+        let members: BTreeSet<&str> = s.members.iter().map(String::as_str).collect();
+        let on_live: usize = s
+            .per_node
+            .iter()
+            .filter(|(node, _)| members.contains(node.as_str()))
+            .map(|(_, count)| count)
+            .sum();
+        lost = lost.max(n.saturating_sub(s.placed.min(s.rows)));
+        duplicated = duplicated.max(on_live.saturating_sub(s.placed));
+    }
+    let copies_agree = summaries.windows(2).all(|w| w[0].per_node == w[1].per_node);
+    FailoverCensus {
+        lost,
+        duplicated,
+        copies_agree,
+    }
 }
 
 /// The durable cluster's declare and whole-cluster outage at `n` children.
@@ -404,6 +496,7 @@ fn durable_phase(
                 .into_iter()
                 .flat_map(|rate| ["--recovery-starts-per-second".to_owned(), rate.to_string()]),
         )
+        .chain(detector_args(args))
         .collect(),
         ..ClusterOptions::default()
     };
@@ -478,6 +571,28 @@ fn durable_phase(
     progress(&format!("{n}: shutting the durable cluster down"));
     cluster.shutdown(Duration::from_secs(10));
     outcome
+}
+
+/// `lost` and `duplicated` of a size: the failover's and the recovery's summed, null when
+/// either phase ran but did not count (it failed, or its copies could not be read), absent when
+/// neither ran.
+fn losses(size: &mut Map<String, Value>) {
+    for (total, parts) in [
+        ("lost", ["failover_lost", "recovery_lost"]),
+        ("duplicated", ["failover_duplicated", "recovery_duplicates"]),
+    ] {
+        let ran: Vec<Option<u64>> = parts
+            .iter()
+            .zip(["memory_error", "durable_error"])
+            .filter(|(part, error)| size.contains_key(**part) || size.contains_key(*error))
+            .map(|(part, _)| size.get(*part).and_then(Value::as_u64))
+            .collect();
+        if ran.is_empty() {
+            continue;
+        }
+        let sum: Option<u64> = ran.into_iter().sum();
+        size.insert(total.into(), json!(sum));
+    }
 }
 
 /// The rates whose value at the largest size is compared with their value at 10,000.
@@ -579,6 +694,7 @@ pub fn run(args: ScaleBenchArgs) -> Result<(), String> {
                 );
             }
         }
+        losses(&mut size);
         size.insert(
             "size_runtime_s".into(),
             json!(size_started.elapsed().as_secs()),
@@ -598,6 +714,8 @@ pub fn run(args: ScaleBenchArgs) -> Result<(), String> {
         json!(if args.single_stops { "single" } else { "batch" }),
     );
     out.insert("reconcile_grace_ms".into(), json!(args.reconcile_grace_ms));
+    out.insert("heartbeat_ms".into(), json!(args.heartbeat_ms));
+    out.insert("failure_timeout_ms".into(), json!(args.failure_timeout_ms));
     out.insert(
         "recovery_starts_per_second".into(),
         json!(args.recovery_starts_per_second),
@@ -695,6 +813,17 @@ mod tests {
     }
 
     #[test]
+    fn the_detector_flags_reach_both_clusters() {
+        let args =
+            parse(&["--heartbeat-ms", "1000", "--failure-timeout-ms", "30000"]).expect("parses");
+        assert_eq!(
+            detector_args(&args),
+            ["--heartbeat-ms", "1000", "--failure-timeout-ms", "30000"]
+        );
+        assert!(detector_args(&parse(&[]).expect("parses")).is_empty());
+    }
+
+    #[test]
     fn one_node_or_no_batch_is_refused() {
         assert!(parse(&["--nodes", "1"]).is_err());
         assert!(parse(&["--batch", "0"]).is_err());
@@ -715,6 +844,69 @@ mod tests {
         assert!(!out.contains_key("stop_per_s_ratio_largest_to_10000"));
         assert!(ratios(&[size(1_000, 1.0), size(100_000, 2.0)]).is_empty());
         assert!(ratios(&[size(1_000, 1.0), size(10_000, 2.0)]).is_empty());
+    }
+
+    fn summary(
+        members: &[&str],
+        rows: usize,
+        placed: usize,
+        per_node: &[(&str, usize)],
+    ) -> RegistrySummary {
+        let mut s = RegistrySummary::new("a", members.iter().map(|m| m.to_string()).collect());
+        s.rows = rows;
+        s.placed = placed;
+        s.per_node = per_node.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        s
+    }
+
+    #[test]
+    fn the_failover_census_counts_lost_and_duplicated_children_per_copy() {
+        let whole = summary(&["a", "b"], 10, 10, &[("a", 6), ("b", 4)]);
+        assert_eq!(
+            failover_census(&[whole.clone(), whole.clone()], 10),
+            FailoverCensus {
+                lost: 0,
+                duplicated: 0,
+                copies_agree: true
+            }
+        );
+        // One copy still waits for two children (rows without a live binding), the other
+        // lists one child on both survivors; bindings on the dead node do not count.
+        let waiting = summary(&["a", "b"], 10, 8, &[("a", 5), ("b", 3), ("c", 2)]);
+        let doubled = summary(&["a", "b"], 10, 10, &[("a", 6), ("b", 5)]);
+        assert_eq!(
+            failover_census(&[waiting, doubled], 10),
+            FailoverCensus {
+                lost: 2,
+                duplicated: 1,
+                copies_agree: false
+            }
+        );
+        // A copy missing rows loses them too.
+        let short = summary(&["a", "b"], 9, 9, &[("a", 5), ("b", 4)]);
+        assert_eq!(failover_census(&[short], 10).lost, 1);
+    }
+
+    #[test]
+    fn lost_and_duplicated_sum_the_phases_that_ran() {
+        let mut size = Map::new();
+        size.insert("failover_lost".into(), json!(0));
+        size.insert("failover_duplicated".into(), json!(2));
+        size.insert("recovery_lost".into(), json!(1));
+        size.insert("recovery_duplicates".into(), json!(0));
+        losses(&mut size);
+        assert_eq!(size["lost"], json!(1));
+        assert_eq!(size["duplicated"], json!(2));
+        // A durable cluster that failed counted nothing: the total is unknown, not 0.
+        let mut failed = Map::new();
+        failed.insert("failover_lost".into(), json!(0));
+        failed.insert("failover_duplicated".into(), json!(0));
+        failed.insert("durable_error".into(), json!("timeout"));
+        losses(&mut failed);
+        assert_eq!(failed["lost"], Value::Null);
+        let mut none = Map::new();
+        losses(&mut none);
+        assert!(!none.contains_key("lost"));
     }
 
     #[test]

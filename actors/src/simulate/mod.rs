@@ -75,6 +75,11 @@ pub struct SimulateArgs {
     /// only where a child has more than one replica.
     #[arg(long, value_name = "active-active|active-passive", value_parser = parse_sim_replication_model)]
     pub replication_model: Option<ReplicationModel>,
+    /// Nodes every seed's cluster boots with (default: 3 or 4, as the seed draws them), to
+    /// run large clusters through the same workload and faults; the run may grow by one
+    /// join, and its quorum runs keep a majority of that size.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=MAX_SIM_NODES))]
+    pub nodes: Option<u64>,
     /// Force one strategy family per seed, rotating over the families (`FAMILIES`, seed `s`
     /// forces family `(s / 7) % 8`), so a sweep of any size runs every family forced.
     #[arg(long, conflicts_with_all = ["migration", "distribution", "partition_tolerance", "sync", "replication_factor", "replication_model", "partial_partitions", "every_family"])]
@@ -99,6 +104,10 @@ pub struct SimulateArgs {
     #[arg(long, hide = true)]
     pub shard: Option<String>,
 }
+
+/// The most nodes `--nodes` boots: every node is an in-process hub of the one simulated
+/// runtime, and a run's cost grows with the square of its nodes (each pair heartbeats).
+pub const MAX_SIM_NODES: u64 = 100;
 
 /// One shard's result, as a job prints it for the sweep that started it.
 #[derive(Serialize, Deserialize, Default)]
@@ -192,6 +201,9 @@ fn replay_as_run(seed: u64, args: &SimulateArgs) -> String {
             replication_model_name(m)
         ));
     }
+    if let Some(n) = args.nodes {
+        command.push_str(&format!(" --nodes {n}"));
+    }
     if args.partial_partitions {
         command.push_str(" --partial-partitions");
     }
@@ -263,6 +275,7 @@ fn options(args: &SimulateArgs, keep_trace: bool) -> SimOptions {
             .as_deref()
             .map(|s| crate::cli::sync::parse_sync(s).expect("checked when parsed")),
         replicas: args.replication_factor.map(|k| k as usize),
+        nodes: args.nodes.map(|n| n as usize),
         replication_model: args.replication_model,
         partial_faults: if args.partial_partitions {
             Some(true)
@@ -475,6 +488,9 @@ fn sweep(args: &SimulateArgs) -> Result<ShardLine, String> {
         }
         if let Some(model) = args.replication_model {
             command.args(["--replication-model", replication_model_name(model)]);
+        }
+        if let Some(n) = args.nodes {
+            command.args(["--nodes", &n.to_string()]);
         }
         if args.partial_partitions {
             command.arg("--partial-partitions");

@@ -59,6 +59,18 @@ pub struct SimOptions {
     /// Whether the run draws partial faults; `None`: as the seed says
     /// ([`super::partial::partial_faults_of`]).
     pub partial_faults: Option<bool>,
+    /// Nodes the run boots with; `None`: 3 or 4, as the seed draws them. A forced count
+    /// still draws (and discards) the seed's own, so every later draw is the seed's, and the
+    /// run may grow by one join ([`most_nodes`]): large clusters run the same workload.
+    pub nodes: Option<usize>,
+}
+
+/// The most nodes a run with `forced` boot nodes grows to: [`super::workload::MAX_NODES`], or
+/// one join beyond a larger forced count. A quorum run keeps a majority of this size.
+pub fn most_nodes(forced: Option<usize>) -> usize {
+    forced.map_or(super::workload::MAX_NODES, |n| {
+        (n + 1).max(super::workload::MAX_NODES)
+    })
 }
 
 /// How many nodes run each child of seed `seed`'s run when the options do not say: one run in
@@ -102,9 +114,15 @@ pub fn distribution_of(seed: u64) -> Distribution {
 /// configured, not only tracked: a node restarted during a split counts from the configured
 /// size again (the largest membership seen is not kept across restarts).
 pub fn partition_tolerance_of(seed: u64) -> PartitionTolerance {
+    partition_tolerance_growing_to(seed, super::workload::MAX_NODES)
+}
+
+/// [`partition_tolerance_of`] for a run that grows to `most` nodes ([`most_nodes`]): the
+/// quorum runs keep a majority of `most`.
+pub fn partition_tolerance_growing_to(seed: u64, most: usize) -> PartitionTolerance {
     if seed % 7 == 5 {
         PartitionTolerance::MajorityQuorum {
-            initial_cluster_size: super::workload::MAX_NODES,
+            initial_cluster_size: most,
             track_max_size: true,
         }
     } else {
@@ -159,6 +177,7 @@ impl Default for SimOptions {
             partition_tolerance: None,
             sync: None,
             partial_faults: None,
+            nodes: None,
         }
     }
 }
@@ -354,10 +373,14 @@ impl Run {
             .replication_model
             .unwrap_or(replication_model_of(seed));
         cluster.distribution = options.distribution.unwrap_or(distribution_of(seed));
-        cluster.partition_tolerance = options
-            .partition_tolerance
-            .clone()
-            .unwrap_or(partition_tolerance_of(seed));
+        cluster.partition_tolerance =
+            options
+                .partition_tolerance
+                .clone()
+                .unwrap_or(partition_tolerance_growing_to(
+                    seed,
+                    most_nodes(options.nodes),
+                ));
         cluster.sync = options.sync.clone().unwrap_or(sync_of(seed));
         Self {
             seed,
@@ -371,11 +394,11 @@ impl Run {
                 .then(|| super::partial::PartialFaults::new(seed)),
             minority_since: BTreeMap::new(),
             sides_changed: Arc::default(),
+            workload: Workload::growing_to(most_nodes(options.nodes)),
             options,
             trace,
             ledger,
             cluster,
-            workload: Workload::new(),
             versions: VersionWatch::default(),
             checks: 0,
             durable_registry,
@@ -417,7 +440,8 @@ impl Run {
     }
 
     async fn go(mut self) -> SeedReport {
-        let nodes = self.rng.gen_range(3..=4);
+        let drawn = self.rng.gen_range(3..=4);
+        let nodes = self.options.nodes.unwrap_or(drawn);
         self.trace.line(format!(
             "{nodes} nodes, registry {}{}{}{}{}",
             if self.durable_registry {
