@@ -214,7 +214,7 @@ fn run_once(args: &ClusterBenchArgs) -> Result<serde_json::Value, String> {
         no_memory_release: args.no_memory_release,
         max_wire_version: args.max_wire_version,
         dashboard_load: telemetry,
-        node_args: node_args(&args),
+        node_args: node_args(args),
         // The wire counters are the metrics: none with telemetry off.
         wire: telemetry,
     };
@@ -311,7 +311,7 @@ fn run_once(args: &ClusterBenchArgs) -> Result<serde_json::Value, String> {
     });
     let mut out = out;
     out["telemetry"] = json!(args.telemetry);
-    large_cluster_fields(&mut out, &args, &report);
+    large_cluster_fields(&mut out, args, &report);
     if let Some(off) = off {
         out["telemetry_off_start_per_s"] = json!(off.start_per_s);
         out["telemetry_start_throughput_change"] =
