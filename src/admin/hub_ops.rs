@@ -192,6 +192,7 @@ impl AdminOps for Hub {
             return Err(AdminError::NotReady("the hub is not running".into()));
         }
         let mut problems = self.storage_problems();
+        let storage_problem = !problems.is_empty();
         let set_aside = self.is_set_aside();
         if set_aside {
             problems.push(
@@ -244,18 +245,8 @@ impl AdminOps for Hub {
                 crate::RecoveryState::Normal => "normal".into(),
             },
             parked: self.declared_parked().unwrap_or(false),
-            status: if set_aside {
-                "set_aside"
-            } else if partitioned {
-                "partitioned"
-            } else if isolated {
-                "isolated"
-            } else if problems.is_empty() {
-                "ok"
-            } else {
-                "degraded"
-            }
-            .into(),
+            status: crate::core::health::status(set_aside, partitioned, isolated, storage_problem)
+                .into(),
             problems,
             partitioned,
             set_aside,

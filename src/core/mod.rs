@@ -20,6 +20,7 @@ pub mod failure_detector;
 pub mod gossip;
 pub mod guided;
 pub mod handover;
+pub mod health;
 pub mod isolation;
 pub mod load;
 pub mod manifest_ship;

@@ -34,17 +34,12 @@ pub(crate) fn status(shared: &HubShared) -> &'static str {
         .as_ref()
         .and_then(|n| n.connection())
         .is_some_and(|c| c.connectivity.is_isolated());
-    if shared.partition.set_aside() {
-        "set_aside"
-    } else if shared.partition.quorum_lost() {
-        "partitioned"
-    } else if isolated {
-        "isolated"
-    } else if !super::reads::storage_problems(shared).is_empty() {
-        "degraded"
-    } else {
-        "ok"
-    }
+    crate::core::health::status(
+        shared.partition.set_aside(),
+        shared.partition.quorum_lost(),
+        isolated,
+        !super::reads::storage_problems(shared).is_empty(),
+    )
 }
 
 /// This node's figures now.
