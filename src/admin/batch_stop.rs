@@ -208,16 +208,7 @@ pub(super) async fn stop_many<O: AdminOps>(
     State(r): State<Routes<O>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AdminError> {
-    let body = body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            AdminError::PayloadTooLarge(format!(
-                "the body is over the {} byte limit",
-                r.limits.max_body_bytes
-            ))
-        } else {
-            AdminError::InvalidInput(e.body_text())
-        }
-    })?;
+    let body = body.map_err(|e| AdminError::of_body(e, r.limits.max_body_bytes))?;
     let raw = parse_stop_body(&body)?;
     if raw.is_empty() {
         return Err(AdminError::InvalidInput(

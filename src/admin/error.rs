@@ -104,6 +104,15 @@ pub enum AdminError {
 }
 
 impl AdminError {
+    /// A body axum could not read: over the `max` byte limit (413), or cut off or unreadable.
+    pub(crate) fn of_body(rejection: axum::extract::rejection::BytesRejection, max: usize) -> Self {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            AdminError::PayloadTooLarge(format!("the body is over the {max} byte limit"))
+        } else {
+            AdminError::InvalidInput(rejection.body_text())
+        }
+    }
+
     /// The stable snake_case code of the `error` field.
     pub fn code(&self) -> &str {
         match self {

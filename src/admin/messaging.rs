@@ -87,13 +87,7 @@ fn timeout_of(query: Result<Query<CallQuery>, QueryRejection>) -> Result<Duratio
 
 /// The body as the command to carry: JSON, within the body limit.
 fn command_of(body: Result<Bytes, BytesRejection>, max: usize) -> Result<Vec<u8>, AdminError> {
-    let body = body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            AdminError::PayloadTooLarge(format!("the body is over the {max} byte limit"))
-        } else {
-            AdminError::InvalidInput(e.body_text())
-        }
-    })?;
+    let body = body.map_err(|e| AdminError::of_body(e, max))?;
     serde_json::from_slice::<serde::de::IgnoredAny>(&body).map_err(|e| {
         AdminError::InvalidInput(format!(
             "the body must be the child's command as JSON (for example {{\"kind\":\"counter\",\"command\":{{\"op\":\"get\"}}}}): {e}"

@@ -399,16 +399,7 @@ async fn start<O: AdminOps>(
     State(r): State<Routes<O>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AdminError> {
-    let body = body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            AdminError::PayloadTooLarge(format!(
-                "the body is over the {} byte limit",
-                r.limits.max_body_bytes
-            ))
-        } else {
-            AdminError::InvalidInput(e.body_text())
-        }
-    })?;
+    let body = body.map_err(|e| AdminError::of_body(e, r.limits.max_body_bytes))?;
     // Read strictly by hand: a bad body gets the API's error shape naming the field and
     // where, and an unknown field is refused rather than ignored (see `strict`).
     let (specs, single) = strict::parse_start_body(&body)?;

@@ -189,26 +189,7 @@ pub fn start_file(
     } else {
         println!("started {} of {total} children", started.len());
     }
-    for error in errors.iter().take(LISTED_FAILURES) {
-        eprintln!(
-            "not started: {} on {}: {} ({})",
-            cell(&error["id"]),
-            cell(&error["node"]),
-            cell(&error["reason"]),
-            cell(&error["code"])
-        );
-    }
-    if errors.len() > LISTED_FAILURES {
-        eprintln!("... and {} more", errors.len() - LISTED_FAILURES);
-    }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(CtlError::PartlyFailed {
-            failed: errors.len(),
-            total,
-        })
-    }
+    failures("not started", &errors, total)
 }
 
 /// The ids of a stop, each checked as a child id (a usage error naming where it is: `at(i)`
@@ -330,21 +311,7 @@ fn stop_in_batches(
         }));
     } else {
         println!("stopped {} of {total} children", stopped.len());
-        for p in &pending {
-            let nodes: Vec<String> = p["nodes"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(cell)
-                .collect();
-            println!(
-                "stop of {} pending on {}: {} ({})",
-                cell(&p["id"]),
-                nodes.join(", "),
-                cell(&p["reason"]),
-                cell(&p["code"])
-            );
-        }
+        super::write::print_pending_list(&pending, "stop");
         if !duplicates.is_empty() {
             eprintln!(
                 "given more than once, stopped once: {}",
@@ -352,9 +319,15 @@ fn stop_in_batches(
             );
         }
     }
+    failures("not stopped", &errors, total)
+}
+
+/// Lists the first failures of a batch on stderr (`what`: "not started", "not stopped") and
+/// answers the batch's outcome: `PartlyFailed` when any child failed.
+fn failures(what: &str, errors: &[Value], total: usize) -> Result<(), CtlError> {
     for error in errors.iter().take(LISTED_FAILURES) {
         eprintln!(
-            "not stopped: {} on {}: {} ({})",
+            "{what}: {} on {}: {} ({})",
             cell(&error["id"]),
             cell(&error["node"]),
             cell(&error["reason"]),

@@ -96,7 +96,16 @@ pub fn start_one(client: &AdminClient, json: bool, args: StartArgs) -> Result<()
 
 /// The `pending` children of an answer (202): decided, not confirmed on the nodes named.
 fn print_pending(answer: &Value, what: &str) {
-    for pending in answer["pending"].as_array().into_iter().flatten() {
+    print_pending_list(
+        answer["pending"].as_array().map_or(&[], Vec::as_slice),
+        what,
+    );
+}
+
+/// Each of `pending` (the `pending` entries of answers): decided, not confirmed on the nodes
+/// named.
+pub(super) fn print_pending_list(pending: &[Value], what: &str) {
+    for pending in pending {
         let nodes: Vec<String> = pending["nodes"]
             .as_array()
             .into_iter()
