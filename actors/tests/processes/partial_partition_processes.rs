@@ -30,16 +30,14 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use partition::links::{iptables_present, Link};
+use partition::outcome::Outcome;
 use partition::{spawn, tails, wait_whole, Network, Node, DEADLINE};
-use process_hub::admin::DeclaredResponse;
 use process_hub::core::placement::HashRing;
 use process_hub::core::reachability::BoundTerms;
 use process_hub::ChildId;
 use process_hub_actors::cli::node_settings::NodeFlags;
 use process_hub_actors::harness::outage::counter_specs;
-use process_hub_actors::harness::{
-    wait_for, AdminClient, AdminClientError, Census, DoubleRun, Watch,
-};
+use process_hub_actors::harness::{wait_for, AdminClient, AdminClientError, DoubleRun, Watch};
 use process_hub_actors::node::{cluster_config, hub_config};
 
 const NODES: usize = 5;
@@ -677,43 +675,18 @@ fn summary(requests: &[Request]) -> String {
     parts.join(", ")
 }
 
-/// What the cluster says: node 1's declared list, whether every node's list is the same, and
-/// every registry copy.
-struct Outcome {
-    declared: BTreeSet<String>,
-    lists_agree: bool,
-    census: Census,
-}
-
-fn outcome(clients: &[(String, AdminClient)]) -> Option<Outcome> {
-    let lists = clients
-        .iter()
-        .map(|(_, c)| c.declared().ok())
-        .collect::<Option<Vec<_>>>()?;
-    let ids = |l: &DeclaredResponse| l.children.iter().map(|c| c.id.clone()).collect();
-    let declared: BTreeSet<String> = ids(&lists[0]);
-    let lists_agree = lists
-        .iter()
-        .all(|l| !l.parked && l.version == lists[0].version && ids(l) == declared);
-    Some(Outcome {
-        declared,
-        lists_agree,
-        census: Census::take(clients).ok()?,
-    })
-}
-
-impl Outcome {
-    fn runs_once(&self, id: &str) -> bool {
-        self.census.all_run_once(&BTreeSet::from([id.to_owned()]))
-    }
-
-    fn runs_nowhere(&self, id: &str) -> bool {
-        self.census.hosts(id).is_empty()
-    }
-
+/// How this test judges what the cluster says after a heal (`partition::outcome`).
+trait PartialVerdict {
     /// Settled: the declared lists agree, every registry copy is the same, every plain child
     /// runs once, of the durable ids what is declared runs once, nothing else runs, and every
     /// child runs on its owner in `ring` (the node set aside has its children back).
+    fn settled(&self, expect: &Expect, ring: &HashRing) -> bool;
+
+    /// Why `request`'s answer does not match what happened, if it does not.
+    fn contradicts(&self, request: &Request, all: &[Request]) -> Option<String>;
+}
+
+impl PartialVerdict for Outcome {
     fn settled(&self, expect: &Expect, ring: &HashRing) -> bool {
         let mut views = self.census.views.values();
         let Some(first) = views.next() else {
@@ -733,7 +706,6 @@ impl Outcome {
             })
     }
 
-    /// Why `request`'s answer does not match what happened, if it does not.
     fn contradicts(&self, request: &Request, all: &[Request]) -> Option<String> {
         let id = &request.id;
         let declared = self.declared.contains(id);
@@ -768,19 +740,20 @@ impl Outcome {
 }
 
 /// Waits until every node sees all five members, none partitioned, and the cluster settled
-/// (see [`Outcome::settled`]); panics with what differs and the nodes' logs if it does not.
+/// (see [`PartialVerdict::settled`]); panics with what differs and the nodes' logs if it does
+/// not.
 fn settle(c: &Cluster, expect: &Expect, what: &str) -> Outcome {
     wait_whole(&c.nodes, &c.members, what);
     let ring = HashRing::new(c.members.iter().cloned());
     let settled = wait_for(what, DEADLINE, || {
-        let outcome = outcome(&c.named).filter(|o| o.settled(expect, &ring));
+        let outcome = Outcome::take(&c.named).filter(|o| o.settled(expect, &ring));
         if outcome.is_none() {
             std::thread::sleep(POLL);
         }
         outcome
     });
     settled.unwrap_or_else(|e| {
-        let detail = match outcome(&c.named) {
+        let detail = match Outcome::take(&c.named) {
             Some(o) => {
                 let wrong: Vec<String> = expect
                     .plain

@@ -15,12 +15,13 @@ use crate::partition;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use partition::outcome::Outcome;
 use partition::{spawn, tails, wait_whole, Network, Node, DEADLINE};
-use process_hub::admin::{DeclaredResponse, StartSpec};
+use process_hub::admin::StartSpec;
 use process_hub::core::placement::HashRing;
 use process_hub::ChildId;
 use process_hub_actors::harness::outage::counter_specs;
-use process_hub_actors::harness::{wait_for, AdminClient, AdminClientError, Census};
+use process_hub_actors::harness::{wait_for, AdminClient, AdminClientError};
 
 const NODES: usize = 5;
 const CHILDREN: usize = 60;
@@ -341,42 +342,17 @@ fn plan(
     requests
 }
 
-/// What the cluster says once it settled: node 1's declared list, whether every node's list is
-/// the same, and every registry copy.
-struct Outcome {
-    declared: BTreeSet<String>,
-    lists_agree: bool,
-    census: Census,
-}
-
-fn outcome(clients: &[(String, AdminClient)]) -> Option<Outcome> {
-    let lists = clients
-        .iter()
-        .map(|(_, c)| c.declared().ok())
-        .collect::<Option<Vec<_>>>()?;
-    let ids = |l: &DeclaredResponse| l.children.iter().map(|c| c.id.clone()).collect();
-    let declared: BTreeSet<String> = ids(&lists[0]);
-    let lists_agree = lists
-        .iter()
-        .all(|l| !l.parked && l.version == lists[0].version && ids(l) == declared);
-    Some(Outcome {
-        declared,
-        lists_agree,
-        census: Census::take(clients).ok()?,
-    })
-}
-
-impl Outcome {
-    fn runs_once(&self, id: &str) -> bool {
-        self.census.all_run_once(&BTreeSet::from([id.to_owned()]))
-    }
-
-    fn runs_nowhere(&self, id: &str) -> bool {
-        self.census.hosts(id).is_empty()
-    }
-
+/// How this test judges what the cluster says once the split healed (`partition::outcome`).
+trait SplitVerdict {
     /// Settled: the lists agree, and of `universe` what is declared runs once and nothing else
     /// runs.
+    fn settled(&self, universe: &BTreeSet<String>) -> bool;
+
+    /// Why `request`'s answer does not match what happened, if it does not.
+    fn contradicts(&self, request: &Request, all: &[Request]) -> Option<String>;
+}
+
+impl SplitVerdict for Outcome {
     fn settled(&self, universe: &BTreeSet<String>) -> bool {
         self.lists_agree
             && self.census.views.values().all(|view| {
@@ -386,7 +362,6 @@ impl Outcome {
             })
     }
 
-    /// Why `request`'s answer does not match what happened, if it does not.
     fn contradicts(&self, request: &Request, all: &[Request]) -> Option<String> {
         let id = &request.id;
         let declared = self.declared.contains(id);
@@ -542,14 +517,14 @@ fn under_a_real_split_every_durable_stop_and_start_answers_what_happened() {
         .chain(requests.iter().map(|r| r.id.clone()))
         .collect();
     let settled = wait_for("the cluster to settle", DEADLINE, || {
-        outcome(&named).filter(|o| o.settled(&universe))
+        Outcome::take(&named).filter(|o| o.settled(&universe))
     });
     let after = match settled {
         Ok(after) => after,
         // Judge what there is: the answers' contradictions say more than the timeout.
         Err(e) => {
             eprintln!("{e}");
-            outcome(&named).expect("every node answers after the heal")
+            Outcome::take(&named).expect("every node answers after the heal")
         }
     };
 

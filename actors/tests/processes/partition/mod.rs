@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 
 pub mod links;
+pub mod outcome;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
