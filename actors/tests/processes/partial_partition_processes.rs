@@ -5,7 +5,12 @@
 //!
 //! - **partial-cut**: the link dropped both ways;
 //! - **one-way**: n1 -> n5 dropped, n5 -> n1 delivered;
-//! - **flapping**: the link cut and healed every 2.5 s for 20 s.
+//! - **flapping**: the link cut and healed every 2.5 s for 20 s;
+//! - **lossy**: 70% of the link's packets dropped both ways, at random (iptables' `statistic`
+//!   match), for 10 s: TCP's retransmissions stall past the failure detector's timeout, so the
+//!   link seems to go down and up at no rhythm (at 50%, in the runs tried, no node saw it down
+//!   and nothing moved). The line also gives the packets the rules dropped (none is a failure:
+//!   the fault was not in place) and whether a node saw the link down.
 //!
 //! While each fault lasts, every node's own registry copy is polled every 200 ms and each
 //! child's time running on two nodes at once is measured (`harness::double_run`: a node runs
@@ -14,13 +19,14 @@
 //! line per scenario (`partial-cut bound_ms=... worst_double_ms=...`), the bound being the hub's
 //! own (`core::reachability::double_run_bound`) for the flags the nodes run with. A cut or
 //! one-way link is held until the cluster resolved it (a node says it is set aside, or the
-//! bound passed) and every child runs on exactly one node; then it heals. Under flapping no
-//! child changes host more than twice (away and back): the ring does not follow the flaps.
+//! bound passed) and every child runs on exactly one node; then it heals. Under flapping and
+//! loss no child changes host more than twice (away and back): the ring does not follow the
+//! link's ups and downs.
 //! After every heal every child runs once, every registry copy is equal, every declared list is
 //! equal, and every durable start and stop asked during the fault (through every node, the
 //! link's ends too) is kept as it was answered.
 //!
-//! One cluster per strategy (`divergence`, `majority-quorum:5`) serves the three scenarios in
+//! One cluster per strategy (`divergence`, `majority-quorum:5`) serves the four scenarios in
 //! turn. Needs root (network namespaces) and iptables, as CI has.
 
 use crate::partition;
@@ -53,6 +59,9 @@ const E: usize = 5;
 /// Flapping: cut for one half-period, healed for the next, this many times.
 const FLAP_HALF: Duration = Duration::from_millis(2500);
 const FLAP_CYCLES: u32 = 4;
+/// Lossy: each packet of the link dropped with this probability, both ways, for this long.
+const LOSS: f64 = 0.7;
+const LOSSY_FOR: Duration = Duration::from_secs(10);
 
 /// How fast the nodes see a silent peer and resolve a partial partition: short, so that each
 /// scenario takes seconds.
@@ -124,6 +133,7 @@ enum Fault {
     Cut,
     OneWay,
     Flapping,
+    Lossy,
 }
 
 impl Fault {
@@ -132,6 +142,7 @@ impl Fault {
             Fault::Cut => "partial-cut",
             Fault::OneWay => "one-way",
             Fault::Flapping => "flapping",
+            Fault::Lossy => "lossy",
         }
     }
 
@@ -139,7 +150,13 @@ impl Fault {
         match self {
             Fault::OneWay => Link::one_way(A, E),
             Fault::Cut | Fault::Flapping => Link::cut(A, E),
+            Fault::Lossy => Link::lossy(A, E, LOSS),
         }
+    }
+
+    /// A fault whose link goes up and down (or seems to): the ring must not follow it.
+    fn unsteady(self) -> bool {
+        matches!(self, Fault::Flapping | Fault::Lossy)
     }
 }
 
@@ -199,7 +216,7 @@ fn partial_partitions(strategy: &str, hub: &str) {
 
     let watch = Watch::start(&c.named, POLL).expect("the watch's threads");
     let mut findings = Vec::new();
-    for fault in [Fault::Cut, Fault::OneWay, Fault::Flapping] {
+    for fault in [Fault::Cut, Fault::OneWay, Fault::Flapping, Fault::Lossy] {
         let finding = scenario(c, &watch, fault, terms.total(), &mut expect);
         println!("{}", finding.line(strategy));
         findings.push(finding);
@@ -266,6 +283,9 @@ struct Finding {
     most_moves: usize,
     /// Cut and one-way: how the cluster resolved the fault before the heal.
     resolution: Option<Resolution>,
+    /// Lossy: the packets the link's rules dropped, and whether a node saw the link down
+    /// (some node set aside or indirectly connected) while they did.
+    loss: Option<Loss>,
     answers: String,
     contradictions: Vec<String>,
 }
@@ -291,9 +311,15 @@ impl Finding {
                 r.set_aside
             )
         });
+        let loss = self.loss.as_ref().map_or(String::new(), |l| {
+            format!(
+                " loss={LOSS} dropped_packets={} seen_down={}",
+                l.dropped, l.seen_down
+            )
+        });
         format!(
             "{} bound_ms={} worst_double_ms={} strategy={strategy} doubled_children={} \
-             most_moves={}{resolution} {}{worst}; answers: {}",
+             most_moves={}{resolution}{loss} {}{worst}; answers: {}",
             self.fault.label(),
             self.bound.as_millis(),
             self.worst_ms(),
@@ -315,16 +341,22 @@ impl Finding {
                 self.worst
             ));
         }
+        if self.loss.as_ref().is_some_and(|l| l.dropped == 0) {
+            problems.push(format!(
+                "{}: the link's rules dropped no packet: the fault was not in place",
+                self.fault.label()
+            ));
+        }
         if self.resolution.as_ref().is_some_and(|r| !r.once) {
             problems.push(format!(
                 "{}: before the heal, some child did not run exactly once",
                 self.fault.label()
             ));
         }
-        // Away from a node and back once is a resolution; more is the ring following the flaps.
-        if self.fault == Fault::Flapping && self.most_moves > 2 {
+        // Away from a node and back once is a resolution; more is the ring following the link.
+        if self.fault.unsteady() && self.most_moves > 2 {
             problems.push(format!(
-                "{}: a child changed host {} times: the ring followed the flaps",
+                "{}: a child changed host {} times: the ring followed the link's ups and downs",
                 self.fault.label(),
                 self.most_moves
             ));
@@ -357,9 +389,9 @@ fn scenario(
         .extend(first.iter().chain(&second).map(|r| r.id.clone()));
     let began = Instant::now();
     c.net.block(link).unwrap_or_else(|e| panic!("{label}: {e}"));
-    let (requests, resolution, healed) = std::thread::scope(|scope| {
+    let (requests, resolution, loss, healed) = std::thread::scope(|scope| {
         let first = scope.spawn(move || issue(&c.clients, first));
-        let (second, resolved, healed) = match fault {
+        let (second, resolved, loss, healed) = match fault {
             Fault::Cut | Fault::OneWay => {
                 // The second batch once the cluster knows of the partial partition.
                 let _ = wait_for("a node to see the link down", bound, || {
@@ -378,7 +410,7 @@ fn scenario(
                 c.net
                     .unblock(link)
                     .unwrap_or_else(|e| panic!("{label}: {e}"));
-                (second, Some(resolved), Instant::now())
+                (second, Some(resolved), None, Instant::now())
             }
             Fault::Flapping => {
                 let mut second = Some(second);
@@ -399,12 +431,45 @@ fn scenario(
                     }
                     std::thread::sleep(FLAP_HALF);
                 }
-                (handle.expect("the second batch was sent"), None, healed)
+                (
+                    handle.expect("the second batch was sent"),
+                    None,
+                    None,
+                    healed,
+                )
+            }
+            Fault::Lossy => {
+                let mut seen_down = false;
+                let mut second = Some(second);
+                let mut handle = None;
+                while began.elapsed() < LOSSY_FOR {
+                    seen_down |= c.clients.iter().any(|client| {
+                        client
+                            .health()
+                            .is_ok_and(|h| h.set_aside || !h.indirectly_connected.is_empty())
+                    });
+                    if began.elapsed() >= LOSSY_FOR / 2 {
+                        if let Some(batch) = second.take() {
+                            handle = Some(scope.spawn(move || issue(&c.clients, batch)));
+                        }
+                    }
+                    std::thread::sleep(POLL);
+                }
+                let dropped = c
+                    .net
+                    .dropped(link)
+                    .unwrap_or_else(|e| panic!("{label}: {e}"));
+                c.net
+                    .unblock(link)
+                    .unwrap_or_else(|e| panic!("{label}: {e}"));
+                let loss = Loss { dropped, seen_down };
+                let second = handle.expect("the second batch was sent");
+                (second, None, Some(loss), Instant::now())
             }
         };
         let mut requests = first.join().expect("the first batch's thread");
         requests.extend(second.join().expect("the second batch's thread"));
-        (requests, resolved, healed)
+        (requests, resolved, loss, healed)
     });
     let outcome = settle(c, expect, &format!("{label}: settled after the heal"));
     // One more reading of every copy after the settled one, so the timeline ends settled too.
@@ -460,9 +525,16 @@ fn scenario(
         doubled,
         most_moves,
         resolution,
+        loss,
         answers,
         contradictions,
     }
+}
+
+/// What a lossy link did.
+struct Loss {
+    dropped: u64,
+    seen_down: bool,
 }
 
 /// Durable children to stop, those n1 or n5 runs first (the link's ends are where a stop
