@@ -8,6 +8,7 @@
 // Each test binary that includes this module uses a part of it.
 #![allow(dead_code)]
 
+pub mod answer;
 pub mod links;
 pub mod outcome;
 
