@@ -245,8 +245,9 @@ fn names(short: &[&str]) -> Vec<String> {
 
 /// c is cut off from a and b, then comes back through b only (a–c stays cut). A node joins a
 /// ring over a direct link, so c is back in b's ring but not in a's, while a's table says a
-/// reaches c through b (indirectly connected). A child c owns by the whole ring is b's by a's
-/// ring: a sends its start or call to b, which forwards it to c.
+/// reaches c through b (indirectly connected). a sends a start or a call for a child c owns
+/// by the whole ring and b by a ring without c ([`owned_by_c_else_b`]) to b, which forwards it
+/// to c.
 async fn back_through_b_only(nodes: &TestCluster) {
     let (a, b) = (nodes.hub("a"), nodes.hub("b"));
     nodes.net.cut(&full("a"), &full("c"));
