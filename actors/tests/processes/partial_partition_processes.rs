@@ -5,7 +5,13 @@
 //!
 //! - **partial-cut**: the link dropped both ways;
 //! - **one-way**: n1 -> n5 dropped, n5 -> n1 delivered;
-//! - **flapping**: the link cut and healed every 2.5 s for 20 s.
+//! - **flapping**: the link cut and healed every 2.5 s for 20 s;
+//! - **lossy**: 70% of the link's packets dropped both ways, at random (iptables' `statistic`
+//!   match), for 10 s: TCP's retransmissions stall past the failure detector's timeout, so the
+//!   link seems to go down and up at no rhythm (at 50%, in the runs tried, no node saw it down
+//!   and nothing moved). The line also gives the packets the rules dropped (none is a failure:
+//!   the fault was not in place) and whether a node saw the link down. It runs under
+//!   divergence only (the same rule resolves it under quorum; each scenario costs about 30 s).
 //!
 //! While each fault lasts, every node's own registry copy is polled every 200 ms and each
 //! child's time running on two nodes at once is measured (`harness::double_run`: a node runs
@@ -14,32 +20,32 @@
 //! line per scenario (`partial-cut bound_ms=... worst_double_ms=...`), the bound being the hub's
 //! own (`core::reachability::double_run_bound`) for the flags the nodes run with. A cut or
 //! one-way link is held until the cluster resolved it (a node says it is set aside, or the
-//! bound passed) and every child runs on exactly one node; then it heals. Under flapping no
-//! child changes host more than twice (away and back): the ring does not follow the flaps.
+//! bound passed) and every child runs on exactly one node; then it heals. Under flapping and
+//! loss no child changes host more than twice (away and back): the ring does not follow the
+//! link's ups and downs.
 //! After every heal every child runs once, every registry copy is equal, every declared list is
 //! equal, and every durable start and stop asked during the fault (through every node, the
 //! link's ends too) is kept as it was answered.
 //!
-//! One cluster per strategy (`divergence`, `majority-quorum:5`) serves the three scenarios in
-//! turn. Needs root (network namespaces) and iptables, as CI has.
+//! One cluster per strategy (`divergence`, `majority-quorum:5`) serves the four scenarios in
+//! turn. Needs root (network namespaces) and iptables, as CI has. The durable requests and the
+//! checks after a heal are in `checks.rs`.
+
+mod checks;
 
 use crate::partition;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use checks::{issue, plan, settle, summary, PartialVerdict};
 use clap::Parser;
 use partition::links::{iptables_present, Link};
 use partition::{spawn, tails, wait_whole, Network, Node, DEADLINE};
-use process_hub::admin::DeclaredResponse;
-use process_hub::core::placement::HashRing;
 use process_hub::core::reachability::BoundTerms;
-use process_hub::ChildId;
 use process_hub_actors::cli::node_settings::NodeFlags;
 use process_hub_actors::harness::outage::counter_specs;
-use process_hub_actors::harness::{
-    wait_for, AdminClient, AdminClientError, Census, DoubleRun, Watch,
-};
+use process_hub_actors::harness::{wait_for, AdminClient, DoubleRun, Watch};
 use process_hub_actors::node::{cluster_config, hub_config};
 
 const NODES: usize = 5;
@@ -55,6 +61,9 @@ const E: usize = 5;
 /// Flapping: cut for one half-period, healed for the next, this many times.
 const FLAP_HALF: Duration = Duration::from_millis(2500);
 const FLAP_CYCLES: u32 = 4;
+/// Lossy: each packet of the link dropped with this probability, both ways, for this long.
+const LOSS: f64 = 0.7;
+const LOSSY_FOR: Duration = Duration::from_secs(10);
 
 /// How fast the nodes see a silent peer and resolve a partial partition: short, so that each
 /// scenario takes seconds.
@@ -126,6 +135,7 @@ enum Fault {
     Cut,
     OneWay,
     Flapping,
+    Lossy,
 }
 
 impl Fault {
@@ -134,6 +144,7 @@ impl Fault {
             Fault::Cut => "partial-cut",
             Fault::OneWay => "one-way",
             Fault::Flapping => "flapping",
+            Fault::Lossy => "lossy",
         }
     }
 
@@ -141,7 +152,13 @@ impl Fault {
         match self {
             Fault::OneWay => Link::one_way(A, E),
             Fault::Cut | Fault::Flapping => Link::cut(A, E),
+            Fault::Lossy => Link::lossy(A, E, LOSS),
         }
+    }
+
+    /// A fault whose link goes up and down (or seems to): the ring must not follow it.
+    fn unsteady(self) -> bool {
+        matches!(self, Fault::Flapping | Fault::Lossy)
     }
 }
 
@@ -201,7 +218,14 @@ fn partial_partitions(strategy: &str, hub: &str) {
 
     let watch = Watch::start(&c.named, POLL).expect("the watch's threads");
     let mut findings = Vec::new();
-    for fault in [Fault::Cut, Fault::OneWay, Fault::Flapping] {
+    // The lossy link runs under one strategy: it resolves through the same rule as the cut
+    // (the link is seen down), and each scenario costs about 30 s of the processes tier.
+    let faults: &[Fault] = if strategy == "divergence" {
+        &[Fault::Cut, Fault::OneWay, Fault::Flapping, Fault::Lossy]
+    } else {
+        &[Fault::Cut, Fault::OneWay, Fault::Flapping]
+    };
+    for &fault in faults {
         let finding = scenario(c, &watch, fault, terms.total(), &mut expect);
         println!("{}", finding.line(strategy));
         findings.push(finding);
@@ -268,6 +292,9 @@ struct Finding {
     most_moves: usize,
     /// Cut and one-way: how the cluster resolved the fault before the heal.
     resolution: Option<Resolution>,
+    /// Lossy: the packets the link's rules dropped, and whether a node saw the link down
+    /// (some node set aside or indirectly connected) while they did.
+    loss: Option<Loss>,
     answers: String,
     contradictions: Vec<String>,
 }
@@ -293,9 +320,15 @@ impl Finding {
                 r.set_aside
             )
         });
+        let loss = self.loss.as_ref().map_or(String::new(), |l| {
+            format!(
+                " loss={LOSS} dropped_packets={} seen_down={}",
+                l.dropped, l.seen_down
+            )
+        });
         format!(
             "{} bound_ms={} worst_double_ms={} strategy={strategy} doubled_children={} \
-             most_moves={}{resolution} {}{worst}; answers: {}",
+             most_moves={}{resolution}{loss} {}{worst}; answers: {}",
             self.fault.label(),
             self.bound.as_millis(),
             self.worst_ms(),
@@ -317,16 +350,22 @@ impl Finding {
                 self.worst
             ));
         }
+        if self.loss.as_ref().is_some_and(|l| l.dropped == 0) {
+            problems.push(format!(
+                "{}: the link's rules dropped no packet: the fault was not in place",
+                self.fault.label()
+            ));
+        }
         if self.resolution.as_ref().is_some_and(|r| !r.once) {
             problems.push(format!(
                 "{}: before the heal, some child did not run exactly once",
                 self.fault.label()
             ));
         }
-        // Away from a node and back once is a resolution; more is the ring following the flaps.
-        if self.fault == Fault::Flapping && self.most_moves > 2 {
+        // Away from a node and back once is a resolution; more is the ring following the link.
+        if self.fault.unsteady() && self.most_moves > 2 {
             problems.push(format!(
-                "{}: a child changed host {} times: the ring followed the flaps",
+                "{}: a child changed host {} times: the ring followed the link's ups and downs",
                 self.fault.label(),
                 self.most_moves
             ));
@@ -359,9 +398,9 @@ fn scenario(
         .extend(first.iter().chain(&second).map(|r| r.id.clone()));
     let began = Instant::now();
     c.net.block(link).unwrap_or_else(|e| panic!("{label}: {e}"));
-    let (requests, resolution, healed) = std::thread::scope(|scope| {
+    let (requests, resolution, loss, healed) = std::thread::scope(|scope| {
         let first = scope.spawn(move || issue(&c.clients, first));
-        let (second, resolved, healed) = match fault {
+        let (second, resolved, loss, healed) = match fault {
             Fault::Cut | Fault::OneWay => {
                 // The second batch once the cluster knows of the partial partition.
                 let _ = wait_for("a node to see the link down", bound, || {
@@ -380,7 +419,7 @@ fn scenario(
                 c.net
                     .unblock(link)
                     .unwrap_or_else(|e| panic!("{label}: {e}"));
-                (second, Some(resolved), Instant::now())
+                (second, Some(resolved), None, Instant::now())
             }
             Fault::Flapping => {
                 let mut second = Some(second);
@@ -401,12 +440,45 @@ fn scenario(
                     }
                     std::thread::sleep(FLAP_HALF);
                 }
-                (handle.expect("the second batch was sent"), None, healed)
+                (
+                    handle.expect("the second batch was sent"),
+                    None,
+                    None,
+                    healed,
+                )
+            }
+            Fault::Lossy => {
+                let mut seen_down = false;
+                let mut second = Some(second);
+                let mut handle = None;
+                while began.elapsed() < LOSSY_FOR {
+                    seen_down |= c.clients.iter().any(|client| {
+                        client
+                            .health()
+                            .is_ok_and(|h| h.set_aside || !h.indirectly_connected.is_empty())
+                    });
+                    if began.elapsed() >= LOSSY_FOR / 2 {
+                        if let Some(batch) = second.take() {
+                            handle = Some(scope.spawn(move || issue(&c.clients, batch)));
+                        }
+                    }
+                    std::thread::sleep(POLL);
+                }
+                let dropped = c
+                    .net
+                    .dropped(link)
+                    .unwrap_or_else(|e| panic!("{label}: {e}"));
+                c.net
+                    .unblock(link)
+                    .unwrap_or_else(|e| panic!("{label}: {e}"));
+                let loss = Loss { dropped, seen_down };
+                let second = handle.expect("the second batch was sent");
+                (second, None, Some(loss), Instant::now())
             }
         };
         let mut requests = first.join().expect("the first batch's thread");
         requests.extend(second.join().expect("the second batch's thread"));
-        (requests, resolved, healed)
+        (requests, resolved, loss, healed)
     });
     let outcome = settle(c, expect, &format!("{label}: settled after the heal"));
     // One more reading of every copy after the settled one, so the timeline ends settled too.
@@ -462,9 +534,16 @@ fn scenario(
         doubled,
         most_moves,
         resolution,
+        loss,
         answers,
         contradictions,
     }
+}
+
+/// What a lossy link did.
+struct Loss {
+    dropped: u64,
+    seen_down: bool,
 }
 
 /// Durable children to stop, those n1 or n5 runs first (the link's ends are where a stop
@@ -540,275 +619,4 @@ fn hold_until_resolved(
         after: began.elapsed(),
         set_aside: set_aside(),
     }
-}
-
-/// What one admin request answered, read by the contract of docs/api.md ("What an answer
-/// promises").
-#[derive(Clone, Debug)]
-enum Answer {
-    /// 200: it took effect.
-    Done,
-    /// 202: the declared list's change is committed, the rest is not confirmed yet.
-    Pending,
-    /// An error (or a 200 naming the child among its errors): nothing changed.
-    Refused { status: u16, body: String },
-    /// 504 (`outcome_unknown`), or no answer at all: either outcome, but a consistent one.
-    Unknown { detail: String },
-}
-
-impl Answer {
-    fn of<T: std::fmt::Debug>(
-        result: Result<T, AdminClientError>,
-        pending: impl Fn(&T) -> bool,
-        failed: impl Fn(&T) -> bool,
-    ) -> Self {
-        match result {
-            Ok(body) if failed(&body) => Answer::Refused {
-                status: 200,
-                body: format!("{body:?}"),
-            },
-            Ok(body) if pending(&body) => Answer::Pending,
-            Ok(_) => Answer::Done,
-            Err(AdminClientError::Status {
-                status: 504, body, ..
-            }) => Answer::Unknown { detail: body },
-            Err(AdminClientError::Status { status, body, .. }) => Answer::Refused { status, body },
-            Err(e) => Answer::Unknown {
-                detail: e.to_string(),
-            },
-        }
-    }
-
-    /// The kind, for the summary: `200`, `202 pending`, `503 partitioned`, `504 ...`.
-    fn kind(&self) -> String {
-        let code = |body: &str| {
-            serde_json::from_str::<serde_json::Value>(body)
-                .ok()
-                .and_then(|v| v["error"].as_str().map(str::to_owned))
-                .unwrap_or_else(|| "?".into())
-        };
-        match self {
-            Answer::Done => "200".into(),
-            Answer::Pending => "202 pending".into(),
-            Answer::Refused { status, body } => format!("{status} {}", code(body)),
-            Answer::Unknown { detail } => format!("504 {}", code(detail)),
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Op {
-    Stop,
-    Start,
-}
-
-/// One durable request through one node's admin API, and its answer.
-#[derive(Debug)]
-struct Request {
-    /// The node asked (1-based).
-    via: usize,
-    op: Op,
-    id: String,
-    answer: Option<Answer>,
-}
-
-/// One batch: three durable starts of new ids and one new id asked of both ends, and three
-/// durable stops from `pool`, through the link's ends and the others in turn.
-fn plan(label: &str, batch: u32, pool: &mut Vec<String>) -> Vec<Request> {
-    let request = |via, op, id| Request {
-        via,
-        op,
-        id,
-        answer: None,
-    };
-    let mut requests: Vec<Request> = [A, E, 3]
-        .into_iter()
-        .enumerate()
-        .map(|(i, via)| request(via, Op::Start, format!("{label}-{batch}-{i}")))
-        .collect();
-    let both = format!("{label}-{batch}-both");
-    requests.push(request(A, Op::Start, both.clone()));
-    requests.push(request(E, Op::Start, both));
-    for via in [A, E, 2] {
-        if let Some(id) = pool.pop() {
-            requests.push(request(via, Op::Stop, id));
-        }
-    }
-    requests
-}
-
-/// Issues every request of `requests` at once (a thread each) and returns them answered.
-fn issue(clients: &[AdminClient], mut requests: Vec<Request>) -> Vec<Request> {
-    std::thread::scope(|scope| {
-        for request in requests.iter_mut() {
-            let client = &clients[request.via - 1];
-            scope.spawn(move || {
-                request.answer = Some(match request.op {
-                    Op::Stop => Answer::of(
-                        client.stop(&request.id),
-                        |r| !r.pending.is_empty(),
-                        |r| !r.errors.is_empty(),
-                    ),
-                    Op::Start => {
-                        let spec = &counter_specs(std::slice::from_ref(&request.id), true)[0];
-                        Answer::of(
-                            client.start_one(spec),
-                            |r| !r.pending.is_empty(),
-                            |r| !r.errors.is_empty(),
-                        )
-                    }
-                });
-            });
-        }
-    });
-    requests
-}
-
-/// `start 200: 4, stop 202 pending: 1, ...`.
-fn summary(requests: &[Request]) -> String {
-    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    for r in requests {
-        let kind = r.answer.as_ref().map_or("none".into(), Answer::kind);
-        *counts
-            .entry(format!("{:?} {kind}", r.op).to_lowercase())
-            .or_default() += 1;
-    }
-    let parts: Vec<String> = counts.iter().map(|(k, n)| format!("{k}: {n}")).collect();
-    parts.join(", ")
-}
-
-/// What the cluster says: node 1's declared list, whether every node's list is the same, and
-/// every registry copy.
-struct Outcome {
-    declared: BTreeSet<String>,
-    lists_agree: bool,
-    census: Census,
-}
-
-fn outcome(clients: &[(String, AdminClient)]) -> Option<Outcome> {
-    let lists = clients
-        .iter()
-        .map(|(_, c)| c.declared().ok())
-        .collect::<Option<Vec<_>>>()?;
-    let ids = |l: &DeclaredResponse| l.children.iter().map(|c| c.id.clone()).collect();
-    let declared: BTreeSet<String> = ids(&lists[0]);
-    let lists_agree = lists
-        .iter()
-        .all(|l| !l.parked && l.version == lists[0].version && ids(l) == declared);
-    Some(Outcome {
-        declared,
-        lists_agree,
-        census: Census::take(clients).ok()?,
-    })
-}
-
-impl Outcome {
-    fn runs_once(&self, id: &str) -> bool {
-        self.census.all_run_once(&BTreeSet::from([id.to_owned()]))
-    }
-
-    fn runs_nowhere(&self, id: &str) -> bool {
-        self.census.hosts(id).is_empty()
-    }
-
-    /// Settled: the declared lists agree, every registry copy is the same, every plain child
-    /// runs once, of the durable ids what is declared runs once, nothing else runs, and every
-    /// child runs on its owner in `ring` (the node set aside has its children back).
-    fn settled(&self, expect: &Expect, ring: &HashRing) -> bool {
-        let mut views = self.census.views.values();
-        let Some(first) = views.next() else {
-            return false;
-        };
-        let known = |id: &String| expect.plain.contains(id) || expect.universe.contains(id);
-        self.lists_agree
-            && views.all(|view| view == first)
-            && first.keys().all(known)
-            && self.census.all_run_once(&expect.plain)
-            && expect.universe.iter().all(|id| {
-                first.get(id).map_or(0, Vec::len) == usize::from(self.declared.contains(id))
-            })
-            && first.iter().all(|(id, hosts)| {
-                ChildId::parse(id.as_str())
-                    .is_ok_and(|id| hosts.len() == 1 && ring.owner(&id) == Some(&hosts[0]))
-            })
-    }
-
-    /// Why `request`'s answer does not match what happened, if it does not.
-    fn contradicts(&self, request: &Request, all: &[Request]) -> Option<String> {
-        let id = &request.id;
-        let declared = self.declared.contains(id);
-        let (once, nowhere) = (self.runs_once(id), self.runs_nowhere(id));
-        let answer = request.answer.as_ref()?;
-        let consistent = declared == once && (declared || nowhere);
-        let ok = match (request.op, answer) {
-            // Stopped, or undeclared for good with its stop carried out later.
-            (Op::Stop, Answer::Done | Answer::Pending) => !declared && nowhere,
-            // Nothing changed (no two requests stop the same id).
-            (Op::Stop, Answer::Refused { .. }) => declared && once,
-            (Op::Start, Answer::Done | Answer::Pending) => declared && once,
-            // Another request of the same id may have declared it; it is checked on its own.
-            (Op::Start, Answer::Refused { .. })
-                if all.iter().any(|r| r.id == *id && r.via != request.via) =>
-            {
-                consistent
-            }
-            (Op::Start, Answer::Refused { .. }) => !declared && nowhere,
-            (_, Answer::Unknown { .. }) => consistent,
-        };
-        (!ok).then(|| {
-            format!(
-                "via n{} {:?} {id}: answered {}, but declared {declared}, runs: {}",
-                request.via,
-                request.op,
-                answer.kind(),
-                self.census.describe(id)
-            )
-        })
-    }
-}
-
-/// Waits until every node sees all five members, none partitioned, and the cluster settled
-/// (see [`Outcome::settled`]); panics with what differs and the nodes' logs if it does not.
-fn settle(c: &Cluster, expect: &Expect, what: &str) -> Outcome {
-    wait_whole(&c.nodes, &c.members, what);
-    let ring = HashRing::new(c.members.iter().cloned());
-    let settled = wait_for(what, DEADLINE, || {
-        let outcome = outcome(&c.named).filter(|o| o.settled(expect, &ring));
-        if outcome.is_none() {
-            std::thread::sleep(POLL);
-        }
-        outcome
-    });
-    settled.unwrap_or_else(|e| {
-        let detail = match outcome(&c.named) {
-            Some(o) => {
-                let wrong: Vec<String> = expect
-                    .plain
-                    .iter()
-                    .chain(&expect.universe)
-                    .filter(|id| {
-                        let want = expect.plain.contains(*id) || o.declared.contains(*id);
-                        if want {
-                            let owner = ChildId::parse(id.as_str())
-                                .ok()
-                                .and_then(|id| ring.owner(&id).cloned());
-                            !o.runs_once(id) || o.census.hosts(id) != owner.into_iter().collect()
-                        } else {
-                            !o.runs_nowhere(id)
-                        }
-                    })
-                    .take(20)
-                    .map(|id| format!("{id}: {}", o.census.describe(id)))
-                    .collect();
-                format!(
-                    "declared lists agree: {}; children not as expected, or not on their \
-                     owner (first 20):\n{}",
-                    o.lists_agree,
-                    wrong.join("\n")
-                )
-            }
-            None => "some node did not answer".into(),
-        };
-        panic!("{e}\n{detail}\n{}", tails(&c.nodes))
-    })
 }

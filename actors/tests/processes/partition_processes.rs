@@ -15,12 +15,14 @@ use crate::partition;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use partition::answer::{Answer, Op};
+use partition::outcome::Outcome;
 use partition::{spawn, tails, wait_whole, Network, Node, DEADLINE};
-use process_hub::admin::{DeclaredResponse, StartSpec};
+use process_hub::admin::StartSpec;
 use process_hub::core::placement::HashRing;
 use process_hub::ChildId;
 use process_hub_actors::harness::outage::counter_specs;
-use process_hub_actors::harness::{wait_for, AdminClient, AdminClientError, Census};
+use process_hub_actors::harness::{wait_for, AdminClient};
 
 const NODES: usize = 5;
 const CHILDREN: usize = 60;
@@ -202,63 +204,6 @@ fn a_five_node_cluster_split_three_two_runs_every_child_once_on_the_majority() {
     }
 }
 
-/// What one admin request answered, read by the contract of docs/api.md ("What an answer
-/// promises") and docs/operations.md (the statuses).
-#[derive(Clone, Debug)]
-enum Answer {
-    /// 200: it took effect.
-    Done,
-    /// 202: the declared list's change is committed, the rest is not confirmed yet.
-    Pending,
-    /// An error status other than 504: nothing changed.
-    Refused { status: u16, body: String },
-    /// 504 (`outcome_unknown`), or no answer at all: either outcome, but a consistent one.
-    Unknown { detail: String },
-}
-
-impl Answer {
-    fn of<T>(result: Result<T, AdminClientError>, pending: impl Fn(&T) -> bool) -> Self {
-        match result {
-            Ok(body) if pending(&body) => Answer::Pending,
-            Ok(_) => Answer::Done,
-            Err(AdminClientError::Status {
-                status: 504, body, ..
-            }) => Answer::Unknown { detail: body },
-            Err(AdminClientError::Status { status, body, .. }) => Answer::Refused { status, body },
-            Err(e) => Answer::Unknown {
-                detail: e.to_string(),
-            },
-        }
-    }
-
-    /// The kind, for the summary: `200`, `202`, `503 partitioned`, `504 outcome_unknown`...
-    fn kind(&self) -> String {
-        let code = |body: &str| {
-            serde_json::from_str::<serde_json::Value>(body)
-                .ok()
-                .and_then(|v| v["error"].as_str().map(str::to_owned))
-                .unwrap_or_else(|| "?".into())
-        };
-        match self {
-            Answer::Done => "200".into(),
-            Answer::Pending => "202 pending".into(),
-            Answer::Refused { status, body } => format!("{status} {}", code(body)),
-            Answer::Unknown { detail } => format!("504 {}", code(detail)),
-        }
-    }
-
-    /// Whether it says the change took effect or will (200, 202).
-    fn accepted(&self) -> bool {
-        matches!(self, Answer::Done | Answer::Pending)
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Op {
-    Stop,
-    Start,
-}
-
 /// One durable request through one node's admin API, and its answer.
 #[derive(Debug)]
 struct Request {
@@ -281,10 +226,18 @@ fn issue(clients: &[AdminClient], requests: &mut [Request]) {
             let client = &clients[request.via - 1];
             scope.spawn(move || {
                 request.answer = Some(match request.op {
-                    Op::Stop => Answer::of(client.stop(&request.id), |r| !r.pending.is_empty()),
+                    Op::Stop => Answer::of(
+                        client.stop(&request.id),
+                        |r| !r.pending.is_empty(),
+                        |r| !r.errors.is_empty(),
+                    ),
                     Op::Start => {
                         let spec = &counter_specs(std::slice::from_ref(&request.id), true)[0];
-                        Answer::of(client.start_one(spec), |r| !r.pending.is_empty())
+                        Answer::of(
+                            client.start_one(spec),
+                            |r| !r.pending.is_empty(),
+                            |r| !r.errors.is_empty(),
+                        )
                     }
                 });
             });
@@ -341,42 +294,17 @@ fn plan(
     requests
 }
 
-/// What the cluster says once it settled: node 1's declared list, whether every node's list is
-/// the same, and every registry copy.
-struct Outcome {
-    declared: BTreeSet<String>,
-    lists_agree: bool,
-    census: Census,
-}
-
-fn outcome(clients: &[(String, AdminClient)]) -> Option<Outcome> {
-    let lists = clients
-        .iter()
-        .map(|(_, c)| c.declared().ok())
-        .collect::<Option<Vec<_>>>()?;
-    let ids = |l: &DeclaredResponse| l.children.iter().map(|c| c.id.clone()).collect();
-    let declared: BTreeSet<String> = ids(&lists[0]);
-    let lists_agree = lists
-        .iter()
-        .all(|l| !l.parked && l.version == lists[0].version && ids(l) == declared);
-    Some(Outcome {
-        declared,
-        lists_agree,
-        census: Census::take(clients).ok()?,
-    })
-}
-
-impl Outcome {
-    fn runs_once(&self, id: &str) -> bool {
-        self.census.all_run_once(&BTreeSet::from([id.to_owned()]))
-    }
-
-    fn runs_nowhere(&self, id: &str) -> bool {
-        self.census.hosts(id).is_empty()
-    }
-
+/// How this test judges what the cluster says once the split healed (`partition::outcome`).
+trait SplitVerdict {
     /// Settled: the lists agree, and of `universe` what is declared runs once and nothing else
     /// runs.
+    fn settled(&self, universe: &BTreeSet<String>) -> bool;
+
+    /// Why `request`'s answer does not match what happened, if it does not.
+    fn contradicts(&self, request: &Request, all: &[Request]) -> Option<String>;
+}
+
+impl SplitVerdict for Outcome {
     fn settled(&self, universe: &BTreeSet<String>) -> bool {
         self.lists_agree
             && self.census.views.values().all(|view| {
@@ -386,7 +314,6 @@ impl Outcome {
             })
     }
 
-    /// Why `request`'s answer does not match what happened, if it does not.
     fn contradicts(&self, request: &Request, all: &[Request]) -> Option<String> {
         let id = &request.id;
         let declared = self.declared.contains(id);
@@ -542,14 +469,14 @@ fn under_a_real_split_every_durable_stop_and_start_answers_what_happened() {
         .chain(requests.iter().map(|r| r.id.clone()))
         .collect();
     let settled = wait_for("the cluster to settle", DEADLINE, || {
-        outcome(&named).filter(|o| o.settled(&universe))
+        Outcome::take(&named).filter(|o| o.settled(&universe))
     });
     let after = match settled {
         Ok(after) => after,
         // Judge what there is: the answers' contradictions say more than the timeout.
         Err(e) => {
             eprintln!("{e}");
-            outcome(&named).expect("every node answers after the heal")
+            Outcome::take(&named).expect("every node answers after the heal")
         }
     };
 

@@ -8,7 +8,9 @@
 // Each test binary that includes this module uses a part of it.
 #![allow(dead_code)]
 
+pub mod answer;
 pub mod links;
+pub mod outcome;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
