@@ -12,8 +12,8 @@
 
 use std::fmt;
 
-use serde::de::{self, DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess};
 use serde::de::Visitor;
+use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, SeqAccess};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -141,9 +141,7 @@ impl<'de> Visitor<'de> for SpecVisitor {
                 // Any JSON, `null` included, as given.
                 Field::Args => spec.args = Some(map.next_value_seed(NoDuplicateKeys)?),
                 Field::Restart => spec.restart = optional(map.next_value_seed(NoDuplicateKeys)?)?,
-                Field::Metadata => {
-                    spec.metadata = optional(map.next_value_seed(NoDuplicateKeys)?)?
-                }
+                Field::Metadata => spec.metadata = optional(map.next_value_seed(NoDuplicateKeys)?)?,
                 Field::Nodes => spec.nodes = optional(map.next_value_seed(NoDuplicateKeys)?)?,
                 // Absent and `null` are both "not given".
                 Field::Durable => spec.durable = map.next_value::<Option<bool>>()?.unwrap_or(false),
