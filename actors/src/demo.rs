@@ -20,7 +20,7 @@ use clap::Args;
 use process_hub::admin::{ChildView, RegistrySummary, StartSpec};
 use serde::Serialize;
 
-use crate::harness::outage::{start_in_batches, stop_concurrently};
+use crate::harness::outage::{start_in_batches, start_in_batches_over, stop_concurrently};
 use crate::harness::{
     wait_for, whole_cluster_outage, AdminClient, Census, ClusterOptions, HarnessError,
     LocalCluster, OutageReport, OutageSettings,
@@ -83,6 +83,10 @@ pub struct DemoArgs {
     /// second, as a dashboard does (what `bench cluster --telemetry` measures).
     #[arg(long)]
     pub dashboard_load: bool,
+    /// Which admin APIs the start requests go to: `one` (the first node's, every request) or
+    /// `all` (request `i` to node `i mod nodes`, as callers behind a load balancer do).
+    #[arg(long, value_enum, default_value_t = Entry::One)]
+    pub entry: Entry,
     /// More flags for every node (`bench cluster`'s `--sync`, failure-detector timing).
     #[arg(skip)]
     pub node_args: Vec<String>,
@@ -91,6 +95,16 @@ pub struct DemoArgs {
     /// cluster sends while nothing changes.
     #[arg(skip)]
     pub wire: bool,
+}
+
+/// Where the demo's start requests enter the cluster.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Entry {
+    /// Every request through the first node's admin API.
+    #[default]
+    One,
+    /// Requests spread over every node's admin API, in turn.
+    All,
 }
 
 /// Why the demo could not complete.
@@ -533,8 +547,12 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
         None => None,
     };
     let started_at = Instant::now();
+    let entries = match args.entry {
+        Entry::One => vec![entry.clone()],
+        Entry::All => cluster.live_clients(),
+    };
     let (start_elapsed, errors) =
-        start_in_batches(&entry, &specs, args.batch, args.concurrency, &progress)?;
+        start_in_batches_over(&entries, &specs, args.batch, args.concurrency, &progress)?;
     let errors = errors.len();
     if errors > 0 {
         progress(&format!("  {errors} start errors reported"));

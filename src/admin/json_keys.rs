@@ -72,6 +72,23 @@ pub(super) fn read_value(text: &[u8]) -> Result<Value, Unread> {
     }
 }
 
+/// Reads one JSON value as [`read_value`] does, inside a larger reading: a key given twice
+/// fails it without saying where (the caller reads the text again with [`read_value`] to name
+/// the key), so nothing a strict reading refuses is ever taken.
+pub(super) struct NoDuplicateKeys;
+
+impl<'de> DeserializeSeed<'de> for NoDuplicateKeys {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        let mut walk = Walk {
+            path: Vec::new(),
+            found: None,
+        };
+        (&mut walk).deserialize(deserializer)
+    }
+}
+
 /// The first key (in the text's order) given twice in one object of `text`, if any; text that
 /// is not JSON answers `None`.
 #[cfg(test)]

@@ -56,6 +56,7 @@ mod messaging;
 mod page;
 mod probes;
 mod routes;
+mod start_body;
 mod strict;
 mod summary;
 mod ui;

@@ -91,6 +91,13 @@ pub struct ClusterBenchArgs {
     /// runs, and every run's own object in `results`.
     #[arg(long, default_value_t = 1)]
     pub runs: usize,
+    /// `one` (default): every start request through the first node's admin API. `all`: that
+    /// run, then the hub's run again with the requests spread over every node's admin API (as
+    /// callers behind a load balancer send them), reported beside it as `entry_all_start_per_s`,
+    /// `entry_all_start_ratio`, `entry_all_converge_ms` and `entry_all_converge_ratio`; the
+    /// figures without the prefix are always the one-entry run's.
+    #[arg(long, value_enum, default_value_t = demo::Entry::One)]
+    pub entry: demo::Entry,
     /// Print the result as JSON (the only format; kept for the documented command line).
     #[arg(long)]
     pub json: bool,
@@ -133,11 +140,13 @@ fn ratio(a: f64, b: f64) -> Option<f64> {
 }
 
 /// The ratios `--runs` summarizes: each figure of one run against its baseline in that run.
-const RATIOS: [&str; 4] = [
+const RATIOS: [&str; 6] = [
     "start_ratio",
     "converge_ratio",
     "failover_after_grace_over_refill",
     "rss_ratio",
+    "entry_all_start_ratio",
+    "entry_all_converge_ratio",
 ];
 
 /// The median, least and greatest of `values`, `null` when no run gave the figure.
@@ -199,7 +208,7 @@ fn run_once(args: &ClusterBenchArgs) -> Result<serde_json::Value, String> {
         "bench cluster: {} nodes, {} children (hub first, then the plain-ractor baseline)",
         args.nodes, args.children
     );
-    let demo_args = |telemetry: bool| DemoArgs {
+    let demo_args = |telemetry: bool, entry: demo::Entry| DemoArgs {
         nodes: args.nodes,
         children: args.children,
         batch: args.batch,
@@ -214,19 +223,34 @@ fn run_once(args: &ClusterBenchArgs) -> Result<serde_json::Value, String> {
         no_memory_release: args.no_memory_release,
         max_wire_version: args.max_wire_version,
         dashboard_load: telemetry,
+        entry,
         node_args: node_args(args),
         // The wire counters are the metrics: none with telemetry off.
         wire: telemetry,
     };
     let off = if args.telemetry == "compare" {
         eprintln!("bench cluster: the hub with telemetry off first");
-        let off = demo::run(&demo_args(false)).map_err(|e| e.to_string())?;
+        let off = demo::run(&demo_args(false, demo::Entry::One)).map_err(|e| e.to_string())?;
         std::thread::sleep(Duration::from_millis(500));
         Some(off)
     } else {
         None
     };
-    let report = demo::run(&demo_args(args.telemetry != "off")).map_err(|e| e.to_string())?;
+    let report = demo::run(&demo_args(args.telemetry != "off", demo::Entry::One))
+        .map_err(|e| e.to_string())?;
+    let entry_all = if args.entry == demo::Entry::All {
+        std::thread::sleep(Duration::from_millis(500));
+        eprintln!("bench cluster: the hub again, start requests spread over every node");
+        let all = demo::run(&demo_args(args.telemetry != "off", demo::Entry::All))
+            .map_err(|e| e.to_string())?;
+        eprintln!(
+            "hub, every node an entry: start {:.0}/s, converge {} ms",
+            all.start_per_s, all.converge_ms
+        );
+        Some(all)
+    } else {
+        None
+    };
     eprintln!(
         "hub: start {:.0}/s, converge {} ms, failover {} ms ({} ms after the grace; fresh starts of as many: {:?} ms), {:.0} B/child",
         report.start_per_s,
@@ -312,6 +336,17 @@ fn run_once(args: &ClusterBenchArgs) -> Result<serde_json::Value, String> {
     let mut out = out;
     out["telemetry"] = json!(args.telemetry);
     large_cluster_fields(&mut out, args, &report);
+    out["entry"] = json!(if entry_all.is_some() { "all" } else { "one" });
+    if let Some(all) = entry_all {
+        out["entry_all_start_per_s"] = json!(all.start_per_s);
+        out["entry_all_converge_ms"] = json!(all.converge_ms);
+        out["entry_all_start_ratio"] = json!(bare
+            .as_ref()
+            .and_then(|b| ratio(all.start_per_s, b.start_per_s)));
+        out["entry_all_converge_ratio"] = json!(baseline
+            .as_ref()
+            .and_then(|b| ratio(all.converge_ms as f64, b.converge_ms as f64)));
+    }
     if let Some(off) = off {
         out["telemetry_off_start_per_s"] = json!(off.start_per_s);
         out["telemetry_start_throughput_change"] =
@@ -379,6 +414,10 @@ mod tests {
         );
         let plain = Cli::try_parse_from(["cluster"]).expect("parses").args;
         assert!(node_args(&plain).is_empty());
+        assert_eq!(plain.entry, demo::Entry::One);
+        let spread = Cli::try_parse_from(["cluster", "--entry", "all"]).expect("parses");
+        assert_eq!(spread.args.entry, demo::Entry::All);
+        assert!(Cli::try_parse_from(["cluster", "--entry", "some"]).is_err());
         let err = Cli::try_parse_from(["cluster", "--sync", "flood"]).unwrap_err();
         assert!(err.to_string().contains("unknown sync strategy"), "{err}");
     }

@@ -59,6 +59,30 @@ pub fn start_in_batches(
     concurrency: usize,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<(Duration, Vec<StartError>), AdminClientError> {
+    start_in_batches_over(
+        std::slice::from_ref(client),
+        specs,
+        batch,
+        concurrency,
+        progress,
+    )
+}
+
+/// [`start_in_batches`] through several nodes: request `i` goes to `clients[i % len]`, as
+/// callers behind a load balancer spread their requests over every node's admin API.
+pub fn start_in_batches_over(
+    clients: &[AdminClient],
+    specs: &[StartSpec],
+    batch: usize,
+    concurrency: usize,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<(Duration, Vec<StartError>), AdminClientError> {
+    let Some(client) = clients.first() else {
+        return Err(AdminClientError::Unreachable {
+            addr: "(none)".into(),
+            message: "no admin API to start children through".into(),
+        });
+    };
     let started_at = Instant::now();
     let batch = batch.max(1);
     let chunks: Vec<&[StartSpec]> = specs.chunks(batch).collect();
@@ -67,12 +91,13 @@ pub fn start_in_batches(
     let outcomes: Vec<Result<Vec<StartError>, AdminClientError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
-                let client = client.clone();
                 let (chunks, next, done) = (&chunks, &next, &done);
                 scope.spawn(move || {
                     let mut errors = Vec::new();
-                    while let Some(chunk) = chunks.get(next.fetch_add(1, Ordering::Relaxed)) {
-                        errors.extend(client.start(chunk)?.errors);
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(chunk) = chunks.get(i) else { break };
+                        errors.extend(clients[i % clients.len()].start(chunk)?.errors);
                         let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
                         if finished % 5 == 0 {
                             progress(&format!(
