@@ -41,6 +41,11 @@ pub struct StartBenchArgs {
     /// dashboard does) or `compare` (both, alternating, and their throughput change).
     #[arg(long, default_value = "off", value_parser = ["off", "on", "compare"])]
     pub telemetry: String,
+    /// Profiling aid: run only the hub's rounds or only the plain ractor rounds, so an
+    /// instruction profile (callgrind) of the run is one side's alone. The JSON then gives
+    /// the other side's figures and `overhead_ratio` as null.
+    #[arg(long, hide = true, value_parser = ["hub", "plain"])]
+    pub only: Option<String>,
 }
 
 /// A dashboard's load on a hub while telemetry is on: `/metrics` rendered every second and
@@ -205,16 +210,41 @@ pub fn run(args: StartBenchArgs) -> Result<(), String> {
             args.rounds
         );
         let (mut hub_phases, mut plain_phases) = (Vec::new(), Vec::new());
+        let (run_hub, run_plain) = match args.only.as_deref() {
+            Some("hub") => (true, false),
+            Some("plain") => (false, true),
+            _ => (true, true),
+        };
+        let skipped = || Phase {
+            start: Duration::ZERO,
+            stop: Duration::ZERO,
+        };
         for round in 0..=args.rounds {
+            let on = telemetry_on || compare;
             let (h, p) = if round % 2 == 0 {
-                let h = hub_round_with(&hub, n, round, telemetry_on || compare).await?;
-                (h, plain_round(n).await?)
+                let h = if run_hub {
+                    hub_round_with(&hub, n, round, on).await?
+                } else {
+                    skipped()
+                };
+                let p = if run_plain {
+                    plain_round(n).await?
+                } else {
+                    skipped()
+                };
+                (h, p)
             } else {
-                let p = plain_round(n).await?;
-                (
-                    hub_round_with(&hub, n, round, telemetry_on || compare).await?,
-                    p,
-                )
+                let p = if run_plain {
+                    plain_round(n).await?
+                } else {
+                    skipped()
+                };
+                let h = if run_hub {
+                    hub_round_with(&hub, n, round, on).await?
+                } else {
+                    skipped()
+                };
+                (h, p)
             };
             if compare {
                 // The same hub with telemetry off, in the same round (the two orders alternate
@@ -263,6 +293,24 @@ pub fn run(args: StartBenchArgs) -> Result<(), String> {
             "overhead_ratio": hub_total.as_secs_f64() / plain_total.as_secs_f64().max(1e-9),
         });
         out["telemetry"] = json!(args.telemetry);
+        if let Some(only) = &args.only {
+            out["only"] = json!(only);
+            out["overhead_ratio"] = serde_json::Value::Null;
+            // The side that did not run has no figures.
+            let skipped = if run_hub {
+                [
+                    "ractor_spawn_per_s",
+                    "ractor_stop_per_s",
+                    "ractor_spawn_ms",
+                    "ractor_stop_ms",
+                ]
+            } else {
+                ["start_per_s", "stop_per_s", "hub_start_ms", "hub_stop_ms"]
+            };
+            for key in skipped {
+                out[key] = serde_json::Value::Null;
+            }
+        }
         if let Some(off_total) = off_total {
             let on_rate = 1.0 / hub_total.as_secs_f64().max(1e-9);
             let off_rate = 1.0 / off_total.as_secs_f64().max(1e-9);
