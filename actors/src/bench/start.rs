@@ -122,7 +122,20 @@ struct Phase {
     stop: Duration,
 }
 
+/// Marks the start of a phase for an instruction profile: with
+/// `valgrind --tool=callgrind --dump-before='*phase_mark*'` every phase of the run is its own
+/// dump (numbered in the order the phases are printed with `PROCESS_HUB_BENCH_PHASES=1`).
+/// Costs a call.
+#[inline(never)]
+fn phase_mark(phase: &'static str) {
+    if std::env::var_os("PROCESS_HUB_BENCH_PHASES").is_some() {
+        eprintln!("phase {phase}");
+    }
+    std::hint::black_box(phase);
+}
+
 async fn plain_round(n: usize) -> Result<Phase, String> {
+    phase_mark("plain_spawn");
     let t0 = Instant::now();
     let mut actors = Vec::with_capacity(n);
     for _ in 0..n {
@@ -132,6 +145,7 @@ async fn plain_round(n: usize) -> Result<Phase, String> {
         actors.push((actor, join));
     }
     let t1 = Instant::now();
+    phase_mark("plain_stop");
     for (actor, _) in &actors {
         actor.stop(None);
     }
@@ -139,6 +153,7 @@ async fn plain_round(n: usize) -> Result<Phase, String> {
         join.await.map_err(|e| e.to_string())?;
     }
     let t2 = Instant::now();
+    phase_mark("other");
     Ok(Phase {
         start: t1 - t0,
         stop: t2 - t1,
@@ -151,12 +166,14 @@ async fn hub_round(hub: &Hub, n: usize, round: usize) -> Result<Phase, String> {
         .collect();
     let ids: Vec<ChildId> = specs.iter().map(|s| s.id.clone()).collect();
     let opts = StartOptions::new().timeout(Duration::from_secs(600));
+    phase_mark("hub_start");
     let t0 = Instant::now();
     let started = hub
         .start_children(specs, opts)
         .await
         .map_err(|e| e.to_string())?;
     let t1 = Instant::now();
+    phase_mark("hub_stop");
     if !started.is_ok() || started.started.len() != n {
         return Err(format!("hub start failed: {} errors", started.errors.len()));
     }
@@ -165,6 +182,7 @@ async fn hub_round(hub: &Hub, n: usize, round: usize) -> Result<Phase, String> {
         .await
         .map_err(|e| e.to_string())?;
     let t2 = Instant::now();
+    phase_mark("other");
     if !stopped.is_ok() || stopped.stopped.len() != n {
         return Err(format!("hub stop failed: {} errors", stopped.errors.len()));
     }
