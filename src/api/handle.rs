@@ -208,10 +208,6 @@ impl HubBuilder {
             shared.bugs = environment.bugs;
             shared.observer = environment.observer;
         }
-        let shared = Arc::new(shared);
-        for sink in self.sinks {
-            shared.events.subscribe(sink);
-        }
         telemetry::describe();
         let labels = telemetry::HubLabels::new(&shared.config.hub_id, &shared.node);
         crate::telemetry::zero::register(&labels);
@@ -220,7 +216,11 @@ impl HubBuilder {
             .label_metrics(&shared.config.hub_id, &shared.node);
         shared
             .events
-            .subscribe(crate::events::metrics::event_sink(labels));
+            .set_counter(crate::events::metrics::event_counter(labels));
+        let shared = Arc::new(shared);
+        for sink in self.sinks {
+            shared.events.subscribe(sink);
+        }
 
         // No name: ractor's name registry is process-global and many hubs share a process.
         let spawned = match self.supervisor {

@@ -264,6 +264,27 @@ pub fn unbind(rules: &WriteRules<'_>, current: Option<Row>, node: &str) -> Optio
     })
 }
 
+/// [`unbind`] of the row's only binding, `node`'s, on a node that tells its peers nothing
+/// (not clustered): the row goes. What a stop of a child that ran on one node does, planned
+/// from the row's bindings alone, without reading its spec, arguments and metadata.
+pub fn unbind_sole(rules: &WriteRules<'_>, id: ChildId, node: &str) -> Option<RowChange> {
+    if rules.clustered {
+        // A clustered node tells its peers the row's authored part (`Told::Removed`).
+        return None;
+    }
+    Some(RowChange {
+        effects: vec![
+            RowEffect::Unbound {
+                id: id.clone(),
+                node: node.to_owned(),
+            },
+            RowEffect::Removed { id: id.clone() },
+        ],
+        write: Some(RowWrite::Remove(id)),
+        told: None,
+    })
+}
+
 /// Tells the peers this node's observation of the row again; writes nothing.
 pub fn announce(rules: &WriteRules<'_>, current: Option<&Row>) -> RowChange {
     RowChange {

@@ -204,6 +204,22 @@ proptest! {
         }
     }
 
+    /// Unbinding a row's only binding from the bindings alone is the full unbind, on a node
+    /// that tells its peers nothing; a clustered node needs the row.
+    #[test]
+    fn an_unbind_of_the_sole_binding_is_the_full_unbind(
+        mut current in row(), node in node(), pid in 1u64..5, clustered in any::<bool>(),
+    ) {
+        current.node_pids = BTreeMap::from([(node.clone(), pid)]);
+        let id = current.spec.id.clone();
+        let sole = unbind_sole(&rules(clustered), id, &node);
+        if clustered {
+            prop_assert!(sole.is_none());
+        } else {
+            prop_assert_eq!(sole, unbind(&rules(false), Some(current), &node));
+        }
+    }
+
     /// Each peer's upsert applied in any order gives the same row, and an upsert applied again
     /// writes nothing.
     #[test]

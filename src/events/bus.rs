@@ -25,7 +25,14 @@ pub struct EventBus {
     /// The node the hub runs on: a failover counts on the node the child now runs on, once,
     /// although every node that re-placed it reports it.
     node: Option<crate::model::NodeName>,
+    /// The hub's metrics of its events ([`super::metrics`]): it reads each event where it is
+    /// recorded, so no copy of the event is made for it (a subscriber gets its own copy, and
+    /// every child's start and stop publishes two events each).
+    counter: Option<EventCounter>,
 }
+
+/// Reads each published event, in the publishing actor's task: quick, never blocking.
+pub(crate) type EventCounter = Box<dyn Fn(&HubEvent) + Send + Sync>;
 
 /// What an event on `local` counts as in the activity history, if anything. A re-placed
 /// child is a failover of the node it now runs on (several nodes may report re-placing it).
@@ -80,6 +87,11 @@ impl EventBus {
         self.node = Some(node);
     }
 
+    /// Counts every event published from now on with `counter` (the hub's metrics).
+    pub(crate) fn set_counter(&mut self, counter: EventCounter) {
+        self.counter = Some(counter);
+    }
+
     /// Reads the time of day from `clock` when recording events (the simulator's clock).
     pub(crate) fn set_clock(&mut self, clock: Clock) {
         self.clock = clock;
@@ -113,6 +125,9 @@ impl EventBus {
         let now = self.clock.now_ms();
         let event = event();
         self.count(&event, now);
+        if let Some(counter) = &self.counter {
+            counter(&event);
+        }
         let recorded = self.recent.record(event, now);
         let mut dead = Vec::new();
         {

@@ -3,7 +3,8 @@
 
 use metrics::{counter, gauge};
 
-use super::{EventSink, HandoverOutcome, HubEvent, MoveReason};
+use super::bus::EventCounter;
+use super::{HandoverOutcome, HubEvent, MoveReason};
 use crate::telemetry::metrics::{
     enabled, failure_code, HubLabels, ACTOR_RESTARTS, DECLARED_VERSION, EXITS, HANDOVERS,
     MEMBERSHIP, MOVED, RECONCILE_CHILDREN, RECONCILE_ROUNDS, REPLACED, RESTARTS, STARTS,
@@ -36,19 +37,17 @@ struct Frequent {
     restarts: metrics::Counter,
 }
 
-/// The subscriber that turns one hub's events into counters. The counters of frequent events
-/// are taken from the recorder installed when the hub spawns (install it before).
-pub(crate) fn event_sink(labels: HubLabels) -> EventSink {
+/// What turns one hub's events into counters, reading each event as the bus records it. The
+/// counters of frequent events are taken from the recorder installed when the hub spawns
+/// (install it before).
+pub(crate) fn event_counter(labels: HubLabels) -> EventCounter {
     let base = labels.base();
     let frequent = Frequent {
         starts: counter!(STARTS, &base),
         stops: counter!(STOPS, &base),
         restarts: counter!(RESTARTS, &base),
     };
-    EventSink::from_fn(move |event| {
-        record(&labels, &frequent, &event);
-        true
-    })
+    Box::new(move |event| record(&labels, &frequent, event))
 }
 
 fn record(labels: &HubLabels, frequent: &Frequent, event: &HubEvent) {

@@ -41,6 +41,11 @@ pub struct StartBenchArgs {
     /// dashboard does) or `compare` (both, alternating, and their throughput change).
     #[arg(long, default_value = "off", value_parser = ["off", "on", "compare"])]
     pub telemetry: String,
+    /// Profiling aid: run only the hub's rounds or only the plain ractor rounds, so an
+    /// instruction profile (callgrind) of the run is one side's alone. The JSON then gives
+    /// the other side's figures and `overhead_ratio` as null.
+    #[arg(long, hide = true, value_parser = ["hub", "plain"])]
+    pub only: Option<String>,
 }
 
 /// A dashboard's load on a hub while telemetry is on: `/metrics` rendered every second and
@@ -117,7 +122,20 @@ struct Phase {
     stop: Duration,
 }
 
+/// Marks the start of a phase for an instruction profile: with
+/// `valgrind --tool=callgrind --dump-before='*phase_mark*'` every phase of the run is its own
+/// dump (numbered in the order the phases are printed with `PROCESS_HUB_BENCH_PHASES=1`).
+/// Costs a call.
+#[inline(never)]
+fn phase_mark(phase: &'static str) {
+    if std::env::var_os("PROCESS_HUB_BENCH_PHASES").is_some() {
+        eprintln!("phase {phase}");
+    }
+    std::hint::black_box(phase);
+}
+
 async fn plain_round(n: usize) -> Result<Phase, String> {
+    phase_mark("plain_spawn");
     let t0 = Instant::now();
     let mut actors = Vec::with_capacity(n);
     for _ in 0..n {
@@ -127,6 +145,7 @@ async fn plain_round(n: usize) -> Result<Phase, String> {
         actors.push((actor, join));
     }
     let t1 = Instant::now();
+    phase_mark("plain_stop");
     for (actor, _) in &actors {
         actor.stop(None);
     }
@@ -134,6 +153,7 @@ async fn plain_round(n: usize) -> Result<Phase, String> {
         join.await.map_err(|e| e.to_string())?;
     }
     let t2 = Instant::now();
+    phase_mark("other");
     Ok(Phase {
         start: t1 - t0,
         stop: t2 - t1,
@@ -146,12 +166,14 @@ async fn hub_round(hub: &Hub, n: usize, round: usize) -> Result<Phase, String> {
         .collect();
     let ids: Vec<ChildId> = specs.iter().map(|s| s.id.clone()).collect();
     let opts = StartOptions::new().timeout(Duration::from_secs(600));
+    phase_mark("hub_start");
     let t0 = Instant::now();
     let started = hub
         .start_children(specs, opts)
         .await
         .map_err(|e| e.to_string())?;
     let t1 = Instant::now();
+    phase_mark("hub_stop");
     if !started.is_ok() || started.started.len() != n {
         return Err(format!("hub start failed: {} errors", started.errors.len()));
     }
@@ -160,6 +182,7 @@ async fn hub_round(hub: &Hub, n: usize, round: usize) -> Result<Phase, String> {
         .await
         .map_err(|e| e.to_string())?;
     let t2 = Instant::now();
+    phase_mark("other");
     if !stopped.is_ok() || stopped.stopped.len() != n {
         return Err(format!("hub stop failed: {} errors", stopped.errors.len()));
     }
@@ -205,16 +228,41 @@ pub fn run(args: StartBenchArgs) -> Result<(), String> {
             args.rounds
         );
         let (mut hub_phases, mut plain_phases) = (Vec::new(), Vec::new());
+        let (run_hub, run_plain) = match args.only.as_deref() {
+            Some("hub") => (true, false),
+            Some("plain") => (false, true),
+            _ => (true, true),
+        };
+        let skipped = || Phase {
+            start: Duration::ZERO,
+            stop: Duration::ZERO,
+        };
         for round in 0..=args.rounds {
+            let on = telemetry_on || compare;
             let (h, p) = if round % 2 == 0 {
-                let h = hub_round_with(&hub, n, round, telemetry_on || compare).await?;
-                (h, plain_round(n).await?)
+                let h = if run_hub {
+                    hub_round_with(&hub, n, round, on).await?
+                } else {
+                    skipped()
+                };
+                let p = if run_plain {
+                    plain_round(n).await?
+                } else {
+                    skipped()
+                };
+                (h, p)
             } else {
-                let p = plain_round(n).await?;
-                (
-                    hub_round_with(&hub, n, round, telemetry_on || compare).await?,
-                    p,
-                )
+                let p = if run_plain {
+                    plain_round(n).await?
+                } else {
+                    skipped()
+                };
+                let h = if run_hub {
+                    hub_round_with(&hub, n, round, on).await?
+                } else {
+                    skipped()
+                };
+                (h, p)
             };
             if compare {
                 // The same hub with telemetry off, in the same round (the two orders alternate
@@ -263,6 +311,24 @@ pub fn run(args: StartBenchArgs) -> Result<(), String> {
             "overhead_ratio": hub_total.as_secs_f64() / plain_total.as_secs_f64().max(1e-9),
         });
         out["telemetry"] = json!(args.telemetry);
+        if let Some(only) = &args.only {
+            out["only"] = json!(only);
+            out["overhead_ratio"] = serde_json::Value::Null;
+            // The side that did not run has no figures.
+            let skipped = if run_hub {
+                [
+                    "ractor_spawn_per_s",
+                    "ractor_stop_per_s",
+                    "ractor_spawn_ms",
+                    "ractor_stop_ms",
+                ]
+            } else {
+                ["start_per_s", "stop_per_s", "hub_start_ms", "hub_stop_ms"]
+            };
+            for key in skipped {
+                out[key] = serde_json::Value::Null;
+            }
+        }
         if let Some(off_total) = off_total {
             let on_rate = 1.0 / hub_total.as_secs_f64().max(1e-9);
             let off_rate = 1.0 / off_total.as_secs_f64().max(1e-9);

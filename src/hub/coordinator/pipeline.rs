@@ -376,7 +376,8 @@ impl CoordinatorState {
         };
         let mut errors = Vec::new();
         let mut by_node: BTreeMap<NodeName, Vec<ChildId>> = BTreeMap::new();
-        let mut seen = std::collections::BTreeSet::new();
+        // One allocation for the whole stop, not a tree node per few ids.
+        let mut seen = std::collections::HashSet::with_capacity(ids.len());
         for id in ids {
             if !seen.insert(id.clone()) {
                 continue;
@@ -415,11 +416,13 @@ impl CoordinatorState {
                 }
                 let asked: BTreeSet<&ChildId> =
                     by_node.get(&member).into_iter().flatten().collect();
-                let rest: Vec<ChildId> = seen
+                let mut rest: Vec<ChildId> = seen
                     .iter()
                     .filter(|id| !asked.contains(id))
                     .cloned()
                     .collect();
+                // In the order of the ids, as every batch is (the set's order is random).
+                rest.sort_unstable();
                 if !rest.is_empty() {
                     told_too.insert(member, rest);
                 }

@@ -107,12 +107,22 @@ impl HubShared {
     pub fn child_down(&self, id: &ChildId, reason: DownReason, restarting: bool) {
         let fired: Vec<Watch> = {
             let mut tables = self.monitors.lock();
-            if !restarting {
-                tables.remember_down(id, &reason, self.clock.now_ms());
-            }
-            let Some(watches) = tables.watches.remove(id) else {
+            // Most children are watched by nobody: no lookup then, and the reason is kept as
+            // given rather than copied.
+            let watches = if tables.watches.is_empty() {
+                None
+            } else {
+                tables.watches.remove(id)
+            };
+            let Some(watches) = watches else {
+                if !restarting {
+                    tables.remember_down(id, reason, self.clock.now_ms());
+                }
                 return;
             };
+            if !restarting {
+                tables.remember_down(id, reason.clone(), self.clock.now_ms());
+            }
             let (kept, fired): (Vec<Watch>, Vec<Watch>) = watches
                 .into_iter()
                 .partition(|w| restarting && w.follow_restarts);

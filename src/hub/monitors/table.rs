@@ -43,12 +43,11 @@ pub(super) struct Tables {
 }
 
 impl Tables {
-    pub(super) fn remember_down(&mut self, id: &ChildId, reason: &DownReason, now_ms: u64) {
+    pub(super) fn remember_down(&mut self, id: &ChildId, reason: DownReason, now_ms: u64) {
         if self.recent_downs.len() >= RECENT_DOWNS {
             self.recent_downs.pop_front();
         }
-        self.recent_downs
-            .push_back((id.clone(), reason.clone(), now_ms));
+        self.recent_downs.push_back((id.clone(), reason, now_ms));
     }
 
     pub(super) fn recent_down(&self, id: &ChildId, now_ms: u64) -> Option<DownReason> {

@@ -277,6 +277,9 @@ impl RegistryState {
                 registry_write::release(&rules, self.current(&id), &node)
             }
             RegistryOp::Unbind { id, node } => {
+                if let Some(change) = self.unbind_sole(&rules, &id, &node) {
+                    return Some(change);
+                }
                 let current = self.current(&id);
                 if let Some(row) = &current {
                     shared.note_replica_stopping(row, &node);
@@ -303,6 +306,20 @@ impl RegistryState {
             // A peer's changes, planned row by row (`plan_op`).
             RegistryOp::Merge { .. } | RegistryOp::Sync { .. } | RegistryOp::Reap { .. } => None,
         }
+    }
+
+    /// An unbind of the row's only binding, planned from the stored bindings alone (no
+    /// unpacked row): on a node that tells no peers, when no staged write of the row waits in
+    /// the overlay. (With one binding no other replica is stopping.)
+    fn unbind_sole(&self, rules: &WriteRules<'_>, id: &ChildId, node: &str) -> Option<RowChange> {
+        if rules.clustered || self.overlay.contains_key(id) {
+            return None;
+        }
+        let nodes = self.shared.storage.bound_nodes(id)?;
+        if nodes.len() != 1 || nodes[0] != node {
+            return None;
+        }
+        registry_write::unbind_sole(rules, id.clone(), node)
     }
 
     /// Peer `node` went down: its unfinished sync and its gossip stream are forgotten.
