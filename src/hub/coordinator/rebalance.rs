@@ -2,8 +2,10 @@
 //! `leave`).
 //!
 //! One pass per due batch of membership events (`core::event_batch`), whatever the number of
-//! events in it, and O(rows) per pass (one scan of the registry view, never per event). The
-//! decision is the pure [`plan_redistribution`]; this file carries it out:
+//! events in it, never per event. A pass scans the registry's bindings (ids and nodes, no row
+//! unpacked) and reads whole only the rows that can move (`core::redistribution::may_plan`):
+//! those bound to no live node, and those this node runs off their owner. The decision is the
+//! pure [`plan_redistribution`]; this file carries it out:
 //! - a **migration** is a cold swap: stopped here (one stop batch per owner), then started on
 //!   the owner (one start batch per owner, awaited) with `check_existing: false`, so an owner
 //!   already running it (a duplicate after a partition) just keeps its copy;
@@ -24,7 +26,9 @@ use ractor::ActorRef;
 use super::cluster::{Cause, Internal, RetryTimer};
 use super::handover::AfterExport;
 use super::{CoordinatorState, StartPurpose, StopPurpose};
-use crate::core::redistribution::{plan_replicated_redistribution, DeclaredKnowledge, Liveness};
+use crate::core::redistribution::{
+    may_plan, plan_replicated_redistribution, DeclaredKnowledge, Liveness,
+};
 use crate::events::{HubEvent, MoveReason};
 use crate::hooks::{HookEvent, HookKey};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg};
@@ -184,13 +188,25 @@ impl CoordinatorState {
             // The children this node ran before it booted wait for the boot hold to end.
             .chain(hub.boot_held())
             .collect();
-        let rows = hub.storage.export_all();
         let live = Liveness {
             me: &me,
             up: &cluster.peers,
             in_grace: &in_grace,
         };
         let factor = hub.config.replication_factor;
+        // Only the rows that can move are read whole: chosen from the ids and bindings
+        // (`may_plan`), which the store lists without unpacking a row, then read in id order,
+        // as a pass over every row would meet them.
+        let mut ids = Vec::new();
+        hub.storage.for_each_placement(&mut |p| {
+            let bound = p.nodes.iter().map(|(node, _)| *node);
+            if may_plan(p.id, bound, &cluster.ring, factor, live, &busy) {
+                ids.push(p.id.clone());
+            }
+        });
+        ids.sort_unstable();
+        let rows: Vec<Row> = ids.iter().filter_map(|id| hub.storage.get(id)).collect();
+        tracing::debug!(read = rows.len(), "redistribution pass: rows that can move");
         let mut plan =
             plan_replicated_redistribution(&rows, &cluster.ring, factor, live, declared, &busy);
         if hub.has_bug(InjectedBug::NeverMigrate) {
