@@ -105,25 +105,41 @@ fn a_pass_reads_the_rows_of_the_nodes_that_left_or_whose_owner_changed() {
     let none = BTreeSet::new();
 
     let up: BTreeSet<NodeName> = ["b@h", "c@h"].map(str::to_owned).into();
-    let live = Liveness { me: &me, up: &up, in_grace: &none };
+    let live = Liveness {
+        me: &me,
+        up: &up,
+        in_grace: &none,
+    };
     assert!(candidates(&rows, &ring, 1, live, &busy).is_empty());
 
     // c is gone (its grace is over): its rows, and only those.
     let up: BTreeSet<NodeName> = ["b@h"].map(str::to_owned).into();
     let two = HashRing::new(["a@h", "b@h"]);
-    let live = Liveness { me: &me, up: &up, in_grace: &none };
+    let live = Liveness {
+        me: &me,
+        up: &up,
+        in_grace: &none,
+    };
     let read = ids(candidates(&rows, &two, 1, live, &busy));
     assert!(!read.is_empty());
     assert_eq!(read, bound_to("c@h"));
     // Within its grace nothing is read.
     let grace: BTreeSet<NodeName> = ["c@h"].map(str::to_owned).into();
-    let live = Liveness { me: &me, up: &up, in_grace: &grace };
+    let live = Liveness {
+        me: &me,
+        up: &up,
+        in_grace: &grace,
+    };
     assert!(candidates(&rows, &two, 1, live, &busy).is_empty());
 
     // d joins: the rows this node runs that d owns now.
     let four = HashRing::new(["a@h", "b@h", "c@h", "d@h"]);
     let up: BTreeSet<NodeName> = ["b@h", "c@h", "d@h"].map(str::to_owned).into();
-    let live = Liveness { me: &me, up: &up, in_grace: &none };
+    let live = Liveness {
+        me: &me,
+        up: &up,
+        in_grace: &none,
+    };
     let moving: Vec<ChildId> = rows
         .iter()
         .filter(|r| {
