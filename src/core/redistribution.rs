@@ -223,6 +223,55 @@ pub fn plan_replicated_redistribution<'a>(
     plan
 }
 
+/// Whether a pass could plan anything for the row with this id bound to `bound`: the rows the
+/// Coordinator reads whole and gives [`plan_replicated_redistribution`], so that a pass reads
+/// the rows that can move (those bound to no live node, those this node runs off their owner,
+/// and a replicated child's rows short of instances) instead of every row. Decided from the id
+/// and the bindings alone, which a store answers without unpacking the spec, arguments and
+/// metadata (`Storage::for_each_placement`).
+///
+/// Promise: for any rows, planning over the rows it accepts gives the same plan as planning
+/// over every row (the planner decides each row by itself, and it rejects only rows for which
+/// the planner decides nothing). It may accept rows for which nothing is planned: a guided
+/// child this node runs alone whose ring owner is another node, and with `factor` above 1
+/// every row this node runs (its owners may come from its metadata).
+pub fn may_plan<'n>(
+    id: &ChildId,
+    bound: impl IntoIterator<Item = &'n str>,
+    ring: &HashRing,
+    factor: usize,
+    live: Liveness<'_>,
+    busy: &BTreeSet<ChildId>,
+) -> bool {
+    if busy.contains(id) {
+        return false;
+    }
+    let (mut here, mut nodes, mut running) = (false, 0usize, 0usize);
+    for node in bound {
+        nodes += 1;
+        if node == live.me.as_str() {
+            here = true;
+            running += 1;
+        } else if live.up.contains(node) || live.in_grace.contains(node) {
+            running += 1;
+        }
+    }
+    if factor > 1 {
+        // Off its owners (migration or excess) needs the owners, which a guided child's
+        // metadata names; short of instances needs fewer than `factor` running.
+        return here || running < factor;
+    }
+    if here {
+        // A guided child migrates only to another node running it; any other child only to
+        // its ring owner when that owner is an up peer.
+        return nodes > 1
+            || ring
+                .owner(id)
+                .is_some_and(|owner| owner != live.me && live.up.contains(owner));
+    }
+    running == 0
+}
+
 /// One replicated child's part of a pass (see [`plan_replicated_redistribution`]).
 fn plan_replicas(
     plan: &mut RedistributionPlan,
@@ -278,3 +327,7 @@ fn plan_replicas(
 #[cfg(test)]
 #[path = "redistribution_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "redistribution_candidates_tests.rs"]
+mod candidates_tests;

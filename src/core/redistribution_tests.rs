@@ -7,9 +7,9 @@ use proptest::prelude::*;
 use super::*;
 use crate::model::{ChildSpec, Metadata, Pid};
 
-const NODES: [&str; 5] = ["a@h", "b@h", "c@h", "d@h", "e@h"];
+pub(super) const NODES: [&str; 5] = ["a@h", "b@h", "c@h", "d@h", "e@h"];
 
-fn row(id: &str, durable: bool, bound: &[(&str, Pid)]) -> Row {
+pub(super) fn row(id: &str, durable: bool, bound: &[(&str, Pid)]) -> Row {
     let mut row = Row::authored(
         ChildSpec::new(id, "counter"),
         Metadata::new(),
@@ -28,7 +28,7 @@ fn nodes(names: &[&str]) -> BTreeSet<NodeName> {
     names.iter().map(|n| (*n).to_owned()).collect()
 }
 
-fn declared(ids: &[&str]) -> DeclaredList {
+pub(super) fn declared(ids: &[&str]) -> DeclaredList {
     let mut list = DeclaredList::new();
     for id in ids {
         list.add(ChildSpec::new(*id, "counter"), Metadata::new(), "a@h")
@@ -220,18 +220,18 @@ fn children_in_flight_are_left_alone() {
 /// An arbitrary situation: who is up, in grace, on the ring; rows bound anywhere; a declared
 /// list; children in flight.
 #[derive(Debug, Clone)]
-struct Situation {
-    me: NodeName,
-    up: BTreeSet<NodeName>,
-    in_grace: BTreeSet<NodeName>,
-    ring: Vec<NodeName>,
-    rows: Vec<Row>,
-    declared: Vec<String>,
-    trusted: Option<bool>,
-    busy: BTreeSet<ChildId>,
+pub(super) struct Situation {
+    pub(super) me: NodeName,
+    pub(super) up: BTreeSet<NodeName>,
+    pub(super) in_grace: BTreeSet<NodeName>,
+    pub(super) ring: Vec<NodeName>,
+    pub(super) rows: Vec<Row>,
+    pub(super) declared: Vec<String>,
+    pub(super) trusted: Option<bool>,
+    pub(super) busy: BTreeSet<ChildId>,
 }
 
-fn situation() -> impl Strategy<Value = Situation> {
+pub(super) fn situation() -> impl Strategy<Value = Situation> {
     let node = || prop::sample::select(NODES.to_vec()).prop_map(str::to_owned);
     let rows = (
         0..40usize,

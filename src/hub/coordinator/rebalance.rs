@@ -2,19 +2,25 @@
 //! `leave`).
 //!
 //! One pass per due batch of membership events (`core::event_batch`), whatever the number of
-//! events in it, and O(rows) per pass (one scan of the registry view, never per event). The
-//! decision is the pure [`plan_redistribution`]; this file carries it out:
+//! events in it, never per event. A pass scans the registry's bindings (ids and nodes, no row
+//! unpacked) and reads whole only the rows that can move (`core::redistribution::may_plan`):
+//! those bound to no live node, and those this node runs off their owner. The decision is the
+//! pure [`plan_redistribution`]; this file carries it out:
 //! - a **migration** is a cold swap: stopped here (one stop batch per owner), then started on
 //!   the owner (one start batch per owner, awaited) with `check_existing: false`, so an owner
 //!   already running it (a duplicate after a partition) just keeps its copy;
-//! - a **re-placement** is one start batch per owner per pass, never a frame per child; every
-//!   node holding the stub sends it, and the owner's supervisor keeps one child.
+//! - a **re-placement** is one start batch per owner per pass, never a frame per child. The
+//!   owner re-places the stubs it owns in its own pass; another node holding such a stub keeps
+//!   it for the retry timer and sends it only if no node runs it by then (the owner restarted
+//!   empty or never had the row), and the owner's supervisor keeps one child. With replicas
+//!   every node holding the stub sends it at once.
 //!
 //! A migration's stop *releases* the child (`RegistryOp::Release`, wire `Unbind`): its row stays
 //! as a stub on every node until the new owner's upsert replaces it, so a child whose migration
 //! is cut short (the old owner crashes) is still re-placed. A deliberate stop sends `Removed`.
 //!
-//! Failed migrations and re-placements are retried on the `migration_retry_ms` timer.
+//! Failed migrations and re-placements, and the stubs left to their owner, are retried on the
+//! `migration_retry_ms` timer.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -24,7 +30,9 @@ use ractor::ActorRef;
 use super::cluster::{Cause, Internal, RetryTimer};
 use super::handover::AfterExport;
 use super::{CoordinatorState, StartPurpose, StopPurpose};
-use crate::core::redistribution::{plan_replicated_redistribution, DeclaredKnowledge, Liveness};
+use crate::core::redistribution::{
+    may_plan, plan_replicated_redistribution, DeclaredKnowledge, Liveness,
+};
 use crate::events::{HubEvent, MoveReason};
 use crate::hooks::{HookEvent, HookKey};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg};
@@ -184,13 +192,25 @@ impl CoordinatorState {
             // The children this node ran before it booted wait for the boot hold to end.
             .chain(hub.boot_held())
             .collect();
-        let rows = hub.storage.export_all();
         let live = Liveness {
             me: &me,
             up: &cluster.peers,
             in_grace: &in_grace,
         };
         let factor = hub.config.replication_factor;
+        // Only the rows that can move are read whole: chosen from the ids and bindings
+        // (`may_plan`), which the store lists without unpacking a row, then read in id order,
+        // as a pass over every row would meet them.
+        let mut ids = Vec::new();
+        hub.storage.for_each_placement(&mut |p| {
+            let bound = p.nodes.iter().map(|(node, _)| *node);
+            if may_plan(p.id, bound, &cluster.ring, factor, live, &busy) {
+                ids.push(p.id.clone());
+            }
+        });
+        ids.sort_unstable();
+        let rows: Vec<Row> = ids.iter().filter_map(|id| hub.storage.get(id)).collect();
+        tracing::debug!(read = rows.len(), "redistribution pass: rows that can move");
         let mut plan =
             plan_replicated_redistribution(&rows, &cluster.ring, factor, live, declared, &busy);
         if hub.has_bug(InjectedBug::NeverMigrate) {
@@ -203,18 +223,51 @@ impl CoordinatorState {
             }
             plan.replacements.retain(|_, rows| !rows.is_empty());
         }
+        // A stub whose owner is another node: that owner holds it too (every node keeps every
+        // row) and re-places it in its own pass; sending it as well cost both nodes a start
+        // batch of duplicates (the owner kept one child). This node keeps it for the retry
+        // timer instead, which sends it only if no node runs it by then: the owner restarted
+        // empty, or never heard of the row. With replicas every owner starts its own instance,
+        // and the retry starts only one, so replicated stubs are still sent.
+        let mut left_to_owner = Vec::new();
+        if factor == 1 {
+            plan.replacements.retain(|owner, rows| {
+                if *owner == me {
+                    return true;
+                }
+                left_to_owner.append(rows);
+                false
+            });
+        }
         let (migrating, replacing) = (plan.migrating(), plan.replacing());
         if migrating + replacing > 0 {
             tracing::info!(
                 migrating,
                 replacing,
                 held_back = plan.held_back.len(),
+                left_to_owner = left_to_owner.len(),
                 ?joined,
                 ?left,
                 "redistribution pass"
             );
         }
         cluster.migrating.extend(plan.children().cloned());
+        if !left_to_owner.is_empty() {
+            let cause = Cause::Replaced {
+                why: replaced_because,
+            };
+            for row in left_to_owner {
+                cluster
+                    .failed
+                    .insert(row.spec.id.clone(), (row, cause.clone()));
+            }
+            if matches!(cluster.retry_timer, RetryTimer::Idle) {
+                let retry = Duration::from_millis(hub.config.migration_retry_ms);
+                cluster.retry_timer = RetryTimer::Armed(
+                    myself.send_after(retry, || CoordinatorMsg::Cluster(ClusterMsg::Retry)),
+                );
+            }
+        }
         if migrating + replacing > 0 {
             let each = |by_node: &BTreeMap<NodeName, Vec<Row>>| -> Vec<(ChildId, NodeName)> {
                 by_node
@@ -245,9 +298,8 @@ impl CoordinatorState {
         for (target, rows) in plan.migrations {
             self.migrate(myself, target, rows, moved_because);
         }
-        // The owner starts it; every other holder of the stub asks the owner too (the owner may
-        // not hold it: a restarted node starts empty), and the owner's supervisor keeps it to
-        // one child. One batch per owner per pass, not one frame per child.
+        // The owner starts what it owns; another holder's stubs wait for the retry timer
+        // (above). One batch per owner per pass, not one frame per child.
         let replace: Vec<(NodeName, Row)> = plan
             .replacements
             .into_iter()
@@ -457,8 +509,9 @@ impl CoordinatorState {
         }
     }
 
-    /// The retry timer: start the children whose migration or re-placement failed, on their
-    /// owner of now, unless some node runs them meanwhile.
+    /// The retry timer: start the children whose migration or re-placement failed, and the
+    /// stubs left to their owner, on their owner of now, unless some node runs them meanwhile
+    /// or their row is gone.
     pub(super) fn retry_failed(&mut self, myself: &ActorRef<CoordinatorMsg>) {
         let Some(cluster) = &mut self.cluster else {
             return;
@@ -479,12 +532,14 @@ impl CoordinatorState {
         let mut by_cause: Vec<(Cause, Vec<(NodeName, Row)>)> = Vec::new();
         let mut retried = 0;
         for (row, cause) in failed {
-            let running = self
+            // Some node runs it meanwhile (its owner re-placed it), or its row is gone here
+            // (stopped, or its stub swept): nothing to start. Read from the bindings alone.
+            let idle = self
                 .hub
                 .storage
-                .get(&row.spec.id)
-                .is_some_and(|r| !r.node_pids.is_empty());
-            if running {
+                .bound_nodes(&row.spec.id)
+                .is_some_and(|nodes| nodes.is_empty());
+            if !idle {
                 continue;
             }
             let owner = self.placement_of(&row.spec.id, Some(&row.metadata));
@@ -497,7 +552,9 @@ impl CoordinatorState {
                 None => by_cause.push((cause, vec![(owner, row)])),
             }
         }
-        tracing::info!(children = retried, "retrying failed re-placements");
+        if retried > 0 {
+            tracing::info!(children = retried, "retrying failed re-placements");
+        }
         let running: BTreeSet<ChildId> = by_cause
             .iter()
             .flat_map(|(_, placed)| placed.iter().map(|(_, r)| r.spec.id.clone()))
