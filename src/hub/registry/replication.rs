@@ -39,20 +39,13 @@ static NEXT_SYNC_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64
 
 impl RegistryState {
     /// Every row bound on `node` as this actor sees it (committed rows with the staged overlay
-    /// applied), in id order. Only those rows are read whole: the others are passed over by
-    /// their placement, so a full sync or a reap costs the rows it concerns plus a scan of
-    /// the bindings, not a copy of the whole registry.
+    /// applied), in id order. Only those rows are read whole
+    /// ([`crate::storage::Storage::rows_bound_to`]), and a node bound nowhere costs nothing.
     pub(super) fn rows_bound_to(&self, node: &str) -> Vec<Row> {
-        let mut ids = Vec::new();
-        self.shared.storage.for_each_placement(&mut |p| {
-            if p.nodes.iter().any(|(n, _)| *n == node) && !self.overlay.contains_key(p.id) {
-                ids.push(p.id.clone());
-            }
-        });
-        let mut rows: Vec<Row> = ids
-            .iter()
-            .filter_map(|id| self.shared.storage.get(id))
-            .collect();
+        let mut rows = self.shared.storage.rows_bound_to(node);
+        if !self.overlay.is_empty() {
+            rows.retain(|row| !self.overlay.contains_key(&row.spec.id));
+        }
         rows.extend(
             self.overlay
                 .values()
