@@ -230,14 +230,20 @@ impl RegistryState {
     }
 
     /// Peer `from`'s digest of its own observations, against this node's copy of them: a match
-    /// proves everything `from` had sent is applied here (the sync lag's proof, as a full sync
-    /// applied); a difference asks `from` for its full sync, which heals it.
+    /// proves everything `from` had sent is applied here, as a full sync applied does (the
+    /// sync lag's proof, and the Coordinator counts `from`'s registry as delivered: `Synced`,
+    /// which the reconcile rounds of durable children follow); a difference asks `from` for
+    /// its full sync, which heals it.
     pub(super) fn on_peer_digest(&mut self, from: NodeName, theirs: BindingDigest) {
         let mine = self.shared.storage.binding_digest(&from);
         match sync_digest::compare(mine, theirs) {
             Verdict::InSync => {
                 let now = self.shared.mono_ms();
                 self.shared.sync_lag().in_sync(&from, now);
+                if let Some(coordinator) = self.shared.coordinator() {
+                    let msg = CoordinatorMsg::Cluster(ClusterMsg::Synced { from });
+                    let _ = coordinator.cast(msg);
+                }
             }
             Verdict::AskFullSync => {
                 tracing::debug!(peer = %from, theirs = theirs.count, mine = mine.map(|d| d.count), "sync digest differs: asking for the peer's full sync");
