@@ -261,7 +261,8 @@ mod tests {
         let gaps: Vec<usize> = released.windows(2).map(|p| p[1] - p[0]).collect();
         assert!(gaps.windows(2).all(|g| g[1] >= g[0]), "{gaps:?}");
         assert!(
-            gaps.iter().all(|g| *g <= 2 * MAX_BACKOFF_PERIODS as usize + 2),
+            gaps.iter()
+                .all(|g| *g <= 2 * MAX_BACKOFF_PERIODS as usize + 2),
             "{gaps:?}"
         );
         // The burst is over: the heap is released within the bound, and the backoff resets.
@@ -269,7 +270,10 @@ mod tests {
         assert_eq!(plateau.len(), 1, "{plateau:?}");
         let after = level - MIB;
         w.released(after, after - MIB, Duration::ZERO, PERIOD);
-        assert_eq!(w.backoff, 0, "no higher than the release before: no backoff");
+        assert_eq!(
+            w.backoff, 0,
+            "no higher than the release before: no backoff"
+        );
     }
 
     /// A trim that took 2 s with readings every 500 ms: the next one waits 40 readings.

@@ -193,7 +193,9 @@ mod tests {
     fn a_summary_reads_the_counts() {
         let store = MemoryStorage::new();
         store.insert(row(1, &[(0, 1)], 1, 0, 0, false)).unwrap();
-        store.insert(row(2, &[(0, 2), (1, 3)], 1, 0, 1, true)).unwrap();
+        store
+            .insert(row(2, &[(0, 2), (1, 3)], 1, 0, 1, true))
+            .unwrap();
         store.insert(row(3, &[], 1, 0, 1, false)).unwrap();
         let counts = store.counts().unwrap();
         assert_eq!((counts.rows, counts.unbound), (3, 1));

@@ -342,7 +342,9 @@ async fn an_in_sync_cluster_syncs_by_digest_and_a_difference_asks_for_the_rows()
         assert!(cluster.hub("a").child_lookup(&lost[0].id).is_none());
         cluster.net.set_drop_probability(0.0);
         let all: BTreeSet<_> = ids(&started).union(&ids(&lost)).cloned().collect();
-        cluster.wait_converged(&all, "after the digests differed").await;
+        cluster
+            .wait_converged(&all, "after the digests differed")
+            .await;
         assert!(total(&counts, "sync_request") >= 1, "{sync:?}: {counts:?}");
         stop_all(&cluster).await;
     }
