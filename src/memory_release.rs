@@ -18,6 +18,8 @@
 //! rising across releases (each release at a higher level than the last doubles the readings
 //! it skips before the next, up to [`MAX_BACKOFF_PERIODS`]), and never spends more than a
 //! [`MAX_TIME_SHARE`]th of its time trimming (after a trim of `t`, it waits `MAX_TIME_SHARE × t`).
+//! A heap quiet for [`QUIET_STREAK`] readings in a row is a burst that stopped, not a pause:
+//! it is released then, whatever the backoff.
 //!
 //! It is the application's choice, as the allocator is: the `process-hub node` binary starts it
 //! (unless `--no-memory-release`); a library user calls [`start`] once, or not at all when the
@@ -53,6 +55,10 @@ pub const MAX_BACKOFF_PERIODS: u32 = 64;
 /// The watcher waits this many times as long as its last trim took before the next one: it
 /// spends at most about 1/`MAX_TIME_SHARE` of a core trimming.
 pub const MAX_TIME_SHARE: u32 = 10;
+
+/// Quiet readings in a row (1.5 s at the default period) that end the backoff: the burst
+/// stopped, its memory goes back now rather than after the backoff.
+pub const QUIET_STREAK: u32 = 3;
 
 static STARTED: AtomicBool = AtomicBool::new(false);
 
@@ -134,8 +140,13 @@ pub(crate) struct Watch {
     settled: u64,
     /// The previous reading.
     previous: u64,
-    /// Readings still to skip before a release may happen again.
+    /// Readings still to skip before a release may happen again while the heap rises (the
+    /// backoff's); a quiet streak of [`QUIET_STREAK`] readings ends it.
     cooldown: u32,
+    /// Readings still to skip whatever the heap does (the cap on the time spent trimming).
+    cost_wait: u32,
+    /// Quiet readings in a row.
+    quiet_streak: u32,
     /// Readings skipped after a release because the heap kept rising across releases
     /// (0 once a release finds it no higher than at the one before).
     backoff: u32,
@@ -150,6 +161,8 @@ impl Watch {
             settled: first,
             previous: first,
             cooldown: 0,
+            cost_wait: 0,
+            quiet_streak: 0,
             backoff: 0,
             last_before: None,
         }
@@ -162,10 +175,18 @@ impl Watch {
         let quiet = resident <= self.previous.saturating_add(self.growth / 8);
         self.previous = resident;
         self.settled = self.settled.min(resident);
-        if self.cooldown > 0 {
+        self.quiet_streak = if quiet { self.quiet_streak + 1 } else { 0 };
+        if self.cost_wait > 0 {
+            self.cost_wait -= 1;
+            return Step::Wait;
+        }
+        // A burst that stopped (quiet for a streak, not a pause between two batches) is
+        // released without waiting for the backoff.
+        if self.cooldown > 0 && self.quiet_streak < QUIET_STREAK {
             self.cooldown -= 1;
             return Step::Wait;
         }
+        self.cooldown = 0;
         if quiet && resident >= self.settled.saturating_add(self.growth) {
             Step::Release
         } else {
@@ -190,7 +211,9 @@ impl Watch {
         let period_ns = period.as_nanos().max(1);
         let cost = (took.as_nanos() * u128::from(MAX_TIME_SHARE)).div_ceil(period_ns);
         let cost = u32::try_from(cost).unwrap_or(u32::MAX);
-        self.cooldown = self.backoff.max(cost);
+        self.cost_wait = cost;
+        self.cooldown = self.backoff.saturating_sub(cost);
+        self.quiet_streak = 0;
     }
 }
 
@@ -243,8 +266,8 @@ mod tests {
 
     /// A start burst of minutes with pauses (grow 8 MiB, pause a reading, again): while
     /// the heap keeps rising across releases, the releases thin out (each waits twice as many
-    /// readings as the last, up to the bound), and once the heap stops growing one last
-    /// release comes within the bound.
+    /// readings as the last, up to the bound), and once the heap stops growing (quiet for
+    /// [`QUIET_STREAK`] readings) the last release comes at once, whatever the backoff.
     #[test]
     fn a_heap_still_growing_across_releases_is_trimmed_less_and_less_often() {
         let mut w = Watch::new(2 * MIB, 100 * MIB);
@@ -265,9 +288,13 @@ mod tests {
                 .all(|g| *g <= 2 * MAX_BACKOFF_PERIODS as usize + 2),
             "{gaps:?}"
         );
-        // The burst is over: the heap is released within the bound, and the backoff resets.
+        assert!(w.backoff >= 16, "backing off: {}", w.backoff);
+        // The burst is over: the heap is released once quiet for the streak, and the backoff
+        // resets.
         let plateau = run(&mut w, vec![level; MAX_BACKOFF_PERIODS as usize + 2]);
+        // (The burst's last reading was a pause: one quiet reading of the streak already.)
         assert_eq!(plateau.len(), 1, "{plateau:?}");
+        assert!(plateau[0] < QUIET_STREAK as usize, "{plateau:?}");
         let after = level - MIB;
         w.released(after, after - MIB, Duration::ZERO, PERIOD);
         assert_eq!(
