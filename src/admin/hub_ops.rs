@@ -297,6 +297,12 @@ impl AdminOps for Hub {
 
     async fn registry_summary(&self) -> Result<RegistrySummary, AdminError> {
         let members = self.nodes(true);
+        if let Some(counts) = self.shared().storage.counts() {
+            if let Some(summary) = RegistrySummary::of_counts(self.node(), members.clone(), &counts)
+            {
+                return Ok(summary);
+            }
+        }
         let mut summary = RegistrySummary::new(self.node().clone(), members.clone());
         let up: std::collections::BTreeSet<&str> = members.iter().map(String::as_str).collect();
         self.for_each_placement(|p| summary.add_placement(p.kind, p.nodes, &up));

@@ -91,6 +91,41 @@ impl RegistrySummary {
         summary
     }
 
+    /// The summary from the counts the store keeps on write
+    /// ([`crate::storage::RegistryCounts`]), in O(nodes + kinds) instead of a pass over every
+    /// row: what a benchmark or a dashboard polls. `None` when a bound node is not a member
+    /// (a node down whose bindings are not reaped yet): which rows still run on a member then
+    /// takes the pass.
+    pub fn of_counts(
+        node: impl Into<String>,
+        members: Vec<String>,
+        counts: &crate::storage::RegistryCounts,
+    ) -> Option<Self> {
+        if counts.per_node.keys().any(|n| !members.contains(n)) {
+            return None;
+        }
+        let to_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        let (rows, unbound) = (to_usize(counts.rows), to_usize(counts.unbound));
+        Some(Self {
+            node: node.into(),
+            members,
+            rows,
+            // Every bound row is bound on a member.
+            placed: rows.saturating_sub(unbound),
+            unbound,
+            per_node: counts
+                .per_node
+                .iter()
+                .map(|(n, d)| (n.clone(), to_usize(d.count)))
+                .collect(),
+            per_kind: counts
+                .per_kind
+                .iter()
+                .map(|(k, n)| (k.clone(), to_usize(*n)))
+                .collect(),
+        })
+    }
+
     /// Whether this copy lists exactly `expected` children, each running on a member.
     pub fn complete(&self, expected: usize) -> bool {
         self.rows == expected && self.placed == expected
@@ -150,6 +185,28 @@ mod tests {
         );
         assert!(!s.complete(5));
         assert!(!s.complete(3), "rows must match the expected count too");
+    }
+
+    /// The summary from the counts kept on write is the summary of a pass over the rows,
+    /// field for field; with a bound node that is not a member it defers to the pass.
+    #[test]
+    fn the_summary_from_counts_equals_the_summary_from_rows() {
+        let members = vec!["a@h".to_owned(), "b@h".to_owned()];
+        let mut rows = vec![
+            row("c1", &[("a@h", 1)]),
+            row("c2", &[("b@h", 2)]),
+            row("c4", &[]),
+            row("c5", &[("a@h", 5), ("b@h", 6)]),
+        ];
+        rows[1].spec.kind = "other".into();
+        let counts = crate::storage::RegistryCounts::of_rows(&rows);
+        assert_eq!(
+            RegistrySummary::of_counts("a@h", members.clone(), &counts),
+            Some(RegistrySummary::of_rows("a@h", members.clone(), &rows))
+        );
+        rows.push(row("c3", &[("dead@h", 3)]));
+        let counts = crate::storage::RegistryCounts::of_rows(&rows);
+        assert_eq!(RegistrySummary::of_counts("a@h", members, &counts), None);
     }
 
     #[test]

@@ -35,6 +35,7 @@ pub mod redistribution;
 pub mod registry_write;
 pub mod remote_monitors;
 pub mod replication;
+pub mod sync_digest;
 pub mod sync_lag;
 
 mod intensity;

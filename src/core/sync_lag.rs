@@ -6,8 +6,9 @@
 //! - **frames waiting**: the age of the oldest frame from the peer that arrived and has not
 //!   been handled yet (the Registry is behind its mailbox);
 //! - **sync overdue**: how long the peer's stream is overdue for its next proof of being in
-//!   sync. A full sync applied (`pubsub`: every peer sends one every sync period; `gossip`: a
-//!   sync from the origin), or a gossip round whose positions this node has caught up with,
+//!   sync. A full sync applied, a peer's sync digest that matches this node's copy of its
+//!   bindings (every peer sends one every sync period, `core::sync_digest`), or a gossip round
+//!   whose positions this node has caught up with,
 //!   proves that everything the peer had sent is applied here. The next proof is due within
 //!   [`grace_ms`] of the last; past that the lag grows by the time overdue. A peer whose frames
 //!   are lost or never sent stops proving it, whatever else still arrives.

@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `NodeUp`, `NodeDown` | the Coordinator (membership, the ring); the Registry also hears `NodeDown` (it forgets the peer's unfinished sync) |
 //! | starts, stops, their replies, child messages, `Goodbye` and its ack, `Reachability`, `ReachDigest` | the Coordinator |
-//! | `RegistryDelta`, `FullSync`, `FullSyncPart`, `SyncRequest`, `Gossip*` | the Registry |
+//! | `RegistryDelta`, `FullSync`, `FullSyncPart`, `SyncRequest`, `SyncDigest`, `Gossip*` | the Registry |
 //! | `DeclaredOffer`, `DeclaredOfferPart`, `DeclaredSummary`, `DeclaredDelta`, `DeclaredMutate`, `DeclaredMutateReply`, `DeclaredVersionQuery` | the DeclaredLeader |
 //! | `DeclaredVersion` | recorded here, in arrival order, in the recovery state the rounds read |
 //! | `TypedCast`, `TypedCall`, `MonitorChild` | handed to the local child or answered here (`hub/typed/`): no actor hop |
@@ -38,6 +38,7 @@ use super::HubShared;
 use crate::cluster::transport::{EventSink, TransportEvent};
 use crate::cluster::wire::WireMsg;
 use crate::core::declared::list::check_version;
+use crate::core::sync_digest::BindingDigest;
 use crate::model::NodeName;
 use crate::telemetry::refusals::Refusal;
 use crate::types::RecoveryError;
@@ -123,6 +124,13 @@ impl Inbox {
                 },
             ),
             WireMsg::SyncRequest => to_registry(hub, RegistryMsg::SendFullSync { to: Some(from) }),
+            WireMsg::SyncDigest { count, digest } => to_registry(
+                hub,
+                RegistryMsg::PeerDigest {
+                    from,
+                    digest: BindingDigest::from_words(count, digest),
+                },
+            ),
             WireMsg::GossipDelta {
                 origin,
                 epoch,

@@ -44,15 +44,7 @@ pub(crate) fn status(shared: &HubShared) -> &'static str {
 
 /// This node's figures now.
 pub(crate) fn local(shared: &HubShared) -> NodeSummary {
-    let (mut rows, mut unbound, mut children) = (0u64, 0u64, 0u64);
-    shared.storage.for_each_placement(&mut |p| {
-        rows += 1;
-        if p.nodes.is_empty() {
-            unbound += 1;
-        } else if p.nodes.iter().any(|(n, _)| *n == shared.node) {
-            children += 1;
-        }
-    });
+    let (rows, unbound, children) = registry_counts(shared);
     let (history, totals) = shared.events.activity();
     let snapshot = shared.recovery.as_ref().map(|r| r.snapshot());
     NodeSummary {
@@ -74,6 +66,25 @@ pub(crate) fn local(shared: &HubShared) -> NodeSummary {
         totals,
         history,
     }
+}
+
+/// This node's rows, rows nobody runs, and children it runs: from the counts its store keeps
+/// on write when it keeps them, else by a pass over the rows.
+fn registry_counts(shared: &HubShared) -> (u64, u64, u64) {
+    if let Some(counts) = shared.storage.counts() {
+        let own = counts.bindings_on(&shared.node).count;
+        return (counts.rows, counts.unbound, own);
+    }
+    let (mut rows, mut unbound, mut children) = (0u64, 0u64, 0u64);
+    shared.storage.for_each_placement(&mut |p| {
+        rows += 1;
+        if p.nodes.is_empty() {
+            unbound += 1;
+        } else if p.nodes.iter().any(|(n, _)| *n == shared.node) {
+            children += 1;
+        }
+    });
+    (rows, unbound, children)
 }
 
 /// Why a peer's figures are missing.

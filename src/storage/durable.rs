@@ -253,6 +253,18 @@ impl Storage for DurableStorage {
         self.shared.memory.contains(id)
     }
 
+    fn counts(&self) -> Option<super::RegistryCounts> {
+        Some(self.shared.memory.counts_now())
+    }
+
+    fn binding_digest(&self, node: &str) -> Option<crate::core::sync_digest::BindingDigest> {
+        Some(self.shared.memory.digest_of(node))
+    }
+
+    fn rows_bound_to(&self, node: &str) -> Vec<Row> {
+        self.shared.memory.rows_on(node)
+    }
+
     fn bound_nodes(&self, id: &ChildId) -> Option<Vec<crate::model::NodeName>> {
         self.shared.memory.bound_nodes(id)
     }

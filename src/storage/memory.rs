@@ -5,13 +5,15 @@
 //! from its peers.
 
 use std::hash::BuildHasher;
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use hashbrown::HashTable;
 
 use super::packed_row::{NameTable, Names, PackedRow};
+use super::row_counts::RegistryCounts;
 use super::{Commit, Mutation, PageIds, Placement, Storage, StoredRow};
 use crate::clock::Clock;
+use crate::core::sync_digest::BindingDigest;
 use crate::model::{ChildId, NodeName, Row};
 
 /// Shards of the map: a write locks one, so readers rarely wait.
@@ -37,6 +39,9 @@ pub struct MemoryStorage {
     base_ms: u64,
     /// The time of day TTLs are measured with.
     clock: Clock,
+    /// The rows' counts and each node's binding digest, kept on write (every write changes
+    /// them under its shard's lock, so they always match what the shards hold).
+    counts: Mutex<RegistryCounts>,
 }
 
 impl Default for MemoryStorage {
@@ -59,6 +64,7 @@ impl MemoryStorage {
             names: Names::default(),
             base_ms: clock.now_ms(),
             clock,
+            counts: Mutex::default(),
         }
     }
 
@@ -97,10 +103,23 @@ impl MemoryStorage {
         }
     }
 
+    fn lock_counts(&self) -> MutexGuard<'_, RegistryCounts> {
+        self.counts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn put_packed(&self, packed: PackedRow) {
         let hash = self.hash(packed.id());
         let mut table = self.write(hash);
         let found = table.find_mut(hash, |row| row.id() == packed.id());
+        {
+            // The row's names were interned before its shard was locked.
+            let names = self.names.snapshot();
+            let mut counts = self.lock_counts();
+            if let Some(old) = found.as_deref() {
+                counts.remove(&old.count_view(&names));
+            }
+            counts.add(&packed.count_view(&names));
+        }
         match found {
             Some(slot) => *slot = packed,
             None => {
@@ -113,6 +132,8 @@ impl MemoryStorage {
         let hash = self.hash(id);
         let mut table = self.write(hash);
         if let Ok(entry) = table.find_entry(hash, |row| row.id() == id) {
+            self.lock_counts()
+                .remove(&entry.get().count_view(&self.names.snapshot()));
             entry.remove();
             // A shard emptied by a large stop gives its slots back (halving at a quarter full,
             // so a shard that fills and empties repeatedly does not rehash at every step).
@@ -153,9 +174,15 @@ impl MemoryStorage {
                 Mutation::Put { row, ttl } => self.put(row, *ttl, now),
                 Mutation::Remove(id) => self.remove_id(id.as_str()),
                 Mutation::Clear => {
-                    for shard in self.shards.iter() {
-                        *shard.write().unwrap_or_else(|p| p.into_inner()) = HashTable::new();
+                    let mut shards: Vec<_> = self
+                        .shards
+                        .iter()
+                        .map(|s| s.write().unwrap_or_else(|p| p.into_inner()))
+                        .collect();
+                    for shard in shards.iter_mut() {
+                        **shard = HashTable::new();
                     }
+                    *self.lock_counts() = RegistryCounts::default();
                 }
             }
         }
@@ -197,6 +224,36 @@ impl MemoryStorage {
         rows
     }
 
+    /// The counts kept on write ([`Storage::counts`]).
+    pub fn counts_now(&self) -> RegistryCounts {
+        self.lock_counts().clone()
+    }
+
+    /// The digest of the bindings on `node` ([`Storage::binding_digest`]).
+    pub fn digest_of(&self, node: &str) -> BindingDigest {
+        self.lock_counts().bindings_on(node)
+    }
+
+    /// Every live row bound on `node`, in no particular order: one pass over the rows, and
+    /// only those bound there are unpacked ([`Storage::rows_bound_to`]). A node that runs
+    /// nothing here costs nothing.
+    pub fn rows_on(&self, node: &str) -> Vec<Row> {
+        let expected = self.digest_of(node).count as usize;
+        let mut rows = Vec::with_capacity(expected);
+        if expected == 0 {
+            return rows;
+        }
+        let now = self.clock.now_ms();
+        self.for_each_packed(|names, packed| {
+            if let Some(view) = packed.placement(names, now) {
+                if view.nodes.iter().any(|(n, _)| *n == node) {
+                    rows.push(packed.unpack(names, self.base_ms).row);
+                }
+            }
+        });
+        rows
+    }
+
     /// The slots the shards hold, for tests of their release.
     #[cfg(test)]
     fn capacity(&self) -> usize {
@@ -225,6 +282,18 @@ impl Storage for MemoryStorage {
 
     fn applies_on_submit(&self) -> bool {
         true
+    }
+
+    fn counts(&self) -> Option<RegistryCounts> {
+        Some(self.counts_now())
+    }
+
+    fn binding_digest(&self, node: &str) -> Option<BindingDigest> {
+        Some(self.digest_of(node))
+    }
+
+    fn rows_bound_to(&self, node: &str) -> Vec<Row> {
+        self.rows_on(node)
     }
 
     fn get(&self, id: &ChildId) -> Option<Row> {

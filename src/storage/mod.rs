@@ -24,6 +24,7 @@ mod lmdb;
 mod memory;
 mod packed_row;
 mod registry_file;
+mod row_counts;
 #[cfg(feature = "sim")]
 mod simulated_disk;
 #[cfg(feature = "sim")]
@@ -36,6 +37,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::core::sync_digest::BindingDigest;
 use crate::model::{ChildId, NodeName, Pid, Row};
 
 pub use crate::config::registry_backend::BackendConfig;
@@ -48,6 +50,7 @@ pub use error::{StorageError, WriteFault};
 pub use lmdb::LmdbStorage;
 pub use memory::MemoryStorage;
 pub use registry_file::{REGISTRY_FILE, REGISTRY_FORMAT_VERSION};
+pub use row_counts::RegistryCounts;
 #[cfg(feature = "sim")]
 pub use simulated_disk::SimulatedDisk;
 #[cfg(feature = "sim")]
@@ -141,6 +144,35 @@ pub trait Storage: Send + Sync + 'static {
     /// `false`, is right for any backend that writes to a disk or can refuse a write.
     fn applies_on_submit(&self) -> bool {
         false
+    }
+
+    /// The rows' counts, kept up to date on write ([`RegistryCounts`]): what the registry
+    /// summary and a node's figures read without a pass over every row. `None` (the default)
+    /// for a backend that keeps none; the readers then count by a pass.
+    fn counts(&self) -> Option<RegistryCounts> {
+        None
+    }
+
+    /// The digest of the bindings this store holds on `node`, kept up to date on write
+    /// ([`crate::core::sync_digest`]): the periodic sync sends this node's own instead of its
+    /// rows, and compares a peer's with its own of the peer. `None` (the default) for a
+    /// backend that keeps none: its node sends and asks for full syncs, as before digests.
+    fn binding_digest(&self, node: &str) -> Option<BindingDigest> {
+        let _ = node;
+        None
+    }
+
+    /// Every live row bound on `node`, in no particular order: what a full sync sends, and
+    /// what a peer's full sync or a reap unbinds. The default reads the placements and then
+    /// each row bound there; a backend that can unpack the rows in the same pass does.
+    fn rows_bound_to(&self, node: &str) -> Vec<Row> {
+        let mut ids = Vec::new();
+        self.for_each_placement(&mut |p| {
+            if p.nodes.iter().any(|(n, _)| *n == node) {
+                ids.push(p.id.clone());
+            }
+        });
+        ids.iter().filter_map(|id| self.get(id)).collect()
     }
 
     /// The live row with this id.

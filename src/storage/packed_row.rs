@@ -148,6 +148,16 @@ pub(super) struct PlacementView<'a> {
     pub nodes: Vec<(&'a str, Pid)>,
 }
 
+/// A row's fields the store's counts and binding digests read
+/// ([`crate::core::sync_digest`]): its id, kind, bindings and authored version.
+pub(super) struct CountView<'a> {
+    pub id: &'a str,
+    pub kind: &'a str,
+    pub nodes: Vec<(&'a str, Pid)>,
+    pub epoch: u64,
+    pub author: &'a str,
+}
+
 impl PackedRow {
     /// Packs `row`, interning its names in `names`; change times are kept relative to
     /// `base_ms`.
@@ -244,6 +254,31 @@ impl PackedRow {
                 .map(|(node, pid)| (names.resolve(node), *pid))
                 .collect(),
         })
+    }
+
+    /// What the store's counts and binding digests read of a row ([`CountView`]), without
+    /// copying any of it (the metadata is passed over as borrowed text).
+    pub fn count_view<'a>(&'a self, names: &'a NameTable) -> CountView<'a> {
+        let (head, _metadata, hub): Packed<'a, Vec<(&'a str, &'a str)>> = codec()
+            .deserialize(&self.0)
+            .expect("a packed row decodes as it was encoded");
+        let (id, _, kind, _, _, _, bound) = head;
+        let (epoch, author, _, _) = hub;
+        let nodes: Vec<(&'a str, Pid)> = bound
+            .iter()
+            .map(|(node, pid)| (names.resolve(node), *pid))
+            .collect();
+        let author = match &author {
+            Some(name) => names.resolve(name),
+            None => nodes.first().map_or("", |(node, _)| node),
+        };
+        CountView {
+            id,
+            kind: names.resolve(&kind),
+            nodes,
+            epoch,
+            author,
+        }
     }
 
     /// The whole row, with its expiry.

@@ -90,4 +90,16 @@ impl Storage for SimulatedDurableStorage {
     fn contains(&self, id: &ChildId) -> bool {
         self.memory.contains(id)
     }
+
+    fn counts(&self) -> Option<super::RegistryCounts> {
+        Some(self.memory.counts_now())
+    }
+
+    fn binding_digest(&self, node: &str) -> Option<crate::core::sync_digest::BindingDigest> {
+        Some(self.memory.digest_of(node))
+    }
+
+    fn rows_bound_to(&self, node: &str) -> Vec<Row> {
+        self.memory.rows_on(node)
+    }
 }

@@ -297,3 +297,55 @@ async fn nodes_with_pubsub_and_with_gossip_agree() {
         .await;
     stop_all(&cluster).await;
 }
+
+/// A cluster whose copies agree syncs by digest under either strategy: past the start, every
+/// periodic sync is a `sync_digest` of 24 bytes, no peer asks for a full sync, and no rows
+/// travel. Then one node's copy is made to differ (its deltas lost): its peers' digests of
+/// it differ, they ask for its rows, and the copies agree again.
+#[tokio::test(start_paused = true)]
+async fn an_in_sync_cluster_syncs_by_digest_and_a_difference_asks_for_the_rows() {
+    for sync in [SyncStrategy::PubSub, gossip(2, false)] {
+        let period = match &sync {
+            SyncStrategy::PubSub => Duration::from_secs(15),
+            SyncStrategy::Gossip { interval_ms, .. } => Duration::from_millis(*interval_ms),
+        };
+        let options = Options::plain().sync(sync.clone());
+        let cluster = TestCluster::with_nodes(14, &["a", "b", "c"], options).await;
+        let started = specs("digest-", 300);
+        cluster
+            .hub("a")
+            .start_children(started.clone(), StartOptions::new())
+            .await
+            .unwrap();
+        cluster.wait_converged(&ids(&started), "started").await;
+        // Past any sync a join or the start still owed.
+        tokio::time::sleep(period * 3).await;
+        let counts = count_frames(&cluster);
+        tokio::time::sleep(period * 4).await;
+        assert!(total(&counts, "sync_digest") >= 3, "{sync:?}: {counts:?}");
+        for rows in ["full_sync", "full_sync_part", "gossip_sync", "sync_request"] {
+            assert_eq!(total(&counts, rows), 0, "{sync:?}: {counts:?}");
+        }
+        // The last node's children started while every frame is lost: its peers' copies of
+        // its bindings now differ from its digest.
+        let ring = process_hub::core::placement::HashRing::new(cluster.names());
+        let lost: Vec<_> = specs("lost-", 200)
+            .into_iter()
+            .filter(|s| ring.owner(&s.id).map(String::as_str) == Some("c@test"))
+            .collect();
+        cluster.net.set_drop_probability(1.0);
+        cluster
+            .hub("c")
+            .start_children(lost.clone(), StartOptions::new())
+            .await
+            .unwrap();
+        assert!(cluster.hub("a").child_lookup(&lost[0].id).is_none());
+        cluster.net.set_drop_probability(0.0);
+        let all: BTreeSet<_> = ids(&started).union(&ids(&lost)).cloned().collect();
+        cluster
+            .wait_converged(&all, "after the digests differed")
+            .await;
+        assert!(total(&counts, "sync_request") >= 1, "{sync:?}: {counts:?}");
+        stop_all(&cluster).await;
+    }
+}

@@ -489,7 +489,8 @@ async fn an_idle_cluster_shows_no_sync_lag() {
     }
 }
 
-/// A peer whose registry frames stop reaching a node (its full syncs held in the network)
+/// A peer whose registry frames stop reaching a node (its full syncs and sync digests held in
+/// the network)
 /// shows a sync lag that climbs on that node only, and falls back to zero once they arrive.
 #[tokio::test(start_paused = true)]
 async fn a_stuck_stream_makes_the_sync_lag_climb() {
@@ -501,7 +502,7 @@ async fn a_stuck_stream_makes_the_sync_lag_climb() {
         cluster
             .net
             .hold_frames(Some(Arc::new(move |from, to, msg: &WireMsg| {
-                from == b && to == a && msg.kind() == "full_sync"
+                from == b && to == a && matches!(msg.kind(), "full_sync" | "sync_digest")
             })));
     }
     tokio::time::sleep(Duration::from_secs(30)).await;

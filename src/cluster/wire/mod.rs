@@ -501,6 +501,19 @@ pub enum WireMsg {
         /// The sender's figures (boxed: the other messages stay small).
         summary: Box<NodeSummary>,
     },
+    /// The periodic sync in 24 bytes (`core::sync_digest`): the count and digest of the
+    /// sender's own bindings. A receiver whose copy of them digests alike is in sync with the
+    /// sender (as after a `FullSync`); one that differs answers with a
+    /// [`WireMsg::SyncRequest`]. Fixed size, nothing to bound. Added after every other
+    /// variant so the older variants encode as before; a node that predates it refuses the
+    /// frame as malformed (an unknown variant) and hears the sender's rows only at a join, a
+    /// heal or its own request.
+    SyncDigest {
+        /// How many bindings the sender has.
+        count: u64,
+        /// The wrapping sum of their hashes, low 64 bits first.
+        digest: [u64; 2],
+    },
 }
 
 impl WireMsg {
@@ -627,6 +640,7 @@ impl WireMsg {
             WireMsg::ReachDigest { .. } => "reach_digest",
             WireMsg::SummaryQuery { .. } => "summary_query",
             WireMsg::SummaryReply { .. } => "summary_reply",
+            WireMsg::SyncDigest { .. } => "sync_digest",
         }
     }
 }

@@ -63,3 +63,30 @@ fn a_summary_beyond_its_bounds_is_refused_on_decode() {
         );
     }
 }
+
+/// The periodic sync's digest is the last variant (every older variant keeps its encoding),
+/// round-trips, and stays 24 bytes of payload whatever the registry's size.
+#[test]
+fn the_sync_digest_is_the_last_variant_and_small() {
+    let msg = WireMsg::SyncDigest {
+        count: 1_000_000,
+        digest: [u64::MAX, 7],
+    };
+    let bytes = encode("h", "a", &msg).expect("encodes");
+    // version (2) + hub id (8 + 1) + from (8 + 1), then the u32 variant index.
+    let variant = u32::from_le_bytes(bytes[20..24].try_into().unwrap());
+    let summary_reply = encode(
+        "h",
+        "a",
+        &WireMsg::SummaryReply {
+            request_id: RequestId(1),
+            summary: Box::new(summary()),
+        },
+    )
+    .expect("encodes");
+    let before = u32::from_le_bytes(summary_reply[20..24].try_into().unwrap());
+    assert_eq!(variant, before + 1, "appended after every other variant");
+    assert!(bytes.len() <= 24 + 8 + 16, "{} bytes", bytes.len());
+    assert_eq!(decode_for("h", &bytes).expect("decodes").payload, msg);
+    assert_eq!(msg.kind(), "sync_digest");
+}

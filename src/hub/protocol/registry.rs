@@ -84,6 +84,12 @@ pub(crate) enum RegistryMsg {
         total: u32,
         rows: Vec<Row>,
     },
+    /// Peer `from`'s periodic digest of its own bindings (a `SyncDigest`): in sync, or ask
+    /// for its full sync.
+    PeerDigest {
+        from: NodeName,
+        digest: crate::core::sync_digest::BindingDigest,
+    },
     /// Peer `node` went down: its unfinished sync (and its gossip stream) is forgotten.
     PeerDown { node: NodeName },
     /// The periodic sync: a `FullSync` to every peer (`pubsub`), or a gossip round and one
@@ -131,6 +137,7 @@ impl RegistryMsg {
             RegistryMsg::Merge { from, .. }
             | RegistryMsg::PeerSync { from, .. }
             | RegistryMsg::PeerSyncPart { from, .. }
+            | RegistryMsg::PeerDigest { from, .. }
             | RegistryMsg::GossipDelta { from, .. }
             | RegistryMsg::GossipSync { from, .. } => Some(from),
             _ => None,

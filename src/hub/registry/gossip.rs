@@ -337,7 +337,7 @@ impl RegistryState {
         }
         let to = peers[self.gossip.next_direct % peers.len()].clone();
         self.gossip.next_direct = self.gossip.next_direct.wrapping_add(1);
-        self.send_gossip_sync(Some(&to));
+        self.send_periodic_sync(Some(&to));
         self.ask_overdue();
     }
 

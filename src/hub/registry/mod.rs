@@ -329,10 +329,11 @@ impl RegistryState {
         self.gossip.forget(node);
     }
 
-    /// The sync interval: this node's observations go out whole (pubsub) or by gossip.
+    /// The sync interval: the digest of this node's observations goes to every peer (pubsub;
+    /// their rows only to a peer that asks, [`Self::send_periodic_sync`]), or a gossip round.
     fn sync_tick(&mut self) {
         match self.shared.config.sync {
-            SyncStrategy::PubSub => self.send_full_sync(None),
+            SyncStrategy::PubSub => self.send_periodic_sync(None),
             SyncStrategy::Gossip {
                 restricted_init, ..
             } => self.gossip_tick(restricted_init),
@@ -648,6 +649,7 @@ impl Actor for Registry {
                 total,
                 rows,
             } => state.on_sync_part(from, sync_id, index, total, rows),
+            RegistryMsg::PeerDigest { from, digest } => state.on_peer_digest(from, digest),
             RegistryMsg::PeerDown { node } => state.peer_down(&node),
             RegistryMsg::SyncTick => state.sync_tick(),
             RegistryMsg::GossipDelta {

@@ -4,10 +4,13 @@
 //! - every local write turn broadcasts **one** `RegistryDelta` with this node's changed
 //!   observations (cut into several frames past the frame budget,
 //!   [`crate::cluster::wire::budget`]);
-//! - every `sync_interval` (and on a peer's `SyncRequest`) it sends a `FullSync` with every row
-//!   it runs a child of (in `FullSyncPart`s past the frame budget, applied whole); a receiver
-//!   upserts them and unbinds the sender from rows the sync does not list, so a lost delta heals
-//!   at the next sync;
+//! - every `sync_interval` it sends a `SyncDigest` of its observations
+//!   ([`crate::core::sync_digest`], 24 bytes whatever the registry's size); a receiver whose
+//!   copy of them digests alike is in sync, one that differs answers with a `SyncRequest`;
+//! - on a peer's `SyncRequest` (a join, a heal, a digest that differed) it sends a `FullSync`
+//!   with every row it runs a child of (in `FullSyncPart`s past the frame budget, applied
+//!   whole); a receiver upserts them and unbinds the sender from rows the sync does not list,
+//!   so a lost delta heals within a sync interval and a round trip;
 //! - when a peer is gone for good (grace ran out, or it restarted with a new boot token) its
 //!   bindings are reaped; rows left with no binding stay as TTL stubs, so the re-placement pass
 //!   still finds their specs and a lookup still answers, and are swept if nobody restarts them.
@@ -24,6 +27,7 @@ use super::{own_view, RegistryState, TurnOut};
 use crate::cluster::wire::budget::{chunk_by_bytes, FRAME_BUDGET_BYTES};
 use crate::cluster::wire::{RegistryChange, WireMsg};
 use crate::core::registry_write::{self, PeerRemoval};
+use crate::core::sync_digest::{self, BindingDigest, Verdict};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg, RegistryOp, WriteDone};
 use crate::hub::shared::HubShared;
 use crate::hub::simulation::InjectedBug;
@@ -35,20 +39,13 @@ static NEXT_SYNC_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64
 
 impl RegistryState {
     /// Every row bound on `node` as this actor sees it (committed rows with the staged overlay
-    /// applied), in id order. Only those rows are read whole: the others are passed over by
-    /// their placement, so a full sync or a reap costs the rows it concerns plus a scan of
-    /// the bindings, not a copy of the whole registry.
+    /// applied), in id order. Only those rows are read whole
+    /// ([`crate::storage::Storage::rows_bound_to`]), and a node bound nowhere costs nothing.
     pub(super) fn rows_bound_to(&self, node: &str) -> Vec<Row> {
-        let mut ids = Vec::new();
-        self.shared.storage.for_each_placement(&mut |p| {
-            if p.nodes.iter().any(|(n, _)| *n == node) && !self.overlay.contains_key(p.id) {
-                ids.push(p.id.clone());
-            }
-        });
-        let mut rows: Vec<Row> = ids
-            .iter()
-            .filter_map(|id| self.shared.storage.get(id))
-            .collect();
+        let mut rows = self.shared.storage.rows_bound_to(node);
+        if !self.overlay.is_empty() {
+            rows.retain(|row| !self.overlay.contains_key(&row.spec.id));
+        }
         rows.extend(
             self.overlay
                 .values()
@@ -209,6 +206,55 @@ impl RegistryState {
             .iter()
             .map(|r| own_view(r, local))
             .collect()
+    }
+
+    /// The periodic sync to `to` (every peer with `None`): the digest of this node's own
+    /// observations, which a peer answers with a `SyncRequest` only if its copy differs; the
+    /// whole rows when the store keeps no digest.
+    pub(super) fn send_periodic_sync(&self, to: Option<&NodeName>) {
+        let Some(digest) = self.shared.storage.binding_digest(&self.shared.node) else {
+            return self.send_full_sync(to);
+        };
+        let Some(transport) = self.shared.transport() else {
+            return;
+        };
+        let msg = WireMsg::SyncDigest {
+            count: digest.count,
+            digest: digest.sum_words(),
+        };
+        let outcome = match to {
+            Some(peer) => transport.send(peer, &msg).map(|()| Vec::new()),
+            None => transport.broadcast(&msg),
+        };
+        log_send(outcome, "sync digest not sent");
+    }
+
+    /// Peer `from`'s digest of its own observations, against this node's copy of them: a match
+    /// proves everything `from` had sent is applied here, as a full sync applied does (the
+    /// sync lag's proof, and the Coordinator counts `from`'s registry as delivered: `Synced`,
+    /// which the reconcile rounds of durable children follow); a difference asks `from` for
+    /// its full sync, which heals it.
+    pub(super) fn on_peer_digest(&mut self, from: NodeName, theirs: BindingDigest) {
+        let mine = self.shared.storage.binding_digest(&from);
+        match sync_digest::compare(mine, theirs) {
+            Verdict::InSync => {
+                let now = self.shared.mono_ms();
+                self.shared.sync_lag().in_sync(&from, now);
+                if let Some(coordinator) = self.shared.coordinator() {
+                    let msg = CoordinatorMsg::Cluster(ClusterMsg::Synced { from });
+                    let _ = coordinator.cast(msg);
+                }
+            }
+            Verdict::AskFullSync => {
+                tracing::debug!(peer = %from, theirs = theirs.count, mine = mine.map(|d| d.count), "sync digest differs: asking for the peer's full sync");
+                let Some(transport) = self.shared.transport() else {
+                    return;
+                };
+                if let Err(error) = transport.send(&from, &WireMsg::SyncRequest) {
+                    tracing::debug!(peer = %from, %error, "sync request not sent; the next digest asks again");
+                }
+            }
+        }
     }
 
     /// Sends every row this node runs a child of (its own observations) as a `FullSync`.
