@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use super::rule::{component, down_links, indirect, set_aside};
+use super::rule::Links;
 use super::table::ReachTable;
 use crate::model::NodeName;
 
@@ -69,8 +69,9 @@ impl Decision {
     }
 }
 
-/// A component's shape: its nodes and its down links.
-type Shape = (BTreeSet<NodeName>, BTreeSet<(NodeName, NodeName)>);
+/// A component's shape: its nodes and its down links (as positions in the nodes' order, so the
+/// same shape is the same value).
+type Shape = (BTreeSet<NodeName>, Vec<(u32, u32)>);
 
 /// This node's resolution over time. Which nodes the rule picks is a function of the table
 /// ([`set_aside`] over the component); each node decides only about *itself* (whether it sets
@@ -127,8 +128,12 @@ impl Resolver {
     pub fn decide(&mut self, table: &ReachTable, now_ms: u64) -> Decision {
         let records = table.records();
         let me = table.me();
-        let comp = component(table);
-        let down = down_links(records, &comp);
+        // The records indexed once for every question below (a table changes far less often
+        // than it is decided on, but each decision asks about every pair of members).
+        let links = Links::of(records);
+        let comp = links.component_of(me);
+        let down = links.down_positions(&comp);
+        let picked = !down.is_empty() && links.set_aside(&comp).contains(me);
         let shape = (comp.clone(), down);
         if self.shape.as_ref() != Some(&shape) {
             self.shape = Some(shape);
@@ -141,7 +146,6 @@ impl Resolver {
         {
             self.history = None;
         }
-        let picked = set_aside(records, &comp).contains(me);
         let mut next: Option<u64> = None;
         let me_aside = if table.own().aside {
             if picked {
@@ -185,8 +189,8 @@ impl Resolver {
             .collect();
         let members: BTreeSet<NodeName> = comp.difference(&set_aside).cloned().collect();
         Decision {
-            indirect: indirect(records, &members, me),
-            unresolved: !down_links(records, &members).is_empty(),
+            indirect: links.indirect(&members, me),
+            unresolved: !links.is_clique(&members),
             set_aside,
             me_aside,
             component: comp,

@@ -461,3 +461,156 @@ fn the_default_bound_is_sixteen_seconds() {
     );
     assert!(terms.to_string().starts_with("16000 ms = detection 5000"));
 }
+
+/// The rule by its definition, name by name over the records' sets: what [`rule::Links`]
+/// must answer.
+mod by_definition {
+    use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+    use super::super::rule::link_up;
+    use super::super::Observation;
+    use crate::model::NodeName;
+
+    pub fn component_of(records: &BTreeMap<NodeName, Observation>, me: &str) -> BTreeSet<NodeName> {
+        let mut component = BTreeSet::from([me.to_owned()]);
+        let mut frontier = VecDeque::from([me.to_owned()]);
+        while let Some(u) = frontier.pop_front() {
+            let Some(record) = records.get(&u) else {
+                continue;
+            };
+            for v in &record.reachable {
+                if !component.contains(v) && link_up(records, &u, v) {
+                    component.insert(v.clone());
+                    frontier.push_back(v.clone());
+                }
+            }
+        }
+        component
+    }
+
+    pub fn down_links(
+        records: &BTreeMap<NodeName, Observation>,
+        nodes: &BTreeSet<NodeName>,
+    ) -> BTreeSet<(NodeName, NodeName)> {
+        let mut down = BTreeSet::new();
+        for (i, u) in nodes.iter().enumerate() {
+            for v in nodes.iter().skip(i + 1) {
+                if !link_up(records, u, v) {
+                    down.insert((u.clone(), v.clone()));
+                }
+            }
+        }
+        down
+    }
+
+    pub fn indirect(
+        records: &BTreeMap<NodeName, Observation>,
+        nodes: &BTreeSet<NodeName>,
+        me: &str,
+    ) -> BTreeSet<NodeName> {
+        nodes
+            .iter()
+            .filter(|v| v.as_str() != me && !link_up(records, me, v))
+            .cloned()
+            .collect()
+    }
+
+    pub fn set_aside(
+        records: &BTreeMap<NodeName, Observation>,
+        nodes: &BTreeSet<NodeName>,
+    ) -> BTreeSet<NodeName> {
+        let mut left = nodes.clone();
+        let mut aside = BTreeSet::new();
+        loop {
+            let down = down_links(records, &left);
+            if down.is_empty() {
+                return aside;
+            }
+            let mut count: BTreeMap<&NodeName, usize> = BTreeMap::new();
+            for (u, v) in &down {
+                *count.entry(u).or_default() += 1;
+                *count.entry(v).or_default() += 1;
+            }
+            let Some((worst, _)) = count.into_iter().max_by_key(|(_, c)| *c) else {
+                return aside;
+            };
+            let worst = worst.clone();
+            left.remove(&worst);
+            aside.insert(worst);
+        }
+    }
+}
+
+/// Records over up to `size` names, more than one word of links wide: some observers have no
+/// record, a record may list its observer, nodes without a record, or a name nobody has.
+fn any_wide_records(size: usize) -> impl Strategy<Value = BTreeMap<NodeName, Observation>> {
+    (
+        prop::collection::vec(any::<bool>(), size),
+        prop::collection::vec((0usize..size + 2, 0usize..size + 2), 0..size * 4),
+        0.0f64..1.0,
+        any::<u64>(),
+    )
+        .prop_map(move |(present, extra, density, seed)| {
+            let mut s = seed;
+            let mut coin = move || {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((s >> 11) as f64 / (1u64 << 53) as f64) < density
+            };
+            let mut records: BTreeMap<NodeName, Observation> = (0..size)
+                .filter(|i| present[*i])
+                .map(|i| {
+                    let reachable = (0..size).filter(|j| *j != i && coin()).map(n).collect();
+                    (
+                        n(i),
+                        Observation {
+                            observer: n(i),
+                            incarnation: 1,
+                            version: 1,
+                            reachable,
+                            aside: false,
+                        },
+                    )
+                })
+                .collect();
+            // Oddities: a record listing itself, or a name beyond every record.
+            for (u, v) in extra {
+                if let Some(r) = records.get_mut(&n(u)) {
+                    r.reachable.insert(n(v));
+                }
+            }
+            records
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// The indexed links answer every question of the rule as the definition does, name by
+    /// name: the component, the down links, the indirectly connected, the set-aside nodes.
+    #[test]
+    fn indexed_links_answer_as_the_definition(
+        records in (1usize..80).prop_flat_map(any_wide_records),
+        me in 0usize..82,
+        subset in prop::collection::vec(0usize..82, 0..40),
+    ) {
+        let links = rule::Links::of(&records);
+        let me = n(me);
+        let comp = links.component_of(&me);
+        prop_assert_eq!(&comp, &by_definition::component_of(&records, &me));
+        let some: BTreeSet<NodeName> = subset.into_iter().map(n).collect();
+        for nodes in [&comp, &some] {
+            let down = by_definition::down_links(&records, nodes);
+            prop_assert_eq!(&links.down_links(nodes), &down);
+            prop_assert_eq!(links.is_clique(nodes), down.is_empty());
+            prop_assert_eq!(links.indirect(nodes, &me), by_definition::indirect(&records, nodes, &me));
+            prop_assert_eq!(links.set_aside(nodes), by_definition::set_aside(&records, nodes));
+        }
+        for u in some.iter().chain([&me]) {
+            for v in &some {
+                prop_assert_eq!(links.is_up(u, v), link_up(&records, u, v));
+            }
+        }
+    }
+}
