@@ -29,7 +29,9 @@
 //!   run each twice. Being judged isolated does not end the wait; a node meant to run alone is
 //!   started without seeds.
 //!
-//! Either way this node's bindings are dropped at open: they name processes of a previous run.
+//! Either way this node's bindings are dropped at open: they name processes of a previous run;
+//! and every row whose TTL ran out is removed ([`BootRows::remove_expired`]): the store keeps it
+//! until removed, and a wall clock set back would make it live again.
 //!
 //! Pure: the Registry applies [`plan_boot_rows`] to the store before it takes any write; the
 //! Coordinator keeps the [`BootHold`] and carries out [`plan_replay`].
