@@ -199,6 +199,46 @@ fn seeds_that_found_quorum_judged_too_early_keep_every_invariant() {
     }
 }
 
+/// Seeds that found a plain child's row back after a whole-cluster outage (fixed since): a
+/// node's registry disk kept a stub whose TTL had run out (expired rows stay stored until
+/// removed), the boot's removal of plain rows read only live rows and left it, and the node's
+/// wall clock, later set back, made it live again; its redistribution then re-placed the child
+/// (seed 10 with `majority-quorum:5`: `c1` from n3's disk, seed 1165 with partial faults: `c13`
+/// from n1's). A node's boot now removes every expired row its backend kept. Each keeps every
+/// invariant.
+#[test]
+fn seeds_that_found_expired_stubs_revived_keep_every_invariant() {
+    if alone::ran_in_own_process(
+        module_path!(),
+        "seeds_that_found_expired_stubs_revived_keep_every_invariant",
+    ) {
+        return;
+    }
+    let quorum = SimOptions {
+        partition_tolerance: Some(process_hub::config::PartitionTolerance::MajorityQuorum {
+            initial_cluster_size: 5,
+            track_max_size: true,
+        }),
+        ..SimOptions::default()
+    };
+    let partial = SimOptions {
+        partial_faults: Some(true),
+        ..SimOptions::default()
+    };
+    for (seed, options, flags) in [
+        (10, &quorum, "--partition-tolerance majority-quorum:5"),
+        (1165, &partial, "--partial-partitions"),
+    ] {
+        let report = run_seed(seed, options);
+        assert!(
+            report.failure.is_none(),
+            "seed {seed}: {:?} (replay: bash scripts/simulate.sh --seed {seed} --trace {flags})",
+            report.failure
+        );
+        assert!(report.requests > 10, "seed {seed}");
+    }
+}
+
 /// Seeds that, forced to gossip (`--sync gossip:1000:2`), found two active replicas of a
 /// load-placed child (fixed since): a start from a peer whose row predated a newer placement
 /// authored the old placement again over it, after a move for load (5067: the node the child

@@ -29,7 +29,9 @@
 //!   run each twice. Being judged isolated does not end the wait; a node meant to run alone is
 //!   started without seeds.
 //!
-//! Either way this node's bindings are dropped at open: they name processes of a previous run.
+//! Either way this node's bindings are dropped at open: they name processes of a previous run;
+//! and every row whose TTL ran out is removed ([`BootRows::remove_expired`]): the store keeps it
+//! until removed, and a wall clock set back would make it live again.
 //!
 //! Pure: the Registry applies [`plan_boot_rows`] to the store before it takes any write; the
 //! Coordinator keeps the [`BootHold`] and carries out [`plan_replay`].
@@ -64,6 +66,29 @@ impl BootRows {
     /// Whether the store needs no change.
     pub fn is_empty(&self) -> bool {
         self.unbind.is_empty() && self.remove.is_empty()
+    }
+
+    /// Adds to [`BootRows::remove`] the rows the backend still stores although their TTL ran
+    /// out (`expired`, [`crate::storage::Storage::expired_ids`]), whatever the mode. Such a row
+    /// (a stub left by a reap or a handover) was already gone in the previous run, but the
+    /// store keeps it until it is removed, and a wall clock set back past its expiry makes it
+    /// live again: a plain child's stub would then be re-placed after a whole-cluster outage,
+    /// where only the declared list may return. An id the plan decided on already (it turned
+    /// live or expired between the two reads) keeps that decision.
+    pub fn remove_expired(&mut self, expired: impl IntoIterator<Item = ChildId>) {
+        let decided: BTreeSet<ChildId> = self
+            .remove
+            .iter()
+            .chain(self.unbind.iter())
+            .cloned()
+            .collect();
+        let mut expired: Vec<ChildId> = expired
+            .into_iter()
+            .filter(|id| !decided.contains(id))
+            .collect();
+        expired.sort_unstable();
+        expired.dedup();
+        self.remove.append(&mut expired);
     }
 }
 
@@ -239,6 +264,32 @@ mod tests {
         assert!(plan.remove.is_empty());
         assert_eq!(plan.unbind, ids(&["plain-mine", "durable-mine"]));
         assert_eq!(plan.hosted.len(), 2);
+    }
+
+    #[test]
+    fn expired_rows_are_removed_in_either_mode_and_decided_ids_keep_their_decision() {
+        let me = "a@h".to_owned();
+        for replay in [false, true] {
+            let mut plan = plan_boot_rows(&rows(), &me, replay);
+            let before = plan.clone();
+            plan.remove_expired(ids(&[
+                "stub-z",
+                "plain-mine",
+                "durable-mine",
+                "stub-y",
+                "stub-z",
+            ]));
+            let mut want = before.remove.clone();
+            want.extend(ids(&["stub-y", "stub-z"]));
+            assert_eq!(plan.remove, want, "replay {replay}");
+            assert_eq!(plan.unbind, before.unbind, "replay {replay}");
+            assert_eq!(plan.hosted, before.hosted, "replay {replay}");
+        }
+        // Only expired rows kept: the store still needs the change.
+        let mut plan = plan_boot_rows(&[], &me, false);
+        plan.remove_expired(ids(&["stub"]));
+        assert!(!plan.is_empty());
+        assert_eq!(BootHold::new(&plan, false, 0, 100, true), None);
     }
 
     #[test]

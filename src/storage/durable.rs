@@ -237,6 +237,10 @@ impl Storage for DurableStorage {
         self.shared.memory.len()
     }
 
+    fn expired_ids(&self) -> Vec<ChildId> {
+        self.shared.memory.expired_now()
+    }
+
     fn for_each_row(&self, f: &mut dyn FnMut(&Row)) {
         self.shared.memory.for_each_row(f)
     }

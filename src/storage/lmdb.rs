@@ -113,6 +113,20 @@ impl Storage for LmdbStorage {
         rows
     }
 
+    fn expired_ids(&self) -> Vec<ChildId> {
+        let now = now_ms();
+        let mut ids = Vec::new();
+        let scanned = self.engine.for_each(|key, value| match decode(value) {
+            Ok(stored) if !stored.is_live(now) => ids.push(stored.row.spec.id),
+            Ok(_) => {}
+            Err(e) => undecodable(self.engine.path(), key, &e),
+        });
+        if let Err(e) = scanned {
+            tracing::error!(error = %e, "registry scan failed");
+        }
+        ids
+    }
+
     fn len(&self) -> usize {
         let mut n = 0;
         self.live_rows(|_| n += 1);

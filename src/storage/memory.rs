@@ -224,6 +224,18 @@ impl MemoryStorage {
         rows
     }
 
+    /// The ids of the entries stored but expired ([`Storage::expired_ids`]).
+    pub fn expired_now(&self) -> Vec<ChildId> {
+        let now = self.clock.now_ms();
+        let mut ids = Vec::new();
+        self.for_each_packed(|_, packed| {
+            if !packed.is_live(now) {
+                ids.push(ChildId::from(packed.id()));
+            }
+        });
+        ids
+    }
+
     /// The counts kept on write ([`Storage::counts`]).
     pub fn counts_now(&self) -> RegistryCounts {
         self.lock_counts().clone()
@@ -321,6 +333,10 @@ impl Storage for MemoryStorage {
         let mut count = 0;
         self.for_each_packed(|_, packed| count += usize::from(packed.is_live(now)));
         count
+    }
+
+    fn expired_ids(&self) -> Vec<ChildId> {
+        self.expired_now()
     }
 
     fn for_each_row(&self, f: &mut dyn FnMut(&Row)) {
@@ -495,8 +511,10 @@ mod tests {
         assert!(s.get(&"long".into()).is_some());
         assert_eq!(s.len(), 1);
         assert_eq!(s.export_all().len(), 1);
-        // The expired entry is still stored (swept by the janitor), just not visible.
+        // The expired entry is still stored (swept by the janitor), just not visible; a boot
+        // finds it through `expired_ids`.
         assert!(s.get_stored(&"short".into()).is_some());
+        assert_eq!(Storage::expired_ids(&s), vec![ChildId::from("short")]);
     }
 
     #[test]

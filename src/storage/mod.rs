@@ -182,6 +182,15 @@ pub trait Storage: Send + Sync + 'static {
     /// built from it do not depend on a hash map's layout.
     fn export_all(&self) -> Vec<Row>;
 
+    /// The ids of the rows stored but expired, in no particular order. An expired row stays
+    /// stored until it is removed, and it reads as live again if the wall clock is set back
+    /// past its expiry: a node's boot removes them ([`crate::core::boot_rows`]), so that a
+    /// stub swept by its TTL in a previous run cannot come back. Empty for a store that keeps
+    /// no expired rows.
+    fn expired_ids(&self) -> Vec<ChildId> {
+        Vec::new()
+    }
+
     /// The number of live rows.
     fn len(&self) -> usize {
         self.export_all().len()

@@ -75,6 +75,10 @@ impl Storage for SimulatedDurableStorage {
         self.memory.len()
     }
 
+    fn expired_ids(&self) -> Vec<ChildId> {
+        self.memory.expired_now()
+    }
+
     fn for_each_row(&self, f: &mut dyn FnMut(&Row)) {
         self.memory.for_each_row(f)
     }

@@ -92,12 +92,14 @@ pub(crate) struct Registry;
 
 /// First boot: what the rows a disk backend kept become (`core::boot_rows`): this node's
 /// bindings from a previous run dropped, plain children's rows removed when the hub does not
-/// replay its rows (auto-recovery), and the children this node ran held for the Coordinator.
+/// replay its rows (auto-recovery), rows whose TTL ran out removed (a wall clock set back would
+/// revive them), and the children this node ran held for the Coordinator.
 async fn open_kept_rows(shared: &Arc<HubShared>) -> Result<(), StorageError> {
     let node = &shared.node;
     let replay = shared.config.recovery_replay();
     let rows = shared.storage.export_all();
-    let plan = crate::core::boot_rows::plan_boot_rows(&rows, node, replay);
+    let mut plan = crate::core::boot_rows::plan_boot_rows(&rows, node, replay);
+    plan.remove_expired(shared.storage.expired_ids());
     if plan.is_empty() {
         return Ok(());
     }
