@@ -436,3 +436,62 @@ async fn one_cut_link_of_five_under_divergence_runs_no_child_twice_beyond_the_bo
 async fn one_cut_link_of_five_under_majority_quorum_runs_no_child_twice_beyond_the_bound() {
     one_cut_link_of_five(42, majority_of(5)).await;
 }
+
+/// What reachability costs a cluster at rest: once its table has not changed for the ten
+/// seconds of fast anti-entropy, each node sends one `reach_digest` per sync period and nothing
+/// else (no record, no answer), on 5 nodes and on 25. The rate at the default 15 s sync period
+/// is printed: nodes / 15 frames a second for the whole cluster.
+#[tokio::test(start_paused = true)]
+async fn reachability_at_rest_is_one_digest_per_node_per_sync_period() {
+    use process_hub::cluster::in_process::{FrameEvent, FrameFate};
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+
+    for n in [5usize, 25] {
+        let names: Vec<String> = (1..=n).map(|i| format!("r{i}")).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let cluster = TestCluster::with_nodes(71, &refs, Options::plain()).await;
+        cluster.wait_members().await;
+        let sync = Duration::from_millis(cluster.config("r1").sync_interval_ms);
+        // Past the fast anti-entropy that follows the boots' table changes.
+        tokio::time::sleep(Duration::from_secs(15)).await;
+
+        let counts: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
+        let sink = counts.clone();
+        cluster
+            .net
+            .set_observer(Some(Arc::new(move |event: &FrameEvent<'_>| {
+                if event.fate == FrameFate::Delivered && event.kind.starts_with("reach") {
+                    *sink
+                        .lock()
+                        .unwrap()
+                        .entry(event.kind.to_owned())
+                        .or_default() += 1;
+                }
+            })));
+        let periods = 20u64;
+        tokio::time::sleep(sync * periods as u32).await;
+        cluster.net.set_observer(None);
+        let counts = counts.lock().unwrap().clone();
+
+        let digests = counts.get("reach_digest").copied().unwrap_or(0);
+        let others: u64 = counts
+            .iter()
+            .filter(|(kind, _)| *kind != "reach_digest")
+            .map(|(_, count)| count)
+            .sum();
+        let n = n as u64;
+        assert_eq!(others, 0, "{n} nodes at rest sent more than digests: {counts:?}");
+        assert!(
+            (n * (periods - 1)..=n * (periods + 1)).contains(&digests),
+            "{n} nodes over {periods} sync periods sent {digests} digests, not one per node per period"
+        );
+        let per_node_per_period = digests as f64 / (n * periods) as f64;
+        println!(
+            "{n} nodes at rest: {digests} reach_digest frames in {periods} sync periods \
+             ({per_node_per_period:.2} per node per period; {:.2} frames/s for the cluster at \
+             the default 15 s period)",
+            per_node_per_period * n as f64 / 15.0
+        );
+    }
+}
