@@ -481,7 +481,10 @@ async fn reachability_at_rest_is_one_digest_per_node_per_sync_period() {
             .map(|(_, count)| count)
             .sum();
         let n = n as u64;
-        assert_eq!(others, 0, "{n} nodes at rest sent more than digests: {counts:?}");
+        assert_eq!(
+            others, 0,
+            "{n} nodes at rest sent more than digests: {counts:?}"
+        );
         assert!(
             (n * (periods - 1)..=n * (periods + 1)).contains(&digests),
             "{n} nodes over {periods} sync periods sent {digests} digests, not one per node per period"
