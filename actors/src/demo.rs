@@ -326,9 +326,33 @@ fn poll_until(
     }
 }
 
+/// How long the copies may take to agree once every summary counts every child placed: the
+/// listings are read one after the other, and the last deltas may still be in flight.
+const AGREE_LIMIT: Duration = Duration::from_secs(30);
+
 /// Checks (untimed) that every client's full registry listing is the same, with `expected`
-/// children each on a node of `live`, and answers the children per hosting node.
+/// children each on a node of `live`, and answers the children per hosting node. The listings
+/// are read one after the other, so they are read again (every 100 ms, for at most
+/// [`AGREE_LIMIT`]) while they differ: only copies that never agree are an error.
 fn identical_placement(
+    clients: &[AdminClient],
+    expected: usize,
+    live: &BTreeSet<String>,
+) -> Result<BTreeMap<String, usize>, DemoError> {
+    let since = Instant::now();
+    loop {
+        match placement_once(clients, expected, live) {
+            Err(DemoError::Diverged(why)) if since.elapsed() < AGREE_LIMIT => {
+                tracing::debug!(%why, "registry copies not equal yet; reading them again");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            result => return result,
+        }
+    }
+}
+
+/// One reading of every listing (see [`identical_placement`]).
+fn placement_once(
     clients: &[AdminClient],
     expected: usize,
     live: &BTreeSet<String>,

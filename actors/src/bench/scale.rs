@@ -396,7 +396,7 @@ fn memory_phase(
         let failover = killed_at.elapsed();
         out.insert("failover_ms".into(), json!(failover.as_millis() as u64));
         out.insert("failover_per_s".into(), json!(per_s(n, failover)));
-        after_failover(&survivors, n, out);
+        after_failover(&survivors, n, poll, limit, killed_at, out);
         progress(&format!(
             "{n}: failover {} ms (detection {} ms)",
             failover.as_millis(),
@@ -412,31 +412,65 @@ fn memory_phase(
 /// Counts, in every survivor's registry copy once the failover is over, the children listed on
 /// no live node (`failover_lost`) and the bindings beyond one per child on live nodes
 /// (`failover_duplicated`: a child on two nodes counts once per extra node), each the most
-/// over the copies; `failover_copies_agree` whether every copy counted the same per node. A
-/// copy that cannot be read is named in `failover_census_error` and the counts are null.
-fn after_failover(survivors: &[AdminClient], n: usize, out: &mut Map<String, Value>) {
-    let mut summaries = Vec::new();
-    for client in survivors {
-        match client.registry_summary() {
-            Ok(s) => summaries.push(s),
-            Err(e) => {
-                out.insert(
-                    "failover_census_error".into(),
-                    json!(format!("{}: {e}", client.addr())),
-                );
-                out.insert("failover_lost".into(), Value::Null);
-                out.insert("failover_duplicated".into(), Value::Null);
-                return;
+/// over the copies.
+///
+/// The copies are read one after the other while the last deltas of the failover may still be
+/// in flight, so a single reading can catch them apart. The census reads them again, every
+/// `poll`, until every copy counts the same children per node (`failover_copies_agree` true,
+/// `failover_agree_ms` from the kill), or `limit` passes (`failover_copies_agree` false,
+/// `failover_agree_ms` null: the copies did not converge, and the counts are those of the last
+/// reading). A copy that cannot be read is named in `failover_census_error` and the counts are
+/// null.
+fn after_failover(
+    survivors: &[AdminClient],
+    n: usize,
+    poll: Duration,
+    limit: Duration,
+    killed_at: Instant,
+    out: &mut Map<String, Value>,
+) {
+    let waiting_since = Instant::now();
+    let (census, agreed) = loop {
+        let mut summaries = Vec::new();
+        for client in survivors {
+            match client.registry_summary() {
+                Ok(s) => summaries.push(s),
+                Err(e) => {
+                    out.insert(
+                        "failover_census_error".into(),
+                        json!(format!("{}: {e}", client.addr())),
+                    );
+                    out.insert("failover_lost".into(), Value::Null);
+                    out.insert("failover_duplicated".into(), Value::Null);
+                    return;
+                }
             }
         }
-    }
-    let census = failover_census(&summaries, n);
+        let census = failover_census(&summaries, n);
+        if census.copies_agree {
+            break (census, Some(killed_at.elapsed()));
+        }
+        if waiting_since.elapsed() > limit {
+            break (census, None);
+        }
+        std::thread::sleep(poll);
+    };
     out.insert("failover_lost".into(), json!(census.lost));
     out.insert("failover_duplicated".into(), json!(census.duplicated));
     out.insert("failover_copies_agree".into(), json!(census.copies_agree));
+    out.insert(
+        "failover_agree_ms".into(),
+        json!(agreed.map(|d| d.as_millis() as u64)),
+    );
     progress(&format!(
-        "{n}: after the failover: lost {}, duplicated {}, copies agree: {}",
-        census.lost, census.duplicated, census.copies_agree
+        "{n}: after the failover: lost {}, duplicated {}, copies agree: {}{}",
+        census.lost,
+        census.duplicated,
+        census.copies_agree,
+        agreed.map_or_else(String::new, |d| format!(
+            " ({} ms after the kill)",
+            d.as_millis()
+        ))
     ));
 }
 
