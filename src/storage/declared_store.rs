@@ -83,6 +83,27 @@ impl StoredList {
     }
 }
 
+/// What a log line says of a [`StoredList`]: its stamp and size, never its children (a list of
+/// a million children printed whole is a line of hundreds of megabytes, formatted in memory).
+impl std::fmt::Display for StoredList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoredList::Readable(list) => write!(
+                f,
+                "readable (version {}, {} children, last mutated by {})",
+                list.version(),
+                list.len(),
+                list.last_mutated_by().unwrap_or("nobody")
+            ),
+            StoredList::Missing => f.write_str("missing"),
+            StoredList::Corrupt { rotated_to } => match rotated_to {
+                Some(path) => write!(f, "corrupt (moved to {})", path.display()),
+                None => f.write_str("corrupt"),
+            },
+        }
+    }
+}
+
 /// A node's declared-list store. Saves are submitted in order and resolve once durable.
 pub struct DeclaredStore {
     medium: Medium,
