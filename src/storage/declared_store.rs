@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use crate::core::boot::LocalList;
 use crate::core::declared::list::{DeclaredChange, DeclaredChild, DeclaredChildren, DeclaredList};
 use crate::model::{ChildId, NodeName};
+use crate::storage::declared_on_disk::{OnDisk, Recorded};
 use crate::storage::engine::{format, CommitStats, DiskOptions, Engine, KvOp, StoreSpec};
 #[cfg(feature = "sim")]
 use crate::storage::SimulatedDisk;
@@ -83,15 +84,37 @@ impl StoredList {
     }
 }
 
+/// What a log line says of a [`StoredList`]: its stamp and size, never its children (a list of
+/// a million children printed whole is a line of hundreds of megabytes, formatted in memory).
+impl std::fmt::Display for StoredList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoredList::Readable(list) => write!(
+                f,
+                "readable (version {}, {} children, last mutated by {})",
+                list.version(),
+                list.len(),
+                list.last_mutated_by().unwrap_or("nobody")
+            ),
+            StoredList::Missing => f.write_str("missing"),
+            StoredList::Corrupt { rotated_to } => match rotated_to {
+                Some(path) => write!(f, "corrupt (moved to {})", path.display()),
+                None => f.write_str("corrupt"),
+            },
+        }
+    }
+}
+
 /// A node's declared-list store. Saves are submitted in order and resolve once durable.
 pub struct DeclaredStore {
     medium: Medium,
     /// The children the saves submitted so far leave on disk, so a whole list (an adopted
     /// copy: one per leader broadcast on every peer) writes only what differs from it instead
     /// of every child. A failed save makes its owner reopen the store, which reloads this.
-    /// A persistent map: taking the saved list's children is O(1). `None` when what is on
-    /// disk is not a list (see [`Self::resync`]): the next save rewrites the whole list.
-    on_disk: std::sync::Mutex<Option<DeclaredChildren>>,
+    /// The saved list's own children, shared with it (`storage::declared_on_disk`), so they
+    /// cost nothing beside the list. `None` when what is on disk is not a list (see
+    /// [`Self::resync`]): the next save rewrites the whole list.
+    on_disk: std::sync::Mutex<Option<OnDisk>>,
 }
 
 /// What [`DeclaredStore::resync`] found on disk.
@@ -167,8 +190,8 @@ impl DeclaredStore {
             );
         }
         let on_disk = match &found {
-            StoredList::Readable(list) => list.children().clone(),
-            StoredList::Missing | StoredList::Corrupt { .. } => DeclaredChildren::new(),
+            StoredList::Readable(list) => OnDisk::of(list),
+            StoredList::Missing | StoredList::Corrupt { .. } => OnDisk::default(),
         };
         let store = Self {
             medium: Medium::Lmdb { engine, marker },
@@ -202,8 +225,8 @@ impl DeclaredStore {
             disk.ensure_marker(list.version());
         }
         let on_disk = match &found {
-            StoredList::Readable(list) => list.children().clone(),
-            StoredList::Missing | StoredList::Corrupt { .. } => DeclaredChildren::new(),
+            StoredList::Readable(list) => OnDisk::of(list),
+            StoredList::Missing | StoredList::Corrupt { .. } => OnDisk::default(),
         };
         let store = Self {
             medium: Medium::Simulated(disk),
@@ -248,12 +271,7 @@ impl DeclaredStore {
         let mut on_disk = self.on_disk.lock().unwrap_or_else(|e| e.into_inner());
         match read.map_err(StorageError::Backend)? {
             Ok(loaded) => {
-                *on_disk = Some(
-                    loaded
-                        .as_ref()
-                        .map(|list| list.children().clone())
-                        .unwrap_or_else(DeclaredChildren::new),
-                );
+                *on_disk = Some(loaded.as_ref().map(OnDisk::of).unwrap_or_default());
                 Ok(Resynced::List(loaded))
             }
             Err(reason) => {
@@ -300,18 +318,17 @@ impl DeclaredStore {
                             Ok(op) => ops.push(op),
                             Err(e) => return Commit::ready(Err(e)),
                         }
-                        on_disk.insert(id.clone(), child.clone());
                     }
                 }
-                DeclaredChange::Removed(id) => {
-                    ops.push(KvOp::Delete(child_key(id)));
-                    on_disk.remove(id);
-                }
-                DeclaredChange::Cleared => {
-                    ops.push(KvOp::Clear);
-                    on_disk.clear();
-                }
+                DeclaredChange::Removed(id) => ops.push(KvOp::Delete(child_key(id))),
+                DeclaredChange::Cleared => ops.push(KvOp::Clear),
             }
+        }
+        if on_disk.record(list, changes) == Recorded::Copied {
+            tracing::debug!(
+                version = list.version(),
+                "the declared list holds changes no save named; what is on disk is kept apart"
+            );
         }
         drop(guard);
         if ops.is_empty() && changes.iter().all(|c| *c == DeclaredChange::Unchanged) {
@@ -331,7 +348,7 @@ impl DeclaredStore {
         let mut on_disk = self.on_disk.lock().unwrap_or_else(|e| e.into_inner());
         let mut ops: Vec<KvOp> = Vec::new();
         let base = match on_disk.as_ref() {
-            Some(base) => base.clone(),
+            Some(base) => base.children().clone(),
             None => {
                 // Not a list on disk: start from nothing.
                 ops.push(KvOp::Clear);
@@ -347,7 +364,7 @@ impl DeclaredStore {
             }
         }
         // Now the same children as the list's, shared with it.
-        *on_disk = Some(list.children().clone());
+        *on_disk = Some(OnDisk::of(list));
         drop(on_disk);
         ops.push(encode_header(list));
         self.submit(ops, list.version())

@@ -16,6 +16,7 @@
 mod commit;
 pub mod custom;
 mod data_dir_lock;
+mod declared_on_disk;
 pub mod declared_store;
 mod durable;
 pub(crate) mod engine;

@@ -3,6 +3,7 @@
 
 pub mod call;
 pub mod cluster;
+pub mod durable_memory;
 pub mod frames;
 mod latency;
 pub mod recovery;

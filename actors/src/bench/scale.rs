@@ -22,7 +22,10 @@
 //!    children declared (`declare_per_s`), every node SIGKILLed and restarted on its data
 //!    directory: `recovery_ms` from `first restart + grace` until every node's registry lists
 //!    every declared child on exactly one node ([`crate::harness::outage`]); `lost` and
-//!    `duplicates` from the final census.
+//!    `duplicates` from the final census. Each node's resident memory per declared child,
+//!    settled and at its peak, after the declare and after the recovery
+//!    ([`crate::bench::durable_memory`]): `durable_rss_bytes_per_child` (summed over the nodes,
+//!    as the memory cluster's `rss_bytes_per_child`) and `durable_nodes`.
 //! 3. **Bare-actor baseline** ([`crate::baseline::measure_bare`]): N of the same `counter`
 //!    actors spawned with `Actor::spawn` over `--nodes` processes, no hub:
 //!    `baseline_start_per_s`, `baseline_stop_per_s` and `actor_bytes_per_child`;
@@ -49,6 +52,7 @@ use clap::Args;
 use process_hub::admin::RegistrySummary;
 use serde_json::{json, Map, Value};
 
+use crate::bench::durable_memory::{self, DurableMemory};
 use crate::harness::outage::{counter_specs, start_in_batches, stop_concurrently, stop_in_batches};
 use crate::harness::{
     wait_for, whole_cluster_outage, AdminClient, ClusterOptions, HarnessError, LocalCluster,
@@ -550,6 +554,10 @@ fn durable_phase(
         })
         .map_err(|e| e.to_string())?;
         let ids = ids(n);
+        let mut memory = DurableMemory {
+            empty: durable_memory::read(&cluster),
+            ..DurableMemory::default()
+        };
         progress(&format!("{n}: declaring {n} durable children"));
         let declare_elapsed = start_all(&clients[0], &ids, true, args)?;
         poll_until(
@@ -560,6 +568,8 @@ fn durable_phase(
             |s| s.complete(n),
         )
         .map_err(|e| e.to_string())?;
+        std::thread::sleep(crate::demo::MEMORY_SETTLE);
+        memory.declared = durable_memory::read(&cluster);
         progress(&format!(
             "{n}: declare {:.0}/s; whole-cluster outage",
             per_s(n, declare_elapsed)
@@ -581,7 +591,8 @@ fn durable_phase(
             "{n}: recovery {:?} ms, lost {}, duplicates {}",
             report.recovery_ms, report.lost, report.duplicates
         ));
-        let mut out = Map::new();
+        memory.recovered = durable_memory::read(&cluster);
+        let mut out = memory.fields(n);
         out.insert("declare_per_s".into(), json!(per_s(n, declare_elapsed)));
         out.insert("recovery_ms".into(), json!(report.recovery_ms));
         out.insert(

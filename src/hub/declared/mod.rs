@@ -373,7 +373,7 @@ impl Actor for DeclaredLeader {
             durable_rows: rows.iter().filter(|r| r.hub.durable).count(),
         };
         let decision = decide_boot(found.to_local(), evidence, fetched);
-        tracing::info!(hub = %hub.config.hub_id, ?found, ?evidence, decision = ?decision_name(&decision), "declared list boot");
+        tracing::info!(hub = %hub.config.hub_id, %found, ?evidence, decision = ?decision_name(&decision), "declared list boot");
         let (state, effects) = DeclaredState::boot(&hub.node, decision, rows.iter());
         // The queue of the shipper the HubSupervisor runs (its actor may be restarting: the
         // offers wait in the queue).
