@@ -86,11 +86,20 @@ async fn a_client_node_drives_the_hub_through_its_remote_endpoints() {
         let on = RemoteHub::on("remote", name.clone()).timeout(Duration::from_secs(20));
         assert_eq!(on.nodes().await.unwrap(), names);
         for spec in &specs {
-            let info = on
-                .child_lookup(spec.id.clone())
-                .await
-                .unwrap()
-                .expect("known");
+            // A start is answered once its host recorded it; another node's copy learns it a
+            // moment later (the host's delta): a lookup that finds nothing yet is asked again.
+            let asked = tokio::time::Instant::now();
+            let info = loop {
+                if let Some(info) = on.child_lookup(spec.id.clone()).await.unwrap() {
+                    break info;
+                }
+                assert!(
+                    asked.elapsed() < Duration::from_secs(10),
+                    "{} unknown to {name} 10 s after its start",
+                    spec.id
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            };
             assert_eq!(
                 info.metadata.unwrap().get("tag").map(String::as_str),
                 Some("rooms")

@@ -97,9 +97,23 @@ fn signal(pid: u32, signal: &str) {
     assert!(status.success(), "kill {signal} {pid}");
 }
 
+/// Where `id` runs, by the registry of whichever endpoint answers. A start is answered once the
+/// host recorded it; another node's copy learns it a moment later (the host's delta), so a
+/// lookup that finds nothing yet is asked again, for at most 10 s.
 async fn host_of(hub: &RemoteHub, id: &ChildId) -> String {
-    let info = hub.child_lookup(id.clone()).await.unwrap().expect("known");
-    info.nodes[0].0.clone()
+    let start = tokio::time::Instant::now();
+    loop {
+        if let Some(info) = hub.child_lookup(id.clone()).await.unwrap() {
+            if let Some((node, _)) = info.nodes.first() {
+                return node.clone();
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{id} is still unknown to the endpoints' registries 10 s after its start"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
