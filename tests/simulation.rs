@@ -171,13 +171,7 @@ fn seeds_that_found_quorum_judged_too_early_keep_every_invariant() {
     ) {
         return;
     }
-    let options = SimOptions {
-        partition_tolerance: Some(process_hub::config::PartitionTolerance::MajorityQuorum {
-            initial_cluster_size: 5,
-            track_max_size: true,
-        }),
-        ..SimOptions::default()
-    };
+    let options = majority_quorum_of_five();
     let replicated = SimOptions {
         replicas: Some(2),
         replication_model: Some(process_hub::config::ReplicationModel::ActivePassive),
@@ -214,13 +208,7 @@ fn seeds_that_found_expired_stubs_revived_keep_every_invariant() {
     ) {
         return;
     }
-    let quorum = SimOptions {
-        partition_tolerance: Some(process_hub::config::PartitionTolerance::MajorityQuorum {
-            initial_cluster_size: 5,
-            track_max_size: true,
-        }),
-        ..SimOptions::default()
-    };
+    let quorum = majority_quorum_of_five();
     let partial = SimOptions {
         partial_faults: Some(true),
         ..SimOptions::default()
@@ -324,4 +312,15 @@ fn seeds_that_found_partial_fault_bugs_keep_every_invariant() {
         measured,
         "no seed ran a child twice for a while: nothing was measured"
     );
+}
+
+/// Options forcing `--partition-tolerance majority-quorum:5`.
+fn majority_quorum_of_five() -> SimOptions {
+    SimOptions {
+        partition_tolerance: Some(process_hub::config::PartitionTolerance::MajorityQuorum {
+            initial_cluster_size: 5,
+            track_max_size: true,
+        }),
+        ..SimOptions::default()
+    }
 }

@@ -235,16 +235,7 @@ fn refill(
 ) -> Result<Refill, DemoError> {
     progress(&format!("starting {count} fresh children on the survivors"));
     let specs: Vec<StartSpec> = (0..count)
-        .map(|i| StartSpec {
-            id: format!("refill-{i:06}"),
-            kind: "counter".into(),
-            args: None,
-            restart: None,
-            metadata: None,
-            durable: false,
-            nodes: None,
-            guided_fallback: false,
-        })
+        .map(|i| StartSpec::new(format!("refill-{i:06}"), "counter"))
         .collect();
     let started_at = Instant::now();
     let (start_elapsed, errors) =

@@ -212,6 +212,21 @@ pub struct StartSpec {
 }
 
 impl StartSpec {
+    /// A spec of `id` and `kind` alone: no arguments, the kind's restart, no metadata, not
+    /// durable, placed by the ring. The fields are public, so a caller sets the rest on it.
+    pub fn new(id: impl Into<String>, kind: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            kind: kind.into(),
+            args: None,
+            restart: None,
+            metadata: None,
+            durable: false,
+            nodes: None,
+            guided_fallback: false,
+        }
+    }
+
     /// Validates the posted spec into the hub's types.
     pub fn into_spec(self) -> Result<(ChildSpec, Metadata, bool), AdminError> {
         let id = ChildId::parse(self.id).map_err(|e| AdminError::InvalidInput(e.to_string()))?;

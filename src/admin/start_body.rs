@@ -119,16 +119,7 @@ impl<'de> Visitor<'de> for SpecVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StartSpec, A::Error> {
         let mut seen = 0u8;
         let (mut id, mut kind) = (None, None);
-        let mut spec = StartSpec {
-            id: String::new(),
-            kind: String::new(),
-            args: None,
-            restart: None,
-            metadata: None,
-            durable: false,
-            nodes: None,
-            guided_fallback: false,
-        };
+        let mut spec = StartSpec::new(String::new(), String::new());
         while let Some(field) = map.next_key::<Field>()? {
             let bit = 1u8 << field as u8;
             if seen & bit != 0 {

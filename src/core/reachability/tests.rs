@@ -10,6 +10,20 @@ fn n(i: usize) -> NodeName {
     format!("n{i}@h")
 }
 
+/// Node `i`'s first record (incarnation 1, version 1), reaching `reachable`.
+fn first_record(i: usize, reachable: BTreeSet<NodeName>) -> (NodeName, Observation) {
+    (
+        n(i),
+        Observation {
+            observer: n(i),
+            incarnation: 1,
+            version: 1,
+            reachable,
+            aside: false,
+        },
+    )
+}
+
 fn record(observer: &str, version: u64, reachable: &[&str]) -> Observation {
     Observation {
         observer: observer.to_owned(),
@@ -62,16 +76,7 @@ fn any_records(size: usize) -> impl Strategy<Value = BTreeMap<NodeName, Observat
                     .filter(|(j, b)| *b && *j != i)
                     .map(|(j, _)| n(j))
                     .collect();
-                (
-                    n(i),
-                    Observation {
-                        observer: n(i),
-                        incarnation: 1,
-                        version: 1,
-                        reachable,
-                        aside: false,
-                    },
-                )
+                first_record(i, reachable)
             })
             .collect()
     })
@@ -562,16 +567,7 @@ fn any_wide_records(size: usize) -> impl Strategy<Value = BTreeMap<NodeName, Obs
                 .filter(|i| present[*i])
                 .map(|i| {
                     let reachable = (0..size).filter(|j| *j != i && coin()).map(n).collect();
-                    (
-                        n(i),
-                        Observation {
-                            observer: n(i),
-                            incarnation: 1,
-                            version: 1,
-                            reachable,
-                            aside: false,
-                        },
-                    )
+                    first_record(i, reachable)
                 })
                 .collect();
             // Oddities: a record listing itself, or a name beyond every record.
