@@ -30,12 +30,12 @@ pub fn reuse_quiet(
     previous.filter(|q| !first && !list_lost && q.stands_for(inputs))
 }
 
-/// The round will park whatever the rows say (its copy is lost, or a peer's copy is not weighed
-/// yet), so it does not scan the registry: at hundreds of thousands of rows the scan is most of
-/// a round, and a parked round is retried an interval later. Without its rows it stays parked
-/// even if the missing copy arrives meanwhile.
-pub fn parks_before_scan(list_lost: bool, unheard: &[NodeName]) -> bool {
-    list_lost || !unheard.is_empty()
+/// The round will park whatever the rows say (its copy is lost, a peer's copy is not weighed
+/// yet, or a peer announced a newer one), so it does not scan the registry: at hundreds of
+/// thousands of rows the scan is most of a round, and a parked round is retried an interval
+/// later. Without its rows it stays parked even if the missing copy arrives meanwhile.
+pub fn parks_before_scan(list_lost: bool, unheard: &[NodeName], ahead: &[NodeName]) -> bool {
+    list_lost || !unheard.is_empty() || !ahead.is_empty()
 }
 
 /// The peers whose declared copies the round has not weighed, after it asked the leader.
@@ -63,10 +63,25 @@ impl Unweighed {
         self.unheard.is_empty() && self.ahead.is_empty()
     }
 
-    /// Whose copies the leader is asked to solicit, sorted and once each.
+    /// Whose copies the leader is asked for at once, sorted and once each: the unheard. A peer
+    /// only ahead is left to [`Unweighed::to_await`].
     pub fn to_solicit(&self) -> Vec<NodeName> {
-        let all: BTreeSet<&NodeName> = self.unheard.iter().chain(&self.ahead).collect();
+        let all: BTreeSet<&NodeName> = self.unheard.iter().collect();
         all.into_iter().cloned().collect()
+    }
+
+    /// The peers ahead of this copy and heard from, sorted and once each: their deltas on the
+    /// way may bring this copy there, so the leader waits for them before it asks for a whole
+    /// copy (`DeclaredMsg::Announced`). During a long burst of declarations a peer is always a
+    /// few deltas behind the leader; asking at once would make every round a whole copy.
+    pub fn to_await(&self) -> Vec<NodeName> {
+        let asked = self.to_solicit();
+        let ahead: BTreeSet<&NodeName> = self.ahead.iter().collect();
+        ahead
+            .into_iter()
+            .filter(|p| asked.binary_search(p).is_err())
+            .cloned()
+            .collect()
     }
 }
 

@@ -239,9 +239,10 @@ proptest! {
         }
     }
 
-    /// The peers asked for are every unweighed one, sorted, once each.
+    /// The peers asked for at once are the unheard (the silent leader included), sorted, once
+    /// each; the peers only ahead are awaited instead.
     #[test]
-    fn the_unweighed_are_solicited_once_each(
+    fn the_unheard_are_solicited_and_the_ahead_awaited_once_each(
         unheard in prop::collection::vec(prop::sample::select(NODES.to_vec()), 0..4),
         leader in proptest::option::of(prop::sample::select(NODES.to_vec())),
         ahead in prop::collection::vec(prop::sample::select(NODES.to_vec()), 0..4),
@@ -249,15 +250,22 @@ proptest! {
         let own = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<NodeName>>();
         let unweighed = Unweighed::new(own(&unheard), leader.map(str::to_owned), own(&ahead));
         let asked = unweighed.to_solicit();
-        let expected: BTreeSet<&str> = unheard.iter().chain(&ahead).chain(&leader).copied().collect();
+        let awaited = unweighed.to_await();
+        let expected: BTreeSet<&str> = unheard.iter().chain(&leader).copied().collect();
         prop_assert_eq!(asked.iter().map(String::as_str).collect::<Vec<_>>(), expected.iter().copied().collect::<Vec<_>>());
-        prop_assert_eq!(unweighed.is_empty(), expected.is_empty());
+        // Every peer ahead is either asked at once (it is also unheard) or awaited, never both.
+        let only_ahead: BTreeSet<&str> = ahead.iter().copied().filter(|p| !expected.contains(p)).collect();
+        prop_assert_eq!(awaited.iter().map(String::as_str).collect::<Vec<_>>(), only_ahead.iter().copied().collect::<Vec<_>>());
+        let all: BTreeSet<&str> = expected.iter().chain(&only_ahead).copied().collect();
+        prop_assert_eq!(unweighed.is_empty(), all.is_empty());
     }
 }
 
 #[test]
 fn a_round_that_will_park_skips_the_scan() {
-    assert!(parks_before_scan(true, &[]));
-    assert!(parks_before_scan(false, &["n2".to_owned()]));
-    assert!(!parks_before_scan(false, &[]));
+    let n2 = ["n2".to_owned()];
+    assert!(parks_before_scan(true, &[], &[]));
+    assert!(parks_before_scan(false, &n2, &[]));
+    assert!(parks_before_scan(false, &[], &n2));
+    assert!(!parks_before_scan(false, &[], &[]));
 }

@@ -290,9 +290,9 @@ fn note_declared_version(
         return;
     }
     if recovery.note_announced(from.clone(), version, last_mutated_by) {
-        tracing::info!(peer = %from, version, "a peer announced a newer declared copy; fetching it");
+        tracing::debug!(peer = %from, version, "a peer announced a newer declared copy");
         if let Some(leader) = hub.declared_leader() {
-            let _ = leader.cast(DeclaredMsg::Solicit { nodes: vec![from] });
+            let _ = leader.cast(DeclaredMsg::Announced { from });
         }
     }
 }

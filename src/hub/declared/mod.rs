@@ -46,7 +46,7 @@ mod persist;
 pub(crate) mod recovery_shared;
 mod remote;
 
-use self::broadcast::{Outbox, WholeRequests};
+use self::broadcast::{AnnouncedAhead, Outbox, WholeRequests};
 use self::persist::{AfterPersist, LastPersist};
 use self::remote::RemoteMutations;
 use super::protocol::DeclaredMsg;
@@ -81,6 +81,8 @@ pub(crate) struct DeclaredLeaderState {
     outbox: Arc<Outbox>,
     /// Peers asked for their whole copy after a delta this copy could not apply.
     whole_requests: WholeRequests,
+    /// Peers that announced a copy ahead of this one, waiting for their deltas.
+    announced_ahead: AnnouncedAhead,
     /// Peers' offers sent in parts, until each is whole.
     offer_parts: PartAssembler<DeclaredChild>,
     /// The latest operation's persist (see `persist::finish`).
@@ -387,6 +389,7 @@ impl Actor for DeclaredLeader {
             remote: RemoteMutations::default(),
             outbox: Outbox::for_hub(hub.clone()),
             whole_requests: WholeRequests::default(),
+            announced_ahead: AnnouncedAhead::default(),
             offer_parts: PartAssembler::new(),
             last_persist: None,
             incarnation: 0,
@@ -467,6 +470,7 @@ impl DeclaredLeader {
             DeclaredMsg::PeerUp { node } => state.peer_up(&node),
             DeclaredMsg::PeerDown { node } => {
                 state.offer_parts.forget(&node);
+                state.announced_ahead.forget(&node);
                 state.remote.node_down(&node)
             }
             DeclaredMsg::Solicit { nodes } => {
@@ -474,6 +478,8 @@ impl DeclaredLeader {
                     state.send_summary(&node, true);
                 }
             }
+            DeclaredMsg::Announced { from } => state.announced(&myself, from),
+            DeclaredMsg::AnnouncedCheck { from } => state.check_announced(&myself, from),
             DeclaredMsg::MutateTimeout { request_id } => state.remote.timed_out(request_id),
             DeclaredMsg::PersistFailed { error } => state.persist_failed(&myself, error),
             DeclaredMsg::Rebuild => state.rebuild(&myself),

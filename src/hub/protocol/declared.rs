@@ -50,6 +50,11 @@ pub(crate) enum DeclaredMsg {
     PeerDown { node: NodeName },
     /// Ask these peers for their copies (the Reconciler has not heard from them).
     Solicit { nodes: Vec<NodeName> },
+    /// Peer `from` announced a copy ahead of this one: its deltas on their way may bring this
+    /// copy there; its whole copy is fetched only if they do not.
+    Announced { from: NodeName },
+    /// A moment after an announcement: has this copy reached it, or moved towards it?
+    AnnouncedCheck { from: NodeName },
     /// A mutation sent to the leader was not answered in time.
     MutateTimeout { request_id: u64 },
     /// A persist failed: refuse mutations, then rebuild the copy from the disk.

@@ -59,7 +59,11 @@ pub(super) async fn run_round(
         report_round(&hub, stats, false, true);
         return round_report(stats, first, false, stood_on(quiet), pacer);
     }
-    let scan_skipped = parks_before_scan(snapshot.parked, &recovery.unheard(&inputs.peers));
+    let scan_skipped = parks_before_scan(
+        snapshot.parked,
+        &recovery.unheard(&inputs.peers),
+        &recovery.ahead_of(&snapshot.list, &inputs.peers),
+    );
     let rows = scan_rows(&hub, scan_skipped);
     // Asked after the rows were read: a child missing from them was stopped before the
     // question, so its removal is in the leader's answer.
@@ -155,7 +159,8 @@ fn round_report(
 /// The peers whose declared copies this node has not weighed, or that are newer than its
 /// copy (`leader_silent`: the leader did not tell its version in time). A node that has not
 /// weighed every peer's copy may be behind a newer version: an outdated copy could restart a
-/// child stopped since, so it plans parked, and the leader is asked to solicit those copies.
+/// child stopped since, so it plans parked, and the leader is asked to solicit the unheard
+/// copies and to wait a moment for the deltas of the peers ahead (`Unweighed::to_await`).
 fn weigh_copies(
     hub: &HubShared,
     recovery: &RecoveryShared,
@@ -176,9 +181,13 @@ fn weigh_copies(
             "declared copies of these peers not weighed yet, or newer than this one; round parked"
         );
         if let Some(leader) = hub.declared_leader() {
-            let _ = leader.cast(DeclaredMsg::Solicit {
-                nodes: unweighed.to_solicit(),
-            });
+            let nodes = unweighed.to_solicit();
+            if !nodes.is_empty() {
+                let _ = leader.cast(DeclaredMsg::Solicit { nodes });
+            }
+            for from in unweighed.to_await() {
+                let _ = leader.cast(DeclaredMsg::Announced { from });
+            }
         }
     }
     unweighed
