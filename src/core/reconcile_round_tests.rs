@@ -269,3 +269,48 @@ fn a_round_that_will_park_skips_the_scan() {
     assert!(parks_before_scan(false, &[], &n2));
     assert!(!parks_before_scan(false, &[], &[]));
 }
+
+#[test]
+fn children_declared_since_the_last_round_wait_one_round_before_the_round_starts_them() {
+    let mut previous = DeclaredList::new();
+    previous
+        .add(ChildSpec::new("old", "counter"), Metadata::new(), "n1")
+        .unwrap();
+    let mut declared = previous.clone();
+    for id in ["new", "moved"] {
+        declared
+            .add(ChildSpec::new(id, "counter"), Metadata::new(), "n1")
+            .unwrap();
+    }
+    // "moved" has a row bound nowhere (registered): the two-round rule already holds it.
+    let rows = vec![row("moved", true, &[])];
+    let plan_now = |previous: Option<&DeclaredList>, pending: &BTreeSet<ChildId>| {
+        let mut plan = plan_replicated_round(&declared, &rows, owners, "n1", pending, false);
+        let held = hold_new_declarations(&mut plan, previous);
+        (plan, held)
+    };
+    let started = |plan: &ReconcilePlan| -> Vec<String> {
+        plan.starts
+            .iter()
+            .map(|s| s.child.spec.id.to_string())
+            .collect()
+    };
+
+    // After a boot (no previous copy) every orphan is the recovery's: all started at once.
+    let (plan, held) = plan_now(None, &BTreeSet::new());
+    assert_eq!(held, 0);
+    assert_eq!(started(&plan), vec!["new", "old"]);
+
+    // A round after one that read `previous`: "new" is given a round, "old" is started.
+    let (plan, held) = plan_now(Some(&previous), &BTreeSet::new());
+    assert_eq!(held, 1);
+    assert_eq!(started(&plan), vec!["old"]);
+    assert!(plan.pending.contains(&ChildId::from("new")));
+    assert_eq!(plan.stats.started, 1);
+
+    // The round after: "new" was declared before the last round read its copy, and runs
+    // nowhere still: started.
+    let (plan, held) = plan_now(Some(&declared), &plan.pending);
+    assert_eq!(held, 0);
+    assert!(started(&plan).contains(&"new".to_owned()));
+}

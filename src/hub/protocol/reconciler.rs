@@ -1,7 +1,9 @@
 //! The Reconciler's messages: the schedule's wake-ups and the report of a finished round.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
+use crate::core::declared::list::DeclaredList;
 use crate::core::reconcile::{QuietRound, RoundStats};
 use crate::core::recovery::StartPacer;
 use crate::model::ChildId;
@@ -30,6 +32,8 @@ pub(crate) struct RoundCarry {
     /// Every round since boot was parked: the next one that is not leaves to their owners
     /// the orphans registered nowhere (`core::reconcile::defer_to_owners`).
     pub owner_first: bool,
+    /// The declared copy the previous round read (`core::reconcile_round::hold_new_declarations`).
+    pub declared: Option<Arc<DeclaredList>>,
 }
 
 /// What a finished round hands back to the actor.

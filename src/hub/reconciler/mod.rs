@@ -39,7 +39,7 @@ pub(crate) mod state_watch;
 
 use crate::core::recovery::{RecoveryState, RoundDecision, RoundSchedule, StartPacer};
 use crate::hooks::{HookEvent, HookKey};
-use round::run_round;
+use round::{run_round, InFlight};
 
 pub(crate) struct Reconciler;
 
@@ -57,6 +57,8 @@ pub(crate) struct ReconcilerState {
     /// or failed (ractor skips `post_stop` after a failure, but always drops the state), so a
     /// round never outlives its actor and a restarted Reconciler never races its predecessor's.
     round: Option<AbortOnDropHandle<()>>,
+    /// The recovery starts submitted and not answered yet ([`InFlight`]).
+    in_flight: Arc<InFlight>,
 }
 
 pub(crate) struct ReconcilerArgs {
@@ -78,6 +80,7 @@ impl ReconcilerState {
                 let hub = self.hub.clone();
                 let recovery = self.recovery.clone();
                 let carry = self.carry.clone();
+                let in_flight = self.in_flight.clone();
                 let me = myself.clone();
                 let span = tracing::info_span!(
                     "process_hub.reconcile_round",
@@ -89,7 +92,8 @@ impl ReconcilerState {
                 self.round = Some(AbortOnDropHandle::new(tokio::spawn(
                     tracing::Instrument::instrument(
                         async move {
-                            let report = run_round(hub, recovery, first, carry, pacer).await;
+                            let report =
+                                run_round(hub, recovery, first, carry, pacer, in_flight).await;
                             let _ = me.cast(ReconcilerMsg::RoundDone(Box::new(report)));
                         },
                         span,
@@ -174,6 +178,7 @@ impl Actor for Reconciler {
             wake: None,
             tick: None,
             round: None,
+            in_flight: Arc::default(),
         })
     }
 

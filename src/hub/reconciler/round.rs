@@ -2,18 +2,19 @@
 //! inputs (the declared copy as persisted, the registry view, the ring, the leader's version),
 //! plans with [`plan_local_round`], and carries the plan out.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::core::declared::list::DeclaredList;
 use crate::core::guided::Guided;
 use crate::core::reconcile::{OrphanStart, QuietRound, ReconcilePlan, RoundInputs, RoundStats};
 use crate::core::reconcile_round::{
-    duplicate_stops, next_round, parks_before_scan, plan_local_round, reuse_quiet, Readiness,
-    RoundView, Unweighed,
+    duplicate_stops, hold_new_declarations, next_round, parks_before_scan, plan_local_round,
+    reuse_quiet, Readiness, RoundView, Unweighed,
 };
 use crate::core::recovery::StartPacer;
 use crate::hooks::{HookEvent, HookKey};
@@ -36,11 +37,13 @@ pub(super) async fn run_round(
     first: bool,
     carried: RoundCarry,
     mut pacer: StartPacer,
+    in_flight: Arc<InFlight>,
 ) -> RoundReport {
     let RoundCarry {
         pending,
         quiet,
         owner_first,
+        declared: previous_declared,
     } = carried;
     let began = Instant::now();
     let mut snapshot = declared_copy(&hub, &recovery, first).await;
@@ -57,7 +60,8 @@ pub(super) async fn run_round(
             ..quiet.stats
         };
         report_round(&hub, stats, false, true);
-        return round_report(stats, first, false, stood_on(quiet), pacer);
+        let carry = stood_on(quiet, previous_declared);
+        return round_report(stats, first, false, carry, pacer);
     }
     let scan_skipped = parks_before_scan(
         snapshot.parked,
@@ -80,17 +84,26 @@ pub(super) async fn run_round(
         partitioned: hub.partition.partitioned(),
     };
     let mut plan = plan_with(&hub, &snapshot, &rows, pending, owner_first, readiness);
+    let held = hold_new_declarations(&mut plan, previous_declared.as_deref());
+    if held > 0 {
+        tracing::debug!(
+            held,
+            "children declared since the last round are given a round"
+        );
+    }
     carry_out(&hub, &plan).await;
     let (mut stats, parked) = (plan.stats, plan.parked);
     let next = next_round(&mut plan, owner_first, inputs);
     let answer_wait = Duration::from_millis(recovery.config.reconcile_interval_ms);
-    stats.started = submit_paced(&hub, plan.starts, &mut pacer, answer_wait).await;
+    let starts = in_flight.not_in_flight(plan.starts);
+    stats.started = submit_paced(&hub, starts, &mut pacer, answer_wait, &in_flight).await;
     stats.elapsed_ms = began.elapsed().as_millis() as u64;
     report_round(&hub, stats, parked, false);
     let carry = RoundCarry {
         pending: next.pending,
         quiet: next.quiet.map(|inputs| QuietRound { inputs, stats }),
         owner_first: next.owner_first,
+        declared: Some(snapshot.list.clone()),
     };
     round_report(stats, first, parked, carry, pacer)
 }
@@ -123,10 +136,12 @@ async fn declared_copy(
     snapshot
 }
 
-/// What a round that stood on the quiet one before it hands the next: the same quiet round.
-fn stood_on(quiet: QuietRound) -> RoundCarry {
+/// What a round that stood on the quiet one before it hands the next: the same quiet round,
+/// and the same declared copy (nothing was declared since, or the round would not be quiet).
+fn stood_on(quiet: QuietRound, declared: Option<Arc<DeclaredList>>) -> RoundCarry {
     RoundCarry {
         quiet: Some(quiet),
+        declared,
         ..RoundCarry::default()
     }
 }
@@ -402,6 +417,7 @@ async fn submit_paced(
     starts: Vec<OrphanStart>,
     pacer: &mut StartPacer,
     answer_wait: Duration,
+    in_flight: &Arc<InFlight>,
 ) -> usize {
     pacer.begin_round();
     let mut queue = starts.into_iter();
@@ -413,7 +429,7 @@ async fn submit_paced(
         let batch: Vec<OrphanStart> = queue.by_ref().take(grant.now).collect();
         left -= batch.len();
         submitted += batch.len();
-        answers.extend(submit(hub, batch));
+        answers.extend(submit(hub, batch, in_flight));
         if left == 0 {
             break;
         }
@@ -436,8 +452,8 @@ async fn submit_paced(
 /// start timeout (`default_timeout`), e.g. when the owner, or the node a start is forwarded to,
 /// cannot reach this node yet while a restarted cluster forms, and the first round's completion
 /// is what moves the hub to `normal`. A start still unanswered stays in flight: the next round
-/// sees whether it runs, and an orphan again is resubmitted (the owner's supervisor keeps one
-/// instance).
+/// sees whether it runs, and an orphan again is resubmitted once its start is answered
+/// ([`InFlight`]).
 async fn await_answers(answers: Vec<StartAnswer>, answer_wait: Duration) {
     let total = answers.len();
     let mut failed = FailureTally::new();
@@ -479,7 +495,7 @@ type StartAnswer =
 ///
 /// A guided child's placement record goes back into the start's `child_mapping`, so it starts on
 /// its node (or, allowed to fall back, on its ring owner while its node is gone).
-fn submit(hub: &HubShared, batch: Vec<OrphanStart>) -> Vec<StartAnswer> {
+fn submit(hub: &HubShared, batch: Vec<OrphanStart>, in_flight: &Arc<InFlight>) -> Vec<StartAnswer> {
     // (metadata, check_existing, fallback): one start request each.
     type Group = (Metadata, bool, bool);
     let mut groups: BTreeMap<Group, Vec<(ChildSpec, Option<Guided>)>> = BTreeMap::new();
@@ -509,6 +525,7 @@ fn submit(hub: &HubShared, batch: Vec<OrphanStart>) -> Vec<StartAnswer> {
             .guided_fallback(fallback);
         opts.metadata = metadata;
         let mut specs = Vec::with_capacity(children.len());
+        let ids: Vec<ChildId> = children.iter().map(|(spec, _)| spec.id.clone()).collect();
         for (spec, guided) in children {
             if let Some(guided) = guided {
                 if guided.by_load {
@@ -519,7 +536,60 @@ fn submit(hub: &HubShared, batch: Vec<OrphanStart>) -> Vec<StartAnswer> {
             specs.push(spec);
         }
         hub.start_through_coordinator(specs, opts, tx.into());
-        answers.push(rx);
+        answers.push(in_flight.track(ids, rx));
     }
     answers
+}
+
+/// The recovery starts submitted and not answered yet. A round ends a reconcile interval after
+/// its last submission, answered or not; at hundreds of thousands of children the starts take
+/// longer than that, and the next round, seeing them still running nowhere, submitted them
+/// again: every round added another start of every child not yet running, until the nodes ran
+/// out of memory (1,000,000 durable children). A child is submitted again only once its start
+/// has been answered (a failed start is retried by the next round, as before).
+#[derive(Default)]
+pub(super) struct InFlight(Mutex<HashSet<ChildId>>);
+
+impl InFlight {
+    /// `starts` without the children whose start is still in flight.
+    fn not_in_flight(&self, mut starts: Vec<OrphanStart>) -> Vec<OrphanStart> {
+        let in_flight = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if in_flight.is_empty() {
+            return starts;
+        }
+        let before = starts.len();
+        starts.retain(|s| !in_flight.contains(&s.child.spec.id));
+        if starts.len() < before {
+            tracing::info!(
+                in_flight = before - starts.len(),
+                "recovery starts still in flight are not submitted again"
+            );
+        }
+        starts
+    }
+
+    /// Marks `ids` in flight until `answer` comes (or its sender is dropped), and returns the
+    /// answer to wait for.
+    fn track(self: &Arc<Self>, ids: Vec<ChildId>, answer: StartAnswer) -> StartAnswer {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(ids.iter().cloned());
+        let (forward, forwarded) = tokio::sync::oneshot::channel();
+        let this = self.clone();
+        tokio::spawn(async move {
+            let answer = answer.await;
+            {
+                let mut in_flight = this.0.lock().unwrap_or_else(|e| e.into_inner());
+                for id in &ids {
+                    in_flight.remove(id);
+                }
+            }
+            // No sender answer: `forward` is dropped, and the waiter sees it unanswered.
+            if let Ok(answer) = answer {
+                let _ = forward.send(answer);
+            }
+        });
+        forwarded
+    }
 }
