@@ -144,26 +144,24 @@ pub fn plan_local_round<'a>(
 /// Gives one round to the unregistered orphans declared since the `previous` round's copy: a
 /// child declared a moment ago is usually on its way (its start follows its declaration, and its
 /// row reaches the other nodes after its host recorded it), so starting it here would only start
-/// it twice. During a long burst of durable starts each round found every child of the burst
-/// still in the pipeline and submitted all of them again. They go to the plan's pending set, and
-/// the next round starts those still running nowhere. Without a previous copy (the first round
-/// after a boot, whose orphans are the recovery) every orphan is started. Returns how many were
-/// held.
+/// it twice (during a long burst of durable starts, every child of the burst still in the
+/// pipeline). They go to the plan's pending set, and the next round starts those still running
+/// nowhere. Without a previous copy (the first round after a boot, whose orphans are the
+/// recovery) every orphan is started. Returns how many were held.
 pub fn hold_new_declarations(plan: &mut ReconcilePlan, previous: Option<&DeclaredList>) -> usize {
     let Some(previous) = previous else {
         return 0;
     };
     let before = plan.starts.len();
-    let mut held = Vec::new();
+    let pending = &mut plan.pending;
     plan.starts.retain(|s| {
         let new = s.unregistered && !previous.contains(&s.child.spec.id);
         if new {
-            held.push(s.child.spec.id.clone());
+            pending.insert(s.child.spec.id.clone());
         }
         !new
     });
     let count = before - plan.starts.len();
-    plan.pending.extend(held);
     plan.stats.started -= count;
     plan.stats.skipped_pending += count;
     count

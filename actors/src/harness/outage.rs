@@ -37,14 +37,8 @@ pub const NAMED_IN_REPORT: usize = 20;
 pub fn counter_specs(ids: &[String], durable: bool) -> Vec<StartSpec> {
     ids.iter()
         .map(|id| StartSpec {
-            id: id.clone(),
-            kind: "counter".into(),
-            args: None,
-            restart: None,
-            metadata: None,
             durable,
-            nodes: None,
-            guided_fallback: false,
+            ..StartSpec::new(id.clone(), "counter")
         })
         .collect()
 }

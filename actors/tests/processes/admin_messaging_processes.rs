@@ -15,14 +15,8 @@ fn binary() -> &'static Path {
 
 fn counter(id: &str, start: i64) -> StartSpec {
     StartSpec {
-        id: id.into(),
-        kind: "counter".into(),
         args: Some(json!({ "start": start })),
-        restart: None,
-        metadata: None,
-        durable: false,
-        nodes: None,
-        guided_fallback: false,
+        ..StartSpec::new(id, "counter")
     }
 }
 

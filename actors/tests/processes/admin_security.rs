@@ -360,16 +360,7 @@ fn unknown_ids_are_not_found_on_every_node_and_pages_refuse_cross_site_writes() 
     let started = clients[0]
         .start(
             &(0..6)
-                .map(|i| process_hub::admin::StartSpec {
-                    id: format!("real-{i}"),
-                    kind: "counter".into(),
-                    args: None,
-                    restart: None,
-                    metadata: None,
-                    durable: false,
-                    nodes: None,
-                    guided_fallback: false,
-                })
+                .map(|i| process_hub::admin::StartSpec::new(format!("real-{i}"), "counter"))
                 .collect::<Vec<_>>(),
         )
         .expect("start answers");

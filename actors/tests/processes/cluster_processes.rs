@@ -30,16 +30,7 @@ fn formed(n: usize, options: &ClusterOptions) -> LocalCluster {
 
 fn specs(prefix: &str, n: usize) -> Vec<StartSpec> {
     (0..n)
-        .map(|i| StartSpec {
-            id: format!("{prefix}-{i:03}"),
-            kind: "counter".into(),
-            args: None,
-            restart: None,
-            metadata: None,
-            durable: false,
-            nodes: None,
-            guided_fallback: false,
-        })
+        .map(|i| StartSpec::new(format!("{prefix}-{i:03}"), "counter"))
         .collect()
 }
 

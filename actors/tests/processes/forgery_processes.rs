@@ -64,16 +64,7 @@ async fn frames_forged_in_a_members_name_change_nothing_on_the_others() {
         cluster.nodes[1].node_name.clone(),
     );
     let specs: Vec<StartSpec> = (0..CHILDREN)
-        .map(|i| StartSpec {
-            id: format!("f-{i:03}"),
-            kind: "counter".into(),
-            args: None,
-            restart: None,
-            metadata: None,
-            durable: false,
-            nodes: None,
-            guided_fallback: false,
-        })
+        .map(|i| StartSpec::new(format!("f-{i:03}"), "counter"))
         .collect();
     a.start(&specs).expect("children start");
     let before = wait_for("every child placed, on both nodes", DEADLINE, || {

@@ -18,16 +18,7 @@ fn binary() -> &'static Path {
 }
 
 fn counter(id: String) -> StartSpec {
-    StartSpec {
-        id,
-        kind: "counter".into(),
-        args: None,
-        restart: None,
-        metadata: None,
-        durable: false,
-        nodes: None,
-        guided_fallback: false,
-    }
+    StartSpec::new(id, "counter")
 }
 
 /// `id -> nodes` as one node's registry lists it.

@@ -16,14 +16,8 @@ fn binary() -> &'static Path {
 
 fn counter(id: &str, nodes: Option<Vec<String>>) -> StartSpec {
     StartSpec {
-        id: id.into(),
-        kind: "counter".into(),
-        args: None,
-        restart: None,
-        metadata: None,
-        durable: false,
         nodes,
-        guided_fallback: false,
+        ..StartSpec::new(id, "counter")
     }
 }
 

@@ -90,16 +90,7 @@ fn counters_keep_their_values_when_a_node_joins_and_when_a_node_leaves() {
         .unwrap_or_else(|e| panic!("{e}\n{}", cluster.log_tails(40)));
     let entry = cluster.nodes[0].client();
     let specs: Vec<StartSpec> = (0..CHILDREN)
-        .map(|i| StartSpec {
-            id: id(i),
-            kind: "counter".into(),
-            args: None,
-            restart: None,
-            metadata: None,
-            durable: false,
-            nodes: None,
-            guided_fallback: false,
-        })
+        .map(|i| StartSpec::new(id(i), "counter"))
         .collect();
     let started = entry.start(&specs).expect("start answers");
     assert_eq!(started.started.len(), CHILDREN, "{started:?}");

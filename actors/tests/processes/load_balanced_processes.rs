@@ -21,16 +21,7 @@ fn binary() -> &'static Path {
 }
 
 fn counter(id: String) -> StartSpec {
-    StartSpec {
-        id,
-        kind: "counter".into(),
-        args: None,
-        restart: None,
-        metadata: None,
-        durable: false,
-        nodes: None,
-        guided_fallback: false,
-    }
+    StartSpec::new(id, "counter")
 }
 
 /// Children per node, when every child runs on exactly one node.

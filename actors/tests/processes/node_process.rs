@@ -19,16 +19,7 @@ fn binary() -> &'static Path {
 }
 
 fn counter(id: &str) -> StartSpec {
-    StartSpec {
-        id: id.into(),
-        kind: "counter".into(),
-        args: None,
-        restart: None,
-        metadata: None,
-        durable: false,
-        nodes: None,
-        guided_fallback: false,
-    }
+    StartSpec::new(id, "counter")
 }
 
 #[test]

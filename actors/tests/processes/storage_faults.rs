@@ -23,14 +23,8 @@ fn binary() -> &'static Path {
 
 fn spec(id: &str, durable: bool) -> StartSpec {
     StartSpec {
-        id: id.into(),
-        kind: "counter".into(),
-        args: None,
-        restart: None,
-        metadata: None,
         durable,
-        nodes: None,
-        guided_fallback: false,
+        ..StartSpec::new(id, "counter")
     }
 }
 

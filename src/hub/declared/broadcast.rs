@@ -19,9 +19,8 @@
 //!   at once: it is checked again [`ANNOUNCED_WAIT`] later, and again as long as deltas keep
 //!   moving this copy; only a copy that stood still that long while still behind asks for the
 //!   announcer's copy. With no delta arriving the copy is asked for at once, as a lost delta
-//!   needs. Asking at once in a burst made every announcement a whole copy (a clone of every
-//!   child, encoded, on both sides): at 500,000 durable children it cut the declare rate
-//!   sixfold.
+//!   needs. Asking at once in a burst would make every announcement a whole copy (a clone of
+//!   every child, encoded, on both sides), quadratic in the burst.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
@@ -277,6 +276,12 @@ impl DeclaredLeaderState {
             self.send_summary(&from, true);
             return;
         }
+        self.check_announced_later(myself, from);
+    }
+
+    /// Checks `from`'s announcement again [`ANNOUNCED_WAIT`] from now, against this copy's
+    /// version now.
+    fn check_announced_later(&mut self, myself: &ActorRef<DeclaredMsg>, from: NodeName) {
         self.announced_ahead
             .checks
             .insert(from.clone(), self.state.list().version());
@@ -294,8 +299,8 @@ impl DeclaredLeaderState {
         }
         let now = self.state.list().version();
         if now != checked_at {
-            self.announced_ahead.checks.insert(from.clone(), now);
-            myself.send_after(ANNOUNCED_WAIT, move || DeclaredMsg::AnnouncedCheck { from });
+            // Deltas moved this copy meanwhile: wait for the rest.
+            self.check_announced_later(myself, from);
             return;
         }
         tracing::debug!(

@@ -542,11 +542,10 @@ fn submit(hub: &HubShared, batch: Vec<OrphanStart>, in_flight: &Arc<InFlight>) -
 }
 
 /// The recovery starts submitted and not answered yet. A round ends a reconcile interval after
-/// its last submission, answered or not; at hundreds of thousands of children the starts take
-/// longer than that, and the next round, seeing them still running nowhere, submitted them
-/// again: every round added another start of every child not yet running, until the nodes ran
-/// out of memory (1,000,000 durable children). A child is submitted again only once its start
-/// has been answered (a failed start is retried by the next round, as before).
+/// its last submission, answered or not, and at hundreds of thousands of children the starts
+/// take longer than that: the next round sees those children still running nowhere, and
+/// submitting them again would add another start of each, every round. A child is submitted
+/// again only once its start has been answered (a failed start is retried by the next round).
 #[derive(Default)]
 pub(super) struct InFlight(Mutex<HashSet<ChildId>>);
 
