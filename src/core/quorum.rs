@@ -17,11 +17,20 @@
 //! Pure: the Coordinator tells a [`QuorumTracker`] of each node that went down or came up, with
 //! the time and the member count, and acts on the [`Verdict`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::NodeName;
 
 pub use crate::config::PartitionTolerance;
+
+/// How many members quorum counts: the members (this node included) that are not suspects
+/// (members whose link dropped and that nobody vouched for since). A suspect that already left
+/// the members is not subtracted again: while one decision takes several peers out one after
+/// the other, the ones still to go are suspects, and those already gone must not count twice,
+/// or a side that keeps quorum would be judged without it and stop its children.
+pub fn counted_members(members: &[NodeName], suspects: &BTreeSet<NodeName>) -> usize {
+    members.iter().filter(|m| !suspects.contains(*m)).count()
+}
 
 /// What a membership change did to quorum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

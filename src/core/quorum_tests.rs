@@ -49,6 +49,29 @@ fn static_quorum_holds_down_to_its_size_and_comes_back_with_it() {
 }
 
 #[test]
+fn two_peers_taken_out_by_one_decision_leave_a_sixty_percent_side_its_quorum() {
+    // Five nodes; d and e are cut off: both are suspects, then one decision takes both out of
+    // the members, one after the other. The side of three keeps 3 of 5 = 60 % all along.
+    let strategy = PartitionTolerance::DynamicQuorum {
+        quorum_size_percent: 60,
+        threshold_time_ms: 400,
+    };
+    let mut t = QuorumTracker::new(strategy, 5);
+    let suspects: BTreeSet<NodeName> = [n(3), n(4)].into_iter().collect();
+    let mut members: Vec<NodeName> = (0..5).map(n).collect();
+    assert_eq!(counted_members(&members, &suspects), 3);
+    members.retain(|m| *m != n(3));
+    let counted = counted_members(&members, &suspects);
+    assert_eq!(counted, 3, "d left the members: not subtracted twice");
+    assert_eq!(t.node_down(&n(3), 10, counted), Verdict::Unchanged);
+    members.retain(|m| *m != n(4));
+    let counted = counted_members(&members, &suspects);
+    assert_eq!(counted, 3);
+    assert_eq!(t.node_down(&n(4), 10, counted), Verdict::Unchanged);
+    assert!(!t.is_partitioned());
+}
+
+#[test]
 fn dynamic_quorum_counts_only_the_nodes_lost_within_the_threshold() {
     let strategy = PartitionTolerance::DynamicQuorum {
         quorum_size_percent: 50,

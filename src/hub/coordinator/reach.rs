@@ -453,10 +453,13 @@ impl CoordinatorState {
         self.quorum_recount(myself);
     }
 
-    /// How many members quorum counts: the members (this node included) minus the suspects.
+    /// How many members quorum counts (`core::quorum::counted_members`).
     pub(super) fn quorum_members(&self) -> usize {
-        let suspects = self.cluster.as_ref().map_or(0, |c| c.reach.suspects.len());
-        self.hub.members().len().saturating_sub(suspects)
+        let members = self.hub.members();
+        match &self.cluster {
+            Some(c) => crate::core::quorum::counted_members(&members, &c.reach.suspects),
+            None => members.len(),
+        }
     }
 
     /// Enters or leaves the set-aside state: set aside, this node stops its children as a
