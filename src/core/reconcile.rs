@@ -65,6 +65,9 @@ pub struct OrphanStart {
     /// a whole-cluster outage. Only such a start is left to its owner first
     /// ([`defer_to_owners`]); an unbound row has waited its round already (`pending`).
     pub unregistered: bool,
+    /// It runs, on fewer of its owners than it has: the start tops its replicas up (it is no
+    /// orphan, and no owner's own round would start it sooner).
+    pub top_up: bool,
 }
 
 /// Why a local instance is stopped.
@@ -269,6 +272,7 @@ pub fn plan_replicated_round<'a>(
                         child: child.clone(),
                         owner: owners[0].clone(),
                         unregistered: false,
+                        top_up: true,
                     });
                 }
             }
@@ -288,6 +292,7 @@ pub fn plan_replicated_round<'a>(
                     child: child.clone(),
                     owner,
                     unregistered: observed_row.is_none(),
+                    top_up: false,
                 });
             }
         }

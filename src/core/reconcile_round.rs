@@ -116,17 +116,80 @@ pub struct RoundView<'a> {
     pub previous_pending: &'a BTreeSet<ChildId>,
     /// Every round since boot was parked: orphans registered nowhere go to their owners first.
     pub owner_first: bool,
+    /// How many children each node ran in the rows of the previous round that scanned them
+    /// ([`defer_to_working_owners`]); `None` before the first scan.
+    pub previous_bindings: Option<&'a Bindings>,
     /// What may park the round.
     pub readiness: Readiness,
 }
 
+/// How many children each node runs, as the rows a round read say ([`bindings_per_node`]).
+pub type Bindings = BTreeMap<NodeName, usize>;
+
+/// Counts the bindings of each node in `rows`.
+pub fn bindings_per_node<'a>(rows: impl IntoIterator<Item = &'a Row>) -> Bindings {
+    let mut bindings = Bindings::new();
+    for row in rows {
+        for node in row.node_pids.keys() {
+            *bindings.entry(node.clone()).or_default() += 1;
+        }
+    }
+    bindings
+}
+
+/// Leaves to their owners the orphans whose owner is at work: one whose bindings grew since
+/// the previous round is starting children, and its own rounds will start its orphans. After a
+/// whole-cluster outage each owner's share of the recovery takes many rounds at hundreds of
+/// thousands of children; if every node also submitted the orphans of the owners still at it,
+/// each child went through the start pipeline once per node, the registries fell behind under
+/// the refusals and duplicates, and the next rounds saw even more orphans. An orphan whose
+/// owner's bindings stood still for a round (the owner is parked, or its rounds do not run) is
+/// submitted by every node as before. The deferred children stay pending (registered ones) or
+/// deferred (unregistered ones), so the next round that finds their owner idle submits them.
+/// Replica top-ups are left as they are. Returns how many were deferred.
+pub fn defer_to_working_owners(
+    plan: &mut ReconcilePlan,
+    local: &str,
+    previous: &Bindings,
+    now: &Bindings,
+) -> usize {
+    if plan.parked {
+        return 0;
+    }
+    let working = |owner: &NodeName| {
+        owner != local
+            && !owner.is_empty()
+            && now.get(owner).copied().unwrap_or(0) > previous.get(owner).copied().unwrap_or(0)
+    };
+    let before = plan.starts.len();
+    let (pending, deferred) = (&mut plan.pending, &mut plan.deferred);
+    plan.starts.retain(|start| {
+        if start.top_up || !working(&start.owner) {
+            return true;
+        }
+        let id = start.child.spec.id.clone();
+        if start.unregistered {
+            deferred.insert(id);
+        } else {
+            pending.insert(id);
+        }
+        false
+    });
+    let count = before - plan.starts.len();
+    plan.stats.started -= count;
+    plan.stats.deferred_to_owner += count;
+    count
+}
+
 /// Plans the round ([`plan_replicated_round`]); after a boot, the first round that acts leaves
-/// to their owners the orphans registered nowhere ([`defer_to_owners`]).
-pub fn plan_local_round<'a>(
+/// to their owners the orphans registered nowhere ([`defer_to_owners`]), and every later one
+/// the orphans of the owners at work ([`defer_to_working_owners`]). Returns the plan and the
+/// bindings per node it was planned from (the next round's `previous_bindings`).
+pub fn plan_local_round(
     view: &RoundView<'_>,
-    rows: impl IntoIterator<Item = &'a Row>,
+    rows: &[Row],
     owners_of: impl Fn(&ChildId, Option<&Row>) -> Vec<NodeName>,
-) -> ReconcilePlan {
+) -> (ReconcilePlan, Bindings) {
     let mut plan = plan_replicated_round(
         view.declared,
         rows,
@@ -135,10 +198,13 @@ pub fn plan_local_round<'a>(
         view.previous_pending,
         view.readiness.parked(),
     );
+    let bindings = bindings_per_node(rows);
     if view.owner_first {
         defer_to_owners(&mut plan, view.local);
+    } else if let Some(previous) = view.previous_bindings {
+        defer_to_working_owners(&mut plan, view.local, previous, &bindings);
     }
-    plan
+    (plan, bindings)
 }
 
 /// Gives one round to the unregistered orphans declared since the `previous` round's copy: a

@@ -100,9 +100,10 @@ fn plan_on(world: &World, local: &str, owner_first: bool, readiness: Readiness) 
         local,
         previous_pending: &world.pending,
         owner_first,
+        previous_bindings: None,
         readiness,
     };
-    plan_local_round(&view, &world.rows, owners)
+    plan_local_round(&view, &world.rows, owners).0
 }
 
 fn started(plan: &ReconcilePlan) -> Vec<&ChildId> {
@@ -313,4 +314,81 @@ fn children_declared_since_the_last_round_wait_one_round_before_the_round_starts
     let (plan, held) = plan_now(Some(&declared), &plan.pending);
     assert_eq!(held, 0);
     assert!(started(&plan).contains(&"new".to_owned()));
+}
+
+#[test]
+fn orphans_of_an_owner_at_work_are_left_to_it_until_its_bindings_stand_still() {
+    // Owners in the toy ring: a, d on n2; b, e on n3; c, f on n1 (this node).
+    let mut declared = DeclaredList::new();
+    for id in IDS {
+        declared
+            .add(ChildSpec::new(id, "counter"), Metadata::new(), "n1")
+            .unwrap();
+    }
+    // "a" has a row bound nowhere, seen by the previous round; the others have no row.
+    let rows = vec![row("a", true, &[])];
+    let pending: BTreeSet<ChildId> = [ChildId::from("a")].into_iter().collect();
+    let bindings = |n2: usize, n3: usize| -> Bindings {
+        [("n2".to_owned(), n2), ("n3".to_owned(), n3)]
+            .into_iter()
+            .collect()
+    };
+    let started = |plan: &ReconcilePlan| -> Vec<String> {
+        plan.starts
+            .iter()
+            .map(|s| s.child.spec.id.to_string())
+            .collect()
+    };
+
+    // n2 started children since the last round, n3 did not: n2's orphans wait for it.
+    let mut plan = plan_replicated_round(&declared, &rows, owners, "n1", &pending, false);
+    let deferred = defer_to_working_owners(&mut plan, "n1", &bindings(5, 7), &bindings(6, 7));
+    assert_eq!(deferred, 2);
+    assert_eq!(started(&plan), vec!["b", "c", "e", "f"]);
+    assert_eq!(plan.stats.started, 4);
+    assert_eq!(plan.stats.deferred_to_owner, 2);
+    assert!(
+        plan.pending.contains(&ChildId::from("a")),
+        "registered: stays pending"
+    );
+    assert!(plan.deferred.contains(&ChildId::from("d")));
+    assert!(!plan.is_quiet());
+
+    // The next round: n2 stood still (parked, or its rounds stopped): every node submits them.
+    let mut next = plan_replicated_round(&declared, &rows, owners, "n1", &plan.pending, false);
+    let deferred = defer_to_working_owners(&mut next, "n1", &bindings(6, 7), &bindings(6, 7));
+    assert_eq!(deferred, 0);
+    assert_eq!(started(&next), vec!["a", "b", "c", "d", "e", "f"]);
+
+    // A replica top-up and a parked plan are left as they are.
+    let mut top_up = ReconcilePlan::default();
+    top_up.starts.push(OrphanStart {
+        child: declared.get(&ChildId::from("a")).unwrap().clone(),
+        owner: "n2".into(),
+        unregistered: false,
+        top_up: true,
+    });
+    top_up.stats.started = 1;
+    assert_eq!(
+        defer_to_working_owners(&mut top_up, "n1", &bindings(5, 7), &bindings(6, 7)),
+        0
+    );
+    let mut parked = plan_replicated_round(&declared, &rows, owners, "n1", &pending, true);
+    assert_eq!(
+        defer_to_working_owners(&mut parked, "n1", &bindings(5, 7), &bindings(6, 7)),
+        0
+    );
+}
+
+#[test]
+fn bindings_count_every_node_a_row_is_bound_on() {
+    let rows = vec![
+        row("a", true, &[0, 1]),
+        row("b", false, &[1]),
+        row("c", true, &[]),
+    ];
+    let counted = bindings_per_node(&rows);
+    assert_eq!(counted.get("n1"), Some(&1));
+    assert_eq!(counted.get("n2"), Some(&2));
+    assert_eq!(counted.get("n3"), None);
 }

@@ -14,7 +14,7 @@ use crate::core::guided::Guided;
 use crate::core::reconcile::{OrphanStart, QuietRound, ReconcilePlan, RoundInputs, RoundStats};
 use crate::core::reconcile_round::{
     duplicate_stops, hold_new_declarations, next_round, parks_before_scan, plan_local_round,
-    reuse_quiet, Readiness, RoundView, Unweighed,
+    reuse_quiet, Bindings, Readiness, RoundView, Unweighed,
 };
 use crate::core::recovery::StartPacer;
 use crate::hooks::{HookEvent, HookKey};
@@ -44,6 +44,7 @@ pub(super) async fn run_round(
         quiet,
         owner_first,
         declared: previous_declared,
+        bindings: previous_bindings,
     } = carried;
     let began = Instant::now();
     let mut snapshot = declared_copy(&hub, &recovery, first).await;
@@ -60,7 +61,7 @@ pub(super) async fn run_round(
             ..quiet.stats
         };
         report_round(&hub, stats, false, true);
-        let carry = stood_on(quiet, previous_declared);
+        let carry = stood_on(quiet, previous_declared, previous_bindings);
         return round_report(stats, first, false, carry, pacer);
     }
     let scan_skipped = parks_before_scan(
@@ -83,7 +84,12 @@ pub(super) async fn run_round(
         unweighed: weigh_copies(&hub, &recovery, &snapshot, leader_answered.err()),
         partitioned: hub.partition.partitioned(),
     };
-    let mut plan = plan_with(&hub, &snapshot, &rows, pending, owner_first, readiness);
+    let previous = Previous {
+        pending,
+        owner_first,
+        bindings: previous_bindings,
+    };
+    let (mut plan, bindings) = plan_with(&hub, &snapshot, &rows, previous, readiness);
     let held = hold_new_declarations(&mut plan, previous_declared.as_deref());
     if held > 0 {
         tracing::debug!(
@@ -104,6 +110,7 @@ pub(super) async fn run_round(
         quiet: next.quiet.map(|inputs| QuietRound { inputs, stats }),
         owner_first: next.owner_first,
         declared: Some(snapshot.list.clone()),
+        bindings,
     };
     round_report(stats, first, parked, carry, pacer)
 }
@@ -137,13 +144,26 @@ async fn declared_copy(
 }
 
 /// What a round that stood on the quiet one before it hands the next: the same quiet round,
-/// and the same declared copy (nothing was declared since, or the round would not be quiet).
-fn stood_on(quiet: QuietRound, declared: Option<Arc<DeclaredList>>) -> RoundCarry {
+/// and the same declared copy and bindings (nothing changed since, or the round would not be
+/// quiet).
+fn stood_on(
+    quiet: QuietRound,
+    declared: Option<Arc<DeclaredList>>,
+    bindings: Option<Bindings>,
+) -> RoundCarry {
     RoundCarry {
         quiet: Some(quiet),
         declared,
+        bindings,
         ..RoundCarry::default()
     }
+}
+
+/// What the previous rounds hand the plan.
+struct Previous {
+    pending: BTreeSet<ChildId>,
+    owner_first: bool,
+    bindings: Option<Bindings>,
 }
 
 /// Every row of the registry, unless the round skips its scan.
@@ -208,15 +228,21 @@ fn weigh_copies(
     unweighed
 }
 
-/// Plans the round from what it gathered, off the runtime (a scan of every row).
+/// Plans the round from what it gathered, off the runtime (a scan of every row). The bindings
+/// handed on are the previous ones when the round did not scan the registry.
 fn plan_with(
     hub: &HubShared,
     snapshot: &DeclaredSnapshot,
     rows: &[Row],
-    previous_pending: BTreeSet<ChildId>,
-    owner_first: bool,
+    previous: Previous,
     readiness: Readiness,
-) -> ReconcilePlan {
+) -> (ReconcilePlan, Option<Bindings>) {
+    let Previous {
+        pending: previous_pending,
+        owner_first,
+        bindings: previous_bindings,
+    } = previous;
+    let scanned = !readiness.scan_skipped;
     let ring = hub.ring();
     // With the two-round rule skipped, every unbound declared child counts as seen before.
     let previous_pending = if hub.has_bug(InjectedBug::SkipTwoRoundRule) {
@@ -229,16 +255,25 @@ fn plan_with(
         local: &hub.node,
         previous_pending: &previous_pending,
         owner_first,
+        previous_bindings: previous_bindings.as_ref(),
         readiness,
     };
-    off_the_runtime(|| {
+    let (plan, bindings) = off_the_runtime(|| {
         // The placement its registry row records (a rebalance or a fallback may have moved it
         // since it was declared), else the one it was declared with.
         plan_local_round(&view, rows, |id, row| match row {
             Some(row) => hub.owners_of(&ring, id, Some(&row.metadata)),
             None => hub.owners_of(&ring, id, snapshot.list.get(id).map(|c| &c.metadata)),
         })
-    })
+    });
+    (
+        plan,
+        if scanned {
+            Some(bindings)
+        } else {
+            previous_bindings
+        },
+    )
 }
 
 /// Stops this node's instances the plan names (firing `reconcile_duplicate` for each duplicate
