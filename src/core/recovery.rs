@@ -62,7 +62,13 @@ pub struct RoundSchedule {
     reconcile_last_at: Option<u64>,
     reconcile_requested: bool,
     reconcile_running: bool,
+    /// No round before this instant ([`RoundSchedule::rest_after`]).
+    rest_until: u64,
 }
+
+/// A round that took `t` is followed by at least `ROUND_REST_FACTOR × t` without one: rounds
+/// take at most a third of the node's time, whatever the interval.
+pub const ROUND_REST_FACTOR: u64 = 2;
 
 impl RoundSchedule {
     /// The schedule of a hub started at `now_ms`: `Recovering` with rounds when `config` is
@@ -78,6 +84,7 @@ impl RoundSchedule {
                 reconcile_last_at: None,
                 reconcile_requested: false,
                 reconcile_running: false,
+                rest_until: 0,
             },
             None => Self {
                 state: RecoveryState::Normal,
@@ -88,6 +95,7 @@ impl RoundSchedule {
                 reconcile_last_at: None,
                 reconcile_requested: false,
                 reconcile_running: false,
+                rest_until: 0,
             },
         }
     }
@@ -127,7 +135,9 @@ impl RoundSchedule {
         let due_at = match self.reconcile_last_at {
             None => self.first_round_at,
             Some(_) if !self.reconcile_requested => return RoundDecision::Idle,
-            Some(last) => last.saturating_add(self.interval_ms),
+            Some(last) => last
+                .saturating_add(self.interval_ms)
+                .max(self.rest_until),
         };
         if now_ms < due_at {
             return RoundDecision::WaitUntil(due_at);
@@ -151,6 +161,16 @@ impl RoundSchedule {
             });
         }
         None
+    }
+
+    /// The round that just completed at `now_ms` took `round_ms` of work (its scan and plan,
+    /// not its waits): the next waits
+    /// [`ROUND_REST_FACTOR`] times as long. At a million children a round's scan and plan take
+    /// ten seconds or more; run back to back on every node they left the start pipeline,
+    /// replication and the failure detector's heartbeats too little of a small machine, links
+    /// were judged down under the load, and every registry fell further behind.
+    pub fn rest_after(&mut self, round_ms: u64, now_ms: u64) {
+        self.rest_until = now_ms.saturating_add(round_ms.saturating_mul(ROUND_REST_FACTOR));
     }
 
     /// The round that just completed was parked (its copy of the list was lost, outdated or

@@ -178,3 +178,26 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_long_round_is_followed_by_a_rest_twice_as_long() {
+    let mut s = RoundSchedule::new(Some(&config(50, 1_000)), 0);
+    assert_eq!(s.poll(50), RoundDecision::Start { first: true });
+    // The round took 10 s (a scan of a million rows): done at 10,050.
+    s.on_round_completed();
+    s.rest_after(10_000, 10_050);
+    s.on_sync_completed();
+    assert_eq!(
+        s.poll(10_050),
+        RoundDecision::WaitUntil(10_050 + ROUND_REST_FACTOR * 10_000)
+    );
+    assert_eq!(
+        s.poll(10_050 + ROUND_REST_FACTOR * 10_000),
+        RoundDecision::Start { first: false }
+    );
+    // A short round rests less than the interval: the interval rules.
+    s.on_round_completed();
+    s.rest_after(5, 30_055);
+    s.on_sync_completed();
+    assert_eq!(s.poll(30_060), RoundDecision::WaitUntil(31_050));
+}

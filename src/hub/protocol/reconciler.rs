@@ -51,4 +51,6 @@ pub(crate) struct RoundReport {
     pub carry: RoundCarry,
     /// The start budget, lent to the round while it ran.
     pub pacer: StartPacer,
+    /// How long the round's scan and plan took (its work, not its waits).
+    pub work_ms: u64,
 }

@@ -118,7 +118,10 @@ impl ReconcilerState {
         let hub = &self.hub;
         let transition = self.schedule.on_round_completed();
         if report.parked {
+            // It did nothing (and skipped its scan, unless the side lost quorum): no rest.
             self.schedule.on_round_parked();
+        } else {
+            self.schedule.rest_after(report.work_ms, hub.mono_ms());
         }
         if let Some(transition) = transition.filter(|_| report.first) {
             self.recovery.state.publish(transition.to);

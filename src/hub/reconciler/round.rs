@@ -69,7 +69,9 @@ pub(super) async fn run_round(
         &recovery.unheard(&inputs.peers),
         &recovery.ahead_of(&snapshot.list, &inputs.peers),
     );
+    let scan_began = Instant::now();
     let rows = scan_rows(&hub, scan_skipped);
+    let mut work = scan_began.elapsed();
     // Asked after the rows were read: a child missing from them was stopped before the
     // question, so its removal is in the leader's answer.
     let leader_answered = confirm_with_leader(&hub, &recovery).await;
@@ -89,7 +91,10 @@ pub(super) async fn run_round(
         owner_first,
         bindings: previous_bindings,
     };
+    let plan_began = Instant::now();
     let (mut plan, bindings) = plan_with(&hub, &snapshot, &rows, previous, readiness);
+    work += plan_began.elapsed();
+    drop(rows);
     let held = hold_new_declarations(&mut plan, previous_declared.as_deref());
     if held > 0 {
         tracing::debug!(
@@ -112,7 +117,10 @@ pub(super) async fn run_round(
         declared: Some(snapshot.list.clone()),
         bindings,
     };
-    round_report(stats, first, parked, carry, pacer)
+    RoundReport {
+        work_ms: work.as_millis() as u64,
+        ..round_report(stats, first, parked, carry, pacer)
+    }
 }
 
 /// The declared copy a round begins with. The first round fires `pre_recovery_replay` (within
@@ -188,6 +196,7 @@ fn round_report(
         parked,
         carry,
         pacer,
+        work_ms: 0,
     }
 }
 
