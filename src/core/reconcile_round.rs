@@ -116,9 +116,9 @@ pub struct RoundView<'a> {
     pub previous_pending: &'a BTreeSet<ChildId>,
     /// Every round since boot was parked: orphans registered nowhere go to their owners first.
     pub owner_first: bool,
-    /// How many children each node ran in the rows of the previous round that scanned them
+    /// Which owners were at work by the previous rounds that scanned the registry
     /// ([`defer_to_working_owners`]); `None` before the first scan.
-    pub previous_bindings: Option<&'a Bindings>,
+    pub previous_work: Option<&'a OwnerWork>,
     /// What may park the round.
     pub readiness: Readiness,
 }
@@ -137,30 +137,64 @@ pub fn bindings_per_node<'a>(rows: impl IntoIterator<Item = &'a Row>) -> Binding
     bindings
 }
 
-/// Leaves to their owners the orphans whose owner is at work: one whose bindings grew since
-/// the previous round is starting children, and its own rounds will start its orphans. After a
-/// whole-cluster outage each owner's share of the recovery takes many rounds at hundreds of
-/// thousands of children; if every node also submitted the orphans of the owners still at it,
-/// each child went through the start pipeline once per node, the registries fell behind under
-/// the refusals and duplicates, and the next rounds saw even more orphans. An orphan whose
-/// owner's bindings stood still for a round (the owner is parked, or its rounds do not run) is
-/// submitted by every node as before. The deferred children stay pending (registered ones) or
-/// deferred (unregistered ones), so the next round that finds their owner idle submits them.
-/// Replica top-ups are left as they are. Returns how many were deferred.
-pub fn defer_to_working_owners(
-    plan: &mut ReconcilePlan,
-    local: &str,
-    previous: &Bindings,
-    now: &Bindings,
-) -> usize {
+/// Scanned rounds in a row an owner's bindings may stand still before every node submits its
+/// orphans: this node's view of another node's bindings lags behind by the replication's delay
+/// (tens of seconds at a million children), so one round without growth is no idle owner.
+pub const OWNER_IDLE_ROUNDS: u32 = 3;
+
+/// Which nodes are at work starting children, from round to round.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OwnerWork {
+    /// The bindings per node of the last round that scanned the registry.
+    pub bindings: Bindings,
+    /// Scanned rounds in a row each node's bindings did not grow.
+    pub idle_rounds: BTreeMap<NodeName, u32>,
+}
+
+impl OwnerWork {
+    /// The work seen by a round that counted `bindings`, after the `previous` rounds'. Without
+    /// a previous count, every node bound somewhere counts as at work.
+    pub fn after(previous: Option<&OwnerWork>, bindings: Bindings) -> OwnerWork {
+        let idle_rounds = bindings
+            .iter()
+            .map(|(node, now)| {
+                let idle = match previous {
+                    None => 0,
+                    Some(p) if *now > p.bindings.get(node).copied().unwrap_or(0) => 0,
+                    Some(p) => p.idle_rounds.get(node).map_or(1, |r| r.saturating_add(1)),
+                };
+                (node.clone(), idle)
+            })
+            .collect();
+        OwnerWork {
+            bindings,
+            idle_rounds,
+        }
+    }
+
+    /// Whether `node` started children within the last [`OWNER_IDLE_ROUNDS`] scanned rounds.
+    pub fn at_work(&self, node: &str) -> bool {
+        self.idle_rounds
+            .get(node)
+            .is_some_and(|r| *r < OWNER_IDLE_ROUNDS)
+    }
+}
+
+/// Leaves to their owners the orphans whose owner is at work ([`OwnerWork::at_work`]): its
+/// own rounds will start them. After a whole-cluster outage each owner's share of the recovery
+/// takes many rounds at hundreds of thousands of children; if every node also submitted the
+/// orphans of the owners still at it, each child went through the start pipeline once per node,
+/// the registries fell behind under the refusals and duplicates, and the next rounds saw even
+/// more orphans. An orphan whose owner's bindings stood still for [`OWNER_IDLE_ROUNDS`] rounds
+/// (the owner is parked, or its rounds do not run) is submitted by every node as before. The
+/// deferred children stay pending (registered ones) or deferred (unregistered ones), so the
+/// next round that finds their owner idle submits them. Replica top-ups are left as they are.
+/// Returns how many were deferred.
+pub fn defer_to_working_owners(plan: &mut ReconcilePlan, local: &str, work: &OwnerWork) -> usize {
     if plan.parked {
         return 0;
     }
-    let working = |owner: &NodeName| {
-        owner != local
-            && !owner.is_empty()
-            && now.get(owner).copied().unwrap_or(0) > previous.get(owner).copied().unwrap_or(0)
-    };
+    let working = |owner: &NodeName| owner != local && !owner.is_empty() && work.at_work(owner);
     let before = plan.starts.len();
     let (pending, deferred) = (&mut plan.pending, &mut plan.deferred);
     plan.starts.retain(|start| {
@@ -184,12 +218,12 @@ pub fn defer_to_working_owners(
 /// Plans the round ([`plan_replicated_round`]); after a boot, the first round that acts leaves
 /// to their owners the orphans registered nowhere ([`defer_to_owners`]), and every later one
 /// the orphans of the owners at work ([`defer_to_working_owners`]). Returns the plan and the
-/// bindings per node it was planned from (the next round's `previous_bindings`).
+/// owners' work it saw (the next round's `previous_work`).
 pub fn plan_local_round(
     view: &RoundView<'_>,
     rows: &[Row],
     owners_of: impl Fn(&ChildId, Option<&Row>) -> Vec<NodeName>,
-) -> (ReconcilePlan, Bindings) {
+) -> (ReconcilePlan, OwnerWork) {
     let mut plan = plan_replicated_round(
         view.declared,
         rows,
@@ -198,13 +232,13 @@ pub fn plan_local_round(
         view.previous_pending,
         view.readiness.parked(),
     );
-    let bindings = bindings_per_node(rows);
+    let work = OwnerWork::after(view.previous_work, bindings_per_node(rows));
     if view.owner_first {
         defer_to_owners(&mut plan, view.local);
-    } else if let Some(previous) = view.previous_bindings {
-        defer_to_working_owners(&mut plan, view.local, previous, &bindings);
+    } else {
+        defer_to_working_owners(&mut plan, view.local, &work);
     }
-    (plan, bindings)
+    (plan, work)
 }
 
 /// Gives one round to the unregistered orphans declared since the `previous` round's copy: a

@@ -95,12 +95,48 @@ fn readiness() -> impl Strategy<Value = Readiness> {
 }
 
 fn plan_on(world: &World, local: &str, owner_first: bool, readiness: Readiness) -> ReconcilePlan {
+    plan_at_work(world, local, owner_first, readiness, &idle_owners())
+}
+
+/// Previous rounds that saw every node idle for long enough: no owner counts as at work unless
+/// its bindings grew since.
+fn idle_owners() -> OwnerWork {
+    OwnerWork {
+        bindings: NODES
+            .iter()
+            .map(|n| ((*n).to_owned(), usize::MAX))
+            .collect(),
+        idle_rounds: NODES
+            .iter()
+            .map(|n| ((*n).to_owned(), OWNER_IDLE_ROUNDS))
+            .collect(),
+    }
+}
+
+/// Previous rounds that saw no node bound anywhere: every node bound now has grown.
+fn owners_from_nothing() -> OwnerWork {
+    OwnerWork {
+        bindings: Bindings::new(),
+        idle_rounds: NODES
+            .iter()
+            .map(|n| ((*n).to_owned(), OWNER_IDLE_ROUNDS))
+            .collect(),
+    }
+}
+
+fn plan_at_work(
+    world: &World,
+    local: &str,
+    owner_first: bool,
+    readiness: Readiness,
+    previous: &OwnerWork,
+) -> ReconcilePlan {
     let view = RoundView {
         declared: &world.declared,
         local,
         previous_pending: &world.pending,
         owner_first,
-        previous_bindings: None,
+        previous_work: Some(previous),
         readiness,
     };
     plan_local_round(&view, &world.rows, owners).0
@@ -115,29 +151,40 @@ proptest! {
     /// once, or after a boot by its owner alone. One registered but unbound waits one round
     /// (pending) first.
     #[test]
-    fn an_orphan_is_started_on_its_owner_exactly_once(world in world(), owner_first in any::<bool>()) {
+    fn an_orphan_is_started_on_its_owner_exactly_once(
+        world in world(),
+        owner_first in any::<bool>(),
+        owners_grew in any::<bool>(),
+    ) {
+        // Either no owner is at work, or every node bound somewhere grew since the last round.
+        let previous = if owners_grew { owners_from_nothing() } else { idle_owners() };
+        let work = OwnerWork::after(Some(&previous), bindings_per_node(&world.rows));
         let plans: Vec<ReconcilePlan> = NODES
             .iter()
-            .map(|n| plan_on(&world, n, owner_first, Readiness::default()))
+            .map(|n| plan_at_work(&world, n, owner_first, Readiness::default(), &previous))
             .collect();
         for id in world.declared.children().keys() {
             let row = world.rows.iter().find(|r| r.id() == id);
             let bound = row.is_some_and(|r| !r.node_pids.is_empty());
             let waits = row.is_some() && !bound && !world.pending.contains(id);
+            let owner = owner(id);
+            let to_owner = if owner_first { row.is_none() } else { work.at_work(&owner) };
             let mut starters = Vec::new();
             for (node, plan) in NODES.iter().zip(&plans) {
                 let starts: Vec<&OrphanStart> = plan.starts.iter().filter(|s| s.child.spec.id == *id).collect();
                 prop_assert!(starts.len() <= 1, "{} started twice on {}", id, node);
                 if let Some(start) = starts.first() {
-                    prop_assert_eq!(&start.owner, &owner(id));
+                    prop_assert_eq!(&start.owner, &owner);
                     starters.push(*node);
                 }
-                prop_assert_eq!(plan.pending.contains(id), waits);
+                // A registered orphan left to its owner at work waits another round here.
+                let left_waiting = !bound && !waits && row.is_some() && to_owner
+                    && !owner_first && *node != owner;
+                prop_assert_eq!(plan.pending.contains(id), waits || left_waiting);
             }
             if bound || waits {
                 prop_assert!(starters.is_empty(), "{} runs or waits, yet {:?} start it", id, starters);
-            } else if owner_first && row.is_none() {
-                let owner = owner(id);
+            } else if to_owner {
                 prop_assert_eq!(starters, vec![owner.as_str()]);
             } else {
                 prop_assert_eq!(starters, NODES.to_vec());
@@ -339,11 +386,19 @@ fn orphans_of_an_owner_at_work_are_left_to_it_until_its_bindings_stand_still() {
             .map(|s| s.child.spec.id.to_string())
             .collect()
     };
+    // n3 stood still for as many rounds as an idle owner may; n2 started children since.
+    let mut work = OwnerWork::after(None, bindings(5, 7));
+    for _ in 0..OWNER_IDLE_ROUNDS {
+        work = OwnerWork::after(Some(&work), bindings(5, 7));
+    }
+    assert!(!work.at_work("n2") && !work.at_work("n3"));
+    let work = OwnerWork::after(Some(&work), bindings(6, 7));
+    assert!(work.at_work("n2"));
+    assert!(!work.at_work("n3"));
+    assert!(!work.at_work("n9"), "a node bound nowhere starts nothing");
 
-    // n2 started children since the last round, n3 did not: n2's orphans wait for it.
     let mut plan = plan_replicated_round(&declared, &rows, owners, "n1", &pending, false);
-    let deferred = defer_to_working_owners(&mut plan, "n1", &bindings(5, 7), &bindings(6, 7));
-    assert_eq!(deferred, 2);
+    assert_eq!(defer_to_working_owners(&mut plan, "n1", &work), 2);
     assert_eq!(started(&plan), vec!["b", "c", "e", "f"]);
     assert_eq!(plan.stats.started, 4);
     assert_eq!(plan.stats.deferred_to_owner, 2);
@@ -354,11 +409,24 @@ fn orphans_of_an_owner_at_work_are_left_to_it_until_its_bindings_stand_still() {
     assert!(plan.deferred.contains(&ChildId::from("d")));
     assert!(!plan.is_quiet());
 
-    // The next round: n2 stood still (parked, or its rounds stopped): every node submits them.
-    let mut next = plan_replicated_round(&declared, &rows, owners, "n1", &plan.pending, false);
-    let deferred = defer_to_working_owners(&mut next, "n1", &bindings(6, 7), &bindings(6, 7));
-    assert_eq!(deferred, 0);
-    assert_eq!(started(&next), vec!["a", "b", "c", "d", "e", "f"]);
+    // n2 stands still from now on: its orphans wait while it may be behind in this view, then
+    // every node submits them.
+    let mut work = work;
+    for round in 1..=OWNER_IDLE_ROUNDS {
+        work = OwnerWork::after(Some(&work), bindings(6, 7));
+        let mut next = plan_replicated_round(&declared, &rows, owners, "n1", &plan.pending, false);
+        let deferred = defer_to_working_owners(&mut next, "n1", &work);
+        if round < OWNER_IDLE_ROUNDS {
+            assert_eq!(deferred, 2, "round {round}");
+        } else {
+            assert_eq!(deferred, 0);
+            assert_eq!(started(&next), vec!["a", "b", "c", "d", "e", "f"]);
+        }
+    }
+
+    // Before any count, every bound node counts as at work.
+    let first = OwnerWork::after(None, bindings(6, 7));
+    assert!(first.at_work("n2") && first.at_work("n3"));
 
     // A replica top-up and a parked plan are left as they are.
     let mut top_up = ReconcilePlan::default();
@@ -369,15 +437,9 @@ fn orphans_of_an_owner_at_work_are_left_to_it_until_its_bindings_stand_still() {
         top_up: true,
     });
     top_up.stats.started = 1;
-    assert_eq!(
-        defer_to_working_owners(&mut top_up, "n1", &bindings(5, 7), &bindings(6, 7)),
-        0
-    );
+    assert_eq!(defer_to_working_owners(&mut top_up, "n1", &first), 0);
     let mut parked = plan_replicated_round(&declared, &rows, owners, "n1", &pending, true);
-    assert_eq!(
-        defer_to_working_owners(&mut parked, "n1", &bindings(5, 7), &bindings(6, 7)),
-        0
-    );
+    assert_eq!(defer_to_working_owners(&mut parked, "n1", &first), 0);
 }
 
 #[test]

@@ -135,9 +135,7 @@ impl RoundSchedule {
         let due_at = match self.reconcile_last_at {
             None => self.first_round_at,
             Some(_) if !self.reconcile_requested => return RoundDecision::Idle,
-            Some(last) => last
-                .saturating_add(self.interval_ms)
-                .max(self.rest_until),
+            Some(last) => last.saturating_add(self.interval_ms).max(self.rest_until),
         };
         if now_ms < due_at {
             return RoundDecision::WaitUntil(due_at);

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::core::declared::list::DeclaredList;
 use crate::core::reconcile::{QuietRound, RoundStats};
-use crate::core::reconcile_round::Bindings;
+use crate::core::reconcile_round::OwnerWork;
 use crate::core::recovery::StartPacer;
 use crate::model::ChildId;
 
@@ -35,9 +35,9 @@ pub(crate) struct RoundCarry {
     pub owner_first: bool,
     /// The declared copy the previous round read (`core::reconcile_round::hold_new_declarations`).
     pub declared: Option<Arc<DeclaredList>>,
-    /// The bindings per node of the last round that scanned the registry
+    /// Which owners were at work, by the rounds that scanned the registry
     /// (`core::reconcile_round::defer_to_working_owners`).
-    pub bindings: Option<Bindings>,
+    pub work: Option<OwnerWork>,
 }
 
 /// What a finished round hands back to the actor.

@@ -14,7 +14,7 @@ use crate::core::guided::Guided;
 use crate::core::reconcile::{OrphanStart, QuietRound, ReconcilePlan, RoundInputs, RoundStats};
 use crate::core::reconcile_round::{
     duplicate_stops, hold_new_declarations, next_round, parks_before_scan, plan_local_round,
-    reuse_quiet, Bindings, Readiness, RoundView, Unweighed,
+    reuse_quiet, OwnerWork, Readiness, RoundView, Unweighed,
 };
 use crate::core::recovery::StartPacer;
 use crate::hooks::{HookEvent, HookKey};
@@ -44,7 +44,7 @@ pub(super) async fn run_round(
         quiet,
         owner_first,
         declared: previous_declared,
-        bindings: previous_bindings,
+        work: previous_work,
     } = carried;
     let began = Instant::now();
     let mut snapshot = declared_copy(&hub, &recovery, first).await;
@@ -61,7 +61,7 @@ pub(super) async fn run_round(
             ..quiet.stats
         };
         report_round(&hub, stats, false, true);
-        let carry = stood_on(quiet, previous_declared, previous_bindings);
+        let carry = stood_on(quiet, previous_declared, previous_work);
         return round_report(stats, first, false, carry, pacer);
     }
     let scan_skipped = parks_before_scan(
@@ -89,10 +89,10 @@ pub(super) async fn run_round(
     let previous = Previous {
         pending,
         owner_first,
-        bindings: previous_bindings,
+        work: previous_work,
     };
     let plan_began = Instant::now();
-    let (mut plan, bindings) = plan_with(&hub, &snapshot, &rows, previous, readiness);
+    let (mut plan, work_seen) = plan_with(&hub, &snapshot, &rows, previous, readiness);
     work += plan_began.elapsed();
     drop(rows);
     let held = hold_new_declarations(&mut plan, previous_declared.as_deref());
@@ -115,7 +115,7 @@ pub(super) async fn run_round(
         quiet: next.quiet.map(|inputs| QuietRound { inputs, stats }),
         owner_first: next.owner_first,
         declared: Some(snapshot.list.clone()),
-        bindings,
+        work: work_seen,
     };
     RoundReport {
         work_ms: work.as_millis() as u64,
@@ -152,17 +152,17 @@ async fn declared_copy(
 }
 
 /// What a round that stood on the quiet one before it hands the next: the same quiet round,
-/// and the same declared copy and bindings (nothing changed since, or the round would not be
-/// quiet).
+/// and the same declared copy and owners' work (nothing changed since, or the round would not
+/// be quiet).
 fn stood_on(
     quiet: QuietRound,
     declared: Option<Arc<DeclaredList>>,
-    bindings: Option<Bindings>,
+    work: Option<OwnerWork>,
 ) -> RoundCarry {
     RoundCarry {
         quiet: Some(quiet),
         declared,
-        bindings,
+        work,
         ..RoundCarry::default()
     }
 }
@@ -171,7 +171,7 @@ fn stood_on(
 struct Previous {
     pending: BTreeSet<ChildId>,
     owner_first: bool,
-    bindings: Option<Bindings>,
+    work: Option<OwnerWork>,
 }
 
 /// Every row of the registry, unless the round skips its scan.
@@ -237,19 +237,19 @@ fn weigh_copies(
     unweighed
 }
 
-/// Plans the round from what it gathered, off the runtime (a scan of every row). The bindings
-/// handed on are the previous ones when the round did not scan the registry.
+/// Plans the round from what it gathered, off the runtime (a scan of every row). The owners'
+/// work handed on is the previous one when the round did not scan the registry.
 fn plan_with(
     hub: &HubShared,
     snapshot: &DeclaredSnapshot,
     rows: &[Row],
     previous: Previous,
     readiness: Readiness,
-) -> (ReconcilePlan, Option<Bindings>) {
+) -> (ReconcilePlan, Option<OwnerWork>) {
     let Previous {
         pending: previous_pending,
         owner_first,
-        bindings: previous_bindings,
+        work: previous_work,
     } = previous;
     let scanned = !readiness.scan_skipped;
     let ring = hub.ring();
@@ -264,10 +264,10 @@ fn plan_with(
         local: &hub.node,
         previous_pending: &previous_pending,
         owner_first,
-        previous_bindings: previous_bindings.as_ref(),
+        previous_work: previous_work.as_ref(),
         readiness,
     };
-    let (plan, bindings) = off_the_runtime(|| {
+    let (plan, work) = off_the_runtime(|| {
         // The placement its registry row records (a rebalance or a fallback may have moved it
         // since it was declared), else the one it was declared with.
         plan_local_round(&view, rows, |id, row| match row {
@@ -275,14 +275,7 @@ fn plan_with(
             None => hub.owners_of(&ring, id, snapshot.list.get(id).map(|c| &c.metadata)),
         })
     });
-    (
-        plan,
-        if scanned {
-            Some(bindings)
-        } else {
-            previous_bindings
-        },
-    )
+    (plan, if scanned { Some(work) } else { previous_work })
 }
 
 /// Stops this node's instances the plan names (firing `reconcile_duplicate` for each duplicate
