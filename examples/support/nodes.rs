@@ -44,8 +44,16 @@ pub struct Nodes {
     pending: Vec<(String, String)>,
 }
 
-/// A free loopback port (the OS picks it; it is released before the node binds it).
+/// A free loopback port below the ephemeral range (Linux hands out 32768-60999 as the source
+/// ports of outgoing connections): a port the OS picked for us there is released before the
+/// node binds it, and in that moment any outgoing connection on the machine may take it.
 fn free_port() -> std::io::Result<u16> {
+    for _ in 0..1_000 {
+        let port = rand::Rng::gen_range(&mut rand::thread_rng(), 20_000..32_000);
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())

@@ -87,11 +87,20 @@ impl Default for ClusterOptions {
 
 /// A port on loopback that was free a moment ago, and that this process has not handed out
 /// before: the OS may offer a just-released port again, and a node given the same port for its
-/// cluster listener and its admin API fails to start.
+/// cluster listener and its admin API fails to start. Taken below the ephemeral range (Linux
+/// hands out 32768-60999 as the source ports of outgoing connections): the port is released
+/// before the node binds it, and in that moment any outgoing connection may take one of those.
 pub fn free_port() -> Result<u16, std::io::Error> {
     static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());
     let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..1_000 {
+        let port = rand::Rng::gen_range(&mut rand::thread_rng(), 20_000..32_000);
+        if !handed_out.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            handed_out.insert(port);
+            return Ok(port);
+        }
+    }
     loop {
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         if handed_out.insert(port) {

@@ -64,9 +64,18 @@ fn a_guided_cluster_places_each_child_on_the_node_its_spec_names() {
     assert_eq!(code("unmapped"), "child_mapping_missing", "{answer:?}");
     assert_eq!(code("stranger"), "child_mapping_invalid", "{answer:?}");
     assert_eq!(code("both"), "child_mapping_mismatch", "{answer:?}");
-    // Every node's registry tells the same host.
+    // Every node's registry tells the same host (once the start's row reached it).
     let second = cluster.nodes[1].client();
-    let view = second.child("g0").expect("g0 is known on the second node");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let view = loop {
+        match second.child("g0") {
+            Ok(view) => break view,
+            Err(e) if std::time::Instant::now() > deadline => {
+                panic!("g0 is not known on the second node: {e}")
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    };
     assert_eq!(view.nodes.len(), 1, "{view:?}");
     assert_eq!(view.nodes[0].node, a);
 }
