@@ -116,9 +116,9 @@ pub struct RoundView<'a> {
     pub previous_pending: &'a BTreeSet<ChildId>,
     /// Every round since boot was parked: orphans registered nowhere go to their owners first.
     pub owner_first: bool,
-    /// Which owners were at work by the previous rounds that scanned the registry
-    /// ([`defer_to_working_owners`]); `None` before the first scan.
-    pub previous_work: Option<&'a OwnerWork>,
+    /// Which owners are at work, by the rounds that scanned the registry up to this one
+    /// ([`defer_to_working_owners`]).
+    pub work: &'a OwnerWork,
     /// What may park the round.
     pub readiness: Readiness,
 }
@@ -126,7 +126,8 @@ pub struct RoundView<'a> {
 /// How many children each node runs, as the rows a round read say ([`bindings_per_node`]).
 pub type Bindings = BTreeMap<NodeName, usize>;
 
-/// Counts the bindings of each node in `rows`.
+/// Counts the bindings of each node in `rows` (for a store that keeps no counts of its own,
+/// `Storage::counts`).
 pub fn bindings_per_node<'a>(rows: impl IntoIterator<Item = &'a Row>) -> Bindings {
     let mut bindings = Bindings::new();
     for row in rows {
@@ -152,16 +153,16 @@ pub struct OwnerWork {
 }
 
 impl OwnerWork {
-    /// The work seen by a round that counted `bindings`, after the `previous` rounds'. Without
-    /// a previous count, every node bound somewhere counts as at work.
-    pub fn after(previous: Option<&OwnerWork>, bindings: Bindings) -> OwnerWork {
+    /// The work seen by a round that counted `bindings`, after the `previous` rounds'. With
+    /// no previous count (the default), every node bound somewhere counts as at work.
+    pub fn after(previous: &OwnerWork, bindings: Bindings) -> OwnerWork {
         let idle_rounds = bindings
             .iter()
             .map(|(node, now)| {
-                let idle = match previous {
-                    None => 0,
-                    Some(p) if *now > p.bindings.get(node).copied().unwrap_or(0) => 0,
-                    Some(p) => p.idle_rounds.get(node).map_or(1, |r| r.saturating_add(1)),
+                let grew = *now > previous.bindings.get(node).copied().unwrap_or(0);
+                let idle = match previous.idle_rounds.get(node) {
+                    Some(r) if !grew => r.saturating_add(1),
+                    _ => 0,
                 };
                 (node.clone(), idle)
             })
@@ -217,13 +218,12 @@ pub fn defer_to_working_owners(plan: &mut ReconcilePlan, local: &str, work: &Own
 
 /// Plans the round ([`plan_replicated_round`]); after a boot, the first round that acts leaves
 /// to their owners the orphans registered nowhere ([`defer_to_owners`]), and every later one
-/// the orphans of the owners at work ([`defer_to_working_owners`]). Returns the plan and the
-/// owners' work it saw (the next round's `previous_work`).
+/// the orphans of the owners at work ([`defer_to_working_owners`]).
 pub fn plan_local_round(
     view: &RoundView<'_>,
     rows: &[Row],
     owners_of: impl Fn(&ChildId, Option<&Row>) -> Vec<NodeName>,
-) -> (ReconcilePlan, OwnerWork) {
+) -> ReconcilePlan {
     let mut plan = plan_replicated_round(
         view.declared,
         rows,
@@ -232,13 +232,12 @@ pub fn plan_local_round(
         view.previous_pending,
         view.readiness.parked(),
     );
-    let work = OwnerWork::after(view.previous_work, bindings_per_node(rows));
     if view.owner_first {
         defer_to_owners(&mut plan, view.local);
     } else {
-        defer_to_working_owners(&mut plan, view.local, &work);
+        defer_to_working_owners(&mut plan, view.local, view.work);
     }
-    (plan, work)
+    plan
 }
 
 /// Gives one round to the unregistered orphans declared since the `previous` round's copy: a

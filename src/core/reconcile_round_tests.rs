@@ -131,15 +131,16 @@ fn plan_at_work(
     readiness: Readiness,
     previous: &OwnerWork,
 ) -> ReconcilePlan {
+    let work = OwnerWork::after(previous, bindings_per_node(&world.rows));
     let view = RoundView {
         declared: &world.declared,
         local,
         previous_pending: &world.pending,
         owner_first,
-        previous_work: Some(previous),
+        work: &work,
         readiness,
     };
-    plan_local_round(&view, &world.rows, owners).0
+    plan_local_round(&view, &world.rows, owners)
 }
 
 fn started(plan: &ReconcilePlan) -> Vec<&ChildId> {
@@ -158,7 +159,7 @@ proptest! {
     ) {
         // Either no owner is at work, or every node bound somewhere grew since the last round.
         let previous = if owners_grew { owners_from_nothing() } else { idle_owners() };
-        let work = OwnerWork::after(Some(&previous), bindings_per_node(&world.rows));
+        let work = OwnerWork::after(&previous, bindings_per_node(&world.rows));
         let plans: Vec<ReconcilePlan> = NODES
             .iter()
             .map(|n| plan_at_work(&world, n, owner_first, Readiness::default(), &previous))
@@ -387,12 +388,12 @@ fn orphans_of_an_owner_at_work_are_left_to_it_until_its_bindings_stand_still() {
             .collect()
     };
     // n3 stood still for as many rounds as an idle owner may; n2 started children since.
-    let mut work = OwnerWork::after(None, bindings(5, 7));
+    let mut work = OwnerWork::after(&OwnerWork::default(), bindings(5, 7));
     for _ in 0..OWNER_IDLE_ROUNDS {
-        work = OwnerWork::after(Some(&work), bindings(5, 7));
+        work = OwnerWork::after(&work, bindings(5, 7));
     }
     assert!(!work.at_work("n2") && !work.at_work("n3"));
-    let work = OwnerWork::after(Some(&work), bindings(6, 7));
+    let work = OwnerWork::after(&work, bindings(6, 7));
     assert!(work.at_work("n2"));
     assert!(!work.at_work("n3"));
     assert!(!work.at_work("n9"), "a node bound nowhere starts nothing");
@@ -413,7 +414,7 @@ fn orphans_of_an_owner_at_work_are_left_to_it_until_its_bindings_stand_still() {
     // every node submits them.
     let mut work = work;
     for round in 1..=OWNER_IDLE_ROUNDS {
-        work = OwnerWork::after(Some(&work), bindings(6, 7));
+        work = OwnerWork::after(&work, bindings(6, 7));
         let mut next = plan_replicated_round(&declared, &rows, owners, "n1", &plan.pending, false);
         let deferred = defer_to_working_owners(&mut next, "n1", &work);
         if round < OWNER_IDLE_ROUNDS {
@@ -425,7 +426,7 @@ fn orphans_of_an_owner_at_work_are_left_to_it_until_its_bindings_stand_still() {
     }
 
     // Before any count, every bound node counts as at work.
-    let first = OwnerWork::after(None, bindings(6, 7));
+    let first = OwnerWork::after(&OwnerWork::default(), bindings(6, 7));
     assert!(first.at_work("n2") && first.at_work("n3"));
 
     // A replica top-up and a parked plan are left as they are.

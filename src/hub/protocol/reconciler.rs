@@ -37,7 +37,7 @@ pub(crate) struct RoundCarry {
     pub declared: Option<Arc<DeclaredList>>,
     /// Which owners were at work, by the rounds that scanned the registry
     /// (`core::reconcile_round::defer_to_working_owners`).
-    pub work: Option<OwnerWork>,
+    pub work: OwnerWork,
 }
 
 /// What a finished round hands back to the actor.

@@ -13,8 +13,8 @@ use crate::core::declared::list::DeclaredList;
 use crate::core::guided::Guided;
 use crate::core::reconcile::{OrphanStart, QuietRound, ReconcilePlan, RoundInputs, RoundStats};
 use crate::core::reconcile_round::{
-    duplicate_stops, hold_new_declarations, next_round, parks_before_scan, plan_local_round,
-    reuse_quiet, OwnerWork, Readiness, RoundView, Unweighed,
+    bindings_per_node, duplicate_stops, hold_new_declarations, next_round, parks_before_scan,
+    plan_local_round, reuse_quiet, OwnerWork, Readiness, RoundView, Unweighed,
 };
 use crate::core::recovery::StartPacer;
 use crate::hooks::{HookEvent, HookKey};
@@ -62,7 +62,7 @@ pub(super) async fn run_round(
         };
         report_round(&hub, stats, false, true);
         let carry = stood_on(quiet, previous_declared, previous_work);
-        return round_report(stats, first, false, carry, pacer);
+        return round_report(stats, first, false, carry, pacer, 0);
     }
     let scan_skipped = parks_before_scan(
         snapshot.parked,
@@ -117,10 +117,8 @@ pub(super) async fn run_round(
         declared: Some(snapshot.list.clone()),
         work: work_seen,
     };
-    RoundReport {
-        work_ms: work.as_millis() as u64,
-        ..round_report(stats, first, parked, carry, pacer)
-    }
+    let work_ms = work.as_millis() as u64;
+    round_report(stats, first, parked, carry, pacer, work_ms)
 }
 
 /// The declared copy a round begins with. The first round fires `pre_recovery_replay` (within
@@ -154,11 +152,7 @@ async fn declared_copy(
 /// What a round that stood on the quiet one before it hands the next: the same quiet round,
 /// and the same declared copy and owners' work (nothing changed since, or the round would not
 /// be quiet).
-fn stood_on(
-    quiet: QuietRound,
-    declared: Option<Arc<DeclaredList>>,
-    work: Option<OwnerWork>,
-) -> RoundCarry {
+fn stood_on(quiet: QuietRound, declared: Option<Arc<DeclaredList>>, work: OwnerWork) -> RoundCarry {
     RoundCarry {
         quiet: Some(quiet),
         declared,
@@ -171,7 +165,7 @@ fn stood_on(
 struct Previous {
     pending: BTreeSet<ChildId>,
     owner_first: bool,
-    work: Option<OwnerWork>,
+    work: OwnerWork,
 }
 
 /// Every row of the registry, unless the round skips its scan.
@@ -189,6 +183,7 @@ fn round_report(
     parked: bool,
     carry: RoundCarry,
     pacer: StartPacer,
+    work_ms: u64,
 ) -> RoundReport {
     RoundReport {
         stats,
@@ -196,7 +191,7 @@ fn round_report(
         parked,
         carry,
         pacer,
-        work_ms: 0,
+        work_ms,
     }
 }
 
@@ -245,13 +240,12 @@ fn plan_with(
     rows: &[Row],
     previous: Previous,
     readiness: Readiness,
-) -> (ReconcilePlan, Option<OwnerWork>) {
+) -> (ReconcilePlan, OwnerWork) {
     let Previous {
         pending: previous_pending,
         owner_first,
         work: previous_work,
     } = previous;
-    let scanned = !readiness.scan_skipped;
     let ring = hub.ring();
     // With the two-round rule skipped, every unbound declared child counts as seen before.
     let previous_pending = if hub.has_bug(InjectedBug::SkipTwoRoundRule) {
@@ -259,15 +253,30 @@ fn plan_with(
     } else {
         previous_pending
     };
+    // From the store's counts when it keeps them (no second pass over the rows); a round that
+    // did not scan hands on what the last scan saw.
+    let work = if readiness.scan_skipped {
+        previous_work
+    } else {
+        let bindings = match hub.storage.counts() {
+            Some(counts) => counts
+                .per_node
+                .into_iter()
+                .map(|(node, digest)| (node, digest.count as usize))
+                .collect(),
+            None => bindings_per_node(rows),
+        };
+        OwnerWork::after(&previous_work, bindings)
+    };
     let view = RoundView {
         declared: &snapshot.list,
         local: &hub.node,
         previous_pending: &previous_pending,
         owner_first,
-        previous_work: previous_work.as_ref(),
+        work: &work,
         readiness,
     };
-    let (plan, work) = off_the_runtime(|| {
+    let plan = off_the_runtime(|| {
         // The placement its registry row records (a rebalance or a fallback may have moved it
         // since it was declared), else the one it was declared with.
         plan_local_round(&view, rows, |id, row| match row {
@@ -275,7 +284,7 @@ fn plan_with(
             None => hub.owners_of(&ring, id, snapshot.list.get(id).map(|c| &c.metadata)),
         })
     });
-    (plan, if scanned { Some(work) } else { previous_work })
+    (plan, work)
 }
 
 /// Stops this node's instances the plan names (firing `reconcile_duplicate` for each duplicate
