@@ -93,25 +93,34 @@ impl RegistrySummary {
 
     /// The summary from the counts the store keeps on write
     /// ([`crate::storage::RegistryCounts`]), in O(nodes + kinds) instead of a pass over every
-    /// row: what a benchmark or a dashboard polls. `None` when a bound node is not a member
-    /// (a node down whose bindings are not reaped yet): which rows still run on a member then
-    /// takes the pass.
+    /// row: what a benchmark or a dashboard polls. `None` when two bound nodes are not members
+    /// (nodes down whose bindings are not reaped yet): which rows still run on a member then
+    /// takes the pass. With one such node (a node in its grace, the usual case) the rows bound
+    /// on it alone are what runs on no member.
     pub fn of_counts(
         node: impl Into<String>,
         members: Vec<String>,
         counts: &crate::storage::RegistryCounts,
     ) -> Option<Self> {
-        if counts.per_node.keys().any(|n| !members.contains(n)) {
-            return None;
-        }
+        let mut gone = counts.per_node.keys().filter(|n| !members.contains(n));
+        let off_members = match (gone.next(), gone.next()) {
+            // Every bound row is bound on a member.
+            (None, _) => 0,
+            // A row bound on the one node that is not a member and elsewhere too is bound on
+            // a member: only the rows bound on it alone run on no member.
+            (Some(node), None) => counts.sole.get(node).copied().unwrap_or(0),
+            // A row may be bound on two of them and no member: that takes the pass.
+            (Some(_), Some(_)) => return None,
+        };
         let to_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
         let (rows, unbound) = (to_usize(counts.rows), to_usize(counts.unbound));
         Some(Self {
             node: node.into(),
             members,
             rows,
-            // Every bound row is bound on a member.
-            placed: rows.saturating_sub(unbound),
+            placed: rows
+                .saturating_sub(unbound)
+                .saturating_sub(to_usize(off_members)),
             unbound,
             per_node: counts
                 .per_node
@@ -204,7 +213,19 @@ mod tests {
             RegistrySummary::of_counts("a@h", members.clone(), &counts),
             Some(RegistrySummary::of_rows("a@h", members.clone(), &rows))
         );
+        // One bound node that is not a member: the counts still tell which rows run on a
+        // member (c6 does, on b; c3 does not).
         rows.push(row("c3", &[("dead@h", 3)]));
+        rows.push(row("c6", &[("dead@h", 7), ("b@h", 8)]));
+        let counts = crate::storage::RegistryCounts::of_rows(&rows);
+        let from_counts = RegistrySummary::of_counts("a@h", members.clone(), &counts);
+        assert_eq!(
+            from_counts,
+            Some(RegistrySummary::of_rows("a@h", members.clone(), &rows))
+        );
+        assert_eq!(from_counts.map(|s| s.placed), Some(4));
+        // Two: a row bound on both and no member takes the pass.
+        rows.push(row("c7", &[("dead@h", 9), ("gone@h", 10)]));
         let counts = crate::storage::RegistryCounts::of_rows(&rows);
         assert_eq!(RegistrySummary::of_counts("a@h", members, &counts), None);
     }

@@ -29,6 +29,9 @@ pub struct RegistryCounts {
     pub per_node: BTreeMap<NodeName, BindingDigest>,
     /// Rows of each kind. A kind with none is absent.
     pub per_kind: BTreeMap<String, u64>,
+    /// Rows bound on one node only, by that node. A node with none is absent. What tells,
+    /// while one node is down and its bindings not reaped yet, how many rows run nowhere else.
+    pub sole: BTreeMap<NodeName, u64>,
 }
 
 impl RegistryCounts {
@@ -62,6 +65,14 @@ impl RegistryCounts {
         self.rows += 1;
         self.unbound += u64::from(row.nodes.is_empty());
         *self.per_kind.entry(row.kind.to_owned()).or_default() += 1;
+        if let [(node, _)] = row.nodes.as_slice() {
+            match self.sole.get_mut(*node) {
+                Some(n) => *n += 1,
+                None => {
+                    self.sole.insert((*node).to_owned(), 1);
+                }
+            }
+        }
         for (node, pid) in &row.nodes {
             let hash = binding_hash(row.id, *pid, row.epoch, row.author);
             match self.per_node.get_mut(*node) {
@@ -82,6 +93,14 @@ impl RegistryCounts {
             *n = n.saturating_sub(1);
             if *n == 0 {
                 self.per_kind.remove(row.kind);
+            }
+        }
+        if let [(node, _)] = row.nodes.as_slice() {
+            if let Some(n) = self.sole.get_mut(*node) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.sole.remove(*node);
+                }
             }
         }
         for (node, pid) in &row.nodes {
