@@ -21,6 +21,7 @@ pub mod gossip;
 pub mod guided;
 pub mod handover;
 pub mod health;
+pub mod held_reap;
 pub mod isolation;
 pub mod load;
 pub mod manifest_ship;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::cluster::*;
 use common::{wait_for_async, wait_until};
-use process_hub::{ChildStartError, StartOptions, StopOptions};
+use process_hub::{ChildId, ChildStartError, StartOptions, StopOptions};
 
 #[tokio::test(start_paused = true)]
 async fn start_and_stop_1000_children_with_identical_registries() {
@@ -259,7 +259,7 @@ async fn a_full_sync_in_parts_is_applied_only_once_complete() {
     // A node with more children than one frame holds sends its full sync in parts; a partial
     // sync must not be applied (it would unbind the sender from the missing parts' children).
     use process_hub::cluster::wire::{encode, WireMsg};
-    use process_hub::{ChildId, ChildSpec, Metadata, Row};
+    use process_hub::{ChildSpec, Metadata, Row};
     let cluster = TestCluster::with_nodes(8, &["a", "b"], Options::plain()).await;
     let row = |id: &str| {
         let mut row = Row::authored(
@@ -408,4 +408,38 @@ async fn wait_for_members_blocks_until_the_third_node_joins() {
     assert_eq!(handle_wait.await.unwrap(), Ok(3));
     assert_eq!(msg_wait.await.unwrap().unwrap(), Ok(3));
     assert_eq!(a.nodes(true).len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crashed_nodes_children_run_again_once_each_when_they_take_several_start_batches() {
+    // 4,000 children: the crashed node runs about 1,300, so each survivor re-places more than
+    // one re-placement batch (500) of them, in several start batches.
+    let mut cluster = TestCluster::with_nodes(8, &["a", "b", "c"], Options::plain()).await;
+    let specs = specs("many-", 4_000);
+    let all = ids(&specs);
+    cluster
+        .hub("a")
+        .start_children(specs, StartOptions::new())
+        .await
+        .unwrap();
+    cluster.wait_converged(&all, "three nodes").await;
+    let on_c: BTreeSet<ChildId> = cluster
+        .running()
+        .into_iter()
+        .filter(|(_, nodes)| nodes == &["c".to_owned()])
+        .map(|(id, _)| id)
+        .collect();
+    assert!(on_c.len() > 1_000, "c runs {} children", on_c.len());
+    cluster.crash("c").await;
+    cluster.wait_members().await;
+    cluster.wait_converged(&all, "after c crashed").await;
+    let running = cluster.running();
+    assert_eq!(running.len(), all.len());
+    for id in &on_c {
+        let nodes = &running[id];
+        assert!(
+            nodes.len() == 1 && nodes[0] != "c",
+            "{id} runs on {nodes:?}"
+        );
+    }
 }

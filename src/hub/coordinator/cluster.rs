@@ -14,6 +14,7 @@ use crate::cluster::wire::budget::{chunk_by_bytes, FRAME_BUDGET_BYTES};
 use crate::cluster::wire::{RequestId, StartItem, WireMsg};
 use crate::core::boot_token::BootTokens;
 use crate::core::event_batch::{BatchConfig, EventBatch};
+use crate::core::held_reap::HeldReaps;
 use crate::core::placement::HashRing;
 use crate::events::MoveReason;
 use crate::hub::protocol::{
@@ -125,6 +126,8 @@ pub(crate) struct ClusterState {
     /// Nodes whose grace ran out, waiting to be reaped in one registry write
     /// (`grace_expired`).
     pub grace_expiries: EventBatch,
+    /// Reaps of nodes gone for good, waiting for the starts that re-place their children.
+    pub held_reaps: HeldReaps,
     /// Per peer that came up: a timer that asks for its registry again if it has not arrived
     /// (a lost `SyncRequest` or `FullSync` would otherwise wait for the periodic sync).
     pub nodeup_reconcile_timers: BTreeMap<NodeName, Timer>,
@@ -191,6 +194,7 @@ impl ClusterState {
             joins: EventBatch::new(batch),
             leaves: EventBatch::new(batch),
             grace_expiries: EventBatch::new(batch),
+            held_reaps: HeldReaps::default(),
             nodeup_reconcile_timers: BTreeMap::new(),
             flush_timer: None,
             grace_timers: BTreeMap::new(),

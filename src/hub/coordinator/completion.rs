@@ -149,6 +149,11 @@ impl CoordinatorState {
         let reply = match op.purpose {
             StartPurpose::Request(reply) => reply,
             StartPurpose::Internal(internal) => {
+                // A reap that waited for this re-placement goes now.
+                if let Some(cluster) = &mut self.cluster {
+                    let due = cluster.held_reaps.answered(request_id);
+                    self.reap(myself, due);
+                }
                 return self.finish_internal_start(myself, internal, op.result);
             }
         };

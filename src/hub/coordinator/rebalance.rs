@@ -56,6 +56,12 @@ pub(super) fn batches<'a>(rows: impl IntoIterator<Item = (&'a NodeName, &'a Row)
     by_node
 }
 
+/// Children per start batch of a re-placement: about what a caller's request of 1,000 brings
+/// each owner of a three-node cluster. A failover's children go in several batches so that
+/// their starts, registry writes and peers' merges overlap; one batch of them all ran each
+/// stage after the other.
+pub(crate) const REPLACEMENT_BATCH: usize = 500;
+
 /// What an internal batch's timeout grows by per child: about 30 times what a start or stop
 /// takes per child on a loaded node.
 const INTERNAL_ALLOWANCE_PER_CHILD: Duration = Duration::from_millis(1);
@@ -76,12 +82,13 @@ impl CoordinatorState {
     }
 
     /// Starts `rows` on the given nodes for the cluster itself (awaited; failures retried).
+    /// Answers the start request's id, none when there was nothing to start.
     pub(super) fn start_internal(
         &mut self,
         myself: &ActorRef<CoordinatorMsg>,
         by_node: Batches,
         internal: Internal,
-    ) {
+    ) -> Option<u64> {
         if by_node.is_empty() {
             if let Internal::Handover {
                 reply: Some(reply), ..
@@ -89,7 +96,7 @@ impl CoordinatorState {
             {
                 let _ = reply.send(());
             }
-            return;
+            return None;
         }
         let rows = match &internal {
             Internal::Replace { rows, .. } | Internal::Handover { rows, .. } => rows,
@@ -117,15 +124,17 @@ impl CoordinatorState {
             OnFailure::Continue,
             timeout,
         );
+        Some(request_id)
     }
 
-    /// The redistribution pass for a due batch.
+    /// The redistribution pass for a due batch. Answers the ids of the start requests that
+    /// re-place children no live node runs.
     pub(super) fn redistribute(
         &mut self,
         myself: &ActorRef<CoordinatorMsg>,
         joined: &[NodeName],
         left: &[NodeName],
-    ) {
+    ) -> BTreeSet<u64> {
         let hub = self.hub.clone();
         let me = hub.node.clone();
         let span = tracing::info_span!(
@@ -138,15 +147,15 @@ impl CoordinatorState {
         );
         let _entered = span.enter();
         let Some(cluster) = &mut self.cluster else {
-            return;
+            return BTreeSet::new();
         };
         if cluster.self_leaving {
-            return;
+            return BTreeSet::new();
         }
         if hub.partition.partitioned() {
             // Nothing starts on this side; leaving partition mode runs a pass over everyone.
             tracing::debug!("redistribution pass skipped: partition mode");
-            return;
+            return BTreeSet::new();
         }
         hub.hooks.fire(HookKey::PreNodesRedistribution, || {
             HookEvent::PreNodesRedistribution {
@@ -305,15 +314,28 @@ impl CoordinatorState {
             .into_iter()
             .flat_map(|(owner, rows)| rows.into_iter().map(move |r| (owner.clone(), r)))
             .collect();
-        let by_node = batches(replace.iter().map(|(n, r)| (n, r)));
-        let rows = replace
-            .into_iter()
-            .map(|(_, r)| (r.spec.id.clone(), r))
-            .collect();
         let cause = Cause::Replaced {
             why: replaced_because,
         };
-        self.start_internal(myself, by_node, Internal::Replace { rows, cause });
+        // In batches of a caller's size, not one: the owner's supervisor starts the next batch
+        // while its registry records the last and the peers merge the one before, as a
+        // caller's pipelined requests do.
+        let mut replace = replace.into_iter().peekable();
+        let mut requests = BTreeSet::new();
+        while replace.peek().is_some() {
+            let batch: Vec<(NodeName, Row)> = replace.by_ref().take(REPLACEMENT_BATCH).collect();
+            let by_node = batches(batch.iter().map(|(n, r)| (n, r)));
+            let rows = batch
+                .into_iter()
+                .map(|(_, r)| (r.spec.id.clone(), r))
+                .collect();
+            let cause = cause.clone();
+            requests.extend(self.start_internal(
+                myself,
+                by_node,
+                Internal::Replace { rows, cause },
+            ));
+        }
         crate::telemetry::metrics::redistribution_pass(&hub.config.hub_id, &hub.node);
         hub.hooks.fire(HookKey::PostNodesRedistribution, || {
             HookEvent::PostNodesRedistribution {
@@ -321,6 +343,7 @@ impl CoordinatorState {
                 replacing,
             }
         });
+        requests
     }
 
     /// Moves `rows`, children running here, to `target`. A cold swap: stopped here first (one
@@ -532,13 +555,23 @@ impl CoordinatorState {
         let mut by_cause: Vec<(Cause, Vec<(NodeName, Row)>)> = Vec::new();
         let mut retried = 0;
         for (row, cause) in failed {
-            // Some node runs it meanwhile (its owner re-placed it), or its row is gone here
-            // (stopped, or its stub swept): nothing to start. Read from the bindings alone.
+            // Some member runs it meanwhile (its owner re-placed it), or its row is gone here
+            // (stopped, or its stub swept): nothing to start. Read from the bindings alone; a
+            // binding of a node gone for good (past its grace) whose reap still waits runs
+            // nothing.
+            let me = &self.hub.node;
+            let may_run = |n: &NodeName| {
+                n == me
+                    || self
+                        .cluster
+                        .as_ref()
+                        .is_some_and(|c| c.peers.contains(n) || c.grace_timers.contains_key(n))
+            };
             let idle = self
                 .hub
                 .storage
                 .bound_nodes(&row.spec.id)
-                .is_some_and(|nodes| nodes.is_empty());
+                .is_some_and(|nodes| !nodes.iter().any(may_run));
             if !idle {
                 continue;
             }

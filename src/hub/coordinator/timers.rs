@@ -5,6 +5,7 @@
 //! membership handling (`super`) so that every way back into the cluster half reads in one
 //! place.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -214,33 +215,56 @@ impl CoordinatorState {
                 }
             }
         }
+        // Nodes whose grace ran out are gone for good: their children are re-placed in this
+        // flush's pass, and their bindings reaped once the starts it sends answered
+        // ([`HeldReaps`]). A node out of the ring and past its grace runs nothing for the
+        // planner, bound or not, so the pass need not wait for the reap.
+        let mut reap = Vec::new();
         if let Some(expired) = cluster.grace_expiries.take_due(now) {
-            let gone: Vec<NodeName> = expired
-                .into_iter()
-                .filter(|n| !cluster.peers.contains(n))
-                .collect();
-            if !gone.is_empty() {
-                let ttl = Duration::from_millis(self.hub.config.stub_ttl_ms);
-                let ops = gone
-                    .iter()
-                    .map(|node| RegistryOp::Reap {
-                        node: node.clone(),
-                        ttl,
-                    })
-                    .collect();
-                self.registry_write(myself, ops, Some(ClusterMsg::Reaped { nodes: gone }));
+            let closing = cluster.grace_timers.is_empty();
+            for node in expired.into_iter().filter(|n| !cluster.peers.contains(n)) {
+                let left = node.clone();
+                self.hub
+                    .events
+                    .publish(|| crate::events::HubEvent::NodeLeft { node: left });
+                if closing {
+                    cluster.leaves.on_closing_event(node.clone(), now);
+                } else {
+                    cluster.leaves.on_event(node.clone(), now);
+                }
+                reap.push(node);
             }
+        }
+        let joined = cluster.joins.take_due(now);
+        let left = cluster.leaves.take_due(now);
+        let mut replacing = BTreeSet::new();
+        if joined.is_some() || left.is_some() {
+            let joined = joined.unwrap_or_default();
+            let left = left.unwrap_or_default();
+            replacing = self.redistribute(myself, &joined, &left);
         }
         let Some(cluster) = &mut self.cluster else {
             return;
         };
-        let joined = cluster.joins.take_due(now);
-        let left = cluster.leaves.take_due(now);
-        if joined.is_some() || left.is_some() {
-            let joined = joined.unwrap_or_default();
-            let left = left.unwrap_or_default();
-            self.redistribute(myself, &joined, &left);
-        }
+        // A reap whose starts were dropped unanswered goes too.
+        let pending = &self.pending_operations;
+        let mut due = cluster.held_reaps.release(|id| !pending.contains_key(&id));
+        due.extend(cluster.held_reaps.hold(reap, replacing));
+        self.reap(myself, due);
         self.arm_flush(myself);
+    }
+
+    /// Unbinds `nodes`, gone for good, from every row in one registry write; their rows no
+    /// node runs stay as stubs for `stub_ttl_ms`.
+    pub(super) fn reap(&mut self, myself: &ActorRef<CoordinatorMsg>, nodes: Vec<NodeName>) {
+        if nodes.is_empty() {
+            return;
+        }
+        let ttl = Duration::from_millis(self.hub.config.stub_ttl_ms);
+        let ops = nodes
+            .into_iter()
+            .map(|node| RegistryOp::Reap { node, ttl })
+            .collect();
+        self.registry_write(myself, ops, None);
     }
 }
