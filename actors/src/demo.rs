@@ -52,6 +52,10 @@ pub struct DemoArgs {
     /// Keep the nodes' data and logs here instead of a temporary directory.
     #[arg(long)]
     pub workdir: Option<PathBuf>,
+    /// The nodes' `RUST_LOG` (their logs are in the work directory): e.g.
+    /// `info,process_hub::hub::coordinator=debug` to read what a failover did and when.
+    #[arg(long, default_value = "info")]
+    pub node_log: String,
     /// Durable children (auto-recovery on), and a whole-cluster SIGKILL and restart after the
     /// failover.
     #[arg(long)]
@@ -456,7 +460,10 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
             "--durable checks that every declared child runs once after the outage; run it with --replication-factor 1".into(),
         ));
     }
-    let mut options = ClusterOptions::default();
+    let mut options = ClusterOptions {
+        log_filter: args.node_log.clone(),
+        ..ClusterOptions::default()
+    };
     if args.durable {
         options.extra_args = vec![
             "--auto-recovery".into(),
@@ -627,6 +634,11 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
         s.complete(args.children) && !s.members.contains(&killed)
     })?;
     let failover = killed_at.elapsed();
+    progress(&format!(
+        "  every survivor lists every child on a live node {} ms after the kill ({} ms to see it down)",
+        failover.as_millis(),
+        detect.as_millis()
+    ));
     let after = identical_placement(&survivors, args.children, &live)?;
     // The failover's yardstick: as many fresh children as the killed node held, started the
     // same way on the same survivors. Only when no later phase counts the children.

@@ -215,6 +215,7 @@ fn run_once(args: &ClusterBenchArgs) -> Result<serde_json::Value, String> {
         concurrency: args.concurrency,
         json: true,
         workdir: None,
+        node_log: "info".into(),
         durable: false,
         replication_factor: args.replication_factor,
         migration: args.migration,
