@@ -223,6 +223,40 @@ pub fn plan_replicated_redistribution<'a>(
     plan
 }
 
+/// Children per start batch of a re-placement: about what a caller's request of 1,000 brings
+/// each owner of a three-node cluster. A failover's children go in several batches so that
+/// their starts, registry writes and peers' merges overlap; one batch of them all ran each
+/// stage after the other.
+pub const REPLACEMENT_BATCH: usize = 500;
+
+/// One start batch of a re-placement, with the children sent ahead of it in the same pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplacementBatch<T> {
+    /// Children of the batches before this one: they start first, so the batch's timeout
+    /// allows for them too, and the last batch has the time one batch of them all had.
+    pub ahead: usize,
+    /// The batch's children, in the pass's order.
+    pub children: Vec<T>,
+}
+
+/// `children` (each with its target) in start batches of at most [`REPLACEMENT_BATCH`], in
+/// order.
+pub fn replacement_batches<T>(children: Vec<T>) -> Vec<ReplacementBatch<T>> {
+    let mut batches = Vec::with_capacity(children.len().div_ceil(REPLACEMENT_BATCH));
+    let mut ahead = 0;
+    let mut children = children.into_iter().peekable();
+    while children.peek().is_some() {
+        let batch: Vec<T> = children.by_ref().take(REPLACEMENT_BATCH).collect();
+        let size = batch.len();
+        batches.push(ReplacementBatch {
+            ahead,
+            children: batch,
+        });
+        ahead += size;
+    }
+    batches
+}
+
 /// Whether a pass could plan anything for the row with this id bound to `bound`: the rows the
 /// Coordinator reads whole and gives [`plan_replicated_redistribution`], so that a pass reads
 /// the rows that can move (those bound to no live node, those this node runs off their owner,

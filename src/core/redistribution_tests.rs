@@ -546,3 +546,28 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// Every child of a re-placement is in exactly one batch, in the pass's order, each batch
+    /// holds at most `REPLACEMENT_BATCH`, only the last is short, and each counts the
+    /// children of the batches before it.
+    #[test]
+    fn a_replacement_goes_in_order_in_full_batches_each_counting_what_is_ahead(
+        n in 0usize..2_600
+    ) {
+        let children: Vec<usize> = (0..n).collect();
+        let batches = replacement_batches(children.clone());
+        prop_assert_eq!(batches.len(), n.div_ceil(REPLACEMENT_BATCH));
+        let mut ahead = 0;
+        for (i, batch) in batches.iter().enumerate() {
+            prop_assert_eq!(batch.ahead, ahead);
+            prop_assert!(!batch.children.is_empty() && batch.children.len() <= REPLACEMENT_BATCH);
+            if i + 1 < batches.len() {
+                prop_assert_eq!(batch.children.len(), REPLACEMENT_BATCH);
+            }
+            ahead += batch.children.len();
+        }
+        let flat: Vec<usize> = batches.into_iter().flat_map(|b| b.children).collect();
+        prop_assert_eq!(flat, children);
+    }
+}

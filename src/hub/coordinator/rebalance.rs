@@ -31,7 +31,7 @@ use super::cluster::{Cause, Internal, RetryTimer};
 use super::handover::AfterExport;
 use super::{CoordinatorState, StartPurpose, StopPurpose};
 use crate::core::redistribution::{
-    may_plan, plan_replicated_redistribution, DeclaredKnowledge, Liveness,
+    may_plan, plan_replicated_redistribution, replacement_batches, DeclaredKnowledge, Liveness,
 };
 use crate::events::{HubEvent, MoveReason};
 use crate::hooks::{HookEvent, HookKey};
@@ -55,12 +55,6 @@ pub(super) fn batches<'a>(rows: impl IntoIterator<Item = (&'a NodeName, &'a Row)
     }
     by_node
 }
-
-/// Children per start batch of a re-placement: about what a caller's request of 1,000 brings
-/// each owner of a three-node cluster. A failover's children go in several batches so that
-/// their starts, registry writes and peers' merges overlap; one batch of them all ran each
-/// stage after the other.
-pub(crate) const REPLACEMENT_BATCH: usize = 500;
 
 /// What an internal batch's timeout grows by per child: about 30 times what a start or stop
 /// takes per child on a loaded node.
@@ -89,6 +83,19 @@ impl CoordinatorState {
         by_node: Batches,
         internal: Internal,
     ) -> Option<u64> {
+        self.start_internal_behind(myself, by_node, internal, 0)
+    }
+
+    /// [`Self::start_internal`] of a batch sent right after others of `ahead` children to the
+    /// same supervisors: its timeout also allows for theirs, which start first, so the last of
+    /// a re-placement's batches has the time one batch of them all had.
+    pub(super) fn start_internal_behind(
+        &mut self,
+        myself: &ActorRef<CoordinatorMsg>,
+        by_node: Batches,
+        internal: Internal,
+        ahead: usize,
+    ) -> Option<u64> {
         if by_node.is_empty() {
             if let Internal::Handover {
                 reply: Some(reply), ..
@@ -107,7 +114,7 @@ impl CoordinatorState {
             .map(|row| row.spec.id.clone())
             .collect();
         let request_id = self.next_id();
-        let timeout = self.internal_timeout(by_node.values().map(Vec::len).sum());
+        let timeout = self.internal_timeout(ahead + by_node.values().map(Vec::len).sum::<usize>());
         let result = StartResult {
             awaited: true,
             ..StartResult::default()
@@ -320,20 +327,20 @@ impl CoordinatorState {
         // In batches of a caller's size, not one: the owner's supervisor starts the next batch
         // while its registry records the last and the peers merge the one before, as a
         // caller's pipelined requests do.
-        let mut replace = replace.into_iter().peekable();
         let mut requests = BTreeSet::new();
-        while replace.peek().is_some() {
-            let batch: Vec<(NodeName, Row)> = replace.by_ref().take(REPLACEMENT_BATCH).collect();
-            let by_node = batches(batch.iter().map(|(n, r)| (n, r)));
+        for batch in replacement_batches(replace) {
+            let by_node = batches(batch.children.iter().map(|(n, r)| (n, r)));
             let rows = batch
+                .children
                 .into_iter()
                 .map(|(_, r)| (r.spec.id.clone(), r))
                 .collect();
             let cause = cause.clone();
-            requests.extend(self.start_internal(
+            requests.extend(self.start_internal_behind(
                 myself,
                 by_node,
                 Internal::Replace { rows, cause },
+                batch.ahead,
             ));
         }
         crate::telemetry::metrics::redistribution_pass(&hub.config.hub_id, &hub.node);
