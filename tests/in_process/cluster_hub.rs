@@ -415,14 +415,7 @@ async fn a_crashed_nodes_children_run_again_once_each_when_they_take_several_sta
     // 4,000 children: the crashed node runs about 1,300, so each survivor re-places more than
     // one re-placement batch (500) of them, in several start batches.
     let mut cluster = TestCluster::with_nodes(8, &["a", "b", "c"], Options::plain()).await;
-    let specs = specs("many-", 4_000);
-    let all = ids(&specs);
-    cluster
-        .hub("a")
-        .start_children(specs, StartOptions::new())
-        .await
-        .unwrap();
-    cluster.wait_converged(&all, "three nodes").await;
+    let all = cluster.start_converged("a", "many-", 4_000).await;
     let on_c: BTreeSet<ChildId> = cluster
         .running()
         .into_iter()

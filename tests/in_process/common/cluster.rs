@@ -442,6 +442,20 @@ impl TestCluster {
         Ok(())
     }
 
+    /// Starts `n` counters named `prefix<i>` through `via` and waits until the cluster has
+    /// converged on them; their ids.
+    pub async fn start_converged(&self, via: &str, prefix: &str, n: usize) -> BTreeSet<ChildId> {
+        let specs = specs(prefix, n);
+        let all = ids(&specs);
+        self.hub(via)
+            .start_children(specs, process_hub::StartOptions::new())
+            .await
+            .unwrap();
+        self.wait_converged(&all, &format!("{n} children started through {via}"))
+            .await;
+        all
+    }
+
     pub async fn wait_converged(&self, ids: &BTreeSet<ChildId>, context: &str) {
         wait_for(&format!("convergence ({context})"), || self.converged(ids)).await;
     }
