@@ -77,6 +77,13 @@ impl Liveness<'_> {
     fn is_live(&self, node: &NodeName) -> bool {
         self.up.contains(node) || self.in_grace.contains(node)
     }
+
+    /// Whether a binding on `node` counts as a running child: this node, an up peer, or one
+    /// within its grace. A binding of a node past its grace (its reap may still wait) runs
+    /// nothing.
+    pub fn runs_on(&self, node: &str) -> bool {
+        node == self.me.as_str() || self.up.contains(node) || self.in_grace.contains(node)
+    }
 }
 
 /// What one pass does.
@@ -283,12 +290,8 @@ pub fn may_plan<'n>(
     let (mut here, mut nodes, mut running) = (false, 0usize, 0usize);
     for node in bound {
         nodes += 1;
-        if node == live.me.as_str() {
-            here = true;
-            running += 1;
-        } else if live.up.contains(node) || live.in_grace.contains(node) {
-            running += 1;
-        }
+        here |= node == live.me.as_str();
+        running += usize::from(live.runs_on(node));
     }
     if factor > 1 {
         // Off its owners (migration or excess) needs the owners, which a guided child's

@@ -558,27 +558,24 @@ impl CoordinatorState {
             return;
         }
         let failed: Vec<(Row, Cause)> = std::mem::take(&mut cluster.failed).into_values().collect();
+        let up = cluster.peers.clone();
+        let in_grace: BTreeSet<NodeName> = cluster.grace_timers.keys().cloned().collect();
         // One internal start per cause, so each child is reported as what it was.
         let mut by_cause: Vec<(Cause, Vec<(NodeName, Row)>)> = Vec::new();
         let mut retried = 0;
         for (row, cause) in failed {
             // Some member runs it meanwhile (its owner re-placed it), or its row is gone here
-            // (stopped, or its stub swept): nothing to start. Read from the bindings alone; a
-            // binding of a node gone for good (past its grace) whose reap still waits runs
-            // nothing.
-            let me = &self.hub.node;
-            let may_run = |n: &NodeName| {
-                n == me
-                    || self
-                        .cluster
-                        .as_ref()
-                        .is_some_and(|c| c.peers.contains(n) || c.grace_timers.contains_key(n))
+            // (stopped, or its stub swept): nothing to start. Read from the bindings alone.
+            let live = Liveness {
+                me: &self.hub.node,
+                up: &up,
+                in_grace: &in_grace,
             };
             let idle = self
                 .hub
                 .storage
                 .bound_nodes(&row.spec.id)
-                .is_some_and(|nodes| !nodes.iter().any(may_run));
+                .is_some_and(|nodes| !nodes.iter().any(|n| live.runs_on(n)));
             if !idle {
                 continue;
             }

@@ -113,17 +113,7 @@ impl CoordinatorState {
                         cluster.grace_timers.is_empty() && !cluster.grace_expiries.is_pending();
                     let now = Instant::now().into_std();
                     for node in nodes {
-                        if !cluster.peers.contains(&node) {
-                            let gone = node.clone();
-                            self.hub
-                                .events
-                                .publish(|| crate::events::HubEvent::NodeLeft { node: gone });
-                        }
-                        if closing {
-                            cluster.leaves.on_closing_event(node, now);
-                        } else {
-                            cluster.leaves.on_event(node, now);
-                        }
+                        self.node_left(node, closing, now);
                     }
                 }
                 self.arm_flush(myself);
@@ -222,19 +212,17 @@ impl CoordinatorState {
         let mut reap = Vec::new();
         if let Some(expired) = cluster.grace_expiries.take_due(now) {
             let closing = cluster.grace_timers.is_empty();
-            for node in expired.into_iter().filter(|n| !cluster.peers.contains(n)) {
-                let left = node.clone();
-                self.hub
-                    .events
-                    .publish(|| crate::events::HubEvent::NodeLeft { node: left });
-                if closing {
-                    cluster.leaves.on_closing_event(node.clone(), now);
-                } else {
-                    cluster.leaves.on_event(node.clone(), now);
-                }
-                reap.push(node);
+            reap = expired
+                .into_iter()
+                .filter(|n| !cluster.peers.contains(n))
+                .collect();
+            for node in &reap {
+                self.node_left(node.clone(), closing, now);
             }
         }
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
         let joined = cluster.joins.take_due(now);
         let left = cluster.leaves.take_due(now);
         let mut replacing = BTreeSet::new();
@@ -252,6 +240,26 @@ impl CoordinatorState {
         due.extend(cluster.held_reaps.hold(reap, replacing));
         self.reap(myself, due);
         self.arm_flush(myself);
+    }
+
+    /// `node` leaves the ring's owners for good: `NodeLeft` unless it is up again, and its
+    /// re-placement pass is due at once when `closing` (no other leave can join it), else
+    /// after the membership debounce.
+    fn node_left(&mut self, node: NodeName, closing: bool, now: std::time::Instant) {
+        let Some(cluster) = &mut self.cluster else {
+            return;
+        };
+        if !cluster.peers.contains(&node) {
+            let gone = node.clone();
+            self.hub
+                .events
+                .publish(|| crate::events::HubEvent::NodeLeft { node: gone });
+        }
+        if closing {
+            cluster.leaves.on_closing_event(node, now);
+        } else {
+            cluster.leaves.on_event(node, now);
+        }
     }
 
     /// Unbinds `nodes`, gone for good, from every row in one registry write; their rows no
