@@ -28,6 +28,7 @@ pub mod manifest_ship;
 pub mod placement;
 pub mod quorum;
 pub mod reachability;
+pub mod read_ahead;
 pub mod reassembly;
 pub mod reconcile;
 pub mod reconcile_round;

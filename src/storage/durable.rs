@@ -269,6 +269,14 @@ impl Storage for DurableStorage {
         self.shared.memory.rows_on(node)
     }
 
+    fn rows_where(&self, wanted: &mut dyn FnMut(super::Placement<'_>) -> bool) -> Vec<Row> {
+        self.shared.memory.rows_where(wanted)
+    }
+
+    fn generation(&self) -> Option<u64> {
+        self.shared.memory.generation()
+    }
+
     fn bound_nodes(&self, id: &ChildId) -> Option<Vec<crate::model::NodeName>> {
         self.shared.memory.bound_nodes(id)
     }

@@ -5,6 +5,7 @@
 //! from its peers.
 
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use hashbrown::HashTable;
@@ -42,6 +43,8 @@ pub struct MemoryStorage {
     /// The rows' counts and each node's binding digest, kept on write (every write changes
     /// them under its shard's lock, so they always match what the shards hold).
     counts: Mutex<RegistryCounts>,
+    /// Writes applied so far ([`Storage::generation`]), counted under the written shard's lock.
+    writes: AtomicU64,
 }
 
 impl Default for MemoryStorage {
@@ -65,7 +68,13 @@ impl MemoryStorage {
             base_ms: clock.now_ms(),
             clock,
             counts: Mutex::default(),
+            writes: AtomicU64::new(0),
         }
+    }
+
+    /// Counts a write, while the shard it changed is still locked.
+    fn wrote(&self) {
+        self.writes.fetch_add(1, Ordering::Release);
     }
 
     fn hash(&self, id: &str) -> u64 {
@@ -126,6 +135,7 @@ impl MemoryStorage {
                 table.insert_unique(hash, packed, |row| self.hash(row.id()));
             }
         }
+        self.wrote();
     }
 
     fn remove_id(&self, id: &str) {
@@ -135,6 +145,7 @@ impl MemoryStorage {
             self.lock_counts()
                 .remove(&entry.get().count_view(&self.names.snapshot()));
             entry.remove();
+            self.wrote();
             // A shard emptied by a large stop gives its slots back (halving at a quarter full,
             // so a shard that fills and empties repeatedly does not rehash at every step).
             if table.capacity() > MIN_SHRINK_CAPACITY && table.len() * 4 < table.capacity() {
@@ -183,6 +194,7 @@ impl MemoryStorage {
                         **shard = HashTable::new();
                     }
                     *self.lock_counts() = RegistryCounts::default();
+                    self.wrote();
                 }
             }
         }
@@ -255,15 +267,26 @@ impl MemoryStorage {
         if expected == 0 {
             return rows;
         }
+        self.rows_into(&mut rows, &mut |p| p.nodes.iter().any(|(n, _)| *n == node));
+        rows
+    }
+
+    /// Pushes onto `rows` every live row whose placement `wanted` accepts, unpacked in the
+    /// same walk.
+    fn rows_into(&self, rows: &mut Vec<Row>, wanted: &mut dyn FnMut(Placement<'_>) -> bool) {
         let now = self.clock.now_ms();
         self.for_each_packed(|names, packed| {
             if let Some(view) = packed.placement(names, now) {
-                if view.nodes.iter().any(|(n, _)| *n == node) {
+                let accepted = wanted(Placement {
+                    id: &ChildId::from(view.id),
+                    kind: view.kind,
+                    nodes: &view.nodes,
+                });
+                if accepted {
                     rows.push(packed.unpack(names, self.base_ms).row);
                 }
             }
         });
-        rows
     }
 
     /// The slots the shards hold, for tests of their release.
@@ -306,6 +329,16 @@ impl Storage for MemoryStorage {
 
     fn rows_bound_to(&self, node: &str) -> Vec<Row> {
         self.rows_on(node)
+    }
+
+    fn rows_where(&self, wanted: &mut dyn FnMut(Placement<'_>) -> bool) -> Vec<Row> {
+        let mut rows = Vec::new();
+        self.rows_into(&mut rows, wanted);
+        rows
+    }
+
+    fn generation(&self) -> Option<u64> {
+        Some(self.writes.load(Ordering::Acquire))
     }
 
     fn get(&self, id: &ChildId) -> Option<Row> {
@@ -417,6 +450,51 @@ mod tests {
         let second = s.submit(vec![Mutation::Remove("a".into())]);
         assert!(!s.contains(&"a".into()));
         assert!(first.wait().is_ok() && second.wait().is_ok());
+    }
+
+    /// A reader compares generations to know whether what it read is still what is stored:
+    /// every write moves it, reads do not, and a removal of nothing is no write.
+    #[test]
+    fn the_generation_moves_with_every_write_and_only_then() {
+        let s = MemoryStorage::new();
+        let g0 = s.generation().unwrap();
+        s.insert(row("a")).unwrap();
+        let g1 = s.generation().unwrap();
+        assert_ne!(g0, g1);
+        let _ = (
+            s.get(&"a".into()),
+            s.export_all(),
+            s.rows_where(&mut |_| true),
+        );
+        s.for_each_placement(&mut |_| {});
+        assert_eq!(s.generation(), Some(g1), "reads leave it");
+        s.insert(row("a")).unwrap();
+        let g2 = s.generation().unwrap();
+        assert_ne!(g1, g2, "a row replaced");
+        s.remove(&"missing".into()).unwrap();
+        assert_eq!(s.generation(), Some(g2), "nothing removed");
+        s.remove(&"a".into()).unwrap();
+        let g3 = s.generation().unwrap();
+        assert_ne!(g2, g3, "a row removed");
+        s.clear_all().unwrap();
+        assert_ne!(s.generation(), Some(g3), "cleared");
+    }
+
+    /// `rows_where` reads whole exactly the rows whose placement is accepted.
+    #[test]
+    fn rows_where_unpacks_the_accepted_rows_in_one_walk() {
+        let s = MemoryStorage::new();
+        for id in ["a1", "b1", "a2"] {
+            s.insert(row(id)).unwrap();
+        }
+        let mut got: Vec<ChildId> = s
+            .rows_where(&mut |p| p.id.as_str().starts_with('a'))
+            .into_iter()
+            .map(|r| r.spec.id)
+            .collect();
+        got.sort();
+        assert_eq!(got, [ChildId::from("a1"), ChildId::from("a2")]);
+        assert_eq!(s.rows_where(&mut |_| true).len(), 3);
     }
 
     #[test]

@@ -167,13 +167,29 @@ pub trait Storage: Send + Sync + 'static {
     /// what a peer's full sync or a reap unbinds. The default reads the placements and then
     /// each row bound there; a backend that can unpack the rows in the same pass does.
     fn rows_bound_to(&self, node: &str) -> Vec<Row> {
+        self.rows_where(&mut |p| p.nodes.iter().any(|(n, _)| *n == node))
+    }
+
+    /// Every live row whose placement `wanted` accepts, in no particular order: a pass that
+    /// reads whole only the rows that can matter to it (a redistribution, a reap). The default
+    /// reads the placements and then each accepted row; a backend that can unpack the rows in
+    /// the same walk does, without looking each one up again.
+    fn rows_where(&self, wanted: &mut dyn FnMut(Placement<'_>) -> bool) -> Vec<Row> {
         let mut ids = Vec::new();
         self.for_each_placement(&mut |p| {
-            if p.nodes.iter().any(|(n, _)| *n == node) {
-                ids.push(p.id.clone());
+            let id = p.id.clone();
+            if wanted(p) {
+                ids.push(id);
             }
         });
         ids.iter().filter_map(|id| self.get(id)).collect()
+    }
+
+    /// A number that changes with every write the store applies: a reader that read it before
+    /// and after reading the rows, and reads it again later, knows whether the rows it read are
+    /// still what the store holds (`core::read_ahead`). `None` for a store that keeps none.
+    fn generation(&self) -> Option<u64> {
+        None
     }
 
     /// The live row with this id.

@@ -106,4 +106,12 @@ impl Storage for SimulatedDurableStorage {
     fn rows_bound_to(&self, node: &str) -> Vec<Row> {
         self.memory.rows_on(node)
     }
+
+    fn rows_where(&self, wanted: &mut dyn FnMut(super::Placement<'_>) -> bool) -> Vec<Row> {
+        self.memory.rows_where(wanted)
+    }
+
+    fn generation(&self) -> Option<u64> {
+        self.memory.generation()
+    }
 }

@@ -436,3 +436,64 @@ async fn a_crashed_nodes_children_run_again_once_each_when_they_take_several_sta
         );
     }
 }
+
+/// The survivors read a crashed node's rows half-way through its grace; what the cluster does
+/// in the other half still counts at its end: every child of the crashed node runs again once,
+/// the children stopped in the meantime stay stopped and the ones started run.
+#[tokio::test(start_paused = true)]
+async fn what_changes_in_the_second_half_of_a_grace_counts_in_the_re_placement() {
+    let grace = Duration::from_secs(4);
+    let mut cluster =
+        TestCluster::with_nodes(9, &["a", "b", "c"], Options::plain().grace(grace)).await;
+    let first = cluster.start_converged("a", "early-", 300).await;
+    let on_c: BTreeSet<ChildId> = cluster
+        .running()
+        .into_iter()
+        .filter(|(_, nodes)| nodes == &["c".to_owned()])
+        .map(|(id, _)| id)
+        .collect();
+    assert!(on_c.len() > 50, "c runs {} children", on_c.len());
+    cluster.crash("c").await;
+    cluster.wait_members().await;
+    // Past the read-ahead, before the grace's end.
+    tokio::time::sleep(grace * 3 / 4).await;
+    assert_eq!(
+        cluster.running().len(),
+        first.len() - on_c.len(),
+        "c's wait"
+    );
+    let stopped: Vec<ChildId> = first
+        .iter()
+        .filter(|id| !on_c.contains(*id))
+        .take(20)
+        .cloned()
+        .collect();
+    let result = cluster
+        .hub("b")
+        .stop_children(stopped.clone(), StopOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(result.stopped.len(), stopped.len(), "{result:?}");
+    let later = specs("late-", 40);
+    let result = cluster
+        .hub("b")
+        .start_children(later.clone(), StartOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(result.started.len(), later.len(), "{:?}", result.errors);
+    let mut all = first.clone();
+    for id in &stopped {
+        all.remove(id);
+    }
+    all.extend(ids(&later));
+    cluster.wait_converged(&all, "after c's grace").await;
+    let running = cluster.running();
+    assert_eq!(running.len(), all.len());
+    for id in &on_c {
+        let nodes = &running[id];
+        assert!(
+            nodes.len() == 1 && nodes[0] != "c",
+            "{id} runs on {nodes:?}"
+        );
+    }
+}

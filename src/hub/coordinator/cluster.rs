@@ -16,6 +16,7 @@ use crate::core::boot_token::BootTokens;
 use crate::core::event_batch::{BatchConfig, EventBatch};
 use crate::core::held_reap::HeldReaps;
 use crate::core::placement::HashRing;
+use crate::core::read_ahead::ReadAhead;
 use crate::events::MoveReason;
 use crate::hub::protocol::{
     ChildCallReplyPort, ClusterMsg, CoordinatorMsg, NodeStartReport, NodeStopReport, RegistryMsg,
@@ -128,6 +129,8 @@ pub(crate) struct ClusterState {
     pub grace_expiries: EventBatch,
     /// Reaps of nodes gone for good, waiting for the starts that re-place their children.
     pub held_reaps: HeldReaps,
+    /// The rows the next pass would read, read during a grace ([`ReadAhead`]).
+    pub read_ahead: Option<ReadAhead>,
     /// Per peer that came up: a timer that asks for its registry again if it has not arrived
     /// (a lost `SyncRequest` or `FullSync` would otherwise wait for the periodic sync).
     pub nodeup_reconcile_timers: BTreeMap<NodeName, Timer>,
@@ -195,6 +198,7 @@ impl ClusterState {
             leaves: EventBatch::new(batch),
             grace_expiries: EventBatch::new(batch),
             held_reaps: HeldReaps::default(),
+            read_ahead: None,
             nodeup_reconcile_timers: BTreeMap::new(),
             flush_timer: None,
             grace_timers: BTreeMap::new(),

@@ -216,6 +216,12 @@ impl CoordinatorState {
         if let Some(old) = cluster.grace_timers.insert(node.clone(), timer) {
             old.abort();
         }
+        if !grace.is_zero() {
+            let ahead = node.clone();
+            myself.send_after(grace / 2, move || {
+                CoordinatorMsg::Cluster(ClusterMsg::ReadAhead { node: ahead })
+            });
+        }
         if graceful {
             cluster.departed.insert(node.clone());
         }

@@ -93,6 +93,7 @@ impl CoordinatorState {
                 if cluster.peers.contains(&node) {
                     return; // came back within its grace: a flap, nothing moves
                 }
+                tracing::debug!(%node, "grace over: its children are re-placed");
                 // Reaped with the other expiries of its window, in one registry write. When no
                 // other grace is running, no other expiry can join the window: the grace
                 // itself was the wait, so the reap (and the re-placement after it) go at once.
@@ -104,6 +105,7 @@ impl CoordinatorState {
                 }
                 self.arm_flush(myself);
             }
+            ClusterMsg::ReadAhead { node } => self.read_ahead(&node),
             ClusterMsg::Reaped { nodes } => {
                 if let Some(cluster) = &mut self.cluster {
                     // The reaped nodes came in one write; with no grace running and no expiry

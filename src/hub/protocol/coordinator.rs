@@ -54,6 +54,9 @@ pub(crate) enum ClusterMsg {
     Flush,
     /// `node`'s grace period after a `NodeDown` ran out.
     GraceExpired { node: NodeName },
+    /// Half of `node`'s grace went by: read the rows its re-placement will read
+    /// (`core::read_ahead`).
+    ReadAhead { node: NodeName },
     /// The Registry committed the reaping of these nodes' bindings.
     Reaped { nodes: Vec<NodeName> },
     /// A while after `node` came up: ask for its registry again if it has not arrived.
