@@ -44,6 +44,7 @@ mod membership;
 mod messaging;
 mod partition;
 pub(crate) mod partition_flags;
+mod pass_rows;
 mod pipeline;
 mod reach;
 mod rebalance;

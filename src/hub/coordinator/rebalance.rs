@@ -4,7 +4,8 @@
 //! One pass per due batch of membership events (`core::event_batch`), whatever the number of
 //! events in it, never per event. A pass scans the registry's bindings (ids and nodes, no row
 //! unpacked) and reads whole only the rows that can move (`core::redistribution::may_plan`):
-//! those bound to no live node, and those this node runs off their owner. The decision is the
+//! those bound to no live node, and those this node runs off their owner (`pass_rows`, which
+//! reads them half-way through a node's grace for the pass at its end). The decision is the
 //! pure [`plan_redistribution`]; this file carries it out:
 //! - a **migration** is a cold swap: stopped here (one stop batch per owner), then started on
 //!   the owner (one start batch per owner, awaited) with `check_existing: false`, so an owner
@@ -27,19 +28,17 @@ use std::time::Duration;
 
 use ractor::ActorRef;
 
-use super::cluster::{Cause, ClusterState, Internal, RetryTimer};
+use super::cluster::{Cause, Internal, RetryTimer};
 use super::handover::AfterExport;
+use super::pass_rows::pass_rows;
 use super::{CoordinatorState, StartPurpose, StopPurpose};
-use crate::core::placement::HashRing;
-use crate::core::read_ahead::{PassInputs, ReadAhead};
 use crate::core::redistribution::{
-    may_plan, plan_replicated_redistribution, replacement_batches, DeclaredKnowledge, Liveness,
+    plan_replicated_redistribution, replacement_batches, DeclaredKnowledge, Liveness,
 };
 use crate::events::{HubEvent, MoveReason};
 use crate::hooks::{HookEvent, HookKey};
 use crate::hub::protocol::{ClusterMsg, CoordinatorMsg};
 use crate::hub::simulation::InjectedBug;
-use crate::hub::HubShared;
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName, Row};
 use crate::telemetry::failure_tally::FailureTally;
 use crate::types::OnFailure;
@@ -57,47 +56,6 @@ pub(super) fn batches<'a>(rows: impl IntoIterator<Item = (&'a NodeName, &'a Row)
             .push((row.spec.clone(), row.metadata.clone()));
     }
     by_node
-}
-
-/// What the pass's choice of rows depends on besides the rows, with `in_grace` the nodes it
-/// counts as within their grace.
-fn pass_inputs(
-    hub: &HubShared,
-    cluster: &ClusterState,
-    in_grace: BTreeSet<NodeName>,
-) -> PassInputs {
-    PassInputs {
-        ring: cluster.ring.members().cloned().collect(),
-        up: cluster.peers.clone(),
-        in_grace,
-        busy: cluster
-            .migrating
-            .iter()
-            .chain(cluster.failed.keys())
-            .cloned()
-            .chain(hub.replicas_stopping())
-            // The children this node ran before it booted wait for the boot hold to end.
-            .chain(hub.boot_held())
-            .collect(),
-        factor: hub.config.replication_factor,
-    }
-}
-
-/// The rows a pass with `inputs` plans from, in id order, as a pass over every row would meet
-/// them. Only the rows that can move are read whole: chosen from the ids and bindings
-/// (`may_plan`), which the store reads without unpacking a row.
-fn rows_that_can_move(hub: &HubShared, ring: &HashRing, inputs: &PassInputs) -> Vec<Row> {
-    let live = Liveness {
-        me: &hub.node,
-        up: &inputs.up,
-        in_grace: &inputs.in_grace,
-    };
-    let mut rows = hub.storage.rows_where(&mut |p| {
-        let bound = p.nodes.iter().map(|(node, _)| *node);
-        may_plan(p.id, bound, ring, inputs.factor, live, &inputs.busy)
-    });
-    rows.sort_unstable_by(|a, b| a.spec.id.cmp(&b.spec.id));
-    rows
 }
 
 /// What an internal batch's timeout grows by per child: about 30 times what a start or stop
@@ -178,39 +136,6 @@ impl CoordinatorState {
         Some(request_id)
     }
 
-    /// Half-way through `node`'s grace: reads the rows the pass at its end will read, as it
-    /// will read them ([`ReadAhead`]), so that the pass need not walk the store when nothing
-    /// changed in between.
-    pub(super) fn read_ahead(&mut self, node: &NodeName) {
-        let hub = self.hub.clone();
-        let Some(cluster) = &mut self.cluster else {
-            return;
-        };
-        let in_its_grace = !cluster.peers.contains(node) && cluster.grace_timers.contains_key(node);
-        if !in_its_grace || cluster.self_leaving || hub.partition.partitioned() {
-            return;
-        }
-        let Some(generation) = hub.storage.generation() else {
-            return;
-        };
-        let in_grace = cluster
-            .grace_timers
-            .keys()
-            .filter(|n| *n != node)
-            .cloned()
-            .collect();
-        let inputs = pass_inputs(&hub, cluster, in_grace);
-        let rows = rows_that_can_move(&hub, &cluster.ring, &inputs);
-        // A write while the rows were read: the pass walks the store itself.
-        cluster.read_ahead = (hub.storage.generation() == Some(generation))
-            .then(|| ReadAhead::new(generation, inputs, rows));
-        tracing::debug!(
-            peer = %node,
-            rows = cluster.read_ahead.as_ref().map(ReadAhead::len),
-            "read ahead the rows that can move when the grace ends"
-        );
-    }
-
     /// The redistribution pass for a due batch. Answers the ids of the start requests that
     /// re-place children no live node runs.
     pub(super) fn redistribute(
@@ -275,26 +200,7 @@ impl CoordinatorState {
         for node in left {
             cluster.departed.remove(node);
         }
-        let in_grace = cluster.grace_timers.keys().cloned().collect();
-        let inputs = pass_inputs(&hub, cluster, in_grace);
-        // The rows read during the grace when nothing changed since, else a walk of the store.
-        let walk = std::time::Instant::now();
-        let ahead = cluster.read_ahead.take().and_then(|ahead| {
-            ahead.take_if(hub.storage.generation(), &inputs, |id| {
-                hub.storage.contains(id)
-            })
-        });
-        let read_ahead = ahead.is_some();
-        let rows = match ahead {
-            Some(rows) => rows,
-            None => rows_that_can_move(&hub, &cluster.ring, &inputs),
-        };
-        tracing::debug!(
-            read = rows.len(),
-            read_ahead,
-            took_us = walk.elapsed().as_micros() as u64,
-            "redistribution pass: rows that can move"
-        );
+        let (inputs, rows) = pass_rows(&hub, cluster);
         let live = Liveness {
             me: &me,
             up: &inputs.up,
