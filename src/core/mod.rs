@@ -23,6 +23,7 @@ pub mod handover;
 pub mod health;
 pub mod held_reap;
 pub mod isolation;
+pub mod left_to_owner;
 pub mod load;
 pub mod manifest_ship;
 pub mod placement;

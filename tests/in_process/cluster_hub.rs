@@ -416,25 +416,13 @@ async fn a_crashed_nodes_children_run_again_once_each_when_they_take_several_sta
     // one re-placement batch (500) of them, in several start batches.
     let mut cluster = TestCluster::with_nodes(8, &["a", "b", "c"], Options::plain()).await;
     let all = cluster.start_converged("a", "many-", 4_000).await;
-    let on_c: BTreeSet<ChildId> = cluster
-        .running()
-        .into_iter()
-        .filter(|(_, nodes)| nodes == &["c".to_owned()])
-        .map(|(id, _)| id)
-        .collect();
+    let on_c = cluster.running_only_on("c");
     assert!(on_c.len() > 1_000, "c runs {} children", on_c.len());
     cluster.crash("c").await;
     cluster.wait_members().await;
     cluster.wait_converged(&all, "after c crashed").await;
-    let running = cluster.running();
-    assert_eq!(running.len(), all.len());
-    for id in &on_c {
-        let nodes = &running[id];
-        assert!(
-            nodes.len() == 1 && nodes[0] != "c",
-            "{id} runs on {nodes:?}"
-        );
-    }
+    assert_eq!(cluster.running().len(), all.len());
+    cluster.assert_each_runs_once_off(&on_c, "c");
 }
 
 /// The survivors read a crashed node's rows half-way through its grace; what the cluster does
@@ -446,12 +434,7 @@ async fn what_changes_in_the_second_half_of_a_grace_counts_in_the_re_placement()
     let mut cluster =
         TestCluster::with_nodes(9, &["a", "b", "c"], Options::plain().grace(grace)).await;
     let first = cluster.start_converged("a", "early-", 300).await;
-    let on_c: BTreeSet<ChildId> = cluster
-        .running()
-        .into_iter()
-        .filter(|(_, nodes)| nodes == &["c".to_owned()])
-        .map(|(id, _)| id)
-        .collect();
+    let on_c = cluster.running_only_on("c");
     assert!(on_c.len() > 50, "c runs {} children", on_c.len());
     cluster.crash("c").await;
     cluster.wait_members().await;
@@ -487,13 +470,6 @@ async fn what_changes_in_the_second_half_of_a_grace_counts_in_the_re_placement()
     }
     all.extend(ids(&later));
     cluster.wait_converged(&all, "after c's grace").await;
-    let running = cluster.running();
-    assert_eq!(running.len(), all.len());
-    for id in &on_c {
-        let nodes = &running[id];
-        assert!(
-            nodes.len() == 1 && nodes[0] != "c",
-            "{id} runs on {nodes:?}"
-        );
-    }
+    assert_eq!(cluster.running().len(), all.len());
+    cluster.assert_each_runs_once_off(&on_c, "c");
 }

@@ -15,6 +15,7 @@ use crate::cluster::wire::{RequestId, StartItem, WireMsg};
 use crate::core::boot_token::BootTokens;
 use crate::core::event_batch::{BatchConfig, EventBatch};
 use crate::core::held_reap::HeldReaps;
+use crate::core::left_to_owner::LeftToOwners;
 use crate::core::placement::HashRing;
 use crate::core::read_ahead::ReadAhead;
 use crate::events::MoveReason;
@@ -142,6 +143,9 @@ pub(crate) struct ClusterState {
     pub migrating: BTreeSet<ChildId>,
     /// Children whose migration or re-placement failed, waiting for the retry timer.
     pub failed: BTreeMap<ChildId, (Row, Cause)>,
+    /// Which of the `failed` are stubs left to their owners, looked at by the retry timer
+    /// ([`LeftToOwners`]).
+    pub left_to_owners: LeftToOwners,
     pub retry_timer: RetryTimer,
     pub sync_timer: Option<Timer>,
     /// The next load report (`Distribution::LoadBalanced`).
@@ -205,6 +209,7 @@ impl ClusterState {
             delivered_by: BTreeSet::new(),
             migrating: BTreeSet::new(),
             failed: BTreeMap::new(),
+            left_to_owners: LeftToOwners::default(),
             retry_timer: RetryTimer::Idle,
             sync_timer: None,
             load_timer: None,

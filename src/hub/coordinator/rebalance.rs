@@ -252,6 +252,12 @@ impl CoordinatorState {
             let cause = Cause::Replaced {
                 why: replaced_because,
             };
+            // The owners get as long as their own start of these may take.
+            cluster.left_to_owners.leave(
+                left_to_owner.iter().map(|row| row.spec.id.clone()),
+                tokio::time::Instant::now().into_std(),
+                INTERNAL_ALLOWANCE_PER_CHILD,
+            );
             for row in left_to_owner {
                 cluster
                     .failed
@@ -538,27 +544,36 @@ impl CoordinatorState {
             return;
         }
         let failed: Vec<(Row, Cause)> = std::mem::take(&mut cluster.failed).into_values().collect();
-        let up = cluster.peers.clone();
-        let in_grace: BTreeSet<NodeName> = cluster.grace_timers.keys().cloned().collect();
+        let live = Liveness {
+            me: &self.hub.node,
+            up: &cluster.peers,
+            in_grace: &cluster.grace_timers.keys().cloned().collect(),
+        };
+        // Some member runs it meanwhile (its owner re-placed it), or its row is gone here
+        // (stopped, or its stub swept): nothing to start. Read from the bindings alone.
+        let storage = &self.hub.storage;
+        let idle = failed.into_iter().filter(|(row, _)| {
+            storage
+                .bound_nodes(&row.spec.id)
+                .is_some_and(|nodes| !nodes.iter().any(|n| live.runs_on(n)))
+        });
+        let (left, mut idle): (Vec<_>, Vec<_>) =
+            idle.partition(|(row, _)| cluster.left_to_owners.contains(&row.spec.id));
+        let left_ids = left.iter().map(|(row, _)| row.spec.id.clone()).collect();
+        let now = tokio::time::Instant::now().into_std();
+        if cluster.left_to_owners.look(left_ids, now) {
+            idle.extend(left);
+        } else {
+            // Their owners are at work on them: the next look.
+            tracing::debug!(stubs = left.len(), "stubs left to their owners wait");
+            for (row, cause) in left {
+                cluster.failed.insert(row.spec.id.clone(), (row, cause));
+            }
+        }
         // One internal start per cause, so each child is reported as what it was.
         let mut by_cause: Vec<(Cause, Vec<(NodeName, Row)>)> = Vec::new();
         let mut retried = 0;
-        for (row, cause) in failed {
-            // Some member runs it meanwhile (its owner re-placed it), or its row is gone here
-            // (stopped, or its stub swept): nothing to start. Read from the bindings alone.
-            let live = Liveness {
-                me: &self.hub.node,
-                up: &up,
-                in_grace: &in_grace,
-            };
-            let idle = self
-                .hub
-                .storage
-                .bound_nodes(&row.spec.id)
-                .is_some_and(|nodes| !nodes.iter().any(|n| live.runs_on(n)));
-            if !idle {
-                continue;
-            }
+        for (row, cause) in idle {
             let owner = self.placement_of(&row.spec.id, Some(&row.metadata));
             if let Some(cluster) = &mut self.cluster {
                 cluster.migrating.insert(row.spec.id.clone());
@@ -579,6 +594,11 @@ impl CoordinatorState {
         if let Some(cluster) = &mut self.cluster {
             if !running.is_empty() {
                 cluster.retry_timer = RetryTimer::Running { children: running };
+            } else if !cluster.failed.is_empty() {
+                let retry = Duration::from_millis(self.hub.config.migration_retry_ms);
+                cluster.retry_timer = RetryTimer::Armed(
+                    myself.send_after(retry, || CoordinatorMsg::Cluster(ClusterMsg::Retry)),
+                );
             }
         }
         for (cause, placed) in by_cause {

@@ -489,6 +489,27 @@ impl TestCluster {
             .collect()
     }
 
+    /// The children that run on `name` and nowhere else.
+    pub fn running_only_on(&self, name: &str) -> BTreeSet<ChildId> {
+        self.running()
+            .into_iter()
+            .filter(|(_, nodes)| nodes.len() == 1 && nodes[0] == name)
+            .map(|(id, _)| id)
+            .collect()
+    }
+
+    /// Each of `ids` runs exactly once, on a node other than `gone`.
+    pub fn assert_each_runs_once_off(&self, ids: &BTreeSet<ChildId>, gone: &str) {
+        let running = self.running();
+        for id in ids {
+            let nodes = running.get(id).map(Vec::as_slice).unwrap_or_default();
+            assert!(
+                nodes.len() == 1 && nodes[0] != gone,
+                "{id} runs on {nodes:?}"
+            );
+        }
+    }
+
     /// Every id in `expected` runs exactly once in the cluster and nothing in `dead` runs (the
     /// simulator's `declared_run_as_decided`, with `expected` as the declared list).
     pub fn exactly(
