@@ -89,6 +89,16 @@ impl RetryTimer {
         }
     }
 
+    /// Arms the timer to fire `ClusterMsg::Retry` after `after`, unless it is armed already or
+    /// a retry runs (which arms it when its starts answered).
+    pub fn arm_if_idle(&mut self, myself: &ActorRef<CoordinatorMsg>, after: Duration) {
+        if matches!(self, RetryTimer::Idle) {
+            *self = RetryTimer::Armed(
+                myself.send_after(after, || CoordinatorMsg::Cluster(ClusterMsg::Retry)),
+            );
+        }
+    }
+
     /// Children of a running retry answered; returns whether the retry is over.
     pub fn answered<'a>(&mut self, ids: impl IntoIterator<Item = &'a ChildId>) -> bool {
         if let RetryTimer::Running { children } = self {

@@ -37,7 +37,7 @@ use crate::core::redistribution::{
 };
 use crate::events::{HubEvent, MoveReason};
 use crate::hooks::{HookEvent, HookKey};
-use crate::hub::protocol::{ClusterMsg, CoordinatorMsg};
+use crate::hub::protocol::CoordinatorMsg;
 use crate::hub::simulation::InjectedBug;
 use crate::model::{ChildId, ChildSpec, Metadata, NodeName, Row};
 use crate::telemetry::failure_tally::FailureTally;
@@ -263,12 +263,8 @@ impl CoordinatorState {
                     .failed
                     .insert(row.spec.id.clone(), (row, cause.clone()));
             }
-            if matches!(cluster.retry_timer, RetryTimer::Idle) {
-                let retry = Duration::from_millis(hub.config.migration_retry_ms);
-                cluster.retry_timer = RetryTimer::Armed(
-                    myself.send_after(retry, || CoordinatorMsg::Cluster(ClusterMsg::Retry)),
-                );
-            }
+            let retry = Duration::from_millis(hub.config.migration_retry_ms);
+            cluster.retry_timer.arm_if_idle(myself, retry);
         }
         if migrating + replacing > 0 {
             let each = |by_node: &BTreeMap<NodeName, Vec<Row>>| -> Vec<(ChildId, NodeName)> {
@@ -482,10 +478,8 @@ impl CoordinatorState {
             }
         }
         not_placed.warn("re-placement failed");
-        if !cluster.failed.is_empty() && matches!(cluster.retry_timer, RetryTimer::Idle) {
-            cluster.retry_timer = RetryTimer::Armed(
-                myself.send_after(retry, || CoordinatorMsg::Cluster(ClusterMsg::Retry)),
-            );
+        if !cluster.failed.is_empty() {
+            cluster.retry_timer.arm_if_idle(myself, retry);
         }
         let placed: Vec<(ChildId, NodeName)> = result
             .started
@@ -596,9 +590,7 @@ impl CoordinatorState {
                 cluster.retry_timer = RetryTimer::Running { children: running };
             } else if !cluster.failed.is_empty() {
                 let retry = Duration::from_millis(self.hub.config.migration_retry_ms);
-                cluster.retry_timer = RetryTimer::Armed(
-                    myself.send_after(retry, || CoordinatorMsg::Cluster(ClusterMsg::Retry)),
-                );
+                cluster.retry_timer.arm_if_idle(myself, retry);
             }
         }
         for (cause, placed) in by_cause {
