@@ -78,7 +78,7 @@ impl ReadAhead {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ChildSpec, Metadata};
+    use crate::core::redistribution::tests::row;
 
     fn names(list: &[&str]) -> BTreeSet<NodeName> {
         list.iter().map(|n| NodeName::from(*n)).collect()
@@ -94,26 +94,11 @@ mod tests {
         }
     }
 
-    fn row(id: &str, on: Option<&str>) -> Row {
-        let mut row = Row::authored(
-            ChildSpec::new(id, "counter"),
-            Metadata::new(),
-            "a",
-            0,
-            false,
-        )
-        .unwrap();
-        if let Some(node) = on {
-            row.node_pids.insert(NodeName::from(node), 1);
-        }
-        row
-    }
-
     fn ahead() -> ReadAhead {
         ReadAhead::new(
             7,
             inputs(),
-            vec![row("bound", Some("c")), row("stub", None)],
+            vec![row("bound", false, &[("c", 1)]), row("stub", false, &[])],
         )
     }
 

@@ -363,7 +363,7 @@ fn plan_replicas(
 
 #[cfg(test)]
 #[path = "redistribution_tests.rs"]
-mod tests;
+pub(crate) mod tests;
 
 #[cfg(test)]
 #[path = "redistribution_candidates_tests.rs"]

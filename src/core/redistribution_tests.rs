@@ -9,7 +9,7 @@ use crate::model::{ChildSpec, Metadata, Pid};
 
 pub(super) const NODES: [&str; 5] = ["a@h", "b@h", "c@h", "d@h", "e@h"];
 
-pub(super) fn row(id: &str, durable: bool, bound: &[(&str, Pid)]) -> Row {
+pub(crate) fn row(id: &str, durable: bool, bound: &[(&str, Pid)]) -> Row {
     let mut row = Row::authored(
         ChildSpec::new(id, "counter"),
         Metadata::new(),

@@ -177,9 +177,8 @@ pub trait Storage: Send + Sync + 'static {
     fn rows_where(&self, wanted: &mut dyn FnMut(Placement<'_>) -> bool) -> Vec<Row> {
         let mut ids = Vec::new();
         self.for_each_placement(&mut |p| {
-            let id = p.id.clone();
             if wanted(p) {
-                ids.push(id);
+                ids.push(p.id.clone());
             }
         });
         ids.iter().filter_map(|id| self.get(id)).collect()
