@@ -25,6 +25,7 @@
 //! Pure: the Coordinator gathers the inputs, calls [`plan_redistribution`] and carries the plan
 //! out (stops, starts, retries).
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::core::declared::list::DeclaredList;
@@ -122,20 +123,56 @@ impl RedistributionPlan {
     }
 }
 
+/// A row a pass plans from: borrowed, when the caller keeps its rows (the plan copies the rows
+/// it moves), or owned, when the caller hands them over (the plan keeps the rows it moves and
+/// drops the others, with no copy: at a failover of thousands of children the copies and the
+/// drop of the originals were most of the pass).
+pub trait PassRow: Borrow<Row> {
+    /// The row, owned.
+    fn into_row(self) -> Row;
+}
+
+impl PassRow for &Row {
+    fn into_row(self) -> Row {
+        self.clone()
+    }
+}
+
+impl PassRow for Row {
+    fn into_row(self) -> Row {
+        self
+    }
+}
+
 /// Plans one redistribution pass over `rows` (this node's registry copy), one instance per
 /// child.
 ///
 /// Promises: every child appears at most once in the plan; a migration goes from this node to
 /// an up peer; a re-placement goes to a member (this node or an up peer); a durable row the
 /// declared list does not allow is never re-placed; a child in `busy` is left alone.
-pub fn plan_redistribution<'a>(
-    rows: impl IntoIterator<Item = &'a Row>,
+pub fn plan_redistribution<R: PassRow>(
+    rows: impl IntoIterator<Item = R>,
     ring: &HashRing,
     live: Liveness<'_>,
     declared: DeclaredKnowledge<'_>,
     busy: &BTreeSet<ChildId>,
 ) -> RedistributionPlan {
     plan_replicated_redistribution(rows, ring, 1, live, declared, busy)
+}
+
+/// What a pass does with one row.
+enum Decision {
+    /// Nothing.
+    Nothing,
+    /// It migrates to this member.
+    Migrate(NodeName),
+    /// It is started on these owners; a child placed by load is recorded on the first
+    /// (`Some`: its placement as rewritten).
+    Replace(Vec<NodeName>, Option<Guided>),
+    /// Its durable row waits for the reconcile round.
+    HeldBack,
+    /// A replica to stop here.
+    Excess,
 }
 
 /// [`plan_redistribution`] with `factor` replicas per child (`core::replication`): each child
@@ -150,8 +187,8 @@ pub fn plan_redistribution<'a>(
 ///
 /// Promises, beyond [`plan_redistribution`]'s: a child appears in at most one migration of this
 /// node, and its re-placements go to distinct owners.
-pub fn plan_replicated_redistribution<'a>(
-    rows: impl IntoIterator<Item = &'a Row>,
+pub fn plan_replicated_redistribution<R: PassRow>(
+    rows: impl IntoIterator<Item = R>,
     ring: &HashRing,
     factor: usize,
     live: Liveness<'_>,
@@ -160,74 +197,104 @@ pub fn plan_replicated_redistribution<'a>(
 ) -> RedistributionPlan {
     let mut plan = RedistributionPlan::default();
     for row in rows {
-        let id = &row.spec.id;
-        if busy.contains(id) {
-            continue;
-        }
-        if factor > 1 {
-            plan_replicas(&mut plan, row, ring, factor, live, declared);
-            continue;
-        }
-        let guided = Guided::of(&row.metadata);
-        let owner = match &guided {
-            None => ring.owner(id),
-            Some(guided) => match guided.owner(|n| live.is_member(n), ring.owner(id)) {
-                Some(Owner::Node(node)) => Some(node),
-                _ => None,
-            },
+        let decision = {
+            let row: &Row = row.borrow();
+            if busy.contains(&row.spec.id) {
+                continue;
+            }
+            if factor > 1 {
+                decide_replicas(row, ring, factor, live, declared)
+            } else {
+                decide(row, ring, live, declared)
+            }
         };
-        let Some(owner) = owner else {
-            continue;
-        };
-        if row.node_pids.contains_key(live.me) {
-            // A guided child never migrates: joins do not move it off the node it runs on. A
-            // second copy (a partition let the ring re-place it) gives way to the one on its
-            // own node, or when none runs there, to the copy on the lowest-named node.
-            if guided.is_some() {
-                let keeper = if row.node_pids.contains_key(owner) {
-                    Some(owner)
-                } else {
-                    row.node_pids
-                        .keys()
-                        .find(|n| *n == live.me || live.up.contains(*n))
-                };
-                if let Some(keeper) = keeper.filter(|k| *k != live.me && live.up.contains(*k)) {
-                    plan.migrations
-                        .entry(keeper.clone())
+        match decision {
+            Decision::Nothing => {}
+            Decision::Migrate(to) => plan.migrations.entry(to).or_default().push(row.into_row()),
+            Decision::HeldBack => plan.held_back.push(row.borrow().spec.id.clone()),
+            Decision::Excess => plan.excess.push(row.borrow().spec.id.clone()),
+            Decision::Replace(mut owners, placed) => {
+                let mut row = row.into_row();
+                if let Some(placed) = placed {
+                    placed.write(&mut row.metadata);
+                }
+                let last = owners.pop();
+                for owner in owners {
+                    plan.replacements
+                        .entry(owner)
                         .or_default()
                         .push(row.clone());
                 }
-                continue;
+                if let Some(owner) = last {
+                    plan.replacements.entry(owner).or_default().push(row);
+                }
             }
-            if owner != live.me && live.up.contains(owner) {
-                plan.migrations
-                    .entry(owner.clone())
-                    .or_default()
-                    .push(row.clone());
-            }
-            continue;
-        }
-        if row.node_pids.keys().any(|n| live.is_live(n)) {
-            continue;
-        }
-        if !declared.allows(row) {
-            plan.held_back.push(id.clone());
-            continue;
-        }
-        if live.is_member(owner) {
-            let mut row = row.clone();
-            let owner = owner.clone();
-            if let Some(mut placed) = guided.filter(|g| g.by_load && !g.nodes.contains(&owner)) {
-                // Placed by load, its node gone: it falls back to its ring owner and is
-                // recorded there, so nothing waits for the old node and a rebalance may move
-                // it. Every node holding the stub records the same owner.
-                placed.nodes = vec![owner.clone()];
-                placed.write(&mut row.metadata);
-            }
-            plan.replacements.entry(owner).or_default().push(row);
         }
     }
     plan
+}
+
+/// What a pass with one instance per child does with `row`.
+fn decide(
+    row: &Row,
+    ring: &HashRing,
+    live: Liveness<'_>,
+    declared: DeclaredKnowledge<'_>,
+) -> Decision {
+    let id = &row.spec.id;
+    let guided = Guided::of(&row.metadata);
+    let owner = match &guided {
+        None => ring.owner(id),
+        Some(guided) => match guided.owner(|n| live.is_member(n), ring.owner(id)) {
+            Some(Owner::Node(node)) => Some(node),
+            _ => None,
+        },
+    };
+    let Some(owner) = owner else {
+        return Decision::Nothing;
+    };
+    if row.node_pids.contains_key(live.me) {
+        // A guided child never migrates: joins do not move it off the node it runs on. A
+        // second copy (a partition let the ring re-place it) gives way to the one on its
+        // own node, or when none runs there, to the copy on the lowest-named node.
+        if guided.is_some() {
+            let keeper = if row.node_pids.contains_key(owner) {
+                Some(owner)
+            } else {
+                row.node_pids
+                    .keys()
+                    .find(|n| *n == live.me || live.up.contains(*n))
+            };
+            return match keeper.filter(|k| *k != live.me && live.up.contains(*k)) {
+                Some(keeper) => Decision::Migrate(keeper.clone()),
+                None => Decision::Nothing,
+            };
+        }
+        if owner != live.me && live.up.contains(owner) {
+            return Decision::Migrate(owner.clone());
+        }
+        return Decision::Nothing;
+    }
+    if row.node_pids.keys().any(|n| live.is_live(n)) {
+        return Decision::Nothing;
+    }
+    if !declared.allows(row) {
+        return Decision::HeldBack;
+    }
+    if !live.is_member(owner) {
+        return Decision::Nothing;
+    }
+    let owner = owner.clone();
+    // Placed by load, its node gone: it falls back to its ring owner and is recorded there,
+    // so nothing waits for the old node and a rebalance may move it. Every node holding the
+    // stub records the same owner.
+    let placed = guided
+        .filter(|g| g.by_load && !g.nodes.contains(&owner))
+        .map(|mut placed| {
+            placed.nodes = vec![owner.clone()];
+            placed
+        });
+    Decision::Replace(vec![owner], placed)
 }
 
 /// Children per start batch of a re-placement: about what a caller's request of 1,000 brings
@@ -309,33 +376,30 @@ pub fn may_plan<'n>(
     running == 0
 }
 
-/// One replicated child's part of a pass (see [`plan_replicated_redistribution`]).
-fn plan_replicas(
-    plan: &mut RedistributionPlan,
+/// What a pass with `factor` instances per child does with `row`.
+fn decide_replicas(
     row: &Row,
     ring: &HashRing,
     factor: usize,
     live: Liveness<'_>,
     declared: DeclaredKnowledge<'_>,
-) {
+) -> Decision {
     let id = &row.spec.id;
     let owners = owners_of(ring, id, factor, Some(&row.metadata), |n| live.is_member(n));
     if owners.is_empty() {
-        return;
+        return Decision::Nothing;
     }
     if row.node_pids.contains_key(live.me) && !owners.contains(live.me) {
         let target = owners
             .iter()
             .find(|o| live.up.contains(*o) && !row.node_pids.contains_key(*o));
-        if let Some(target) = target {
-            plan.migrations
-                .entry(target.clone())
-                .or_default()
-                .push(row.clone());
+        return if let Some(target) = target {
+            Decision::Migrate(target.clone())
         } else if owners.iter().all(|o| row.node_pids.contains_key(o)) {
-            plan.excess.push(id.clone());
-        }
-        return;
+            Decision::Excess
+        } else {
+            Decision::Nothing
+        };
     }
     let running = row
         .node_pids
@@ -343,22 +407,21 @@ fn plan_replicas(
         .filter(|n| *n == live.me || live.is_live(n))
         .count();
     if running >= factor.min(owners.len()) {
-        return;
+        return Decision::Nothing;
     }
     if running == 0 && !declared.allows(row) {
-        plan.held_back.push(id.clone());
-        return;
+        return Decision::HeldBack;
     }
-    let missing = owners
+    let missing: Vec<NodeName> = owners
         .iter()
         .filter(|o| live.is_member(o) && !row.node_pids.contains_key(*o))
-        .take(factor.min(owners.len()) - running);
-    for owner in missing {
-        plan.replacements
-            .entry(owner.clone())
-            .or_default()
-            .push(row.clone());
+        .take(factor.min(owners.len()) - running)
+        .cloned()
+        .collect();
+    if missing.is_empty() {
+        return Decision::Nothing;
     }
+    Decision::Replace(missing, None)
 }
 
 #[cfg(test)]

@@ -298,6 +298,9 @@ proptest! {
         };
         let live = Liveness { me: &s.me, up: &s.up, in_grace: &s.in_grace };
         let plan = plan_redistribution(&s.rows, &ring, live, knowledge, &s.busy);
+        // A caller that hands its rows over gets the same plan, with the rows moved in.
+        let owned = plan_redistribution(s.rows.clone(), &ring, live, knowledge, &s.busy);
+        prop_assert_eq!(&owned, &plan);
 
         // Every child has exactly one target: it appears at most once in the plan.
         let mut planned = BTreeSet::new();
@@ -518,14 +521,12 @@ proptest! {
         let up: BTreeSet<NodeName> = members.iter().filter(|n| **n != me).cloned().collect();
         let bound: Vec<(&str, Pid)> = bound.iter().map(|i| (NODES[*i], *i as Pid)).collect();
         let rows = [row(&child, false, &bound)];
-        let plan = plan_replicated_redistribution(
-            &rows,
-            &ring,
-            k,
-            Liveness { me: &me, up: &up, in_grace: &BTreeSet::new() },
-            DeclaredKnowledge::Off,
-            &BTreeSet::new(),
-        );
+        let live = Liveness { me: &me, up: &up, in_grace: &BTreeSet::new() };
+        let (declared, busy) = (DeclaredKnowledge::Off, BTreeSet::new());
+        let plan = plan_replicated_redistribution(&rows, &ring, k, live, declared, &busy);
+        // Rows handed over plan alike (an instance started on several owners is copied).
+        let owned = plan_replicated_redistribution(rows.clone(), &ring, k, live, declared, &busy);
+        prop_assert_eq!(&owned, &plan);
         let owners = owners(&ring, &child, k);
         prop_assert!(plan.migrating() + plan.excess.len() <= 1);
         for id in &plan.excess {

@@ -35,6 +35,29 @@ struct Frequent {
     starts: metrics::Counter,
     stops: metrics::Counter,
     restarts: metrics::Counter,
+    /// Moves and re-placements by reason, each registered when first counted (a failover
+    /// counts thousands in a burst; a series appears only once something moved for it).
+    moved: ByReason,
+    replaced: ByReason,
+}
+
+/// One counter per [`MoveReason`], registered on first use.
+#[derive(Default)]
+struct ByReason([std::sync::OnceLock<metrics::Counter>; 5]);
+
+impl ByReason {
+    fn increment(&self, labels: &HubLabels, name: &'static str, reason: MoveReason) {
+        let slot = match reason {
+            MoveReason::NodeJoined => 0,
+            MoveReason::NodeDown => 1,
+            MoveReason::NodeLeft => 2,
+            MoveReason::Rebalance => 3,
+            MoveReason::LoadImbalance => 4,
+        };
+        self.0[slot]
+            .get_or_init(|| counter!(name, &labels.with("why", why(reason))))
+            .increment(1);
+    }
 }
 
 /// What turns one hub's events into counters, reading each event as the bus records it. The
@@ -46,6 +69,8 @@ pub(crate) fn event_counter(labels: HubLabels) -> EventCounter {
         starts: counter!(STARTS, &base),
         stops: counter!(STOPS, &base),
         restarts: counter!(RESTARTS, &base),
+        moved: ByReason::default(),
+        replaced: ByReason::default(),
     };
     Box::new(move |event| record(&labels, &frequent, event))
 }
@@ -65,10 +90,8 @@ fn record(labels: &HubLabels, frequent: &Frequent, event: &HubEvent) {
         }
         HubEvent::ChildRestarted { .. } => frequent.restarts.increment(1),
         HubEvent::ChildStopped { .. } => frequent.stops.increment(1),
-        HubEvent::ChildMoved { why: w, .. } => labels.count(MOVED, Some(("why", why(*w).into()))),
-        HubEvent::ChildReplaced { why: w, .. } => {
-            labels.count(REPLACED, Some(("why", why(*w).into())))
-        }
+        HubEvent::ChildMoved { why, .. } => frequent.moved.increment(labels, MOVED, *why),
+        HubEvent::ChildReplaced { why, .. } => frequent.replaced.increment(labels, REPLACED, *why),
         HubEvent::ChildHandover { outcome, .. } => {
             let outcome = match outcome {
                 HandoverOutcome::Imported { .. } => "imported",
@@ -108,5 +131,47 @@ fn record(labels: &HubLabels, frequent: &Frequent, event: &HubEvent) {
             gauge!(DECLARED_VERSION, &labels.base()).set(*version as f64)
         }
         _ => {}
+    }
+}
+
+#[cfg(all(test, feature = "admin"))]
+mod tests {
+    use super::*;
+    use crate::model::ChildId;
+
+    #[test]
+    fn moves_and_re_placements_are_counted_by_reason_once_each_happens() {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, || {
+            let count = event_counter(HubLabels::new("h", "n1"));
+            let replaced = |why| HubEvent::ChildReplaced {
+                id: ChildId::from("c"),
+                node: "n1".into(),
+                why,
+            };
+            for _ in 0..3 {
+                count(&replaced(MoveReason::NodeDown));
+            }
+            count(&replaced(MoveReason::NodeLeft));
+            count(&HubEvent::ChildMoved {
+                id: ChildId::from("c"),
+                from: "n1".into(),
+                to: "n2".into(),
+                why: MoveReason::NodeJoined,
+            });
+        });
+        let text = handle.render();
+        let line = |name: &str, why: &str| {
+            text.lines()
+                .find(|l| l.starts_with(name) && l.contains(&format!("why=\"{why}\"")))
+                .map(|l| l.rsplit(' ').next().unwrap_or_default().to_owned())
+        };
+        assert_eq!(line(REPLACED, "node_down").as_deref(), Some("3"), "{text}");
+        assert_eq!(line(REPLACED, "node_left").as_deref(), Some("1"), "{text}");
+        assert_eq!(line(MOVED, "node_joined").as_deref(), Some("1"), "{text}");
+        // A reason nothing moved for has no series.
+        assert_eq!(line(REPLACED, "rebalance"), None, "{text}");
+        assert_eq!(line(MOVED, "node_down"), None, "{text}");
     }
 }

@@ -10,7 +10,7 @@ use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use hashbrown::HashTable;
 
-use super::packed_row::{NameTable, Names, PackedRow};
+use super::packed_row::{CountView, NameTable, Names, PackedRow};
 use super::row_counts::RegistryCounts;
 use super::{Commit, Mutation, PageIds, Placement, Storage, StoredRow};
 use crate::clock::Clock;
@@ -117,6 +117,12 @@ impl MemoryStorage {
     }
 
     fn put_packed(&self, packed: PackedRow) {
+        self.put_counted(packed, None);
+    }
+
+    /// Stores `packed`; `view` is what its counts read, when the caller has it from the row
+    /// (else it is decoded from `packed`).
+    fn put_counted(&self, packed: PackedRow, view: Option<CountView<'_>>) {
         let hash = self.hash(packed.id());
         let mut table = self.write(hash);
         let found = table.find_mut(hash, |row| row.id() == packed.id());
@@ -127,7 +133,10 @@ impl MemoryStorage {
             if let Some(old) = found.as_deref() {
                 counts.remove(&old.count_view(&names));
             }
-            counts.add(&packed.count_view(&names));
+            match view {
+                Some(view) => counts.add(&view),
+                None => counts.add(&packed.count_view(&names)),
+            }
         }
         match found {
             Some(slot) => *slot = packed,
@@ -168,12 +177,8 @@ impl MemoryStorage {
 
     fn put(&self, row: &Row, ttl: Option<std::time::Duration>, now: u64) {
         let expires_at_ms = ttl.map(|ttl| now + ttl.as_millis() as u64);
-        self.put_packed(PackedRow::pack(
-            row,
-            expires_at_ms,
-            &self.names,
-            self.base_ms,
-        ));
+        let packed = PackedRow::pack(row, expires_at_ms, &self.names, self.base_ms);
+        self.put_counted(packed, Some(CountView::of_row(row)));
     }
 
     /// Applies a batch; infallible in memory. Shared with the `durable` backend, which keeps its

@@ -39,18 +39,7 @@ impl RegistryCounts {
     pub fn of_rows<'a>(rows: impl IntoIterator<Item = &'a Row>) -> Self {
         let mut counts = Self::default();
         for row in rows {
-            let nodes: Vec<(&str, u64)> = row
-                .node_pids
-                .iter()
-                .map(|(n, p)| (n.as_str(), *p))
-                .collect();
-            counts.add(&CountView {
-                id: row.spec.id.as_str(),
-                kind: &row.spec.kind,
-                nodes,
-                epoch: row.hub.epoch,
-                author: &row.hub.changed_by,
-            });
+            counts.add(&CountView::of_row(row));
         }
         counts
     }
@@ -64,7 +53,13 @@ impl RegistryCounts {
     pub(super) fn add(&mut self, row: &CountView<'_>) {
         self.rows += 1;
         self.unbound += u64::from(row.nodes.is_empty());
-        *self.per_kind.entry(row.kind.to_owned()).or_default() += 1;
+        // The kind's name is copied the first time only (every start counts its row in).
+        match self.per_kind.get_mut(row.kind) {
+            Some(n) => *n += 1,
+            None => {
+                self.per_kind.insert(row.kind.to_owned(), 1);
+            }
+        }
         if let [(node, _)] = row.nodes.as_slice() {
             match self.sole.get_mut(*node) {
                 Some(n) => *n += 1,

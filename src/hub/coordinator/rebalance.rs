@@ -208,7 +208,7 @@ impl CoordinatorState {
         };
         let (factor, busy) = (inputs.factor, &inputs.busy);
         let mut plan =
-            plan_replicated_redistribution(&rows, &cluster.ring, factor, live, declared, busy);
+            plan_replicated_redistribution(rows, &cluster.ring, factor, live, declared, busy);
         if hub.has_bug(InjectedBug::NeverMigrate) {
             plan.migrations.clear();
         }
