@@ -22,7 +22,8 @@ use std::cmp::Ordering;
 use std::time::Duration;
 
 use crate::model::{
-    apply_observation, merge_rows_owned, stamp_cmp, ChildId, HubMeta, NodeName, Pid, Row,
+    apply_observation, merge_into, merge_rows_owned, stamp_cmp, ChildId, HubMeta, NodeName, Pid,
+    Row,
 };
 
 /// What happened to a row, reported (hooks, events) once the turn is committed.
@@ -347,29 +348,62 @@ pub fn unbind_row(mut row: Row, node: &str, stub_ttl: Option<Duration>) -> RowCh
 
 /// Peer `from`'s upsert of `row` merged into `current` ([`merge_rows_owned`]: the authored
 /// part to the winner, `from`'s binding from the upsert, every other binding as it stands).
-/// `stub`: `current` is a stub waiting to expire, which the write renews. None when the merge
-/// changes nothing.
-pub fn merge_upsert(current: Option<Row>, row: Row, from: &str, stub: bool) -> Option<RowChange> {
+/// `stub`: `current` is a stub waiting to expire, which the write renews. The bindings of nodes
+/// `gone` for good (past their grace, their reap due) go in the same write, as the reap would
+/// unbind them, when a binding stays. None when the merge changes nothing.
+pub fn merge_upsert(
+    current: Option<Row>,
+    row: Row,
+    from: &str,
+    stub: bool,
+    gone: impl Fn(&str) -> bool,
+) -> Option<RowChange> {
     let id = row.spec.id.clone();
     let new_row = current.is_none();
     let old = current
         .as_ref()
         .and_then(|r| r.node_pids.get(from).copied());
-    let merged = merge_rows_owned(current.clone(), row, &from.to_owned());
-    if !stub && current.as_ref() == Some(&merged) {
+    let (mut merged, changed) = match current {
+        None => (merge_rows_owned(None, row, &from.to_owned()), true),
+        Some(mut local) => {
+            let changed = merge_into(&mut local, row, from);
+            (local, changed)
+        }
+    };
+    let mut reaped = Vec::new();
+    if merged.node_pids.keys().any(|n| !gone(n)) {
+        merged.node_pids.retain(|node, _| {
+            // The sender speaks for itself, even in a late frame.
+            let keep = node == from || !gone(node);
+            if !keep {
+                reaped.push(node.clone());
+            }
+            keep
+        });
+    }
+    if !changed && !stub && reaped.is_empty() {
         return None;
     }
     let node = from.to_owned();
-    let effects = match (old, merged.node_pids.get(from).copied()) {
+    let mut effects = match (old, merged.node_pids.get(from).copied()) {
         (None, Some(pid)) => vec![RowEffect::Bound {
-            id,
+            id: id.clone(),
             node,
             pid,
             new_row,
         }],
-        (Some(old), Some(new)) if old != new => vec![RowEffect::PidUpdated { id, node, old, new }],
+        (Some(old), Some(new)) if old != new => vec![RowEffect::PidUpdated {
+            id: id.clone(),
+            node,
+            old,
+            new,
+        }],
         _ => Vec::new(),
     };
+    effects.extend(reaped.into_iter().map(|node| RowEffect::Unbound {
+        id: id.clone(),
+        node,
+    }));
     Some(RowChange {
         write: Some(RowWrite::Put(merged)),
         effects,

@@ -81,6 +81,11 @@ fn is_member(node: &str) -> bool {
     node != "n4"
 }
 
+/// The node gone for good: not a member, past its grace.
+fn is_gone(node: &str) -> bool {
+    node == "n4"
+}
+
 fn plan(rules: &WriteRules<'_>, current: Option<Row>, op: Op) -> Option<RowChange> {
     match op {
         Op::Insert(row) => Some(insert(rules, current, row, is_member)),
@@ -89,7 +94,7 @@ fn plan(rules: &WriteRules<'_>, current: Option<Row>, op: Op) -> Option<RowChang
         Op::Release(node) => release(rules, current, &node),
         Op::Unbind(node) => unbind(rules, current, &node),
         Op::RemoveUnbound => remove_unbound(rules, current).ok(),
-        Op::Upsert(from, row, stub) => merge_upsert(current, row, &from, stub),
+        Op::Upsert(from, row, stub) => merge_upsert(current, row, &from, stub, is_gone),
     }
 }
 
@@ -231,7 +236,7 @@ proptest! {
         let apply_all = |order: &[(&NodeName, &Row)]| {
             let mut current = start.clone();
             for (from, row) in order {
-                if let Some(change) = merge_upsert(current.clone(), (*row).clone(), from, false) {
+                if let Some(change) = merge_upsert(current.clone(), (*row).clone(), from, false, |_| false) {
                     current = after(current, &change);
                 }
             }
@@ -245,7 +250,7 @@ proptest! {
         let one = apply_all(&order);
         prop_assert_eq!(&one, &apply_all(&other));
         for (from, row) in &order {
-            prop_assert!(merge_upsert(one.clone(), (*row).clone(), from, false).is_none());
+            prop_assert!(merge_upsert(one.clone(), (*row).clone(), from, false, |_| false).is_none());
         }
     }
 
@@ -266,4 +271,88 @@ proptest! {
             ),
         }
     }
+}
+
+fn bound(by: &str, pids: &[(&str, Pid)]) -> Row {
+    let mut row = Row::authored(ChildSpec::new("c", "k"), Metadata::new(), by, 0, false).unwrap();
+    row.node_pids = pids.iter().map(|(n, p)| ((*n).to_owned(), *p)).collect();
+    row
+}
+
+#[test]
+fn a_peers_upsert_drops_the_binding_of_a_node_gone_for_good_as_its_reap_would() {
+    // The failover: n4's child re-placed on n2 (a newer version) reaches this node's stub.
+    let mut placed = bound("n2", &[("n2", 7)]);
+    placed.hub.epoch = 2;
+    let change = merge_upsert(
+        Some(bound("n4", &[("n4", 3)])),
+        placed,
+        "n2",
+        false,
+        is_gone,
+    )
+    .expect("the merge changes the row");
+    let Some(RowWrite::Put(row)) = &change.write else {
+        panic!("a put: {change:?}");
+    };
+    assert_eq!(row.node_pids, BTreeMap::from([("n2".to_owned(), 7)]));
+    assert_eq!(
+        change.effects,
+        vec![
+            RowEffect::Bound {
+                id: ChildId::from("c"),
+                node: "n2".into(),
+                pid: 7,
+                new_row: false
+            },
+            RowEffect::Unbound {
+                id: ChildId::from("c"),
+                node: "n4".into()
+            },
+        ]
+    );
+    // The same version again: only the gone binding changes, and only once.
+    let again = bound("n2", &[("n2", 7), ("n4", 3)]);
+    let change = merge_upsert(Some(again), bound("n2", &[("n2", 7)]), "n2", false, is_gone);
+    assert!(
+        matches!(&change, Some(c) if c.effects.len() == 1),
+        "{change:?}"
+    );
+    let settled = bound("n2", &[("n2", 7)]);
+    assert_eq!(
+        merge_upsert(
+            Some(settled),
+            bound("n2", &[("n2", 7)]),
+            "n2",
+            false,
+            is_gone
+        ),
+        None
+    );
+}
+
+#[test]
+fn a_gone_nodes_binding_stays_when_nothing_else_would_and_a_sender_speaks_for_itself() {
+    // The sender lets the child go: the row would be bound nowhere, so the reap decides.
+    let change = merge_upsert(
+        Some(bound("n4", &[("n4", 3)])),
+        bound("n4", &[]),
+        "n2",
+        false,
+        is_gone,
+    );
+    assert_eq!(change, None);
+    // A late frame of the gone node itself keeps its binding (the reap's to unbind).
+    let change = merge_upsert(
+        Some(bound("n2", &[("n2", 1)])),
+        bound("n2", &[("n4", 3)]),
+        "n4",
+        false,
+        is_gone,
+    )
+    .expect("n4 binds");
+    let Some(RowWrite::Put(row)) = &change.write else {
+        panic!("a put: {change:?}");
+    };
+    assert_eq!(row.node_pids.len(), 2, "{row:?}");
 }

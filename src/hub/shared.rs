@@ -94,6 +94,8 @@ impl Environment {
 struct Membership {
     members: Vec<NodeName>,
     ring: Arc<HashRing>,
+    /// Peers down past their grace and not back ([`HubShared::is_gone`]).
+    gone: BTreeSet<NodeName>,
 }
 
 impl Membership {
@@ -101,6 +103,7 @@ impl Membership {
         Self {
             members: vec![node.clone()],
             ring: Arc::new(HashRing::new([node.clone()])),
+            gone: BTreeSet::new(),
         }
     }
 }
@@ -465,10 +468,11 @@ impl HubShared {
     /// the Coordinator routes with. Only the Coordinator calls it; every other actor reads.
     pub fn publish_membership(&self, members: Vec<NodeName>, ring: HashRing) {
         let count = members.len();
-        *self.membership.write().unwrap_or_else(|e| e.into_inner()) = Membership {
-            members,
-            ring: Arc::new(ring),
-        };
+        {
+            let mut membership = self.membership.write().unwrap_or_else(|e| e.into_inner());
+            membership.members = members;
+            membership.ring = Arc::new(ring);
+        }
         // Waiters wake only when the count changes.
         self.member_count.send_if_modified(|seen| {
             let changed = *seen != count;
@@ -513,6 +517,23 @@ impl HubShared {
     /// Whether `node` is a member now.
     pub fn is_member(&self, node: &str) -> bool {
         self.membership().members.iter().any(|n| n == node)
+    }
+
+    /// Marks `node` gone for good (its grace ran out) or back. Only the Coordinator calls it.
+    pub(crate) fn set_gone(&self, node: &NodeName, gone: bool) {
+        let mut membership = self.membership.write().unwrap_or_else(|e| e.into_inner());
+        if gone {
+            membership.gone.insert(node.clone());
+        } else {
+            membership.gone.remove(node);
+        }
+    }
+
+    /// Whether `node` went down and stayed down past its grace: its bindings run nothing (the
+    /// planner already counts them so), and the Registry drops them from a row it writes
+    /// anyway, so that the reap after a failover finds almost nothing left to unbind.
+    pub fn is_gone(&self, node: &str) -> bool {
+        self.membership().gone.contains(node)
     }
 
     /// The placement ring: the Coordinator's, which drops a peer as soon as it says goodbye

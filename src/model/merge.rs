@@ -102,8 +102,31 @@ pub fn merge_rows_owned(local: Option<Row>, incoming: Row, from: &NodeName) -> R
             apply_observation(&mut row, from, pid);
             row
         }
-        Some(local) => merge_rows(Some(local), &incoming, from),
+        Some(mut local) => {
+            merge_into(&mut local, incoming, from);
+            local
+        }
     }
+}
+
+/// [`merge_rows`] into `local`, taking `incoming` by value (the winner's authored part is
+/// moved, not copied). Answers whether `local` changed: the incoming version won, or `from`'s
+/// binding moved. A registry skips the write of a merge that changes nothing, without keeping
+/// a copy of the row to compare with.
+pub fn merge_into(local: &mut Row, incoming: Row, from: &str) -> bool {
+    let pid = incoming.node_pids.get(from).copied();
+    // `Greater` only for a different authored part: equal content ties (`content_key`).
+    let won = incoming.authored_cmp(local) == Ordering::Greater;
+    if won {
+        local.spec = incoming.spec;
+        local.metadata = incoming.metadata;
+        local.hub = incoming.hub;
+    }
+    let rebound = local.node_pids.get(from).copied() != pid;
+    if rebound {
+        apply_observation(local, from, pid);
+    }
+    won || rebound
 }
 
 #[cfg(test)]
@@ -140,15 +163,25 @@ mod tests {
             Some(row(2, "c", "old", &[("c", 3)])),
             Some(row(1, "a", "k", &[("a", 9)])),
             Some(row(5, "a", "k", &[])),
+            Some(row(1, "a", "k", &[("a", 1)])),
+            Some(row(3, "b", "k2", &[("b", 7), ("c", 1)])),
         ];
         for from in ["a".to_string(), "b".to_string()] {
             for inc in &incoming {
                 for local in &locals {
+                    let borrowed = merge_rows(local.clone(), inc, &from);
                     assert_eq!(
                         merge_rows_owned(local.clone(), inc.clone(), &from),
-                        merge_rows(local.clone(), inc, &from),
+                        borrowed,
                         "from {from}, incoming {inc:?}, local {local:?}"
                     );
+                    // A merge into a local row says whether it changed it.
+                    if let Some(local) = local {
+                        let mut merged = local.clone();
+                        let changed = merge_into(&mut merged, inc.clone(), &from);
+                        assert_eq!(merged, borrowed);
+                        assert_eq!(changed, merged != *local, "from {from}, incoming {inc:?}");
+                    }
                 }
             }
         }
@@ -255,6 +288,20 @@ mod tests {
             let mut reordered: Vec<Payload> = right.to_vec();
             reordered.extend_from_slice(left);
             prop_assert_eq!(fold(&reordered), whole);
+        }
+
+        /// A merge into a local row, each payload in turn, gives what the borrowed merge gives,
+        /// and says it changed the row exactly when it did.
+        #[test]
+        fn a_merge_into_a_row_reports_its_change(ps in payloads()) {
+            let mut acc = ps[0].row.clone();
+            for p in &ps {
+                let before = acc.clone();
+                let expected = merge_rows(Some(before.clone()), &p.row, &p.from);
+                let changed = merge_into(&mut acc, p.row.clone(), &p.from);
+                prop_assert_eq!(&acc, &expected);
+                prop_assert_eq!(changed, acc != before);
+            }
         }
 
         /// The authored winner is the maximum under the order, whatever the order of arrival.

@@ -17,6 +17,7 @@ pub use limits::{
     MAX_CHILD_BYTES, MAX_KIND_LEN, MAX_ROW_NODES,
 };
 pub use merge::{
-    apply_observation, merge_authored, merge_rows, merge_rows_owned, stamp_cmp, AuthoredOrder,
+    apply_observation, merge_authored, merge_into, merge_rows, merge_rows_owned, stamp_cmp,
+    AuthoredOrder,
 };
 pub use row::{HubMeta, Metadata, NodeName, Pid, ReservedMetadataKey, Row, RESERVED_METADATA_KEY};

@@ -117,6 +117,8 @@ impl CoordinatorState {
         cluster.departed.remove(&node);
         cluster.peers.insert(node.clone());
         cluster.ring.add(node.clone());
+        // Back: the bindings it sends from now on count (before any of its frames is merged).
+        hub.set_gone(&node, false);
         cluster.delivered_by.remove(&node);
         // A node-down not told to the declared leader yet is told now, before the node-up:
         // the leader forgets what it waited for from the previous incarnation.

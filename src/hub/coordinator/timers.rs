@@ -219,6 +219,8 @@ impl CoordinatorState {
                 .filter(|n| !cluster.peers.contains(n))
                 .collect();
             for node in &reap {
+                // Its bindings go from each row written from now on; the reap unbinds the rest.
+                self.hub.set_gone(node, true);
                 self.node_left(node.clone(), closing, now);
             }
         }

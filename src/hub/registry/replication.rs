@@ -79,7 +79,9 @@ impl RegistryState {
             return;
         }
         let stub = self.expiries.contains_key(&row.spec.id);
-        if let Some(change) = registry_write::merge_upsert(current, row, from, stub) {
+        let shared = self.shared.clone();
+        let gone = |node: &str| shared.is_gone(node);
+        if let Some(change) = registry_write::merge_upsert(current, row, from, stub, gone) {
             self.apply(change, turn);
         }
     }
