@@ -94,7 +94,7 @@ impl Environment {
 struct Membership {
     members: Vec<NodeName>,
     ring: Arc<HashRing>,
-    /// Peers down past their grace and not back ([`HubShared::is_gone`]).
+    /// Peers down past their grace, not back and not reaped yet ([`HubShared::is_gone`]).
     gone: BTreeSet<NodeName>,
 }
 
@@ -529,9 +529,10 @@ impl HubShared {
         }
     }
 
-    /// Whether `node` went down and stayed down past its grace: its bindings run nothing (the
-    /// planner already counts them so), and the Registry drops them from a row it writes
-    /// anyway, so that the reap after a failover finds almost nothing left to unbind.
+    /// Whether `node` went down and stayed down past its grace, its reap not sent yet: its
+    /// bindings run nothing (the planner already counts them so), and the Registry drops them
+    /// from a row it writes anyway, so that the reap after a failover finds little left to
+    /// unbind.
     pub fn is_gone(&self, node: &str) -> bool {
         self.membership().gone.contains(node)
     }
