@@ -519,7 +519,8 @@ impl HubShared {
         self.membership().members.iter().any(|n| n == node)
     }
 
-    /// Marks `node` gone for good (its grace ran out) or back. Only the Coordinator calls it.
+    /// Marks `node` gone for good (its grace ran out: the Coordinator) or not any more (it is
+    /// up again: the Coordinator; its reap is applied: the Registry).
     pub(crate) fn set_gone(&self, node: &NodeName, gone: bool) {
         let mut membership = self.membership.write().unwrap_or_else(|e| e.into_inner());
         if gone {

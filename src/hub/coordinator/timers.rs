@@ -273,12 +273,6 @@ impl CoordinatorState {
             return;
         }
         let ttl = Duration::from_millis(self.hub.config.stub_ttl_ms);
-        // The reap unbinds whatever the writes before it left; writes after it find nothing
-        // bound to these nodes, so they need not be marked any longer (the marks stay as few
-        // as the nodes between their grace's end and their reap).
-        for node in &nodes {
-            self.hub.set_gone(node, false);
-        }
         let ops = nodes
             .into_iter()
             .map(|node| RegistryOp::Reap { node, ttl })

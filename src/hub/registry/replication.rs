@@ -159,6 +159,10 @@ impl RegistryState {
     }
 
     pub(super) fn plan_reap(&mut self, node: &NodeName, ttl: Duration, turn: &mut TurnOut) {
+        // The writes before the reap dropped the node's bindings from the rows they wrote; the
+        // reap unbinds the rest, so the writes after it find nothing bound there and the mark
+        // goes (the marks stay as few as the nodes between their grace's end and their reap).
+        self.shared.set_gone(node, false);
         let bound: Vec<Row> = self.rows_bound_to(node);
         tracing::info!(peer = %node, rows = bound.len(), "reaping the bindings of a node that is gone");
         for row in bound {
