@@ -371,7 +371,9 @@ pub fn merge_upsert(
         }
     };
     let mut reaped = Vec::new();
-    if merged.node_pids.keys().any(|n| !gone(n)) {
+    // A lone binding stays whoever holds it (the sender's, or the only one left), so `gone` is
+    // asked only of rows bound twice or more: not of a fresh child's row.
+    if merged.node_pids.len() > 1 && merged.node_pids.keys().any(|n| !gone(n)) {
         merged.node_pids.retain(|node, _| {
             // The sender speaks for itself, even in a late frame.
             let keep = node == from || !gone(node);
