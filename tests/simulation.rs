@@ -314,6 +314,54 @@ fn seeds_that_found_partial_fault_bugs_keep_every_invariant() {
     );
 }
 
+/// Seeds that found the declared list's disk holding writes whose callers were told they
+/// failed (fixed since). Seed 146, replicated: n3, alone and leading, had a full disk; a probe's
+/// write failed while two durable starts were queued behind it on the slow disk; the disk took
+/// writes again before those were applied, so they landed while their callers were refused ("an
+/// earlier write failed"), and the rebuild adopted that copy as if a leader had decided it ("the
+/// final copy's history breaks at v53 by n3: no leader decided it"). Seed 696 under majority
+/// quorum broke the same way at v36 by n1. The rebuild now writes the acknowledged copy back
+/// over such writes as a new version.
+#[test]
+fn seeds_that_found_unacknowledged_declared_writes_keep_every_invariant() {
+    if alone::ran_in_own_process(
+        module_path!(),
+        "seeds_that_found_unacknowledged_declared_writes_keep_every_invariant",
+    ) {
+        return;
+    }
+    let replicated = |model| SimOptions {
+        replicas: Some(2),
+        replication_model: Some(model),
+        ..SimOptions::default()
+    };
+    for (seed, options, replay) in [
+        (
+            146,
+            replicated(process_hub::config::ReplicationModel::ActiveActive),
+            "--replication-factor 2 --replication-model active-active",
+        ),
+        (
+            146,
+            replicated(process_hub::config::ReplicationModel::ActivePassive),
+            "--replication-factor 2 --replication-model active-passive",
+        ),
+        (
+            696,
+            majority_quorum_of_five(),
+            "--partition-tolerance majority-quorum:5",
+        ),
+    ] {
+        let report = run_seed(seed, &options);
+        assert!(
+            report.failure.is_none(),
+            "seed {seed} ({replay}): {:?} (replay: bash scripts/simulate.sh --seed {seed} --trace {replay})",
+            report.failure
+        );
+        assert!(report.requests > 10, "seed {seed} ({replay})");
+    }
+}
+
 /// Options forcing `--partition-tolerance majority-quorum:5`.
 fn majority_quorum_of_five() -> SimOptions {
     SimOptions {

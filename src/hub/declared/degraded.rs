@@ -8,7 +8,10 @@
 //! 1. refuses every operation that would write (mutations with a typed storage error, offers and
 //!    deltas silently: peers send them again) from the failure on;
 //! 2. once every operation started before the failure has finished, rebuilds its copy from the
-//!    disk, exactly as a restart would;
+//!    disk, exactly as a restart would; but when the disk holds this node's own writes beyond
+//!    the last one acknowledged (writes queued behind the failed one, applied once the disk
+//!    took writes again, whose callers were refused with the earlier failure), it writes the
+//!    acknowledged copy back over them as a new version, so every refusal stays true;
 //! 3. while no write has succeeded since, probes the disk with a harmless write (the header it
 //!    already holds) every [`PROBE_INTERVAL`], so that health turns back to `ok` once space
 //!    returns even when no request comes; once a write succeeds it asks its peers for their
@@ -24,8 +27,10 @@ use ractor::ActorRef;
 use super::persist::AfterPersist;
 use super::DeclaredLeaderState;
 use crate::core::boot::{BootDecision, CopySource, DurableEvidence, ParkReason};
+use crate::core::declared::list::DeclaredList;
 use crate::core::declared::state::DeclaredState;
 use crate::hub::protocol::DeclaredMsg;
+use crate::hub::simulation::Observation;
 use crate::storage::declared_store::Resynced;
 use crate::storage::StorageError;
 use crate::types::RecoveryError;
@@ -105,6 +110,10 @@ impl DeclaredLeaderState {
                 return;
             }
         };
+        if let Some((acked, disk)) = self.unacknowledged_on_disk(&loaded) {
+            return self.restore_acknowledged(myself, acked, disk);
+        }
+        self.set_acked(loaded.clone());
         let was_parked = self.recovery.snapshot().parked;
         let decision = match loaded {
             Some(list) => BootDecision::Adopt {
@@ -146,6 +155,82 @@ impl DeclaredLeaderState {
         } else {
             self.solicit_peers();
         }
+    }
+
+    /// The acknowledged copy and the disk's, when the disk holds this node's own writes that
+    /// no caller was told took effect: a write failed and later ones, queued behind it, were
+    /// applied once the disk took writes again. Their callers were answered with the earlier
+    /// failure, and no peer was sent them. A copy another node authored is the decision of a
+    /// leader (a peer's broadcast this node adopted), whatever the write's answer was.
+    fn unacknowledged_on_disk(
+        &self,
+        loaded: &Option<DeclaredList>,
+    ) -> Option<(DeclaredList, DeclaredList)> {
+        let disk = loaded.as_ref()?;
+        let acked = self
+            .acked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()?;
+        let own = disk.last_mutated_by() == Some(self.hub.node.as_str());
+        (own && disk.stamp() != acked.stamp()).then(|| (acked, disk.clone()))
+    }
+
+    /// Writes the acknowledged copy over the disk's unacknowledged one, as a new version of
+    /// this node's (above both, so that a peer that fetched the unacknowledged copy from this
+    /// node's memory takes it too), and takes operations again. Every caller of the writes it
+    /// undoes was answered with an error, which stays true. While the disk keeps failing, the
+    /// write is tried once per [`PROBE_INTERVAL`], refusing operations in between.
+    fn restore_acknowledged(
+        &mut self,
+        myself: &ActorRef<DeclaredMsg>,
+        acked: DeclaredList,
+        disk: DeclaredList,
+    ) {
+        let now = tokio::time::Instant::now();
+        if let Some(wait) = self
+            .restore_tried_at
+            .map(|at| PROBE_INTERVAL.saturating_sub(now.duration_since(at)))
+            .filter(|wait| !wait.is_zero())
+        {
+            myself.send_after(wait, || DeclaredMsg::Rebuild);
+            return;
+        }
+        self.restore_tried_at = Some(now);
+        let restored = DeclaredList::from_parts(
+            disk.version().max(acked.version()) + 1,
+            acked.children().clone(),
+            Some(self.hub.node.clone()),
+        );
+        tracing::warn!(hub = %self.hub.config.hub_id, disk_version = disk.version(),
+            acknowledged_version = acked.version(), version = restored.version(),
+            "the disk holds declared-list writes whose callers were told they failed; the acknowledged copy is written over them");
+        self.rebuilt(
+            myself,
+            BootDecision::Adopt {
+                list: restored.clone(),
+                source: CopySource::Local,
+                tiebreak: None,
+            },
+        );
+        let mut after = AfterPersist::default();
+        after.commits.push(self.store.save_whole(&restored));
+        after.broadcast = true;
+        let hub = self.hub.clone();
+        let (base, result) = (acked.stamp(), restored.stamp());
+        self.finish(myself, after, move |outcome| {
+            if outcome.is_ok() {
+                hub.observe(|| Observation::Authored {
+                    author: hub.node.clone(),
+                    base,
+                    result,
+                    declared: Vec::new(),
+                    undeclared: Vec::new(),
+                    untouched: Vec::new(),
+                    cleared: false,
+                });
+            }
+        });
     }
 
     fn solicit_peers(&mut self) {

@@ -91,12 +91,26 @@ pub(crate) struct DeclaredLeaderState {
     incarnation: u64,
     /// A write failed and the copy is not rebuilt yet: every write is refused (`degraded`).
     fault: Option<StorageError>,
+    /// What the disk holds by this leader's account: the list of the last write that
+    /// succeeded with every write before it, the only ones whose callers were told so. `None`
+    /// when the boot's own write failed (the disk is then taken as it reads). A rebuild
+    /// compares the disk with it (`degraded`).
+    acked: AckedCopy,
+    /// When the acknowledged copy was last written over unacknowledged writes (`degraded`).
+    restore_tried_at: Option<tokio::time::Instant>,
 }
+
+/// [`DeclaredLeaderState::acked`], set by the persists as they complete (in order).
+pub(super) type AckedCopy = Arc<std::sync::Mutex<Option<DeclaredList>>>;
 
 /// What a mutation's caller does once the list answered: the version after it, or why not.
 pub(crate) type Then = Box<dyn FnOnce(Result<u64, RecoveryError>) + Send>;
 
 impl DeclaredLeaderState {
+    fn set_acked(&self, list: Option<DeclaredList>) {
+        *self.acked.lock().unwrap_or_else(|p| p.into_inner()) = list;
+    }
+
     fn parked(&self) -> bool {
         self.state.parked().is_some()
     }
@@ -394,6 +408,8 @@ impl Actor for DeclaredLeader {
             last_persist: None,
             incarnation: 0,
             fault: None,
+            acked: AckedCopy::default(),
+            restore_tried_at: None,
         };
         let mut after = AfterPersist::default();
         leader_state.apply(effects, &mut after);
@@ -407,10 +423,11 @@ impl Actor for DeclaredLeader {
                 boot_write = Err(e);
             }
         }
-        if let Err(error) = boot_write {
-            leader_state.persist_failed(&myself, error);
-        }
         let list = leader_state.state.list().clone();
+        match boot_write {
+            Ok(()) => leader_state.set_acked(Some(list.clone())),
+            Err(error) => leader_state.persist_failed(&myself, error),
+        }
         let (incarnation, change) = recovery.reset(&list, leader_state.parked());
         leader_state.incarnation = incarnation;
         change.report(&hub.node, &hub.events);

@@ -152,6 +152,7 @@ impl DeclaredLeaderState {
         let myself = myself.clone();
         let incarnation = self.incarnation;
         let earlier = self.last_persist.take();
+        let acked = self.acked.clone();
         let (persisted, done) = tokio::sync::oneshot::channel::<bool>();
         self.last_persist = Some(async move { done.await.unwrap_or(false) }.boxed().shared());
         tokio::spawn(async move {
@@ -183,6 +184,7 @@ impl DeclaredLeaderState {
             }
             if wrote {
                 recovery.note_write(Ok(()));
+                *acked.lock().unwrap_or_else(|p| p.into_inner()) = Some(list.clone());
             }
             recovery
                 .publish(incarnation, &list, parked)
