@@ -245,7 +245,8 @@ impl DeclaredLeaderState {
                     .insert(from.clone(), Instant::now());
                 let mut after = AfterPersist::default();
                 self.apply(effects, &mut after);
-                // This copy is now exactly the sender's.
+                // This copy is now exactly the sender's: a leader decided it.
+                self.settled.settle(&self.hub.node, self.state.list());
                 self.weighed_once_durable(myself, after, from);
             }
             DeltaReceipt::Ignored => tracing::trace!(

@@ -9,9 +9,10 @@
 //!    deltas silently: peers send them again) from the failure on;
 //! 2. once every operation started before the failure has finished, rebuilds its copy from the
 //!    disk, exactly as a restart would; but when the disk holds this node's own writes beyond
-//!    the last one acknowledged (writes queued behind the failed one, applied once the disk
-//!    took writes again, whose callers were refused with the earlier failure), it writes the
-//!    acknowledged copy back over them as a new version, so every refusal stays true;
+//!    the copy it stands behind (writes queued behind the failed one, applied once the disk
+//!    took writes again, whose callers were refused with the earlier failure), it writes that
+//!    copy (its last acknowledged mutation, or a leader's copy it adopted since) back over them
+//!    as a new version, so every refusal stays true;
 //! 3. while no write has succeeded since, probes the disk with a harmless write (the header it
 //!    already holds) every [`PROBE_INTERVAL`], so that health turns back to `ok` once space
 //!    returns even when no request comes; once a write succeeds it asks its peers for their
@@ -110,10 +111,11 @@ impl DeclaredLeaderState {
                 return;
             }
         };
-        if let Some((acked, disk)) = self.unacknowledged_on_disk(&loaded) {
-            return self.restore_acknowledged(myself, acked, disk);
+        if let Some(settled) = self.settled.to_restore(&self.hub.node, loaded.as_ref()) {
+            let disk_version = loaded.as_ref().map_or(0, DeclaredList::version);
+            return self.restore_settled(myself, settled, disk_version);
         }
-        self.set_acked(loaded.clone());
+        self.settled.reset(&self.hub.node, loaded.as_ref());
         let was_parked = self.recovery.snapshot().parked;
         let decision = match loaded {
             Some(list) => BootDecision::Adopt {
@@ -157,35 +159,18 @@ impl DeclaredLeaderState {
         }
     }
 
-    /// The acknowledged copy and the disk's, when the disk holds this node's own writes that
-    /// no caller was told took effect: a write failed and later ones, queued behind it, were
-    /// applied once the disk took writes again. Their callers were answered with the earlier
-    /// failure, and no peer was sent them. A copy another node authored is the decision of a
-    /// leader (a peer's broadcast this node adopted), whatever the write's answer was.
-    fn unacknowledged_on_disk(
-        &self,
-        loaded: &Option<DeclaredList>,
-    ) -> Option<(DeclaredList, DeclaredList)> {
-        let disk = loaded.as_ref()?;
-        let acked = self
-            .acked
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()?;
-        let own = disk.last_mutated_by() == Some(self.hub.node.as_str());
-        (own && disk.stamp() != acked.stamp()).then(|| (acked, disk.clone()))
-    }
-
-    /// Writes the acknowledged copy over the disk's unacknowledged one, as a new version of
-    /// this node's (above both, so that a peer that fetched the unacknowledged copy from this
-    /// node's memory takes it too), and takes operations again. Every caller of the writes it
-    /// undoes was answered with an error, which stays true. While the disk keeps failing, the
-    /// write is tried once per [`PROBE_INTERVAL`], refusing operations in between.
-    fn restore_acknowledged(
+    /// Writes the settled copy over the disk's copy of this node's own that no caller was told
+    /// took effect (`settled`), as a new version of this node's (above the disk's and above the
+    /// copy in memory, so that a peer that fetched an unacknowledged copy from this node's
+    /// memory takes it too), and takes operations again. The settled copy is what the node
+    /// holds meanwhile; the new version is published once written. Every caller of the writes
+    /// it undoes was answered with an error, which stays true. While the disk keeps failing,
+    /// the write is tried once per [`PROBE_INTERVAL`], refusing operations in between.
+    fn restore_settled(
         &mut self,
         myself: &ActorRef<DeclaredMsg>,
-        acked: DeclaredList,
-        disk: DeclaredList,
+        settled: DeclaredList,
+        disk_version: u64,
     ) {
         let now = tokio::time::Instant::now();
         if let Some(wait) = self
@@ -197,27 +182,36 @@ impl DeclaredLeaderState {
             return;
         }
         self.restore_tried_at = Some(now);
+        let highest = disk_version
+            .max(settled.version())
+            .max(self.state.list().version());
         let restored = DeclaredList::from_parts(
-            disk.version().max(acked.version()) + 1,
-            acked.children().clone(),
+            highest + 1,
+            settled.children().clone(),
             Some(self.hub.node.clone()),
         );
-        tracing::warn!(hub = %self.hub.config.hub_id, disk_version = disk.version(),
-            acknowledged_version = acked.version(), version = restored.version(),
-            "the disk holds declared-list writes whose callers were told they failed; the acknowledged copy is written over them");
+        tracing::warn!(hub = %self.hub.config.hub_id, disk_version,
+            settled_version = settled.version(), version = restored.version(),
+            "the disk holds declared-list writes whose callers were told they failed; the settled copy is written over them");
         self.rebuilt(
             myself,
             BootDecision::Adopt {
-                list: restored.clone(),
+                list: settled.clone(),
                 source: CopySource::Local,
                 tiebreak: None,
             },
         );
+        let adopt = BootDecision::Adopt {
+            list: restored.clone(),
+            source: CopySource::Local,
+            tiebreak: None,
+        };
+        self.state = DeclaredState::boot(&self.hub.node, adopt, []).0;
         let mut after = AfterPersist::default();
         after.commits.push(self.store.save_whole(&restored));
         after.broadcast = true;
         let hub = self.hub.clone();
-        let (base, result) = (acked.stamp(), restored.stamp());
+        let (base, result) = (settled.stamp(), restored.stamp());
         self.finish(myself, after, move |outcome| {
             if outcome.is_ok() {
                 hub.observe(|| Observation::Authored {

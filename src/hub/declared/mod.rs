@@ -45,6 +45,7 @@ mod mutation;
 mod persist;
 pub(crate) mod recovery_shared;
 mod remote;
+mod settled;
 
 use self::broadcast::{AnnouncedAhead, Outbox, WholeRequests};
 use self::persist::{AfterPersist, LastPersist};
@@ -66,6 +67,7 @@ use crate::storage::StorageError;
 use crate::telemetry::refusals::Refusal;
 use crate::types::RecoveryError;
 use recovery_shared::RecoveryShared;
+use settled::Settled;
 
 pub(crate) struct DeclaredLeader;
 
@@ -91,26 +93,18 @@ pub(crate) struct DeclaredLeaderState {
     incarnation: u64,
     /// A write failed and the copy is not rebuilt yet: every write is refused (`degraded`).
     fault: Option<StorageError>,
-    /// What the disk holds by this leader's account: the list of the last write that
-    /// succeeded with every write before it, the only ones whose callers were told so. `None`
-    /// when the boot's own write failed (the disk is then taken as it reads). A rebuild
-    /// compares the disk with it (`degraded`).
-    acked: AckedCopy,
+    /// The latest copy this node stands behind: a leader's decision it adopted (a peer's copy
+    /// or delta), or one of its own whose write succeeded with every write before it (the only
+    /// ones whose callers were told so). A rebuild compares the disk with it (`degraded`).
+    settled: Arc<Settled>,
     /// When the acknowledged copy was last written over unacknowledged writes (`degraded`).
     restore_tried_at: Option<tokio::time::Instant>,
 }
-
-/// [`DeclaredLeaderState::acked`], set by the persists as they complete (in order).
-pub(super) type AckedCopy = Arc<std::sync::Mutex<Option<DeclaredList>>>;
 
 /// What a mutation's caller does once the list answered: the version after it, or why not.
 pub(crate) type Then = Box<dyn FnOnce(Result<u64, RecoveryError>) + Send>;
 
 impl DeclaredLeaderState {
-    fn set_acked(&self, list: Option<DeclaredList>) {
-        *self.acked.lock().unwrap_or_else(|p| p.into_inner()) = list;
-    }
-
     fn parked(&self) -> bool {
         self.state.parked().is_some()
     }
@@ -139,6 +133,10 @@ impl DeclaredLeaderState {
         } else {
             self.state.offer(&list, is_leader)
         };
+        if self.state.list().stamp() == list.stamp() {
+            // The peer's copy, adopted: a leader decided it.
+            self.settled.settle(&self.hub.node, self.state.list());
+        }
         let mut after = AfterPersist::default();
         self.apply(effects, &mut after);
         self.finish(myself, after, move |outcome| {
@@ -408,7 +406,7 @@ impl Actor for DeclaredLeader {
             last_persist: None,
             incarnation: 0,
             fault: None,
-            acked: AckedCopy::default(),
+            settled: Arc::default(),
             restore_tried_at: None,
         };
         let mut after = AfterPersist::default();
@@ -423,10 +421,11 @@ impl Actor for DeclaredLeader {
                 boot_write = Err(e);
             }
         }
+        // What the boot decided (a local, peer's or manifest's copy) stands, written or not.
         let list = leader_state.state.list().clone();
-        match boot_write {
-            Ok(()) => leader_state.set_acked(Some(list.clone())),
-            Err(error) => leader_state.persist_failed(&myself, error),
+        leader_state.settled.reset(&hub.node, Some(&list));
+        if let Err(error) = boot_write {
+            leader_state.persist_failed(&myself, error);
         }
         let (incarnation, change) = recovery.reset(&list, leader_state.parked());
         leader_state.incarnation = incarnation;

@@ -152,7 +152,7 @@ impl DeclaredLeaderState {
         let myself = myself.clone();
         let incarnation = self.incarnation;
         let earlier = self.last_persist.take();
-        let acked = self.acked.clone();
+        let settled = self.settled.clone();
         let (persisted, done) = tokio::sync::oneshot::channel::<bool>();
         self.last_persist = Some(async move { done.await.unwrap_or(false) }.boxed().shared());
         tokio::spawn(async move {
@@ -184,7 +184,7 @@ impl DeclaredLeaderState {
             }
             if wrote {
                 recovery.note_write(Ok(()));
-                *acked.lock().unwrap_or_else(|p| p.into_inner()) = Some(list.clone());
+                settled.settle(&hub.node, &list);
             }
             recovery
                 .publish(incarnation, &list, parked)
