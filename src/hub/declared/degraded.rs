@@ -163,7 +163,7 @@ impl DeclaredLeaderState {
     /// took effect (`settled`), as a new version of this node's (above the disk's and above the
     /// copy in memory, so that a peer that fetched an unacknowledged copy from this node's
     /// memory takes it too), and takes operations again. The settled copy is what the node
-    /// holds meanwhile; the new version is published once written. Every caller of the writes
+    /// publishes meanwhile; the new version is published once written. Every caller of the writes
     /// it undoes was answered with an error, which stays true. While the disk keeps failing,
     /// the write is tried once per [`PROBE_INTERVAL`], refusing operations in between.
     fn restore_settled(

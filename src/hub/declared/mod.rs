@@ -97,7 +97,7 @@ pub(crate) struct DeclaredLeaderState {
     /// or delta), or one of its own whose write succeeded with every write before it (the only
     /// ones whose callers were told so). A rebuild compares the disk with it (`degraded`).
     settled: Arc<Settled>,
-    /// When the acknowledged copy was last written over unacknowledged writes (`degraded`).
+    /// When the settled copy was last written over unacknowledged writes (`degraded`).
     restore_tried_at: Option<tokio::time::Instant>,
 }
 
