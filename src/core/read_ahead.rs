@@ -1,17 +1,21 @@
-//! The rows a node's re-placement will read, read during its grace.
+//! The plan of a node's re-placement, made during its grace.
 //!
 //! When a node's grace ends, the redistribution pass walks every placement to find the rows
-//! that can move and reads those whole: at 10,000 children a few milliseconds before the
-//! first child runs again, at a million well over a second. Half-way through the grace the
-//! Coordinator reads them ahead, as the pass would read them once the grace is over. The pass
-//! takes them instead of walking the store only if nothing it depends on changed in between:
-//! no write to the store (its [`crate::storage::Storage::generation`]), and the same ring,
-//! peers, graces, replication factor and busy children. Otherwise it walks as before, so a
-//! read-ahead can cost a walk but never change what moves.
+//! that can move, reads those whole and plans what moves where: at 10,000 children a few
+//! milliseconds before the first child runs again, at a million well over a second. Half-way
+//! through the grace the Coordinator makes that plan ahead, as the pass would make it once the
+//! grace is over. The pass takes it instead of walking the store only if nothing the plan
+//! depends on changed in between: no write to the store (its
+//! [`crate::storage::Storage::generation`]), the same ring, peers, graces, replication factor
+//! and busy children, and the same declared list. Otherwise it plans as before, so a plan made
+//! ahead can cost a walk but never change what moves.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
-use crate::model::{ChildId, NodeName, Row};
+use crate::core::declared::list::DeclaredList;
+use crate::core::redistribution::{DeclaredKnowledge, RedistributionPlan};
+use crate::model::{ChildId, NodeName};
 
 /// What decides which rows a redistribution pass reads (`core::redistribution::may_plan`),
 /// besides the rows themselves.
@@ -29,49 +33,97 @@ pub struct PassInputs {
     pub factor: usize,
 }
 
-/// Rows read ahead for a pass, with what they were read under.
+/// The declared list a pass plans under, held so that a plan made ahead can tell whether the
+/// list it was made under is still the one published.
+#[derive(Debug, Clone)]
+pub enum DeclaredBasis {
+    /// Auto-recovery is off.
+    Off,
+    /// This node's copy cannot be trusted (parked, or a peer announced a newer one).
+    Untrusted,
+    /// The copy this node trusts, as published.
+    Current(Arc<DeclaredList>),
+}
+
+impl DeclaredBasis {
+    /// What the pass knows of the declared list.
+    pub fn knowledge(&self) -> DeclaredKnowledge<'_> {
+        match self {
+            Self::Off => DeclaredKnowledge::Off,
+            Self::Untrusted => DeclaredKnowledge::Untrusted,
+            Self::Current(list) => DeclaredKnowledge::Current(list),
+        }
+    }
+
+    /// Whether both are the same knowledge: the same published copy, not merely an equal one
+    /// (a copy published again is planned again).
+    fn same_as(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Off, Self::Off) | (Self::Untrusted, Self::Untrusted) => true,
+            (Self::Current(a), Self::Current(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+/// A pass's plan made ahead, with what it was made under.
 #[derive(Debug)]
 pub struct ReadAhead {
     generation: u64,
     inputs: PassInputs,
-    rows: Vec<Row>,
+    declared: DeclaredBasis,
+    plan: RedistributionPlan,
 }
 
 impl ReadAhead {
-    /// `rows`, read from a store at `generation` under `inputs`.
-    pub fn new(generation: u64, inputs: PassInputs, rows: Vec<Row>) -> Self {
+    /// `plan`, made from a store at `generation` under `inputs` and `declared`.
+    pub fn new(
+        generation: u64,
+        inputs: PassInputs,
+        declared: DeclaredBasis,
+        plan: RedistributionPlan,
+    ) -> Self {
         Self {
             generation,
             inputs,
-            rows,
+            declared,
+            plan,
         }
     }
 
-    /// The rows read ahead, if they are what a pass reading now would read: the store still at
-    /// the same generation and the same inputs. A row nothing runs (a stub) can expire without
-    /// a write, so each of those is kept only if `still_stored` says so.
+    /// The plan made ahead, if it is what a pass planning now would plan: the store still at
+    /// the same generation, the same inputs and the same declared list. A row nothing runs (a
+    /// stub) can expire without a write, so each re-placement of one is kept only if
+    /// `still_stored` says so.
     pub fn take_if(
         self,
         generation: Option<u64>,
         inputs: &PassInputs,
+        declared: &DeclaredBasis,
         still_stored: impl Fn(&ChildId) -> bool,
-    ) -> Option<Vec<Row>> {
-        if generation != Some(self.generation) || *inputs != self.inputs {
+    ) -> Option<RedistributionPlan> {
+        if generation != Some(self.generation)
+            || *inputs != self.inputs
+            || !declared.same_as(&self.declared)
+        {
             return None;
         }
-        let mut rows = self.rows;
-        rows.retain(|row| !row.node_pids.is_empty() || still_stored(&row.spec.id));
-        Some(rows)
+        let mut plan = self.plan;
+        for rows in plan.replacements.values_mut() {
+            rows.retain(|row| !row.node_pids.is_empty() || still_stored(&row.spec.id));
+        }
+        plan.replacements.retain(|_, rows| !rows.is_empty());
+        Some(plan)
     }
 
-    /// How many rows were read.
+    /// How many children the plan moves or starts.
     pub fn len(&self) -> usize {
-        self.rows.len()
+        self.plan.migrating() + self.plan.replacing()
     }
 
-    /// Whether no row was read.
+    /// Whether the plan moves and starts nothing.
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
+        self.len() == 0
     }
 }
 
@@ -79,6 +131,8 @@ impl ReadAhead {
 mod tests {
     use super::*;
     use crate::core::redistribution::tests::row;
+    use crate::model::Row;
+    use std::collections::BTreeMap;
 
     fn names(list: &[&str]) -> BTreeSet<NodeName> {
         list.iter().map(|n| NodeName::from(*n)).collect()
@@ -94,28 +148,51 @@ mod tests {
         }
     }
 
+    fn plan() -> RedistributionPlan {
+        RedistributionPlan {
+            replacements: BTreeMap::from([
+                (
+                    NodeName::from("b"),
+                    vec![row("bound", false, &[("c", 1)]), row("stub", false, &[])],
+                ),
+                (NodeName::from("a"), vec![row("other-stub", false, &[])]),
+            ]),
+            ..RedistributionPlan::default()
+        }
+    }
+
+    fn ahead_under(declared: DeclaredBasis) -> ReadAhead {
+        ReadAhead::new(7, inputs(), declared, plan())
+    }
+
     fn ahead() -> ReadAhead {
-        ReadAhead::new(
-            7,
-            inputs(),
-            vec![row("bound", false, &[("c", 1)]), row("stub", false, &[])],
-        )
+        ahead_under(DeclaredBasis::Off)
     }
 
-    fn ids(rows: &[Row]) -> Vec<&str> {
-        rows.iter().map(|r| r.spec.id.as_str()).collect()
-    }
-
-    #[test]
-    fn rows_read_ahead_are_taken_when_nothing_changed() {
-        let rows = ahead().take_if(Some(7), &inputs(), |_| true).unwrap();
-        assert_eq!(ids(&rows), ["bound", "stub"]);
+    fn ids(plan: &RedistributionPlan) -> Vec<&str> {
+        plan.replacements
+            .values()
+            .flatten()
+            .map(|r: &Row| r.spec.id.as_str())
+            .collect()
     }
 
     #[test]
-    fn a_write_since_the_read_leaves_the_pass_to_walk() {
-        assert!(ahead().take_if(Some(8), &inputs(), |_| true).is_none());
-        assert!(ahead().take_if(None, &inputs(), |_| true).is_none());
+    fn a_plan_made_ahead_is_taken_when_nothing_changed() {
+        assert_eq!(ahead().len(), 3);
+        let plan = ahead()
+            .take_if(Some(7), &inputs(), &DeclaredBasis::Off, |_| true)
+            .unwrap();
+        assert_eq!(ids(&plan), ["other-stub", "bound", "stub"]);
+    }
+
+    #[test]
+    fn a_write_since_the_plan_leaves_the_pass_to_walk() {
+        let off = DeclaredBasis::Off;
+        assert!(ahead()
+            .take_if(Some(8), &inputs(), &off, |_| true)
+            .is_none());
+        assert!(ahead().take_if(None, &inputs(), &off, |_| true).is_none());
     }
 
     #[test]
@@ -139,22 +216,67 @@ mod tests {
             let mut now = inputs();
             change(&mut now);
             assert!(
-                ahead().take_if(Some(7), &now, |_| true).is_none(),
+                ahead()
+                    .take_if(Some(7), &now, &DeclaredBasis::Off, |_| true)
+                    .is_none(),
                 "{now:?}"
             );
         }
     }
 
     #[test]
-    fn a_stub_that_expired_since_is_not_taken_and_a_bound_row_is_not_looked_up() {
+    fn another_declared_list_leaves_the_pass_to_walk() {
+        let list = Arc::new(DeclaredList::default());
+        let same = DeclaredBasis::Current(list.clone());
+        let taken = ahead_under(DeclaredBasis::Current(list.clone())).take_if(
+            Some(7),
+            &inputs(),
+            &same,
+            |_| true,
+        );
+        assert!(taken.is_some());
+        // An equal list published again is another copy: planned again.
+        let republished = DeclaredBasis::Current(Arc::new(DeclaredList::default()));
+        let others = [DeclaredBasis::Off, DeclaredBasis::Untrusted, republished];
+        for other in others {
+            let taken = ahead_under(DeclaredBasis::Current(list.clone())).take_if(
+                Some(7),
+                &inputs(),
+                &other,
+                |_| true,
+            );
+            assert!(taken.is_none(), "{other:?}");
+        }
+        let untrusted = ahead_under(DeclaredBasis::Untrusted).take_if(
+            Some(7),
+            &inputs(),
+            &DeclaredBasis::Untrusted,
+            |_| true,
+        );
+        assert!(untrusted.is_some());
+        assert!(ahead()
+            .take_if(Some(7), &inputs(), &DeclaredBasis::Untrusted, |_| true)
+            .is_none());
+    }
+
+    #[test]
+    fn a_stub_that_expired_since_is_not_re_placed_and_a_bound_row_is_not_looked_up() {
         let looked_up = std::cell::RefCell::new(Vec::new());
-        let rows = ahead()
-            .take_if(Some(7), &inputs(), |id| {
+        let plan = ahead()
+            .take_if(Some(7), &inputs(), &DeclaredBasis::Off, |id| {
                 looked_up.borrow_mut().push(id.clone());
                 false
             })
             .unwrap();
-        assert_eq!(ids(&rows), ["bound"]);
-        assert_eq!(looked_up.into_inner(), vec![ChildId::from("stub")]);
+        assert_eq!(ids(&plan), ["bound"]);
+        // An owner left with nothing to start is no batch at all.
+        assert_eq!(
+            plan.replacements.keys().collect::<Vec<_>>(),
+            [&NodeName::from("b")]
+        );
+        assert_eq!(
+            looked_up.into_inner(),
+            vec![ChildId::from("other-stub"), ChildId::from("stub")]
+        );
     }
 }

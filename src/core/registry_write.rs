@@ -142,18 +142,42 @@ pub fn own_view(row: &Row, local: &str) -> Row {
     row
 }
 
+/// What a start's record keeps of the row it writes over: its authored version and its
+/// bindings (a store reads these without unpacking the row).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Standing {
+    /// The row's authored version.
+    pub epoch: u64,
+    /// Its bindings, by node.
+    pub node_pids: Vec<(NodeName, Pid)>,
+}
+
+impl Standing {
+    /// What `row` holds of it.
+    pub fn of(row: &Row) -> Self {
+        Self {
+            epoch: row.hub.epoch,
+            node_pids: row
+                .node_pids
+                .iter()
+                .map(|(node, pid)| (node.clone(), *pid))
+                .collect(),
+        }
+    }
+}
+
 /// A start recorded `row` (bound on this node). Re-authoring a known child: the new version
 /// wins every merge, and the other members' bindings (a child briefly on two nodes during a
 /// handover or after a partition) are kept, for they speak for their own observations.
 pub fn insert(
     rules: &WriteRules<'_>,
-    current: Option<Row>,
+    current: Option<Standing>,
     mut row: Row,
     is_member: impl Fn(&str) -> bool,
 ) -> RowChange {
     let new_row = current.is_none();
     if let Some(current) = current {
-        row.hub.epoch = row.hub.epoch.max(current.hub.epoch + 1);
+        row.hub.epoch = row.hub.epoch.max(current.epoch + 1);
         for (node, pid) in current.node_pids {
             if node != rules.local && is_member(&node) {
                 row.node_pids.entry(node).or_insert(pid);

@@ -88,7 +88,12 @@ fn is_gone(node: &str) -> bool {
 
 fn plan(rules: &WriteRules<'_>, current: Option<Row>, op: Op) -> Option<RowChange> {
     match op {
-        Op::Insert(row) => Some(insert(rules, current, row, is_member)),
+        Op::Insert(row) => Some(insert(
+            rules,
+            current.as_ref().map(Standing::of),
+            row,
+            is_member,
+        )),
         Op::Reauthor(row) => reauthor(rules, current, row),
         Op::SetPid(node, pid) => set_pid(rules, current, &node, pid),
         Op::Release(node) => release(rules, current, &node),
@@ -172,7 +177,12 @@ proptest! {
     /// the bindings other members speak for; a node no longer a member loses its binding.
     #[test]
     fn a_reinsert_wins_and_keeps_the_members(current in row(), incoming in row()) {
-        let change = insert(&rules(true), Some(current.clone()), incoming.clone(), is_member);
+        let change = insert(
+            &rules(true),
+            Some(Standing::of(&current)),
+            incoming.clone(),
+            is_member,
+        );
         let Some(RowWrite::Put(row)) = change.write else {
             return Err(TestCaseError::fail("an insert puts its row"));
         };

@@ -280,6 +280,17 @@ impl Storage for DurableStorage {
     fn bound_nodes(&self, id: &ChildId) -> Option<Vec<crate::model::NodeName>> {
         self.shared.memory.bound_nodes(id)
     }
+
+    fn version_and_bindings(
+        &self,
+        id: &ChildId,
+    ) -> Option<(u64, Vec<(crate::model::NodeName, crate::model::Pid)>)> {
+        self.shared.memory.version_and_bindings(id)
+    }
+
+    fn is_durable(&self, id: &ChildId) -> bool {
+        self.shared.memory.is_durable(id)
+    }
 }
 
 enum Write {

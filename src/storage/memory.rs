@@ -15,7 +15,7 @@ use super::row_counts::RegistryCounts;
 use super::{Commit, Mutation, PageIds, Placement, Storage, StoredRow};
 use crate::clock::Clock;
 use crate::core::sync_digest::BindingDigest;
-use crate::model::{ChildId, NodeName, Row};
+use crate::model::{ChildId, NodeName, Pid, Row};
 
 /// Shards of the map: a write locks one, so readers rarely wait.
 const SHARDS: usize = 16;
@@ -406,6 +406,31 @@ impl Storage for MemoryStorage {
         .flatten()
     }
 
+    fn version_and_bindings(&self, id: &ChildId) -> Option<(u64, Vec<(NodeName, Pid)>)> {
+        let now = self.clock.now_ms();
+        self.get_packed(id.as_str(), |packed| {
+            packed.is_live(now).then(|| {
+                let names = self.names.snapshot();
+                let view = packed.count_view(&names);
+                let nodes = view
+                    .nodes
+                    .iter()
+                    .map(|(node, pid)| ((*node).to_owned(), *pid))
+                    .collect();
+                (view.epoch, nodes)
+            })
+        })
+        .flatten()
+    }
+
+    fn is_durable(&self, id: &ChildId) -> bool {
+        let now = self.clock.now_ms();
+        self.get_packed(id.as_str(), |packed| {
+            packed.is_live(now) && packed.durable()
+        })
+        .unwrap_or(false)
+    }
+
     fn for_each_placement(&self, f: &mut dyn FnMut(Placement<'_>)) {
         let now = self.clock.now_ms();
         self.for_each_packed(|names, packed| {
@@ -627,7 +652,21 @@ mod tests {
             Some(vec!["n1@h".to_owned(), "n2@h".to_owned()])
         );
         assert_eq!(s.bound_nodes(&ChildId::from("absent")), None);
+        // What a start's record and a start read of a row, without unpacking it.
+        assert_eq!(
+            s.version_and_bindings(r.id()),
+            Some((
+                1 << 40,
+                vec![("n1@h".to_owned(), u64::MAX), ("n2@h".to_owned(), 0)]
+            ))
+        );
+        assert!(r.hub.durable && s.is_durable(r.id()));
+        assert_eq!(s.version_and_bindings(&ChildId::from("absent")), None);
+        assert!(!s.is_durable(&ChildId::from("absent")));
         assert_eq!(s.export_all(), vec![r.clone()]);
+        let plain = MemoryStorage::new();
+        plain.insert(row("plain")).unwrap();
+        assert!(!plain.is_durable(&ChildId::from("plain")));
         let stored = s.get_stored(r.id()).unwrap();
         assert_eq!((stored.row, stored.expires_at_ms), (r.clone(), None));
         s.restore_stored(
@@ -639,6 +678,8 @@ mod tests {
         );
         assert_eq!(s.get_stored(r.id()).unwrap().expires_at_ms, Some(7));
         assert!(s.get(r.id()).is_none(), "expired at 7 ms after the epoch");
+        assert_eq!(s.version_and_bindings(r.id()), None, "expired");
+        assert!(!s.is_durable(r.id()), "expired");
         assert_eq!(
             s.bound_nodes(r.id()),
             None,
@@ -649,6 +690,10 @@ mod tests {
         unbound.node_pids.clear();
         s.insert(unbound.clone()).unwrap();
         assert_eq!(s.bound_nodes(unbound.id()), Some(Vec::new()));
+        assert_eq!(
+            s.version_and_bindings(unbound.id()),
+            Some((1 << 40, Vec::new()))
+        );
     }
 
     #[test]

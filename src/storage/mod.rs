@@ -229,6 +229,20 @@ pub trait Storage: Send + Sync + 'static {
         self.get(id).map(|row| row.node_pids.into_keys().collect())
     }
 
+    /// The authored version and the bindings of the live row with this id: what a new version
+    /// of a row written over it keeps, read without its spec, arguments and metadata by a store
+    /// that keeps rows packed (a re-placement writes over a row of a node gone).
+    fn version_and_bindings(&self, id: &ChildId) -> Option<(u64, Vec<(NodeName, Pid)>)> {
+        self.get(id)
+            .map(|row| (row.hub.epoch, row.node_pids.into_iter().collect()))
+    }
+
+    /// Whether the live row with this id is declared (durable): what a start of a child with a
+    /// row keeps, read without unpacking the row by a store that keeps rows packed.
+    fn is_durable(&self, id: &ChildId) -> bool {
+        self.get(id).is_some_and(|row| row.hub.durable)
+    }
+
     /// Applies a batch and blocks until it is durable.
     fn apply(&self, batch: Vec<Mutation>) -> Result<(), StorageError> {
         self.submit(batch).wait()

@@ -301,6 +301,14 @@ impl PackedRow {
         }
     }
 
+    /// Whether the row is declared (durable), read without copying any of it.
+    pub fn durable(&self) -> bool {
+        let (_, _metadata, hub): Packed<'_, Vec<(&str, &str)>> = codec()
+            .deserialize(&self.0)
+            .expect("a packed row decodes as it was encoded");
+        hub.3
+    }
+
     /// The whole row, with its expiry.
     pub fn unpack(&self, names: &NameTable, base_ms: u64) -> StoredRow {
         let ((id, expires_at_ms, kind, args, restart, shutdown, bound), metadata, hub): Packed<

@@ -282,11 +282,7 @@ impl ChildSupState {
             .and_then(|digest| shared.take_import(&spec.id, digest));
         let child = answer.state_taken(child, state.is_some())?;
         // A declared child keeps its mark when it is moved or restarted from its row.
-        let durable = turn.durable.contains(&spec.id)
-            || shared
-                .storage
-                .get(&spec.id)
-                .is_some_and(|row| row.hub.durable);
+        let durable = turn.durable.contains(&spec.id) || shared.storage.is_durable(&spec.id);
         let node = self.node().clone();
         let (child, mut row) =
             answer.author(child, &spec, metadata, &node, turn.now_ms, durable)?;

@@ -1,4 +1,4 @@
-//! The rows a redistribution pass plans from: read when it runs, or read ahead during a
+//! The plan a redistribution pass carries out: made when it runs, or made ahead during a
 //! node's grace for the pass at its end ([`ReadAhead`]).
 
 use std::collections::BTreeSet;
@@ -6,35 +6,78 @@ use std::collections::BTreeSet;
 use super::cluster::ClusterState;
 use super::CoordinatorState;
 use crate::core::placement::HashRing;
-use crate::core::read_ahead::{PassInputs, ReadAhead};
-use crate::core::redistribution::{may_plan, Liveness};
+use crate::core::read_ahead::{DeclaredBasis, PassInputs, ReadAhead};
+use crate::core::redistribution::{
+    may_plan, plan_replicated_redistribution, Liveness, RedistributionPlan,
+};
 use crate::hub::HubShared;
 use crate::model::{NodeName, Row};
 
-/// The inputs of a pass run now and the rows it plans from: those read during the grace when
-/// nothing changed since, else a walk of the store.
-pub(super) fn pass_rows(hub: &HubShared, cluster: &mut ClusterState) -> (PassInputs, Vec<Row>) {
+/// The inputs of a pass run now and its plan: the one made during the grace when nothing it
+/// depends on changed since, else one made from a walk of the store.
+pub(super) fn pass_plan(
+    hub: &HubShared,
+    cluster: &mut ClusterState,
+    declared: &DeclaredBasis,
+) -> (PassInputs, RedistributionPlan) {
     let in_grace = cluster.grace_timers.keys().cloned().collect();
     let inputs = pass_inputs(hub, cluster, in_grace);
-    // The rows read during the grace when nothing changed since, else a walk of the store.
     let walk = std::time::Instant::now();
     let ahead = cluster.read_ahead.take().and_then(|ahead| {
-        ahead.take_if(hub.storage.generation(), &inputs, |id| {
+        ahead.take_if(hub.storage.generation(), &inputs, declared, |id| {
             hub.storage.contains(id)
         })
     });
-    let read_ahead = ahead.is_some();
-    let rows = match ahead {
-        Some(rows) => rows,
-        None => rows_that_can_move(hub, &cluster.ring, &inputs),
+    let planned_ahead = ahead.is_some();
+    let plan = match ahead {
+        Some(plan) => plan,
+        None => plan_now(hub, &cluster.ring, &inputs, declared),
     };
     tracing::debug!(
-        read = rows.len(),
-        read_ahead,
+        planned = plan.migrating() + plan.replacing(),
+        planned_ahead,
         took_us = walk.elapsed().as_micros() as u64,
-        "redistribution pass: rows that can move"
+        "redistribution pass: planned"
     );
-    (inputs, rows)
+    (inputs, plan)
+}
+
+/// What a pass with `inputs` under `declared` does, planned from the rows that can move.
+fn plan_now(
+    hub: &HubShared,
+    ring: &HashRing,
+    inputs: &PassInputs,
+    declared: &DeclaredBasis,
+) -> RedistributionPlan {
+    let rows = rows_that_can_move(hub, ring, inputs);
+    let live = Liveness {
+        me: &hub.node,
+        up: &inputs.up,
+        in_grace: &inputs.in_grace,
+    };
+    plan_replicated_redistribution(
+        rows,
+        ring,
+        inputs.factor,
+        live,
+        declared.knowledge(),
+        &inputs.busy,
+    )
+}
+
+/// What a pass knows of the declared list now: none without auto-recovery, a copy it cannot
+/// trust while parked or behind a peer, else the copy published.
+pub(super) fn declared_basis(hub: &HubShared) -> DeclaredBasis {
+    let Some(recovery) = &hub.recovery else {
+        return DeclaredBasis::Off;
+    };
+    let snapshot = recovery.snapshot();
+    let behind = !recovery.ahead_of_me(&hub.peers()).is_empty();
+    if snapshot.parked || behind {
+        DeclaredBasis::Untrusted
+    } else {
+        DeclaredBasis::Current(snapshot.list)
+    }
 }
 
 /// What the pass's choice of rows depends on besides the rows, with `in_grace` the nodes it
@@ -79,9 +122,9 @@ fn rows_that_can_move(hub: &HubShared, ring: &HashRing, inputs: &PassInputs) -> 
 }
 
 impl CoordinatorState {
-    /// Half-way through `node`'s grace: reads the rows the pass at its end will read, as it
-    /// will read them ([`ReadAhead`]), so that the pass need not walk the store when nothing
-    /// changed in between.
+    /// Half-way through `node`'s grace: makes the plan the pass at its end will make, as it
+    /// will make it ([`ReadAhead`]), so that the pass need not walk the store and plan when
+    /// nothing changed in between.
     pub(super) fn read_ahead(&mut self, node: &NodeName) {
         let hub = self.hub.clone();
         let Some(cluster) = &mut self.cluster else {
@@ -101,14 +144,15 @@ impl CoordinatorState {
             .cloned()
             .collect();
         let inputs = pass_inputs(&hub, cluster, in_grace);
-        let rows = rows_that_can_move(&hub, &cluster.ring, &inputs);
-        // A write while the rows were read: the pass walks the store itself.
+        let declared = declared_basis(&hub);
+        let plan = plan_now(&hub, &cluster.ring, &inputs, &declared);
+        // A write while the rows were read: the pass plans itself.
         cluster.read_ahead = (hub.storage.generation() == Some(generation))
-            .then(|| ReadAhead::new(generation, inputs, rows));
+            .then(|| ReadAhead::new(generation, inputs, declared, plan));
         tracing::debug!(
             peer = %node,
-            rows = cluster.read_ahead.as_ref().map(ReadAhead::len),
-            "read ahead the rows that can move when the grace ends"
+            planned = cluster.read_ahead.as_ref().map(ReadAhead::len),
+            "planned ahead what moves when the grace ends"
         );
     }
 }

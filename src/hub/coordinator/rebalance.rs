@@ -30,11 +30,9 @@ use ractor::ActorRef;
 
 use super::cluster::{Cause, Internal, RetryTimer};
 use super::handover::AfterExport;
-use super::pass_rows::pass_rows;
+use super::pass_rows::{declared_basis, pass_plan};
 use super::{CoordinatorState, StartPurpose, StopPurpose};
-use crate::core::redistribution::{
-    plan_replicated_redistribution, replacement_batches, DeclaredKnowledge, Liveness,
-};
+use crate::core::redistribution::{replacement_batches, Liveness};
 use crate::events::{HubEvent, MoveReason};
 use crate::hooks::{HookEvent, HookKey};
 use crate::hub::protocol::CoordinatorMsg;
@@ -172,18 +170,7 @@ impl CoordinatorState {
                 left: left.to_vec(),
             }
         });
-        let snapshot = hub.recovery.as_ref().map(|r| r.snapshot());
-        let declared = match (&hub.recovery, &snapshot) {
-            (Some(recovery), Some(snapshot)) => {
-                let behind = !recovery.ahead_of_me(&hub.peers()).is_empty();
-                if snapshot.parked || behind {
-                    DeclaredKnowledge::Untrusted
-                } else {
-                    DeclaredKnowledge::Current(&snapshot.list)
-                }
-            }
-            _ => DeclaredKnowledge::Off,
-        };
+        let declared = declared_basis(&hub);
         // Why things move, for the events: a join moves children to the new owner; a node
         // gone for good has its children re-placed, reported as left when it said goodbye.
         let moved_because = if joined.is_empty() {
@@ -200,15 +187,8 @@ impl CoordinatorState {
         for node in left {
             cluster.departed.remove(node);
         }
-        let (inputs, rows) = pass_rows(&hub, cluster);
-        let live = Liveness {
-            me: &me,
-            up: &inputs.up,
-            in_grace: &inputs.in_grace,
-        };
-        let (factor, busy) = (inputs.factor, &inputs.busy);
-        let mut plan =
-            plan_replicated_redistribution(rows, &cluster.ring, factor, live, declared, busy);
+        let (inputs, mut plan) = pass_plan(&hub, cluster, &declared);
+        let factor = inputs.factor;
         if hub.has_bug(InjectedBug::NeverMigrate) {
             plan.migrations.clear();
         }
@@ -248,24 +228,6 @@ impl CoordinatorState {
             );
         }
         cluster.migrating.extend(plan.children().cloned());
-        if !left_to_owner.is_empty() {
-            let cause = Cause::Replaced {
-                why: replaced_because,
-            };
-            // The owners get as long as their own start of these may take.
-            cluster.left_to_owners.leave(
-                left_to_owner.iter().map(|row| row.spec.id.clone()),
-                tokio::time::Instant::now().into_std(),
-                INTERNAL_ALLOWANCE_PER_CHILD,
-            );
-            for row in left_to_owner {
-                cluster
-                    .failed
-                    .insert(row.spec.id.clone(), (row, cause.clone()));
-            }
-            let retry = Duration::from_millis(hub.config.migration_retry_ms);
-            cluster.retry_timer.arm_if_idle(myself, retry);
-        }
         if migrating + replacing > 0 {
             let each = |by_node: &BTreeMap<NodeName, Vec<Row>>| -> Vec<(ChildId, NodeName)> {
                 by_node
@@ -324,6 +286,26 @@ impl CoordinatorState {
                 Internal::Replace { rows, cause },
                 batch.ahead,
             ));
+        }
+        // After the batches, so that the owner's supervisor starts while the stubs left to other
+        // owners are noted.
+        if let (false, Some(cluster)) = (left_to_owner.is_empty(), &mut self.cluster) {
+            let cause = Cause::Replaced {
+                why: replaced_because,
+            };
+            // The owners get as long as their own start of these may take.
+            cluster.left_to_owners.leave(
+                left_to_owner.iter().map(|row| row.spec.id.clone()),
+                tokio::time::Instant::now().into_std(),
+                INTERNAL_ALLOWANCE_PER_CHILD,
+            );
+            for row in left_to_owner {
+                cluster
+                    .failed
+                    .insert(row.spec.id.clone(), (row, cause.clone()));
+            }
+            let retry = Duration::from_millis(hub.config.migration_retry_ms);
+            cluster.retry_timer.arm_if_idle(myself, retry);
         }
         crate::telemetry::metrics::redistribution_pass(&hub.config.hub_id, &hub.node);
         hub.hooks.fire(HookKey::PostNodesRedistribution, || {

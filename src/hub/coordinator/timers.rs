@@ -100,10 +100,12 @@ impl CoordinatorState {
                 let now = Instant::now().into_std();
                 if cluster.grace_timers.is_empty() {
                     cluster.grace_expiries.on_closing_event(node, now);
+                    // Due now: flushed in this turn, not after a timer's tick and the mailbox.
+                    self.flush(myself);
                 } else {
                     cluster.grace_expiries.on_event(node, now);
+                    self.arm_flush(myself);
                 }
-                self.arm_flush(myself);
             }
             ClusterMsg::ReadAhead { node } => self.read_ahead(&node),
             ClusterMsg::Reaped { nodes } => {

@@ -38,7 +38,7 @@ use crate::cluster::wire::budget::encoded_len;
 use crate::cluster::wire::RegistryChange;
 use crate::config::SyncStrategy;
 use crate::core::reassembly::SyncAssembler;
-use crate::core::registry_write::{self, Kept, RowChange, RowWrite, Told, WriteRules};
+use crate::core::registry_write::{self, Kept, RowChange, RowWrite, Standing, Told, WriteRules};
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
 use crate::model::{ChildId, NodeName, Row};
@@ -179,6 +179,19 @@ impl RegistryState {
         }
     }
 
+    /// What [`Self::current`] holds of the row that a start's record keeps: its version and
+    /// bindings, read from the store without unpacking the row.
+    fn standing(&self, id: &ChildId) -> Option<Standing> {
+        match self.overlay.get(id) {
+            Some((_, row)) => row.as_ref().map(Standing::of),
+            None => self
+                .shared
+                .storage
+                .version_and_bindings(id)
+                .map(|(epoch, node_pids)| Standing { epoch, node_pids }),
+        }
+    }
+
     /// Records one mutation of the write turn `seq` so that the rest of the turn reads it
     /// back: applied to the store at once when the store applies on submit, otherwise staged
     /// in the overlay (a copy of the row) until the turn's batch is committed.
@@ -261,7 +274,7 @@ impl RegistryState {
         };
         match op {
             RegistryOp::Insert(row) => {
-                let current = self.current(&row.spec.id);
+                let current = self.standing(&row.spec.id);
                 let is_member = |node: &str| shared.is_member(node);
                 Some(registry_write::insert(&rules, current, row, is_member))
             }
