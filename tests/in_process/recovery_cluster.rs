@@ -103,6 +103,39 @@ async fn a_child_stopped_while_a_node_was_away_stays_stopped() {
     stop_all(&d).await;
 }
 
+/// The survivors plan a crashed node's re-placement half-way through its grace; a durable
+/// child of it stopped in the other half (the declared list changes) is not re-placed at the
+/// grace's end, and its other children run again, once each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_child_stopped_in_the_second_half_of_a_grace_is_not_re_placed() {
+    let grace = std::time::Duration::from_secs(4);
+    let mut d =
+        TestCluster::with_nodes(62, &["a", "b", "c"], Options::durable().grace(grace)).await;
+    let all = specs("g", 30);
+    d.declare_all("a", &all, 30).await;
+    let on_c = d.running_only_on("c");
+    assert!(on_c.len() >= 2, "c runs {on_c:?}");
+    d.crash("c").await;
+    d.wait_members().await;
+    // Past the plan made half-way through the grace, before the grace's end.
+    tokio::time::sleep(grace * 5 / 8).await;
+    let stopped: Vec<ChildId> = on_c.iter().take(on_c.len() / 2).cloned().collect();
+    let result = d
+        .hub("b")
+        .stop_children(stopped.clone(), StopOptions::new())
+        .await
+        .unwrap();
+    assert!(result.errors.is_empty(), "{result:?}");
+    d.wait_versions(30 + stopped.len() as u64).await;
+    let dead: BTreeSet<ChildId> = stopped.into_iter().collect();
+    let kept: BTreeSet<ChildId> = ids(&all).difference(&dead).cloned().collect();
+    d.wait_exactly(&kept, &dead, "after c's grace").await;
+    // Well past the grace's end and a reconcile round: still so.
+    tokio::time::sleep(grace).await;
+    d.exactly(&kept, &dead).unwrap();
+    stop_all(&d).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_sides_of_a_partition_mutate_and_the_lowest_mutator_wins_the_tie() {
     let d = TestCluster::with_nodes(53, &["a", "b", "c"], Options::durable()).await;
