@@ -44,7 +44,7 @@ mod membership;
 mod messaging;
 mod partition;
 pub(crate) mod partition_flags;
-mod pass_rows;
+mod pass_plan;
 mod pipeline;
 mod reach;
 mod rebalance;

@@ -4,9 +4,9 @@
 //! One pass per due batch of membership events (`core::event_batch`), whatever the number of
 //! events in it, never per event. A pass scans the registry's bindings (ids and nodes, no row
 //! unpacked) and reads whole only the rows that can move (`core::redistribution::may_plan`):
-//! those bound to no live node, and those this node runs off their owner (`pass_rows`, which
-//! reads them half-way through a node's grace for the pass at its end). The decision is the
-//! pure [`plan_redistribution`]; this file carries it out:
+//! those bound to no live node, and those this node runs off their owner (`pass_plan`, which
+//! plans from them half-way through a node's grace for the pass at its end). The decision is
+//! the pure [`plan_redistribution`]; this file carries it out:
 //! - a **migration** is a cold swap: stopped here (one stop batch per owner), then started on
 //!   the owner (one start batch per owner, awaited) with `check_existing: false`, so an owner
 //!   already running it (a duplicate after a partition) just keeps its copy;
@@ -30,7 +30,7 @@ use ractor::ActorRef;
 
 use super::cluster::{Cause, Internal, RetryTimer};
 use super::handover::AfterExport;
-use super::pass_rows::{declared_basis, pass_plan};
+use super::pass_plan::{declared_basis, pass_plan};
 use super::{CoordinatorState, StartPurpose, StopPurpose};
 use crate::core::redistribution::{replacement_batches, Liveness};
 use crate::events::{HubEvent, MoveReason};
