@@ -272,6 +272,37 @@ fn seeds_that_found_gossip_bugs_keep_every_invariant() {
     }
 }
 
+/// A seed that, replicated active-passive (`--replication-factor 2 --replication-model
+/// active-passive`), found two active replicas of a load-placed child among nodes that saw the
+/// same members (fixed since). After a whole-cluster outage n1 booted into a component without
+/// n3 and n4, the nodes of `d10`'s placement, and ran it by fallback; asked to move children
+/// for load, it gave n4's slot to n5, because in its own row n4 did not run the child. n4 did,
+/// out of n1's sight; n5, which saw n4, started a third replica as the new first owner, and
+/// when n1 and n4 crashed, n3 (which had not heard of the move through the gossip yet) and n5
+/// each held the active replica. A node now gives up only its own slot for load, or the slot of
+/// a node it knows runs nothing there: a member it sees unbound, or a node it saw go down.
+#[test]
+fn a_seed_that_found_a_load_move_of_an_unseen_slot_keeps_every_invariant() {
+    if alone::ran_in_own_process(
+        module_path!(),
+        "a_seed_that_found_a_load_move_of_an_unseen_slot_keeps_every_invariant",
+    ) {
+        return;
+    }
+    let options = SimOptions {
+        replicas: Some(2),
+        replication_model: Some(process_hub::config::ReplicationModel::ActivePassive),
+        ..SimOptions::default()
+    };
+    let report = run_seed(582, &options);
+    assert!(
+        report.failure.is_none(),
+        "seed 582: {:?} (replay: bash scripts/simulate.sh --seed 582 --trace --replication-factor 2 --replication-model active-passive)",
+        report.failure
+    );
+    assert!(report.requests > 60, "seed 582 ran its workload");
+}
+
 /// Seeds that, with partial faults forced (`--partial-partitions`), found the hub running a
 /// child twice in a connected cluster (fixed since): a node restarted with its wall clock
 /// 296 s behind opened a lower reachability incarnation than its previous life's, its peers

@@ -104,6 +104,24 @@ impl Guided {
         }
         Some(Owner::Waiting)
     }
+
+    /// The slot of this placement that node `me` gives up when the leader asks it to move the
+    /// child for load: its own, or (it runs the child by fallback) the slot of a node it knows
+    /// does not run it (`known_idle`: a member it sees unbound, or a node it saw go down and not
+    /// come back). A node it never saw may run the child out of its sight, behind a partial
+    /// partition or from before this node booted: naming a new node in that slot makes a
+    /// second first owner while the first still runs, and two nodes that see the same members
+    /// could each hold the active replica.
+    pub fn load_slot(
+        &self,
+        me: &NodeName,
+        known_idle: impl Fn(&NodeName) -> bool,
+    ) -> Option<usize> {
+        match self.nodes.iter().position(|n| n == me) {
+            Some(i) => Some(i),
+            None => self.nodes.iter().position(known_idle),
+        }
+    }
 }
 
 /// Checks a start's mapping for one child: `nodes` named (if any), whether the hub's
@@ -229,6 +247,21 @@ mod tests {
             Some(Owner::Node(&ring_owner))
         );
         assert_eq!(guided.owner(gone, None), None);
+    }
+
+    #[test]
+    fn a_load_move_takes_its_own_slot_or_one_it_knows_is_idle() {
+        let guided = Guided {
+            nodes: vec!["a@h".into(), "b@h".into()],
+            fallback: true,
+            by_load: true,
+        };
+        let none = |_: &NodeName| false;
+        assert_eq!(guided.load_slot(&"b@h".into(), none), Some(1));
+        // Running by fallback: a node it never saw keeps its slot.
+        assert_eq!(guided.load_slot(&"c@h".into(), none), None);
+        let b_idle = |n: &NodeName| n == "b@h";
+        assert_eq!(guided.load_slot(&"c@h".into(), b_idle), Some(1));
     }
 
     #[test]

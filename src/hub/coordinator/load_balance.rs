@@ -170,14 +170,12 @@ impl CoordinatorState {
                 continue;
             }
             // Its slot: this node's, or (it fell back here from nodes that were gone) a slot of
-            // a node that does not run it.
-            let slot = match guided.nodes.iter().position(|n| *n == me) {
-                Some(i) => Some(i),
-                None => guided
-                    .nodes
-                    .iter()
-                    .position(|n| !row.node_pids.contains_key(n)),
+            // a node it knows does not run it.
+            let known_idle = |n: &NodeName| {
+                !row.node_pids.contains_key(n)
+                    && (cluster.peers.contains(n) || cluster.seen_down.contains(n))
             };
+            let slot = guided.load_slot(&me, known_idle);
             let Some(slot) = slot.and_then(|i| guided.nodes.get_mut(i)) else {
                 continue;
             };
