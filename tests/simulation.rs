@@ -272,7 +272,9 @@ fn seeds_that_found_gossip_bugs_keep_every_invariant() {
     }
 }
 
-/// A seed that, replicated active-passive (`--replication-factor 2 --replication-model
+/// Seeds that found bugs of load-placed children (fixed since).
+///
+/// Seed 582, replicated active-passive (`--replication-factor 2 --replication-model
 /// active-passive`), found two active replicas of a load-placed child among nodes that saw the
 /// same members (fixed since). After a whole-cluster outage n1 booted into a component without
 /// n3 and n4, the nodes of `d10`'s placement, and ran it by fallback; asked to move children
@@ -281,26 +283,45 @@ fn seeds_that_found_gossip_bugs_keep_every_invariant() {
 /// when n1 and n4 crashed, n3 (which had not heard of the move through the gossip yet) and n5
 /// each held the active replica. A node now gives up only its own slot for load, or the slot of
 /// a node it knows runs nothing there: a member it sees unbound, or a node it saw go down.
+///
+/// Seed 1359, forced load-balanced (`--distribution load-balanced`, replicated by its own draw),
+/// found a node handing replicas over to a node leaving with it, and to nodes that had left
+/// long before: n1 and n3 left together, nobody stayed in n1's view, and with no member left a
+/// load-placed child's owners are the nodes its placement names. A leaving node now hands a
+/// replica only to an owner that is a member staying.
 #[test]
-fn a_seed_that_found_a_load_move_of_an_unseen_slot_keeps_every_invariant() {
+fn seeds_that_found_load_placement_bugs_keep_every_invariant() {
     if alone::ran_in_own_process(
         module_path!(),
-        "a_seed_that_found_a_load_move_of_an_unseen_slot_keeps_every_invariant",
+        "seeds_that_found_load_placement_bugs_keep_every_invariant",
     ) {
         return;
     }
-    let options = SimOptions {
+    let active_passive = SimOptions {
         replicas: Some(2),
         replication_model: Some(process_hub::config::ReplicationModel::ActivePassive),
         ..SimOptions::default()
     };
-    let report = run_seed(582, &options);
-    assert!(
-        report.failure.is_none(),
-        "seed 582: {:?} (replay: bash scripts/simulate.sh --seed 582 --trace --replication-factor 2 --replication-model active-passive)",
-        report.failure
-    );
-    assert!(report.requests > 60, "seed 582 ran its workload");
+    let load_balanced = SimOptions {
+        distribution: Some(process_hub::Distribution::LoadBalanced),
+        ..SimOptions::default()
+    };
+    for (seed, options, flags) in [
+        (
+            582,
+            &active_passive,
+            "--replication-factor 2 --replication-model active-passive",
+        ),
+        (1359, &load_balanced, "--distribution load-balanced"),
+    ] {
+        let report = run_seed(seed, options);
+        assert!(
+            report.failure.is_none(),
+            "seed {seed}: {:?} (replay: bash scripts/simulate.sh --seed {seed} --trace {flags})",
+            report.failure
+        );
+        assert!(report.requests > 40, "seed {seed} ran its workload");
+    }
 }
 
 /// Seeds that, with partial faults forced (`--partial-partitions`), found the hub running a

@@ -122,11 +122,13 @@ impl CoordinatorState {
             }
             if self.hub.config.replication_factor > 1 {
                 // A replica goes to the first owner left that runs none; when every owner
-                // already runs one, it just stops with this node.
+                // already runs one, it just stops with this node. An owner is a member that
+                // stays: with nobody staying, a load-placed child's owners are the nodes its
+                // placement names, members or not, leaving or not.
                 let owners = self.hub.owners_of(&ring, &row.spec.id, Some(&row.metadata));
                 if let Some(owner) = owners
                     .into_iter()
-                    .find(|o| *o != me && !row.node_pids.contains_key(o))
+                    .find(|o| ring.contains(o) && !row.node_pids.contains_key(o))
                 {
                     placed.push((owner, row.clone()));
                     rows.insert(row.spec.id.clone(), row);
