@@ -324,6 +324,49 @@ fn seeds_that_found_load_placement_bugs_keep_every_invariant() {
     }
 }
 
+/// Seeds past the thousandth that found a node keeping quorum on an outdated vouch and a
+/// handover misjudged (fixed since).
+///
+/// Seed 2798, forced load-balanced (`--distribution load-balanced`; majority quorum and
+/// partial faults by its own draw): after the split `[[n1, n3], [n2, n4]]`, n1 counted n4 again
+/// 3 ms after its link to n4 dropped, on a record n3 wrote between the two cuts of the same
+/// split (after losing n2, before losing n4); n3's next record was lost on a link dropping half
+/// its frames, and n1 acknowledged a stop 3.6 s into the split. A suspect now counts again only
+/// on an answer to this node's record of the drop (the answer echoes it), asked again every
+/// anti-entropy period while a suspect waits.
+///
+/// Seed 2474 (`--partition-tolerance majority-quorum:5`) found the simulator judging a leave
+/// by the links at its start only: a flapping link struck in the same step cut the goodbyes
+/// between the two leaving nodes just after, and each handed children to the other, as it
+/// must when it never heard the other leave. A link now counts as delivering for the whole
+/// leave only if it does at its start and at its end.
+#[test]
+fn seeds_that_found_outdated_vouches_and_misjudged_leaves_keep_every_invariant() {
+    if alone::ran_in_own_process(
+        module_path!(),
+        "seeds_that_found_outdated_vouches_and_misjudged_leaves_keep_every_invariant",
+    ) {
+        return;
+    }
+    let load_balanced = SimOptions {
+        distribution: Some(process_hub::Distribution::LoadBalanced),
+        ..SimOptions::default()
+    };
+    let quorum = majority_quorum_of_five();
+    for (seed, options, flags) in [
+        (2798, &load_balanced, "--distribution load-balanced"),
+        (2474, &quorum, "--partition-tolerance majority-quorum:5"),
+    ] {
+        let report = run_seed(seed, options);
+        assert!(
+            report.failure.is_none(),
+            "seed {seed}: {:?} (replay: bash scripts/simulate.sh --seed {seed} --trace {flags})",
+            report.failure
+        );
+        assert!(report.partial_faults, "seed {seed} drew partial faults");
+    }
+}
+
 /// Seeds that, with partial faults forced (`--partial-partitions`), found the hub running a
 /// child twice in a connected cluster (fixed since): a node restarted with its wall clock
 /// 296 s behind opened a lower reachability incarnation than its previous life's, its peers

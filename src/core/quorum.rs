@@ -17,7 +17,7 @@
 //! Pure: the Coordinator tells a [`QuorumTracker`] of each node that went down or came up, with
 //! the time and the member count, and acts on the [`Verdict`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use crate::model::NodeName;
 
@@ -28,8 +28,8 @@ pub use crate::config::PartitionTolerance;
 /// the members is not subtracted again: while one decision takes several peers out one after
 /// the other, the ones still to go are suspects, and those already gone must not count twice,
 /// or a side that keeps quorum would be judged without it and stop its children.
-pub fn counted_members(members: &[NodeName], suspects: &BTreeSet<NodeName>) -> usize {
-    members.iter().filter(|m| !suspects.contains(*m)).count()
+pub fn counted_members(members: &[NodeName], suspect: impl Fn(&NodeName) -> bool) -> usize {
+    members.iter().filter(|m| !suspect(m)).count()
 }
 
 /// What a membership change did to quorum.

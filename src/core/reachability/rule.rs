@@ -25,6 +25,48 @@ pub fn link_up(records: &BTreeMap<NodeName, Observation>, u: &str, v: &str) -> b
     u != v && lists(u, v) && lists(v, u)
 }
 
+/// Whether a frame of records from member `from` asks this node (`me`) to vouch for what it
+/// reaches: it holds `from`'s own record, not missing from the frame's answer list (an answer
+/// holds this node's record, and is never answered, so two nodes never answer each other in
+/// turn), and that record lacks a peer this node reaches (`own`, `from` aside).
+pub fn asks_to_vouch(frame: &[Observation], me: &str, from: &str, own: &Observation) -> bool {
+    if frame.iter().any(|r| r.observer == me) {
+        return false;
+    }
+    frame.iter().any(|r| {
+        r.observer == from
+            && own
+                .reachable
+                .iter()
+                .any(|p| p != from && !r.reachable.contains(p))
+    })
+}
+
+/// Whether a frame of records from member `from` vouches for suspect `x`, which this node (`me`)
+/// suspected when its own record was at `suspected_at` (incarnation, version): the frame
+/// answers this node's record of the drop or a later one (it echoes this node's record at
+/// `suspected_at` or later, so `from` wrote it after it had that record), `from`'s own record
+/// in it lists `x`, and `x`'s record held here (`records`) lists `from`. A record of `from`
+/// written before it learnt of the drop, even one that arrives after it, vouches for nothing:
+/// `from` may have lost `x` in the same split since.
+pub fn vouches(
+    frame: &[Observation],
+    me: &str,
+    from: &str,
+    x: &str,
+    suspected_at: (u64, u64),
+    records: &BTreeMap<NodeName, Observation>,
+) -> bool {
+    let answers = frame
+        .iter()
+        .any(|r| r.observer == me && r.key() >= suspected_at);
+    let lists_x = frame
+        .iter()
+        .any(|r| r.observer == from && r.reachable.contains(x));
+    let x_lists_from = records.get(x).is_some_and(|r| r.reachable.contains(from));
+    answers && lists_x && x_lists_from && from != x
+}
+
 /// The component of `me`: nodes reached from `me` over up links (`me` included).
 pub fn component_of(records: &BTreeMap<NodeName, Observation>, me: &str) -> BTreeSet<NodeName> {
     Links::of(records).component_of(me)

@@ -2,7 +2,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 
-use super::rule::{component_of, down_links, indirect, link_up, set_aside};
+use super::rule::{asks_to_vouch, component_of, down_links, indirect, link_up, set_aside, vouches};
 use super::*;
 use crate::model::NodeName;
 
@@ -609,4 +609,78 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn only_an_answer_to_the_record_of_the_drop_vouches_for_a_suspect() {
+    // a lost its link to c (its record v2); b reaches both.
+    let records = mesh(&["a", "b", "c"], &[("a", "c")]);
+    let b_now = record("b", 5, &["a", "c"]);
+    let a_drop = record("a", 2, &["b"]);
+    // b's answer echoes a's record of the drop: it vouches for c.
+    assert!(vouches(
+        &[b_now.clone(), a_drop.clone()],
+        "a",
+        "b",
+        "c",
+        (1, 2),
+        &records
+    ));
+    // The same record of b without the echo (written before b had a's record, arriving after
+    // the drop) vouches for nothing; nor does an echo of a's record before the drop.
+    assert!(!vouches(
+        std::slice::from_ref(&b_now),
+        "a",
+        "b",
+        "c",
+        (1, 2),
+        &records
+    ));
+    let a_before = record("a", 1, &["b", "c"]);
+    assert!(!vouches(
+        &[b_now, a_before],
+        "a",
+        "b",
+        "c",
+        (1, 2),
+        &records
+    ));
+    // An answer whose record of b no longer lists c vouches for nothing.
+    let b_lost = record("b", 6, &["a"]);
+    assert!(!vouches(
+        &[b_lost, a_drop.clone()],
+        "a",
+        "b",
+        "c",
+        (1, 2),
+        &records
+    ));
+    // Nor for a suspect whose own record does not list b.
+    let cut_cb = mesh(&["a", "b", "c"], &[("a", "c"), ("b", "c")]);
+    let b_claims = record("b", 5, &["a", "c"]);
+    assert!(!vouches(
+        &[b_claims, a_drop],
+        "a",
+        "b",
+        "c",
+        (1, 2),
+        &cut_cb
+    ));
+}
+
+#[test]
+fn a_record_lacking_a_peer_this_node_reaches_asks_for_a_vouch_unless_it_is_an_answer() {
+    let own = record("b", 3, &["a", "c"]);
+    let a_drop = record("a", 2, &["b"]);
+    assert!(asks_to_vouch(std::slice::from_ref(&a_drop), "b", "a", &own));
+    // An answer (it holds b's own record) is never answered.
+    assert!(!asks_to_vouch(&[a_drop, own.clone()], "b", "a", &own));
+    // Nothing lacking, or only someone else's record: no question.
+    assert!(!asks_to_vouch(
+        &[record("a", 3, &["b", "c"])],
+        "b",
+        "a",
+        &own
+    ));
+    assert!(!asks_to_vouch(&[record("c", 3, &["b"])], "b", "a", &own));
 }

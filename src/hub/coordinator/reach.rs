@@ -26,7 +26,7 @@ use crate::cluster::wire::WireMsg;
 use crate::core::boot_token::BootToken;
 use crate::core::reachability::bound::GOSSIP_MS;
 use crate::core::reachability::{
-    Decision, DigestEntry, Merge, Observation, ReachTable, Resolver, ResolverConfig,
+    rule, Decision, DigestEntry, Merge, Observation, ReachTable, Resolver, ResolverConfig,
 };
 use crate::hub::protocol::{ChildSupMsg, ClusterMsg, CoordinatorMsg};
 use crate::hub::simulation::InjectedBug;
@@ -56,10 +56,12 @@ pub(crate) struct ReachState {
     pub active_until: u64,
     /// Whose turn it is to get the next digest.
     pub turn: usize,
-    /// Members whose link to this node dropped and that no member has vouched for since (a
-    /// record from a member, received after the drop, listing them): quorum does not count
+    /// Members whose link to this node dropped and that no member has vouched for since, each
+    /// with this node's record key (incarnation, version) of the drop: quorum does not count
     /// them, so a side cut off cleanly loses quorum at once rather than a gossip delay later.
-    pub suspects: BTreeSet<NodeName>,
+    /// Only a member's answer to that record or a later one vouches (`rule::vouches`); while
+    /// one waits, this node asks again every anti-entropy period.
+    pub suspects: BTreeMap<NodeName, (u64, u64)>,
 }
 
 impl ReachState {
@@ -77,7 +79,7 @@ impl ReachState {
             digest_timer: None,
             active_until: 0,
             turn: 0,
-            suspects: BTreeSet::new(),
+            suspects: BTreeMap::new(),
         }
     }
 
@@ -145,7 +147,7 @@ impl CoordinatorState {
         }
         let changed = reach.table.set_reachable(reach.reachable.clone());
         if cluster.peers.contains(&node) {
-            reach.suspects.insert(node.clone());
+            reach.suspects.insert(node.clone(), reach.table.own().key());
         }
         let leaving = cluster.leaving.contains(&node);
         let member = cluster.peers.contains(&node);
@@ -179,22 +181,16 @@ impl CoordinatorState {
             return;
         };
         let mut newer = Vec::new();
-        let mut vouch = false;
         let mut raised = None;
-        for record in records {
-            // A peer that lost a link sends its new record: if this node still reaches that
-            // peer's lost neighbour, it answers with its own record, so the sender knows the
-            // neighbour is still reached (quorum counts it again).
-            if record.observer == from {
-                if let Some(known) = cluster.reach.table.get(&from) {
-                    let own = cluster.reach.table.own();
-                    vouch |= known.reachable.iter().any(|lost| {
-                        !record.reachable.contains(lost) && own.reachable.contains(lost)
-                    });
-                }
-            }
+        let me = self.hub.node.clone();
+        // A peer that lost a link sends its new record (and asks again while it waits): if this
+        // node reaches a peer that record lacks, it answers with its own record and the asker's
+        // as merged here, so the asker knows the neighbour is still reached (quorum counts it
+        // again) and that the answer was written after its record of the drop.
+        let vouch = rule::asks_to_vouch(&records, &me, &from, cluster.reach.table.own());
+        for record in &records {
             match cluster.reach.table.merge(record.clone(), now) {
-                Ok(Merge::Newer) => newer.push(record),
+                Ok(Merge::Newer) => newer.push(record.clone()),
                 Ok(Merge::Known) => {}
                 Ok(Merge::OwnRaised) => {
                     // A record in this node's name outranked its own (a previous life's, its
@@ -210,20 +206,24 @@ impl CoordinatorState {
             }
         }
         if vouch {
-            let own = cluster.reach.table.own().clone();
+            let table = &cluster.reach.table;
+            let answer: Vec<Observation> = std::iter::once(table.own().clone())
+                .chain(table.get(&from).cloned())
+                .collect();
             if let Err(e) = cluster
                 .transport
-                .send(&from, &WireMsg::Reachability { records: vec![own] })
+                .send(&from, &WireMsg::Reachability { records: answer })
             {
                 tracing::debug!(peer = %from, error = %e, "reachability record not sent");
             }
         }
-        // Suspects the sender (a member this node reaches) vouches for are counted again.
+        // Suspects the sender (a member this node reaches) vouches for in an answer to this
+        // node's record of the drop are counted again.
         let table = &cluster.reach.table;
         let before = cluster.reach.suspects.len();
-        cluster.reach.suspects.retain(|x| {
-            !(cluster.reach.reachable.contains(&from)
-                && crate::core::reachability::rule::link_up(table.records(), &from, x))
+        let reached = cluster.reach.reachable.contains(&from);
+        cluster.reach.suspects.retain(|x, suspected_at| {
+            !(reached && rule::vouches(&records, &me, &from, x, *suspected_at, table.records()))
         });
         let vouched = cluster.reach.suspects.len() != before;
         if let Some(own) = raised {
@@ -323,8 +323,16 @@ impl CoordinatorState {
         };
         cluster.reach.digest_timer = None;
         let active = now < cluster.reach.active_until;
+        let waiting = !cluster.reach.suspects.is_empty();
+        if waiting {
+            // Asks again for the vouches still missing (a question or its answer may be lost).
+            let own = cluster.reach.table.own().clone();
+            self.publish_own_record(own, None);
+        }
         if active {
             self.send_reach_digest();
+        }
+        if active || waiting {
             self.arm_reach_digest(myself);
         }
     }
@@ -448,7 +456,7 @@ impl CoordinatorState {
         }
         if let Some(cluster) = &mut self.cluster {
             let peers = &cluster.peers;
-            cluster.reach.suspects.retain(|x| peers.contains(x));
+            cluster.reach.suspects.retain(|x, _| peers.contains(x));
         }
         self.quorum_recount(myself);
     }
@@ -457,7 +465,9 @@ impl CoordinatorState {
     pub(super) fn quorum_members(&self) -> usize {
         let members = self.hub.members();
         match &self.cluster {
-            Some(c) => crate::core::quorum::counted_members(&members, &c.reach.suspects),
+            Some(c) => {
+                crate::core::quorum::counted_members(&members, |m| c.reach.suspects.contains_key(m))
+            }
             None => members.len(),
         }
     }
