@@ -338,8 +338,7 @@ fn seeds_that_found_load_placement_bugs_keep_every_invariant() {
 /// Seed 2474 (`--partition-tolerance majority-quorum:5`) found the simulator judging a leave
 /// by the links at its start only: a flapping link struck in the same step cut the goodbyes
 /// between the two leaving nodes just after, and each handed children to the other, as it
-/// must when it never heard the other leave. A link now counts as delivering for the whole
-/// leave only if it does at its start and at its end.
+/// must when it never heard the other leave. A flapping link no longer counts as delivering.
 #[test]
 fn seeds_that_found_outdated_vouches_and_misjudged_leaves_keep_every_invariant() {
     if alone::ran_in_own_process(

@@ -146,6 +146,8 @@ pub struct SimCluster {
     pub sync: crate::config::SyncStrategy,
     /// The tasks that flap links ([`PartialFault::Flap`]), until a heal stops them.
     flaps: Vec<tokio::task::JoinHandle<()>>,
+    /// The links those tasks flap, each pair both ways.
+    flapping: BTreeSet<(NodeName, NodeName)>,
 }
 
 impl SimCluster {
@@ -181,6 +183,7 @@ impl SimCluster {
             partition_tolerance: crate::config::PartitionTolerance::Divergence,
             sync: crate::config::SyncStrategy::PubSub,
             flaps: Vec::new(),
+            flapping: BTreeSet::new(),
         }
     }
 
@@ -396,6 +399,8 @@ impl SimCluster {
                 self.router.set_link_faults(b, a, faults);
             }
             PartialFault::Flap { a, b, down, up } => {
+                self.flapping.insert((a.clone(), b.clone()));
+                self.flapping.insert((b.clone(), a.clone()));
                 let (router, trace) = (self.router.clone(), self.trace.clone());
                 let (a, b, down, up) = (a.clone(), b.clone(), *down, *up);
                 let sides = sides_changed.clone();
@@ -440,6 +445,12 @@ impl SimCluster {
         for flap in self.flaps.drain(..) {
             flap.abort();
         }
+        self.flapping.clear();
+    }
+
+    /// Whether the link `a`-`b` flaps ([`PartialFault::Flap`]): it may be cut at any instant.
+    pub fn flaps(&self, a: &str, b: &str) -> bool {
+        self.flapping.contains(&(a.to_owned(), b.to_owned()))
     }
 
     /// Splits the nodes that are up into `groups` (every link between groups is cut).

@@ -186,12 +186,17 @@ fn reason_name(reason: &DownReason) -> String {
     }
 }
 
-/// Whether the links between every two of `nodes`, both ways, deliver as sent now.
+/// Whether the links between every two of `nodes`, both ways, deliver as sent now and go on
+/// doing so (a flapping link may be cut the next instant).
 pub fn links_clean(cluster: &SimCluster, nodes: &[NodeName]) -> BTreeSet<(NodeName, NodeName)> {
     let mut clean = BTreeSet::new();
     for a in nodes {
         for b in nodes {
-            if a != b && cluster.router.link_is_clean(a, b) && cluster.router.link_is_clean(b, a) {
+            if a != b
+                && cluster.router.link_is_clean(a, b)
+                && cluster.router.link_is_clean(b, a)
+                && !cluster.flaps(a, b)
+            {
                 clean.insert((a.clone(), b.clone()));
             }
         }

@@ -774,15 +774,12 @@ impl Run {
             }
             Op::Leave { node } => self.cluster.leave(&node).await,
             Op::LeaveTogether { nodes } => {
-                let clean_before = messaging::links_clean(&self.cluster, &nodes);
+                // A flapping link is not clean: it may cut the goodbyes just after the leave
+                // starts (seed 2474 under `majority-quorum:5`).
+                let clean = messaging::links_clean(&self.cluster, &nodes);
                 let before = lock(&self.ledger).handovers.len();
                 self.cluster.leave_together(&nodes).await;
                 let handovers = lock(&self.ledger).handovers[before..].to_vec();
-                // Clean for the whole leave, as far as can be seen: at its start and its end (a
-                // flapping link struck in the same step may cut the goodbyes just after the
-                // start; seed 2474 under `majority-quorum:5`).
-                let clean_after = messaging::links_clean(&self.cluster, &nodes);
-                let clean: BTreeSet<_> = clean_before.intersection(&clean_after).cloned().collect();
                 if let Err(v) = messaging::judge_handovers(&nodes, &clean, &handovers) {
                     self.found.get_or_insert(v);
                 }
