@@ -28,7 +28,14 @@ use crate::model::{ChildId, ChildSpec, NodeName, Pid};
 use crate::types::{ChildStartError, StartOptions, StopOptions};
 
 mod checks;
+mod draws;
+mod ops;
 mod requests;
+
+pub use draws::{
+    distribution_of, migration_of, most_nodes, partition_tolerance_growing_to,
+    partition_tolerance_of, replicas_of, replication_model_of, sync_of,
+};
 
 /// How a run goes.
 #[derive(Clone, Debug)]
@@ -65,102 +72,11 @@ pub struct SimOptions {
     pub nodes: Option<usize>,
 }
 
-/// The most nodes a run with `forced` boot nodes grows to: [`super::workload::MAX_NODES`], or
-/// one join beyond a larger forced count. A quorum run keeps a majority of this size.
-pub fn most_nodes(forced: Option<usize>) -> usize {
-    forced.map_or(super::workload::MAX_NODES, |n| {
-        (n + 1).max(super::workload::MAX_NODES)
-    })
-}
-
-/// How many nodes run each child of seed `seed`'s run when the options do not say: one run in
-/// four replicates every child on two nodes (active-passive), decided from the seed alone, so
-/// the other runs draw exactly what they drew before replicated runs existed.
-pub fn replicas_of(seed: u64) -> usize {
-    if seed % 4 == 3 {
-        2
-    } else {
-        1
-    }
-}
-
-/// Whether every replica of seed `seed`'s run is active when the options do not say: half the
-/// replicated runs (`seed % 8 == 7`, of the `seed % 4 == 3` that [`replicas_of`] replicates)
-/// run active-active, the others active-passive (a function of the seed alone, as
-/// [`replicas_of`]: the seeds replicated before active-active runs existed with `seed % 8 == 3`
-/// replay as they did).
-pub fn replication_model_of(seed: u64) -> ReplicationModel {
-    if seed % 8 == 7 {
-        ReplicationModel::ActiveActive
-    } else {
-        ReplicationModel::ActivePassive
-    }
-}
-
-/// How the children of seed `seed`'s run are placed when the options do not say: one run in
-/// five places them by load, with a rebalance (a function of the seed alone, as
-/// [`replicas_of`]).
-pub fn distribution_of(seed: u64) -> Distribution {
-    if seed % 5 == 2 {
-        Distribution::LoadBalanced
-    } else {
-        Distribution::ConsistentHash
-    }
-}
-
-/// What a side of a split does in seed `seed`'s run when the options do not say: one run in
-/// seven keeps a majority of the largest cluster the run can have (a function of the seed
-/// alone, as [`replicas_of`]; only these runs also draw partial partitions). The size is
-/// configured, not only tracked: a node restarted during a split counts from the configured
-/// size again (the largest membership seen is not kept across restarts).
-pub fn partition_tolerance_of(seed: u64) -> PartitionTolerance {
-    partition_tolerance_growing_to(seed, super::workload::MAX_NODES)
-}
-
-/// [`partition_tolerance_of`] for a run that grows to `most` nodes ([`most_nodes`]): the
-/// quorum runs keep a majority of `most`.
-pub fn partition_tolerance_growing_to(seed: u64, most: usize) -> PartitionTolerance {
-    if seed % 7 == 5 {
-        PartitionTolerance::MajorityQuorum {
-            initial_cluster_size: most,
-            track_max_size: true,
-        }
-    } else {
-        PartitionTolerance::Divergence
-    }
-}
-
-/// How registry changes travel in seed `seed`'s run when the options do not say: one run in
-/// eight gossips (1 to 3 recipients, rounds from the first node or from all, a function of the
-/// seed alone, as [`replicas_of`]); the others broadcast.
-pub fn sync_of(seed: u64) -> SyncStrategy {
-    if seed % 8 == 6 {
-        SyncStrategy::Gossip {
-            interval_ms: 1_000,
-            recipients: 1 + (seed / 8 % 3) as usize,
-            restricted_init: (seed / 8).is_multiple_of(2),
-        }
-    } else {
-        SyncStrategy::PubSub
-    }
-}
-
 /// How long a child may run on two sides of a clean split in a quorum run: the minority sees
 /// the split when the router cuts the links and stops its children at once, while the majority
 /// re-places them only after the grace (1 s), so any overlap is a bug; the bound absorbs
 /// requests already in flight.
 const SPLIT_BOUND_MS: u64 = 1_000;
-
-/// How the children of seed `seed`'s run move when the options do not say: one seed in three
-/// runs hot (a function of the seed alone, so that the seeds that run cold replay exactly as
-/// they did before hot runs existed: the workload's generator is not drawn from).
-pub fn migration_of(seed: u64) -> Migration {
-    if seed % 3 == 1 {
-        Migration::Hot
-    } else {
-        Migration::Cold
-    }
-}
 
 impl Default for SimOptions {
     fn default() -> Self {
@@ -531,15 +447,6 @@ impl Run {
         self.quiesce().await
     }
 
-    /// The partial fault that strikes or heals now, in a run that draws them.
-    fn next_partial(&mut self) -> Option<Op> {
-        let (now, up) = (self.trace.now_ms(), self.cluster.up());
-        match self.partial.as_mut()?.next(now, &up)? {
-            super::partial::Change::Strike(fault) => Some(Op::Partial { fault }),
-            super::partial::Change::Heal(fault) => Some(Op::EndPartial { fault }),
-        }
-    }
-
     /// Watches for children on too many nodes within connected nodes; a violation is
     /// reported at the next check.
     fn watch_doubles(&mut self) {
@@ -648,187 +555,6 @@ impl Run {
             };
             trace.line(format!("increment {n} of {id} via {via}: {summary}"));
         });
-    }
-
-    fn next_op(&mut self) -> Op {
-        let up = self.cluster.up();
-        let down = self.cluster.down();
-        let running: BTreeSet<ChildId> = self.cluster.running().into_keys().collect();
-        let durable = lock(&self.live_durable).clone();
-        let world = WorldView {
-            up: &up,
-            down: &down,
-            all: self.cluster.nodes.len(),
-            plain: &self.live_plain,
-            durable: &durable,
-            running: &running,
-            partial_partitions: self.quorum(),
-        };
-        self.workload.next(&mut self.rng, &world)
-    }
-
-    async fn apply(&mut self, op: Op) {
-        if matches!(
-            op,
-            Op::Heal
-                | Op::Partial { .. }
-                | Op::EndPartial { .. }
-                | Op::Partition { .. }
-                | Op::Restart { .. }
-                | Op::Join { .. }
-                | Op::Outage
-        ) {
-            self.note_sides_changed();
-        }
-        match op {
-            Op::Start {
-                node,
-                ids,
-                durable,
-                guided,
-            } => self.start(&node, ids, durable, guided),
-            Op::Stop { node, id, durable } => self.stop(&node, id, durable),
-            Op::CallChild { node, id } => self.call(&node, id),
-            Op::CastChild { node, id } => {
-                if let Some(hub) = self.cluster.hub(&node) {
-                    let _ = hub.cast_child(id, b"cast".to_vec());
-                }
-            }
-            Op::TypedCall { node, id } => {
-                if let Some(hub) = self.cluster.hub(&node) {
-                    self.next_message += 1;
-                    let request = lock(&self.ledger).issue(
-                        format!("typed call {id}"),
-                        &node,
-                        self.trace.now_ms(),
-                    );
-                    let ledger = self.ledger.clone();
-                    messaging::typed_call(
-                        hub,
-                        id,
-                        self.next_message,
-                        &self.messages,
-                        &self.trace,
-                        move || lock(&ledger).answered(request),
-                    );
-                }
-            }
-            Op::TypedCast { node, id } => {
-                if let Some(hub) = self.cluster.hub(&node) {
-                    self.next_message += 1;
-                    messaging::typed_cast(hub, id, 0, self.next_message, &self.trace);
-                }
-            }
-            Op::Monitor { node, id, cancel } => {
-                if let Some(hub) = self.cluster.hub(&node) {
-                    messaging::monitor(hub, id, cancel, &self.messages, &self.trace);
-                }
-            }
-            Op::FailActor { node, actor } => {
-                if let Some(hub) = self.cluster.hub(&node) {
-                    let shared = hub.shared();
-                    let cell = match actor {
-                        "registry" => shared.registry().map(|r| r.get_cell()),
-                        "child_supervisor" => shared.child_supervisor().map(|r| r.get_cell()),
-                        "coordinator" => shared.coordinator().map(|r| r.get_cell()),
-                        "declared_leader" => shared.declared_leader().map(|r| r.get_cell()),
-                        _ => shared.reconciler().map(|r| r.get_cell()),
-                    };
-                    if let Some(cell) = cell {
-                        cell.kill();
-                    }
-                }
-            }
-            Op::FailChild { id } => {
-                for node in self.cluster.up() {
-                    let hub = self.cluster.hub(&node).cloned();
-                    if let Some(child) = hub.and_then(|h| h.local_child_ref::<SimChildMsg>(&id)) {
-                        let _ = child.cast(SimChildMsg::Fail);
-                    }
-                }
-            }
-            Op::Crash { node } => self.cluster.crash(&node).await,
-            Op::Outage => {
-                self.gone_in_outage.extend(self.live_plain.iter().cloned());
-                for node in self.cluster.up() {
-                    self.cluster.crash(&node).await;
-                }
-                for node in self.cluster.down() {
-                    if let Err(e) = self.cluster.restart(&node, false).await {
-                        self.trace
-                            .line(format!("restart of {} failed: {e}", short(&node)));
-                    }
-                }
-            }
-            Op::Restart { node, lose_disk } => {
-                if let Err(e) = self.cluster.restart(&node, lose_disk).await {
-                    self.trace
-                        .line(format!("restart of {} failed: {e}", short(&node)));
-                }
-            }
-            Op::Join { node } => {
-                if let Err(e) = self.cluster.add(short(&node)).await {
-                    self.trace
-                        .line(format!("join of {} failed: {e}", short(&node)));
-                }
-            }
-            Op::Leave { node } => self.cluster.leave(&node).await,
-            Op::LeaveTogether { nodes } => {
-                // A flapping link is not clean: it may cut the goodbyes just after the leave
-                // starts (seed 2474 under `majority-quorum:5`).
-                let clean = messaging::links_clean(&self.cluster, &nodes);
-                let before = lock(&self.ledger).handovers.len();
-                self.cluster.leave_together(&nodes).await;
-                let handovers = lock(&self.ledger).handovers[before..].to_vec();
-                if let Err(v) = messaging::judge_handovers(&nodes, &clean, &handovers) {
-                    self.found.get_or_insert(v);
-                }
-            }
-            Op::Partition { groups } => {
-                self.cluster.partition(&groups);
-                if let Some(book) = &self.book {
-                    lock(book).set_split(true);
-                }
-            }
-            Op::Cut { a, b } => self.cluster.router.cut(&a, &b),
-            Op::Partial { fault } => self.cluster.strike(&fault, &self.sides_changed),
-            Op::EndPartial { fault } => self.cluster.end(&fault),
-            Op::Heal => {
-                self.cluster.heal();
-                if let Some(partial) = &mut self.partial {
-                    partial.healed();
-                }
-                if let Some(book) = &self.book {
-                    lock(book).set_split(false);
-                }
-            }
-            Op::FaultLink { from, to, faults } => self.cluster.fault_link(&from, &to, faults),
-            Op::DropBurst { probability } => self.cluster.router.set_drop_probability(probability),
-            Op::SlowDisk { node, latency_ms } => {
-                if let Some(n) = self.cluster.nodes.get(&node) {
-                    n.disks()
-                        .for_each(|d| d.set_latency(Duration::from_millis(latency_ms)));
-                }
-            }
-            Op::FullDisk { node, full } => {
-                if let Some(n) = self.cluster.nodes.get(&node) {
-                    n.disk.set_full(full);
-                }
-            }
-            Op::SkewClock { node, skew_ms } => {
-                if let Some(n) = self.cluster.nodes.get(&node) {
-                    n.clock.set_skew(skew_ms);
-                }
-            }
-            Op::Hostile { from, to, frame } => {
-                let bytes = super::hostile::frame_bytes(&from, &frame);
-                let _ =
-                    self.cluster
-                        .router
-                        .inject_frame(super::cluster::SIM_HUB, &from, &to, bytes);
-            }
-            Op::Idle => {}
-        }
     }
 
     /// Heals every fault, brings every node back, and waits until the quiescent invariants hold
