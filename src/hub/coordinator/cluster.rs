@@ -127,9 +127,6 @@ pub(crate) struct ClusterState {
     /// Peers that went down after a goodbye and are not reaped yet: their children's
     /// re-placement is reported as `NodeLeft`, not `NodeDown`.
     pub departed: BTreeSet<NodeName>,
-    /// Peers this node saw go down and not come back: the nodes besides members whose slot of
-    /// a guided child it may hand to another node for load (`Guided::load_slot`).
-    pub seen_down: BTreeSet<NodeName>,
     pub tokens: BootTokens,
     /// Node-downs waiting to be told to the declared leader as one batch (`nodedown`).
     pub nodedowns: EventBatch,
@@ -209,7 +206,6 @@ impl ClusterState {
             peers: BTreeSet::new(),
             leaving: BTreeSet::new(),
             departed: BTreeSet::new(),
-            seen_down: BTreeSet::new(),
             tokens: BootTokens::new(),
             nodedowns: EventBatch::new(batch),
             joins: EventBatch::new(batch),

@@ -170,10 +170,11 @@ impl CoordinatorState {
                 continue;
             }
             // Its slot: this node's, or (it fell back here from nodes that were gone) a slot of
-            // a node it knows does not run it.
+            // a node it knows does not run it: unbound here, and a member or a node it heard
+            // from before (its boot token is kept after it goes down), so seen go down.
             let known_idle = |n: &NodeName| {
                 !row.node_pids.contains_key(n)
-                    && (cluster.peers.contains(n) || cluster.seen_down.contains(n))
+                    && (cluster.peers.contains(n) || cluster.tokens.get(n).is_some())
             };
             let slot = guided.load_slot(&me, known_idle);
             let Some(slot) = slot.and_then(|i| guided.nodes.get_mut(i)) else {

@@ -115,7 +115,6 @@ impl CoordinatorState {
         }
         cluster.leaving.remove(&node);
         cluster.departed.remove(&node);
-        cluster.seen_down.remove(&node);
         cluster.peers.insert(node.clone());
         cluster.ring.add(node.clone());
         // Back: the bindings it sends from now on count (before any of its frames is merged).
@@ -228,7 +227,6 @@ impl CoordinatorState {
         if graceful {
             cluster.departed.insert(node.clone());
         }
-        cluster.seen_down.insert(node.clone());
         self.publish_membership();
         self.quorum_node_down(myself, &node);
         self.goodbye_answered(myself, &node);
