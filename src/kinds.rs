@@ -6,7 +6,7 @@
 //! node's child supervisor. A spec naming an unknown kind, or whose arguments do not decode, is a
 //! typed error for that child; it never crashes the hub.
 
-use std::collections::HashMap;
+use crate::model::FastHashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -140,11 +140,11 @@ type RoleFn = dyn Fn(&ActorCell, crate::types::Role) -> bool + Send + Sync;
 /// The table of kinds a hub can start. Cheap to clone (shared entries).
 #[derive(Clone, Default)]
 pub struct ChildKinds {
-    kinds: HashMap<String, Arc<StartFn>>,
-    commands: HashMap<String, Arc<CommandFn>>,
-    delivers: HashMap<String, Arc<DeliverFn>>,
-    handovers: HashMap<String, Handover>,
-    roles: HashMap<String, Arc<RoleFn>>,
+    kinds: FastHashMap<String, Arc<StartFn>>,
+    commands: FastHashMap<String, Arc<CommandFn>>,
+    delivers: FastHashMap<String, Arc<DeliverFn>>,
+    handovers: FastHashMap<String, Handover>,
+    roles: FastHashMap<String, Arc<RoleFn>>,
 }
 
 /// The decoder's message, preceded, when no arguments were given, by what the kind needs to

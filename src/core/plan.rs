@@ -5,7 +5,8 @@
 //! one pure function. The owner is a parameter: on one node it is always the local node; the
 //! cluster passes its placement ring instead, and nothing else changes.
 
-use std::collections::{BTreeMap, HashSet};
+use crate::model::FastHashSet;
+use std::collections::BTreeMap;
 
 use crate::model::{validate_child, ChildId, ChildSpec, InvalidChild, Metadata, NodeName};
 
@@ -60,7 +61,8 @@ pub fn plan_start(
     owner: impl Fn(&ChildId) -> NodeName,
 ) -> StartPlan {
     let mut plan = StartPlan::default();
-    let mut seen: HashSet<ChildId> = HashSet::with_capacity(specs.len());
+    let mut seen: FastHashSet<ChildId> =
+        FastHashSet::with_capacity_and_hasher(specs.len(), Default::default());
     for spec in specs {
         match validate_child(&spec, metadata) {
             Ok(()) => {}
@@ -170,7 +172,7 @@ mod tests {
             let plan = plan_start(specs.clone(), &Metadata::new(), true, |id| id.as_str() == "c7", local);
             prop_assert_eq!(plan.delivered() + plan.rejected.len(), specs.len());
             let delivered: Vec<_> = plan.by_node.values().flatten().map(|c| c.spec.id.clone()).collect();
-            let unique: HashSet<_> = delivered.iter().cloned().collect();
+            let unique: FastHashSet<_> = delivered.iter().cloned().collect();
             prop_assert_eq!(unique.len(), delivered.len());
             prop_assert!(!unique.contains(&ChildId::from("c7")));
         }

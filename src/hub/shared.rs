@@ -130,7 +130,7 @@ pub(crate) struct HubShared {
     /// The members and the ring as the Coordinator last published them.
     membership: RwLock<Membership>,
     /// The actors of this node's children, for `Hub::local_child`.
-    pub local_children: DashMap<ChildId, ActorCell>,
+    pub local_children: DashMap<ChildId, ActorCell, crate::model::TableHasher>,
     /// The role each local replica was last told (`redundancy_signal`).
     pub(crate) told_roles: crate::hub::registry::told_roles::ToldRoles,
     /// Replicated children being stopped on purpose (not to be re-created meanwhile).
@@ -237,7 +237,7 @@ impl HubShared {
             hooks,
             events,
             refs: RwLock::new(ActorRefs::default()),
-            local_children: DashMap::new(),
+            local_children: DashMap::default(),
             told_roles: crate::hub::registry::told_roles::ToldRoles::default(),
             replica_stops: crate::hub::registry::replica_stops::ReplicaStops::default(),
             recovery: None,

@@ -6,12 +6,14 @@
 
 mod child;
 mod down;
+mod hashing;
 mod limits;
 mod merge;
 mod row;
 
 pub use child::{ChildArgs, ChildId, ChildSpec, InvalidChildId, Restart, Shutdown};
 pub use down::DownReason;
+pub(crate) use hashing::{FastHashMap, FastHashSet, TableHasher};
 pub use limits::{
     child_bytes, validate_child, validate_row, validate_stored_child, InvalidChild,
     MAX_CHILD_BYTES, MAX_KIND_LEN, MAX_ROW_NODES,

@@ -14,7 +14,8 @@
 //! later write. The queue order is the disk's apply order because both are decided under one
 //! lock, and outcomes arrive in that order from the store's single notifier thread.
 
-use std::collections::{HashMap, VecDeque};
+use crate::model::FastHashMap;
+use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -38,7 +39,7 @@ struct Shared {
 #[derive(Default)]
 struct InFlight {
     next_batch: u64,
-    by_key: HashMap<ChildId, VecDeque<Before>>,
+    by_key: FastHashMap<ChildId, VecDeque<Before>>,
 }
 
 /// The value a key had before an in-flight batch wrote it.
@@ -169,7 +170,7 @@ impl Storage for DurableStorage {
         let batch_no = in_flight.next_batch;
         in_flight.next_batch += 1;
         // First touch of each key in this batch: its value before the batch.
-        let mut before: HashMap<ChildId, Option<StoredRow>> = HashMap::new();
+        let mut before: FastHashMap<ChildId, Option<StoredRow>> = FastHashMap::default();
         for write in writes {
             match write {
                 Write::Put(stored) => {

@@ -33,7 +33,7 @@ const MIN_SHRINK_CAPACITY: usize = 64;
 pub struct MemoryStorage {
     shards: Box<[RwLock<HashTable<PackedRow>>]>,
     /// Hashes ids (keyed per store, since ids come from callers and peers).
-    hasher: std::collections::hash_map::RandomState,
+    hasher: crate::model::TableHasher,
     /// The kind and node names the rows refer to.
     names: Names,
     /// The time change times are packed relative to (the store's creation).

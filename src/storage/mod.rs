@@ -23,6 +23,7 @@ pub(crate) mod engine;
 mod error;
 mod lmdb;
 mod memory;
+mod packed_read;
 mod packed_row;
 mod registry_file;
 mod row_counts;

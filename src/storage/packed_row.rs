@@ -9,12 +9,14 @@
 //! creation. The id comes first, so that the map can hold the packed bytes alone and still find
 //! a row by its id.
 
-use std::collections::{BTreeMap, HashMap};
+use crate::model::FastHashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use bincode::Options;
 use serde::{Deserialize, Serialize};
 
+use super::packed_read::{self, Cursor, Head, Tail};
 use super::StoredRow;
 use crate::model::{
     ChildArgs, ChildId, ChildSpec, HubMeta, Metadata, NodeName, Pid, Restart, Row, Shutdown,
@@ -30,7 +32,7 @@ const MAX_INTERNED_LEN: usize = 128;
 
 /// A name as packed: an index into the store's [`Names`], or the text itself.
 #[derive(Serialize, Deserialize)]
-enum PackedName<'a> {
+pub(super) enum PackedName<'a> {
     Interned(u32),
     Inline(&'a str),
 }
@@ -47,7 +49,7 @@ pub(super) struct Names {
 #[derive(Default)]
 pub(super) struct NameTable {
     by_index: Vec<Arc<str>>,
-    index: HashMap<Arc<str>, u32>,
+    index: FastHashMap<Arc<str>, u32>,
 }
 
 impl NameTable {
@@ -120,13 +122,16 @@ fn le<const N: usize>(bytes: &[u8]) -> [u8; N] {
     bytes.try_into().expect("a slice of the array's length")
 }
 
+/// What a read of a packed row expects: only `pack` wrote these bytes.
+const DECODES: &str = "a packed row decodes as it was encoded";
+
 fn codec() -> impl Options {
     bincode::DefaultOptions::new().with_varint_encoding()
 }
 
 /// The fields a placement reads, first: id, expiry, kind, arguments (`None`: `null`), restart,
 /// shutdown, bindings.
-type Head<'a> = (
+type PackedHead<'a> = (
     &'a str,
     Option<u64>,
     PackedName<'a>,
@@ -139,7 +144,11 @@ type Head<'a> = (
 /// The fields in the order they are packed: the head, the metadata, then the epoch, the author
 /// unless it is the first bound node, the change time from the base, durable. (bincode lays a
 /// nested tuple out as its fields in order, so the head reads back alone.)
-type Packed<'a, Meta> = (Head<'a>, Meta, (u64, Option<PackedName<'a>>, i64, bool));
+type Packed<'a, Meta> = (
+    PackedHead<'a>,
+    Meta,
+    (u64, Option<PackedName<'a>>, i64, bool),
+);
 
 /// A row's fields a placement needs, borrowed from the packed row and the name table.
 pub(super) struct PlacementView<'a> {
@@ -223,10 +232,7 @@ impl PackedRow {
 
     fn key(&self) -> (&str, Option<u64>) {
         // Only `pack` wrote these bytes; a failure would be a bug in this file.
-        codec()
-            .allow_trailing_bytes()
-            .deserialize(&self.0)
-            .expect("a packed row decodes as it was encoded")
+        packed_read::key(&mut Cursor::new(&self.0)).expect(DECODES)
     }
 
     /// The row's id. Read straight from its bytes (bincode's varint length, then the UTF-8
@@ -259,10 +265,12 @@ impl PackedRow {
 
     /// The fields a placement needs, or `None` if expired at `now_ms`.
     pub fn placement<'a>(&'a self, names: &'a NameTable, now_ms: u64) -> Option<PlacementView<'a>> {
-        let (id, expires_at_ms, kind, _, _, _, bound): Head<'a> = codec()
-            .allow_trailing_bytes()
-            .deserialize(&self.0)
-            .expect("a packed row decodes as it was encoded");
+        let Head {
+            id,
+            expires_at_ms,
+            kind,
+            bound,
+        } = packed_read::head(&mut Cursor::new(&self.0)).expect(DECODES);
         if expires_at_ms.is_some_and(|at| at <= now_ms) {
             return None;
         }
@@ -279,11 +287,11 @@ impl PackedRow {
     /// What the store's counts and binding digests read of a row ([`CountView`]), without
     /// copying any of it (the metadata is passed over as borrowed text).
     pub fn count_view<'a>(&'a self, names: &'a NameTable) -> CountView<'a> {
-        let (head, _metadata, hub): Packed<'a, Vec<(&'a str, &'a str)>> = codec()
-            .deserialize(&self.0)
-            .expect("a packed row decodes as it was encoded");
-        let (id, _, kind, _, _, _, bound) = head;
-        let (epoch, author, _, _) = hub;
+        let mut cursor = Cursor::new(&self.0);
+        let Head {
+            id, kind, bound, ..
+        } = packed_read::head(&mut cursor).expect(DECODES);
+        let Tail { epoch, author, .. } = packed_read::tail(&mut cursor).expect(DECODES);
         let nodes: Vec<(&'a str, Pid)> = bound
             .iter()
             .map(|(node, pid)| (names.resolve(node), *pid))
@@ -303,10 +311,11 @@ impl PackedRow {
 
     /// Whether the row is declared (durable), read without copying any of it.
     pub fn durable(&self) -> bool {
-        let (_, _metadata, hub): Packed<'_, Vec<(&str, &str)>> = codec()
-            .deserialize(&self.0)
-            .expect("a packed row decodes as it was encoded");
-        hub.3
+        let mut cursor = Cursor::new(&self.0);
+        packed_read::head(&mut cursor)
+            .and_then(|_| packed_read::tail(&mut cursor))
+            .expect(DECODES)
+            .durable
     }
 
     /// The whole row, with its expiry.
@@ -428,6 +437,7 @@ mod tests {
                 prop_assert_eq!(packed.id(), row.spec.id.as_str());
                 // A write counts the row from the row itself: what the packed row reads.
                 prop_assert_eq!(CountView::of_row(row), packed.count_view(&table));
+                prop_assert_eq!(packed.durable(), row.hub.durable);
                 let now = expires.map_or(0, |at| at.saturating_sub(1));
                 let view = packed.placement(&table, now);
                 prop_assert_eq!(view.is_some(), packed.is_live(now));
@@ -459,6 +469,32 @@ mod tests {
             assert_eq!(packed.id(), id, "length {len}");
             assert_eq!(packed.key(), (id.as_str(), Some(9)), "length {len}");
         }
+    }
+
+    #[test]
+    fn the_direct_reads_agree_with_the_row_past_every_one_byte_length() {
+        // Name indexes, argument and metadata lengths past 250 take bincode's longer varints.
+        let names = Names::default();
+        for i in 0..300 {
+            names.intern(&format!("name-{i}"));
+        }
+        let mut spec = ChildSpec::new("child-1", "kind-after-300");
+        spec.args = ChildArgs::from_json_text(format!("\"{}\"", "a".repeat(400)));
+        spec.shutdown = Shutdown::TimeoutMs(70_000);
+        let mut metadata = Metadata::new();
+        metadata.insert("k".repeat(300), "v".repeat(70_000));
+        let mut row = Row::authored(spec, metadata, "author-after-300", 9, true).unwrap();
+        row.node_pids.insert("node-after-300".into(), u64::MAX);
+        row.hub.epoch = 1 << 40;
+        let packed = PackedRow::pack(&row, Some(u64::MAX - 1), &names, 0);
+        let table = names.snapshot();
+        assert_eq!(CountView::of_row(&row), packed.count_view(&table));
+        assert!(packed.durable());
+        assert!(packed.is_live(u64::MAX - 2) && !packed.is_live(u64::MAX - 1));
+        let view = packed.placement(&table, 0).unwrap();
+        assert_eq!(view.kind, "kind-after-300");
+        assert_eq!(view.nodes, vec![("node-after-300", u64::MAX)]);
+        assert_eq!(packed.unpack(&table, 0).row, row);
     }
 
     #[test]

@@ -16,7 +16,8 @@
 //! one id cannot both start it. Starting is sequential, like OTP's `start_child`: a child's
 //! `pre_start` holds the supervisor, so it should be quick.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use crate::model::{FastHashMap, FastHashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -79,12 +80,12 @@ pub(crate) struct ChildSupArgs {
 pub(crate) struct ChildSupState {
     shared: Arc<HubShared>,
     restore: bool,
-    children: HashMap<ChildId, RunningChild>,
+    children: FastHashMap<ChildId, RunningChild>,
     /// The children by their actors' pids (always local actors).
-    by_actor: HashMap<u64, ChildId>,
+    by_actor: FastHashMap<u64, ChildId>,
     /// The names of the kinds it has run, shared by their children's entries. Only kinds
     /// registered with the hub start, so it stays as small as the registry of kinds.
-    kinds: HashSet<Arc<str>>,
+    kinds: FastHashSet<Arc<str>>,
     /// Children whose restart failed, waiting for a retry: spec and last pid.
     awaiting_retry: BTreeMap<ChildId, (ChildSpec, Pid)>,
     stopping: BTreeMap<ActorId, u64>,
@@ -606,9 +607,9 @@ impl Actor for ChildSupervisor {
             intensity: RestartIntensity::new(cfg.max_restarts, cfg.max_seconds),
             shared: args.shared,
             restore: args.restore,
-            children: HashMap::new(),
-            by_actor: HashMap::new(),
-            kinds: HashSet::new(),
+            children: FastHashMap::default(),
+            by_actor: FastHashMap::default(),
+            kinds: FastHashSet::default(),
             awaiting_retry: BTreeMap::new(),
             stopping: BTreeMap::new(),
             stop_groups: BTreeMap::new(),

@@ -112,7 +112,10 @@ impl CoordinatorState {
     pub(crate) fn on_timeout(&mut self, myself: &ActorRef<CoordinatorMsg>, request_id: u64) {
         match self.pending_operations.get_mut(&request_id) {
             Some(PendingOperation::Start(op)) => {
-                for (id, node) in std::mem::take(&mut op.awaiting).into_iter() {
+                let mut late: Vec<(ChildId, NodeName)> =
+                    std::mem::take(&mut op.awaiting).into_iter().collect();
+                late.sort_unstable();
+                for (id, node) in late {
                     op.result.errors.push(ChildFailure {
                         id,
                         node,
@@ -123,6 +126,8 @@ impl CoordinatorState {
             }
             Some(PendingOperation::Stop(op)) => {
                 for (node, ids) in std::mem::take(&mut op.awaiting).into_iter() {
+                    let mut ids: Vec<ChildId> = ids.into_iter().collect();
+                    ids.sort_unstable();
                     for id in ids {
                         op.errors.push(StopFailure {
                             id,
@@ -222,11 +227,12 @@ impl CoordinatorState {
         }
         match op.purpose {
             StopPurpose::Request(reply) => {
-                let stopped = op
+                let mut stopped: Vec<StoppedChild> = op
                     .stopped
                     .into_iter()
                     .map(|(id, nodes)| StoppedChild { id, nodes })
                     .collect();
+                stopped.sort_unstable_by(|a, b| a.id.cmp(&b.id));
                 let _ = reply.send(Ok(StopResult {
                     awaited: true,
                     stopped,
@@ -240,6 +246,7 @@ impl CoordinatorState {
                 }
                 result.rollback = true;
                 result.rolled_back = op.stopped.into_keys().collect();
+                result.rolled_back.sort_unstable();
                 result.started.clear();
                 let _ = reply.send(Ok(result));
             }

@@ -8,14 +8,14 @@ use std::sync::Mutex;
 use ractor::ActorCell;
 
 use crate::core::handover::{Handoff, PendingImports};
-use crate::model::ChildId;
+use crate::model::{ChildId, TableHasher};
 
 /// The hot-move tables of one hub on one node.
 #[derive(Default)]
 pub(crate) struct Handoffs {
-    pub moving: dashmap::DashMap<ChildId, Handoff>,
+    pub moving: dashmap::DashMap<ChildId, Handoff, TableHasher>,
     /// The old instances of the children moving away, until their move completes or is
     /// abandoned: a Coordinator that restarts mid-move routes them here again.
-    pub(super) cells: dashmap::DashMap<ChildId, ActorCell>,
+    pub(super) cells: dashmap::DashMap<ChildId, ActorCell, TableHasher>,
     pub imports: Mutex<PendingImports>,
 }

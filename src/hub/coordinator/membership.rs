@@ -251,19 +251,22 @@ impl CoordinatorState {
         for (request_id, op) in &self.pending_operations {
             match op {
                 PendingOperation::Start(op) => {
-                    let ids: Vec<ChildId> = op
+                    let mut ids: Vec<ChildId> = op
                         .awaiting
                         .iter()
                         .filter(|(_, n)| *n == node)
                         .map(|(id, _)| id.clone())
                         .collect();
+                    ids.sort_unstable();
                     if !ids.is_empty() {
                         starts.push((*request_id, ids));
                     }
                 }
                 PendingOperation::Stop(op) => {
                     if let Some(ids) = op.awaiting.get(node) {
-                        stops.push((*request_id, ids.clone()));
+                        let mut ids: Vec<ChildId> = ids.iter().cloned().collect();
+                        ids.sort_unstable();
+                        stops.push((*request_id, ids));
                     }
                 }
             }

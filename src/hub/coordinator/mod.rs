@@ -51,7 +51,7 @@ mod rebalance;
 mod relay;
 mod timers;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -61,7 +61,7 @@ use tokio::task::JoinHandle;
 use super::protocol::{CoordinatorMsg, StartReplyPort, StopReplyPort};
 use super::HubShared;
 use crate::hooks::{HookEvent, HookKey};
-use crate::model::{ChildId, Metadata, NodeName};
+use crate::model::{ChildId, FastHashMap, FastHashSet, Metadata, NodeName};
 use crate::types::OnFailure;
 use crate::types::{StartError, StopError};
 use crate::types::{StartResult, StopFailure};
@@ -82,7 +82,8 @@ pub(crate) struct PendingStart {
     pub(crate) purpose: StartPurpose,
     /// Children not answered yet, with the node each was delivered to. Keyed by child, not by
     /// node: a node that does not own a child forwards it and the owner answers directly.
-    pub(crate) awaiting: BTreeMap<ChildId, NodeName>,
+    /// Hashed: each answer removes its children one by one; whoever lists them sorts them.
+    pub(crate) awaiting: FastHashMap<ChildId, NodeName>,
     pub(crate) result: StartResult,
     on_failure: OnFailure,
     timeout: Duration,
@@ -118,8 +119,10 @@ pub(crate) enum StopPurpose {
 
 pub(crate) struct PendingStop {
     pub(crate) purpose: StopPurpose,
-    pub(crate) awaiting: BTreeMap<NodeName, BTreeSet<ChildId>>,
-    stopped: BTreeMap<ChildId, Vec<NodeName>>,
+    /// The children each node has not answered yet (hashed, as a start's; listed sorted).
+    pub(crate) awaiting: BTreeMap<NodeName, FastHashSet<ChildId>>,
+    /// Where each child stopped; the answer lists them by id.
+    stopped: FastHashMap<ChildId, Vec<NodeName>>,
     pub(crate) errors: Vec<StopFailure>,
     timer: Option<Timer>,
 }

@@ -22,7 +22,7 @@ use crate::hub::protocol::{
     StopReplyPort,
 };
 use crate::hub::simulation::InjectedBug;
-use crate::model::{ChildId, ChildSpec, Metadata, NodeName};
+use crate::model::{ChildId, ChildSpec, FastHashMap, Metadata, NodeName};
 use crate::types::ChildStartError;
 use crate::types::ChildStopError;
 use crate::types::{ChildFailure, StartResult, StopFailure, StopResult};
@@ -301,14 +301,17 @@ impl CoordinatorState {
         on_failure: OnFailure,
         timeout: Duration,
     ) {
-        let awaiting: BTreeMap<ChildId, NodeName> = by_node
-            .iter()
-            .flat_map(|(node, children)| {
+        let mut awaiting: FastHashMap<ChildId, NodeName> = FastHashMap::with_capacity_and_hasher(
+            by_node.values().map(Vec::len).sum(),
+            Default::default(),
+        );
+        for (node, children) in &by_node {
+            awaiting.extend(
                 children
                     .iter()
-                    .map(move |(spec, _)| (spec.id.clone(), node.clone()))
-            })
-            .collect();
+                    .map(|(spec, _)| (spec.id.clone(), node.clone())),
+            );
+        }
         let span = tracing::info_span!(
             "process_hub.start",
             otel.name = "process_hub.start",
@@ -377,7 +380,8 @@ impl CoordinatorState {
         let mut errors = Vec::new();
         let mut by_node: BTreeMap<NodeName, Vec<ChildId>> = BTreeMap::new();
         // One allocation for the whole stop, not a tree node per few ids.
-        let mut seen = std::collections::HashSet::with_capacity(ids.len());
+        let mut seen =
+            crate::model::FastHashSet::with_capacity_and_hasher(ids.len(), Default::default());
         for id in ids {
             if !seen.insert(id.clone()) {
                 continue;
@@ -473,7 +477,7 @@ impl CoordinatorState {
                     .iter()
                     .map(|(n, ids)| (n.clone(), ids.iter().cloned().collect()))
                     .collect(),
-                stopped: BTreeMap::new(),
+                stopped: FastHashMap::default(),
                 errors,
                 timer: self.arm_timer(myself, request_id, timeout),
             }),

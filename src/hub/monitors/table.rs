@@ -2,7 +2,8 @@
 //! its own children, the count of watches per peer and the last exits. A leaf `HubShared`
 //! holds; what fires, sets and cancels monitors is `HubShared`'s methods in [`super`].
 
-use std::collections::{HashMap, VecDeque};
+use crate::model::FastHashMap;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -35,9 +36,9 @@ pub(super) struct Watch {
 
 #[derive(Default)]
 pub(super) struct Tables {
-    pub(super) owned: HashMap<u64, Owned>,
-    pub(super) watches: HashMap<ChildId, Vec<Watch>>,
-    pub(super) per_peer: HashMap<NodeName, usize>,
+    pub(super) owned: FastHashMap<u64, Owned>,
+    pub(super) watches: FastHashMap<ChildId, Vec<Watch>>,
+    pub(super) per_peer: FastHashMap<NodeName, usize>,
     /// This node's last exits (not followed by a restart here), oldest first.
     pub(super) recent_downs: VecDeque<(ChildId, DownReason, u64)>,
 }

@@ -17,7 +17,8 @@
 //! [`crate::storage::Storage::applies_on_submit`]) needs no overlay: each mutation is applied as
 //! it is planned, and the turn is reported through the completion task like any commit.
 
-use std::collections::{BTreeMap, HashMap};
+use crate::model::FastHashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -152,7 +153,7 @@ pub(crate) struct RegistryArgs {
 pub(crate) struct RegistryState {
     pub(super) shared: Arc<HubShared>,
     seq: u64,
-    pub(super) overlay: HashMap<ChildId, (u64, Option<Row>)>,
+    pub(super) overlay: FastHashMap<ChildId, (u64, Option<Row>)>,
     pub(super) expiries: BTreeMap<ChildId, u64>,
     /// The store applies a batch within `submit` and cannot fail it
     /// ([`crate::storage::Storage::applies_on_submit`]): a write turn's mutations are then
@@ -385,7 +386,7 @@ impl RegistryState {
             // A batch of thousands of rows (a delta, a full sync) grew the table to
             // ~250 bytes per slot; a HashMap never shrinks on its own, so without this
             // it would pin that memory on every node for the life of the hub.
-            self.overlay = HashMap::new();
+            self.overlay = FastHashMap::default();
         }
     }
 
@@ -619,7 +620,7 @@ impl Actor for Registry {
         Ok(RegistryState {
             shared,
             seq: 0,
-            overlay: HashMap::new(),
+            overlay: FastHashMap::default(),
             expiries: BTreeMap::new(),
             applies_on_submit: shared_applies,
             applied_this_turn: false,

@@ -18,4 +18,4 @@ use crate::model::ChildId;
 
 /// Children with a replica stopped on purpose, with the monotonic ms it was seen.
 #[derive(Default)]
-pub(crate) struct ReplicaStops(pub(super) DashMap<ChildId, u64>);
+pub(crate) struct ReplicaStops(pub(super) DashMap<ChildId, u64, crate::model::TableHasher>);

@@ -1,7 +1,7 @@
 //! The role each local replica was last told (`redundancy_signal`), so a replica is told again
 //! only when its role changes. A leaf `HubShared` holds; the telling is [`super::roles`].
 
-use std::collections::HashMap;
+use crate::model::FastHashMap;
 use std::sync::Mutex;
 
 use ractor::ActorId;
@@ -11,4 +11,4 @@ use crate::model::ChildId;
 
 /// The role each local instance was last told, keyed by child, with the instance told.
 #[derive(Default)]
-pub(crate) struct ToldRoles(pub(super) Mutex<HashMap<ChildId, (ActorId, Role)>>);
+pub(crate) struct ToldRoles(pub(super) Mutex<FastHashMap<ChildId, (ActorId, Role)>>);
