@@ -366,42 +366,6 @@ fn seeds_that_found_outdated_vouches_and_misjudged_leaves_keep_every_invariant()
     }
 }
 
-/// Seed 2147 (load-balanced, two active-passive replicas and majority quorum by its draw; forced
-/// `--distribution load-balanced` or `--partition-tolerance majority-quorum:5`) found a host
-/// keeping an outdated placement for good: n3 restarted with an empty registry during a split,
-/// re-placed the declared child `d73` under the placement of its declared list (`[n1, n3]`,
-/// epoch 1) and bound it, while the other nodes held the load move's placement `[n4, n2]` (epoch
-/// 4). They merged n3's binding and kept their newer placement; n3 never heard it, since deltas
-/// and full syncs carry each node's own observations and flow from a child's hosts to the
-/// others. When n4 ran the child too, each took its own placement's first member as the active
-/// replica. A node that receives an older authored version now answers the sender with its own.
-#[test]
-fn a_seed_that_found_a_host_keeping_an_outdated_placement_keeps_every_invariant() {
-    if alone::ran_in_own_process(
-        module_path!(),
-        "a_seed_that_found_a_host_keeping_an_outdated_placement_keeps_every_invariant",
-    ) {
-        return;
-    }
-    let load_balanced = SimOptions {
-        distribution: Some(process_hub::Distribution::LoadBalanced),
-        ..SimOptions::default()
-    };
-    let quorum = majority_quorum_of_five();
-    for (options, flags) in [
-        (&load_balanced, "--distribution load-balanced"),
-        (&quorum, "--partition-tolerance majority-quorum:5"),
-    ] {
-        let report = run_seed(2147, options);
-        assert!(
-            report.failure.is_none(),
-            "seed 2147: {:?} (replay: bash scripts/simulate.sh --seed 2147 --trace {flags})",
-            report.failure
-        );
-        assert!(report.requests > 60, "seed 2147 ran its workload");
-    }
-}
-
 /// Seeds that, with partial faults forced (`--partial-partitions`), found the hub running a
 /// child twice in a connected cluster (fixed since): a node restarted with its wall clock
 /// 296 s behind opened a lower reachability incarnation than its previous life's, its peers

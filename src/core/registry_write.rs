@@ -22,8 +22,8 @@ use std::cmp::Ordering;
 use std::time::Duration;
 
 use crate::model::{
-    apply_observation, merge_into, merge_rows_owned, stamp_cmp, AuthoredOrder, ChildId, HubMeta,
-    NodeName, Pid, Row,
+    apply_observation, merge_into, merge_rows_owned, stamp_cmp, ChildId, HubMeta, NodeName, Pid,
+    Row,
 };
 
 /// What happened to a row, reported (hooks, events) once the turn is committed.
@@ -133,16 +133,6 @@ impl WriteRules<'_> {
     fn tell_own(&self, node: &str, told: impl FnOnce() -> Told) -> Option<Told> {
         (self.clustered && node == self.local).then(told)
     }
-}
-
-/// What to answer a peer whose upsert of a row carries an older authored version (spec,
-/// metadata, bookkeeping) than this node's copy: this node's row as it reports it
-/// ([`own_view`]). Deltas and full syncs carry each node's own observations, so they flow from
-/// a child's hosts to the others; a host that wrote its row while it could not hear a newer
-/// version (a restart with an empty registry, a partition) would otherwise keep the older
-/// placement for good, and take roles and owners from it that no other node shares.
-pub fn answer_outdated(current: &Row, incoming: &Row, local: &str) -> Option<Row> {
-    (current.authored_cmp(incoming) == Ordering::Greater).then(|| own_view(current, local))
 }
 
 /// `row` as this node reports it to peers: only its own observation.

@@ -366,33 +366,3 @@ fn a_gone_nodes_binding_stays_when_nothing_else_would_and_a_sender_speaks_for_it
     };
     assert_eq!(row.node_pids.len(), 2, "{row:?}");
 }
-
-#[test]
-fn a_peer_is_answered_only_when_its_authored_version_lost_and_only_with_this_nodes_binding() {
-    // This node (n4) holds a newer placement than the host n3 wrote after a restart.
-    let mut newer = bound("n2", &[("n3", 449), ("n4", 534)]);
-    newer.hub.epoch = 4;
-    newer.metadata.insert("placement".into(), "[n4, n2]".into());
-    let mut older = bound("n3", &[("n3", 558)]);
-    older.hub.epoch = 1;
-    older.metadata.insert("placement".into(), "[n1, n3]".into());
-
-    let answer = answer_outdated(&newer, &older, "n4").expect("the older version is answered");
-    assert_eq!(answer.metadata, newer.metadata);
-    assert_eq!(answer.hub, newer.hub);
-    // Only this node's own observation travels: n3 speaks for itself.
-    assert_eq!(answer.node_pids, BTreeMap::from([("n4".to_owned(), 534)]));
-    // The host merging the answer adopts the newer placement and keeps its own binding.
-    let merged = crate::model::merge_rows(Some(older.clone()), &answer, &"n4".to_owned());
-    assert_eq!(merged.metadata, newer.metadata);
-    assert_eq!(merged.node_pids.get("n3"), Some(&558));
-
-    // A version that wins, or the same one, is not answered (no ping-pong).
-    assert!(answer_outdated(&older, &newer, "n3").is_none());
-    assert!(answer_outdated(&newer, &newer.clone(), "n4").is_none());
-    // Same epoch: the lower author wins, as every node orders it.
-    let mut tie = newer.clone();
-    tie.hub.changed_by = "n1".into();
-    assert!(answer_outdated(&tie, &newer, "n4").is_some());
-    assert!(answer_outdated(&newer, &tie, "n4").is_none());
-}

@@ -60,9 +60,6 @@ pub(super) struct TurnOut {
     mutations: Vec<Mutation>,
     effects: Vec<Effect>,
     delta: Vec<RegistryChange>,
-    /// Answers to peers that sent an older authored version of a row than this node's
-    /// ([`registry_write::answer_outdated`]), sent to each of them alone.
-    answers: BTreeMap<NodeName, Vec<RegistryChange>>,
 }
 
 impl TurnOut {
@@ -72,7 +69,6 @@ impl TurnOut {
             mutations: Vec::with_capacity(ops),
             effects: Vec::with_capacity(ops),
             delta: Vec::new(),
-            answers: BTreeMap::new(),
         }
     }
 }
@@ -430,7 +426,6 @@ impl RegistryState {
             self.plan_op(op, &mut turn);
         }
         self.broadcast_delta(std::mem::take(&mut turn.delta));
-        self.answer_outdated(std::mem::take(&mut turn.answers));
         self.submit(turn.mutations, turn.effects, done, turn.seq);
     }
 

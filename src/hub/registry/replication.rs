@@ -20,7 +20,7 @@
 //! `sync = gossip` the deltas and syncs travel differently ([`super::gossip`]) and are applied
 //! here the same way.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::{own_view, RegistryState, TurnOut};
@@ -77,15 +77,6 @@ impl RegistryState {
         let current = self.current(&row.spec.id);
         if current.is_some() && self.shared.has_bug(InjectedBug::IgnorePeerBindings) {
             return;
-        }
-        if let Some(newer) = current
-            .as_ref()
-            .and_then(|c| registry_write::answer_outdated(c, &row, &self.shared.node))
-        {
-            turn.answers
-                .entry(from.clone())
-                .or_default()
-                .push(RegistryChange::Upsert(newer));
         }
         let stub = self.expiries.contains_key(&row.spec.id);
         let shared = self.shared.clone();
@@ -210,26 +201,6 @@ impl RegistryState {
                 transport.broadcast(&msg),
                 "registry delta not sent; the next full sync heals it",
             );
-        }
-    }
-
-    /// Sends each peer that sent an older authored version of a row this node's version, to it
-    /// alone (`RegistryDelta` frames: the peer merges them as any delta, and never answers
-    /// them back, as its version lost).
-    pub(super) fn answer_outdated(&self, answers: BTreeMap<NodeName, Vec<RegistryChange>>) {
-        if answers.is_empty() {
-            return;
-        }
-        let Some(transport) = self.shared.transport() else {
-            return;
-        };
-        for (peer, changes) in answers {
-            tracing::debug!(%peer, rows = changes.len(), "answering a peer's outdated rows with this node's versions");
-            for changes in chunk_by_bytes(changes, FRAME_BUDGET_BYTES) {
-                if let Err(error) = transport.send(&peer, &WireMsg::RegistryDelta { changes }) {
-                    tracing::debug!(%peer, %error, "answer to outdated rows not sent; the peer's next sync brings them again");
-                }
-            }
         }
     }
 
