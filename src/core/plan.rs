@@ -5,10 +5,11 @@
 //! one pure function. The owner is a parameter: on one node it is always the local node; the
 //! cluster passes its placement ring instead, and nothing else changes.
 
-use crate::model::FastHashSet;
 use std::collections::BTreeMap;
 
-use crate::model::{validate_child, ChildId, ChildSpec, InvalidChild, Metadata, NodeName};
+use crate::model::{
+    validate_child, ChildId, ChildSpec, FastHashSet, InvalidChild, Metadata, NodeName,
+};
 
 /// Why a child of a request is refused before delivery.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -14,7 +14,6 @@
 //! later write. The queue order is the disk's apply order because both are decided under one
 //! lock, and outcomes arrive in that order from the store's single notifier thread.
 
-use crate::model::FastHashMap;
 use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -23,7 +22,7 @@ use super::engine::{CommitStats, DiskOptions, Engine, KvOp};
 use super::memory::MemoryStorage;
 use super::registry_file::{decode, encode_put, expiry, open_registry};
 use super::{now_ms, Commit, Mutation, Storage, StorageError, StoredRow};
-use crate::model::{ChildId, Row};
+use crate::model::{ChildId, FastHashMap, Row};
 
 /// Registry storage in memory, mirrored to disk (LMDB); every `Ok` fsync'd.
 pub struct DurableStorage {

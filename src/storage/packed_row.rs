@@ -9,7 +9,6 @@
 //! creation. The id comes first, so that the map can hold the packed bytes alone and still find
 //! a row by its id.
 
-use crate::model::FastHashMap;
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
@@ -19,7 +18,8 @@ use serde::{Deserialize, Serialize};
 use super::packed_read::{self, Cursor, Head, Tail};
 use super::StoredRow;
 use crate::model::{
-    ChildArgs, ChildId, ChildSpec, HubMeta, Metadata, NodeName, Pid, Restart, Row, Shutdown,
+    ChildArgs, ChildId, ChildSpec, FastHashMap, HubMeta, Metadata, NodeName, Pid, Restart, Row,
+    Shutdown,
 };
 
 /// Names interned at most: beyond it (a cluster with thousands of distinct kinds or nodes),

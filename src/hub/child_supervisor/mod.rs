@@ -16,7 +16,6 @@
 //! one id cannot both start it. Starting is sequential, like OTP's `start_child`: a child's
 //! `pre_start` holds the supervisor, so it should be quick.
 
-use crate::model::{FastHashMap, FastHashSet};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,7 +34,8 @@ use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
 use crate::hub::simulation::InjectedBug;
 use crate::model::{
-    ChildArgs, ChildId, ChildSpec, DownReason, Metadata, NodeName, Pid, Restart, Row, Shutdown,
+    ChildArgs, ChildId, ChildSpec, DownReason, FastHashMap, FastHashSet, Metadata, NodeName, Pid,
+    Restart, Row, Shutdown,
 };
 use crate::storage::StorageError;
 use crate::telemetry::failure_tally::FailureTally;

@@ -2,13 +2,12 @@
 //! its own children, the count of watches per peer and the last exits. A leaf `HubShared`
 //! holds; what fires, sets and cancels monitors is `HubShared`'s methods in [`super`].
 
-use crate::model::FastHashMap;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::model::{ChildId, DownReason, NodeName};
+use crate::model::{ChildId, DownReason, FastHashMap, NodeName};
 use crate::types::{DownSink, MonitorId};
 
 /// The most watches one peer may hold on this node's children.

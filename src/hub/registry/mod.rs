@@ -17,7 +17,6 @@
 //! [`crate::storage::Storage::applies_on_submit`]) needs no overlay: each mutation is applied as
 //! it is planned, and the turn is reported through the completion task like any commit.
 
-use crate::model::FastHashMap;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,7 +41,7 @@ use crate::core::reassembly::SyncAssembler;
 use crate::core::registry_write::{self, Kept, RowChange, RowWrite, Standing, Told, WriteRules};
 use crate::events::HubEvent;
 use crate::hooks::{HookEvent, HookKey};
-use crate::model::{ChildId, NodeName, Row};
+use crate::model::{ChildId, FastHashMap, NodeName, Row};
 use crate::storage::write_fault::FaultChange;
 use crate::storage::{Commit, Mutation, StorageError};
 use crate::telemetry::refusals::Refusal;

@@ -1,13 +1,12 @@
 //! The role each local replica was last told (`redundancy_signal`), so a replica is told again
 //! only when its role changes. A leaf `HubShared` holds; the telling is [`super::roles`].
 
-use crate::model::FastHashMap;
 use std::sync::Mutex;
 
 use ractor::ActorId;
 
 use crate::core::replication::Role;
-use crate::model::ChildId;
+use crate::model::{ChildId, FastHashMap};
 
 /// The role each local instance was last told, keyed by child, with the instance told.
 #[derive(Default)]
