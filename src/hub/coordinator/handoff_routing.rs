@@ -61,6 +61,7 @@ impl HubShared {
             .mono_ms()
             .saturating_add(self.config.hot_swap.retention_ms);
         self.handoffs.cells.remove(id);
+        self.handoffs.sent.remove(id);
         match self.handoffs.moving.get_mut(id) {
             Some(mut entry) => entry.forward_to(to, until),
             None => Vec::new(),
@@ -72,6 +73,7 @@ impl HubShared {
     /// `None` when the old instance was stopped meanwhile ([`HubShared::forget_moving_cell`]):
     /// then nothing is routed here again and the handoff is forgotten.
     pub(crate) fn abandon_handoff(&self, id: &ChildId, cell: ActorCell) -> Option<Vec<HeldCast>> {
+        self.handoffs.sent.remove(id);
         if self.handoffs.cells.remove(id).is_none() {
             self.handoffs.moving.remove(id);
             return None;
@@ -92,17 +94,31 @@ impl HubShared {
     /// stay in local routing, unsupervised and unregistered).
     pub(crate) fn forget_moving_cell(&self, id: &ChildId) {
         self.handoffs.cells.remove(id);
+        self.handoffs.sent.remove(id);
+    }
+
+    /// The state of `id` went to its new node, its start follows: from now on a move cut
+    /// short cannot tell whether the new node runs it.
+    pub(crate) fn handoff_state_sent(&self, id: &ChildId) {
+        if self.handoffs.cells.contains_key(id) {
+            self.handoffs.sent.insert(id.clone());
+        }
     }
 
     /// Forgets a handoff whose old instance is gone (stopped by a cold fallback, or with the
     /// hub).
     pub(crate) fn drop_handoff(&self, id: &ChildId) {
         self.handoffs.cells.remove(id);
+        self.handoffs.sent.remove(id);
         self.handoffs.moving.remove(id);
     }
 
     /// A Coordinator (re)starts: moves it did not finish are abandoned, their children routed
-    /// here again if they still run, with their held typed casts.
+    /// here again if they still run, with their held typed casts. A child whose state already
+    /// went to its new node is not: the new node may run it with that state and may have
+    /// answered for it, so served here again the two instances would diverge. It stops here
+    /// (released, as a move whose start went unanswered does), and runs here or there again
+    /// by the next pass if it runs nowhere.
     pub(crate) fn abandon_all_handoffs(&self) {
         let cells: Vec<(ChildId, ActorCell)> = self
             .handoffs
@@ -110,9 +126,16 @@ impl HubShared {
             .iter()
             .map(|e| (e.key().clone(), e.value().clone()))
             .collect();
+        let mut unknown = Vec::new();
         for (id, cell) in cells {
             if cell.get_status() != ractor::ActorStatus::Running {
                 self.drop_handoff(&id);
+                continue;
+            }
+            if self.handoffs.sent.contains(&id) {
+                tracing::warn!(child = %id, "a hot move was cut short after its state went: its outcome is unknown, the child stops here");
+                self.drop_handoff(&id);
+                unknown.push(id);
                 continue;
             }
             tracing::warn!(child = %id, "a hot move was cut short: the child stays here");
@@ -128,6 +151,16 @@ impl HubShared {
                     let _ = deliver(&cell, message);
                 }
             }
+        }
+        if !unknown.is_empty() {
+            self.deliver_stop(
+                &self.node,
+                crate::hub::protocol::StopBatch {
+                    ids: unknown,
+                    release: true,
+                    reply: Box::new(|_| {}),
+                },
+            );
         }
     }
 

@@ -17,5 +17,9 @@ pub(crate) struct Handoffs {
     /// The old instances of the children moving away, until their move completes or is
     /// abandoned: a Coordinator that restarts mid-move routes them here again.
     pub(super) cells: dashmap::DashMap<ChildId, ActorCell, TableHasher>,
+    /// The children among them whose state went to the new node: the start follows in the
+    /// same turn, so a move of these cut short has an unknown outcome (the new node may run
+    /// the child with its state).
+    pub(super) sent: dashmap::DashSet<ChildId, TableHasher>,
     pub imports: Mutex<PendingImports>,
 }

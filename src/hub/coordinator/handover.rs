@@ -13,7 +13,9 @@
 //!    [`HubEvent::ChildHandover`] says whether the state went along. A start the new node
 //!    refused leaves the child here, routed again, with the held casts delivered to it. A
 //!    start with no answer (timed out, or the node went down) may have run there: the old
-//!    instance stops, and the child is placed again only if it runs nowhere.
+//!    instance stops, and the child is placed again only if it runs nowhere. So does a move
+//!    this Coordinator never finishes because it restarted after the state went
+//!    ([`HubShared::abandon_all_handoffs`](crate::hub::shared::HubShared::abandon_all_handoffs)).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -195,6 +197,7 @@ impl CoordinatorState {
                     Ok((bytes, digest)) => {
                         moving.bytes = bytes;
                         moving.digest = digest;
+                        self.hub.handoff_state_sent(&id);
                     }
                     Err(e) => {
                         tracing::warn!(child = %id, error = %e, "handover failed: the child moves cold");

@@ -185,7 +185,8 @@ impl Actor for Coordinator {
         myself: ActorRef<Self::Msg>,
         hub: Arc<HubShared>,
     ) -> Result<Self::State, ActorProcessingErr> {
-        // A predecessor's unfinished hot moves: their children stay here.
+        // A predecessor's unfinished hot moves: their children stay here, or stop where their
+        // state already went to the new node.
         hub.abandon_all_handoffs();
         // Clustered: open the hub's endpoint here, so a restarted Coordinator re-opens it and
         // is told every peer again.

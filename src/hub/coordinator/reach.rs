@@ -359,13 +359,21 @@ impl CoordinatorState {
     }
 
     /// Sends this node's new record to every peer it reaches (but `except`, which gets the
-    /// whole table).
+    /// whole table), and to the members it lost: a link may fail one way only, and a member
+    /// that still hears this node learns from the record that it is not heard here, so its
+    /// resolution takes this node out of its component (and out of its quorum) at once.
+    /// Over a link that is down both ways the send fails and nothing else happens.
     fn publish_own_record(&self, own: Observation, except: Option<&NodeName>) {
         let Some(cluster) = &self.cluster else {
             return;
         };
         let msg = WireMsg::Reachability { records: vec![own] };
-        for peer in &cluster.reach.reachable {
+        for peer in cluster
+            .reach
+            .reachable
+            .iter()
+            .chain(cluster.reach.suspects.keys())
+        {
             if Some(peer) == except {
                 continue;
             }

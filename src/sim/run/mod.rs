@@ -427,6 +427,7 @@ impl Run {
             if let Some(op) = self.next_partial() {
                 self.trace.line(format!("step {step}.p: {op}"));
                 self.apply(op).await;
+                self.watch_doubles();
             }
             // One to three operations back to back: a request and the fault that interrupts it.
             let burst = self.rng.gen_range(1..=3);
@@ -434,6 +435,9 @@ impl Run {
                 let op = self.next_op();
                 self.trace.line(format!("step {step}.{i}: {op}"));
                 self.apply(op).await;
+                // A fault or a node's leave and return can be undone by the next operation of
+                // the burst: the watch sees every shape the components take, however briefly.
+                self.watch_doubles();
                 let gap = self.rng.gen_range(0..50);
                 tokio::time::sleep(Duration::from_millis(gap)).await;
             }
