@@ -222,6 +222,10 @@ pub struct Refill {
     /// From the first start request until every survivor's registry lists them all: timed as
     /// `failover_ms` is.
     pub converge_ms: u64,
+    /// How many of them each survivor runs: beside the failover's shares
+    /// (`children_per_node_after − children_per_node_before`), the placement's part in the
+    /// comparison (each survivor starts its share on its own).
+    pub per_node: BTreeMap<String, usize>,
 }
 
 /// The nodes' `nodedown_grace_ms`: the demo's nodes keep the default.
@@ -236,6 +240,7 @@ fn refill(
     survivors: &[AdminClient],
     args: &DemoArgs,
     count: usize,
+    (live, after): (&BTreeSet<String>, &BTreeMap<String, usize>),
 ) -> Result<Refill, DemoError> {
     progress(&format!("starting {count} fresh children on the survivors"));
     let specs: Vec<StartSpec> = (0..count)
@@ -256,10 +261,19 @@ fn refill(
         survivors,
         |s| s.complete(total),
     )?;
+    let converge_ms = started_at.elapsed().as_millis() as u64;
+    let per_node = identical_placement(survivors, total, live)?
+        .into_iter()
+        .map(|(node, n)| {
+            let before = after.get(&node).copied().unwrap_or(0);
+            (node, n.saturating_sub(before))
+        })
+        .collect();
     Ok(Refill {
         children: count,
         start_ms: start_elapsed.as_millis() as u64,
-        converge_ms: started_at.elapsed().as_millis() as u64,
+        converge_ms,
+        per_node,
     })
 }
 
@@ -646,7 +660,7 @@ pub fn run(args: &DemoArgs) -> Result<DemoReport, DemoError> {
         None
     } else {
         let count = before.get(&killed).copied().unwrap_or(0);
-        Some(refill(&entry, &survivors, args, count)?)
+        Some(refill(&entry, &survivors, args, count, (&live, &after))?)
     };
     let ids: Vec<String> = specs.iter().map(|s| s.id.clone()).collect();
     let outage = if args.durable {

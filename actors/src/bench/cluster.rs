@@ -17,7 +17,8 @@
 //!   held started through the same node on the survivors: `refill_start_ms` (the awaited
 //!   requests), `refill_converge_ms` (until every survivor lists them, timed as the failover
 //!   is), and `failover_after_grace_over_refill` = `failover_after_grace_ms / refill_start_ms`
-//!   (the goal: at most 1);
+//!   (the goal: at most 1); `replaced_per_node` and `refill_per_node` split each of the two
+//!   among the survivors (each starts its own share: the larger share bounds the time);
 //! - `start_ratio`: `start_per_s / bare_start_per_s` (the goal: at least 0.5);
 //! - `rss_bytes_per_child`: resident memory added by the N children, summed over the nodes.
 //!
@@ -137,6 +138,23 @@ fn node_args(args: &ClusterBenchArgs) -> Vec<String> {
 
 fn ratio(a: f64, b: f64) -> Option<f64> {
     (b > 0.0).then(|| a / b)
+}
+
+/// The children each survivor took over in the failover (its count after less its count
+/// before), for the survivors only.
+fn replaced_per_node(
+    before: &std::collections::BTreeMap<String, usize>,
+    after: &std::collections::BTreeMap<String, usize>,
+) -> std::collections::BTreeMap<String, usize> {
+    after
+        .iter()
+        .map(|(node, n)| {
+            (
+                node.clone(),
+                n.saturating_sub(before.get(node).copied().unwrap_or(0)),
+            )
+        })
+        .collect()
 }
 
 /// The ratios `--runs` summarizes: each figure of one run against its baseline in that run.
@@ -300,6 +318,8 @@ fn run_once(args: &ClusterBenchArgs) -> Result<serde_json::Value, String> {
         "refill_children": report.refill.as_ref().map(|r| r.children),
         "refill_start_ms": report.refill.as_ref().map(|r| r.start_ms),
         "refill_converge_ms": report.refill.as_ref().map(|r| r.converge_ms),
+        "refill_per_node": report.refill.as_ref().map(|r| &r.per_node),
+        "replaced_per_node": replaced_per_node(&report.before, &report.after),
         "failover_after_grace_over_refill": report.refill.as_ref().and_then(|r| {
             ratio(report.failover_after_grace_ms as f64, r.start_ms as f64)
         }),

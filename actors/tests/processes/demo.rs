@@ -99,6 +99,11 @@ fn the_plain_demo_starts_as_many_fresh_children_as_the_failover_re_placed() {
         start <= converge,
         "answered before listed everywhere: {refill}"
     );
+    // Each survivor's share of the fresh starts: every one of them, on survivors only.
+    let shares = refill["per_node"].as_object().unwrap();
+    assert!(!shares.contains_key(killed), "{refill}");
+    let started: u64 = shares.values().map(|n| n.as_u64().unwrap()).sum();
+    assert_eq!(started, held, "{refill}");
     // The failover after the grace is part of the failover beyond its detection.
     let failover = report["failover_ms"].as_u64().unwrap();
     let detect = report["detect_ms"].as_u64().unwrap();
