@@ -114,6 +114,28 @@ pub(super) fn key<'a>(cursor: &mut Cursor<'a>) -> Option<(&'a str, Option<u64>)>
 
 /// The head, leaving the cursor on the metadata.
 pub(super) fn head<'a>(cursor: &mut Cursor<'a>) -> Option<Head<'a>> {
+    let mut bound = Vec::new();
+    let (id, expires_at_ms, kind) = walk_head(cursor, Some(&mut bound))?;
+    Some(Head {
+        id,
+        expires_at_ms,
+        kind,
+        bound,
+    })
+}
+
+/// Passes over the head to the metadata, for a read of the tail alone (its bindings kept
+/// nowhere).
+pub(super) fn skip_head(cursor: &mut Cursor<'_>) -> Option<()> {
+    walk_head(cursor, None).map(|_| ())
+}
+
+/// Walks the head: the key and the kind returned, the bindings pushed onto `bound` when
+/// given, the arguments, restart and shutdown passed over.
+fn walk_head<'a>(
+    cursor: &mut Cursor<'a>,
+    mut bound: Option<&mut Vec<(PackedName<'a>, Pid)>>,
+) -> Option<(&'a str, Option<u64>, PackedName<'a>)> {
     let (id, expires_at_ms) = key(cursor)?;
     let kind = cursor.name()?;
     if cursor.some()? {
@@ -124,18 +146,18 @@ pub(super) fn head<'a>(cursor: &mut Cursor<'a>) -> Option<Head<'a>> {
         cursor.varint()?; // shutdown's grace
     }
     let n = usize::try_from(cursor.varint()?).ok()?;
-    // Each binding takes at least two bytes: a claimed count beyond them is not believed.
-    let mut bound = Vec::with_capacity(n.min(cursor.bytes.len() / 2));
+    if let Some(bound) = bound.as_deref_mut() {
+        // Each binding takes at least two bytes: a claimed count beyond them is not believed.
+        bound.reserve(n.min(cursor.bytes.len() / 2));
+    }
     for _ in 0..n {
         let node = cursor.name()?;
-        bound.push((node, cursor.varint()?));
+        let pid = cursor.varint()?;
+        if let Some(bound) = bound.as_deref_mut() {
+            bound.push((node, pid));
+        }
     }
-    Some(Head {
-        id,
-        expires_at_ms,
-        kind,
-        bound,
-    })
+    Some((id, expires_at_ms, kind))
 }
 
 /// The tail, from a cursor left on the metadata by [`head`].

@@ -312,8 +312,8 @@ impl PackedRow {
     /// Whether the row is declared (durable), read without copying any of it.
     pub fn durable(&self) -> bool {
         let mut cursor = Cursor::new(&self.0);
-        packed_read::head(&mut cursor)
-            .and_then(|_| packed_read::tail(&mut cursor))
+        packed_read::skip_head(&mut cursor)
+            .and_then(|()| packed_read::tail(&mut cursor))
             .expect(DECODES)
             .durable
     }
