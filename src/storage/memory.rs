@@ -77,7 +77,9 @@ impl MemoryStorage {
         self.writes.fetch_add(1, Ordering::Release);
     }
 
-    fn hash(&self, id: &str) -> u64 {
+    /// The hash of an id's bytes: a stored row is hashed from its packed bytes as they stand
+    /// (no check that they are text: they were packed from a `str`), a looked-up id likewise.
+    fn hash(&self, id: &[u8]) -> u64 {
         self.hasher.hash_one(id)
     }
 
@@ -123,9 +125,9 @@ impl MemoryStorage {
     /// Stores `packed`; `view` is what its counts read, when the caller has it from the row
     /// (else it is decoded from `packed`).
     fn put_counted(&self, packed: PackedRow, view: Option<CountView<'_>>) {
-        let hash = self.hash(packed.id());
+        let hash = self.hash(packed.id_bytes());
         let mut table = self.write(hash);
-        let found = table.find_mut(hash, |row| row.id() == packed.id());
+        let found = table.find_mut(hash, |row| row.id_bytes() == packed.id_bytes());
         {
             // The row's names were interned before its shard was locked.
             let names = self.names.snapshot();
@@ -141,16 +143,16 @@ impl MemoryStorage {
         match found {
             Some(slot) => *slot = packed,
             None => {
-                table.insert_unique(hash, packed, |row| self.hash(row.id()));
+                table.insert_unique(hash, packed, |row| self.hash(row.id_bytes()));
             }
         }
         self.wrote();
     }
 
     fn remove_id(&self, id: &str) {
-        let hash = self.hash(id);
+        let hash = self.hash(id.as_bytes());
         let mut table = self.write(hash);
-        if let Ok(entry) = table.find_entry(hash, |row| row.id() == id) {
+        if let Ok(entry) = table.find_entry(hash, |row| row.id_bytes() == id.as_bytes()) {
             self.lock_counts()
                 .remove(&entry.get().count_view(&self.names.snapshot()));
             entry.remove();
@@ -159,14 +161,16 @@ impl MemoryStorage {
             // so a shard that fills and empties repeatedly does not rehash at every step).
             if table.capacity() > MIN_SHRINK_CAPACITY && table.len() * 4 < table.capacity() {
                 let keep = table.len() * 2;
-                table.shrink_to(keep, |row| self.hash(row.id()));
+                table.shrink_to(keep, |row| self.hash(row.id_bytes()));
             }
         }
     }
 
     fn get_packed<T>(&self, id: &str, f: impl FnOnce(&PackedRow) -> T) -> Option<T> {
-        let hash = self.hash(id);
-        self.read(hash).find(hash, |row| row.id() == id).map(f)
+        let hash = self.hash(id.as_bytes());
+        self.read(hash)
+            .find(hash, |row| row.id_bytes() == id.as_bytes())
+            .map(f)
     }
 
     /// Unpacks a row found under its shard's lock (so the names cover it, as in

@@ -243,9 +243,10 @@ impl PackedRow {
             .expect("a packed row's id is the text it was packed from")
     }
 
-    /// The id's bytes. Bincode's varint: a length under 251 is its own byte; 251, 252 and 253
-    /// are followed by the length as a little-endian u16, u32 and u64.
-    fn id_bytes(&self) -> &[u8] {
+    /// The id's bytes: what the store hashes and compares, with no check that they are text.
+    /// Bincode's varint: a length under 251 is its own byte; 251, 252 and 253 are followed by
+    /// the length as a little-endian u16, u32 and u64.
+    pub(crate) fn id_bytes(&self) -> &[u8] {
         let bytes = &self.0[..];
         let (len, at) = match bytes.first().copied() {
             Some(b) if b < 251 => (u64::from(b), 1),
