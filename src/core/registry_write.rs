@@ -382,18 +382,67 @@ pub fn merge_upsert(
     stub: bool,
     gone: impl Fn(&str) -> bool,
 ) -> Option<RowChange> {
-    let id = row.spec.id.clone();
     let new_row = current.is_none();
     let old = current
         .as_ref()
         .and_then(|r| r.node_pids.get(from).copied());
-    let (mut merged, changed) = match current {
+    let (merged, changed) = match current {
         None => (merge_rows_owned(None, row, &from.to_owned()), true),
         Some(mut local) => {
             let changed = merge_into(&mut local, row, from);
             (local, changed)
         }
     };
+    settle_merge(merged, changed, (old, new_row), from, stub, gone)
+}
+
+/// Whether peer's upsert `row` outranks the stored version `current`: a newer epoch, whose
+/// authored part wins the merge whatever the stored spec, arguments and metadata are (a
+/// re-placement, a move or a restart re-authors the row with the next epoch). Such an upsert
+/// needs only the stored row's version and bindings ([`merge_outranking`]).
+pub fn outranks(row: &Row, current: &Standing) -> bool {
+    row.hub.epoch > current.epoch
+}
+
+/// [`merge_upsert`] of an upsert that [`outranks`] the stored row, from the stored row's
+/// version and bindings alone: the same change, without reading the stored row's authored
+/// part, which the upsert replaces.
+pub fn merge_outranking(
+    current: Standing,
+    row: Row,
+    from: &str,
+    stub: bool,
+    gone: impl Fn(&str) -> bool,
+) -> Option<RowChange> {
+    debug_assert!(
+        outranks(&row, &current),
+        "the upsert must outrank the stored row"
+    );
+    let old = current
+        .node_pids
+        .iter()
+        .find(|(node, _)| node == from)
+        .map(|(_, pid)| *pid);
+    let pid = row.node_pids.get(from).copied();
+    let mut merged = Row {
+        node_pids: current.node_pids.into_iter().collect(),
+        ..row
+    };
+    apply_observation(&mut merged, from, pid);
+    settle_merge(merged, true, (old, false), from, stub, gone)
+}
+
+/// The write and effects of a merged row: `old` is `from`'s binding before the merge, and
+/// `new_row` whether there was no row.
+fn settle_merge(
+    mut merged: Row,
+    changed: bool,
+    (old, new_row): (Option<Pid>, bool),
+    from: &str,
+    stub: bool,
+    gone: impl Fn(&str) -> bool,
+) -> Option<RowChange> {
+    let id = merged.spec.id.clone();
     let mut reaped = Vec::new();
     // A lone binding stays whoever holds it (the sender's, or the only one left), so `gone` is
     // asked only of rows bound twice or more: not of a fresh child's row.

@@ -235,6 +235,36 @@ proptest! {
         }
     }
 
+    /// An upsert of a newer epoch merged from the stored row's version and bindings alone makes
+    /// the very change that merging it into the whole stored row makes (row, effects, nothing
+    /// told), stub or not, with or without a node gone.
+    #[test]
+    fn an_outranking_upsert_merges_from_the_version_and_bindings_alone(
+        current in row(),
+        incoming in row(),
+        from in node(),
+        stub in any::<bool>(),
+        n4_gone in any::<bool>(),
+    ) {
+        let mut incoming = incoming;
+        incoming.hub.epoch += current.hub.epoch;
+        let standing = Standing::of(&current);
+        prop_assert!(outranks(&incoming, &standing));
+        let gone = |node: &str| n4_gone && is_gone(node);
+        prop_assert_eq!(
+            merge_outranking(standing, incoming.clone(), &from, stub, gone),
+            merge_upsert(Some(current), incoming, &from, stub, gone)
+        );
+    }
+
+    /// Only a newer epoch outranks: an upsert of the stored epoch or an older one is merged into
+    /// the whole row, whose authored part may win.
+    #[test]
+    fn only_a_newer_epoch_outranks(current in row(), incoming in row()) {
+        let standing = Standing::of(&current);
+        prop_assert_eq!(outranks(&incoming, &standing), incoming.hub.epoch > current.hub.epoch);
+    }
+
     /// Each peer's upsert applied in any order gives the same row, and an upsert applied again
     /// writes nothing.
     #[test]
