@@ -96,10 +96,13 @@ pub fn merge_rows(local: Option<Row>, incoming: &Row, from: &NodeName) -> Row {
 pub fn merge_rows_owned(local: Option<Row>, incoming: Row, from: &NodeName) -> Row {
     match local {
         None => {
-            let pid = incoming.node_pids.get(from).copied();
             let mut row = incoming;
-            row.node_pids.retain(|node, _| node == from);
-            apply_observation(&mut row, from, pid);
+            // A peer's delta names its own binding alone (the common case): kept as it came.
+            if !(row.node_pids.len() == 1 && row.node_pids.contains_key(from)) {
+                let pid = row.node_pids.get(from).copied();
+                row.node_pids.retain(|node, _| node == from);
+                apply_observation(&mut row, from, pid);
+            }
             row
         }
         Some(mut local) => {
