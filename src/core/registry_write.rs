@@ -396,7 +396,7 @@ pub fn merge_upsert(
     settle_merge(merged, changed, (old, new_row), from, stub, gone)
 }
 
-/// Whether peer's upsert `row` outranks the stored version `current`: a newer epoch, whose
+/// Whether a peer's upsert `row` outranks the stored version `current`: a newer epoch, whose
 /// authored part wins the merge whatever the stored spec, arguments and metadata are (a
 /// re-placement, a move or a restart re-authors the row with the next epoch). Such an upsert
 /// needs only the stored row's version and bindings ([`merge_outranking`]).

@@ -236,8 +236,8 @@ impl PackedRow {
     }
 
     /// The row's id. Read straight from its bytes (bincode's varint length, then the UTF-8
-    /// text: `pack` writes the id first), not through the decoder: the store's hash table
-    /// compares ids on every probe, so every read, write and rehash of a row goes through this.
+    /// text: `pack` writes the id first), not through the decoder: listings and walks read the
+    /// id of every row they pass.
     pub fn id(&self) -> &str {
         std::str::from_utf8(self.id_bytes())
             .expect("a packed row's id is the text it was packed from")
