@@ -396,12 +396,12 @@ pub fn merge_upsert(
     settle_merge(merged, changed, (old, new_row), from, stub, gone)
 }
 
-/// Whether a peer's upsert `row` outranks the stored version `current`: a newer epoch, whose
-/// authored part wins the merge whatever the stored spec, arguments and metadata are (a
+/// Whether a peer's upsert `row` outranks the stored row of epoch `stored`: a newer epoch,
+/// whose authored part wins the merge whatever the stored spec, arguments and metadata are (a
 /// re-placement, a move or a restart re-authors the row with the next epoch). Such an upsert
 /// needs only the stored row's version and bindings ([`merge_outranking`]).
-pub fn outranks(row: &Row, current: &Standing) -> bool {
-    row.hub.epoch > current.epoch
+pub fn outranks(row: &Row, stored: u64) -> bool {
+    row.hub.epoch > stored
 }
 
 /// [`merge_upsert`] of an upsert that [`outranks`] the stored row, from the stored row's
@@ -415,7 +415,7 @@ pub fn merge_outranking(
     gone: impl Fn(&str) -> bool,
 ) -> Option<RowChange> {
     debug_assert!(
-        outranks(&row, &current),
+        outranks(&row, current.epoch),
         "the upsert must outrank the stored row"
     );
     let old = current

@@ -288,6 +288,10 @@ impl Storage for DurableStorage {
         self.shared.memory.version_and_bindings(id)
     }
 
+    fn version(&self, id: &ChildId) -> Option<u64> {
+        self.shared.memory.version(id)
+    }
+
     fn is_durable(&self, id: &ChildId) -> bool {
         self.shared.memory.is_durable(id)
     }

@@ -427,6 +427,14 @@ impl Storage for MemoryStorage {
         .flatten()
     }
 
+    fn version(&self, id: &ChildId) -> Option<u64> {
+        let now = self.clock.now_ms();
+        self.get_packed(id.as_str(), |packed| {
+            packed.is_live(now).then(|| packed.epoch())
+        })
+        .flatten()
+    }
+
     fn is_durable(&self, id: &ChildId) -> bool {
         let now = self.clock.now_ms();
         self.get_packed(id.as_str(), |packed| {
@@ -665,6 +673,8 @@ mod tests {
             ))
         );
         assert!(r.hub.durable && s.is_durable(r.id()));
+        assert_eq!(s.version(r.id()), Some(1 << 40));
+        assert_eq!(s.version(&ChildId::from("absent")), None);
         assert_eq!(s.version_and_bindings(&ChildId::from("absent")), None);
         assert!(!s.is_durable(&ChildId::from("absent")));
         assert_eq!(s.export_all(), vec![r.clone()]);
@@ -683,6 +693,7 @@ mod tests {
         assert_eq!(s.get_stored(r.id()).unwrap().expires_at_ms, Some(7));
         assert!(s.get(r.id()).is_none(), "expired at 7 ms after the epoch");
         assert_eq!(s.version_and_bindings(r.id()), None, "expired");
+        assert_eq!(s.version(r.id()), None, "expired");
         assert!(!s.is_durable(r.id()), "expired");
         assert_eq!(
             s.bound_nodes(r.id()),
@@ -698,6 +709,7 @@ mod tests {
             s.version_and_bindings(unbound.id()),
             Some((1 << 40, Vec::new()))
         );
+        assert_eq!(s.version(unbound.id()), Some(1 << 40));
     }
 
     #[test]

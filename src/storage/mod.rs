@@ -238,6 +238,12 @@ pub trait Storage: Send + Sync + 'static {
             .map(|row| (row.hub.epoch, row.node_pids.into_iter().collect()))
     }
 
+    /// The authored version of the live row with this id: what decides whether a peer's upsert
+    /// outranks it, read without unpacking the row by a store that keeps rows packed.
+    fn version(&self, id: &ChildId) -> Option<u64> {
+        self.get(id).map(|row| row.hub.epoch)
+    }
+
     /// Whether the live row with this id is declared (durable): what a start of a child with a
     /// row keeps, read without unpacking the row by a store that keeps rows packed.
     fn is_durable(&self, id: &ChildId) -> bool {

@@ -312,11 +312,20 @@ impl PackedRow {
 
     /// Whether the row is declared (durable), read without copying any of it.
     pub fn durable(&self) -> bool {
+        self.tail().durable
+    }
+
+    /// The row's authored version (its epoch), read without copying any of it.
+    pub fn epoch(&self) -> u64 {
+        self.tail().epoch
+    }
+
+    /// The fields after the metadata, the head passed over without keeping its bindings.
+    fn tail(&self) -> Tail<'_> {
         let mut cursor = Cursor::new(&self.0);
         packed_read::skip_head(&mut cursor)
             .and_then(|()| packed_read::tail(&mut cursor))
             .expect(DECODES)
-            .durable
     }
 
     /// The whole row, with its expiry.

@@ -179,6 +179,15 @@ impl RegistryState {
         }
     }
 
+    /// The authored version of what [`Self::current`] holds, read from the store without
+    /// unpacking the row.
+    fn version(&self, id: &ChildId) -> Option<u64> {
+        match self.overlay.get(id) {
+            Some((_, row)) => row.as_ref().map(|row| row.hub.epoch),
+            None => self.shared.storage.version(id),
+        }
+    }
+
     /// What [`Self::current`] holds of the row that a start's record keeps: its version and
     /// bindings, read from the store without unpacking the row.
     fn standing(&self, id: &ChildId) -> Option<Standing> {

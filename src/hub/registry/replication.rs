@@ -76,22 +76,25 @@ impl RegistryState {
     /// An upsert that outranks the stored row (a re-placement's, a move's) is merged from the
     /// stored row's version and bindings alone, without unpacking the row it replaces.
     fn merge_upsert(&mut self, from: &NodeName, row: Row, turn: &mut TurnOut) {
-        let standing = self.standing(&row.spec.id);
-        if standing.is_some() && self.shared.has_bug(InjectedBug::IgnorePeerBindings) {
+        let id = &row.spec.id;
+        let stored = self.version(id);
+        if stored.is_some() && self.shared.has_bug(InjectedBug::IgnorePeerBindings) {
             return;
         }
-        let stub = self.expiries.contains_key(&row.spec.id);
+        let stub = self.expiries.contains_key(id);
+        let standing = stored
+            .filter(|&epoch| registry_write::outranks(&row, epoch))
+            .and_then(|_| self.standing(id));
+        let current = if standing.is_none() && stored.is_some() {
+            self.current(id)
+        } else {
+            None
+        };
         let shared = self.shared.clone();
         let gone = |node: &str| shared.is_gone(node);
         let change = match standing {
-            Some(standing) if registry_write::outranks(&row, &standing) => {
-                registry_write::merge_outranking(standing, row, from, stub, gone)
-            }
-            Some(_) => {
-                let current = self.current(&row.spec.id);
-                registry_write::merge_upsert(current, row, from, stub, gone)
-            }
-            None => registry_write::merge_upsert(None, row, from, stub, gone),
+            Some(standing) => registry_write::merge_outranking(standing, row, from, stub, gone),
+            None => registry_write::merge_upsert(current, row, from, stub, gone),
         };
         if let Some(change) = change {
             self.apply(change, turn);
