@@ -281,6 +281,10 @@ impl Storage for DurableStorage {
         self.shared.memory.bound_nodes(id)
     }
 
+    fn each_bound_node(&self, id: &ChildId, each: &mut dyn FnMut(&str)) -> bool {
+        self.shared.memory.each_bound_node(id, each)
+    }
+
     fn version_and_bindings(
         &self,
         id: &ChildId,

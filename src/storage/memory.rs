@@ -173,6 +173,15 @@ impl MemoryStorage {
             .map(f)
     }
 
+    /// Whether a row found by a point read has not expired. The clock is read only for a row
+    /// that can expire (a tombstone or a row written with a time to live): a start and a stop
+    /// read the store several times a child, and most rows never expire.
+    fn live(&self, packed: &PackedRow) -> bool {
+        packed
+            .expires_at_ms()
+            .is_none_or(|at| at > self.clock.now_ms())
+    }
+
     /// Unpacks a row found under its shard's lock (so the names cover it, as in
     /// [`Self::for_each_packed`]).
     fn unpack(&self, packed: &PackedRow) -> StoredRow {
@@ -351,9 +360,8 @@ impl Storage for MemoryStorage {
     }
 
     fn get(&self, id: &ChildId) -> Option<Row> {
-        let now = self.clock.now_ms();
         self.get_packed(id.as_str(), |packed| {
-            packed.is_live(now).then(|| self.unpack(packed).row)
+            self.live(packed).then(|| self.unpack(packed).row)
         })
         .flatten()
     }
@@ -391,29 +399,32 @@ impl Storage for MemoryStorage {
     }
 
     fn contains(&self, id: &ChildId) -> bool {
-        let now = self.clock.now_ms();
-        self.get_packed(id.as_str(), |packed| packed.is_live(now))
+        self.get_packed(id.as_str(), |packed| self.live(packed))
             .unwrap_or(false)
     }
 
     fn bound_nodes(&self, id: &ChildId) -> Option<Vec<NodeName>> {
-        let now = self.clock.now_ms();
         self.get_packed(id.as_str(), |packed| {
-            let names = self.names.snapshot();
-            packed.placement(&names, now).map(|view| {
-                view.nodes
-                    .iter()
-                    .map(|(node, _)| (*node).to_owned())
-                    .collect()
-            })
+            self.live(packed)
+                .then(|| packed.bound_nodes(&self.names.snapshot()))
         })
         .flatten()
     }
 
-    fn version_and_bindings(&self, id: &ChildId) -> Option<(u64, Vec<(NodeName, Pid)>)> {
-        let now = self.clock.now_ms();
+    fn each_bound_node(&self, id: &ChildId, each: &mut dyn FnMut(&str)) -> bool {
         self.get_packed(id.as_str(), |packed| {
-            packed.is_live(now).then(|| {
+            let live = self.live(packed);
+            if live {
+                packed.each_bound_node(&self.names.snapshot(), each);
+            }
+            live
+        })
+        .unwrap_or(false)
+    }
+
+    fn version_and_bindings(&self, id: &ChildId) -> Option<(u64, Vec<(NodeName, Pid)>)> {
+        self.get_packed(id.as_str(), |packed| {
+            self.live(packed).then(|| {
                 let names = self.names.snapshot();
                 let view = packed.count_view(&names);
                 let nodes = view
@@ -428,19 +439,15 @@ impl Storage for MemoryStorage {
     }
 
     fn version(&self, id: &ChildId) -> Option<u64> {
-        let now = self.clock.now_ms();
         self.get_packed(id.as_str(), |packed| {
-            packed.is_live(now).then(|| packed.epoch())
+            self.live(packed).then(|| packed.epoch())
         })
         .flatten()
     }
 
     fn is_durable(&self, id: &ChildId) -> bool {
-        let now = self.clock.now_ms();
-        self.get_packed(id.as_str(), |packed| {
-            packed.is_live(now) && packed.durable()
-        })
-        .unwrap_or(false)
+        self.get_packed(id.as_str(), |packed| self.live(packed) && packed.durable())
+            .unwrap_or(false)
     }
 
     fn for_each_placement(&self, f: &mut dyn FnMut(Placement<'_>)) {
@@ -637,6 +644,13 @@ mod tests {
         assert_eq!(Storage::expired_ids(&s), vec![ChildId::from("short")]);
     }
 
+    /// What `each_bound_node` calls back with, as `bound_nodes` answers it.
+    fn each_bound(s: &MemoryStorage, id: &ChildId) -> Option<Vec<NodeName>> {
+        let mut nodes = Vec::new();
+        s.each_bound_node(id, &mut |node| nodes.push(node.to_owned()))
+            .then_some(nodes)
+    }
+
     #[test]
     fn a_packed_row_reads_back_whole() {
         let s = MemoryStorage::new();
@@ -664,6 +678,11 @@ mod tests {
             Some(vec!["n1@h".to_owned(), "n2@h".to_owned()])
         );
         assert_eq!(s.bound_nodes(&ChildId::from("absent")), None);
+        assert_eq!(
+            each_bound(&s, r.id()),
+            Some(vec!["n1@h".to_owned(), "n2@h".to_owned()])
+        );
+        assert_eq!(each_bound(&s, &ChildId::from("absent")), None);
         // What a start's record and a start read of a row, without unpacking it.
         assert_eq!(
             s.version_and_bindings(r.id()),
@@ -700,11 +719,13 @@ mod tests {
             None,
             "expired rows are bound nowhere"
         );
+        assert_eq!(each_bound(&s, r.id()), None, "expired");
         let mut unbound = r.clone();
         unbound.spec.id = "unbound".into();
         unbound.node_pids.clear();
         s.insert(unbound.clone()).unwrap();
         assert_eq!(s.bound_nodes(unbound.id()), Some(Vec::new()));
+        assert_eq!(each_bound(&s, unbound.id()), Some(Vec::new()));
         assert_eq!(
             s.version_and_bindings(unbound.id()),
             Some((1 << 40, Vec::new()))

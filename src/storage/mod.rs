@@ -230,6 +230,20 @@ pub trait Storage: Send + Sync + 'static {
         self.get(id).map(|row| row.node_pids.into_keys().collect())
     }
 
+    /// Calls `each` with every node the live row with this id is bound to, in the row's
+    /// order, and answers whether there is such a row: [`Self::bound_nodes`] without a copy of
+    /// any name, for the reads that look at the names once (a stop routes each child by them,
+    /// then unbinds it).
+    fn each_bound_node(&self, id: &ChildId, each: &mut dyn FnMut(&str)) -> bool {
+        match self.bound_nodes(id) {
+            Some(nodes) => {
+                nodes.iter().for_each(|node| each(node));
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The authored version and the bindings of the live row with this id: what a new version
     /// of a row written over it keeps, read without its spec, arguments and metadata by a store
     /// that keeps rows packed (a re-placement writes over a row of a node gone).

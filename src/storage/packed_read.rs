@@ -104,18 +104,28 @@ pub(super) struct Tail<'a> {
 /// The id and the expiry, the first two fields.
 pub(super) fn key<'a>(cursor: &mut Cursor<'a>) -> Option<(&'a str, Option<u64>)> {
     let id = cursor.str()?;
-    let expires_at_ms = if cursor.some()? {
+    Some((id, expiry_after_id(cursor)?))
+}
+
+/// The expiry, the id passed over unread: a point read has found the row by its id already.
+pub(super) fn expiry(cursor: &mut Cursor<'_>) -> Option<Option<u64>> {
+    cursor.skip_str()?;
+    expiry_after_id(cursor)
+}
+
+fn expiry_after_id(cursor: &mut Cursor<'_>) -> Option<Option<u64>> {
+    Some(if cursor.some()? {
         Some(cursor.varint()?)
     } else {
         None
-    };
-    Some((id, expires_at_ms))
+    })
 }
 
 /// The head, leaving the cursor on the metadata.
 pub(super) fn head<'a>(cursor: &mut Cursor<'a>) -> Option<Head<'a>> {
     let mut bound = Vec::new();
-    let (id, expires_at_ms, kind) = walk_head(cursor, Some(&mut bound))?;
+    let (id, expires_at_ms) = key(cursor)?;
+    let kind = walk_after_key(cursor, Some(&mut |node, pid| bound.push((node, pid))))?;
     Some(Head {
         id,
         expires_at_ms,
@@ -124,19 +134,29 @@ pub(super) fn head<'a>(cursor: &mut Cursor<'a>) -> Option<Head<'a>> {
     })
 }
 
+/// Calls `each` with every binding, the id passed over unread (what a stop routes by and
+/// unbinds).
+pub(super) fn bindings<'a>(
+    cursor: &mut Cursor<'a>,
+    each: &mut dyn FnMut(PackedName<'a>, Pid),
+) -> Option<()> {
+    expiry(cursor)?;
+    walk_after_key(cursor, Some(each)).map(|_| ())
+}
+
 /// Passes over the head to the metadata, for a read of the tail alone (its bindings kept
 /// nowhere).
 pub(super) fn skip_head(cursor: &mut Cursor<'_>) -> Option<()> {
-    walk_head(cursor, None).map(|_| ())
+    expiry(cursor)?;
+    walk_after_key(cursor, None).map(|_| ())
 }
 
-/// Walks the head: the key and the kind returned, the bindings pushed onto `bound` when
-/// given, the arguments, restart and shutdown passed over.
-fn walk_head<'a>(
+/// Walks the head after its key: the kind returned, each binding given to `each` when there
+/// is one, the arguments, restart and shutdown passed over.
+fn walk_after_key<'a>(
     cursor: &mut Cursor<'a>,
-    mut bound: Option<&mut Vec<(PackedName<'a>, Pid)>>,
-) -> Option<(&'a str, Option<u64>, PackedName<'a>)> {
-    let (id, expires_at_ms) = key(cursor)?;
+    mut each: Option<&mut dyn FnMut(PackedName<'a>, Pid)>,
+) -> Option<PackedName<'a>> {
     let kind = cursor.name()?;
     if cursor.some()? {
         cursor.skip_str()?; // arguments
@@ -145,19 +165,17 @@ fn walk_head<'a>(
     if cursor.varint()? == 0 {
         cursor.varint()?; // shutdown's grace
     }
-    let n = usize::try_from(cursor.varint()?).ok()?;
-    if let Some(bound) = bound.as_deref_mut() {
-        // Each binding takes at least two bytes: a claimed count beyond them is not believed.
-        bound.reserve(n.min(cursor.bytes.len() / 2));
-    }
+    // Each binding takes at least two bytes: a claimed count is read binding by binding, so
+    // one beyond the bytes fails at their end.
+    let n = cursor.varint()?;
     for _ in 0..n {
         let node = cursor.name()?;
         let pid = cursor.varint()?;
-        if let Some(bound) = bound.as_deref_mut() {
-            bound.push((node, pid));
+        if let Some(each) = each.as_deref_mut() {
+            each(node, pid);
         }
     }
-    Some((id, expires_at_ms, kind))
+    Some(kind)
 }
 
 /// The tail, from a cursor left on the metadata by [`head`].

@@ -230,11 +230,6 @@ impl PackedRow {
         self.0.len()
     }
 
-    fn key(&self) -> (&str, Option<u64>) {
-        // Only `pack` wrote these bytes; a failure would be a bug in this file.
-        packed_read::key(&mut Cursor::new(&self.0)).expect(DECODES)
-    }
-
     /// The row's id. Read straight from its bytes (bincode's varint length, then the UTF-8
     /// text: `pack` writes the id first), not through the decoder: listings and walks read the
     /// id of every row they pass.
@@ -261,7 +256,29 @@ impl PackedRow {
 
     /// Whether the row has not expired at `now_ms`.
     pub fn is_live(&self, now_ms: u64) -> bool {
-        self.key().1.is_none_or(|at| at > now_ms)
+        self.expires_at_ms().is_none_or(|at| at > now_ms)
+    }
+
+    /// When the row expires, if it can.
+    pub fn expires_at_ms(&self) -> Option<u64> {
+        packed_read::expiry(&mut Cursor::new(&self.0)).expect(DECODES)
+    }
+
+    /// The nodes the row is bound on, in its order, whether or not it has expired: what a stop
+    /// routes by and unbinds, read without the row's kind or pids.
+    pub fn bound_nodes(&self, names: &NameTable) -> Vec<NodeName> {
+        let mut nodes = Vec::new();
+        self.each_bound_node(names, &mut |node| nodes.push(node.to_owned()));
+        nodes
+    }
+
+    /// Calls `each` with the name of every node the row is bound on, in its order, whether or
+    /// not it has expired.
+    pub fn each_bound_node(&self, names: &NameTable, each: &mut dyn FnMut(&str)) {
+        packed_read::bindings(&mut Cursor::new(&self.0), &mut |node, _| {
+            each(names.resolve(&node))
+        })
+        .expect(DECODES);
     }
 
     /// The fields a placement needs, or `None` if expired at `now_ms`.
@@ -448,6 +465,9 @@ mod tests {
                 // A write counts the row from the row itself: what the packed row reads.
                 prop_assert_eq!(CountView::of_row(row), packed.count_view(&table));
                 prop_assert_eq!(packed.durable(), row.hub.durable);
+                prop_assert_eq!(packed.expires_at_ms(), expires);
+                let bound_nodes: Vec<NodeName> = row.node_pids.keys().cloned().collect();
+                prop_assert_eq!(packed.bound_nodes(&table), bound_nodes);
                 let now = expires.map_or(0, |at| at.saturating_sub(1));
                 let view = packed.placement(&table, now);
                 prop_assert_eq!(view.is_some(), packed.is_live(now));
@@ -477,7 +497,10 @@ mod tests {
             .unwrap();
             let packed = PackedRow::pack(&row, Some(9), &names, 0);
             assert_eq!(packed.id(), id, "length {len}");
-            assert_eq!(packed.key(), (id.as_str(), Some(9)), "length {len}");
+            let key = packed_read::key(&mut Cursor::new(&packed.0)).unwrap();
+            assert_eq!(key, (id.as_str(), Some(9)), "length {len}");
+            // The expiry read past the id, unread, agrees.
+            assert_eq!(packed.expires_at_ms(), Some(9), "length {len}");
         }
     }
 
@@ -504,6 +527,11 @@ mod tests {
         let view = packed.placement(&table, 0).unwrap();
         assert_eq!(view.kind, "kind-after-300");
         assert_eq!(view.nodes, vec![("node-after-300", u64::MAX)]);
+        assert_eq!(
+            packed.bound_nodes(&table),
+            vec!["node-after-300".to_owned()]
+        );
+        assert_eq!(packed.expires_at_ms(), Some(u64::MAX - 1));
         assert_eq!(packed.unpack(&table, 0).row, row);
     }
 

@@ -386,26 +386,34 @@ impl CoordinatorState {
             if !seen.insert(id.clone()) {
                 continue;
             }
-            // Only the row's bindings: a stop of many children must not unpack every row.
-            match self.hub.storage.bound_nodes(&id) {
+            // Only the row's bindings: a stop of many children must not unpack every row. Each
+            // node's name is copied once per stop, not once per child.
+            let mut bound = 0usize;
+            let known = self.hub.storage.each_bound_node(&id, &mut |node| {
+                bound += 1;
+                match by_node.get_mut(node) {
+                    Some(ids) => ids.push(id.clone()),
+                    None => {
+                        by_node.insert(node.to_owned(), vec![id.clone()]);
+                    }
+                }
+            });
+            match (known, bound) {
+                // Bound: routed above.
+                (true, 1..) => {}
                 // Unknown here, but a peer may have just started it (its row is on the way):
                 // starts go to the ring owner, so the owner is asked.
-                None if self.owner_of(&id) != self.hub.node => {
+                (false, _) if self.owner_of(&id) != self.hub.node => {
                     by_node.entry(self.owner_of(&id)).or_default().push(id);
                 }
-                None => errors.push(StopFailure {
+                (false, _) => errors.push(StopFailure {
                     id,
                     node: None,
                     reason: ChildStopError::NotFound,
                 }),
-                Some(nodes) if nodes.is_empty() => {
-                    // A row nothing runs (left by a previous run): its owner forgets it.
+                // A row nothing runs (left by a previous run): its owner forgets it.
+                (true, 0) => {
                     by_node.entry(self.owner_of(&id)).or_default().push(id);
-                }
-                Some(nodes) => {
-                    for node in nodes {
-                        by_node.entry(node).or_default().push(id.clone());
-                    }
                 }
             }
         }
@@ -477,7 +485,10 @@ impl CoordinatorState {
                     .iter()
                     .map(|(n, ids)| (n.clone(), ids.iter().cloned().collect()))
                     .collect(),
-                stopped: FastHashMap::default(),
+                stopped: FastHashMap::with_capacity_and_hasher(
+                    by_node.values().map(Vec::len).sum(),
+                    Default::default(),
+                ),
                 errors,
                 timer: self.arm_timer(myself, request_id, timeout),
             }),

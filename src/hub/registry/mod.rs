@@ -339,8 +339,12 @@ impl RegistryState {
         if rules.clustered || self.overlay.contains_key(id) {
             return None;
         }
-        let nodes = self.shared.storage.bound_nodes(id)?;
-        if nodes.len() != 1 || nodes[0] != node {
+        let (mut bound, mut only_here) = (0usize, false);
+        let known = self.shared.storage.each_bound_node(id, &mut |bound_on| {
+            bound += 1;
+            only_here = bound_on == node;
+        });
+        if !known || bound != 1 || !only_here {
             return None;
         }
         registry_write::unbind_sole(rules, id.clone(), node)
