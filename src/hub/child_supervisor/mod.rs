@@ -88,7 +88,8 @@ pub(crate) struct ChildSupState {
     kinds: FastHashSet<Arc<str>>,
     /// Children whose restart failed, waiting for a retry: spec and last pid.
     awaiting_retry: BTreeMap<ChildId, (ChildSpec, Pid)>,
-    stopping: BTreeMap<ActorId, u64>,
+    /// The stop group each stopping child's actor belongs to.
+    stopping: FastHashMap<ActorId, u64>,
     stop_groups: BTreeMap<u64, StopGroup>,
     next_group: u64,
     intensity: RestartIntensity,
@@ -611,7 +612,7 @@ impl Actor for ChildSupervisor {
             by_actor: FastHashMap::default(),
             kinds: FastHashSet::default(),
             awaiting_retry: BTreeMap::new(),
-            stopping: BTreeMap::new(),
+            stopping: FastHashMap::default(),
             stop_groups: BTreeMap::new(),
             next_group: 0,
         })
@@ -693,7 +694,15 @@ impl Actor for ChildSupervisor {
                     // One line per deadline, not per child: a stop of 100,000 children that
                     // all ignore it would otherwise log 100,000 lines.
                     let mut late = FailureTally::new();
-                    for child in group.waiting.values().filter(|c| c.grace_ms <= grace_ms) {
+                    let mut overdue: Vec<&stopping::StoppingChild> = group
+                        .waiting
+                        .values()
+                        .filter(|c| c.grace_ms <= grace_ms)
+                        .collect();
+                    // In id order, whatever the table's: the log and the kills read the same
+                    // on every run.
+                    overdue.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+                    for child in overdue {
                         late.add(&child.id, format_args!("not stopped within {grace_ms} ms"));
                         child.cell.kill();
                     }

@@ -7,7 +7,7 @@
 //! owner's answer is the request's answer, so "stopped" there would claim a stop of a child that
 //! never existed.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use ractor::{ActorCell, ActorId, ActorRef};
@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 
 use super::ChildSupState;
 use crate::hub::protocol::{ChildSupMsg, NodeStopReport, RegistryOp, StopBatch, StopReply};
-use crate::model::{ChildId, Shutdown};
+use crate::model::{ChildId, FastHashMap, Shutdown};
 use crate::storage::StorageError;
 use crate::types::ChildStopError;
 
@@ -30,7 +30,7 @@ pub(super) struct StopGroup {
     /// The children move (a cold swap): the Coordinator reports `ChildMoved` once they run on
     /// their new node, so no `ChildStopped` here.
     pub release: bool,
-    pub waiting: BTreeMap<ActorId, StoppingChild>,
+    pub waiting: FastHashMap<ActorId, StoppingChild>,
     pub stopped: Vec<ChildId>,
     /// Ids this node knows nothing of (answered `not_found`, nothing written).
     not_found: Vec<ChildId>,
@@ -58,11 +58,12 @@ impl ChildSupState {
         let mut group = StopGroup {
             reply: Some(batch.reply),
             release: batch.release,
-            waiting: BTreeMap::new(),
+            waiting: FastHashMap::with_capacity_and_hasher(batch.ids.len(), Default::default()),
             stopped: Vec::new(),
             not_found: Vec::new(),
             timers: Vec::new(),
         };
+        self.stopping.reserve(batch.ids.len());
         let mut graces: BTreeSet<u64> = BTreeSet::new();
         for id in batch.ids {
             if let Some(running) = self.children.remove(&id) {
