@@ -14,27 +14,52 @@ use crate::types::{ChildFailure, StartedChild, StopFailure, StopResult, StoppedC
 use crate::types::{ChildStartError, ChildStopError};
 
 impl CoordinatorState {
+    /// A node's answer to its start batch: each child it names is settled as started or failed
+    /// there.
     pub(crate) fn on_node_started(
         &mut self,
         myself: &ActorRef<CoordinatorMsg>,
         request_id: u64,
         report: NodeStartReport,
     ) {
-        let node = report.node;
-        self.on_start_outcome(
-            myself,
-            request_id,
-            report
-                .started
-                .into_iter()
-                .map(|(id, pid)| (id, node.clone(), pid))
-                .collect(),
-            report
-                .errors
-                .into_iter()
-                .map(|(id, e)| (id, node.clone(), e))
-                .collect(),
-        );
+        let Some(PendingOperation::Start(op)) = self.pending_operations.get_mut(&request_id) else {
+            return; // timed out already
+        };
+        let NodeStartReport {
+            node,
+            started,
+            errors,
+        } = report;
+        // A child is awaited under the name of the node it was sent to, which is the reporting
+        // node's but for a forwarded child: that name is kept rather than copied again.
+        let named = |awaited: NodeName| {
+            if awaited == node {
+                awaited
+            } else {
+                node.clone()
+            }
+        };
+        op.result.started.reserve(started.len());
+        for (id, pid) in started {
+            if let Some(awaited) = op.awaiting.remove(&id) {
+                op.result.started.push(StartedChild {
+                    id,
+                    nodes: vec![(named(awaited), pid)],
+                });
+            }
+        }
+        for (id, reason) in errors {
+            if let Some(awaited) = op.awaiting.remove(&id) {
+                op.result.errors.push(ChildFailure {
+                    id,
+                    node: named(awaited),
+                    reason,
+                });
+            }
+        }
+        if op.awaiting.is_empty() {
+            self.finish_start(myself, request_id);
+        }
     }
 
     /// Records the answers for some children of a start (from any node: forwarded children
@@ -95,7 +120,10 @@ impl CoordinatorState {
             op.awaiting.remove(&report.node);
         }
         for id in stopped {
-            op.stopped.entry(id).or_default().push(report.node.clone());
+            op.stopped
+                .entry(id)
+                .or_insert_with(|| Vec::with_capacity(1))
+                .push(report.node.clone());
         }
         for (id, reason) in errors {
             op.errors.push(StopFailure {

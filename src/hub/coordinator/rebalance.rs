@@ -48,10 +48,14 @@ type Batches = BTreeMap<NodeName, Vec<(ChildSpec, Metadata)>>;
 pub(super) fn batches<'a>(rows: impl IntoIterator<Item = (&'a NodeName, &'a Row)>) -> Batches {
     let mut by_node: Batches = BTreeMap::new();
     for (node, row) in rows {
-        by_node
-            .entry(node.clone())
-            .or_default()
-            .push((row.spec.clone(), row.metadata.clone()));
+        let child = (row.spec.clone(), row.metadata.clone());
+        // The node's name is copied once per batch, not once per child.
+        match by_node.get_mut(node) {
+            Some(children) => children.push(child),
+            None => {
+                by_node.insert(node.clone(), vec![child]);
+            }
+        }
     }
     by_node
 }
@@ -260,10 +264,10 @@ impl CoordinatorState {
         }
         // The owner starts what it owns; another holder's stubs wait for the retry timer
         // (above). One batch per owner per pass, not one frame per child.
-        let replace: Vec<(NodeName, Row)> = plan
-            .replacements
-            .into_iter()
-            .flat_map(|(owner, rows)| rows.into_iter().map(move |r| (owner.clone(), r)))
+        let mut replacements = plan.replacements;
+        let replace: Vec<(&NodeName, Row)> = replacements
+            .iter_mut()
+            .flat_map(|(owner, rows)| std::mem::take(rows).into_iter().map(move |r| (owner, r)))
             .collect();
         let cause = Cause::Replaced {
             why: replaced_because,
@@ -273,7 +277,7 @@ impl CoordinatorState {
         // caller's pipelined requests do.
         let mut requests = BTreeSet::new();
         for batch in replacement_batches(replace) {
-            let by_node = batches(batch.children.iter().map(|(n, r)| (n, r)));
+            let by_node = batches(batch.children.iter().map(|(n, r)| (*n, r)));
             let rows = batch
                 .children
                 .into_iter()
@@ -463,12 +467,15 @@ impl CoordinatorState {
         if !cluster.failed.is_empty() {
             cluster.retry_timer.arm_if_idle(myself, retry);
         }
-        let placed: Vec<(ChildId, NodeName)> = result
-            .started
-            .iter()
-            .filter_map(|s| s.nodes.first().map(|(n, _)| (s.id.clone(), n.clone())))
-            .collect();
-        for (id, to) in &placed {
+        // Where each child now runs (its first node): read from the answer, copied only into
+        // the events and, when a hook listens, the hook's list.
+        let placed = || {
+            result
+                .started
+                .iter()
+                .filter_map(|s| s.nodes.first().map(|(n, _)| (&s.id, n)))
+        };
+        for (id, to) in placed() {
             self.hub.events.publish(|| match &cause {
                 Some(Cause::Moved { from, why }) => HubEvent::ChildMoved {
                     id: id.clone(),
@@ -489,11 +496,11 @@ impl CoordinatorState {
                 },
             });
         }
-        if !placed.is_empty() {
+        if placed().next().is_some() {
             self.hub
                 .hooks
                 .fire(HookKey::ChildrenMigrated, || HookEvent::ChildrenMigrated {
-                    children: placed,
+                    children: placed().map(|(id, to)| (id.clone(), to.clone())).collect(),
                 });
         }
         if let Some(reply) = reply {
