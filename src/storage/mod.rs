@@ -233,7 +233,8 @@ pub trait Storage: Send + Sync + 'static {
     /// Calls `each` with every node the live row with this id is bound to, in the row's
     /// order, and answers whether there is such a row: [`Self::bound_nodes`] without a copy of
     /// any name, for the reads that look at the names once (a stop routes each child by them,
-    /// then unbinds it).
+    /// then unbinds it). `each` runs while the store holds the row (a read lock of its shard in
+    /// memory), so it must not read or write the store.
     fn each_bound_node(&self, id: &ChildId, each: &mut dyn FnMut(&str)) -> bool {
         match self.bound_nodes(id) {
             Some(nodes) => {
