@@ -7,6 +7,7 @@
 //! process-global, so that process is one node.
 
 use crate::common::alone;
+use crate::common::remote_start::start_through;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 use std::time::Duration;
@@ -71,12 +72,7 @@ async fn a_client_node_drives_the_hub_through_its_remote_endpoints() {
     let specs: Vec<ChildSpec> = (0..12)
         .map(|i| ChildSpec::new(format!("room-{i}"), "counter"))
         .collect();
-    let started = hub
-        .start_children(specs.clone(), StartOptions::new().tag("rooms"))
-        .await
-        .expect("started");
-    assert_eq!(started.started.len(), 12, "{started:?}");
-    assert!(started.errors.is_empty(), "{:?}", started.errors);
+    start_through(&hub, &specs, StartOptions::new().tag("rooms")).await;
 
     // Lookups, calls and casts through each node's endpoint, whichever node runs the child.
     let increment = br#"{"kind":"counter","command":{"op":"increment","by":3}}"#.to_vec();

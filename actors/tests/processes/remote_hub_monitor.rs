@@ -12,6 +12,7 @@
 //! process-global, so that process is one node.
 
 use crate::common::alone;
+use crate::common::remote_start::start_through;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 use std::time::Duration;
@@ -21,8 +22,8 @@ use process_hub::remote::{
     decode, encode, endpoint_group, endpoint_node, EndpointMsg, EndpointReply, EndpointRequest,
 };
 use process_hub::{
-    ChildDown, ChildId, ChildRefError, ChildSpec, ChildStartError, DownReason, MonitorId,
-    MonitorOptions, RemoteHub, RemoteHubError, StartOptions,
+    ChildDown, ChildId, ChildRefError, ChildSpec, DownReason, MonitorId, MonitorOptions, RemoteHub,
+    RemoteHubError, StartOptions,
 };
 use process_hub_actors::counter::CounterMsg;
 use process_hub_actors::harness::{ClusterOptions, LocalCluster};
@@ -116,41 +117,6 @@ async fn host_of(hub: &RemoteHub, id: &ChildId) -> String {
     }
 }
 
-/// Starts `spec` through the endpoints. While the client's sessions to the nodes settle, a
-/// session can be replaced under a request in flight and its answer lost (`Unreachable`: the
-/// start may or may not have happened): the start is asked again, and `already_started` then
-/// says the lost one had taken effect.
-async fn start_one(hub: &RemoteHub, spec: &ChildSpec) {
-    let begun = tokio::time::Instant::now();
-    let mut asked_again = false;
-    loop {
-        match hub
-            .start_children(vec![spec.clone()], StartOptions::new())
-            .await
-        {
-            Ok(started) => {
-                let took_effect_before = asked_again
-                    && started
-                        .errors
-                        .iter()
-                        .all(|e| e.reason == ChildStartError::AlreadyStarted);
-                assert!(
-                    started.errors.is_empty() || took_effect_before,
-                    "{started:?}"
-                );
-                return;
-            }
-            Err(RemoteHubError::Unreachable { .. })
-                if begun.elapsed() < Duration::from_secs(10) =>
-            {
-                asked_again = true;
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => panic!("{} not started: {e:?}", spec.id),
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_node_messages_and_monitors_children_through_remote_endpoints() {
     if alone::ran_in_own_process(
@@ -199,7 +165,7 @@ async fn a_client_node_messages_and_monitors_children_through_remote_endpoints()
             break;
         }
         let spec = ChildSpec::new(format!("c-{i}"), "counter");
-        start_one(&hub, &spec).await;
+        start_through(&hub, std::slice::from_ref(&spec), StartOptions::new()).await;
         by_host
             .entry(host_of(&hub, &spec.id).await)
             .or_default()

@@ -35,7 +35,10 @@ pub enum RemoteHubError {
         /// The timeout.
         timeout_ms: u64,
     },
-    /// The connection to the node failed before it answered.
+    /// The connection to the node failed before it answered: the request may have reached the
+    /// node and taken effect, or not (a client whose sessions to the nodes are still settling
+    /// can lose an answer this way). A start asked again answers `already_started` for the
+    /// children the lost one started.
     #[error("{node} is unreachable: {reason}")]
     Unreachable {
         /// The node asked.

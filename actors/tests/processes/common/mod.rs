@@ -6,6 +6,7 @@
 
 #[path = "../../../../tests/in_process/common/alone.rs"]
 pub mod alone;
+pub mod remote_start;
 
 use std::ffi::OsStr;
 use std::process::Command;
