@@ -6,12 +6,35 @@ use std::collections::BTreeMap;
 
 use ractor::ActorRef;
 
-use super::{CoordinatorState, PendingOperation, StartPurpose, StopPurpose};
+use super::{CoordinatorState, PendingOperation, PendingStart, StartPurpose, StopPurpose};
 use crate::hub::protocol::{CoordinatorMsg, NodeStartReport, NodeStopReport};
 use crate::model::{ChildId, NodeName};
 use crate::types::OnFailure;
 use crate::types::{ChildFailure, StartedChild, StopFailure, StopResult, StoppedChild};
 use crate::types::{ChildStartError, ChildStopError};
+
+impl PendingStart {
+    /// Settles child `id` if it is still awaited: started as `pid`, or failed. `node` names
+    /// where, from the name the child was awaited under.
+    fn settle(
+        &mut self,
+        id: ChildId,
+        node: impl FnOnce(NodeName) -> NodeName,
+        outcome: Result<crate::model::Pid, ChildStartError>,
+    ) {
+        let Some(awaited) = self.awaiting.remove(&id) else {
+            return;
+        };
+        let node = node(awaited);
+        match outcome {
+            Ok(pid) => self.result.started.push(StartedChild {
+                id,
+                nodes: vec![(node, pid)],
+            }),
+            Err(reason) => self.result.errors.push(ChildFailure { id, node, reason }),
+        }
+    }
+}
 
 impl CoordinatorState {
     /// A node's answer to its start batch: each child it names is settled as started or failed
@@ -41,21 +64,10 @@ impl CoordinatorState {
         };
         op.result.started.reserve(started.len());
         for (id, pid) in started {
-            if let Some(awaited) = op.awaiting.remove(&id) {
-                op.result.started.push(StartedChild {
-                    id,
-                    nodes: vec![(named(awaited), pid)],
-                });
-            }
+            op.settle(id, named, Ok(pid));
         }
         for (id, reason) in errors {
-            if let Some(awaited) = op.awaiting.remove(&id) {
-                op.result.errors.push(ChildFailure {
-                    id,
-                    node: named(awaited),
-                    reason,
-                });
-            }
+            op.settle(id, named, Err(reason));
         }
         if op.awaiting.is_empty() {
             self.finish_start(myself, request_id);
@@ -75,17 +87,10 @@ impl CoordinatorState {
             return; // timed out already
         };
         for (id, node, pid) in started {
-            if op.awaiting.remove(&id).is_some() {
-                op.result.started.push(StartedChild {
-                    id,
-                    nodes: vec![(node, pid)],
-                });
-            }
+            op.settle(id, |_| node, Ok(pid));
         }
         for (id, node, reason) in errors {
-            if op.awaiting.remove(&id).is_some() {
-                op.result.errors.push(ChildFailure { id, node, reason });
-            }
+            op.settle(id, |_| node, Err(reason));
         }
         if op.awaiting.is_empty() {
             self.finish_start(myself, request_id);
