@@ -285,7 +285,12 @@ impl MemoryStorage {
         if expected == 0 {
             return rows;
         }
-        self.rows_into(&mut rows, &mut |p| p.nodes.iter().any(|(n, _)| *n == node));
+        let now = self.clock.now_ms();
+        self.for_each_packed(|names, packed| {
+            if packed.live_on(names, node, now) {
+                rows.push(packed.unpack(names, self.base_ms).row);
+            }
+        });
         rows
     }
 

@@ -135,13 +135,14 @@ pub(super) fn head<'a>(cursor: &mut Cursor<'a>) -> Option<Head<'a>> {
 }
 
 /// Calls `each` with every binding, the id passed over unread (what a stop routes by and
-/// unbinds).
+/// unbinds, and what a reap or a full sync selects rows by). Answers the row's expiry.
 pub(super) fn bindings<'a>(
     cursor: &mut Cursor<'a>,
     each: &mut dyn FnMut(PackedName<'a>, Pid),
-) -> Option<()> {
-    expiry(cursor)?;
-    walk_after_key(cursor, Some(each)).map(|_| ())
+) -> Option<Option<u64>> {
+    let expires_at_ms = expiry(cursor)?;
+    walk_after_key(cursor, Some(each))?;
+    Some(expires_at_ms)
 }
 
 /// Passes over the head to the metadata, for a read of the tail alone (its bindings kept

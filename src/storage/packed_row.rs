@@ -281,6 +281,17 @@ impl PackedRow {
         .expect(DECODES);
     }
 
+    /// Whether the row is live at `now_ms` and bound on `node`: how a reap and a full sync
+    /// pick their rows out of every row, read without the row's id or kind and without a list.
+    pub fn live_on(&self, names: &NameTable, node: &str, now_ms: u64) -> bool {
+        let mut bound = false;
+        let expires_at_ms = packed_read::bindings(&mut Cursor::new(&self.0), &mut |n, _| {
+            bound = bound || names.resolve(&n) == node
+        })
+        .expect(DECODES);
+        bound && expires_at_ms.is_none_or(|at| at > now_ms)
+    }
+
     /// The fields a placement needs, or `None` if expired at `now_ms`.
     pub fn placement<'a>(&'a self, names: &'a NameTable, now_ms: u64) -> Option<PlacementView<'a>> {
         let Head {
@@ -468,6 +479,14 @@ mod tests {
                 prop_assert_eq!(packed.expires_at_ms(), expires);
                 let bound_nodes: Vec<NodeName> = row.node_pids.keys().cloned().collect();
                 prop_assert_eq!(packed.bound_nodes(&table), bound_nodes);
+                // A reap's and a full sync's pick: live and bound on the node, at the expiry,
+                // just before it, and for a node the row is not bound on.
+                for at in [expires.map_or(0, |at| at.saturating_sub(1)), expires.unwrap_or(u64::MAX)] {
+                    for node in row.node_pids.keys().map(String::as_str).chain(["absent@h"]) {
+                        let expected = packed.is_live(at) && row.node_pids.contains_key(node);
+                        prop_assert_eq!(packed.live_on(&table, node, at), expected);
+                    }
+                }
                 let now = expires.map_or(0, |at| at.saturating_sub(1));
                 let view = packed.placement(&table, now);
                 prop_assert_eq!(view.is_some(), packed.is_live(now));
