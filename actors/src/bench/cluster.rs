@@ -17,7 +17,9 @@
 //!   held started through the same node on the survivors: `refill_start_ms` (the awaited
 //!   requests), `refill_converge_ms` (until every survivor lists them, timed as the failover
 //!   is), and `failover_after_grace_over_refill` = `failover_after_grace_ms / refill_start_ms`
-//!   (the goal: at most 1); `replaced_per_node` and `refill_per_node` split each of the two
+//!   (the goal: at most 1), and `failover_after_grace_over_refill_converge` =
+//!   `failover_after_grace_ms / refill_converge_ms`, both sides timed until every survivor
+//!   lists every child; `replaced_per_node` and `refill_per_node` split each of the two
 //!   among the survivors (each starts its own share: the larger share bounds the time);
 //! - `start_ratio`: `start_per_s / bare_start_per_s` (the goal: at least 0.5);
 //! - `rss_bytes_per_child`: resident memory added by the N children, summed over the nodes.
@@ -158,10 +160,11 @@ fn replaced_per_node(
 }
 
 /// The ratios `--runs` summarizes: each figure of one run against its baseline in that run.
-const RATIOS: [&str; 6] = [
+const RATIOS: [&str; 7] = [
     "start_ratio",
     "converge_ratio",
     "failover_after_grace_over_refill",
+    "failover_after_grace_over_refill_converge",
     "rss_ratio",
     "entry_all_start_ratio",
     "entry_all_converge_ratio",
@@ -355,6 +358,11 @@ fn run_once(args: &ClusterBenchArgs) -> Result<serde_json::Value, String> {
             .and_then(|b| ratio(report.rss_bytes_per_child, b.rss_bytes_per_child)),
     });
     let mut out = out;
+    // Both sides timed until every survivor lists every child.
+    out["failover_after_grace_over_refill_converge"] = json!(report
+        .refill
+        .as_ref()
+        .and_then(|r| ratio(report.failover_after_grace_ms as f64, r.converge_ms as f64)));
     out["telemetry"] = json!(args.telemetry);
     large_cluster_fields(&mut out, args, &report);
     out["entry"] = json!(if entry_all.is_some() { "all" } else { "one" });
