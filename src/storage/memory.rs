@@ -177,9 +177,7 @@ impl MemoryStorage {
     /// that can expire (a tombstone or a row written with a time to live): a start and a stop
     /// read the store several times a child, and most rows never expire.
     fn live(&self, packed: &PackedRow) -> bool {
-        packed
-            .expires_at_ms()
-            .is_none_or(|at| at > self.clock.now_ms())
+        super::unexpired(packed.expires_at_ms(), || self.clock.now_ms())
     }
 
     /// Unpacks a row found under its shard's lock (so the names cover it, as in

@@ -70,8 +70,14 @@ pub struct StoredRow {
 impl StoredRow {
     /// Whether the row is still visible at `now_ms`.
     pub fn is_live(&self, now_ms: u64) -> bool {
-        self.expires_at_ms.is_none_or(|at| at > now_ms)
+        unexpired(self.expires_at_ms, || now_ms)
     }
+}
+
+/// The one rule of expiry, for every read of a row: visible until the millisecond it expires
+/// at. The clock (`now_ms`) is read only for a row that can expire.
+pub(crate) fn unexpired(expires_at_ms: Option<u64>, now_ms: impl FnOnce() -> u64) -> bool {
+    expires_at_ms.is_none_or(|at| at > now_ms())
 }
 
 /// One change to the registry.

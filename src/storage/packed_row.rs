@@ -256,7 +256,7 @@ impl PackedRow {
 
     /// Whether the row has not expired at `now_ms`.
     pub fn is_live(&self, now_ms: u64) -> bool {
-        self.expires_at_ms().is_none_or(|at| at > now_ms)
+        super::unexpired(self.expires_at_ms(), || now_ms)
     }
 
     /// When the row expires, if it can.
@@ -289,7 +289,7 @@ impl PackedRow {
             bound = bound || names.resolve(&n) == node
         })
         .expect(DECODES);
-        bound && expires_at_ms.is_none_or(|at| at > now_ms)
+        bound && super::unexpired(expires_at_ms, || now_ms)
     }
 
     /// The fields a placement needs, or `None` if expired at `now_ms`.
@@ -300,7 +300,7 @@ impl PackedRow {
             kind,
             bound,
         } = packed_read::head(&mut Cursor::new(&self.0)).expect(DECODES);
-        if expires_at_ms.is_some_and(|at| at <= now_ms) {
+        if !super::unexpired(expires_at_ms, || now_ms) {
             return None;
         }
         Some(PlacementView {
