@@ -45,6 +45,11 @@ impl LeftToOwners {
         self.until = Some(until);
     }
 
+    /// Whether no stub is left to its owner (no look is under way).
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
     /// Whether `id` is a stub left to its owner.
     pub fn contains(&self, id: &ChildId) -> bool {
         self.ids.contains(id)

@@ -117,6 +117,8 @@ impl CoordinatorState {
         cluster.departed.remove(&node);
         cluster.peers.insert(node.clone());
         cluster.ring.add(node.clone());
+        // A reap still held for it is off: what it binds from now on runs.
+        cluster.held_reaps.strike(&node);
         // Back: the bindings it sends from now on count (before any of its frames is merged).
         hub.set_gone(&node, false);
         cluster.delivered_by.remove(&node);

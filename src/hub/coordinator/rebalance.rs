@@ -546,6 +546,10 @@ impl CoordinatorState {
         let now = tokio::time::Instant::now().into_std();
         if cluster.left_to_owners.look(left_ids, now) {
             idle.extend(left);
+            // The owners had their time: a reap that waited for them goes (what they did not
+            // take is started here, bound to its owner of now).
+            let due = cluster.held_reaps.owners_done();
+            self.reap(myself, due);
         } else {
             // Their owners are at work on them: the next look.
             tracing::debug!(stubs = left.len(), "stubs left to their owners wait");

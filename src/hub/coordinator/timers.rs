@@ -210,8 +210,8 @@ impl CoordinatorState {
             }
         }
         // Nodes whose grace ran out are gone for good: their children are re-placed in this
-        // flush's pass, and their bindings reaped once the starts it sends answered
-        // ([`HeldReaps`]). A node out of the ring and past its grace runs nothing for the
+        // flush's pass, and their bindings reaped once the starts it sends answered and the
+        // other owners took the children left to them ([`HeldReaps`]). A node out of the ring and past its grace runs nothing for the
         // planner, bound or not, so the pass need not wait for the reap.
         let mut reap = Vec::new();
         if let Some(expired) = cluster.grace_expiries.take_due(now) {
@@ -240,10 +240,15 @@ impl CoordinatorState {
         let Some(cluster) = &mut self.cluster else {
             return;
         };
-        // A reap whose starts were dropped unanswered goes too.
+        // A reap whose starts were dropped unanswered goes too, and one that waited for the
+        // other owners once no stub is left to them.
         let pending = &self.pending_operations;
         let mut due = cluster.held_reaps.release(|id| !pending.contains_key(&id));
-        due.extend(cluster.held_reaps.hold(reap, replacing));
+        let owners = !cluster.left_to_owners.is_empty();
+        if !owners {
+            due.extend(cluster.held_reaps.owners_done());
+        }
+        due.extend(cluster.held_reaps.hold(reap, replacing, owners));
         self.reap(myself, due);
         self.arm_flush(myself);
     }
