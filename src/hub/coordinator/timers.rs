@@ -211,8 +211,9 @@ impl CoordinatorState {
         }
         // Nodes whose grace ran out are gone for good: their children are re-placed in this
         // flush's pass, and their bindings reaped once the starts it sends answered and the
-        // other owners took the children left to them ([`HeldReaps`]). A node out of the ring and past its grace runs nothing for the
-        // planner, bound or not, so the pass need not wait for the reap.
+        // other owners took the children left to them ([`HeldReaps`]). A node out of the ring
+        // and past its grace runs nothing for the planner, bound or not, so the pass need not
+        // wait for the reap.
         let mut reap = Vec::new();
         if let Some(expired) = cluster.grace_expiries.take_due(now) {
             let closing = cluster.grace_timers.is_empty();
